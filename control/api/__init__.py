@@ -1,0 +1,22 @@
+"""The HTTP surface: one module per resource, registered here and nowhere else."""
+
+from __future__ import annotations
+
+from litestar import Router
+from litestar.di import Provide
+
+from control.api.deps import provide_principal
+from control.api.endpoints import EndpointController
+from control.auth import bearer_auth
+
+__all__ = ("v1_router",)
+
+
+def v1_router() -> Router:
+    return Router(
+        path="/v1",
+        route_handlers=[EndpointController],
+        middleware=[bearer_auth()],
+        dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},
+        security=[{"bearer": []}],
+    )

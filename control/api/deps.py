@@ -1,0 +1,20 @@
+"""Dependencies every handler may ask for by name: ``ctx`` (the process's Context) and ``principal``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request
+from litestar.datastructures import State
+
+from control.service import Context, Principal
+
+__all__ = ("provide_ctx", "provide_principal")
+
+
+def provide_ctx(state: State) -> Context:
+    return state.ctx
+
+
+def provide_principal(request: Request[Principal, Any, Any]) -> Principal:
+    return request.user

@@ -1,0 +1,57 @@
+"""/v1/endpoints: create, list, read, change and delete ingest endpoints."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from litestar import Controller, delete, get, patch, post
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
+
+from control.api.openapi import errors
+from control.records import Deleted
+from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
+from control.service import Context, Principal
+from control.service import endpoints as service
+
+__all__ = ("EndpointController",)
+
+
+class EndpointController(Controller):
+    path = "/endpoints"
+    tags: ClassVar[list[str]] = ["endpoints"]
+
+    @get("/", operation_id="ListEndpoints", responses=errors(400, 401, 429))
+    async def list_endpoints(
+        self,
+        ctx: Context,
+        principal: Principal,
+        external_ref: Annotated[
+            FromQuery[str | None], Parameter(description="Only the endpoint with this caller-chosen name")
+        ] = None,
+    ) -> EndpointList:
+        """Lists the account's endpoints, newest first; `external_ref` re-finds one by its stable name."""
+        return await service.list_endpoints(ctx, principal, external_ref=external_ref)
+
+    @post("/", operation_id="CreateEndpoint", responses=errors(400, 401, 403, 409, 429))
+    async def create_endpoint(
+        self, ctx: Context, principal: Principal, data: JSONBody[EndpointCreate]
+    ) -> EndpointCreated:
+        """Creates an endpoint. The answer carries `ingest_url` for the provider and the platform
+        `signing_secret`, which is shown here and on rotation only."""
+        return await service.create_endpoint(ctx, principal, data)
+
+    @get("/{endpoint_id:str}", operation_id="GetEndpoint", responses=errors(401, 404, 429))
+    async def get_endpoint(self, ctx: Context, principal: Principal, endpoint_id: FromPath[str]) -> Endpoint:
+        return await service.get_endpoint(ctx, principal, endpoint_id)
+
+    @patch("/{endpoint_id:str}", operation_id="UpdateEndpoint", responses=errors(400, 401, 403, 404, 409, 429))
+    async def update_endpoint(
+        self, ctx: Context, principal: Principal, endpoint_id: FromPath[str], data: JSONBody[EndpointUpdate]
+    ) -> Endpoint:
+        """Changes `name`, `environment` or `external_ref`; fields left out stay; `external_ref: null` clears it."""
+        return await service.update_endpoint(ctx, principal, endpoint_id, data)
+
+    @delete("/{endpoint_id:str}", operation_id="DeleteEndpoint", status_code=200, responses=errors(401, 403, 404, 429))
+    async def delete_endpoint(self, ctx: Context, principal: Principal, endpoint_id: FromPath[str]) -> Deleted:
+        """Deletes the endpoint with all its events, deliveries, destinations, rules and settings."""
+        return Deleted(id=await service.delete_endpoint(ctx, principal, endpoint_id))

@@ -1,0 +1,85 @@
+"""The control plane's Litestar app factory.
+
+The lifespan owns the asyncpg pool and the Redis client for this process; handlers reach them through the
+``ctx`` dependency. Served by granian (``hookyard control``) or any ASGI server; ``create_app()`` reads the
+settings from the environment when none are given, so ``granian --factory control.app:create_app`` works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import redis.asyncio as aioredis
+from litestar import Litestar, Response, get
+from litestar.di import Provide
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
+
+from control.api import v1_router
+from control.api.deps import provide_ctx
+from control.db import create_pool
+from control.errors import EXCEPTION_HANDLERS, error_response
+from control.ratelimit import RateLimiter
+from control.records import Health
+from control.service import Context
+from shared.errors import ConfigError
+from shared.keys import Keys
+from shared.settings import Settings, load_settings
+
+__all__ = ("create_app",)
+
+log = logging.getLogger("hookyard.control")
+
+
+@get("/healthz", include_in_schema=False)
+async def healthz(ctx: Context) -> Response[Health]:
+    """200 once Postgres and Redis both answer; 503 (enveloped) while either does not."""
+    try:
+        async with ctx.pool.acquire(timeout=2) as conn:
+            await conn.fetchval("SELECT 1")
+        await ctx.redis.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not ready", reported, not raised
+        return error_response(503, "unavailable", f"not ready: {type(exc).__name__}: {exc}")
+    return Response(Health())
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    settings = settings or load_settings()
+    if not settings.database_url or not settings.redis_url:
+        raise ConfigError("DATABASE_URL and REDIS_URL must be set for the control plane (hookyard up sets them)")
+
+    @contextlib.asynccontextmanager
+    async def resources(app: Litestar) -> AsyncIterator[None]:
+        pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
+        redis = aioredis.Redis.from_url(settings.redis_url)
+        ctx = Context(
+            settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards)
+        )
+        app.state.ctx = ctx
+        app.state.limiter = RateLimiter(redis, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
+        try:
+            yield
+        finally:
+            await redis.aclose()
+            await pool.close()
+
+    return Litestar(
+        route_handlers=[healthz, v1_router()],
+        dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
+        lifespan=[resources],
+        exception_handlers=EXCEPTION_HANDLERS,
+        request_max_body_size=max(1_048_576, 2 * settings.max_body_bytes),
+        openapi_config=OpenAPIConfig(
+            title="hookyard",
+            version="1.0.0",
+            description="Webhook capture, routing and replay. Every non-2xx body is `{error: {code, message}}`.",
+            path="/schema",
+            render_plugins=[ScalarRenderPlugin(), JsonRenderPlugin()],
+            components=Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}),
+        ),
+        logging_config=None,
+        debug=False,
+    )

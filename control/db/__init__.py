@@ -1,0 +1,39 @@
+"""Storage: asyncpg pools and every SQL statement hookyard runs (one module per table family)."""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+
+__all__ = ("connect", "create_pool", "init_connection")
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    """jsonb in and out as Python objects via msgspec (binary jsonb is a 0x01 version byte + JSON text)."""
+    await conn.set_type_codec(
+        "jsonb",
+        schema="pg_catalog",
+        format="binary",
+        encoder=lambda v: b"\x01" + _encoder.encode(v),
+        decoder=lambda b: _decoder.decode(b[1:]),
+    )
+
+
+async def create_pool(dsn: str, *, max_size: int = 10, min_size: int = 1) -> asyncpg.Pool:
+    return await asyncpg.create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        init=init_connection,
+        command_timeout=60,
+        max_inactive_connection_lifetime=300,
+    )
+
+
+async def connect(dsn: str) -> asyncpg.Connection:
+    conn = await asyncpg.connect(dsn)
+    await init_connection(conn)
+    return conn

@@ -1,0 +1,119 @@
+"""Endpoints, and the per-endpoint rows the edge needs (auth config, allowlist)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+import asyncpg
+
+__all__ = (
+    "count_for_account",
+    "delete",
+    "edge_rows",
+    "get",
+    "insert",
+    "list_for_account",
+    "update",
+)
+
+_COLUMNS = (
+    "id, account_id, name, environment, external_ref, ingest_token, temporary, expires_at, created_at, updated_at"
+)
+_UPDATABLE = frozenset({"name", "environment", "external_ref"})
+
+
+async def insert(
+    conn: asyncpg.Connection,
+    *,
+    endpoint_id: str,
+    account_id: str,
+    name: str,
+    environment: str,
+    external_ref: str | None,
+    ingest_token: str,
+    signing_secret: str,
+    temporary: bool = False,
+    expires_at: datetime | None = None,
+) -> asyncpg.Record:
+    """Inserts the endpoint with its default auth config; raises UniqueViolationError on a taken external_ref."""
+    row = await conn.fetchrow(
+        f"""INSERT INTO endpoints (id, account_id, name, environment, external_ref, ingest_token, signing_secret,
+                                   temporary, expires_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+            RETURNING {_COLUMNS}""",
+        endpoint_id,
+        account_id,
+        name,
+        environment,
+        external_ref,
+        ingest_token,
+        signing_secret,
+        temporary,
+        expires_at,
+    )
+    await conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ($1)", endpoint_id)
+    return row
+
+
+async def count_for_account(conn: asyncpg.Connection, account_id: str) -> int:
+    return await conn.fetchval("SELECT count(*) FROM endpoints WHERE account_id = $1", account_id)
+
+
+async def list_for_account(
+    conn: asyncpg.Connection, account_id: str, *, external_ref: str | None = None
+) -> list[asyncpg.Record]:
+    if external_ref is not None:
+        return await conn.fetch(
+            f"SELECT {_COLUMNS} FROM endpoints WHERE account_id = $1 AND external_ref = $2", account_id, external_ref
+        )
+    return await conn.fetch(
+        f"SELECT {_COLUMNS} FROM endpoints WHERE account_id = $1 ORDER BY created_at DESC, id DESC", account_id
+    )
+
+
+async def get(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM endpoints WHERE id = $1 AND account_id = $2", endpoint_id, account_id
+    )
+
+
+async def update(
+    conn: asyncpg.Connection, account_id: str, endpoint_id: str, changes: Mapping[str, object]
+) -> asyncpg.Record | None:
+    """Sets the given columns (a subset of name, environment, external_ref) and bumps updated_at."""
+    unknown = set(changes) - _UPDATABLE
+    if unknown:
+        raise ValueError(f"not updatable: {sorted(unknown)}")
+    names = sorted(changes)
+    sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(names, start=3))
+    sets = f"{sets}, updated_at = now()" if sets else "updated_at = updated_at"
+    return await conn.fetchrow(
+        f"UPDATE endpoints SET {sets} WHERE id = $1 AND account_id = $2 RETURNING {_COLUMNS}",
+        endpoint_id,
+        account_id,
+        *(changes[name] for name in names),
+    )
+
+
+async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> str | None:
+    """Deletes the endpoint and, by cascade, its events, deliveries, rules...; returns its ingest token."""
+    return await conn.fetchval(
+        "DELETE FROM endpoints WHERE id = $1 AND account_id = $2 RETURNING ingest_token", endpoint_id, account_id
+    )
+
+
+_EDGE_SELECT = """
+    SELECT e.id, e.account_id, e.environment, e.ingest_token, e.expires_at,
+           a.hmac_enabled, a.secret, a.header_name, a.tolerance_seconds, a.on_failure, a.log_blocked_ips,
+           coalesce((SELECT array_agg(host(l.cidr) || '/' || masklen(l.cidr) ORDER BY l.created_at)
+                       FROM allowlist_entries l WHERE l.endpoint_id = e.id), '{}') AS allowlist
+      FROM endpoints e JOIN auth_configs a ON a.endpoint_id = e.id
+"""
+
+
+async def edge_rows(conn: asyncpg.Connection, endpoint_ids: list[str] | None = None) -> list[asyncpg.Record]:
+    """What the edge needs to serve each endpoint (all endpoints when ``endpoint_ids`` is None)."""
+    if endpoint_ids is None:
+        return await conn.fetch(_EDGE_SELECT)
+    return await conn.fetch(_EDGE_SELECT + " WHERE e.id = any($1::text[])", endpoint_ids)

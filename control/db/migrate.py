@@ -1,0 +1,71 @@
+"""Applies ``migrations/*.sql`` in name order, each once, each in its own transaction.
+
+Safe to run twice and from several processes at once: the whole run holds a session advisory lock, and
+the table ``hy_schema_migrations`` records what is applied together with a checksum, so an applied file
+that was edited afterwards stops the run instead of silently diverging.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+
+import asyncpg
+
+from shared.errors import HookyardError
+
+__all__ = ("MigrationError", "available", "migrate")
+
+# Any constant works; this one spells "hookyard" in hex-ish and keeps clear of other apps' locks.
+_LOCK_KEY = 0x686F6F6B79617264
+
+
+class MigrationError(HookyardError):
+    """An applied migration no longer matches its file, or a file failed to apply."""
+
+
+def available() -> list[tuple[str, str]]:
+    """(version, sql) for every migration file shipped in the package, in order."""
+    folder = resources.files("control.db") / "migrations"
+    files = sorted(p for p in folder.iterdir() if p.name.endswith(".sql"))
+    return [(p.name.removesuffix(".sql"), p.read_text(encoding="utf-8")) for p in files]
+
+
+async def migrate(dsn: str) -> list[str]:
+    """Apply what is missing; returns the versions applied by this call."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
+        try:
+            return await _apply(conn)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+    finally:
+        await conn.close()
+
+
+async def _apply(conn: asyncpg.Connection) -> list[str]:
+    await conn.execute(
+        """CREATE TABLE IF NOT EXISTS hy_schema_migrations (
+               version    text PRIMARY KEY,
+               checksum   text NOT NULL,
+               applied_at timestamptz NOT NULL DEFAULT now())"""
+    )
+    done = {r["version"]: r["checksum"] for r in await conn.fetch("SELECT version, checksum FROM hy_schema_migrations")}
+    applied = []
+    for version, sql in available():
+        checksum = hashlib.sha256(sql.encode()).hexdigest()
+        if version in done:
+            if done[version] != checksum:
+                raise MigrationError(f"migration {version} was changed after it was applied; add a new file instead")
+            continue
+        try:
+            async with conn.transaction():
+                await conn.execute(sql)
+                await conn.execute(
+                    "INSERT INTO hy_schema_migrations (version, checksum) VALUES ($1, $2)", version, checksum
+                )
+        except asyncpg.PostgresError as exc:
+            raise MigrationError(f"migration {version} failed: {exc}") from exc
+        applied.append(version)
+    return applied

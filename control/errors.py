@@ -1,0 +1,93 @@
+"""Maps every failure to the error envelope ``{"error": {"code", "message"}}`` with a stable code.
+
+Covers our own ``ServiceError`` tree, Litestar's exceptions (unknown route 404, 405, body-size 413,
+validation 400, malformed JSON 400) and anything unexpected (500 ``internal_error``, logged with its
+traceback, never echoed to the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+
+from shared.errors import RateLimitedError, ServiceError, envelope
+
+__all__ = ("EXCEPTION_HANDLERS", "error_response")
+
+log = logging.getLogger("hookyard.control")
+
+_CODES = {
+    400: "validation_error",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(envelope(code, message), status_code=status, headers=headers, media_type="application/json")
+
+
+def _field_messages(exc: ValidationException) -> str:
+    """``name: Expected `str` of length >= 1`` for each problem; the field always leads the message."""
+    parts = []
+    for item in exc.extra if isinstance(exc.extra, list) else []:
+        if not isinstance(item, dict):
+            continue
+        key, message = item.get("key"), str(item.get("message", "invalid value"))
+        if message.startswith("Object contains unknown field"):
+            field = message.split("`")[1] if "`" in message else key
+            parts.append(f"{field}: unknown field")
+            continue
+        path = message.rsplit(" - at `$", 1)
+        if len(path) == 2:
+            message, where = path[0], path[1].rstrip("`").lstrip(".")
+            key = where or key
+        if key in (None, "", "data", "body"):
+            key = "body"
+        parts.append(f"{key}: {message}")
+    return "; ".join(parts) or str(exc.detail)
+
+
+def _http_exception(request: Request, exc: HTTPException) -> Response:
+    status = exc.status_code
+    if isinstance(exc, ValidationException):
+        message = _field_messages(exc)
+    elif status == 400 and "JSON is malformed" in str(exc.detail):
+        message = f"body: malformed JSON ({str(exc.detail).split(': ', 1)[-1]})"
+    elif status == 404 and exc.detail in ("Not Found", ""):
+        message = f"no route for {request.method} {request.url.path}"
+    elif status == 405:
+        message = f"method {request.method} is not allowed on {request.url.path}"
+    elif status == 413:
+        message = "body: request body is too large"
+    else:
+        message = str(exc.detail)
+    headers = dict(exc.headers or {})
+    if status == 405 and request.scope.get("route_handler") is not None:
+        methods = getattr(request.scope["route_handler"], "http_methods", None)
+        if methods:
+            headers["allow"] = ", ".join(sorted(methods))
+    return error_response(status, _CODES.get(status, "http_error"), message, headers)
+
+
+def _service_error(request: Request, exc: ServiceError) -> Response:
+    headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, RateLimitedError) else None
+    if exc.status == 401:
+        headers = {"www-authenticate": 'Bearer realm="hookyard"'}
+    return error_response(exc.status, exc.code, exc.message, headers)
+
+
+def _internal(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal server error; the failure was logged")
+
+
+EXCEPTION_HANDLERS = {ServiceError: _service_error, HTTPException: _http_exception, Exception: _internal}

@@ -1,0 +1,58 @@
+"""Endpoint records: what callers send (create, update) and what they get back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+__all__ = (
+    "Endpoint",
+    "EndpointCreate",
+    "EndpointCreated",
+    "EndpointList",
+    "EndpointUpdate",
+    "Environment",
+)
+
+Environment = Literal["production", "staging", "sandbox", "development"]
+# At least one visible character: a blank name or ref is a mistake, not a value.
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
+ExternalRef = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")]
+
+
+class EndpointCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    name: Name
+    environment: Environment = "production"
+    external_ref: ExternalRef | None = None
+
+
+class EndpointUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """PATCH body: a field left out stays as it is; ``external_ref: null`` clears the ref."""
+
+    name: Name | msgspec.UnsetType = msgspec.UNSET
+    environment: Environment | msgspec.UnsetType = msgspec.UNSET
+    external_ref: ExternalRef | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class Endpoint(msgspec.Struct, kw_only=True):
+    id: str
+    name: str
+    environment: Environment
+    external_ref: str | None
+    ingest_url: str
+    temporary: bool
+    expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class EndpointCreated(Endpoint, kw_only=True):
+    """Create (and rotate-secret) are the only answers that carry the platform signing secret."""
+
+    signing_secret: str
+
+
+class EndpointList(msgspec.Struct, kw_only=True):
+    endpoints: list[Endpoint]

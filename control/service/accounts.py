@@ -1,0 +1,75 @@
+"""Accounts and API keys: creation, and turning a presented key into a Principal."""
+
+from __future__ import annotations
+
+import hashlib
+
+import asyncpg
+
+from control.db import accounts as db_accounts
+from control.service import Context, Principal
+from shared import ids
+from shared.errors import ForbiddenError, UnauthorizedError
+
+__all__ = ("authenticate", "create_account", "hash_key", "issue_key")
+
+_KEY_PREFIXES = ("hy_live_", "hy_tmp_")
+
+
+def hash_key(key: str) -> bytes:
+    """Keys are stored as SHA-256: they are long random strings, so a slow KDF would buy nothing."""
+    return hashlib.sha256(key.encode()).digest()
+
+
+async def issue_key(conn: asyncpg.Connection, account_id: str, *, kind: str = "live", read_only: bool = False) -> str:
+    key = ids.api_key() if kind == "live" else ids.temporary_token()
+    await db_accounts.insert_key(
+        conn,
+        key_id=ids.new_id("key"),
+        account_id=account_id,
+        key_hash=hash_key(key),
+        display=key[: key.index("_", 3) + 5] + "…",
+        kind=kind,
+        read_only=read_only,
+    )
+    return key
+
+
+async def create_account(
+    conn: asyncpg.Connection, *, email: str | None, kind: str = "permanent", endpoint_quota: int | None = None
+) -> tuple[str, str]:
+    """Creates an account with one key; returns (account_id, key). Keys are shown once, never stored."""
+    account_id = ids.new_id("acct")
+    async with conn.transaction():
+        await db_accounts.insert_account(
+            conn, account_id=account_id, email=email, kind=kind, endpoint_quota=endpoint_quota
+        )
+        key = await issue_key(conn, account_id, kind="live" if kind == "permanent" else "temporary")
+    return account_id, key
+
+
+async def authenticate(ctx: Context, authorization: str | None, *, allow_temporary: bool) -> Principal:
+    """Resolves ``Authorization: Bearer <key>``; 401 for anything missing or unknown.
+
+    A temporary (``hy_tmp_``) token is a valid credential but only for /mcp and the inbox: on /v1 it gets
+    403 ``temporary_token`` so the caller learns to register rather than to retry.
+    """
+    if not authorization:
+        raise UnauthorizedError("Authorization header is missing; send `Authorization: Bearer <API key>`")
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise UnauthorizedError("Authorization header must be `Bearer <API key>`")
+    if not token.startswith(_KEY_PREFIXES):
+        raise UnauthorizedError("API key is malformed: it must start with hy_live_")
+    async with ctx.pool.acquire() as conn:
+        row = await db_accounts.find_key(conn, hash_key(token))
+    if row is None:
+        raise UnauthorizedError("API key is invalid or revoked")
+    principal = Principal(account_id=row["account_id"], key_id=row["id"], kind=row["kind"], read_only=row["read_only"])
+    if principal.kind == "temporary" and not allow_temporary:
+        raise ForbiddenError(
+            "temporary tokens from /api/start have no /v1 access; register an account (POST /api/register)",
+            code="temporary_token",
+        )
+    return principal

@@ -1,0 +1,74 @@
+"""Keeps the edge's view of every endpoint (Redis) in step with Postgres, the source of truth.
+
+Control calls ``sync`` after committing a change and ``remove`` after a delete; each also publishes the
+token on the config channel so every edge node drops its cached copy at once. ``resync_all`` rebuilds the
+whole picture (at start and from the sweep), so a Redis that lost its data, or a write lost between the
+commit and Redis, heals within one sweep interval.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from control.db import endpoints as db_endpoints
+from control.service import Context
+from shared.wire import EdgeAuth, EdgeEndpoint, encode
+
+__all__ = ("remove", "resync_all", "sync")
+
+
+def _record(row: asyncpg.Record) -> EdgeEndpoint:
+    return EdgeEndpoint(
+        endpoint_id=row["id"],
+        account_id=row["account_id"],
+        environment=row["environment"],
+        expires_at=row["expires_at"].timestamp() if row["expires_at"] else None,
+        auth=EdgeAuth(
+            hmac_enabled=row["hmac_enabled"],
+            secret=row["secret"],
+            header_name=row["header_name"],
+            tolerance_seconds=row["tolerance_seconds"],
+            on_failure=row["on_failure"],
+            log_blocked_ips=row["log_blocked_ips"],
+        ),
+        allowlist=tuple(row["allowlist"]),
+    )
+
+
+async def sync(ctx: Context, conn: asyncpg.Connection, endpoint_ids: list[str]) -> None:
+    rows = await db_endpoints.edge_rows(conn, endpoint_ids)
+    if not rows:
+        return
+    async with ctx.redis.pipeline(transaction=False) as pipe:
+        for row in rows:
+            pipe.set(ctx.keys.endpoint_config(row["ingest_token"]), encode(_record(row)))
+            pipe.publish(ctx.keys.config_channel, row["ingest_token"])
+        await pipe.execute()
+
+
+async def remove(ctx: Context, ingest_token: str) -> None:
+    async with ctx.redis.pipeline(transaction=False) as pipe:
+        pipe.delete(ctx.keys.endpoint_config(ingest_token))
+        pipe.publish(ctx.keys.config_channel, ingest_token)
+        await pipe.execute()
+
+
+async def resync_all(ctx: Context) -> tuple[int, int]:
+    """Writes every endpoint's config and deletes configs of endpoints that no longer exist.
+
+    Returns (written, removed). Tokens whose value did not change are rewritten too: SET is idempotent
+    and comparing would cost the same round trip.
+    """
+    async with ctx.pool.acquire() as conn:
+        rows = await db_endpoints.edge_rows(conn)
+    wanted = {ctx.keys.endpoint_config(row["ingest_token"]): encode(_record(row)) for row in rows}
+    stale = [key async for key in ctx.redis.scan_iter(match=ctx.keys.endpoint_config_pattern(), count=1000)]
+    stale = [k for k in stale if (k.decode() if isinstance(k, bytes) else k) not in wanted]
+    async with ctx.redis.pipeline(transaction=False) as pipe:
+        for key, value in wanted.items():
+            pipe.set(key, value)
+        if stale:
+            pipe.delete(*stale)
+        pipe.publish(ctx.keys.config_channel, "*")
+        await pipe.execute()
+    return len(wanted), len(stale)

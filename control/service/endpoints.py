@@ -1,0 +1,128 @@
+"""Endpoints: the ingest URLs an account owns."""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+
+from control.db import accounts as db_accounts
+from control.db import endpoints as db_endpoints
+from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
+from control.service import Context, Principal, edge_config
+from shared import ids
+from shared.errors import ConflictError, ForbiddenError, NotFoundError
+
+__all__ = (
+    "create_endpoint",
+    "delete_endpoint",
+    "get_endpoint",
+    "ingest_url",
+    "list_endpoints",
+    "require_endpoint",
+    "require_write",
+    "update_endpoint",
+)
+
+
+def ingest_url(ctx: Context, token: str) -> str:
+    return f"{ctx.settings.edge_url}/h/{token}"
+
+
+def _endpoint(ctx: Context, row: asyncpg.Record) -> Endpoint:
+    return Endpoint(
+        id=row["id"],
+        name=row["name"],
+        environment=row["environment"],
+        external_ref=row["external_ref"],
+        ingest_url=ingest_url(ctx, row["ingest_token"]),
+        temporary=row["temporary"],
+        expires_at=row["expires_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def require_write(principal: Principal) -> None:
+    if principal.read_only:
+        raise ForbiddenError("this API key is read-only")
+
+
+async def require_endpoint(conn: asyncpg.Connection, principal: Principal, endpoint_id: str) -> asyncpg.Record:
+    """The caller's endpoint, or 404: another account's id is indistinguishable from an unknown one."""
+    row = await db_endpoints.get(conn, principal.account_id, endpoint_id)
+    if row is None:
+        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+    return row
+
+
+def _ref_taken(ref: str | None) -> ConflictError:
+    return ConflictError(
+        f"external_ref: {ref!r} is already used by another endpoint of this account", code="external_ref_taken"
+    )
+
+
+async def list_endpoints(ctx: Context, principal: Principal, *, external_ref: str | None = None) -> EndpointList:
+    async with ctx.pool.acquire() as conn:
+        rows = await db_endpoints.list_for_account(conn, principal.account_id, external_ref=external_ref)
+    return EndpointList(endpoints=[_endpoint(ctx, r) for r in rows])
+
+
+async def get_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> Endpoint:
+    async with ctx.pool.acquire() as conn:
+        return _endpoint(ctx, await require_endpoint(conn, principal, endpoint_id))
+
+
+async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCreate) -> EndpointCreated:
+    require_write(principal)
+    secret = ids.signing_secret()
+    async with ctx.pool.acquire() as conn:
+        async with conn.transaction():
+            account = await db_accounts.lock_account(conn, principal.account_id)
+            quota = account["endpoint_quota"] if account else None
+            if quota is not None and await db_endpoints.count_for_account(conn, principal.account_id) >= quota:
+                raise ForbiddenError(f"this account has reached its quota of {quota} endpoints")
+            try:
+                row = await db_endpoints.insert(
+                    conn,
+                    endpoint_id=ids.new_id("ep"),
+                    account_id=principal.account_id,
+                    name=data.name,
+                    environment=data.environment,
+                    external_ref=data.external_ref,
+                    ingest_token=ids.ingest_token(),
+                    signing_secret=secret,
+                )
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name == "endpoints_external_ref_unique":
+                    raise _ref_taken(data.external_ref) from None
+                raise
+        await edge_config.sync(ctx, conn, [row["id"]])
+    return EndpointCreated(**msgspec.structs.asdict(_endpoint(ctx, row)), signing_secret=secret)
+
+
+async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, data: EndpointUpdate) -> Endpoint:
+    require_write(principal)
+    changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
+    async with ctx.pool.acquire() as conn:
+        try:
+            row = await db_endpoints.update(conn, principal.account_id, endpoint_id, changes)
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name == "endpoints_external_ref_unique":
+                # Only a real endpoint can collide, so this is not an existence oracle for other accounts.
+                raise _ref_taken(data.external_ref) from None  # type: ignore[arg-type]
+            raise
+        if row is None:
+            raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+        if "environment" in changes:
+            await edge_config.sync(ctx, conn, [endpoint_id])
+    return _endpoint(ctx, row)
+
+
+async def delete_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> str:
+    require_write(principal)
+    async with ctx.pool.acquire() as conn:
+        token = await db_endpoints.delete(conn, principal.account_id, endpoint_id)
+    if token is None:
+        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+    await edge_config.remove(ctx, token)
+    return endpoint_id

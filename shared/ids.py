@@ -1,0 +1,67 @@
+"""Identifiers: a type prefix plus a ULID, so ids sort by creation time and say what they name.
+
+Secrets and tokens are base62 from ``secrets``; they carry no time and are never guessable.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+import time
+
+__all__ = ("api_key", "ingest_token", "new_id", "signing_secret", "temporary_token", "ulid", "ulid_time_ms")
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_CROCKFORD_INDEX = {c: i for i, c in enumerate(_CROCKFORD)}
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+PREFIXES = frozenset({"acct", "key", "ep", "evt", "dst", "rule", "lbl", "al", "dlv", "task", "sch"})
+
+
+def ulid(now_ms: int | None = None) -> str:
+    """26 Crockford base32 characters: 48 bits of milliseconds, then 80 random bits."""
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    out = []
+    for _ in range(26):
+        out.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(out))
+
+
+def ulid_time_ms(value: str) -> int:
+    """The millisecond timestamp inside a ULID (or a prefixed id)."""
+    body = value.rsplit("_", 1)[-1]
+    n = 0
+    for ch in body[:10]:
+        n = (n << 5) | _CROCKFORD_INDEX[ch]
+    return n
+
+
+def new_id(prefix: str, now_ms: int | None = None) -> str:
+    if prefix not in PREFIXES:
+        raise ValueError(f"unknown id prefix {prefix!r}")
+    return f"{prefix}_{ulid(now_ms)}"
+
+
+def _base62(n: int) -> str:
+    return "".join(secrets.choice(_BASE62) for _ in range(n))
+
+
+def ingest_token() -> str:
+    """The secret part of an ingest URL; 24 base62 characters is about 143 bits."""
+    return _base62(24)
+
+
+def api_key() -> str:
+    return "hy_live_" + _base62(32)
+
+
+def temporary_token() -> str:
+    return "hy_tmp_" + _base62(32)
+
+
+def signing_secret() -> str:
+    """A platform signing secret in the Standard Webhooks form: ``whsec_`` + base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(os.urandom(32)).decode()

@@ -1,0 +1,64 @@
+"""Every Redis key and channel name hookyard uses, in one place.
+
+Names start with the settings' ``redis_prefix`` (default ``hy:``) so several deployments, or every test,
+can share one Redis. The ingest stream shards carry a Redis Cluster hash tag (``{ingest:N}``) so a cluster
+spreads them over nodes; an endpoint always maps to the same shard.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+__all__ = ("FLUSH_GROUP", "Keys")
+
+FLUSH_GROUP = "flush"
+"""Consumer group of the flush workers on every ingest shard."""
+
+
+class Keys:
+    __slots__ = ("prefix", "shards")
+
+    def __init__(self, prefix: str, shards: int = 1) -> None:
+        if not prefix:
+            raise ValueError("redis prefix must not be empty")
+        if shards < 1:
+            raise ValueError("stream shards must be >= 1")
+        self.prefix = prefix
+        self.shards = shards
+
+    # -- ingest ----------------------------------------------------------------------------------
+    def shard_for(self, endpoint_id: str) -> int:
+        return zlib.crc32(endpoint_id.encode()) % self.shards
+
+    def ingest_stream(self, shard: int) -> str:
+        return f"{self.prefix}{{ingest:{shard}}}"
+
+    def ingest_streams(self) -> list[str]:
+        return [self.ingest_stream(s) for s in range(self.shards)]
+
+    def dead_letter_stream(self, shard: int) -> str:
+        return f"{self.prefix}{{ingest:{shard}}}:dead"
+
+    # -- edge configuration ----------------------------------------------------------------------
+    def endpoint_config(self, ingest_token: str) -> str:
+        """String key holding the msgspec-encoded ``EdgeEndpoint`` the edge serves a token with."""
+        return f"{self.prefix}ep:{ingest_token}"
+
+    def endpoint_config_pattern(self) -> str:
+        return f"{self.prefix}ep:*"
+
+    @property
+    def config_channel(self) -> str:
+        """Pub/sub channel carrying the ingest token whose config changed (edge cache invalidation)."""
+        return f"{self.prefix}config"
+
+    # -- wakeups and limits ----------------------------------------------------------------------
+    def event_channel(self, endpoint_id: str) -> str:
+        """Pub/sub channel published after events of an endpoint are committed (long-poll wakeups)."""
+        return f"{self.prefix}ev:{endpoint_id}"
+
+    def rate_limit(self, subject: str) -> str:
+        return f"{self.prefix}rl:{subject}"
+
+    def worker_health(self, name: str) -> str:
+        return f"{self.prefix}health:{name}"

@@ -1,0 +1,113 @@
+"""Process settings: one frozen Struct, read once from the environment when a process starts.
+
+Nothing reads the environment at import time. ``load_settings()`` converts the strings with msgspec
+(``strict=False`` turns ``"8080"`` into ``8080``) and turns any failure into a ``ConfigError`` that names
+the environment variable, so a typo stops the process before it serves anything.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from typing import Annotated, Literal
+
+import msgspec
+
+from shared.errors import ConfigError
+
+__all__ = ("Settings", "env_name", "load_settings")
+
+Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+
+# Variables without the HOOKYARD_ prefix: the ones every hosting platform already sets.
+_UNPREFIXED = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL"}
+# Settings given as comma-separated lists in the environment.
+_LISTS = {"trusted_proxies"}
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    database_url: str | None = None
+    """Postgres DSN. Unset under ``hookyard up`` means: start the embedded Postgres."""
+    redis_url: str | None = None
+    """Redis URL. Unset under ``hookyard up`` means: start the embedded Redis."""
+    host: str = "127.0.0.1"
+    """Address the edge and control servers bind to (``0.0.0.0`` in containers)."""
+    edge_port: Port = 8080
+    control_port: Port = 8000
+    public_edge_url: str | None = None
+    """Base of the ingest URLs handed to users; defaults to ``http://{host}:{edge_port}``."""
+    public_control_url: str | None = None
+    data_dir: str = ".hookyard"
+    """Where ``hookyard up`` keeps the embedded servers' data and the bootstrap ``api_key`` file."""
+    redis_prefix: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "hy:"
+    """Prefix of every Redis key and channel; tests give each test its own."""
+    stream_shards: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 1
+    max_body_bytes: Positive = 1_048_576
+    retention_days: Positive = 30
+    trusted_proxies: tuple[str, ...] = ()
+    """CIDRs whose ``X-Forwarded-For`` the edge believes."""
+    egress: Literal["public", "any"] = "public"
+    rate_limit_per_s: Positive = 50
+    rate_limit_burst: Positive = 100
+    db_pool_max: Annotated[int, msgspec.Meta(ge=2, le=200)] = 10
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    def __post_init__(self) -> None:
+        if self.database_url is not None and not self.database_url.startswith(("postgres://", "postgresql://")):
+            raise ValueError("must start with postgres:// or postgresql:// - at `$.database_url`")
+        if self.redis_url is not None and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix:// - at `$.redis_url`")
+        for url, field in ((self.public_edge_url, "public_edge_url"), (self.public_control_url, "public_control_url")):
+            if url is not None and not url.startswith(("http://", "https://")):
+                raise ValueError(f"must be an http(s) URL - at `$.{field}`")
+        for cidr in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not an IP or CIDR - at `$.trusted_proxies`") from None
+
+    @property
+    def edge_url(self) -> str:
+        return (self.public_edge_url or f"http://{_url_host(self.host)}:{self.edge_port}").rstrip("/")
+
+    @property
+    def control_url(self) -> str:
+        return (self.public_control_url or f"http://{_url_host(self.host)}:{self.control_port}").rstrip("/")
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def env_name(field: str) -> str:
+    return _UNPREFIXED.get(field) or "HOOKYARD_" + field.upper()
+
+
+_FIELDS = {env_name(f): f for f in Settings.__struct_fields__}
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+    """Build the settings from ``environ`` (default ``os.environ``); ``overrides`` win (CLI flags)."""
+    env = os.environ if environ is None else environ
+    raw: dict[str, object] = {}
+    for name, value in env.items():
+        if name in _FIELDS:
+            field = _FIELDS[name]
+            if value == "" and field in _UNPREFIXED:
+                continue
+            raw[field] = [v.strip() for v in value.split(",") if v.strip()] if field in _LISTS else value
+        elif name.startswith("HOOKYARD_"):
+            known = ", ".join(sorted(n for n in _FIELDS if n.startswith("HOOKYARD_")))
+            raise ConfigError(f"{name}: unknown setting (known: {known})")
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        field = text.rsplit("`$.", 1)[-1].split("`")[0].split("[")[0] if "`$." in text else None
+        name = env_name(field) if field in Settings.__struct_fields__ else "settings"
+        raise ConfigError(f"{name}: {text.split(' - at ')[0]}") from None
