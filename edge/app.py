@@ -6,11 +6,17 @@ one Redis client per process. Every non-2xx is the shared error envelope, pre-en
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from edge.clientip import ClientIP
+from edge.config import EndpointCache
+from edge.ingest import Ingest
 from edge.respond import send_error, send_json
+from edge.stream import StreamWriter
 from shared.keys import Keys
 from shared.settings import Settings, load_settings
 
@@ -26,12 +32,16 @@ class EdgeApp:
         self.settings = settings
         self.keys = Keys(settings.redis_prefix, settings.stream_shards)
         self.redis: aioredis.Redis | None = None
+        self.ingest: Ingest | None = None
+        self._listener: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         kind = scope["type"]
         if kind == "http":
             path = scope["path"]
-            if path == "/healthz":
+            if path.startswith("/h/"):
+                await self.ingest(scope, receive, send)  # type: ignore[misc]
+            elif path == "/healthz":
                 await self._healthz(send)
             else:
                 await send_error(send, 404, "not_found", f"no route for {scope['method']} {path}")
@@ -62,9 +72,21 @@ class EdgeApp:
                 return
 
     async def startup(self) -> None:
-        self.redis = aioredis.Redis.from_url(self.settings.redis_url, socket_keepalive=True)
+        settings = self.settings
+        self.redis = aioredis.Redis.from_url(settings.redis_url, socket_keepalive=True)
+        cache = EndpointCache(self.redis, self.keys)
+        writer = StreamWriter(self.redis, self.keys, high_water=settings.stream_high_water)
+        self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies))
+        self._listener = asyncio.create_task(cache.listen(), name="edge-config-listener")
+        # Serve only once invalidations flow, so no change made from now on can be missed.
+        async with asyncio.timeout(10):
+            await cache.listening.wait()
 
     async def shutdown(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
         if self.redis is not None:
             await self.redis.aclose()
 

@@ -45,6 +45,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Prefix of every Redis key and channel; tests give each test its own."""
     stream_shards: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 1
     max_body_bytes: Positive = 1_048_576
+    body_read_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """How long the edge waits for a sender's body to arrive in full before answering 408."""
+    stream_high_water: Positive = 20_000
+    """Ingest stream entries (each one batch of requests) waiting per shard above which the edge answers
+    503 with Retry-After instead of growing Redis without bound while the workers catch up."""
     retention_days: Positive = 30
     trusted_proxies: tuple[str, ...] = ()
     """CIDRs whose ``X-Forwarded-For`` the edge believes."""

@@ -15,7 +15,15 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ("EdgeAuth", "EdgeEndpoint", "decode_edge_endpoint", "encode")
+__all__ = (
+    "EdgeAuth",
+    "EdgeEndpoint",
+    "IngestRecord",
+    "decode_edge_endpoint",
+    "decode_records",
+    "encode",
+    "encode_records",
+)
 
 
 class EdgeAuth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -48,3 +56,44 @@ def encode(obj: msgspec.Struct) -> bytes:
 
 def decode_edge_endpoint(data: bytes) -> EdgeEndpoint:
     return _edge_endpoint_decoder.decode(data)
+
+
+class IngestRecord(msgspec.Struct, array_like=True, gc=False):
+    """One captured request, as the edge writes it to the ingest stream (msgpack, positional fields).
+
+    The stream entry's field ``r`` holds a msgpack array of these: every request that arrived while the
+    previous write was in flight goes out in one XADD, which is what lets the edge keep up at high volume.
+    Append new fields at the end with defaults, so older entries still decode during a rolling deploy.
+    """
+
+    id: str
+    endpoint_id: str
+    received_at_us: int
+    """Unix time in microseconds, taken by the edge when the request arrived."""
+    method: str
+    path: str
+    """Sub-path after the ingest token ('' when none), without the leading slash."""
+    query: str
+    headers: list[tuple[str, str]]
+    """In arrival order, names lowercased (as ASGI delivers them); repeats kept."""
+    body: bytes
+    source_ip: str | None
+    provider: str | None = None
+    event_type: str | None = None
+    idempotency_key: str | None = None
+    signature_valid: bool | None = None
+    signature_failure_reason: str | None = None
+    ip_allowed: bool | None = None
+
+
+_records_encoder = msgspec.msgpack.Encoder()
+_records_decoder = msgspec.msgpack.Decoder(list[IngestRecord])
+
+
+def encode_records(records: list[IngestRecord]) -> bytes:
+    return _records_encoder.encode(records)
+
+
+def decode_records(data: bytes) -> list[IngestRecord]:
+    """Raises ``msgspec.DecodeError``/``ValidationError`` on a malformed entry (the worker dead-letters it)."""
+    return _records_decoder.decode(data)

@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from control.db import create_pool
 from control.service import Context
+from control.workers.flush import Flush
 from control.workers.loop import Loop, install_signal_handlers, run_loops
 from control.workers.sweep import Sweep
 from shared.errors import ConfigError
@@ -19,6 +20,7 @@ from shared.settings import Settings
 __all__ = ("LOOP_NAMES", "build_loops", "run", "worker_context")
 
 _FACTORIES: dict[str, Callable[[Context], Loop]] = {
+    "flush": lambda ctx: Flush(ctx),
     "sweep": lambda ctx: Sweep(ctx),
 }
 LOOP_NAMES = tuple(_FACTORIES)

@@ -1,0 +1,40 @@
+"""The sender's address: the socket peer, or X-Forwarded-For when (and only when) the peer is trusted."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Sequence
+
+__all__ = ("ClientIP",)
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class ClientIP:
+    def __init__(self, trusted_proxies: Iterable[str]) -> None:
+        self._trusted: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(c, strict=False) for c in trusted_proxies)
+
+    def _is_trusted(self, host: str) -> bool:
+        try:
+            addr = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            addr = addr.ipv4_mapped
+        return any(addr in net for net in self._trusted)
+
+    def resolve(self, peer: str | None, headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+        """Walks X-Forwarded-For right to left past trusted hops; the first untrusted hop is the sender."""
+        if peer is None or not self._trusted or not self._is_trusted(peer):
+            return peer
+        hops: list[str] = []
+        for name, value in headers:
+            if name == b"x-forwarded-for":
+                hops.extend(h.strip() for h in value.decode("latin-1").split(","))
+        for hop in reversed(hops):
+            if hop and not self._is_trusted(hop):
+                try:
+                    return str(ipaddress.ip_address(hop))
+                except ValueError:
+                    return peer  # a garbled header from behind a trusted proxy: fall back to the proxy
+        return peer

@@ -1,0 +1,125 @@
+"""THE hot path: ``/h/{token}[/{sub-path}]``, any method.
+
+resolve token → expiry → read body (size cap, read timeout) → source IP → [trust checks] → record →
+batched XADD → 200 ``{"ok": true, "id": "evt_..."}``. Nothing here touches Postgres; everything per
+request is a few dict lookups, one ULID and one msgspec struct.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from edge.clientip import ClientIP
+from edge.config import EndpointCache
+from edge.respond import send_error, send_json
+from edge.stream import StreamWriter
+from shared.ids import new_id
+from shared.keys import Keys
+from shared.settings import Settings
+from shared.wire import IngestRecord
+
+__all__ = ("Ingest",)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class Ingest:
+    def __init__(
+        self, settings: Settings, keys: Keys, cache: EndpointCache, writer: StreamWriter, client_ip: ClientIP
+    ) -> None:
+        self.max_body = settings.max_body_bytes
+        self.read_timeout_s = settings.body_read_timeout_s
+        self.keys = keys
+        self.cache = cache
+        self.writer = writer
+        self.client_ip = client_ip
+        self._too_large = f"body: request body exceeds the limit of {self.max_body} bytes"
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        token, _, sub_path = scope["path"][3:].partition("/")
+        endpoint = await self.cache.get(token) if token else None
+        if endpoint is None:
+            await send_error(send, 404, "endpoint_not_found", "no endpoint has this ingest URL")
+            return
+        now = time.time()
+        if endpoint.expires_at is not None and endpoint.expires_at <= now:
+            await send_error(send, 410, "endpoint_expired", "this temporary endpoint has expired")
+            return
+        shard = self.keys.shard_for(endpoint.endpoint_id)
+        if self.writer.over_high_water(shard):
+            await send_error(
+                send, 503, "backpressure", "ingest is catching up; retry shortly", [(b"retry-after", b"5")]
+            )
+            return
+
+        headers = scope["headers"]
+        try:
+            body = await self._read_body(receive, headers)
+        except _TooLarge:
+            await send_error(send, 413, "payload_too_large", self._too_large)
+            return
+        except TimeoutError:
+            await send_error(send, 408, "request_timeout", "body: the request body did not arrive in time")
+            return
+
+        client = scope.get("client")
+        event_id = new_id("evt", int(now * 1000))
+        record = IngestRecord(
+            id=event_id,
+            endpoint_id=endpoint.endpoint_id,
+            received_at_us=int(now * 1_000_000),
+            method=scope["method"],
+            path=sub_path,
+            query=scope["query_string"].decode("latin-1"),
+            headers=[(name.decode("latin-1"), _header_text(value)) for name, value in headers],
+            body=body,
+            source_ip=self.client_ip.resolve(client[0] if client else None, headers),
+        )
+        try:
+            await self.writer.append(shard, record)
+        except Exception:  # noqa: BLE001 - Redis unreachable: not stored, so the sender must retry
+            await send_error(
+                send, 503, "unavailable", "the event could not be stored; retry shortly", [(b"retry-after", b"2")]
+            )
+            return
+        encoded_id = event_id.encode()
+        await send_json(send, 200, b'{"ok":true,"id":"' + encoded_id + b'"}', [(b"x-hookyard-event-id", encoded_id)])
+
+    async def _read_body(self, receive: Any, headers: list[tuple[bytes, bytes]]) -> bytes:
+        for name, value in headers:
+            if name == b"content-length":
+                if value.isdigit() and int(value) > self.max_body:
+                    raise _TooLarge
+                break
+        message = await receive()
+        body = message.get("body", b"")
+        if not message.get("more_body", False):
+            if len(body) > self.max_body:
+                raise _TooLarge
+            return body
+        # A body in several chunks: only now pay for a timer, so a slow sender cannot hold the slot forever.
+        chunks = [body]
+        size = len(body)
+        async with asyncio.timeout(self.read_timeout_s):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise TimeoutError
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_body:
+                    raise _TooLarge
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+
+
+def _header_text(value: bytes) -> str:
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
