@@ -22,7 +22,9 @@ from litestar.testing import AsyncTestClient
 
 from control.app import create_app
 from control.db.migrate import migrate
+from control.service import Context
 from control.service.accounts import create_account
+from control.workers import worker_context
 from shared.settings import Settings, load_settings
 
 
@@ -140,3 +142,10 @@ async def account(database_url: str) -> Account:
 @pytest.fixture
 async def other_account(database_url: str) -> Account:
     return await make_account(database_url)
+
+
+@pytest.fixture
+async def ctx(settings: Settings) -> AsyncIterator[Context]:
+    """A worker-style Context (pool + Redis without socket timeout) on the test's database and prefix."""
+    async with worker_context(settings) as context:
+        yield context
