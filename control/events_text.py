@@ -12,10 +12,21 @@ __all__ = ("event_row", "headers_object")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def headers_object(headers: list[tuple[str, str]]) -> dict[str, str]:
-    """Repeated headers are joined with ", " (RFC 9110 5.3), so the object stays string to string."""
+def _text(value: bytes) -> str:
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def headers_object(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Repeated headers are joined with ", " (RFC 9110 5.3), so the object stays string to string.
+
+    Values are UTF-8 when they decode as such, else Latin-1 (what HTTP/1.1 historically allowed).
+    """
     out: dict[str, str] = {}
-    for name, value in headers:
+    for raw_name, raw_value in headers:
+        name, value = raw_name.decode("latin-1").lower(), _text(raw_value)
         out[name] = f"{out[name]}, {value}" if name in out else value
     return out
 

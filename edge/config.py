@@ -22,7 +22,10 @@ from redis.exceptions import RedisError
 from shared.keys import Keys
 from shared.wire import EdgeEndpoint, decode_edge_endpoint
 
-__all__ = ("EndpointCache",)
+__all__ = ("MISS", "EndpointCache")
+
+MISS = object()
+"""``peek``'s answer when the token must be looked up in Redis."""
 
 log = logging.getLogger("hookyard.edge")
 
@@ -37,6 +40,13 @@ class EndpointCache:
         # Bumped on every invalidation: a lookup that started before one must not store what it read.
         self._generation = 0
         self.listening = asyncio.Event()
+
+    def peek(self, token: str) -> EdgeEndpoint | object | None:
+        """The cached config (or None for a cached unknown token) without a coroutine; ``MISS`` otherwise."""
+        entry = self._entries.get(token)
+        if entry is not None and entry[1] > time.monotonic():
+            return entry[0]
+        return MISS
 
     async def get(self, token: str) -> EdgeEndpoint | None:
         entry = self._entries.get(token)

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from edge.clientip import ClientIP
+from edge.config import MISS as _MISS
 from edge.config import EndpointCache
 from edge.respond import send_error, send_json
 from edge.stream import StreamWriter
@@ -41,7 +42,9 @@ class Ingest:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         token, _, sub_path = scope["path"][3:].partition("/")
-        endpoint = await self.cache.get(token) if token else None
+        endpoint = self.cache.peek(token)
+        if endpoint is _MISS:
+            endpoint = await self.cache.get(token) if token else None
         if endpoint is None:
             await send_error(send, 404, "endpoint_not_found", "no endpoint has this ingest URL")
             return
@@ -75,7 +78,7 @@ class Ingest:
             method=scope["method"],
             path=sub_path,
             query=scope["query_string"].decode("latin-1"),
-            headers=[(name.decode("latin-1"), _header_text(value)) for name, value in headers],
+            headers=headers,
             body=body,
             source_ip=self.client_ip.resolve(client[0] if client else None, headers),
         )
@@ -90,14 +93,19 @@ class Ingest:
         await send_json(send, 200, b'{"ok":true,"id":"' + encoded_id + b'"}', [(b"x-hookyard-event-id", encoded_id)])
 
     async def _read_body(self, receive: Any, headers: list[tuple[bytes, bytes]]) -> bytes:
+        length = -1
         for name, value in headers:
             if name == b"content-length":
-                if value.isdigit() and int(value) > self.max_body:
-                    raise _TooLarge
+                if value.isdigit():
+                    length = int(value)
+                    if length > self.max_body:
+                        raise _TooLarge
                 break
         message = await receive()
         body = message.get("body", b"")
-        if not message.get("more_body", False):
+        # Granian ends every body with an empty message; when Content-Length is already met there is
+        # nothing left to wait for, which saves a round through the server per request.
+        if len(body) == length or not message.get("more_body", False):
             if len(body) > self.max_body:
                 raise _TooLarge
             return body
@@ -116,10 +124,3 @@ class Ingest:
                 chunks.append(chunk)
                 if not message.get("more_body", False):
                     return b"".join(chunks)
-
-
-def _header_text(value: bytes) -> str:
-    try:
-        return value.decode()
-    except UnicodeDecodeError:
-        return value.decode("latin-1")

@@ -25,7 +25,9 @@ class StreamWriter:
         self._redis = redis
         self._keys = keys
         self._high_water = high_water
-        self._pending: list[tuple[int, IngestRecord, asyncio.Future[None]]] = []
+        self._pending: dict[int, list[IngestRecord]] = {}
+        self._done: asyncio.Future[None] | None = None
+        """Resolved when the pending batch is written: one future per batch, shared by its requests."""
         self._writer: asyncio.Task[None] | None = None
         self._backlog = [0] * keys.shards
         """Entries per shard as of the last write; the edge sheds load (503) above the high-water mark."""
@@ -34,24 +36,28 @@ class StreamWriter:
         return self._backlog[shard] >= self._high_water
 
     async def append(self, shard: int, record: IngestRecord) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((shard, record, future))
+        pending = self._pending.get(shard)
+        if pending is None:
+            self._pending[shard] = [record]
+        else:
+            pending.append(record)
+        done = self._done
+        if done is None:
+            done = self._done = asyncio.get_running_loop().create_future()
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_all())
-        await future
+        await asyncio.shield(done)  # a sender that hangs up must not cancel its batch-mates' outcome
 
     async def _write_all(self) -> None:
         try:
             while self._pending:
-                batch, self._pending = self._pending, []
-                await self._write(batch)
+                by_shard, done = self._pending, self._done
+                self._pending, self._done = {}, None
+                await self._write(by_shard, done)  # type: ignore[arg-type]
         finally:
             self._writer = None
 
-    async def _write(self, batch: list[tuple[int, IngestRecord, asyncio.Future[None]]]) -> None:
-        by_shard: dict[int, list[IngestRecord]] = {}
-        for shard, record, _ in batch:
-            by_shard.setdefault(shard, []).append(record)
+    async def _write(self, by_shard: dict[int, list[IngestRecord]], done: asyncio.Future[None]) -> None:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 for shard, records in by_shard.items():
@@ -60,12 +66,9 @@ class StreamWriter:
                     pipe.xlen(stream)
                 results = await pipe.execute()
         except Exception as exc:  # noqa: BLE001 - every waiter gets the failure and answers 503
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
+            done.set_exception(exc)
+            done.exception()  # retrieved here, so a batch whose senders all left logs no warning
             return
         for i, shard in enumerate(by_shard):
             self._backlog[shard] = int(results[2 * i + 1])
-        for _, _, future in batch:
-            if not future.done():
-                future.set_result(None)
+        done.set_result(None)

@@ -74,8 +74,9 @@ class IngestRecord(msgspec.Struct, array_like=True, gc=False):
     path: str
     """Sub-path after the ingest token ('' when none), without the leading slash."""
     query: str
-    headers: list[tuple[str, str]]
-    """In arrival order, names lowercased (as ASGI delivers them); repeats kept."""
+    headers: list[tuple[bytes, bytes]]
+    """Raw, in arrival order, names lowercased (as ASGI delivers them), repeats kept; decoded by the worker,
+    not on the edge's hot path."""
     body: bytes
     source_ip: str | None
     provider: str | None = None

@@ -40,7 +40,7 @@ def _record(endpoint_id: str, body: bytes = b'{"a":1}', **kw: object) -> IngestR
         method="POST",
         path="",
         query="",
-        headers=[("content-type", "application/json"), ("x-dup", "1"), ("x-dup", "2")],
+        headers=[(b"content-type", b"application/json"), (b"x-dup", b"1"), (b"x-dup", b"2")],
         body=body,
         source_ip="127.0.0.1",
         **kw,

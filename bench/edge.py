@@ -1,0 +1,74 @@
+"""Edge ingest throughput against a bare granian raw-ASGI app, alternated in one run with the same load.
+
+Target (DESIGN.md section 6): edge ≥ 0.85 × hello, with a signature-checking endpoint, every 2xx durable
+in Redis. The edge's stream is emptied between rounds (no flush worker competes for the two cores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+
+import redis
+
+from bench.infra import bench_env, free_port, granian, run_process
+from bench.setup import create_endpoint
+from bench.wrk import WrkResult, run_wrk
+
+__all__ = ("run",)
+
+SECRET = "whsec_benchsecretbenchsecretbenchsecret"
+
+
+def _payload() -> tuple[bytes, dict[str, str]]:
+    import hashlib
+    import hmac
+
+    body = json.dumps(
+        {"id": "evt_1NG8Du2eZvKYlo2C", "type": "payment_intent.succeeded", "data": {"amount": 2000}},
+        separators=(",", ":"),
+    ).encode()
+    t = int(time.time())
+    mac = hmac.new(SECRET.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
+    return body, {"content-type": "application/json; charset=utf-8", "stripe-signature": f"t={t},v1={mac}"}
+
+
+def run(seconds: float) -> dict[str, object]:
+    with bench_env(max_body_bytes=1_048_576) as bench:
+        endpoint = asyncio.run(create_endpoint(bench.settings, secret=SECRET, tolerance_s=3600))
+        edge_port, hello_port = free_port(), free_port()
+        body, headers = _payload()
+        rounds = 2
+        per_round = max(2.0, seconds / (2 * rounds))
+        edge_runs: list[WrkResult] = []
+        hello_runs: list[WrkResult] = []
+        client = redis.Redis.from_url(bench.settings.redis_url)
+        edge_url = f"http://127.0.0.1:{edge_port}"
+        with (
+            run_process(granian("edge.app:create_app", edge_port), bench.env, f"{edge_url}/healthz"),
+            run_process(granian("bench.hello:app", hello_port, factory=False), bench.env),
+        ):
+            ingest = f"{edge_url}/h/{endpoint.token}"
+            run_wrk(ingest, seconds=1, body=body, headers=headers)  # warm both
+            run_wrk(f"http://127.0.0.1:{hello_port}/", seconds=1, body=body, headers=headers)
+            for _ in range(rounds):
+                hello_runs.append(run_wrk(f"http://127.0.0.1:{hello_port}/", seconds=per_round, body=body, headers=headers))
+                client.delete(*[k for k in client.scan_iter(match=bench.settings.redis_prefix + "{ingest*")] or ["-"])
+                edge_runs.append(run_wrk(ingest, seconds=per_round, body=body, headers=headers))
+            stored = sum(
+                len(client.xrange(k)) for k in client.scan_iter(match=bench.settings.redis_prefix + "{ingest*")
+            )
+        client.close()
+    edge_rps = statistics.mean(r.rps for r in edge_runs)
+    hello_rps = statistics.mean(r.rps for r in hello_runs)
+    return {
+        "ratio": round(edge_rps / hello_rps, 3),
+        "edge_rps": round(edge_rps),
+        "hello_rps": round(hello_rps),
+        "p50_ms": round(statistics.mean(r.p50_ms for r in edge_runs), 2),
+        "p99_ms": round(statistics.mean(r.p99_ms for r in edge_runs), 2),
+        "edge_errors": sum(r.errors for r in edge_runs),
+        "stream_entries_last_round": stored,
+    }

@@ -1,0 +1,113 @@
+"""Provider attribution at ingest: which provider sent a request, its event type and idempotency key.
+
+Pure and cheap (the edge calls it for every request). Recognised by headers, both SPEC.md's neutral names
+and the real providers' (header names lowercased, as ASGI delivers them):
+
+=============  ==============================================  =================  ===========================
+provider       recognised by                                   event_type         idempotency key
+=============  ==============================================  =================  ===========================
+``identity``   ``relay-signature``/``relay-id`` (also          body ``type``      ``relay-id`` / ``webhook-id``
+               ``webhook-*``, ``svix-*``)                                         / ``svix-id``
+``commerce``   ``x-shop-topic`` / ``x-shopify-topic``          that header        ``x-shop-webhook-id`` /
+                                                                                  ``x-shopify-webhook-id``
+``payments``   ``pay-signature`` / ``stripe-signature``        body ``type``      body ``id``
+``code_host``  ``x-codehost-event`` / ``x-github-event``       that header        ``x-codehost-delivery`` /
+                                                                                  ``x-github-delivery``
+=============  ==============================================  =================  ===========================
+
+Checked in that order; anything else is unattributed (all ``None``), which is not an error. An empty header
+counts as absent. The body is parsed only when the event type lives in it, and only as far as needed: a
+module-level decoder of a two-field struct whose fields stay raw JSON (msgspec skips everything else), so
+an event type or id that is not a non-empty string, a body that is not JSON or not an object, or one nested
+too deep, simply yields ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, NamedTuple
+
+import msgspec
+
+__all__ = ("PROVIDERS", "Attribution", "attribute")
+
+PROVIDERS: Final = ("identity", "commerce", "payments", "code_host")
+
+
+class Attribution(NamedTuple):
+    provider: str | None
+    event_type: str | None
+    idempotency_key: str | None
+
+
+class _Probe(msgspec.Struct, gc=False):
+    """The only body fields attribution reads, kept as raw JSON so any value type decodes."""
+
+    type: msgspec.Raw = msgspec.Raw()
+    id: msgspec.Raw = msgspec.Raw()
+
+
+_probe_decoder: Final = msgspec.json.Decoder(_Probe)
+_str_decoder: Final = msgspec.json.Decoder(str)
+_NONE: Final = Attribution(None, None, None)
+_QUOTE: Final = ord('"')
+
+_IDENTITY_IDS: Final = ("relay-id", "webhook-id", "svix-id")
+_IDENTITY_SIGNATURES: Final = ("relay-signature", "webhook-signature", "svix-signature")
+# (topic or event header, its delivery-id header): neutral name first, then the real provider's.
+_COMMERCE: Final = (("x-shop-topic", "x-shop-webhook-id"), ("x-shopify-topic", "x-shopify-webhook-id"))
+_PAYMENTS: Final = ("pay-signature", "stripe-signature")
+_CODE_HOST: Final = (("x-codehost-event", "x-codehost-delivery"), ("x-github-event", "x-github-delivery"))
+
+
+def _probe(body: bytes) -> _Probe | None:
+    try:
+        return _probe_decoder.decode(body)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        return None
+
+
+def _string(raw: msgspec.Raw) -> str | None:
+    """A raw JSON value as a non-empty string; ``None`` for any other JSON type."""
+    if not raw or memoryview(raw)[0] != _QUOTE:
+        return None
+    try:
+        return _str_decoder.decode(raw) or None
+    except msgspec.DecodeError:
+        return None
+
+
+def _first(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    for name in names:
+        value = headers.get(name)
+        if value:
+            return value
+    return None
+
+
+def attribute(headers: Mapping[str, str], body: bytes) -> Attribution:
+    """Provider, event type and idempotency key of a request; all ``None`` when unattributed."""
+    key = _first(headers, _IDENTITY_IDS)
+    if key is not None or _first(headers, _IDENTITY_SIGNATURES) is not None:
+        probe = _probe(body)
+        return Attribution("identity", None if probe is None else _string(probe.type), key)
+    for topic_name, id_name in _COMMERCE:
+        topic = headers.get(topic_name)
+        if topic:
+            return Attribution(
+                "commerce", topic, headers.get(id_name) or _first(headers, ("x-shop-webhook-id", "x-shopify-webhook-id"))
+            )
+    if _first(headers, _PAYMENTS) is not None:
+        probe = _probe(body)
+        if probe is None:
+            return Attribution("payments", None, None)
+        return Attribution("payments", _string(probe.type), _string(probe.id))
+    for event_name, id_name in _CODE_HOST:
+        event = headers.get(event_name)
+        if event:
+            return Attribution(
+                "code_host",
+                event,
+                headers.get(id_name) or _first(headers, ("x-codehost-delivery", "x-github-delivery")),
+            )
+    return _NONE

@@ -1,0 +1,403 @@
+"""Webhook signatures: verify every inbound scheme, and sign with the same code when replay re-signs.
+
+Pure (no I/O) and lean: the edge calls :func:`verify` on its hot path. No algorithm is ever configured; the
+scheme is detected from which signature header is present, or, for a custom ``header_name``, from the
+shape of its value. Header mappings have lowercased names (as ASGI delivers them).
+
+=============  ===============================================  ==========================================
+scheme         signature header (neutral / real provider)       rule
+=============  ===============================================  ==========================================
+``identity``   ``relay-signature`` / ``webhook-signature`` /    ``v1,<base64>`` entries, space separated,
+               ``svix-signature``, with the ``*-id`` and        any may match; HMAC-SHA256 over
+               ``*-timestamp`` headers of the same family       ``{id}.{timestamp}.{body}``
+``commerce``   ``x-shop-hmac-sha256`` / ``x-shopify-hmac-...``  base64 HMAC-SHA256 of the raw body
+``payments``   ``pay-signature`` / ``stripe-signature``         ``t=<unix>,v1=<hex>[,v1=..][,v0=..]``;
+                                                                HMAC-SHA256 over ``{t}.{body}``
+``code_host``  ``x-codehost-signature-256`` / ``x-hub-...``     ``sha256=<hex>`` HMAC-SHA256 of the body
+=============  ===============================================  ==========================================
+
+Keys. ``identity``: the base64-decoded part after ``whsec_`` (decoded as leniently as the Svix / Standard
+Webhooks libraries do, so unpadded secrets work); a secret without the ``whsec_`` prefix, or whose
+``whsec_`` part decodes to nothing, is used as its UTF-8 bytes. Every other scheme: the whole secret
+string as UTF-8 (for ``payments`` that includes the ``whsec_`` prefix, as the real provider does).
+
+Verification order and failure reasons (exactly SPEC.md's):
+
+1. no (non-empty) signature header, or for ``identity`` no id or timestamp header: ``missing_header``;
+2. the signature header does not parse (no ``v1`` entry, no ``t=``, bad base64 or hex, wrong length):
+   ``malformed_header``. A ``payments`` header with only ``v0`` entries has no signature we check, so it is
+   malformed too, just as an ``identity`` header without any ``v1`` entry;
+3. the timestamp is not an unsigned ASCII integer: ``malformed_timestamp``;
+4. no entry matches the MAC: ``signature_mismatch``;
+5. ``|now - timestamp| > tolerance_s`` (both directions, exactly at the tolerance passes):
+   ``timestamp_out_of_tolerance``.
+
+The MAC is checked before the tolerance: a wrong secret then always reads ``signature_mismatch``, and
+``timestamp_out_of_tolerance`` only ever describes a genuine but delayed or replayed delivery (SPEC.md's
+meaning), never a forged one with an old timestamp. The signed timestamp is the integer's decimal form, as
+the reference libraries use it (``t=0017`` signs ``17``).
+
+Comparisons are constant time (:func:`hmac.compare_digest`) against the canonical encoding the providers
+send (standard base64 with padding, lowercase hex); nothing here raises on hostile headers or bodies, and
+bodies are signed as raw bytes (they need not be UTF-8).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import math
+import time
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Final, Literal, NamedTuple
+
+from shared.ids import ulid
+
+__all__ = (
+    "FAILURE_REASONS",
+    "HEADERS",
+    "MALFORMED_HEADER",
+    "MALFORMED_TIMESTAMP",
+    "MISSING_HEADER",
+    "SCHEMES",
+    "SIGNATURE_MISMATCH",
+    "TIMESTAMP_OUT_OF_TOLERANCE",
+    "HeaderFamily",
+    "Verdict",
+    "detect_family",
+    "detect_scheme",
+    "sign",
+    "verify",
+)
+
+MISSING_HEADER: Final = "missing_header"
+MALFORMED_HEADER: Final = "malformed_header"
+MALFORMED_TIMESTAMP: Final = "malformed_timestamp"
+TIMESTAMP_OUT_OF_TOLERANCE: Final = "timestamp_out_of_tolerance"
+SIGNATURE_MISMATCH: Final = "signature_mismatch"
+FAILURE_REASONS: Final = frozenset(
+    {MISSING_HEADER, MALFORMED_HEADER, MALFORMED_TIMESTAMP, TIMESTAMP_OUT_OF_TOLERANCE, SIGNATURE_MISMATCH}
+)
+
+SCHEMES: Final = ("identity", "commerce", "payments", "code_host")
+"""Also the provider values of attribution, in the order both modules check them."""
+
+HeaderFamily = Literal["neutral", "standard", "vendor"]
+"""Which header names to use: SPEC.md's neutral ones (``relay-*``, ``pay-signature``...), the Standard
+Webhooks ``webhook-*`` ones (``identity`` only), or the real provider's (``svix-*``, ``stripe-signature``...)."""
+
+_IDENTITY_HEADERS: Final[Mapping[str, tuple[str, str, str]]] = {
+    "neutral": ("relay-signature", "relay-id", "relay-timestamp"),
+    "standard": ("webhook-signature", "webhook-id", "webhook-timestamp"),
+    "vendor": ("svix-signature", "svix-id", "svix-timestamp"),
+}
+HEADERS: Final[Mapping[str, Mapping[str, tuple[str, str | None, str | None]]]] = {
+    "identity": _IDENTITY_HEADERS,
+    "commerce": {"neutral": ("x-shop-hmac-sha256", None, None), "vendor": ("x-shopify-hmac-sha256", None, None)},
+    "payments": {"neutral": ("pay-signature", None, None), "vendor": ("stripe-signature", None, None)},
+    "code_host": {
+        "neutral": ("x-codehost-signature-256", None, None),
+        "vendor": ("x-hub-signature-256", None, None),
+    },
+}
+"""scheme → family → (signature header, id header, timestamp header); id/timestamp only for ``identity``."""
+
+
+class Verdict(NamedTuple):
+    valid: bool
+    reason: str | None
+    """One of :data:`FAILURE_REASONS`; ``None`` when valid."""
+    scheme: str | None
+    """The detected scheme; ``None`` when there is no signature header at all."""
+
+
+# Detection order: (header, scheme, family) for every known signature header.
+_SIGNATURE_HEADERS: Final = tuple(
+    (names[0], scheme, family) for scheme, families in HEADERS.items() for family, names in families.items()
+)
+# id/timestamp header pairs tried, in order, when a custom header carries an identity signature.
+_IDENTITY_PAIRS: Final = tuple((id_name, ts_name) for _, id_name, ts_name in _IDENTITY_HEADERS.values())
+
+_MISSING: Final = Verdict(False, MISSING_HEADER, None)
+_VERDICTS: Final = {
+    (scheme, reason): Verdict(reason is None, reason, scheme)
+    for scheme in SCHEMES
+    for reason in (None, *sorted(FAILURE_REASONS))
+}
+_SHA256_PREFIX: Final = "sha256="
+_HEX: Final = frozenset("0123456789abcdefABCDEF")
+_MAC_SIZE: Final = 32
+_HEX_SIZE: Final = 2 * _MAC_SIZE
+_MAX_TIMESTAMP_DIGITS: Final = 30  # more digits than any clock: out of tolerance, and int() stays cheap
+
+
+def _verdict(scheme: str, reason: str | None = None) -> Verdict:
+    return _VERDICTS[scheme, reason]
+
+
+# -- keys and MACs ----------------------------------------------------------------------------------
+
+
+def _utf8(text: str) -> bytes:
+    # surrogatepass: never raises, and is plain UTF-8 for every well-formed string.
+    return text.encode("utf-8", "surrogatepass")
+
+
+@lru_cache(maxsize=4096)
+def _plain_key(secret: str) -> bytes:
+    return _utf8(secret)
+
+
+@lru_cache(maxsize=4096)
+def _identity_key(secret: str) -> bytes:
+    if secret.startswith("whsec_"):
+        try:
+            # The same lenient decoding as the svix / standardwebhooks libraries (extra padding is skipped).
+            key = base64.b64decode(secret[6:] + "==")
+        except (binascii.Error, ValueError):
+            key = b""
+        if key:
+            return key
+    return _utf8(secret)
+
+
+def _mac(key: bytes, message: bytes) -> bytes:
+    return hmac.digest(key, message, "sha256")
+
+
+def _b64(mac: bytes) -> str:
+    return binascii.b2a_base64(mac, newline=False).decode("ascii")
+
+
+def _is_b64_mac(text: str) -> bool:
+    if not text.isascii():
+        return False
+    try:
+        return len(binascii.a2b_base64(text, strict_mode=True)) == _MAC_SIZE
+    except (binascii.Error, ValueError):
+        return False
+
+
+def _is_hex_mac(text: str) -> bool:
+    return len(text) == _HEX_SIZE and _HEX.issuperset(text)
+
+
+def _matches(candidate: str, expected: str) -> bool:
+    # compare_digest on str needs ASCII on both sides; a non-ASCII header value can never match anyway.
+    return candidate.isascii() and hmac.compare_digest(candidate, expected)
+
+
+def _timestamp(text: str) -> tuple[bytes, float] | None:
+    """(the decimal form that is signed, the value) of an unsigned ASCII integer; ``None`` otherwise."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    canonical = text.lstrip("0") or "0"
+    value = int(canonical) if len(canonical) <= _MAX_TIMESTAMP_DIGITS else math.inf
+    return canonical.encode("ascii"), value
+
+
+def _in_tolerance(value: float, tolerance_s: int, now: float | None) -> bool:
+    return abs((time.time() if now is None else now) - value) <= tolerance_s
+
+
+# -- detection --------------------------------------------------------------------------------------
+
+
+def _shape(value: str) -> str:
+    """The scheme a signature value's shape says (for a custom header)."""
+    if value.startswith(_SHA256_PREFIX):
+        return "code_host"
+    head = value.split(",", 1)[0]
+    if head.startswith(("t=", "v1=", "v0=")):
+        return "payments"
+    if "," in value:
+        return "identity"
+    return "commerce"
+
+
+def _find(headers: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(scheme, family, value) of the first non-empty known signature header."""
+    for name, scheme, family in _SIGNATURE_HEADERS:
+        value = headers.get(name)
+        if value and not value.isspace():
+            return scheme, family, value.strip()
+    return None
+
+
+def _custom(headers: Mapping[str, str], header_name: str) -> str | None:
+    value = headers.get(header_name.lower())
+    if value and not value.isspace():
+        return value.strip()
+    return None
+
+
+def detect_scheme(headers: Mapping[str, str], header_name: str | None = None) -> str | None:
+    """The scheme :func:`verify` would check, or ``None`` when there is no signature header."""
+    if header_name:
+        value = _custom(headers, header_name)
+        return None if value is None else _shape(value)
+    found = _find(headers)
+    return None if found is None else found[0]
+
+
+def detect_family(headers: Mapping[str, str]) -> str | None:
+    """Which :data:`HeaderFamily` of names an inbound request's signature header used (``None``: none), so
+    replay can re-sign with the same names."""
+    found = _find(headers)
+    return None if found is None else found[1]
+
+
+# -- verification -----------------------------------------------------------------------------------
+
+
+def verify(
+    headers: Mapping[str, str],
+    body: bytes,
+    secret: str,
+    *,
+    tolerance_s: int = 300,
+    header_name: str | None = None,
+    now: float | None = None,
+) -> Verdict:
+    """Check a request's signature. With ``header_name`` only that header is read (scheme from its shape)."""
+    if header_name:
+        value = _custom(headers, header_name)
+        if value is None:
+            return _MISSING
+        scheme, family = _shape(value), None
+    else:
+        found = _find(headers)
+        if found is None:
+            return _MISSING
+        scheme, family, value = found
+    if scheme == "identity":
+        return _verify_identity(headers, family, value, body, secret, tolerance_s, now)
+    if scheme == "payments":
+        return _verify_payments(value, body, secret, tolerance_s, now)
+    if scheme == "code_host":
+        return _verify_code_host(value, body, secret)
+    return _verify_commerce(value, body, secret)
+
+
+def _verify_identity(
+    headers: Mapping[str, str],
+    family: str | None,
+    value: str,
+    body: bytes,
+    secret: str,
+    tolerance_s: int,
+    now: float | None,
+) -> Verdict:
+    if family is not None:
+        _, id_name, ts_name = _IDENTITY_HEADERS[family]
+        msg_id, ts_text = headers.get(id_name), headers.get(ts_name)
+    else:  # custom header: the first id/timestamp family that is complete
+        msg_id = ts_text = None
+        for id_name, ts_name in _IDENTITY_PAIRS:
+            msg_id, ts_text = headers.get(id_name), headers.get(ts_name)
+            if msg_id and ts_text:
+                break
+    if not msg_id or not ts_text:
+        return _verdict("identity", MISSING_HEADER)
+    signatures = [entry[3:] for entry in value.split() if entry.startswith("v1,")]
+    if not signatures:
+        return _verdict("identity", MALFORMED_HEADER)
+    ts = _timestamp(ts_text)
+    if ts is None:
+        return _verdict("identity", MALFORMED_TIMESTAMP)
+    signed, ts_value = ts
+    expected = _b64(_mac(_identity_key(secret), b"%s.%s.%s" % (_utf8(msg_id), signed, body)))
+    if not any(_matches(sig, expected) for sig in signatures):
+        well_formed = any(_is_b64_mac(sig) for sig in signatures)
+        return _verdict("identity", SIGNATURE_MISMATCH if well_formed else MALFORMED_HEADER)
+    if not _in_tolerance(ts_value, tolerance_s, now):
+        return _verdict("identity", TIMESTAMP_OUT_OF_TOLERANCE)
+    return _verdict("identity")
+
+
+def _verify_payments(value: str, body: bytes, secret: str, tolerance_s: int, now: float | None) -> Verdict:
+    ts_text: str | None = None
+    signatures: list[str] = []
+    for item in value.split(","):
+        key, _, item_value = item.strip().partition("=")
+        if key == "v1":
+            signatures.append(item_value)
+        elif key == "t" and ts_text is None:
+            ts_text = item_value
+    if ts_text is None or not signatures:  # v0-only (test events) lands here too
+        return _verdict("payments", MALFORMED_HEADER)
+    ts = _timestamp(ts_text)
+    if ts is None:
+        return _verdict("payments", MALFORMED_TIMESTAMP)
+    signed, ts_value = ts
+    expected = _mac(_plain_key(secret), b"%s.%s" % (signed, body)).hex()
+    if not any(_matches(sig, expected) for sig in signatures):
+        well_formed = any(_is_hex_mac(sig) for sig in signatures)
+        return _verdict("payments", SIGNATURE_MISMATCH if well_formed else MALFORMED_HEADER)
+    if not _in_tolerance(ts_value, tolerance_s, now):
+        return _verdict("payments", TIMESTAMP_OUT_OF_TOLERANCE)
+    return _verdict("payments")
+
+
+def _verify_code_host(value: str, body: bytes, secret: str) -> Verdict:
+    if not value.startswith(_SHA256_PREFIX):
+        return _verdict("code_host", MALFORMED_HEADER)
+    signature = value[len(_SHA256_PREFIX) :]
+    if _matches(signature, _mac(_plain_key(secret), body).hex()):
+        return _verdict("code_host")
+    return _verdict("code_host", SIGNATURE_MISMATCH if _is_hex_mac(signature) else MALFORMED_HEADER)
+
+
+def _verify_commerce(value: str, body: bytes, secret: str) -> Verdict:
+    if _matches(value, _b64(_mac(_plain_key(secret), body))):
+        return _verdict("commerce")
+    return _verdict("commerce", SIGNATURE_MISMATCH if _is_b64_mac(value) else MALFORMED_HEADER)
+
+
+# -- signing ----------------------------------------------------------------------------------------
+
+
+def sign(
+    scheme: str,
+    body: bytes,
+    secret: str,
+    *,
+    msg_id: str | None = None,
+    timestamp: int | None = None,
+    header_name: str | None = None,
+    header_family: HeaderFamily = "neutral",
+) -> dict[str, str]:
+    """The headers that make ``body`` verify under ``scheme``: the signature, plus id and timestamp for
+    ``identity``. A fresh timestamp (now) and id (``msg_<ulid>``) when not given; ``msg_id`` is used only by
+    ``identity`` and ``timestamp`` only by ``identity`` and ``payments``. ``header_name`` puts the signature
+    in a custom header (the id/timestamp names still come from ``header_family``).
+
+    Raises ``ValueError`` for an unknown scheme, a family the scheme has no headers for, or a negative
+    timestamp.
+    """
+    families = HEADERS.get(scheme)
+    if families is None:
+        raise ValueError(f"unknown signature scheme {scheme!r}")
+    names = families.get(header_family)
+    if names is None:
+        raise ValueError(f"scheme {scheme!r} has no {header_family!r} headers")
+    signature_name = header_name.lower() if header_name else names[0]
+    if scheme == "commerce":
+        return {signature_name: _b64(_mac(_plain_key(secret), body))}
+    if scheme == "code_host":
+        return {signature_name: _SHA256_PREFIX + _mac(_plain_key(secret), body).hex()}
+    if timestamp is None:
+        timestamp = int(time.time())
+    elif timestamp < 0:
+        raise ValueError("timestamp must be >= 0 (Unix seconds)")
+    ts = b"%d" % timestamp
+    if scheme == "payments":
+        return {signature_name: f"t={timestamp},v1={_mac(_plain_key(secret), ts + b'.' + body).hex()}"}
+    if msg_id is None:
+        msg_id = f"msg_{ulid()}"
+    mac = _mac(_identity_key(secret), b"%s.%s.%s" % (_utf8(msg_id), ts, body))
+    _, id_name, ts_name = _IDENTITY_HEADERS[header_family]
+    return {signature_name: "v1," + _b64(mac), id_name: msg_id, ts_name: str(timestamp)}
