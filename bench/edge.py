@@ -54,8 +54,10 @@ def run(seconds: float) -> dict[str, object]:
             run_wrk(ingest, seconds=1, body=body, headers=headers)  # warm both
             run_wrk(f"http://127.0.0.1:{hello_port}/", seconds=1, body=body, headers=headers)
             for _ in range(rounds):
-                hello_runs.append(run_wrk(f"http://127.0.0.1:{hello_port}/", seconds=per_round, body=body, headers=headers))
-                client.delete(*[k for k in client.scan_iter(match=bench.settings.redis_prefix + "{ingest*")] or ["-"])
+                hello_runs.append(
+                    run_wrk(f"http://127.0.0.1:{hello_port}/", seconds=per_round, body=body, headers=headers)
+                )
+                client.delete(*list(client.scan_iter(match=bench.settings.redis_prefix + "{ingest*")) or ["-"])
                 edge_runs.append(run_wrk(ingest, seconds=per_round, body=body, headers=headers))
             stored = sum(
                 len(client.xrange(k)) for k in client.scan_iter(match=bench.settings.redis_prefix + "{ingest*")

@@ -32,11 +32,14 @@ async def create_endpoint(settings: Settings, *, secret: str | None = None, tole
     redis = aioredis.Redis.from_url(settings.redis_url)
     ctx = Context(settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards))
     try:
-        created = await create(ctx, Principal(account_id=account_id, key_id="bench", kind="live"), EndpointCreate(name="bench"))
+        created = await create(
+            ctx, Principal(account_id=account_id, key_id="bench", kind="live"), EndpointCreate(name="bench")
+        )
         if secret is not None:
             async with pool.acquire() as c:
                 await c.execute(
-                    "UPDATE auth_configs SET hmac_enabled = true, secret = $2, tolerance_seconds = $3 WHERE endpoint_id = $1",
+                    """UPDATE auth_configs SET hmac_enabled = true, secret = $2, tolerance_seconds = $3
+                        WHERE endpoint_id = $1""",
                     created.id,
                     secret,
                     tolerance_s,

@@ -57,7 +57,16 @@ def run_wrk(
         script.write(_lua(method, body, headers or {}))
     try:
         out = subprocess.run(
-            [exe, f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", "-s", script.name, url],
+            [
+                exe,
+                f"-t{threads}",
+                f"-c{connections}",
+                f"-d{max(1, round(seconds))}s",
+                "--latency",
+                "-s",
+                script.name,
+                url,
+            ],
             check=True,
             capture_output=True,
             text=True,

@@ -12,13 +12,6 @@ __all__ = ("event_row", "headers_object")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _text(value: bytes) -> str:
-    try:
-        return value.decode()
-    except UnicodeDecodeError:
-        return value.decode("latin-1")
-
-
 def headers_object(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """Repeated headers are joined with ", " (RFC 9110 5.3), so the object stays string to string.
 
@@ -26,8 +19,14 @@ def headers_object(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for raw_name, raw_value in headers:
-        name, value = raw_name.decode("latin-1").lower(), _text(raw_value)
-        out[name] = f"{out[name]}, {value}" if name in out else value
+        name = raw_name.decode("latin-1")  # ASGI servers deliver names lowercased
+        try:
+            value = raw_value.decode()
+        except UnicodeDecodeError:
+            value = raw_value.decode("latin-1")
+        if name in out:
+            value = f"{out[name]}, {value}"
+        out[name] = value
     return out
 
 

@@ -44,6 +44,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     redis_prefix: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "hy:"
     """Prefix of every Redis key and channel; tests give each test its own."""
     stream_shards: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 1
+    flush_lanes: Annotated[int, msgspec.Meta(ge=1, le=32)] = 2
+    """Concurrent flush consumers per worker process: one prepares a batch while another waits on Postgres."""
     max_body_bytes: Positive = 1_048_576
     body_read_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     """How long the edge waits for a sender's body to arrive in full before answering 408."""

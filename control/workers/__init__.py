@@ -19,9 +19,11 @@ from shared.settings import Settings
 
 __all__ = ("LOOP_NAMES", "build_loops", "run", "worker_context")
 
-_FACTORIES: dict[str, Callable[[Context], Loop]] = {
-    "flush": lambda ctx: Flush(ctx),
-    "sweep": lambda ctx: Sweep(ctx),
+_FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
+    "flush": lambda ctx: [
+        Flush(ctx, consumer=f"{Flush.default_consumer()}-{i}") for i in range(ctx.settings.flush_lanes)
+    ],
+    "sweep": lambda ctx: [Sweep(ctx)],
 }
 LOOP_NAMES = tuple(_FACTORIES)
 
@@ -46,7 +48,7 @@ def build_loops(ctx: Context, names: list[str] | tuple[str, ...]) -> list[Loop]:
     unknown = [n for n in names if n not in _FACTORIES]
     if unknown:
         raise ConfigError(f"unknown worker loop(s) {', '.join(unknown)}; choose from {', '.join(LOOP_NAMES)}")
-    return [_FACTORIES[n](ctx) for n in (names or LOOP_NAMES)]
+    return [loop for n in (names or LOOP_NAMES) for loop in _FACTORIES[n](ctx)]
 
 
 async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, burst: bool = False) -> None:

@@ -55,7 +55,7 @@ class Flush:
         max_deliveries: int = 5,
     ) -> None:
         self.ctx = ctx
-        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
+        self.consumer = consumer or self.default_consumer()
         self.count = count
         self.block_ms = block_ms
         self.claim_idle_ms = claim_idle_ms
@@ -65,6 +65,10 @@ class Flush:
         self._groups_ready = False
         self._own_pending = True  # at start: finish what this consumer name may have left
         self._next_claim = 0.0
+
+    @staticmethod
+    def default_consumer() -> str:
+        return f"{socket.gethostname()}-{os.getpid()}"
 
     async def ensure_groups(self) -> None:
         for stream in self.streams:
