@@ -56,8 +56,10 @@ _IDENTITY_IDS: Final = ("relay-id", "webhook-id", "svix-id")
 _IDENTITY_SIGNATURES: Final = ("relay-signature", "webhook-signature", "svix-signature")
 # (topic or event header, its delivery-id header): neutral name first, then the real provider's.
 _COMMERCE: Final = (("x-shop-topic", "x-shop-webhook-id"), ("x-shopify-topic", "x-shopify-webhook-id"))
+_COMMERCE_IDS: Final = tuple(id_name for _, id_name in _COMMERCE)
 _PAYMENTS: Final = ("pay-signature", "stripe-signature")
 _CODE_HOST: Final = (("x-codehost-event", "x-codehost-delivery"), ("x-github-event", "x-github-delivery"))
+_CODE_HOST_IDS: Final = tuple(id_name for _, id_name in _CODE_HOST)
 
 
 def _probe(body: bytes) -> _Probe | None:
@@ -94,9 +96,7 @@ def attribute(headers: Mapping[str, str], body: bytes) -> Attribution:
     for topic_name, id_name in _COMMERCE:
         topic = headers.get(topic_name)
         if topic:
-            return Attribution(
-                "commerce", topic, headers.get(id_name) or _first(headers, ("x-shop-webhook-id", "x-shopify-webhook-id"))
-            )
+            return Attribution("commerce", topic, headers.get(id_name) or _first(headers, _COMMERCE_IDS))
     if _first(headers, _PAYMENTS) is not None:
         probe = _probe(body)
         if probe is None:
@@ -105,9 +105,5 @@ def attribute(headers: Mapping[str, str], body: bytes) -> Attribution:
     for event_name, id_name in _CODE_HOST:
         event = headers.get(event_name)
         if event:
-            return Attribution(
-                "code_host",
-                event,
-                headers.get(id_name) or _first(headers, ("x-codehost-delivery", "x-github-delivery")),
-            )
+            return Attribution("code_host", event, headers.get(id_name) or _first(headers, _CODE_HOST_IDS))
     return _NONE

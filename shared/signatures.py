@@ -2,7 +2,9 @@
 
 Pure (no I/O) and lean: the edge calls :func:`verify` on its hot path. No algorithm is ever configured; the
 scheme is detected from which signature header is present, or, for a custom ``header_name``, from the
-shape of its value. Header mappings have lowercased names (as ASGI delivers them).
+shape of its value. Header mappings have lowercased names (as ASGI delivers them); an empty or blank header
+counts as absent. With several signature headers present the first in this table wins (identity, commerce,
+payments, code_host; neutral name before the real one), the order attribution uses too.
 
 =============  ===============================================  ==========================================
 scheme         signature header (neutral / real provider)       rule
@@ -37,15 +39,22 @@ The MAC is checked before the tolerance: a wrong secret then always reads ``sign
 meaning), never a forged one with an old timestamp. The signed timestamp is the integer's decimal form, as
 the reference libraries use it (``t=0017`` signs ``17``).
 
+A custom header's value shape: ``sha256=...`` is code_host; a first comma-separated item starting with
+``t=``, ``v1=`` or ``v0=`` is payments; any other value with a comma is identity (``v1,<b64>`` entries, id
+and timestamp from the first complete ``relay-*`` / ``webhook-*`` / ``svix-*`` pair); no comma is commerce
+(bare base64). Only that header is read.
+
 Comparisons are constant time (:func:`hmac.compare_digest`) against the canonical encoding the providers
-send (standard base64 with padding, lowercase hex); nothing here raises on hostile headers or bodies, and
-bodies are signed as raw bytes (they need not be UTF-8).
+send (standard padded base64, lowercase hex: uppercase hex is a mismatch, as for the providers' own
+libraries); nothing here raises on hostile headers or bodies, and bodies are signed as raw bytes (they need
+not be UTF-8). Per secret, the keyed HMAC states are computed once (LRU cache) so each MAC is just hashing.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import math
 import time
@@ -145,13 +154,45 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-@lru_cache(maxsize=4096)
-def _plain_key(secret: str) -> bytes:
-    return _utf8(secret)
+_IPAD: Final = bytes(x ^ 0x36 for x in range(256))
+_OPAD: Final = bytes(x ^ 0x5C for x in range(256))
+_BLOCK: Final = 64
+
+
+class _Hmac:
+    """HMAC-SHA256 (RFC 2104) with the keyed inner and outer states computed once per secret.
+
+    Each MAC then costs two state copies and the hashing itself, not a fresh OpenSSL HMAC setup, and the
+    body is fed in place (``prefix`` and ``body`` are never concatenated).
+    """
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) > _BLOCK:
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(_BLOCK, b"\0")
+        self._inner = hashlib.sha256(key.translate(_IPAD))
+        self._outer = hashlib.sha256(key.translate(_OPAD))
+
+    def __call__(self, prefix: bytes, body: bytes) -> bytes:
+        inner = self._inner.copy()
+        if prefix:
+            inner.update(prefix)
+        inner.update(body)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
 
 
 @lru_cache(maxsize=4096)
-def _identity_key(secret: str) -> bytes:
+def _plain_mac(secret: str) -> _Hmac:
+    """Every scheme but ``identity``: the key is the whole secret as UTF-8."""
+    return _Hmac(_utf8(secret))
+
+
+@lru_cache(maxsize=4096)
+def _identity_mac(secret: str) -> _Hmac:
     if secret.startswith("whsec_"):
         try:
             # The same lenient decoding as the svix / standardwebhooks libraries (extra padding is skipped).
@@ -159,12 +200,8 @@ def _identity_key(secret: str) -> bytes:
         except (binascii.Error, ValueError):
             key = b""
         if key:
-            return key
-    return _utf8(secret)
-
-
-def _mac(key: bytes, message: bytes) -> bytes:
-    return hmac.digest(key, message, "sha256")
+            return _Hmac(key)
+    return _Hmac(_utf8(secret))
 
 
 def _b64(mac: bytes) -> str:
@@ -309,7 +346,7 @@ def _verify_identity(
     if ts is None:
         return _verdict("identity", MALFORMED_TIMESTAMP)
     signed, ts_value = ts
-    expected = _b64(_mac(_identity_key(secret), b"%s.%s.%s" % (_utf8(msg_id), signed, body)))
+    expected = _b64(_identity_mac(secret)(b"%s.%s." % (_utf8(msg_id), signed), body))
     if not any(_matches(sig, expected) for sig in signatures):
         well_formed = any(_is_b64_mac(sig) for sig in signatures)
         return _verdict("identity", SIGNATURE_MISMATCH if well_formed else MALFORMED_HEADER)
@@ -333,7 +370,7 @@ def _verify_payments(value: str, body: bytes, secret: str, tolerance_s: int, now
     if ts is None:
         return _verdict("payments", MALFORMED_TIMESTAMP)
     signed, ts_value = ts
-    expected = _mac(_plain_key(secret), b"%s.%s" % (signed, body)).hex()
+    expected = _plain_mac(secret)(signed + b".", body).hex()
     if not any(_matches(sig, expected) for sig in signatures):
         well_formed = any(_is_hex_mac(sig) for sig in signatures)
         return _verdict("payments", SIGNATURE_MISMATCH if well_formed else MALFORMED_HEADER)
@@ -346,13 +383,13 @@ def _verify_code_host(value: str, body: bytes, secret: str) -> Verdict:
     if not value.startswith(_SHA256_PREFIX):
         return _verdict("code_host", MALFORMED_HEADER)
     signature = value[len(_SHA256_PREFIX) :]
-    if _matches(signature, _mac(_plain_key(secret), body).hex()):
+    if _matches(signature, _plain_mac(secret)(b"", body).hex()):
         return _verdict("code_host")
     return _verdict("code_host", SIGNATURE_MISMATCH if _is_hex_mac(signature) else MALFORMED_HEADER)
 
 
 def _verify_commerce(value: str, body: bytes, secret: str) -> Verdict:
-    if _matches(value, _b64(_mac(_plain_key(secret), body))):
+    if _matches(value, _b64(_plain_mac(secret)(b"", body))):
         return _verdict("commerce")
     return _verdict("commerce", SIGNATURE_MISMATCH if _is_b64_mac(value) else MALFORMED_HEADER)
 
@@ -386,18 +423,18 @@ def sign(
         raise ValueError(f"scheme {scheme!r} has no {header_family!r} headers")
     signature_name = header_name.lower() if header_name else names[0]
     if scheme == "commerce":
-        return {signature_name: _b64(_mac(_plain_key(secret), body))}
+        return {signature_name: _b64(_plain_mac(secret)(b"", body))}
     if scheme == "code_host":
-        return {signature_name: _SHA256_PREFIX + _mac(_plain_key(secret), body).hex()}
+        return {signature_name: _SHA256_PREFIX + _plain_mac(secret)(b"", body).hex()}
     if timestamp is None:
         timestamp = int(time.time())
     elif timestamp < 0:
         raise ValueError("timestamp must be >= 0 (Unix seconds)")
     ts = b"%d" % timestamp
     if scheme == "payments":
-        return {signature_name: f"t={timestamp},v1={_mac(_plain_key(secret), ts + b'.' + body).hex()}"}
+        return {signature_name: f"t={timestamp},v1={_plain_mac(secret)(ts + b'.', body).hex()}"}
     if msg_id is None:
         msg_id = f"msg_{ulid()}"
-    mac = _mac(_identity_key(secret), b"%s.%s.%s" % (_utf8(msg_id), ts, body))
+    mac = _identity_mac(secret)(b"%s.%s." % (_utf8(msg_id), ts), body)
     _, id_name, ts_name = _IDENTITY_HEADERS[header_family]
     return {signature_name: "v1," + _b64(mac), id_name: msg_id, ts_name: str(timestamp)}

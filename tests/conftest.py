@@ -26,6 +26,7 @@ from control.service import Context
 from control.service.accounts import create_account
 from control.workers import worker_context
 from shared.settings import Settings, load_settings
+from tests.stack import stack  # noqa: F401 - the real-process fixture, shared by the e2e modules
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
-async def create_pool(dsn: str, *, max_size: int = 10, min_size: int = 1) -> asyncpg.Pool:
+async def create_pool(dsn: str, *, max_size: int = 10, min_size: int = 0) -> asyncpg.Pool:
+    """``min_size=0``: connections open on first use, so a process starts (and reports itself unready)
+    while Postgres is away instead of dying, and the worker loops' backoff rides out the outage."""
     return await asyncpg.create_pool(
         dsn,
         min_size=min_size,

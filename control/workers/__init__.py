@@ -21,7 +21,8 @@ __all__ = ("LOOP_NAMES", "build_loops", "run", "worker_context")
 
 _FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
     "flush": lambda ctx: [
-        Flush(ctx, consumer=f"{Flush.default_consumer()}-{i}") for i in range(ctx.settings.flush_lanes)
+        Flush(ctx, consumer=f"{Flush.default_consumer()}-{i}", claim_idle_ms=ctx.settings.flush_claim_idle_ms)
+        for i in range(ctx.settings.flush_lanes)
     ],
     "sweep": lambda ctx: [Sweep(ctx)],
 }

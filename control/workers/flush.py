@@ -51,7 +51,7 @@ class Flush:
         count: int = 64,
         block_ms: int = 1000,
         claim_idle_ms: int = 60_000,
-        claim_every_s: float = 15.0,
+        claim_every_s: float | None = None,
         max_deliveries: int = 5,
     ) -> None:
         self.ctx = ctx
@@ -59,7 +59,8 @@ class Flush:
         self.count = count
         self.block_ms = block_ms
         self.claim_idle_ms = claim_idle_ms
-        self.claim_every_s = claim_every_s
+        # Looking for abandoned entries more often than they can become claimable would only cost calls.
+        self.claim_every_s = claim_idle_ms / 4000 if claim_every_s is None else claim_every_s
         self.max_deliveries = max_deliveries
         self.streams = ctx.keys.ingest_streams()
         self._groups_ready = False
@@ -130,8 +131,9 @@ class Flush:
         keep = []
         for stream in {s for s, _, _ in entries}:
             ids = [eid for s, eid, _ in entries if s == stream]
+            ordered = sorted(ids, key=_entry_order)
             pending = await self.ctx.redis.xpending_range(
-                stream, FLUSH_GROUP, min=min(ids), max=max(ids), count=len(ids) * 2
+                stream, FLUSH_GROUP, min=ordered[0], max=ordered[-1], count=len(ids) * 2
             )
             exhausted = {_text(p["message_id"]) for p in pending if p["times_delivered"] > self.max_deliveries}
             for entry in entries:
@@ -195,6 +197,12 @@ class Flush:
             pipe.xack(stream, FLUSH_GROUP, eid)
             pipe.xdel(stream, eid)
             await pipe.execute()
+
+
+def _entry_order(entry_id: str) -> tuple[int, int]:
+    """Stream ids compare as (milliseconds, sequence), not as strings ("5-10" comes after "5-9")."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 def _text(value: bytes | str) -> str:

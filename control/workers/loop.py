@@ -38,7 +38,7 @@ async def _run_one(loop: Loop, stop: asyncio.Event, burst: bool) -> None:
             failures += 1
             if burst:
                 raise
-            delay = min(30.0, 0.2 * 2**failures)
+            delay = min(5.0, 0.1 * 2**failures)  # short cap: an outage's end is noticed within seconds
             log.exception("%s: step failed (%d in a row); retrying in %.1fs", loop.name, failures, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)

@@ -1,0 +1,119 @@
+"""Real processes for end-to-end tests: ``hookyard edge``, ``hookyard control`` and ``hookyard worker``
+started on free ports with the test's own database and Redis prefix, killed (whole process group) after."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shared.settings import Settings, env_name
+
+__all__ = ("Stack", "free_port", "stack")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _hookyard() -> list[str]:
+    exe = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
+    return [exe]
+
+
+class Stack:
+    """Processes by name; ``start``/``kill`` them individually to test crashes and restarts."""
+
+    def __init__(self, settings: Settings, log_dir: Path, **env: object) -> None:
+        self.edge_port, self.control_port = free_port(), free_port()
+        self.edge_url = f"http://127.0.0.1:{self.edge_port}"
+        self.control_url = f"http://127.0.0.1:{self.control_port}"
+        base = {k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_")}
+        for field in ("database_url", "redis_url", "redis_prefix"):
+            base[env_name(field)] = str(getattr(settings, field))
+        base.update(
+            HOOKYARD_EDGE_PORT=str(self.edge_port),
+            HOOKYARD_CONTROL_PORT=str(self.control_port),
+            HOOKYARD_EGRESS="any",
+            HOOKYARD_FLUSH_CLAIM_IDLE_MS="1000",
+        )
+        base.update({k: str(v) for k, v in env.items()})
+        self.env = base
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, *args: str, port: int | None = None) -> subprocess.Popen[bytes]:
+        """``name`` is a label (e.g. "edge2"); ``args`` the hookyard command (e.g. "edge", "--port", ...)."""
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(
+            [*_hookyard(), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self.procs[name] = proc
+        if port is not None:
+            self.wait_healthy(f"http://127.0.0.1:{port}/healthz", proc)
+        return proc
+
+    def start_edge(self, name: str = "edge", port: int | None = None) -> str:
+        port = port or self.edge_port
+        self.start(name, "edge", "--port", str(port), port=port)
+        return f"http://127.0.0.1:{port}"
+
+    def start_control(self) -> None:
+        self.start("control", "control", "--port", str(self.control_port), port=self.control_port)
+
+    def start_worker(self, name: str = "worker", *loops: str) -> None:
+        self.start(name, "worker", *loops)
+
+    def wait_healthy(self, url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"process exited with {proc.returncode} before {url} was healthy; see {self.log_dir}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url, timeout=1).status_code == 200:
+                    return
+            time.sleep(0.05)
+        raise TimeoutError(f"{url} not healthy after {timeout_s}s")
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(name)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        proc.wait(20)
+
+    def stop_all(self) -> None:
+        for name in list(self.procs):
+            proc = self.procs[name]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+            self.procs.pop(name)
+
+
+@pytest.fixture
+def stack(settings: Settings, tmp_path: Path) -> Iterator[Stack]:
+    running = Stack(settings, tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop_all()

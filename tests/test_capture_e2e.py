@@ -1,0 +1,196 @@
+"""Capture end to end through real processes: edge on granian → Redis stream → worker → Postgres → /v1."""
+
+from __future__ import annotations
+
+import base64
+import time
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import httpx
+import pytest
+
+from control.service import Context, edge_config
+from shared.settings import Settings
+from tests.conftest import Account, Servers, make_account, with_database
+from tests.stack import Stack, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _create_endpoint(stack: Stack, account: Account, **body: object) -> dict:
+    response = httpx.post(f"{stack.control_url}/v1/endpoints", json={"name": "e2e", **body}, headers=account.headers)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _events(stack: Stack, account: Account, endpoint_id: str, want: int, timeout_s: float = 10) -> list[dict]:
+    """Every event of the endpoint once ``want`` are stored (paging through the whole list)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        events, cursor = [], None
+        while True:
+            params = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+            page = httpx.get(
+                f"{stack.control_url}/v1/endpoints/{endpoint_id}/events", params=params, headers=account.headers
+            )
+            assert page.status_code == 200, page.text
+            events += page.json()["events"]
+            cursor = page.json()["next_cursor"]
+            if not cursor:
+                break
+        if len(events) >= want or time.monotonic() > deadline:
+            return events
+        time.sleep(0.05)
+
+
+def _body(event: dict) -> bytes:
+    if event["body_encoding"] == "base64":
+        return base64.b64decode(event["body"])
+    return (event["body"] or "").encode()  # an empty body is null
+
+
+@pytest.fixture
+async def running(stack: Stack, database_url: str) -> tuple[Stack, Account]:
+    stack.start_control()
+    stack.start_edge()
+    stack.start_worker("worker", "flush")
+    return stack, await make_account(database_url)
+
+
+async def test_requests_are_captured_verbatim(running: tuple[Stack, Account]) -> None:
+    stack, account = running
+    endpoint = _create_endpoint(stack, account)
+    url = endpoint["ingest_url"]
+    assert url.startswith(stack.edge_url + "/h/")
+    sent = [
+        ("POST", "", b'{"type":"user.created","data":{"id":"u_1","name":"J\xc3\xbcrgen"}}', "application/json"),
+        ("POST", "/forms/signup", b"a=1&b=two+words&c=%C3%A9", "application/x-www-form-urlencoded"),
+        ("PUT", "/deep/sub/path", b"", None),
+        ("POST", "/bin", bytes(range(256)) * 4, "application/octet-stream"),
+        ("GET", "", b"", None),
+        ("DELETE", "/thing/42", b"", None),
+        ("PATCH", "/p", b"\xff\xfe\x00not utf-8", "text/plain"),
+    ]
+    started = time.monotonic()
+    with httpx.Client() as client:
+        acks = []
+        for i, (method, path, body, content_type) in enumerate(sent):
+            headers = {"x-test-seq": str(i), "x-multi": "a"}
+            if content_type:
+                headers["content-type"] = content_type
+            response = client.request(method, f"{url}{path}?seq={i}&flag", content=body, headers=headers)
+            assert response.status_code == 200, response.text
+            assert response.json() == {"ok": True, "id": response.headers["x-hookyard-event-id"]}
+            acks.append(response.json()["id"])
+    events = _events(stack, account, endpoint["id"], len(sent))
+    assert time.monotonic() - started < 5
+    by_id = {e["id"]: e for e in events}
+    assert set(by_id) == set(acks)
+    for event_id, (method, path, body, content_type) in zip(acks, sent, strict=True):
+        event = by_id[event_id]
+        seq = event["headers"]["x-test-seq"]
+        assert event["method"] == method
+        assert event["path"] == path.lstrip("/")
+        assert event["query"] == f"seq={seq}&flag"
+        assert _body(event) == body
+        assert event["body_encoding"] == ("utf8" if body.decode("utf-8", "replace").encode() == body else "base64")
+        assert event["content_type"] == content_type
+        assert event["headers"]["x-multi"] == "a"
+        assert event["source_ip"] == "127.0.0.1"
+        assert event["endpoint_id"] == endpoint["id"]
+        assert event["provider"] is None
+
+
+async def test_edge_rejections(stack: Stack, ctx: Context, database_url: str) -> None:
+    stack.env["HOOKYARD_MAX_BODY_BYTES"] = "1024"
+    stack.start_control()
+    stack.start_edge()
+    account = await make_account(database_url)
+    endpoint = _create_endpoint(stack, account)
+    url = endpoint["ingest_url"]
+    with httpx.Client() as client:
+        assert client.post(url, content=b"x" * 1024).status_code == 200
+        too_big = client.post(url, content=b"x" * 1025)
+        assert too_big.status_code == 413
+        assert too_big.json()["error"]["code"] == "payload_too_large"
+        chunked = client.post(url, content=iter([b"x" * 600, b"y" * 600]))  # no Content-Length: streamed
+        assert chunked.status_code == 413
+        unknown = client.post(f"{stack.edge_url}/h/NoSuchTokenNoSuchToken00")
+        assert unknown.status_code == 404
+        assert unknown.json() == {"error": {"code": "endpoint_not_found", "message": "no endpoint has this ingest URL"}}
+        async with ctx.pool.acquire() as conn:
+            await conn.execute(
+                "UPDATE endpoints SET temporary = true, expires_at = $2 WHERE id = $1",
+                endpoint["id"],
+                datetime.now(UTC) - timedelta(seconds=1),
+            )
+            await edge_config.sync(ctx, conn, [endpoint["id"]])
+        deadline = time.monotonic() + 1.0  # a change applies on the edge within a second
+        while (expired := client.post(url, content=b"{}")).status_code != 410 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert expired.status_code == 410
+        assert expired.json()["error"]["code"] == "endpoint_expired"
+
+
+async def test_a_delete_reaches_every_edge_node_within_a_second(stack: Stack, database_url: str) -> None:
+    stack.start_control()
+    first = stack.start_edge("edge")
+    second = stack.start_edge("edge2", port=free_port())
+    account = await make_account(database_url)
+    endpoint = _create_endpoint(stack, account)
+    token = endpoint["ingest_url"].rsplit("/", 1)[-1]
+    with httpx.Client() as client:
+        for base in (first, second):  # both nodes now cache the endpoint
+            assert client.post(f"{base}/h/{token}", content=b"{}").status_code == 200
+        deleted = client.delete(f"{stack.control_url}/v1/endpoints/{endpoint['id']}", headers=account.headers)
+        assert deleted.status_code == 200
+        deadline = time.monotonic() + 1.0
+        for base in (first, second):
+            while client.post(f"{base}/h/{token}", content=b"{}").status_code != 404:
+                assert time.monotonic() < deadline, f"{base} still accepts a deleted endpoint"
+                time.sleep(0.02)
+
+
+async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(running: tuple[Stack, Account]) -> None:
+    stack, account = running
+    stack.kill("worker", 9)
+    endpoint = _create_endpoint(stack, account)
+    total = 3000
+    with httpx.Client() as client:
+        for i in range(total):
+            assert client.post(endpoint["ingest_url"], content=b'{"n":%d}' % i).status_code == 200
+    stack.start_worker("worker", "flush")
+    events = []
+    while len(events) == 0:  # let it get going, then kill it while the backlog is being flushed
+        events = _events(stack, account, endpoint["id"], 1, timeout_s=10)
+    stack.kill("worker", 9)
+    stack.start_worker("worker", "flush")
+    events = _events(stack, account, endpoint["id"], total, timeout_s=30)
+    ids = [e["id"] for e in events]
+    assert len(ids) == total
+    assert len(set(ids)) == total
+    assert sorted(int(_body(e)[5:-1]) for e in events) == list(range(total))
+
+
+async def test_postgres_away_the_edge_keeps_accepting(
+    running: tuple[Stack, Account], servers: Servers, settings: Settings
+) -> None:
+    stack, account = running
+    endpoint = _create_endpoint(stack, account)
+    name = settings.database_url.rsplit("/", 1)[-1]
+    admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
+    try:
+        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            name,
+        )
+        with httpx.Client() as client:
+            for i in range(200):
+                assert client.post(endpoint["ingest_url"], content=b'{"n":%d}' % i).status_code == 200
+    finally:
+        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        await admin.close()
+    events = _events(stack, account, endpoint["id"], 200, timeout_s=30)
+    assert len({e["id"] for e in events}) == 200
