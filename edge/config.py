@@ -19,8 +19,9 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from edge.trust import ServedEndpoint
 from shared.keys import Keys
-from shared.wire import EdgeEndpoint, decode_edge_endpoint
+from shared.wire import decode_edge_endpoint
 
 __all__ = ("MISS", "EndpointCache")
 
@@ -36,19 +37,19 @@ class EndpointCache:
         self._keys = keys
         self._ttl_s = ttl_s
         self._max_entries = max_entries
-        self._entries: dict[str, tuple[EdgeEndpoint | None, float]] = {}
+        self._entries: dict[str, tuple[ServedEndpoint | None, float]] = {}
         # Bumped on every invalidation: a lookup that started before one must not store what it read.
         self._generation = 0
         self.listening = asyncio.Event()
 
-    def peek(self, token: str) -> EdgeEndpoint | object | None:
+    def peek(self, token: str) -> ServedEndpoint | object | None:
         """The cached config (or None for a cached unknown token) without a coroutine; ``MISS`` otherwise."""
         entry = self._entries.get(token)
         if entry is not None and entry[1] > time.monotonic():
             return entry[0]
         return MISS
 
-    async def get(self, token: str) -> EdgeEndpoint | None:
+    async def get(self, token: str) -> ServedEndpoint | None:
         entry = self._entries.get(token)
         now = time.monotonic()
         if entry is not None and entry[1] > now:
@@ -58,8 +59,8 @@ class EndpointCache:
         config = None
         if raw is not None:
             try:
-                config = decode_edge_endpoint(raw)
-            except msgspec.MsgspecError:
+                config = ServedEndpoint(decode_edge_endpoint(raw))
+            except (msgspec.MsgspecError, ValueError):
                 log.error("edge config of a token is unreadable; serving it as unknown until control rewrites it")
         if generation == self._generation:
             if len(self._entries) >= self._max_entries:
