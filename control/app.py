@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import redis.asyncio as aioredis
 from litestar import Litestar, Response, get
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
@@ -25,6 +25,7 @@ from control.errors import EXCEPTION_HANDLERS, error_response
 from control.ratelimit import RateLimiter
 from control.records import Health
 from control.service import Context
+from control.service.waiters import Wakeups
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.settings import Settings, load_settings
@@ -35,7 +36,7 @@ log = logging.getLogger("hookyard.control")
 
 
 @get("/healthz", include_in_schema=False)
-async def healthz(ctx: Context) -> Response[Health]:
+async def healthz(ctx: NamedDependency[Context]) -> Response[Health]:
     """200 once Postgres and Redis both answer; 503 (enveloped) while either does not."""
     try:
         async with ctx.pool.acquire(timeout=2) as conn:
@@ -60,9 +61,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
         )
         app.state.ctx = ctx
         app.state.limiter = RateLimiter(redis, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
+        app.state.wakeups = Wakeups(settings.redis_url, ctx.keys)  # connects on the first events/wait
         try:
             yield
         finally:
+            await app.state.wakeups.aclose()
             await redis.aclose()
             await pool.close()
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from litestar import Router
 from litestar.di import Provide
 
+from control.api.allowlist import AllowlistController, EndpointAllowlistController
+from control.api.auth_config import AuthConfigController
+from control.api.deliveries import DeliveryController
 from control.api.deps import provide_principal
 from control.api.endpoints import EndpointController
+from control.api.events import EndpointEventController, EventController
 from control.auth import bearer_auth
 
 __all__ = ("v1_router",)
@@ -15,7 +19,15 @@ __all__ = ("v1_router",)
 def v1_router() -> Router:
     return Router(
         path="/v1",
-        route_handlers=[EndpointController],
+        route_handlers=[
+            EndpointController,
+            EndpointEventController,
+            EventController,
+            DeliveryController,
+            AuthConfigController,
+            EndpointAllowlistController,
+            AllowlistController,
+        ],
         middleware=[bearer_auth()],
         dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},
         security=[{"bearer": []}],

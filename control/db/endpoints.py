@@ -14,6 +14,7 @@ __all__ = (
     "get",
     "insert",
     "list_for_account",
+    "set_signing_secret",
     "update",
 )
 
@@ -96,6 +97,19 @@ async def update(
     )
 
 
+async def set_signing_secret(
+    conn: asyncpg.Connection, account_id: str, endpoint_id: str, signing_secret: str
+) -> asyncpg.Record | None:
+    """Replaces the platform signing secret (rotation) and bumps updated_at; None for an unknown id."""
+    return await conn.fetchrow(
+        f"""UPDATE endpoints SET signing_secret = $3, updated_at = now()
+             WHERE id = $1 AND account_id = $2 RETURNING {_COLUMNS}""",
+        endpoint_id,
+        account_id,
+        signing_secret,
+    )
+
+
 async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> str | None:
     """Deletes the endpoint and, by cascade, its events, deliveries, rules...; returns its ingest token."""
     return await conn.fetchval(
@@ -104,7 +118,7 @@ async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) ->
 
 
 _EDGE_SELECT = """
-    SELECT e.id, e.account_id, e.environment, e.ingest_token, e.expires_at,
+    SELECT e.id, e.account_id, e.environment, e.ingest_token, e.expires_at, e.signing_secret,
            a.hmac_enabled, a.secret, a.header_name, a.tolerance_seconds, a.on_failure, a.log_blocked_ips,
            coalesce((SELECT array_agg(host(l.cidr) || '/' || masklen(l.cidr) ORDER BY l.created_at)
                        FROM allowlist_entries l WHERE l.endpoint_id = e.id), '{}') AS allowlist

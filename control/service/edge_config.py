@@ -25,7 +25,8 @@ def _record(row: asyncpg.Record) -> EdgeEndpoint:
         expires_at=row["expires_at"].timestamp() if row["expires_at"] else None,
         auth=EdgeAuth(
             hmac_enabled=row["hmac_enabled"],
-            secret=row["secret"],
+            # The provider's own secret when set; else the platform secret, which verifies what hookyard signed.
+            secret=row["secret"] or row["signing_secret"],
             header_name=row["header_name"],
             tolerance_seconds=row["tolerance_seconds"],
             on_failure=row["on_failure"],
@@ -59,11 +60,13 @@ async def resync_all(ctx: Context) -> tuple[int, int]:
     Returns (written, removed). Tokens whose value did not change are rewritten too: SET is idempotent
     and comparing would cost the same round trip.
     """
+    # Redis is scanned before Postgres is read: a config written after the scan (an endpoint created
+    # meanwhile) is then never mistaken for stale, while a scanned key whose endpoint is gone by the read is.
+    seen = [key async for key in ctx.redis.scan_iter(match=ctx.keys.endpoint_config_pattern(), count=1000)]
     async with ctx.pool.acquire() as conn:
         rows = await db_endpoints.edge_rows(conn)
     wanted = {ctx.keys.endpoint_config(row["ingest_token"]): encode(_record(row)) for row in rows}
-    stale = [key async for key in ctx.redis.scan_iter(match=ctx.keys.endpoint_config_pattern(), count=1000)]
-    stale = [k for k in stale if (k.decode() if isinstance(k, bytes) else k) not in wanted]
+    stale = [k for k in seen if (k.decode() if isinstance(k, bytes) else k) not in wanted]
     async with ctx.redis.pipeline(transaction=False) as pipe:
         for key, value in wanted.items():
             pipe.set(key, value)

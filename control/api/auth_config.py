@@ -1,0 +1,68 @@
+"""/v1/endpoints/{id}/auth-config: inbound signature verification, and rotation of the platform secret."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from litestar import Controller, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+
+from control.api.openapi import errors
+from control.records.endpoints import EndpointCreated
+from control.records.trust import AuthConfig, AuthConfigUpdate
+from control.service import Context, Principal
+from control.service import trust as service
+
+__all__ = ("AuthConfigController",)
+
+_ROTATE_DESCRIPTION = """Generates a new platform signing secret for the endpoint and returns it, once, as
+`signing_secret` together with the endpoint record. The previous platform secret stops verifying at once.
+
+**Warning:** rotating the secret on an endpoint that verifies a real provider makes every delivery fail
+verification, because providers do not accept a rotated secret. A platform-generated secret can only verify
+traffic the service signed itself. To verify a provider, set the provider's own secret with
+`PATCH /v1/endpoints/{id}/auth-config` (`secret`); while such a secret is set, rotation does not change
+what the endpoint verifies with."""
+
+
+class AuthConfigController(Controller):
+    path = "/endpoints/{endpoint_id:str}/auth-config"
+    tags: ClassVar[list[str]] = ["verification"]
+
+    @get("/", operation_id="GetAuthConfig", responses=errors(401, 404, 429))
+    async def get_auth_config(
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+    ) -> AuthConfig:
+        """How the endpoint verifies inbound requests. Never includes the secret: `secret_set` says whether
+        one was set (otherwise the platform signing secret is used)."""
+        return await service.get_auth_config(ctx, principal, endpoint_id)
+
+    @patch("/", operation_id="UpdateAuthConfig", responses=errors(400, 401, 403, 404, 429))
+    async def update_auth_config(
+        self,
+        ctx: NamedDependency[Context],
+        principal: NamedDependency[Principal],
+        endpoint_id: FromPath[str],
+        data: JSONBody[AuthConfigUpdate],
+    ) -> AuthConfig:
+        """Changes verification; fields left out stay. `secret` is the provider's own signing secret
+        (write-only, at least 16 characters; `null` falls back to the platform secret). No algorithm is
+        configured: the scheme is detected from the signature header. With `on_failure` `reject` a request
+        that fails verification is refused (401) and not stored; with `accept_log` it is stored with
+        `signature_valid: false` and its `signature_failure_reason`. `log_blocked_ips` stores requests the
+        allowlist blocks (with `ip_allowed: false`, never routed). Applies on the edge within a second."""
+        return await service.update_auth_config(ctx, principal, endpoint_id, data)
+
+    @post(
+        "/rotate-secret",
+        operation_id="RotateSigningSecret",
+        status_code=200,
+        summary="Rotate the platform signing secret",
+        description=_ROTATE_DESCRIPTION,
+        responses=errors(401, 403, 404, 429),
+    )
+    async def rotate_secret(
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+    ) -> EndpointCreated:
+        return await service.rotate_secret(ctx, principal, endpoint_id)

@@ -1,0 +1,94 @@
+"""Trust records: an endpoint's inbound signature verification (auth config) and its source-IP allowlist."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+__all__ = (
+    "MAX_TOLERANCE_SECONDS",
+    "AllowlistCreate",
+    "AllowlistEntry",
+    "AllowlistList",
+    "AuthConfig",
+    "AuthConfigUpdate",
+    "OnFailure",
+)
+
+OnFailure = Literal["reject", "accept_log"]
+MAX_TOLERANCE_SECONDS = 30 * 24 * 3600
+"""30 days: longer than any provider retries a delivery, so a larger value can only be a mistake."""
+
+Secret = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=16,
+        max_length=1024,
+        description="The provider's own signing secret (write-only; never returned). `null` clears it, and "
+        "verification falls back to the endpoint's platform signing secret.",
+    ),
+]
+# RFC 9110 field-name = token; stored lowercased, as the edge sees header names.
+HeaderName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
+        description="A custom header carrying the signature (scheme detected from its value's shape); "
+        "`null` detects the scheme from the standard provider headers",
+    ),
+]
+Tolerance = Annotated[
+    int,
+    msgspec.Meta(ge=1, le=MAX_TOLERANCE_SECONDS, description="Largest accepted age of a signed timestamp"),
+]
+
+
+class AuthConfig(msgspec.Struct, kw_only=True):
+    """How an endpoint verifies inbound requests. The secret itself is never part of any answer."""
+
+    hmac_enabled: bool
+    header_name: str | None
+    tolerance_seconds: int
+    on_failure: OnFailure
+    log_blocked_ips: bool
+    secret_set: bool
+    """True when a secret was set through PATCH; false means the platform signing secret is used."""
+
+
+class AuthConfigUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """PATCH body: a field left out stays as it is; ``secret: null`` and ``header_name: null`` clear."""
+
+    hmac_enabled: bool | msgspec.UnsetType = msgspec.UNSET
+    secret: Secret | msgspec.UnsetType | None = msgspec.UNSET
+    header_name: HeaderName | msgspec.UnsetType | None = msgspec.UNSET
+    tolerance_seconds: Tolerance | msgspec.UnsetType = msgspec.UNSET
+    on_failure: OnFailure | msgspec.UnsetType = msgspec.UNSET
+    log_blocked_ips: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+class AllowlistCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    cidr: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            max_length=100,
+            description="An IPv4 or IPv6 address (a /32 or /128) or CIDR range, e.g. `203.0.113.0/24`",
+        ),
+    ]
+
+
+class AllowlistEntry(msgspec.Struct, kw_only=True):
+    id: str
+    endpoint_id: str
+    cidr: str
+    """Canonical form, always with its prefix length (`203.0.113.7/32`, `2001:db8::/32`)."""
+    created_at: datetime
+
+
+class AllowlistList(msgspec.Struct, kw_only=True):
+    allowlist: list[AllowlistEntry]
+    """Oldest first. Empty: every source is allowed; non-empty: only covered sources are."""
