@@ -8,9 +8,10 @@ traceback, never echoed to the caller).
 from __future__ import annotations
 
 import logging
+import traceback
 
 from litestar import Request, Response
-from litestar.exceptions import HTTPException, ValidationException
+from litestar.exceptions import HTTPException, SerializationException, ValidationException
 
 from shared.errors import RateLimitedError, ServiceError, envelope
 
@@ -35,6 +36,12 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return Response(envelope(code, message), status_code=status, headers=headers, media_type="application/json")
 
 
+_NAMED_FIELD_MESSAGES = {
+    "Object contains unknown field": "unknown field",
+    "Object missing required field": "required field is missing",
+}
+
+
 def _field_messages(exc: ValidationException) -> str:
     """``name: Expected `str` of length >= 1`` for each problem; the field always leads the message."""
     parts = []
@@ -42,16 +49,20 @@ def _field_messages(exc: ValidationException) -> str:
         if not isinstance(item, dict):
             continue
         key, message = item.get("key"), str(item.get("message", "invalid value"))
-        if message.startswith("Object contains unknown field"):
-            field = message.split("`")[1] if "`" in message else key
-            parts.append(f"{field}: unknown field")
-            continue
         path = message.rsplit(" - at `$", 1)
+        where = ""
         if len(path) == 2:
             message, where = path[0], path[1].rstrip("`").lstrip(".")
-            key = where or key
+        named = _NAMED_FIELD_MESSAGES.get(message.split("`", 1)[0].strip())
+        if named and "`" in message:  # the problem is a field of the object: name that field, not the object
+            field = message.split("`")[1]
+            parts.append(f"{where}.{field}: {named}" if where else f"{field}: {named}")
+            continue
+        key = where or key
         if key in (None, "", "data", "body"):
             key = "body"
+        if message == "'data'":  # Litestar's KeyError text when there is no body at all
+            message = "a JSON object is required, the request body is empty"
         parts.append(f"{key}: {message}")
     return "; ".join(parts) or str(exc.detail)
 
@@ -60,7 +71,8 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
     status = exc.status_code
     if isinstance(exc, ValidationException):
         message = _field_messages(exc)
-    elif status == 400 and "JSON is malformed" in str(exc.detail):
+    elif status == 400 and isinstance(exc.__cause__, SerializationException):
+        # Litestar re-raises msgspec's decode errors ("JSON is malformed: ...", "Input data was truncated")
         message = f"body: malformed JSON ({str(exc.detail).split(': ', 1)[-1]})"
     elif status == 404 and exc.detail in ("Not Found", ""):
         message = f"no route for {request.method} {request.url.path}"
@@ -78,6 +90,14 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
     return error_response(status, _CODES.get(status, "http_error"), message, headers)
 
 
+def _undecodable(request: Request, exc: UnicodeDecodeError) -> Response:
+    """msgspec raises this (not a DecodeError, so Litestar passes it on) for invalid UTF-8 inside a JSON string
+    of the request body; raised anywhere else it is our own failure."""
+    if not any(frame.f_code.co_name == "decode_json" for frame, _ in traceback.walk_tb(exc.__traceback__)):
+        return _internal(request, exc)
+    return error_response(400, "validation_error", "body: malformed JSON (a string is not valid UTF-8)")
+
+
 def _service_error(request: Request, exc: ServiceError) -> Response:
     headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, RateLimitedError) else None
     if exc.status == 401:
@@ -90,4 +110,9 @@ def _internal(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal_error", "internal server error; the failure was logged")
 
 
-EXCEPTION_HANDLERS = {ServiceError: _service_error, HTTPException: _http_exception, Exception: _internal}
+EXCEPTION_HANDLERS = {
+    ServiceError: _service_error,
+    HTTPException: _http_exception,
+    UnicodeDecodeError: _undecodable,
+    Exception: _internal,
+}

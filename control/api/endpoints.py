@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, ClassVar
 
 from litestar import Controller, delete, get, patch, post
+from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
 from control.api.openapi import errors
@@ -23,8 +24,8 @@ class EndpointController(Controller):
     @get("/", operation_id="ListEndpoints", responses=errors(400, 401, 429))
     async def list_endpoints(
         self,
-        ctx: Context,
-        principal: Principal,
+        ctx: NamedDependency[Context],
+        principal: NamedDependency[Principal],
         external_ref: Annotated[
             FromQuery[str | None], Parameter(description="Only the endpoint with this caller-chosen name")
         ] = None,
@@ -34,24 +35,32 @@ class EndpointController(Controller):
 
     @post("/", operation_id="CreateEndpoint", responses=errors(400, 401, 403, 409, 429))
     async def create_endpoint(
-        self, ctx: Context, principal: Principal, data: JSONBody[EndpointCreate]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], data: JSONBody[EndpointCreate]
     ) -> EndpointCreated:
         """Creates an endpoint. The answer carries `ingest_url` for the provider and the platform
         `signing_secret`, which is shown here and on rotation only."""
         return await service.create_endpoint(ctx, principal, data)
 
     @get("/{endpoint_id:str}", operation_id="GetEndpoint", responses=errors(401, 404, 429))
-    async def get_endpoint(self, ctx: Context, principal: Principal, endpoint_id: FromPath[str]) -> Endpoint:
+    async def get_endpoint(
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+    ) -> Endpoint:
         return await service.get_endpoint(ctx, principal, endpoint_id)
 
     @patch("/{endpoint_id:str}", operation_id="UpdateEndpoint", responses=errors(400, 401, 403, 404, 409, 429))
     async def update_endpoint(
-        self, ctx: Context, principal: Principal, endpoint_id: FromPath[str], data: JSONBody[EndpointUpdate]
+        self,
+        ctx: NamedDependency[Context],
+        principal: NamedDependency[Principal],
+        endpoint_id: FromPath[str],
+        data: JSONBody[EndpointUpdate],
     ) -> Endpoint:
         """Changes `name`, `environment` or `external_ref`; fields left out stay; `external_ref: null` clears it."""
         return await service.update_endpoint(ctx, principal, endpoint_id, data)
 
     @delete("/{endpoint_id:str}", operation_id="DeleteEndpoint", status_code=200, responses=errors(401, 403, 404, 429))
-    async def delete_endpoint(self, ctx: Context, principal: Principal, endpoint_id: FromPath[str]) -> Deleted:
+    async def delete_endpoint(
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+    ) -> Deleted:
         """Deletes the endpoint with all its events, deliveries, destinations, rules and settings."""
         return Deleted(id=await service.delete_endpoint(ctx, principal, endpoint_id))

@@ -20,7 +20,9 @@ _DESCRIPTIONS = {
 
 
 def errors(*statuses: int) -> dict[int, ResponseSpec]:
+    # 400 is always documented: Litestar adds its own 400 (with its non-envelope body schema) to every route
+    # with parameters or a body, and only a 400 given here replaces it with the envelope that is really sent.
     return {
         s: ResponseSpec(data_container=ErrorEnvelope, description=_DESCRIPTIONS[s], generate_examples=False)
-        for s in statuses
+        for s in sorted({400, *statuses})
     }

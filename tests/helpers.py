@@ -1,0 +1,162 @@
+"""Small helpers shared by the test modules (fixtures live in conftest.py or in each module)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import httpx
+import redis.asyncio as aioredis
+
+from control.app import create_app
+from control.db import connect
+from control.service.accounts import hash_key
+from shared.settings import Settings
+from tests.conftest import with_database
+
+ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+BASE62 = re.compile(r"^[0-9A-Za-z]+$")
+ULID = r"[0-9A-HJKMNP-TV-Z]{26}"
+
+ENDPOINT_FIELDS = {
+    "id",
+    "name",
+    "environment",
+    "external_ref",
+    "ingest_url",
+    "temporary",
+    "expires_at",
+    "created_at",
+    "updated_at",
+}
+
+
+def parse_ts(value: str) -> datetime:
+    assert ISO_Z.match(value), f"not an ISO 8601 UTC timestamp with Z: {value!r}"
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def assert_error(resp: httpx.Response, status: int, code: str, *, field: str | None = None) -> dict[str, Any]:
+    """The response is the error envelope with this status and code (and, if given, names ``field`` first)."""
+    assert resp.status_code == status, f"expected {status}, got {resp.status_code}: {resp.text}"
+    assert resp.headers["content-type"].startswith("application/json")
+    body = resp.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message"}, body
+    assert body["error"]["code"] == code, body
+    assert isinstance(body["error"]["message"], str)
+    assert body["error"]["message"], body
+    if field is not None:
+        assert body["error"]["message"].startswith(f"{field}:"), body
+    return body["error"]
+
+
+@contextlib.asynccontextmanager
+async def concurrent_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The control app in this event loop behind httpx's ASGI transport.
+
+    Litestar's test client runs the app through a blocking portal, one request at a time; this one lets
+    ``asyncio.gather`` put requests truly in flight together (races, quotas, locks).
+    """
+    app = create_app(settings)
+    async with app.lifespan():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://control.test") as c:
+            yield c
+
+
+@contextlib.contextmanager
+def module_database(servers: Any, template_database: str) -> Iterator[str]:
+    """One database (a copy of the migrated template) for a whole module.
+
+    Creating a database costs about half a second, so modules whose tests isolate themselves by account
+    (every test gets fresh ``account`` / ``other_account`` fixtures and only counts its own rows) share one:
+    DESIGN.md allows a database per test or per module. Override ``database_url`` with it, module-scoped.
+    """
+    name = f"hy_tm_{uuid.uuid4().hex[:16]}"
+    asyncio.run(_admin(servers.database_url, f"CREATE DATABASE {name} TEMPLATE {template_database}"))
+    try:
+        yield with_database(servers.database_url, name)
+    finally:
+        asyncio.run(_admin(servers.database_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+async def _admin(dsn: str, sql: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def token_of(ingest_url: str) -> str:
+    return ingest_url.rsplit("/h/", 1)[1]
+
+
+async def create_endpoint(client: Any, headers: dict[str, str], **body: Any) -> dict[str, Any]:
+    body.setdefault("name", "orders")
+    resp = await client.post("/v1/endpoints", json=body, headers=headers)
+    assert resp.status_code == 201, resp.text
+    return resp.json()
+
+
+@contextlib.asynccontextmanager
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to the test's database with hookyard's jsonb codec."""
+    conn = await connect(database_url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def redis_client(url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def key_id_of(database_url: str, key: str) -> str:
+    async with db(database_url) as conn:
+        return await conn.fetchval("SELECT id FROM api_keys WHERE key_hash = $1", hash_key(key))
+
+
+async def wait_for(check: Callable[[], Awaitable[Any]], *, timeout: float = 5.0, interval: float = 0.01) -> Any:
+    """Polls ``check`` until it returns something truthy; fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)
+
+
+async def next_messages(pubsub: Any, count: int, *, timeout: float = 5.0) -> list[str]:
+    """The data of the next ``count`` pub/sub messages, waiting at most ``timeout`` seconds in all."""
+    deadline = time.monotonic() + timeout
+    out: list[str] = []
+    while len(out) < count:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"got {len(out)} of {count} messages within {timeout}s: {out}")
+        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=min(remaining, 0.5))
+        if msg is not None and msg["type"] == "message":
+            data = msg["data"]
+            out.append(data.decode() if isinstance(data, bytes) else data)
+    return out
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,102 @@
+"""The edge ASGI app outside the ingest path: health, unknown routes, lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+
+from edge.app import EdgeApp, create_app
+from shared.settings import Settings, load_settings
+from tests.helpers import assert_error
+
+
+@pytest.fixture
+def edge_settings(servers, redis_prefix) -> Settings:
+    # The edge needs Redis only: no database for these tests.
+    return load_settings({}, redis_url=servers.redis_url, redis_prefix=redis_prefix)
+
+
+@pytest.fixture
+async def edge(edge_settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(edge_settings)
+    await app.startup()
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edge.test") as c:
+            yield c
+    finally:
+        await app.shutdown()
+
+
+async def test_healthz(edge):
+    resp = await edge.get("/healthz")
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "application/json"
+    assert resp.json() == {"ok": True}
+    assert resp.headers["content-length"] == str(len(resp.content))
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/"), ("GET", "/nope"), ("POST", "/v1/endpoints"), ("GET", "/hx")]
+)
+async def test_unknown_paths_are_404_in_the_envelope(edge, method, path):
+    resp = await edge.request(method, path)
+    err = assert_error(resp, 404, "not_found")
+    assert path in err["message"]
+
+
+async def test_healthz_is_503_when_redis_is_unreachable(servers, redis_prefix):
+    # Port 1 on loopback refuses connections at once.
+    s = load_settings({}, redis_url="redis://127.0.0.1:1/0", redis_prefix=redis_prefix)
+    app = EdgeApp(s)
+    app.redis = aioredis.Redis.from_url(s.redis_url)
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edge.test") as c:
+            resp = await asyncio.wait_for(c.get("/healthz"), 10)
+        assert_error(resp, 503, "unavailable")
+    finally:
+        await app.redis.aclose()
+
+
+async def test_lifespan_protocol(edge_settings):
+    app = create_app(edge_settings)
+    inbox: asyncio.Queue[dict] = asyncio.Queue()
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return await inbox.get()
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await inbox.put({"type": "lifespan.startup"})
+    await inbox.put({"type": "lifespan.shutdown"})
+    await asyncio.wait_for(app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send), 15)
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+async def test_lifespan_reports_a_failed_startup(servers, redis_prefix, monkeypatch):
+    app = create_app(load_settings({}, redis_url=servers.redis_url, redis_prefix=redis_prefix))
+
+    async def broken() -> None:
+        raise RuntimeError("cannot start")
+
+    monkeypatch.setattr(app, "startup", broken)
+    inbox: asyncio.Queue[dict] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await asyncio.wait_for(app({"type": "lifespan"}, inbox.get, send), 5)
+    assert [m["type"] for m in sent] == ["lifespan.startup.failed"]
+    assert "cannot start" in sent[0]["message"]
+
+
+def test_edge_refuses_to_start_without_redis():
+    with pytest.raises(ValueError, match="REDIS_URL"):
+        create_app(load_settings({}))

@@ -1,0 +1,164 @@
+"""The error envelope ``{"error": {"code", "message"}}`` on every non-2xx, framework errors included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import control.service.endpoints as endpoints_service
+from shared.errors import ConflictError, ErrorEnvelope, NotFoundError, RateLimitedError, ValidationError, envelope
+from tests.helpers import assert_error, create_endpoint, db, module_database
+
+
+@pytest.fixture(scope="module")
+def database_url(servers, template_database) -> Iterator[str]:
+    """One database for the module: every test isolates itself by its own fresh accounts."""
+    with module_database(servers, template_database) as url:
+        yield url
+
+
+MIB = 1_048_576
+
+
+async def test_framework_errors_use_the_envelope(client, account, subtests):
+    with subtests.test("unknown route"):
+        resp = await client.get("/nope")
+        err = assert_error(resp, 404, "not_found")
+        assert "/nope" in err["message"]
+    with subtests.test("unknown route under /v1"):
+        assert_error(await client.get("/v1/nothing-here", headers=account.headers), 404, "not_found")
+    with subtests.test("unknown nested route"):
+        resp = await client.get("/v1/endpoints/ep_x/unknown/deeper", headers=account.headers)
+        assert_error(resp, 404, "not_found")
+    with subtests.test("method not allowed"):
+        resp = await client.put("/v1/endpoints", json={"name": "x"}, headers=account.headers)
+        err = assert_error(resp, 405, "method_not_allowed")
+        assert "PUT" in err["message"]
+        allowed = {m.strip() for m in resp.headers["allow"].split(",")}
+        assert {"GET", "POST"} <= allowed
+        assert "PUT" not in allowed
+    with subtests.test("method not allowed on an item"):
+        resp = await client.post("/v1/endpoints/ep_x", json={}, headers=account.headers)
+        assert_error(resp, 405, "method_not_allowed")
+        assert {"GET", "PATCH", "DELETE"} <= {m.strip() for m in resp.headers["allow"].split(",")}
+
+
+BAD_BODIES = {
+    "malformed JSON": b'{"name": ',
+    "trailing garbage": b'{"name": "x"} x',
+    "not UTF-8": b'{"name": "\xff\xfe"}',
+    "raw binary": b"\xff\xfe\x00\x01",
+    "array": b"[]",
+    "string": b'"x"',
+    "number": b"42",
+    "null": b"null",
+    "empty": b"",
+}
+
+
+async def test_bad_json_bodies_are_400_naming_the_body(client, account, database_url, subtests):
+    for name, raw in BAD_BODIES.items():
+        with subtests.test(name):
+            resp = await client.post(
+                "/v1/endpoints", content=raw, headers={**account.headers, "content-type": "application/json"}
+            )
+            err = assert_error(resp, 400, "validation_error", field="body")
+            assert "'data'" not in err["message"], "a framework internal leaked into the message"
+        with subtests.test(f"{name} on PATCH"):
+            resp = await client.patch(
+                "/v1/endpoints/ep_x", content=raw, headers={**account.headers, "content-type": "application/json"}
+            )
+            assert_error(resp, 400, "validation_error", field="body")
+    async with db(database_url) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM endpoints WHERE account_id = $1", account.id) == 0
+
+
+async def test_field_errors_name_the_field(client, account, subtests):
+    cases = [
+        ({"name": "x", "unexpected": 1}, "unexpected", "unknown field"),
+        ({"environment": "staging"}, "name", "required"),
+        ({"name": 12}, "name", "str"),
+        ({"name": ["x"]}, "name", "str"),
+        ({"name": "x", "environment": "qa"}, "environment", "qa"),
+        ({"name": "x", "external_ref": {"a": 1}}, "external_ref", "str"),
+    ]
+    for payload, field, words in cases:
+        with subtests.test(payload=payload):
+            resp = await client.post("/v1/endpoints", json=payload, headers=account.headers)
+            err = assert_error(resp, 400, "validation_error", field=field)
+            assert words in err["message"]
+
+
+async def test_body_size_limit_is_twice_max_body_bytes_with_1_mib_floor(client, account, settings, database_url):
+    limit = max(MIB, 2 * settings.max_body_bytes)
+    too_big = b'{"name": "' + b"x" * limit + b'"}'
+    resp = await client.post(
+        "/v1/endpoints", content=too_big, headers={**account.headers, "content-type": "application/json"}
+    )
+    err = assert_error(resp, 413, "payload_too_large")
+    assert err["message"].startswith("body")
+
+    # Just under the limit is parsed (and then rejected for what it says, not for its size).
+    under = b'{"name": "x", "pad": "' + b"x" * (limit - 100) + b'"}'
+    assert len(under) < limit
+    resp = await client.post(
+        "/v1/endpoints", content=under, headers={**account.headers, "content-type": "application/json"}
+    )
+    assert_error(resp, 400, "validation_error", field="pad")
+    async with db(database_url) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM endpoints WHERE account_id = $1", account.id) == 0
+
+
+async def test_unexpected_failures_are_500_internal_error_without_details(client, account, monkeypatch, caplog):
+    async def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("secret detail from deep inside")
+
+    monkeypatch.setattr(endpoints_service, "list_endpoints", boom)
+    with caplog.at_level("ERROR", logger="hookyard.control"):
+        resp = await client.get("/v1/endpoints", headers=account.headers)
+    err = assert_error(resp, 500, "internal_error")
+    assert "secret detail" not in resp.text
+    assert "RuntimeError" not in err["message"]
+    assert any("secret detail" in (r.exc_text or "") or r.exc_info for r in caplog.records), "the failure is logged"
+
+
+async def test_a_unicode_error_of_our_own_is_500_not_a_client_error(client, account, monkeypatch, caplog):
+    async def boom(*args: object, **kwargs: object) -> None:
+        b"\xff".decode()
+
+    monkeypatch.setattr(endpoints_service, "list_endpoints", boom)
+    with caplog.at_level("ERROR", logger="hookyard.control"):
+        resp = await client.get("/v1/endpoints", headers=account.headers)
+    assert_error(resp, 500, "internal_error")
+
+
+async def test_service_errors_keep_their_status_code_and_message(client, account):
+    made = await create_endpoint(client, account.headers, external_ref="a")
+    await create_endpoint(client, account.headers, external_ref="b")
+    resp = await client.patch(f"/v1/endpoints/{made['id']}", json={"external_ref": "b"}, headers=account.headers)
+    err = assert_error(resp, 409, "external_ref_taken")
+    assert err["message"] == "external_ref: 'b' is already used by another endpoint of this account"
+
+
+def test_error_tree_statuses_and_codes():
+    assert (ValidationError("x").status, ValidationError("x").code) == (400, "validation_error")
+    assert (NotFoundError("x").status, NotFoundError("x").code) == (404, "not_found")
+    assert ConflictError("x", code="external_ref_taken").code == "external_ref_taken"
+    assert ConflictError("x").code == "conflict", "a per-instance code must not leak into the class"
+    limited = RateLimitedError("slow down", retry_after_s=3)
+    assert (limited.status, limited.code, limited.retry_after_s, limited.message) == (
+        429,
+        "rate_limited",
+        3,
+        "slow down",
+    )
+
+
+def test_envelope_encodes_to_the_documented_shape():
+    import msgspec
+
+    raw = msgspec.json.encode(envelope("not_found", "endpoint 'ep_1' not found"))
+    assert msgspec.json.decode(raw) == {"error": {"code": "not_found", "message": "endpoint 'ep_1' not found"}}
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.json.decode(b'{"error": {"code": "x"}}', type=ErrorEnvelope)

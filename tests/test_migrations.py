@@ -1,0 +1,189 @@
+"""Migrations: applied once, safe to race, tamper-evident; the events table's daily partitions."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import pytest
+
+from control.db.migrate import MigrationError, available, migrate
+from tests.conftest import with_database
+
+
+@pytest.fixture
+async def empty_database(servers) -> AsyncIterator[str]:
+    name = f"hy_m_{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(servers.database_url)
+    try:
+        await admin.execute(f"CREATE DATABASE {name}")
+    finally:
+        await admin.close()
+    try:
+        yield with_database(servers.database_url, name)
+    finally:
+        admin = await asyncpg.connect(servers.database_url)
+        try:
+            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        finally:
+            await admin.close()
+
+
+@pytest.fixture
+async def conn(database_url) -> AsyncIterator[asyncpg.Connection]:
+    c = await asyncpg.connect(database_url)
+    await c.execute("SET TIME ZONE 'UTC'")
+    yield c
+    await c.close()
+
+
+def _versions() -> list[str]:
+    return [v for v, _ in available()]
+
+
+def test_available_lists_the_shipped_files_in_order():
+    versions = _versions()
+    assert versions, "no migration files are shipped"
+    assert versions[0] == "0001_init"
+    assert versions == sorted(versions)
+
+
+async def test_migrate_is_idempotent(database_url, conn):
+    # The test database is a copy of a migrated template: nothing is left to apply, however often we ask.
+    assert await migrate(database_url) == []
+    assert await migrate(database_url) == []
+    rows = await conn.fetch("SELECT version, checksum FROM hy_schema_migrations ORDER BY version")
+    assert [r["version"] for r in rows] == _versions()
+    assert all(len(r["checksum"]) == 64 for r in rows)
+
+
+async def test_concurrent_runs_on_an_empty_database_apply_each_migration_once(empty_database):
+    results = await asyncio.gather(*(migrate(empty_database) for _ in range(3)))
+    assert sorted(results, key=len) == [[], [], _versions()]
+    c = await asyncpg.connect(empty_database)
+    try:
+        assert await c.fetchval("SELECT count(*) FROM hy_schema_migrations") == len(_versions())
+        assert await c.fetchval("SELECT to_regclass('endpoints') IS NOT NULL")
+        # No advisory lock is left behind.
+        assert await c.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
+    finally:
+        await c.close()
+    assert await migrate(empty_database) == []
+
+
+async def test_an_edited_applied_migration_stops_the_run(database_url, conn):
+    real = await conn.fetchval("SELECT checksum FROM hy_schema_migrations WHERE version = '0001_init'")
+    await conn.execute("UPDATE hy_schema_migrations SET checksum = 'edited' WHERE version = '0001_init'")
+    with pytest.raises(MigrationError, match="0001_init"):
+        await migrate(database_url)
+    # Nothing is held or half-done: put the record right and the next run is clean.
+    await conn.execute("UPDATE hy_schema_migrations SET checksum = $1 WHERE version = '0001_init'", real)
+    assert await migrate(database_url) == []
+
+
+async def test_a_failing_migration_raises_and_applies_nothing_of_itself(database_url, conn, monkeypatch):
+    shipped = available()
+    broken = ("9999_broken", "CREATE TABLE hy_half_done (x int); SELECT 1 / 0;")
+    monkeypatch.setattr("control.db.migrate.available", lambda: [*shipped, broken])
+    with pytest.raises(MigrationError, match="9999_broken"):
+        await migrate(database_url)
+    assert await conn.fetchval("SELECT to_regclass('hy_half_done')") is None
+    assert await conn.fetchval("SELECT count(*) FROM hy_schema_migrations WHERE version = '9999_broken'") == 0
+
+
+async def _partitions(conn: asyncpg.Connection) -> dict[str, str]:
+    rows = await conn.fetch(
+        """SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) AS bound
+             FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+            WHERE i.inhparent = 'events'::regclass"""
+    )
+    return {r["relname"]: r["bound"] for r in rows}
+
+
+async def test_events_is_partitioned_by_day_with_a_default_partition(conn):
+    assert await conn.fetchval("SELECT relkind::text FROM pg_class WHERE relname = 'events'") == "p"
+    assert await conn.fetchval("SELECT pg_get_partkeydef('events'::regclass)") == "RANGE (received_at)"
+    parts = await _partitions(conn)
+    assert parts["events_default"] == "DEFAULT"
+    today = datetime.now(UTC).date()
+    for offset in range(0, 8):
+        day = today + timedelta(days=offset)
+        name = f"events_{day:%Y%m%d}"
+        assert name in parts, f"missing partition {name}"
+        assert parts[name] == (
+            f"FOR VALUES FROM ('{day:%Y-%m-%d} 00:00:00+00') TO ('{day + timedelta(days=1):%Y-%m-%d} 00:00:00+00')"
+        )
+    # Creating them again is a no-op.
+    assert await conn.fetchval("SELECT hy_ensure_event_partitions(0, 7)") == 0
+
+
+async def _endpoint(conn: asyncpg.Connection) -> str:
+    await conn.execute("INSERT INTO accounts (id) VALUES ('acct_1')")
+    await conn.execute(
+        """INSERT INTO endpoints (id, account_id, name, environment, ingest_token, signing_secret)
+           VALUES ('ep_1', 'acct_1', 'e', 'production', 'tok', 'whsec_x')"""
+    )
+    return "ep_1"
+
+
+async def _insert_event(conn: asyncpg.Connection, event_id: str, received_at: str) -> str:
+    return await conn.execute(
+        """INSERT INTO events (id, endpoint_id, received_at, method, headers, body, body_is_utf8)
+           VALUES ($1, 'ep_1', $2::text::timestamptz, 'POST', '{}'::jsonb, ''::bytea, true)
+           ON CONFLICT (id, received_at) DO NOTHING""",
+        event_id,
+        received_at,
+    )
+
+
+async def test_rows_land_in_their_day_and_reinserting_is_a_no_op(conn):
+    await _endpoint(conn)
+    now = datetime.now(UTC).replace(microsecond=123456)
+    assert await _insert_event(conn, "evt_1", now.isoformat()) == "INSERT 0 1"
+    assert await _insert_event(conn, "evt_1", now.isoformat()) == "INSERT 0 0"
+    assert await conn.fetchval("SELECT count(*) FROM events WHERE id = 'evt_1'") == 1
+    assert (
+        await conn.fetchval("SELECT tableoid::regclass::text FROM events WHERE id = 'evt_1'") == f"events_{now:%Y%m%d}"
+    )
+    # Far outside the prepared days: the default partition takes it.
+    assert await _insert_event(conn, "evt_far", "2001-01-01T00:00:00Z") == "INSERT 0 1"
+    assert await conn.fetchval("SELECT tableoid::regclass::text FROM events WHERE id = 'evt_far'") == "events_default"
+
+
+async def test_drop_event_partitions_drops_old_days_and_keeps_recent_ones(conn):
+    await _endpoint(conn)
+    await conn.execute(
+        """CREATE TABLE events_20000101 PARTITION OF events
+           FOR VALUES FROM ('2000-01-01 00:00:00+00') TO ('2000-01-02 00:00:00+00')"""
+    )
+    await _insert_event(conn, "evt_ancient", "2000-01-01T12:00:00Z")
+    await _insert_event(conn, "evt_old_default", "1999-06-01T00:00:00Z")
+    far_future = (datetime.now(UTC) + timedelta(days=60)).isoformat()
+    await _insert_event(conn, "evt_future_default", far_future)
+    now = datetime.now(UTC).isoformat()
+    await _insert_event(conn, "evt_now", now)
+    before = set(await _partitions(conn))
+
+    assert await conn.fetchval("SELECT hy_drop_event_partitions(30)") == 1
+
+    after = set(await _partitions(conn))
+    assert before - after == {"events_20000101"}
+    assert await conn.fetchval("SELECT to_regclass('events_20000101')") is None
+    ids = {r["id"] for r in await conn.fetch("SELECT id FROM events")}
+    assert ids == {"evt_future_default", "evt_now"}
+    # Running it again finds nothing more to drop.
+    assert await conn.fetchval("SELECT hy_drop_event_partitions(30)") == 0
+
+
+async def test_ensure_partitions_leaves_a_day_already_in_the_default_partition(conn):
+    await _endpoint(conn)
+    day = datetime.now(UTC).date() + timedelta(days=9)  # the prepared days end at today + 7
+    await _insert_event(conn, "evt_early", f"{day:%Y-%m-%d}T08:00:00Z")
+    # Preparing that day would fail if it tried to carve the rows out of the default partition; it skips it
+    # and creates the two others (today + 8 and today + 10).
+    assert await conn.fetchval("SELECT hy_ensure_event_partitions(0, 10)") == 2
+    assert f"events_{day:%Y%m%d}" not in await _partitions(conn)
+    assert f"events_{day + timedelta(days=1):%Y%m%d}" in await _partitions(conn)
