@@ -20,8 +20,7 @@ PREFIXES = frozenset({"acct", "key", "ep", "evt", "dst", "rule", "lbl", "al", "d
 
 
 _TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
-_last_ms = -1
-_last_prefix = ""
+_time_cache: tuple[int, str] = (-1, "")
 
 
 def _time_part(ms: int) -> str:
@@ -38,11 +37,13 @@ def ulid(now_ms: int | None = None) -> str:
     On the edge's hot path: the time part is computed once per millisecond, and the 80 random bits are
     exactly 10 bytes, i.e. 16 base32 characters, so the stdlib's C encoder does the rest.
     """
-    global _last_ms, _last_prefix
+    global _time_cache
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    if ms != _last_ms:
-        _last_ms, _last_prefix = ms, _time_part(ms)
-    return _last_prefix + base64.b32encode(os.urandom(10)).translate(_TO_CROCKFORD).decode()
+    cached_ms, prefix = _time_cache
+    if ms != cached_ms:
+        prefix = _time_part(ms)
+        _time_cache = (ms, prefix)
+    return prefix + base64.b32encode(os.urandom(10)).translate(_TO_CROCKFORD).decode()
 
 
 def ulid_time_ms(value: str) -> int:

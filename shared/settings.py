@@ -98,6 +98,7 @@ def env_name(field: str) -> str:
 
 
 _FIELDS = {env_name(f): f for f in Settings.__struct_fields__}
+_OPTIONAL = {f: d is None for f, d in zip(Settings.__struct_fields__, Settings.__struct_defaults__, strict=True)}
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
@@ -107,8 +108,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
     for name, value in env.items():
         if name in _FIELDS:
             field = _FIELDS[name]
-            if value == "" and field in _UNPREFIXED:
-                continue
+            if value == "" and _OPTIONAL[field]:
+                continue  # VAR= (as compose's ${X:-} writes it) means unset, not an invalid value
             raw[field] = [v.strip() for v in value.split(",") if v.strip()] if field in _LISTS else value
         elif name.startswith("HOOKYARD_"):
             known = ", ".join(sorted(n for n in _FIELDS if n.startswith("HOOKYARD_")))

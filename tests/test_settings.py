@@ -169,3 +169,11 @@ def test_nothing_is_read_at_import_time():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("HOOKYARD_EDGE_PROT: unknown setting")
+
+
+def test_an_empty_optional_variable_means_unset() -> None:
+    """Compose files write ``VAR=${X:-}``; an empty optional setting must not stop the process."""
+    settings = load_settings({"HOOKYARD_PUBLIC_EDGE_URL": "", "DATABASE_URL": "", "HOOKYARD_EDGE_PORT": "9000"})
+    assert settings.public_edge_url is None
+    assert settings.database_url is None
+    assert settings.edge_url == "http://127.0.0.1:9000"
