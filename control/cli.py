@@ -1,0 +1,235 @@
+"""The ``hookyard`` command: ``up``, ``edge``, ``control``, ``worker``, ``migrate``, ``account create``.
+
+Expected failures end as one line on stderr, ``hookyard: <message>``, never a traceback: exit 2 for a bad
+setting (the message names the variable), 1 for anything else that stopped the command.
+
+``edge`` and ``control`` validate the settings here and then replace this process with granian's CLI
+(``os.execve``) rather than embedding ``granian.Granian``: the process a supervisor or container runtime
+signals is then granian itself, with its own tested signal and worker handling and no Python layer in
+between, and every granian flag stays reachable through ``GRANIAN_*`` variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import redis
+
+from shared.errors import ConfigError, HookyardError
+from shared.settings import Settings, env_name, load_settings
+
+__all__ = ("build_parser", "main")
+
+log = logging.getLogger("hookyard.cli")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        print(f"hookyard: {exc}", file=sys.stderr)
+        return 2
+    except HookyardError as exc:
+        print(f"hookyard: {exc}", file=sys.stderr)
+        return 1
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, redis.RedisError) as exc:
+        log.debug("failed", exc_info=True)
+        print(f"hookyard: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hookyard",
+        description="Webhook capture, routing and replay. Settings come from HOOKYARD_* variables, "
+        "DATABASE_URL and REDIS_URL; flags override them.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = commands.add_parser("up", help="run everything in the foreground (embedded Postgres/Redis when unset)")
+    up.add_argument("--data-dir", help="where embedded data and the api_key file live (default .hookyard)")
+    _add_host(up)
+    up.add_argument("--edge-port", type=int, help="edge port (default 8080)")
+    up.add_argument("--control-port", type=int, help="control plane port (default 8000)")
+    up.set_defaults(handler=_up)
+
+    for name, default_port in (("edge", 8080), ("control", 8000)):
+        what = "edge (ingest)" if name == "edge" else "control plane (API)"
+        serve = commands.add_parser(name, help=f"serve the {what} with granian (default port {default_port})")
+        _add_host(serve)
+        serve.add_argument("--port", type=int, help=f"port (default {default_port})")
+        serve.add_argument("--workers", type=int, default=1, help="granian worker processes (default 1)")
+        _add_parent_pid(serve)
+        serve.set_defaults(handler=_serve)
+
+    worker = commands.add_parser("worker", help="run worker loops (all of them when none is named)")
+    worker.add_argument("names", nargs="*", metavar="NAME", help="loops to run (default: all)")
+    worker.add_argument("--burst", action="store_true", help="return once every loop has nothing to do")
+    _add_parent_pid(worker)
+    worker.set_defaults(handler=_worker)
+
+    migrate = commands.add_parser("migrate", help="apply database migrations (idempotent)")
+    migrate.set_defaults(handler=_migrate)
+
+    account = commands.add_parser("account", help="manage accounts")
+    account_commands = account.add_subparsers(dest="account_command", required=True, metavar="ACTION")
+    create = account_commands.add_parser("create", help='print {"account_id", "api_key"} as JSON')
+    create.add_argument("--email", required=True)
+    create.add_argument("--read-only", action="store_true", help="the key can read but not change anything")
+    create.set_defaults(handler=_account_create)
+    return parser
+
+
+def _add_host(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="address to bind (default 127.0.0.1; 0.0.0.0 in containers)")
+
+
+def _add_parent_pid(parser: argparse.ArgumentParser) -> None:
+    # Set by `hookyard up` for its children: they exit when it dies (see supervisor.bind_to_parent).
+    parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
+
+
+def _settings(**overrides: object) -> Settings:
+    settings = load_settings(None, **overrides)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("pgserver", "httpx", "httpcore"):  # one line per command / request at INFO
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    return settings
+
+
+def _run(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """uvloop where installed: the worker loops are I/O bound and it is measurably faster there."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro_fn())
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro_fn())
+
+
+def _up(args: argparse.Namespace) -> int:
+    from control.supervisor import up
+
+    # Locally, destinations are usually other programs on this machine: egress defaults to "any" under `up`.
+    egress = None if "HOOKYARD_EGRESS" in os.environ else "any"
+    settings = _settings(
+        host=args.host, edge_port=args.edge_port, control_port=args.control_port, data_dir=args.data_dir, egress=egress
+    )
+    return up(settings, os.environ)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    edge = args.command == "edge"
+    port_field = "edge_port" if edge else "control_port"
+    settings = _settings(host=args.host, **{port_field: args.port})
+    if not settings.redis_url or not (edge or settings.database_url):
+        needed = "REDIS_URL" if edge else "DATABASE_URL and REDIS_URL"
+        raise ConfigError(f"{needed} must be set for `hookyard {args.command}` (`hookyard up` sets them)")
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, not {args.workers}")
+    if args.parent_pid is not None:
+        from control.supervisor import bind_to_parent
+
+        bind_to_parent(args.parent_pid)
+    port = getattr(settings, port_field)
+    # The app reads its settings from the environment; make it agree with the flags.
+    env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
+    argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory"]
+    argv += ["--host", settings.host, "--port", str(port), "--workers", str(args.workers), "--loop", "uvloop"]
+    argv += ["--log-level", settings.log_level]
+    argv += ["--http", "1", "--no-ws", "edge.app:create_app"] if edge else ["control.app:create_app"]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, env)  # noqa: S606 - becoming granian is the point
+    return 0  # not reached: execve replaced this process
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from control import workers
+
+    settings = _settings()
+    if args.parent_pid is not None:
+        from control.supervisor import bind_to_parent
+
+        bind_to_parent(args.parent_pid)
+    _run(lambda: workers.run(settings, tuple(args.names), burst=args.burst))
+    return 0
+
+
+def _database_url(settings: Settings) -> str:
+    """DATABASE_URL, else the embedded Postgres of a ``hookyard up`` running on the same data dir."""
+    if settings.database_url:
+        return settings.database_url
+    from control.embedded import running_database_url
+
+    found = running_database_url(Path(settings.data_dir).resolve() / "postgres")
+    if found is None:
+        raise ConfigError(f"DATABASE_URL: not set, and no `hookyard up` is running on data dir {settings.data_dir}")
+    return found
+
+
+def _with_postgres(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    try:
+        return _run(coro_fn)
+    except OSError as exc:  # refused, unknown host, timeout: say which setting to look at
+        raise HookyardError(f"cannot reach Postgres (DATABASE_URL): {type(exc).__name__}: {exc}") from exc
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from control.db.migrate import migrate
+
+    settings = _settings()
+    dsn = _database_url(settings)
+    applied = _with_postgres(lambda: migrate(dsn))
+    print("\n".join(f"applied {version}" for version in applied) if applied else "up to date")
+    return 0
+
+
+def _account_create(args: argparse.Namespace) -> int:
+    if "@" not in args.email or args.email.strip() != args.email:
+        raise ConfigError(f"--email: {args.email!r} is not an email address")
+    settings = _settings()
+    dsn = _database_url(settings)
+    account_id, key = _with_postgres(lambda: _create_account(dsn, args.email, args.read_only))
+    print(json.dumps({"account_id": account_id, "api_key": key}))
+    return 0
+
+
+async def _create_account(database_url: str, email: str, read_only: bool) -> tuple[str, str]:
+    from control.db import accounts as db_accounts
+    from control.db import connect
+    from control.service.accounts import create_account, issue_key
+    from shared import ids
+
+    conn = await connect(database_url)
+    try:
+        if not read_only:
+            return await create_account(conn, email=email)
+        account_id = ids.new_id("acct")
+        async with conn.transaction():
+            await db_accounts.insert_account(conn, account_id=account_id, email=email, kind="permanent")
+            return account_id, await issue_key(conn, account_id, read_only=True)
+    except asyncpg.UniqueViolationError:
+        raise HookyardError(f"an account with email {email} already exists") from None
+    finally:
+        await conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""``hookyard up``: the whole service in one foreground command, for a laptop or a demo.
+
+Order matters in both directions. Up: embedded servers (when no URLs are given), migrations, the local
+account, then edge, control and worker as child processes, then both ``/healthz``. Down (Ctrl-C, SIGTERM,
+or any child dying): the children first, each given time to drain, and the databases last, so no process
+ever loses its database while it is still finishing work.
+
+Each child runs in a process group of its own: a Ctrl-C typed in the terminal reaches only this process,
+which then stops the children in order, and the group lets it reap what a child leaves behind (granian's
+worker processes). Children also ask the kernel for SIGTERM should this process die without cleaning up
+(``bind_to_parent``), so even ``kill -9`` of the supervisor leaves no servers holding the ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import shlex
+import signal
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import httpx
+import redis
+import redis.asyncio as aioredis
+
+from control.db import accounts as db_accounts
+from control.db import connect
+from control.db.migrate import migrate
+from control.embedded import EmbeddedServers, start_embedded
+from control.service.accounts import create_account, hash_key, issue_key
+from shared.errors import ConfigError, HookyardError
+from shared.settings import Settings
+
+__all__ = ("LOCAL_EMAIL", "StartupError", "bind_to_parent", "ensure_local_key", "up")
+
+log = logging.getLogger("hookyard.up")
+
+LOCAL_EMAIL = "local@hookyard"
+STARTUP_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+
+
+class StartupError(HookyardError):
+    """A child process died or never became healthy while ``hookyard up`` was starting."""
+
+
+@dataclass
+class Child:
+    name: str
+    proc: asyncio.subprocess.Process
+
+    async def terminate(self) -> None:
+        """SIGTERM to the leader (granian and the worker drain on it), SIGKILL to the group on timeout; then
+        SIGKILL to whatever is left in the group, which is nothing unless the leader lost track of a worker."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), STOP_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("%s did not stop within %.0fs; killing it", self.name, STOP_TIMEOUT_S)
+                _killpg(self.proc.pid)
+                await self.proc.wait()
+        _killpg(self.proc.pid)
+
+
+def _killpg(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def bind_to_parent(parent_pid: int) -> None:
+    """Linux only: SIGTERM this process when its parent dies (survives exec, so granian inherits it)."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) != 0:
+            log.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        raise SystemExit(f"hookyard: parent process {parent_pid} is gone; not starting")
+
+
+async def ensure_local_key(database_url: str, key_file: Path) -> tuple[str, bool]:
+    """The local account's API key and whether it is new (to be shown). "First run" is decided by the
+    database, not by the file alone: a key file whose key the database does not know (the database was
+    reset, or the file copied from elsewhere) gets a new key, issued to the existing local account if
+    there is one, so the account and its endpoints are never duplicated."""
+    conn = await connect(database_url)
+    try:
+        key = _read_key(key_file)
+        if key and await db_accounts.find_key(conn, hash_key(key)) is not None:
+            return key, False
+        account_id = await conn.fetchval("SELECT id FROM accounts WHERE email = $1", LOCAL_EMAIL)
+        if account_id is None:
+            _, key = await create_account(conn, email=LOCAL_EMAIL)
+        else:
+            key = await issue_key(conn, account_id)
+    finally:
+        await conn.close()
+    _write_key(key_file, key)
+    return key, True
+
+
+def _read_key(key_file: Path) -> str:
+    return key_file.read_text().strip() if key_file.exists() else ""
+
+
+def _write_key(key_file: Path, key: str) -> None:
+    """Created 0600 from the first byte and renamed into place: never readable by others, never half written."""
+    tmp = key_file.with_name(key_file.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(key + "\n")
+    os.replace(tmp, key_file)
+
+
+def check_ports(settings: Settings) -> None:
+    """A port already taken is the most common reason ``up`` fails; say which, before starting anything."""
+    if settings.edge_port == settings.control_port:
+        raise ConfigError(f"HOOKYARD_CONTROL_PORT: the edge and control ports are both {settings.edge_port}")
+    for var, flag, port in (
+        ("HOOKYARD_EDGE_PORT", "--edge-port", settings.edge_port),
+        ("HOOKYARD_CONTROL_PORT", "--control-port", settings.control_port),
+    ):
+        try:
+            family, kind, proto, _, address = socket.getaddrinfo(
+                settings.host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"{var}: port {port} on {settings.host} is in use; choose another ({flag})") from None
+            raise ConfigError(f"HOOKYARD_HOST: cannot listen on {settings.host}:{port}: {exc}") from None
+
+
+def _local_url(host: str, port: int) -> str:
+    """Where this machine reaches a server bound to ``host`` (a wildcard address is not a destination)."""
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def up(settings: Settings, environ: Mapping[str, str]) -> int:
+    """Runs until SIGINT/SIGTERM (exit 0) or until a child dies (exit 1); raises StartupError when the
+    service never came up. Everything started is stopped before it returns or raises."""
+    check_ports(settings)
+    data_dir = Path(settings.data_dir).resolve()
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return asyncio.run(_up(settings, environ, data_dir))
+
+
+async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    embedded: EmbeddedServers | None = None
+    children: list[Child] = []
+    try:
+        if not settings.database_url or not settings.redis_url:
+            embedded = await asyncio.to_thread(
+                start_embedded, data_dir, postgres=not settings.database_url, redis=not settings.redis_url
+            )
+        database_url = settings.database_url or embedded.database_url  # type: ignore[union-attr]
+        redis_url = settings.redis_url or embedded.redis_url  # type: ignore[union-attr]
+        if stop.is_set():
+            return 0
+        try:
+            applied = await migrate(database_url)
+            key, new_key = await ensure_local_key(database_url, data_dir / "api_key")
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise StartupError(f"cannot prepare the database: {type(exc).__name__}: {exc}") from exc
+        log.info("migrations applied: %s", ", ".join(applied) or "none (schema up to date)")
+        await _check_redis(redis_url)
+        env = {
+            **environ,
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "HOOKYARD_HOST": settings.host,
+            "HOOKYARD_EDGE_PORT": str(settings.edge_port),
+            "HOOKYARD_CONTROL_PORT": str(settings.control_port),
+            "HOOKYARD_DATA_DIR": str(data_dir),
+            "HOOKYARD_EGRESS": settings.egress,
+        }
+        for name in ("edge", "control", "worker"):
+            if stop.is_set():
+                return 0
+            argv = [sys.executable, "-m", "control.cli", name, "--parent-pid", str(os.getpid())]
+            proc = await asyncio.create_subprocess_exec(
+                *argv, env=env, stdin=asyncio.subprocess.DEVNULL, process_group=0
+            )
+            children.append(Child(name, proc))
+        health = {
+            "edge": _local_url(settings.host, settings.edge_port) + "/healthz",
+            "control": _local_url(settings.host, settings.control_port) + "/healthz",
+        }
+        if not await _wait_healthy(health, children, stop):
+            return 0
+        _banner(settings, data_dir, key if new_key else None)
+        failed = await _supervise(children, stop)
+        if failed is not None:
+            log.error("%s exited unexpectedly with code %s; stopping everything", failed.name, failed.proc.returncode)
+            return 1
+        log.info("stopping")
+        return 0
+    finally:
+        await asyncio.gather(*(child.terminate() for child in children))
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
+
+
+async def _check_redis(url: str) -> None:
+    """Unreachable Redis would otherwise show only as /healthz never answering, a minute later."""
+    client = aioredis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+    try:
+        await client.ping()
+    except (redis.RedisError, OSError) as exc:
+        raise StartupError(f"cannot reach Redis (REDIS_URL): {type(exc).__name__}: {exc}") from exc
+    finally:
+        await client.aclose()
+
+
+async def _wait_healthy(urls: dict[str, str], children: list[Child], stop: asyncio.Event) -> bool:
+    """True once every URL answered 200; False if asked to stop first; StartupError if a child died or the
+    deadline passed (the children's own output, above in the terminal, says why)."""
+    pending = dict(urls)
+    deadline = asyncio.get_running_loop().time() + STARTUP_TIMEOUT_S
+    async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
+        while pending:
+            if stop.is_set():
+                return False
+            for child in children:
+                if child.proc.returncode is not None:
+                    raise StartupError(f"{child.name} exited with code {child.proc.returncode} during start-up")
+            for name, url in list(pending.items()):
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(url)).status_code == 200:
+                        del pending[name]
+            if not pending:
+                return True
+            if asyncio.get_running_loop().time() > deadline:
+                raise StartupError(f"{' and '.join(pending)} not healthy within {STARTUP_TIMEOUT_S:.0f}s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.1)
+    return True
+
+
+async def _supervise(children: list[Child], stop: asyncio.Event) -> Child | None:
+    """Waits for a stop request (None) or for the first child to exit (that child)."""
+    waits = {asyncio.ensure_future(child.proc.wait()): child for child in children}
+    stopper = asyncio.ensure_future(stop.wait())
+    done, pending = await asyncio.wait({stopper, *waits}, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    return next((waits[task] for task in done if task in waits), None)
+
+
+def _banner(settings: Settings, data_dir: Path, new_key: str | None) -> None:
+    key_file = data_dir / "api_key"
+    if new_key is not None:
+        key_line = f"  API key  {new_key}  (new; saved in {key_file})"
+    else:
+        key_line = f"  API key  in {key_file}"
+    auth = f'"Authorization: Bearer $(cat {shlex.quote(str(key_file))})"'
+    curl = (
+        f"curl -s -X POST {settings.control_url}/v1/endpoints -H {auth} "
+        "-H 'content-type: application/json' -d '{\"name\": \"demo\"}'"
+    )
+    lines = [
+        "hookyard is up",
+        f"  edge     {settings.edge_url}",
+        f"  control  {settings.control_url}",
+        f"  data     {data_dir}",
+        key_line,
+        f"  try      {curl}",
+        "Ctrl-C stops everything.",
+    ]
+    print("\n".join(lines), flush=True)
