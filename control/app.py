@@ -11,7 +11,6 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-import redis.asyncio as aioredis
 from litestar import Litestar, Response, get
 from litestar.di import NamedDependency, Provide
 from litestar.openapi.config import OpenAPIConfig
@@ -26,6 +25,7 @@ from control.ratelimit import RateLimiter
 from control.records import Health
 from control.service import Context
 from control.service.waiters import Wakeups
+from shared import redis_client
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.settings import Settings, load_settings
@@ -55,7 +55,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     @contextlib.asynccontextmanager
     async def resources(app: Litestar) -> AsyncIterator[None]:
         pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
-        redis = aioredis.Redis.from_url(settings.redis_url)
+        redis = redis_client.connect(settings.redis_url)
         ctx = Context(
             settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards)
         )

@@ -212,19 +212,12 @@ def _account_create(args: argparse.Namespace) -> int:
 
 
 async def _create_account(database_url: str, email: str, read_only: bool) -> tuple[str, str]:
-    from control.db import accounts as db_accounts
     from control.db import connect
-    from control.service.accounts import create_account, issue_key
-    from shared import ids
+    from control.service.accounts import create_account
 
     conn = await connect(database_url)
     try:
-        if not read_only:
-            return await create_account(conn, email=email)
-        account_id = ids.new_id("acct")
-        async with conn.transaction():
-            await db_accounts.insert_account(conn, account_id=account_id, email=email, kind="permanent")
-            return account_id, await issue_key(conn, account_id, read_only=True)
+        return await create_account(conn, email=email, read_only=read_only)
     except asyncpg.UniqueViolationError:
         raise HookyardError(f"an account with email {email} already exists") from None
     finally:

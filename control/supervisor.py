@@ -99,7 +99,7 @@ async def ensure_local_key(database_url: str, key_file: Path) -> tuple[str, bool
         key = _read_key(key_file)
         if key and await db_accounts.find_key(conn, hash_key(key)) is not None:
             return key, False
-        account_id = await conn.fetchval("SELECT id FROM accounts WHERE email = $1", LOCAL_EMAIL)
+        account_id = await db_accounts.account_id_by_email(conn, LOCAL_EMAIL)
         if account_id is None:
             _, key = await create_account(conn, email=LOCAL_EMAIL)
         else:

@@ -17,6 +17,7 @@ from edge.config import EndpointCache
 from edge.ingest import Ingest
 from edge.respond import send_error, send_json
 from edge.stream import StreamWriter
+from shared import redis_client
 from shared.keys import Keys
 from shared.settings import Settings, load_settings
 
@@ -73,7 +74,7 @@ class EdgeApp:
 
     async def startup(self) -> None:
         settings = self.settings
-        self.redis = aioredis.Redis.from_url(settings.redis_url, socket_keepalive=True)
+        self.redis = redis_client.connect(settings.redis_url)
         cache = EndpointCache(self.redis, self.keys)
         writer = StreamWriter(self.redis, self.keys, high_water=settings.stream_high_water)
         self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies))

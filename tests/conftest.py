@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -35,6 +38,10 @@ class Servers:
     redis_url: str
 
 
+def database_name(dsn: str) -> str:
+    return urlsplit(dsn).path.lstrip("/")
+
+
 def with_database(dsn: str, name: str) -> str:
     """The same server DSN pointing at database ``name`` (works for host:port and socket-dir forms)."""
     parts = urlsplit(dsn)
@@ -42,16 +49,17 @@ def with_database(dsn: str, name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+def servers() -> Iterator[Servers]:
     database_url = os.environ.get("DATABASE_URL") or None
     redis_url = os.environ.get("REDIS_URL") or None
     embedded = None
     if database_url is None or redis_url is None:
         from control.embedded import start_embedded
 
-        embedded = start_embedded(
-            tmp_path_factory.mktemp("embedded"), postgres=database_url is None, redis=redis_url is None
-        )
+        # Not under pytest's tmp root: every new pytest session resets that to 0700, which would lock the
+        # embedded Postgres (running as its own user) out of its files mid-run.
+        embedded_dir = Path(tempfile.mkdtemp(prefix="hookyard-embedded-"))
+        embedded = start_embedded(embedded_dir, postgres=database_url is None, redis=redis_url is None)
         database_url = database_url or embedded.database_url
         redis_url = redis_url or embedded.redis_url
     try:
@@ -59,6 +67,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     finally:
         if embedded is not None:
             embedded.stop()
+            shutil.rmtree(embedded_dir, ignore_errors=True)
 
 
 async def _admin(servers: Servers, *statements: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from control.service import Context, edge_config
 from shared.settings import Settings
-from tests.conftest import Account, Servers, make_account, with_database
+from tests.conftest import Account, Servers, database_name, make_account, with_database
 from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
@@ -178,7 +178,7 @@ async def test_postgres_away_the_edge_keeps_accepting(
 ) -> None:
     stack, account = running
     endpoint = _create_endpoint(stack, account)
-    name = settings.database_url.rsplit("/", 1)[-1]
+    name = database_name(settings.database_url)
     admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
     try:
         await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")

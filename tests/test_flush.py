@@ -14,7 +14,7 @@ from control.workers.flush import Flush
 from shared import ids
 from shared.keys import FLUSH_GROUP
 from shared.wire import IngestRecord, encode_records
-from tests.conftest import Servers, with_database
+from tests.conftest import Servers, database_name, with_database
 
 
 async def _endpoint(ctx: Context) -> str:
@@ -183,7 +183,7 @@ async def test_lost_consumer_group_is_recreated(ctx: Context, flush: Flush) -> N
 async def test_postgres_outage_loses_nothing(ctx: Context, flush: Flush, servers: Servers, database_url: str) -> None:
     endpoint_id = await _endpoint(ctx)
     await flush.ensure_groups()
-    name = database_url.rsplit("/", 1)[-1].split("?")[0]
+    name = database_name(database_url)
     admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
     try:
         await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")

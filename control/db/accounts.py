@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-__all__ = ("find_key", "insert_account", "insert_key", "lock_account")
+__all__ = ("account_id_by_email", "find_key", "insert_account", "insert_key", "lock_account")
 
 
 async def insert_account(
@@ -53,3 +53,7 @@ async def find_key(conn: asyncpg.Connection, key_hash: bytes) -> asyncpg.Record 
 async def lock_account(conn: asyncpg.Connection, account_id: str) -> asyncpg.Record | None:
     """Row-locks the account for the transaction, serialising quota checks of concurrent creates."""
     return await conn.fetchrow("SELECT id, endpoint_quota FROM accounts WHERE id = $1 FOR UPDATE", account_id)
+
+
+async def account_id_by_email(conn: asyncpg.Connection, email: str) -> str | None:
+    return await conn.fetchval("SELECT id FROM accounts WHERE email = $1", email)

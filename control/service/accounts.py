@@ -36,7 +36,12 @@ async def issue_key(conn: asyncpg.Connection, account_id: str, *, kind: str = "l
 
 
 async def create_account(
-    conn: asyncpg.Connection, *, email: str | None, kind: str = "permanent", endpoint_quota: int | None = None
+    conn: asyncpg.Connection,
+    *,
+    email: str | None,
+    kind: str = "permanent",
+    endpoint_quota: int | None = None,
+    read_only: bool = False,
 ) -> tuple[str, str]:
     """Creates an account with one key; returns (account_id, key). Keys are shown once, never stored."""
     account_id = ids.new_id("acct")
@@ -44,7 +49,8 @@ async def create_account(
         await db_accounts.insert_account(
             conn, account_id=account_id, email=email, kind=kind, endpoint_quota=endpoint_quota
         )
-        key = await issue_key(conn, account_id, kind="live" if kind == "permanent" else "temporary")
+        key_kind = "live" if kind == "permanent" else "temporary"
+        key = await issue_key(conn, account_id, kind=key_kind, read_only=read_only)
     return account_id, key
 
 

@@ -6,13 +6,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
-import redis.asyncio as aioredis
-
 from control.db import create_pool
 from control.service import Context
 from control.workers.flush import Flush
 from control.workers.loop import Loop, install_signal_handlers, run_loops
 from control.workers.sweep import Sweep
+from shared import redis_client
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.settings import Settings
@@ -35,7 +34,7 @@ async def worker_context(settings: Settings) -> AsyncIterator[Context]:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
     pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
-    redis = aioredis.Redis.from_url(settings.redis_url, socket_timeout=None, socket_keepalive=True)
+    redis = redis_client.connect(settings.redis_url, blocking_reads=True)
     try:
         yield Context(
             settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards)
