@@ -1,0 +1,52 @@
+"""Reads of delivery attempts: an endpoint's keyset pages and every attempt of one event."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+
+__all__ = ("for_event", "page")
+
+_COLUMNS = """id, event_id, destination_id, destination_name, destination_url, rule_id, source, attempt_number,
+    request_headers, request_body, response_status, response_body, latency_ms, success, error, created_at"""
+
+
+async def page(
+    conn: asyncpg.Connection,
+    endpoint_id: str,
+    *,
+    success: bool | None,
+    source: str | None,
+    limit: int,
+    after: tuple[datetime, str] | None = None,
+) -> list[asyncpg.Record]:
+    """Up to ``limit`` attempts, newest first, strictly older than the ``after`` (created_at, id) key;
+    walks ``deliveries_endpoint_created``."""
+    args: list[object] = [endpoint_id]
+    parts = ["endpoint_id = $1"]
+    if success is not None:
+        args.append(success)
+        parts.append(f"success = ${len(args)}")
+    if source is not None:
+        args.append(source)
+        parts.append(f"source = ${len(args)}")
+    if after is not None:
+        args.extend(after)
+        parts.append(f"(created_at, id) < (${len(args) - 1}, ${len(args)})")
+    args.append(limit)
+    return await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM deliveries WHERE {" AND ".join(parts)}
+            ORDER BY created_at DESC, id DESC LIMIT ${len(args)}""",
+        *args,
+    )
+
+
+async def for_event(conn: asyncpg.Connection, endpoint_id: str, event_id: str) -> list[asyncpg.Record]:
+    """Every attempt made for the event, oldest first (``deliveries_event`` index)."""
+    return await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM deliveries WHERE event_id = $1 AND endpoint_id = $2
+            ORDER BY created_at, id""",
+        event_id,
+        endpoint_id,
+    )

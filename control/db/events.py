@@ -1,0 +1,133 @@
+"""Reads of captured events: filtered keyset pages, the latest match, the first match of a wait, by id.
+
+Every list query is ``endpoint_id = $1`` plus filters, ordered by ``(received_at, id)``, so it walks the
+``events_endpoint_received`` index (partition by partition, merged) and stops after ``limit`` rows;
+``q`` uses the trigram index of migration 0002 when the server has pg_trgm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+__all__ = ("EventFilters", "first_match", "get_for_account", "page")
+
+_COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.headers, e.body, e.body_is_utf8,
+    e.content_type, host(e.source_ip) AS source_ip, e.provider, e.event_type, e.idempotency_key,
+    e.signature_valid, e.signature_failure_reason, e.ip_allowed, e.labels"""
+
+
+@dataclass(frozen=True, slots=True)
+class EventFilters:
+    """The shared event filters, already validated and normalised by the service layer."""
+
+    since: datetime | None = None
+    """Inclusive lower bound on received_at."""
+    before: datetime | None = None
+    """Exclusive upper bound on received_at (an inclusive ``until`` plus one microsecond, or the next day)."""
+    provider: str | None = None
+    event_type: str | None = None
+    method: str | None = None
+    signature_valid: bool | None = None
+    search: str | None = None
+    """An ILIKE pattern over search_text, wildcards of the caller's text already escaped."""
+
+
+class _Where:
+    """Collects ``AND`` conditions with their positional parameters."""
+
+    def __init__(self, endpoint_id: str, args: list[object] | None = None) -> None:
+        self.args: list[object] = [] if args is None else args  # shared: several WHEREs in one statement
+        self.parts: list[str] = []
+        self.add("e.endpoint_id = {}", endpoint_id)
+
+    def arg(self, value: object) -> str:
+        self.args.append(value)
+        return f"${len(self.args)}"
+
+    def add(self, template: str, *values: object) -> None:
+        self.parts.append(template.format(*(self.arg(v) for v in values)))
+
+    def filters(self, f: EventFilters) -> _Where:
+        if f.since is not None:
+            self.add("e.received_at >= {}", f.since)
+        if f.before is not None:
+            self.add("e.received_at < {}", f.before)
+        if f.provider is not None:
+            self.add("e.provider = {}", f.provider)
+        if f.event_type is not None:
+            self.add("e.event_type = {}", f.event_type)
+        if f.method is not None:
+            self.add("e.method = {}", f.method)
+        if f.signature_valid is not None:
+            self.add("e.signature_valid = {}", f.signature_valid)
+        if f.search is not None:
+            self.add("e.search_text ILIKE {}", f.search)
+        return self
+
+    @property
+    def sql(self) -> str:
+        return " AND ".join(self.parts)
+
+
+async def page(
+    conn: asyncpg.Connection,
+    endpoint_id: str,
+    filters: EventFilters,
+    *,
+    limit: int,
+    after: tuple[datetime, str] | None = None,
+) -> list[asyncpg.Record]:
+    """Up to ``limit`` matches, newest first, strictly older than the ``after`` (received_at, id) key."""
+    where = _Where(endpoint_id).filters(filters)
+    if after is not None:
+        where.add("(e.received_at, e.id) < ({}, {})", *after)
+    conditions, limit_arg = where.sql, where.arg(limit)
+    return await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM events e WHERE {conditions}
+            ORDER BY e.received_at DESC, e.id DESC LIMIT {limit_arg}""",
+        *where.args,
+    )
+
+
+async def first_match(
+    conn: asyncpg.Connection,
+    endpoint_id: str,
+    filters: EventFilters,
+    *,
+    received_from: datetime | None,
+    ids: list[str] | None,
+) -> asyncpg.Record | None:
+    """The oldest match that counts for a waiter: received at or after ``received_from``, or one of
+    ``ids`` (events announced as committed while it waited). With neither, only ``filters`` bound it.
+
+    "Either" is a UNION of two index-friendly halves, not an OR: an OR would defeat partition pruning
+    on received_at and the id index alike (hundreds of ms on a busy endpoint instead of one)."""
+    args: list[object] = []
+    halves = []
+    if received_from is not None or not ids:
+        where = _Where(endpoint_id, args).filters(filters)
+        if received_from is not None:
+            where.add("e.received_at >= {}", received_from)
+        halves.append(where.sql)
+    if ids:
+        where = _Where(endpoint_id, args).filters(filters)
+        where.add("e.id = any({}::text[])", ids)
+        halves.append(where.sql)
+    sql = " UNION ALL ".join(
+        f"(SELECT {_COLUMNS} FROM events e WHERE {half} ORDER BY e.received_at, e.id LIMIT 1)" for half in halves
+    )
+    return await conn.fetchrow(f"SELECT * FROM ({sql}) m ORDER BY received_at, id LIMIT 1", *args)
+
+
+async def get_for_account(conn: asyncpg.Connection, account_id: str, event_id: str) -> asyncpg.Record | None:
+    """By id through the ``events_id`` index of every partition; the endpoint join scopes it to the account."""
+    return await conn.fetchrow(
+        f"""SELECT {_COLUMNS} FROM events e JOIN endpoints p ON p.id = e.endpoint_id
+            WHERE e.id = $1 AND p.account_id = $2
+            LIMIT 1""",
+        event_id,
+        account_id,
+    )

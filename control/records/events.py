@@ -1,0 +1,62 @@
+"""Event records: a captured inbound request as callers see it, alone, with its deliveries, or paged."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from control.records.deliveries import Delivery
+
+__all__ = ("Event", "EventList", "EventWait", "EventWithDeliveries", "Label", "Provider")
+
+Provider = Literal["identity", "commerce", "payments", "code_host"]
+
+
+class Label(msgspec.Struct, kw_only=True):
+    key: str
+    value: str
+    color: str | None = None
+
+
+class Event(msgspec.Struct, kw_only=True):
+    id: str
+    endpoint_id: str
+    method: str
+    path: str
+    """Sub-path after the ingest token ('' when the provider posted to the bare ingest URL)."""
+    query: str
+    """Raw query string without the leading '?'."""
+    headers: dict[str, str]
+    body: str | None
+    """The raw body: text when it is valid UTF-8, else base64 (see ``body_encoding``); null when empty."""
+    body_encoding: Literal["utf8", "base64"]
+    content_type: str | None
+    source_ip: str | None
+    provider: Provider | None
+    """Attributed from the request headers at ingest; null means unattributed, not an error."""
+    event_type: str | None
+    idempotency_key: str | None
+    """The provider's delivery id (stable across its retries): deduplicate on it."""
+    signature_valid: bool | None
+    signature_failure_reason: str | None
+    ip_allowed: bool | None
+    received_at: datetime
+    labels: list[Label]
+
+
+class EventWithDeliveries(Event, kw_only=True):
+    """GET /v1/events/{id} and events/latest: the event with every delivery attempt, oldest first."""
+
+    deliveries: list[Delivery]
+
+
+class EventList(msgspec.Struct, kw_only=True):
+    events: list[Event]
+    next_cursor: str | None
+    """Pass it back as ``cursor`` for the next (older) page; null on the last page."""
+
+
+class EventWait(msgspec.Struct, kw_only=True):
+    event: Event

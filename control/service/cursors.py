@@ -1,0 +1,56 @@
+"""Opaque keyset cursors for the newest-first lists (events, deliveries).
+
+A cursor names the last row of a page by its sort key (timestamp, id); the next page is everything
+strictly older. No offsets: rows inserted while a caller pages (always newer, at the top) neither shift
+nor repeat what follows. The token is url-safe base64 of ``kind|microseconds|id`` plus a short checksum,
+so a cursor from another list, a truncated one or an edited one is a 400 naming ``cursor``, not a
+silently wrong page. The checksum is not a secret: forging a position only skips within the caller's own
+data, which the filters already scope.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+from shared.errors import ValidationError
+
+__all__ = ("decode_cursor", "encode_cursor")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_CHECK = 6
+_MAX_LEN = 200
+
+
+def _checksum(payload: bytes) -> bytes:
+    return hashlib.blake2b(payload, digest_size=_CHECK, person=b"hy-cursor").digest()
+
+
+def encode_cursor(kind: str, at: datetime, row_id: str) -> str:
+    micros = (at - _EPOCH) // timedelta(microseconds=1)
+    payload = f"{kind}|{micros}|{row_id}".encode()
+    return base64.urlsafe_b64encode(payload + _checksum(payload)).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
+    """(timestamp, id) of the row the previous page ended with; ValidationError for anything else."""
+    invalid = ValidationError("cursor: not a cursor of this list; pass `next_cursor` from the previous page unchanged")
+    if not token or len(token) > _MAX_LEN:
+        raise invalid
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError):
+        raise invalid from None
+    payload, check = raw[:-_CHECK], raw[-_CHECK:]
+    if len(raw) <= _CHECK or check != _checksum(payload):
+        raise invalid
+    try:
+        got_kind, micros, row_id = payload.decode().split("|", 2)
+        at = _EPOCH + timedelta(microseconds=int(micros))
+    except (UnicodeDecodeError, ValueError, OverflowError):
+        raise invalid from None
+    if got_kind != kind or not row_id:
+        raise invalid
+    return at, row_id

@@ -1,0 +1,46 @@
+"""Delivery attempts: an endpoint's newest-first list, and the record shape shared with the event reads."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from control.db import deliveries as db_deliveries
+from control.records.deliveries import Delivery, DeliveryList
+from control.service import Context, Principal
+from control.service.cursors import decode_cursor, encode_cursor
+from control.service.endpoints import require_endpoint
+from shared.errors import NotFoundError, ValidationError
+
+__all__ = ("SOURCES", "delivery_record", "list_deliveries")
+
+SOURCES = ("rule", "replay", "manual_test")
+
+
+def delivery_record(row: asyncpg.Record) -> Delivery:
+    return Delivery(**dict(row))
+
+
+async def list_deliveries(
+    ctx: Context,
+    principal: Principal,
+    endpoint_id: str,
+    *,
+    success: bool | None = None,
+    source: str | None = None,
+    limit: int = 20,
+    cursor: str | None = None,
+) -> DeliveryList:
+    """Newest first; ``success=False`` lists the failures, ``source`` one kind of attempt."""
+    if source is not None and source not in SOURCES:
+        raise ValidationError(f"source: must be one of {', '.join(SOURCES)}")
+    if not 1 <= limit <= 100:
+        raise ValidationError("limit: must be between 1 and 100")
+    after = decode_cursor("dlv", cursor) if cursor else None
+    async with ctx.pool.acquire() as conn:
+        if "\x00" in endpoint_id:  # Postgres text cannot hold NUL: no such id can exist
+            raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+        await require_endpoint(conn, principal, endpoint_id)
+        rows = await db_deliveries.page(conn, endpoint_id, success=success, source=source, limit=limit + 1, after=after)
+    more, rows = len(rows) > limit, rows[:limit]
+    next_cursor = encode_cursor("dlv", rows[-1]["created_at"], rows[-1]["id"]) if more else None
+    return DeliveryList(deliveries=[delivery_record(r) for r in rows], next_cursor=next_cursor)

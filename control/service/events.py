@@ -1,0 +1,258 @@
+"""Captured events: the shared filters, the newest-first list, the latest match, one event, the long poll.
+
+Filter values arrive as the caller wrote them (query strings, MCP arguments) and are checked here once, so
+every transport rejects the same values with the same ``validation_error`` naming the parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from datetime import UTC, date, datetime, timedelta
+
+import asyncpg
+import msgspec
+
+from control.db import deliveries as db_deliveries
+from control.db import events as db_events
+from control.db.events import EventFilters
+from control.records.events import Event, EventList, EventWithDeliveries, Label
+from control.service import Context, Principal
+from control.service.cursors import decode_cursor, encode_cursor
+from control.service.deliveries import delivery_record
+from control.service.endpoints import require_endpoint
+from control.service.waiters import Wakeups
+from shared.errors import NotFoundError, ValidationError
+
+__all__ = (
+    "PROVIDERS",
+    "EventFilters",
+    "event_filters",
+    "event_record",
+    "get_event",
+    "latest_event",
+    "list_events",
+    "wait_for_event",
+)
+
+PROVIDERS = ("identity", "commerce", "payments", "code_host")
+MAX_TEXT = 200
+_READY_WAIT_S = 2.0
+_MICRO = timedelta(microseconds=1)
+
+
+def _text(value: str | None, field: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if len(value) > MAX_TEXT:
+        raise ValidationError(f"{field}: at most {MAX_TEXT} characters")
+    if "\x00" in value:
+        raise ValidationError(f"{field}: must not contain NUL characters")
+    return value
+
+
+def _instant(value: str | None, field: str, *, upper: bool) -> datetime | None:
+    """An ISO 8601 date-time (UTC when it has no zone) or a bare date. As an upper bound it is returned
+    exclusive: a date-time plus one microsecond, a bare date as the start of the next day."""
+    text = _text(value, field)
+    if text is None:
+        return None
+    text = text.strip()
+    try:
+        try:
+            day = date.fromisoformat(text)
+        except ValueError:
+            at = datetime.fromisoformat(text)
+            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+            return at + _MICRO if upper else at
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        return start + timedelta(days=1) if upper else start
+    except (ValueError, OverflowError):
+        raise ValidationError(
+            f"{field}: {value!r} is not an ISO 8601 date-time (2026-11-21T10:00:00Z) or date (2026-11-21)"
+        ) from None
+
+
+def event_filters(
+    *,
+    since: str | None = None,
+    until: str | None = None,
+    provider: str | None = None,
+    event_type: str | None = None,
+    method: str | None = None,
+    signature_valid: bool | None = None,
+    q: str | None = None,
+) -> EventFilters:
+    """Validates and normalises the shared event filters (``type`` is ``event_type`` here)."""
+    lower, upper = _instant(since, "since", upper=False), _instant(until, "until", upper=True)
+    if lower is not None and upper is not None and upper <= lower:
+        raise ValidationError("until: must not be earlier than since")
+    if provider is not None and provider not in PROVIDERS:
+        raise ValidationError(f"provider: must be one of {', '.join(PROVIDERS)}")
+    method = _text(method, "method")
+    if method is not None:
+        method = method.strip().upper()
+        if not method.isascii() or not method.isalpha():
+            raise ValidationError(f"method: {method!r} is not an HTTP method")
+    search = _text(q, "q")
+    if search is not None:
+        search = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    return EventFilters(
+        since=lower,
+        before=upper,
+        provider=provider,
+        event_type=_text(event_type, "type"),
+        method=method,
+        signature_valid=signature_valid,
+        search=search,
+    )
+
+
+def _body(raw: bytes, is_utf8: bool) -> tuple[str | None, str]:
+    """(body, body_encoding), never lossy: the text when the bytes are UTF-8, else base64; null when empty."""
+    if not raw:
+        return None, "utf8"
+    if is_utf8:
+        try:
+            return raw.decode("utf-8"), "utf8"
+        except UnicodeDecodeError:  # the flag is the flush worker's; the bytes are the truth
+            pass
+    return base64.b64encode(raw).decode("ascii"), "base64"
+
+
+def event_record(row: asyncpg.Record) -> Event:
+    """The public shape of an events row."""
+    body, encoding = _body(row["body"], row["body_is_utf8"])
+    return Event(
+        id=row["id"],
+        endpoint_id=row["endpoint_id"],
+        method=row["method"],
+        path=row["path"],
+        query=row["query"],
+        headers=row["headers"],
+        body=body,
+        body_encoding=encoding,
+        content_type=row["content_type"],
+        source_ip=row["source_ip"],
+        provider=row["provider"],
+        event_type=row["event_type"],
+        idempotency_key=row["idempotency_key"],
+        signature_valid=row["signature_valid"],
+        signature_failure_reason=row["signature_failure_reason"],
+        ip_allowed=row["ip_allowed"],
+        received_at=row["received_at"],
+        labels=msgspec.convert(row["labels"] or [], list[Label]),
+    )
+
+
+async def _with_deliveries(conn: asyncpg.Connection, row: asyncpg.Record) -> EventWithDeliveries:
+    attempts = await db_deliveries.for_event(conn, row["endpoint_id"], row["id"])
+    return EventWithDeliveries(
+        **msgspec.structs.asdict(event_record(row)), deliveries=[delivery_record(a) for a in attempts]
+    )
+
+
+async def list_events(
+    ctx: Context, principal: Principal, endpoint_id: str, filters: EventFilters, *, limit: int, cursor: str | None
+) -> EventList:
+    if not 1 <= limit <= 100:
+        raise ValidationError("limit: must be between 1 and 100")
+    after = decode_cursor("evt", cursor) if cursor else None
+    async with ctx.pool.acquire() as conn:
+        await _endpoint(conn, principal, endpoint_id)
+        rows = await db_events.page(conn, endpoint_id, filters, limit=limit + 1, after=after)
+    more, rows = len(rows) > limit, rows[:limit]
+    next_cursor = encode_cursor("evt", rows[-1]["received_at"], rows[-1]["id"]) if more else None
+    return EventList(events=[event_record(r) for r in rows], next_cursor=next_cursor)
+
+
+async def latest_event(
+    ctx: Context, principal: Principal, endpoint_id: str, filters: EventFilters
+) -> EventWithDeliveries:
+    async with ctx.pool.acquire() as conn:
+        await _endpoint(conn, principal, endpoint_id)
+        rows = await db_events.page(conn, endpoint_id, filters, limit=1)
+        if not rows:
+            raise NotFoundError(f"no event of endpoint {endpoint_id!r} matches the filters")
+        return await _with_deliveries(conn, rows[0])
+
+
+async def _endpoint(conn: asyncpg.Connection, principal: Principal, endpoint_id: str) -> None:
+    if "\x00" in endpoint_id:  # Postgres text cannot hold NUL: no such id can exist
+        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+    await require_endpoint(conn, principal, endpoint_id)
+
+
+async def get_event(ctx: Context, principal: Principal, event_id: str) -> EventWithDeliveries:
+    async with ctx.pool.acquire() as conn:
+        row = None if "\x00" in event_id else await db_events.get_for_account(conn, principal.account_id, event_id)
+        if row is None:
+            raise NotFoundError(f"event {event_id!r} not found")
+        return await _with_deliveries(conn, row)
+
+
+_inflight: dict[tuple[object, ...], asyncio.Future[Event | None]] = {}
+
+
+async def _first_match(
+    ctx: Context, endpoint_id: str, filters: EventFilters, *, received_from: datetime | None, ids: list[str] | None
+) -> Event | None:
+    """One query per distinct question at a time: the waiters one announcement wakes with the same filters
+    (many callers on one endpoint, the common case) share one query instead of sending one each."""
+    key = (ctx.pool, endpoint_id, filters, received_from, tuple(ids or ()))
+    shared = _inflight.get(key)
+    if shared is None:
+
+        async def query() -> Event | None:
+            async with ctx.pool.acquire() as conn:
+                row = await db_events.first_match(conn, endpoint_id, filters, received_from=received_from, ids=ids)
+            return None if row is None else event_record(row)
+
+        def forget(done: asyncio.Future[Event | None]) -> None:
+            _inflight.pop(key, None)
+            if not done.cancelled():
+                done.exception()  # retrieved here, so a failure nobody awaited any more is not logged as lost
+
+        shared = _inflight[key] = asyncio.ensure_future(query())
+        shared.add_done_callback(forget)
+    return await asyncio.shield(shared)  # a waiter that leaves must not cancel the others' answer
+
+
+async def wait_for_event(
+    ctx: Context,
+    wakeups: Wakeups,
+    principal: Principal,
+    endpoint_id: str,
+    filters: EventFilters,
+    *,
+    timeout_s: float,
+) -> Event | None:
+    """The first matching event that counts, or None when ``timeout_s`` passes without one.
+
+    What counts: with ``since``, any match received at or after it (so a stored one returns at once);
+    without, a match received after this call began *or* announced as committed while it waits (so an
+    event that reached the edge just before the call but was stored during it is not lost between a
+    list and a wait). Non-matching events only cause a re-query. The waiter subscribes before it looks.
+    """
+    if not 1 <= timeout_s <= 55:
+        raise ValidationError("timeout: must be between 1 and 55 seconds")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    started = datetime.now(UTC)
+    async with ctx.pool.acquire() as conn:
+        await _endpoint(conn, principal, endpoint_id)
+    received_from = None if filters.since is not None else started
+    async with wakeups.watch(ctx.keys.event_channel(endpoint_id)) as waiter:
+        await waiter.ready(min(_READY_WAIT_S, deadline - loop.time()))
+        while True:
+            resync, ids = waiter.take()
+            if resync:  # may have missed messages: look at everything that counts
+                bound, announced = received_from, (ids or None) if received_from is not None else None
+            else:  # only the announced events are new
+                bound, announced = None, ids
+            if resync or ids:
+                event = await _first_match(ctx, endpoint_id, filters, received_from=bound, ids=announced)
+                if event is not None:
+                    return event
+            if not await waiter.wait(deadline - loop.time()):
+                return None

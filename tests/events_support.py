@@ -1,0 +1,224 @@
+"""Test helpers for the event and delivery reads: rows written the way the flush and deliver workers write
+them (and the wakeup the flush worker publishes), plus an in-loop HTTP client for concurrent requests.
+
+The ``client`` fixture (Litestar's AsyncTestClient) runs each request to completion on another thread,
+blocking the test's event loop; long polls racing inserts need the app in the test's own loop instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import redis.asyncio as aioredis
+from litestar import Litestar
+
+from control.app import create_app
+from shared import ids
+from shared.keys import Keys
+from shared.settings import Settings
+
+EVENT_FIELDS = {
+    "id",
+    "endpoint_id",
+    "method",
+    "path",
+    "query",
+    "headers",
+    "body",
+    "body_encoding",
+    "content_type",
+    "source_ip",
+    "provider",
+    "event_type",
+    "idempotency_key",
+    "signature_valid",
+    "signature_failure_reason",
+    "ip_allowed",
+    "received_at",
+    "labels",
+}
+DELIVERY_FIELDS = {
+    "id",
+    "event_id",
+    "destination_id",
+    "destination_name",
+    "destination_url",
+    "rule_id",
+    "source",
+    "attempt_number",
+    "request_headers",
+    "request_body",
+    "response_status",
+    "response_body",
+    "latency_ms",
+    "success",
+    "error",
+    "created_at",
+}
+
+
+@dataclass
+class Ev:
+    """One events row in the flush worker's shape; unset fields get plausible values."""
+
+    endpoint_id: str
+    received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    method: str = "POST"
+    path: str = ""
+    query: str = ""
+    headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
+    body: bytes = b'{"ok": true}'
+    content_type: str | None = "application/json"
+    source_ip: str | None = "203.0.113.7"
+    provider: str | None = None
+    event_type: str | None = None
+    idempotency_key: str | None = None
+    signature_valid: bool | None = None
+    signature_failure_reason: str | None = None
+    ip_allowed: bool | None = None
+    labels: list[dict[str, str]] = field(default_factory=list)
+    id: str = ""
+
+    def row(self) -> tuple[Any, ...]:
+        if not self.id:
+            self.id = ids.new_id("evt", int(self.received_at.timestamp() * 1000))
+        try:
+            text, is_utf8 = self.body.decode(), True
+        except UnicodeDecodeError:
+            text, is_utf8 = "", False
+        parts = [text, self.content_type or "", self.method, self.event_type or ""]
+        parts += [label["value"] for label in self.labels]
+        search = "\n".join(p for p in parts if p).lower()
+        return (
+            self.id,
+            self.endpoint_id,
+            self.received_at,
+            self.method,
+            self.path,
+            self.query,
+            self.headers,
+            self.body,
+            is_utf8,
+            self.content_type,
+            self.source_ip,
+            self.provider,
+            self.event_type,
+            self.idempotency_key,
+            self.signature_valid,
+            self.signature_failure_reason,
+            self.ip_allowed,
+            self.labels,
+            search,
+        )
+
+
+_INSERT = """
+INSERT INTO events (id, endpoint_id, received_at, method, path, query, headers, body, body_is_utf8, content_type,
+                    source_ip, provider, event_type, idempotency_key, signature_valid, signature_failure_reason,
+                    ip_allowed, labels, search_text)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::inet, $12, $13, $14, $15, $16, $17, $18, $19)
+"""
+
+
+async def store(
+    conn: asyncpg.Connection, redis: aioredis.Redis | None, keys: Keys | None, events: Iterable[Ev]
+) -> list[str]:
+    """Commits the events in one transaction, then (like the flush worker) publishes their ids per endpoint."""
+    events = list(events)
+    async with conn.transaction():
+        await conn.executemany(_INSERT, [e.row() for e in events])
+    if redis is not None and keys is not None:
+        by_endpoint: dict[str, list[str]] = {}
+        for e in events:
+            by_endpoint.setdefault(e.endpoint_id, []).append(e.id)
+        for endpoint_id, event_ids in by_endpoint.items():
+            await redis.publish(keys.event_channel(endpoint_id), ",".join(event_ids))
+    return [e.id for e in events]
+
+
+async def store_delivery(
+    conn: asyncpg.Connection,
+    endpoint_id: str,
+    event_id: str,
+    *,
+    created_at: datetime,
+    success: bool = True,
+    source: str = "rule",
+    attempt_number: int = 1,
+    **columns: Any,
+) -> str:
+    delivery_id = ids.new_id("dlv", int(created_at.timestamp() * 1000))
+    values = {
+        "destination_id": None if source == "replay" else "dst_1",
+        "destination_name": "sink",
+        "destination_url": "http://127.0.0.1:9/hook",
+        "rule_id": "rule_1" if source == "rule" else None,
+        "request_headers": {"content-type": "application/json"},
+        "request_body": '{"ok": true}',
+        "response_status": 200 if success else 500,
+        "response_body": "ok" if success else "boom",
+        "latency_ms": 12,
+        "error": None,
+        **columns,
+    }
+    names = ", ".join(values)
+    marks = ", ".join(f"${i}" for i in range(8, 8 + len(values)))
+    await conn.execute(
+        f"""INSERT INTO deliveries (id, endpoint_id, event_id, source, attempt_number, success, created_at, {names})
+            VALUES ($1, $2, $3, $4, $5, $6, $7, {marks})""",
+        delivery_id,
+        endpoint_id,
+        event_id,
+        source,
+        attempt_number,
+        success,
+        created_at,
+        *values.values(),
+    )
+    return delivery_id
+
+
+def at(text: str) -> datetime:
+    """'2025-03-10T12:00:00' (UTC) as an aware datetime."""
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def series(start: datetime, count: int, step: timedelta = timedelta(seconds=1)) -> list[datetime]:
+    return [start + i * step for i in range(count)]
+
+
+@contextlib.asynccontextmanager
+async def live_app(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, Litestar]]:
+    """The control app with its lifespan, served in the test's event loop (requests run concurrently).
+
+    The lifespan runs in a task of its own: pytest-asyncio may set a fixture up and tear it down in
+    different tasks, and the lifespan's task group must be entered and left in the same one.
+    """
+    app = create_app(settings)
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def serve() -> None:
+        async with app.lifespan():
+            started.set()
+            await stop.wait()
+
+    server = asyncio.create_task(serve())
+    ready = asyncio.create_task(started.wait())
+    await asyncio.wait({server, ready}, return_when=asyncio.FIRST_COMPLETED)
+    if server.done():
+        ready.cancel()
+        server.result()  # raises what broke the startup
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver.local", timeout=70) as client:
+            yield client, app
+    finally:
+        stop.set()
+        await server

@@ -1,0 +1,271 @@
+"""GET /v1/endpoints/{id}/events/wait: the long poll, against real Postgres and Redis pub/sub.
+
+Requests run in the test's own event loop (``live_app``), so a wait can be in flight while the test
+stores and announces events the way the flush worker does. Every "the wait is in place" step waits for a
+condition on the app's ``Wakeups`` with a deadline; nothing sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+import pytest
+
+from shared.keys import Keys
+from tests.events_support import EVENT_FIELDS, Ev, live_app, store
+from tests.helpers import assert_error, create_endpoint, db, redis_client, wait_for
+
+
+@dataclass
+class Live:
+    client: Any
+    app: Any
+    wakeups: Any
+    endpoint: str
+    channel: str
+    conn: Any
+    redis: Any
+    keys: Keys
+
+    async def announce(self, *events):
+        """Stores the events and publishes their ids, as the flush worker does."""
+        return await store(self.conn, self.redis, self.keys, events)
+
+    async def kill_pubsub(self):
+        """Drops the app's pub/sub connection server-side, as a Redis restart or network cut would."""
+        generation = self.wakeups.generation
+        for conn in await self.redis.client_list():
+            if conn.get("name") == self.wakeups.client_name:
+                await self.redis.client_kill_filter(_id=conn["id"])
+        return generation
+
+    async def unsubscribed(self):
+        return (await self.redis.pubsub_numsub(self.channel))[0][1] == 0
+
+
+@pytest.fixture
+async def live(settings, account):
+    # Hundreds of concurrent calls with one key: lift the per-key rate limit, which is not under test here.
+    settings = msgspec.structs.replace(settings, rate_limit_per_s=10_000, rate_limit_burst=10_000)
+    async with (
+        live_app(settings) as (client, app),
+        db(settings.database_url) as conn,
+        redis_client(settings.redis_url) as redis,
+    ):
+        endpoint = (await create_endpoint(client, account.headers))["id"]
+        keys = Keys(settings.redis_prefix)
+        yield Live(client, app, app.state.wakeups, endpoint, keys.event_channel(endpoint), conn, redis, keys)
+
+
+def _waiting(live, count=1, calls=()):
+    """A condition: ``count`` waiters are registered on the endpoint and its subscription is live
+    (and none of ``calls`` ended early, which would make the wait for it pointless)."""
+
+    async def check():
+        for call in calls:
+            if call.done():
+                raise AssertionError(f"a wait ended early: {call.result().status_code} {call.result().text}")
+        return live.wakeups.waiter_count(live.channel) >= count and live.wakeups.is_subscribed(live.channel)
+
+    return check
+
+
+def _start(live, account, **params):
+    return asyncio.create_task(
+        live.client.get(f"/v1/endpoints/{live.endpoint}/events/wait", params=params, headers=account.headers)
+    )
+
+
+async def test_times_out_with_204_and_no_body(live, account):
+    started = time.monotonic()
+    resp = await live.client.get(f"/v1/endpoints/{live.endpoint}/events/wait?timeout=1", headers=account.headers)
+    elapsed = time.monotonic() - started
+    assert resp.status_code == 204
+    assert resp.content == b""
+    assert 0.9 <= elapsed < 5
+    assert live.wakeups.waiter_count() == 0
+
+
+async def test_returns_an_event_announced_during_the_wait(live, account):
+    task = _start(live, account, timeout=30)
+    await wait_for(_waiting(live, calls=[task]))
+    ev = Ev(live.endpoint, event_type="invoice.paid", body=b'{"n": 1}')
+    await live.announce(ev)
+    resp = await asyncio.wait_for(task, 10)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert set(body) == {"event"}
+    assert set(body["event"]) == EVENT_FIELDS
+    assert body["event"]["id"] == ev.id
+    assert body["event"]["body"] == '{"n": 1}'
+
+
+async def test_non_matching_events_do_not_end_the_wait(live, account):
+    task = _start(live, account, timeout=30, type="orders/paid", method="post")
+    await wait_for(_waiting(live))
+    await live.announce(Ev(live.endpoint, event_type="orders/create"))
+    await live.announce(Ev(live.endpoint, event_type="orders/paid", method="GET"))
+    match = Ev(live.endpoint, event_type="orders/paid")
+    await live.announce(Ev(live.endpoint, event_type="other"), match)
+    resp = await asyncio.wait_for(task, 10)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["event"]["id"] == match.id
+
+
+async def test_waiters_of_other_endpoints_are_not_woken(live, account):
+    other = (await create_endpoint(live.client, account.headers, name="other"))["id"]
+    task = _start(live, account, timeout=30)
+    await wait_for(_waiting(live, calls=[task]))
+    await live.announce(Ev(other))
+    ev = Ev(live.endpoint)
+    await live.announce(ev)
+    assert (await asyncio.wait_for(task, 10)).json()["event"]["id"] == ev.id
+
+
+async def test_since_returns_an_already_stored_match_at_once(live, account):
+    then = datetime.now(UTC) - timedelta(minutes=5)
+    first = Ev(live.endpoint, received_at=then + timedelta(seconds=1), provider="payments")
+    await live.announce(
+        Ev(live.endpoint, received_at=then - timedelta(minutes=1), provider="payments"),
+        first,
+        Ev(live.endpoint, received_at=then + timedelta(seconds=2), provider="payments"),
+        Ev(live.endpoint, received_at=then, provider="commerce"),
+    )
+    started = time.monotonic()
+    resp = await live.client.get(
+        f"/v1/endpoints/{live.endpoint}/events/wait",
+        params={"since": then.isoformat(), "provider": "payments", "timeout": 55},
+        headers=account.headers,
+    )
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["event"]["id"] == first.id  # the earliest match at or after `since`
+    assert time.monotonic() - started < 5
+    assert live.wakeups.waiter_count() == 0
+
+
+async def test_since_in_the_past_still_waits_for_a_new_match(live, account):
+    since = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")  # no zone: UTC
+    task = _start(live, account, timeout=30, since=since)
+    await wait_for(_waiting(live))
+    ev = Ev(live.endpoint)
+    await live.announce(ev)
+    assert (await asyncio.wait_for(task, 10)).json()["event"]["id"] == ev.id
+
+
+async def test_without_since_only_events_of_the_call_count(live, account):
+    await live.announce(Ev(live.endpoint, received_at=datetime.now(UTC) - timedelta(seconds=1)))
+    resp = await live.client.get(f"/v1/endpoints/{live.endpoint}/events/wait?timeout=1", headers=account.headers)
+    assert resp.status_code == 204
+
+
+async def test_an_event_received_before_the_call_but_stored_during_it_counts(live, account):
+    """It was not visible to a list made just before the wait, so the wait must not skip it."""
+    late = Ev(live.endpoint, received_at=datetime.now(UTC) - timedelta(seconds=2))
+    task = _start(live, account, timeout=30)
+    await wait_for(_waiting(live, calls=[task]))
+    await live.announce(late)
+    resp = await asyncio.wait_for(task, 10)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["event"]["id"] == late.id
+
+
+async def test_two_hundred_waiters_are_woken_by_one_event(live, account):
+    tasks = [_start(live, account, timeout=30) for _ in range(200)]
+    await wait_for(_waiting(live, 200, tasks), timeout=20)
+    ev = Ev(live.endpoint)
+    await live.announce(ev)
+    responses = await asyncio.wait_for(asyncio.gather(*tasks), 20)
+    assert [r.status_code for r in responses] == [200] * 200
+    assert {r.json()["event"]["id"] for r in responses} == {ev.id}
+    # one pub/sub connection served them all, and the last waiter leaving unsubscribed it
+    connections = [c for c in await live.redis.client_list() if c.get("name") == live.wakeups.client_name]
+    assert sum(1 for c in connections if int(c["sub"]) > 0) == 1
+    await wait_for(live.unsubscribed)
+    assert live.wakeups.waiter_count() == 0
+
+
+async def test_the_wait_survives_a_redis_reconnect(live, account):
+    task = _start(live, account, timeout=30, type="wanted")
+    await wait_for(_waiting(live))
+    generation = await live.kill_pubsub()
+    await live.announce(Ev(live.endpoint, event_type="unwanted"))  # maybe lost with the connection: harmless
+
+    async def reconnected():
+        return live.wakeups.generation > generation and live.wakeups.is_subscribed(live.channel)
+
+    await wait_for(reconnected)
+    assert not task.done()
+    ev = Ev(live.endpoint, event_type="wanted")
+    await live.announce(ev)
+    resp = await asyncio.wait_for(task, 10)
+    assert resp.json()["event"]["id"] == ev.id
+
+
+async def test_a_match_whose_announcement_was_lost_is_found_after_the_reconnect(live, account):
+    task = _start(live, account, timeout=30)
+    await wait_for(_waiting(live, calls=[task]))
+    ev = Ev(live.endpoint)
+    await store(live.conn, None, None, [ev])  # committed, announcement lost (never published)
+    await live.kill_pubsub()
+    resp = await asyncio.wait_for(task, 15)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["event"]["id"] == ev.id
+
+
+async def test_a_client_that_disconnects_frees_its_waiter_at_once(live, account):
+    gone = asyncio.Event()
+    sent = []
+
+    async def receive():
+        if not sent:
+            sent.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    path = f"/v1/endpoints/{live.endpoint}/events/wait"
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"timeout=55",
+        "root_path": "",
+        "headers": [(b"host", b"testserver.local"), (b"authorization", account.headers["Authorization"].encode())],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver.local", 80),
+    }
+    call = asyncio.create_task(live.app(scope, receive, send))
+    await wait_for(_waiting(live))
+    gone.set()
+    await asyncio.wait_for(call, 5)
+    assert live.wakeups.waiter_count() == 0
+    await wait_for(live.unsubscribed)
+
+
+async def test_invalid_timeout_and_filters_are_400(live, account):
+    for params, name in (
+        ({"timeout": "0"}, "timeout"),
+        ({"timeout": "56"}, "timeout"),
+        ({"timeout": "x"}, "timeout"),
+        ({"timeout": "1.5"}, "timeout"),
+        ({"since": "soon"}, "since"),
+        ({"provider": "nope"}, "provider"),
+        ({"signature_valid": "perhaps"}, "signature_valid"),
+    ):
+        resp = await live.client.get(
+            f"/v1/endpoints/{live.endpoint}/events/wait", params=params, headers=account.headers
+        )
+        assert_error(resp, 400, "validation_error", field=name)
+    assert live.wakeups.waiter_count() == 0
