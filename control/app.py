@@ -80,6 +80,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             version="1.0.0",
             description="Webhook capture, routing and replay. Every non-2xx body is `{error: {code, message}}`.",
             path="/schema",
+            use_handler_docstrings=True,
             render_plugins=[ScalarRenderPlugin(), JsonRenderPlugin()],
             components=Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}),
         ),

@@ -7,10 +7,20 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import secrets
 import time
 
-__all__ = ("api_key", "ingest_token", "new_id", "signing_secret", "temporary_token", "ulid", "ulid_time_ms")
+__all__ = (
+    "api_key",
+    "ingest_token",
+    "is_id",
+    "new_id",
+    "signing_secret",
+    "temporary_token",
+    "ulid",
+    "ulid_time_ms",
+)
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _CROCKFORD_INDEX = {c: i for i, c in enumerate(_CROCKFORD)}
@@ -53,6 +63,16 @@ def ulid_time_ms(value: str) -> int:
     for ch in body[:10]:
         n = (n << 5) | _CROCKFORD_INDEX[ch]
     return n
+
+
+_ID_BODY = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
+
+
+def is_id(value: str, prefix: str) -> bool:
+    """Whether ``value`` is shaped like an id of this kind: anything else (garbage, NUL bytes Postgres text
+    cannot even hold) is unknown without asking the database."""
+    head, _, body = value.partition("_")
+    return head == prefix and _ID_BODY.fullmatch(body) is not None
 
 
 def new_id(prefix: str, now_ms: int | None = None) -> str:

@@ -49,10 +49,14 @@ def require_write(principal: Principal) -> None:
 
 async def require_endpoint(conn: asyncpg.Connection, principal: Principal, endpoint_id: str) -> asyncpg.Record:
     """The caller's endpoint, or 404: another account's id is indistinguishable from an unknown one."""
-    row = await db_endpoints.get(conn, principal.account_id, endpoint_id)
+    row = await db_endpoints.get(conn, principal.account_id, endpoint_id) if ids.is_id(endpoint_id, "ep") else None
     if row is None:
-        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+        raise _not_found(endpoint_id)
     return row
+
+
+def _not_found(endpoint_id: str) -> NotFoundError:
+    return NotFoundError(f"endpoint {endpoint_id!r} not found")
 
 
 def _ref_taken(ref: str | None) -> ConflictError:
@@ -103,6 +107,8 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
 async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, data: EndpointUpdate) -> Endpoint:
     require_write(principal)
     changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
+    if not ids.is_id(endpoint_id, "ep"):
+        raise _not_found(endpoint_id)
     async with ctx.pool.acquire() as conn:
         try:
             row = await db_endpoints.update(conn, principal.account_id, endpoint_id, changes)
@@ -112,7 +118,7 @@ async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, 
                 raise _ref_taken(data.external_ref) from None  # type: ignore[arg-type]
             raise
         if row is None:
-            raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+            raise _not_found(endpoint_id)
         if "environment" in changes:
             await edge_config.sync(ctx, conn, [endpoint_id])
     return _endpoint(ctx, row)
@@ -120,9 +126,11 @@ async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, 
 
 async def delete_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> str:
     require_write(principal)
+    if not ids.is_id(endpoint_id, "ep"):
+        raise _not_found(endpoint_id)
     async with ctx.pool.acquire() as conn:
         token = await db_endpoints.delete(conn, principal.account_id, endpoint_id)
     if token is None:
-        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+        raise _not_found(endpoint_id)
     await edge_config.remove(ctx, token)
     return endpoint_id

@@ -22,6 +22,7 @@ from control.service.cursors import decode_cursor, encode_cursor
 from control.service.deliveries import delivery_record
 from control.service.endpoints import require_endpoint
 from control.service.waiters import Wakeups
+from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
 __all__ = (
@@ -178,14 +179,13 @@ async def latest_event(
 
 
 async def _endpoint(conn: asyncpg.Connection, principal: Principal, endpoint_id: str) -> None:
-    if "\x00" in endpoint_id:  # Postgres text cannot hold NUL: no such id can exist
-        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     await require_endpoint(conn, principal, endpoint_id)
 
 
 async def get_event(ctx: Context, principal: Principal, event_id: str) -> EventWithDeliveries:
     async with ctx.pool.acquire() as conn:
-        row = None if "\x00" in event_id else await db_events.get_for_account(conn, principal.account_id, event_id)
+        known = ids.is_id(event_id, "evt")
+        row = await db_events.get_for_account(conn, principal.account_id, event_id) if known else None
         if row is None:
             raise NotFoundError(f"event {event_id!r} not found")
         return await _with_deliveries(conn, row)

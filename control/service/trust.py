@@ -172,7 +172,8 @@ async def add_allowlist_entry(
 async def delete_allowlist_entry(ctx: Context, principal: Principal, entry_id: str) -> str:
     require_write(principal)
     async with ctx.pool.acquire() as conn:
-        endpoint_id = await db_trust.delete_allowlist_entry(conn, principal.account_id, entry_id)
+        known = ids.is_id(entry_id, "al")
+        endpoint_id = await db_trust.delete_allowlist_entry(conn, principal.account_id, entry_id) if known else None
         if endpoint_id is None:
             raise NotFoundError(f"allowlist entry {entry_id!r} not found")
         await edge_config.sync(ctx, conn, [endpoint_id])
