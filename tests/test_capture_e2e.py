@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from datetime import UTC, datetime, timedelta
@@ -194,3 +195,33 @@ async def test_postgres_away_the_edge_keeps_accepting(
         await admin.close()
     events = _events(stack, account, endpoint["id"], 200, timeout_s=30)
     assert len({e["id"] for e in events}) == 200
+
+
+async def test_a_slow_body_gets_408_and_a_full_stream_503(stack: Stack, database_url: str) -> None:
+    """No worker runs, so the stream only grows: past its high-water mark the edge sheds load."""
+    stack.env.update(HOOKYARD_BODY_READ_TIMEOUT_S="1", HOOKYARD_STREAM_HIGH_WATER="3")
+    stack.start_control()
+    stack.start_edge()
+    account = await make_account(database_url)
+    endpoint = _create_endpoint(stack, account)
+    path = "/h/" + endpoint["ingest_url"].rsplit("/", 1)[-1]
+
+    # Half a body, then silence: answered 408 once the read timeout passes, not held forever.
+    reader, writer = await asyncio.open_connection("127.0.0.1", stack.edge_port)
+    writer.write(f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n".encode() + b"x" * 40)
+    await writer.drain()
+    async with asyncio.timeout(10):
+        head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), head
+    writer.close()
+
+    statuses = []
+    with httpx.Client() as client:
+        for _ in range(6):
+            response = client.post(endpoint["ingest_url"], content=b"{}")
+            statuses.append(response.status_code)
+            if response.status_code == 503:
+                assert response.headers["retry-after"].isdigit()
+                assert response.json()["error"]["code"] == "backpressure"
+    assert statuses[:3] == [200, 200, 200]
+    assert statuses[3:] == [503, 503, 503]
