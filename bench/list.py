@@ -1,0 +1,98 @@
+"""Events list latency with 1,000,000 events stored: p50/p99 per query shape, through a real control process.
+
+Events are generated straight into Postgres with SQL (generate_series), spread over 10 endpoints and 7
+days, with providers, event types and a few distinct words in the bodies; then each query shape is asked
+sequentially N times over HTTP. Targets (DESIGN.md section 6): filtered list p99 ≤ 25 ms, ``q`` ≤ 200 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import asyncpg
+import httpx
+
+from bench.infra import bench_env, free_port, granian, run_process
+from bench.setup import create_endpoint
+
+__all__ = ("run",)
+
+_FILL = """
+INSERT INTO events (id, endpoint_id, received_at, method, path, query, headers, body, body_is_utf8,
+                    content_type, source_ip, provider, event_type, idempotency_key, signature_valid,
+                    labels, search_text)
+SELECT 'evt_' || lpad(to_hex(g), 26, '0'),
+       ($1::text[])[1 + g % array_length($1::text[], 1)],
+       now() - make_interval(secs => (g % 604800)),
+       CASE WHEN g % 10 = 0 THEN 'PUT' ELSE 'POST' END, '', '',
+       '{"content-type": "application/json"}'::jsonb,
+       convert_to(b.body, 'UTF8'), true, 'application/json', '203.0.113.7'::inet,
+       (ARRAY['payments','commerce','identity','code_host'])[1 + g % 4],
+       (ARRAY['invoice.paid','orders/create','user.created','push','charge.refunded'])[1 + g % 5],
+       'idem_' || g, g % 7 <> 0, '[]'::jsonb, lower(b.body || ' application/json post')
+  FROM generate_series($2::bigint, $3::bigint) g,
+       LATERAL (SELECT '{"type":"' || (ARRAY['invoice.paid','orders/create','user.created','push'])[1 + g % 4]
+                       || '","customer":"cus_' || (g % 50000) || '","word":"'
+                       || (ARRAY['alpha','bravo','charlie','delta','needle'])[1 + (g / 7) % 5]
+                       || '","amount":' || (g % 9999) || '}' AS body) b
+"""
+
+
+async def _fill(dsn: str, endpoint_ids: list[str], total: int) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("SELECT hy_ensure_event_partitions(8, 1)")
+        step = 100_000
+        for start in range(0, total, step):
+            await conn.execute(_FILL, endpoint_ids, start, min(total, start + step) - 1)
+        await conn.execute("ANALYZE events")
+    finally:
+        await conn.close()
+
+
+def _measure(client: httpx.Client, url: str, params: dict[str, str], n: int) -> tuple[float, float]:
+    timings = []
+    for _ in range(n):
+        started = time.perf_counter()
+        response = client.get(url, params=params)
+        timings.append((time.perf_counter() - started) * 1000)
+        if response.status_code != 200:
+            raise SystemExit(f"{params}: {response.status_code} {response.text[:200]}")
+    timings.sort()
+    return statistics.median(timings), timings[max(0, int(len(timings) * 0.99) - 1)]
+
+
+def run(seconds: float) -> dict[str, object]:
+    total = 1_000_000
+    with bench_env(rate_limit_per_s=100_000, rate_limit_burst=100_000) as bench:
+        endpoints = [asyncio.run(create_endpoint(bench.settings)) for _ in range(10)]
+        started = time.perf_counter()
+        asyncio.run(_fill(bench.settings.database_url, [e.id for e in endpoints], total))
+        fill_s = time.perf_counter() - started
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        shapes = {
+            "plain": {},
+            "filtered": {"provider": "payments", "type": "invoice.paid", "method": "POST"},
+            "since": {"since": time.strftime("%Y-%m-%d", time.gmtime(time.time() - 2 * 86400))},
+            "signature": {"signature_valid": "false"},
+            "q": {"q": "needle"},
+            "q_rare": {"q": 'cus_4242"'},
+        }
+        n = max(20, int(seconds * 10))
+        figures: dict[str, object] = {"events": total, "fill_s": round(fill_s, 1)}
+        with run_process(granian("control.app:create_app", port), bench.env, f"{base}/healthz"):
+            headers = {"Authorization": f"Bearer {endpoints[0].api_key}"}
+            url = f"{base}/v1/endpoints/{endpoints[0].id}/events"
+            with httpx.Client(headers=headers, timeout=30) as client:
+                for name, params in shapes.items():
+                    _measure(client, url, {**params, "limit": "20"}, 3)  # warm
+                    p50, p99 = _measure(client, url, {**params, "limit": "20"}, n)
+                    figures[f"{name}_p50_ms"] = round(p50, 1)
+                    figures[f"{name}_p99_ms"] = round(p99, 1)
+    filtered = [v for k, v in figures.items() if k.endswith("_p99_ms") and not k.startswith("q")]
+    figures["filters_p99_ms"] = max(filtered)
+    figures["q_p99_ms"] = max(figures["q_p99_ms"], figures["q_rare_p99_ms"])
+    return figures
