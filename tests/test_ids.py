@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import re
 import time
 
@@ -85,3 +86,18 @@ def test_signing_secret_is_whsec_base64_of_32_bytes():
     for secret in secrets:
         assert secret.startswith("whsec_")
         assert len(base64.b64decode(secret.removeprefix("whsec_"), validate=True)) == 32
+
+
+def test_a_forked_process_draws_different_ids() -> None:
+    """granian forks its workers: each must reseed, or two workers would mint the same event ids."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child reports and exits at once
+        os.write(write_end, ",".join(ids.ulid(0) for _ in range(5)).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read_end, 4096).decode().split(",")
+    parent = [ids.ulid(0) for _ in range(5)]
+    os.close(read_end)
+    os.close(write_end)
+    assert not set(child) & set(parent)
