@@ -27,7 +27,7 @@ import redis
 from shared.errors import ConfigError, HookyardError
 from shared.settings import Settings, env_name, load_settings
 
-__all__ = ("build_parser", "main")
+__all__ = ("build_parser", "command_names", "main")
 
 log = logging.getLogger("hookyard.cli")
 
@@ -90,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--read-only", action="store_true", help="the key can read but not change anything")
     create.set_defaults(handler=_account_create)
     return parser
+
+
+def command_names() -> tuple[str, ...]:
+    """The top-level commands, for checks that deploy files only run commands that exist."""
+    (commands,) = (a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return tuple(commands.choices)
 
 
 def _add_host(parser: argparse.ArgumentParser) -> None:
