@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHES = ("edge", "flush", "list", "wait")
+BENCHES = ("edge", "flush", "list", "wait", "load")
 
 
 def main() -> None:

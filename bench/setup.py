@@ -22,12 +22,23 @@ class BenchEndpoint:
     id: str
     token: str
     api_key: str
+    account_id: str
 
 
-async def create_endpoint(settings: Settings, *, secret: str | None = None, tolerance_s: int = 300) -> BenchEndpoint:
-    conn = await connect(settings.database_url)
-    account_id, key = await create_account(conn, email=None)
-    await conn.close()
+async def create_endpoint(
+    settings: Settings,
+    *,
+    secret: str | None = None,
+    tolerance_s: int = 300,
+    account: tuple[str, str] | None = None,
+) -> BenchEndpoint:
+    """An endpoint (in ``account`` = (account_id, api_key), else in a new account), verifying with
+    ``secret`` when given."""
+    if account is None:
+        conn = await connect(settings.database_url)
+        account = await create_account(conn, email=None)
+        await conn.close()
+    account_id, key = account
     pool = await create_pool(settings.database_url, max_size=2)
     redis = aioredis.Redis.from_url(settings.redis_url)
     ctx = Context(settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards))
@@ -48,4 +59,4 @@ async def create_endpoint(settings: Settings, *, secret: str | None = None, tole
     finally:
         await redis.aclose()
         await pool.close()
-    return BenchEndpoint(id=created.id, token=created.ingest_url.rsplit("/", 1)[-1], api_key=key)
+    return BenchEndpoint(id=created.id, token=created.ingest_url.rsplit("/", 1)[-1], api_key=key, account_id=account_id)
