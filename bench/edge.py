@@ -22,7 +22,7 @@ __all__ = ("run",)
 SECRET = "whsec_benchsecretbenchsecretbenchsecret"
 
 
-def _payload() -> tuple[bytes, dict[str, str]]:
+def payload() -> tuple[bytes, dict[str, str]]:
     import hashlib
     import hmac
 
@@ -39,7 +39,7 @@ def run(seconds: float) -> dict[str, object]:
     with bench_env(max_body_bytes=1_048_576) as bench:
         endpoint = asyncio.run(create_endpoint(bench.settings, secret=SECRET, tolerance_s=3600))
         edge_port, hello_port = free_port(), free_port()
-        body, headers = _payload()
+        body, headers = payload()
         rounds = 2
         per_round = max(2.0, seconds / (2 * rounds))
         edge_runs: list[WrkResult] = []

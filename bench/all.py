@@ -1,0 +1,149 @@
+"""``python -m bench all``: every bench with short durations, and the edge against the baseline a user
+would otherwise write, into ``bench/RESULTS.md`` (figure, target, measured, ratio where compared)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench.infra import bench_env, free_port, run_process
+from bench.wrk import run_wrk
+
+__all__ = ("run",)
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def _baseline(seconds: float) -> float:
+    """FastAPI + uvicorn + one INSERT per request, same wrk load and body as the edge bench."""
+    from bench.edge import payload
+
+    with bench_env() as bench:
+        port = free_port()
+        uvicorn = shutil.which("uvicorn") or str(Path(sys.executable).parent / "uvicorn")
+        args = [uvicorn, "bench.baseline:app", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+        with run_process(args, bench.env, f"http://127.0.0.1:{port}/healthz"):
+            body, headers = payload()
+            url = f"http://127.0.0.1:{port}/h/token"
+            run_wrk(url, seconds=1, body=body, headers=headers)
+            return statistics.mean(run_wrk(url, seconds=seconds, body=body, headers=headers).rps for _ in range(2))
+
+
+def _row(figure: str, target: str, measured: str, ratio: str = "", verdict: str = "") -> str:
+    return f"| {figure} | {target} | {measured} | {ratio} | {verdict} |"
+
+
+def run(seconds: float) -> dict[str, object]:
+    short = max(4.0, seconds / 6)
+    figures: dict[str, dict[str, object]] = {}
+    for name in ("edge", "flush", "list", "wait", "delivery", "load"):
+        try:
+            module = importlib.import_module(f"bench.{name}")
+        except ModuleNotFoundError:
+            continue
+        started = time.monotonic()
+        figures[name] = module.run(short if name != "list" else 2)
+        figures[name]["_s"] = round(time.monotonic() - started)
+    baseline_rps = _baseline(short / 2)
+    e, f, li, w = figures["edge"], figures["flush"], figures["list"], figures["wait"]
+    ok = "met"
+    rows = [
+        _row(
+            "edge ingest vs bare granian (verification on)",
+            "≥ 0.85×",
+            f"{e['edge_rps']} vs {e['hello_rps']} req/s",
+            f"{e['ratio']}",
+            ok if float(e["ratio"]) >= 0.85 else "missed",
+        ),
+        _row(
+            "edge ingest vs FastAPI + uvicorn + 1 INSERT",
+            "(context)",
+            f"{e['edge_rps']} vs {round(baseline_rps)} req/s",
+            f"{round(float(e['edge_rps']) / baseline_rps, 1)}×",
+        ),
+        _row("edge latency p99 (wrk -c64, at peak)", "≤ 5 ms at half peak", f"{e['p99_ms']} ms", ""),
+        _row(
+            "flush, stream → Postgres",
+            "≥ 20,000 events/s",
+            f"{f['events_per_s']} events/s",
+            f"{round(float(f['events_per_s']) / 20000, 2)}",
+            ok if float(f["events_per_s"]) >= 20000 else "missed",
+        ),
+        _row(
+            "events list with filters, 1M events, p99",
+            "≤ 25 ms",
+            f"{li['filters_p99_ms']} ms",
+            "",
+            ok if float(li["filters_p99_ms"]) <= 25 else "missed",
+        ),
+        _row(
+            "events list `q`, 1M events, p99",
+            "≤ 200 ms",
+            f"{li['q_p99_ms']} ms",
+            "",
+            ok if float(li["q_p99_ms"]) <= 200 else "missed",
+        ),
+        _row(
+            "events/wait, 1,000 waiters, wake-up p99",
+            "≤ 100 ms",
+            f"{w['wake_p99_ms']} ms",
+            "",
+            ok if float(w["wake_p99_ms"]) <= 100 else "missed",
+        ),
+    ]
+    if "delivery" in figures:
+        d = figures["delivery"]
+        rows.append(
+            _row(
+                "delivery to a local sink, one worker",
+                "≥ 2,000/s",
+                f"{d.get('deliveries_per_s')} /s",
+                "",
+                ok if float(d.get("deliveries_per_s", 0)) >= 2000 else "missed",
+            )
+        )
+        rows.append(
+            _row(
+                "ingest → first attempt at 500 events/s",
+                "p50 ≤ 25 ms, p99 ≤ 250 ms",
+                f"p50 {d.get('first_attempt_p50_ms')} ms, p99 {d.get('first_attempt_p99_ms')} ms",
+            )
+        )
+    if "load" in figures:
+        lo = figures["load"]
+        rows.append(
+            _row(
+                "locust ledger (acked = stored = distinct = valid)",
+                "exact",
+                f"{lo['acked']} / {lo['stored']} / {lo['distinct']} / {lo['signature_valid']}",
+                "",
+                "met" if lo["ledger"] == "ok" else "MISMATCH",
+            )
+        )
+    text = "\n".join(
+        [
+            "# Benchmark results",
+            "",
+            f"Produced by `python -m bench all` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+            f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}. "
+            "Load generators run on the same machine. Every figure's raw line is below the table.",
+            "",
+            "| figure | target (DESIGN.md §6) | measured | ratio | verdict |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            "## Raw figures",
+            "",
+            *(f"- `{name}`: " + " ".join(f"{k}={v}" for k, v in fig.items()) for name, fig in figures.items()),
+            f"- `baseline`: fastapi_uvicorn_insert_rps={round(baseline_rps)}",
+            "",
+        ]
+    )
+    RESULTS.write_text(text)
+    return {"written": str(RESULTS.name), **{f"{n}_s": fig["_s"] for n, fig in figures.items()}}
