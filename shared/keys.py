@@ -52,6 +52,12 @@ class Keys:
         """Pub/sub channel carrying the ingest token whose config changed (edge cache invalidation)."""
         return f"{self.prefix}config"
 
+    @property
+    def rules_channel(self) -> str:
+        """Pub/sub channel carrying the endpoint id whose routing rules or destinations changed (committed);
+        flush workers drop their cached rules of that endpoint."""
+        return f"{self.prefix}rules"
+
     # -- wakeups and limits ----------------------------------------------------------------------
     def event_channel(self, endpoint_id: str) -> str:
         """Pub/sub channel published after events of an endpoint are committed (long-poll wakeups)."""

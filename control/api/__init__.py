@@ -9,8 +9,10 @@ from control.api.allowlist import AllowlistController, EndpointAllowlistControll
 from control.api.auth_config import AuthConfigController
 from control.api.deliveries import DeliveryController
 from control.api.deps import provide_principal
+from control.api.destinations import DestinationController, EndpointDestinationController
 from control.api.endpoints import EndpointController
 from control.api.events import EndpointEventController, EventController
+from control.api.rules import EndpointRuleController, RuleController
 from control.auth import bearer_auth
 
 __all__ = ("v1_router",)
@@ -27,6 +29,10 @@ def v1_router() -> Router:
             AuthConfigController,
             EndpointAllowlistController,
             AllowlistController,
+            EndpointDestinationController,
+            DestinationController,
+            EndpointRuleController,
+            RuleController,
         ],
         middleware=[bearer_auth()],
         dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},

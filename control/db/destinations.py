@@ -1,0 +1,140 @@
+"""Destinations: the outbound URLs of an endpoint.
+
+Reads and writes by destination id are scoped by account (through the endpoint) here; functions taking an
+endpoint id expect one already known to be the caller's (``require_endpoint`` / ``rules.lock_routing``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import asyncpg
+
+__all__ = (
+    "count_for_endpoint",
+    "delete",
+    "existing_ids",
+    "get",
+    "insert",
+    "list_for_endpoint",
+    "lock",
+    "update",
+)
+
+_COLUMNS = "d.id, d.endpoint_id, d.name, d.url, d.headers, d.created_at, d.updated_at"
+_RETURNING = "id, endpoint_id, name, url, headers, created_at, updated_at"
+_UPDATABLE = frozenset({"url", "name", "headers"})
+
+
+async def insert(
+    conn: asyncpg.Connection,
+    *,
+    destination_id: str,
+    endpoint_id: str,
+    name: str | None,
+    url: str,
+    headers: Mapping[str, str] | None,
+) -> asyncpg.Record:
+    return await conn.fetchrow(
+        f"""INSERT INTO destinations (id, endpoint_id, name, url, headers) VALUES ($1, $2, $3, $4, $5)
+            RETURNING {_RETURNING}""",
+        destination_id,
+        endpoint_id,
+        name,
+        url,
+        headers,
+    )
+
+
+async def list_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
+    """Oldest first."""
+    return await conn.fetch(
+        f"SELECT {_COLUMNS} FROM destinations d WHERE d.endpoint_id = $1 ORDER BY d.created_at, d.id", endpoint_id
+    )
+
+
+async def count_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> int:
+    return await conn.fetchval("SELECT count(*) FROM destinations WHERE endpoint_id = $1", endpoint_id)
+
+
+async def existing_ids(conn: asyncpg.Connection, endpoint_id: str, destination_ids: Iterable[str]) -> set[str]:
+    """Those of ``destination_ids`` that are destinations of this endpoint."""
+    rows = await conn.fetch(
+        "SELECT id FROM destinations WHERE endpoint_id = $1 AND id = any($2::text[])",
+        endpoint_id,
+        list(destination_ids),
+    )
+    return {r["id"] for r in rows}
+
+
+async def get(conn: asyncpg.Connection, account_id: str, destination_id: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        f"""SELECT {_COLUMNS} FROM destinations d JOIN endpoints e ON e.id = d.endpoint_id
+             WHERE d.id = $1 AND e.account_id = $2""",
+        destination_id,
+        account_id,
+    )
+
+
+async def lock(conn: asyncpg.Connection, account_id: str, destination_id: str) -> str | None:
+    """Locks the destination's endpoint for routing changes (``rules.lock_routing``) and returns its id;
+    None for an unknown destination, one of another account, or one deleted while this waited."""
+    endpoint_id = await conn.fetchval(
+        """SELECT d.endpoint_id FROM destinations d JOIN endpoints e ON e.id = d.endpoint_id
+            WHERE d.id = $1 AND e.account_id = $2""",
+        destination_id,
+        account_id,
+    )
+    if endpoint_id is None:
+        return None
+    locked = await conn.fetchval(
+        "SELECT true FROM endpoints WHERE id = $1 AND account_id = $2 FOR NO KEY UPDATE", endpoint_id, account_id
+    )
+    # A new statement (READ COMMITTED) sees a delete that committed while the lock was awaited.
+    if not locked or not await conn.fetchval("SELECT true FROM destinations WHERE id = $1", destination_id):
+        return None
+    return endpoint_id
+
+
+async def update(
+    conn: asyncpg.Connection, account_id: str, destination_id: str, changes: Mapping[str, object]
+) -> asyncpg.Record | None:
+    """Sets the given columns (a subset of url, name, headers) and bumps updated_at when there are any."""
+    unknown = set(changes) - _UPDATABLE
+    if unknown:
+        raise ValueError(f"not updatable: {sorted(unknown)}")
+    if not changes:
+        return await get(conn, account_id, destination_id)
+    names = sorted(changes)
+    sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(names, start=3))
+    return await conn.fetchrow(
+        f"""UPDATE destinations d SET {sets}, updated_at = now()
+              FROM endpoints e
+             WHERE d.id = $1 AND e.id = d.endpoint_id AND e.account_id = $2
+         RETURNING {_COLUMNS}""",
+        destination_id,
+        account_id,
+        *(changes[name] for name in names),
+    )
+
+
+async def delete(conn: asyncpg.Connection, destination_id: str) -> list[str]:
+    """Deletes the destination (its rule links and pending delivery tasks cascade) together with the rules
+    that forwarded to it alone; the other rules that forwarded to it get a new ``updated_at``.
+
+    Run it in a transaction, after ``lock``. Returns the ids of the deleted rules.
+    """
+    orphans = await conn.fetch(
+        """DELETE FROM rules r
+            WHERE r.id IN (SELECT rd.rule_id FROM rule_destinations rd WHERE rd.destination_id = $1)
+              AND NOT EXISTS (SELECT 1 FROM rule_destinations o WHERE o.rule_id = r.id AND o.destination_id <> $1)
+        RETURNING r.id""",
+        destination_id,
+    )
+    await conn.execute(
+        """UPDATE rules SET updated_at = now()
+            WHERE id IN (SELECT rule_id FROM rule_destinations WHERE destination_id = $1)""",
+        destination_id,
+    )
+    await conn.execute("DELETE FROM destinations WHERE id = $1", destination_id)
+    return sorted(r["id"] for r in orphans)

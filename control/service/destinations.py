@@ -1,0 +1,245 @@
+"""Destinations: where an endpoint's rules forward events. Creating one may create its rule too.
+
+URLs are checked for shape only (absolute http/https); which addresses may be reached is the egress
+policy's business at connect time, so a destination on a private address can be stored and is refused
+(or not) when delivered to. Custom headers are refused when the delivery itself owns them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+import httpx
+import msgspec
+
+from control.db import destinations as db_destinations
+from control.db import rules as db_rules
+from control.records.destinations import (
+    Destination,
+    DestinationCreate,
+    DestinationCreated,
+    DestinationDeleted,
+    DestinationList,
+    DestinationUpdate,
+)
+from control.routing import conditions
+from control.service import Context, Principal
+from control.service.endpoints import require_endpoint, require_write
+from control.service.rules import check_rule_count, routing_changed, rule_record
+from shared import ids
+from shared.errors import NotFoundError, ValidationError
+
+__all__ = (
+    "FORWARD_ALL",
+    "MAX_DESTINATIONS",
+    "MAX_HEADERS",
+    "RESERVED_HEADERS",
+    "check_headers",
+    "check_url",
+    "create_destination",
+    "delete_destination",
+    "get_destination",
+    "list_destinations",
+    "update_destination",
+)
+
+MAX_DESTINATIONS = 100
+"""Per endpoint."""
+MAX_HEADERS = 50
+MAX_HEADER_VALUE = 8192
+FORWARD_ALL: dict[str, Any] = {"op": "AND", "children": []}
+"""The tree of a ``forward_all`` rule: an empty AND group matches every event."""
+
+RESERVED_HEADERS = frozenset(
+    {
+        # hop-by-hop (RFC 9110 7.6.1) and framing: the HTTP client sets them for each request
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "expect",
+    }
+)
+_RESERVED_PREFIX = "x-hookyard-"
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")  # visible ASCII, space and tab: what every HTTP stack sends as is
+
+
+def _destination(row: asyncpg.Record) -> Destination:
+    return Destination(
+        id=row["id"],
+        endpoint_id=row["endpoint_id"],
+        name=row["name"],
+        url=row["url"],
+        headers=row["headers"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _not_found(destination_id: str) -> NotFoundError:
+    return NotFoundError(f"destination {destination_id!r} not found")
+
+
+def check_url(url: str, *, where: str = "url") -> str:
+    """An absolute http(s) URL with a host, as given; ValidationError naming ``where`` otherwise."""
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise ValidationError(f"{where}: must not contain spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ValidationError(f"{where}: not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValidationError(f"{where}: must be an absolute http or https URL, e.g. https://example.com/hooks")
+    if port == 0:
+        raise ValidationError(f"{where}: port 0 cannot be connected to")
+    return url
+
+
+def check_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The headers with lowercased names; refuses invalid names and values, duplicates that differ only in
+    case, and headers the delivery owns (hop-by-hop, ``host``, ``content-length``, ``x-hookyard-*``)."""
+    if headers is None:
+        return None
+    if len(headers) > MAX_HEADERS:
+        raise ValidationError(f"headers: at most {MAX_HEADERS} headers")
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        if not _TOKEN.fullmatch(name) or len(name) > 256:
+            shown = name if len(name) <= 100 else name[:100] + "…"
+            raise ValidationError(f"headers: {shown!r} is not a valid header name")
+        lower = name.lower()
+        where = f"headers.{name}"
+        if lower in RESERVED_HEADERS or lower.startswith(_RESERVED_PREFIX):
+            raise ValidationError(f"{where}: set by hookyard on every delivery, it cannot be overridden")
+        if lower in out:
+            raise ValidationError(f"{where}: given twice (header names are case-insensitive)")
+        if len(value) > MAX_HEADER_VALUE:
+            raise ValidationError(f"{where}: longer than {MAX_HEADER_VALUE} characters")
+        if not _FIELD_VALUE.fullmatch(value):
+            raise ValidationError(f"{where}: only visible ASCII characters, spaces and tabs are allowed")
+        out[lower] = value.strip(" \t")
+    return out
+
+
+async def list_destinations(ctx: Context, principal: Principal, endpoint_id: str) -> DestinationList:
+    async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
+        rows = await db_destinations.list_for_endpoint(conn, endpoint_id)
+    return DestinationList(destinations=[_destination(r) for r in rows])
+
+
+async def get_destination(ctx: Context, principal: Principal, destination_id: str) -> Destination:
+    if not ids.is_id(destination_id, "dst"):
+        raise _not_found(destination_id)
+    async with ctx.pool.acquire() as conn:
+        row = await db_destinations.get(conn, principal.account_id, destination_id)
+    if row is None:
+        raise _not_found(destination_id)
+    return _destination(row)
+
+
+def _rule_tree(data: DestinationCreate) -> dict[str, Any] | None:
+    given = data.condition_tree is not msgspec.UNSET and data.condition_tree is not None
+    if data.forward_all and given:
+        raise ValidationError(
+            "forward_all: cannot be combined with condition_tree; forward_all is the tree that matches every event"
+        )
+    tree = FORWARD_ALL if data.forward_all else conditions.validate(data.condition_tree) if given else None
+    if tree is None and data.rule_name is not None:
+        raise ValidationError("rule_name: only with forward_all or condition_tree, which create the rule it names")
+    return tree
+
+
+async def create_destination(
+    ctx: Context, principal: Principal, endpoint_id: str, data: DestinationCreate
+) -> DestinationCreated:
+    """The destination and, with ``forward_all`` or ``condition_tree``, its rule: one transaction."""
+    require_write(principal)
+    url = check_url(data.url)
+    headers = check_headers(data.headers)
+    tree = _rule_tree(data)
+    if not ids.is_id(endpoint_id, "ep"):
+        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        if not await db_rules.lock_routing(conn, principal.account_id, endpoint_id):
+            raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+        if await db_destinations.count_for_endpoint(conn, endpoint_id) >= MAX_DESTINATIONS:
+            raise ValidationError(
+                f"endpoint {endpoint_id!r} already has {MAX_DESTINATIONS} destinations, the most it can have"
+            )
+        if tree is not None:
+            await check_rule_count(conn, endpoint_id)
+        row = await db_destinations.insert(
+            conn,
+            destination_id=ids.new_id("dst"),
+            endpoint_id=endpoint_id,
+            name=data.name,
+            url=url,
+            headers=headers,
+        )
+        rule = None
+        if tree is not None:
+            rule_name = data.rule_name or f"forward to {data.name or url}"
+            rule = await db_rules.insert(
+                conn,
+                rule_id=ids.new_id("rule"),
+                endpoint_id=endpoint_id,
+                name=rule_name[:200],
+                condition_tree=tree,
+                active=True,
+                destination_ids=[row["id"]],
+            )
+    await routing_changed(ctx, endpoint_id)
+    created = DestinationCreated(**msgspec.structs.asdict(_destination(row)))
+    if rule is not None:
+        created.rule = rule_record(rule)
+    return created
+
+
+async def update_destination(
+    ctx: Context, principal: Principal, destination_id: str, data: DestinationUpdate
+) -> Destination:
+    require_write(principal)
+    changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
+    if "url" in changes:
+        changes["url"] = check_url(changes["url"])
+    if "headers" in changes:
+        changes["headers"] = check_headers(changes["headers"])
+    if not ids.is_id(destination_id, "dst"):
+        raise _not_found(destination_id)
+    async with ctx.pool.acquire() as conn:
+        row = await db_destinations.update(conn, principal.account_id, destination_id, changes)
+    if row is None:
+        raise _not_found(destination_id)
+    if changes:
+        await routing_changed(ctx, row["endpoint_id"])
+    return _destination(row)
+
+
+async def delete_destination(ctx: Context, principal: Principal, destination_id: str) -> DestinationDeleted:
+    """Deletes the destination, its pending deliveries, and the rules left without any destination (a rule
+    forwards to at least one); rules that still have other destinations just lose this one."""
+    require_write(principal)
+    if not ids.is_id(destination_id, "dst"):
+        raise _not_found(destination_id)
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        endpoint_id = await db_destinations.lock(conn, principal.account_id, destination_id)
+        if endpoint_id is None:
+            raise _not_found(destination_id)
+        deleted_rules = await db_destinations.delete(conn, destination_id)
+    await routing_changed(ctx, endpoint_id)
+    return DestinationDeleted(id=destination_id, deleted_rule_ids=deleted_rules)

@@ -1,0 +1,184 @@
+"""Routing rules: a validated condition tree and the destinations (of the same endpoint) it forwards to.
+
+Every change commits first, then publishes the endpoint id on the rules channel so flush workers drop
+their cached rules of that endpoint (:func:`routing_changed`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import msgspec
+from redis.exceptions import RedisError
+
+from control.db import destinations as db_destinations
+from control.db import rules as db_rules
+from control.records import Deleted
+from control.records.rules import Rule, RuleCreate, RuleList, RuleUpdate
+from control.routing import conditions
+from control.service import Context, Principal
+from control.service.endpoints import require_endpoint, require_write
+from shared import ids
+from shared.errors import NotFoundError, ValidationError
+
+__all__ = (
+    "MAX_RULES",
+    "check_destination_ids",
+    "check_rule_count",
+    "check_unique",
+    "create_rule",
+    "delete_rule",
+    "get_rule",
+    "list_rules",
+    "routing_changed",
+    "rule_record",
+    "update_rule",
+)
+
+log = logging.getLogger("hookyard.control.rules")
+
+MAX_RULES = 100
+"""Per endpoint. The flush worker evaluates every active rule of an endpoint on each of its events."""
+
+
+def rule_record(row: asyncpg.Record) -> Rule:
+    return Rule(
+        id=row["id"],
+        endpoint_id=row["endpoint_id"],
+        name=row["name"],
+        condition_tree=row["condition_tree"],
+        destination_ids=list(row["destination_ids"]),
+        active=row["active"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _not_found(rule_id: str) -> NotFoundError:
+    return NotFoundError(f"rule {rule_id!r} not found")
+
+
+async def routing_changed(ctx: Context, endpoint_id: str) -> None:
+    """Tells flush workers (``rules_channel``) that the endpoint's rules or destinations changed.
+
+    Called after commit. A Redis failure is logged, not raised: the change is stored, and answering 500
+    would make the caller retry a write that succeeded. Workers also expire cached rules on their own.
+    """
+    try:
+        await ctx.redis.publish(ctx.keys.rules_channel, endpoint_id)
+    except (RedisError, OSError):
+        log.warning("could not publish the routing change of endpoint %s", endpoint_id, exc_info=True)
+
+
+def check_unique(destination_ids: Sequence[str]) -> None:
+    seen: dict[str, int] = {}
+    for i, destination_id in enumerate(destination_ids):
+        if destination_id in seen:
+            raise ValidationError(
+                f"destination_ids[{i}]: {destination_id!r} is already listed at destination_ids[{seen[destination_id]}]"
+            )
+        seen[destination_id] = i
+
+
+async def check_destination_ids(conn: asyncpg.Connection, endpoint_id: str, destination_ids: Sequence[str]) -> None:
+    """Each id must be a destination of this endpoint. Another account's destination reads exactly like an
+    unknown one; the check is a 400 (a body error), the path's resource exists."""
+    shaped = [d for d in destination_ids if ids.is_id(d, "dst")]
+    known = await db_destinations.existing_ids(conn, endpoint_id, shaped) if shaped else set()
+    for i, destination_id in enumerate(destination_ids):
+        if destination_id not in known:
+            raise ValidationError(
+                f"destination_ids[{i}]: no destination {destination_id!r} on endpoint {endpoint_id!r}"
+            )
+
+
+async def check_rule_count(conn: asyncpg.Connection, endpoint_id: str) -> None:
+    if await db_rules.count_for_endpoint(conn, endpoint_id) >= MAX_RULES:
+        raise ValidationError(f"endpoint {endpoint_id!r} already has {MAX_RULES} rules, the most it can have")
+
+
+async def list_rules(ctx: Context, principal: Principal, endpoint_id: str) -> RuleList:
+    async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
+        rows = await db_rules.list_for_endpoint(conn, endpoint_id)
+    return RuleList(rules=[rule_record(r) for r in rows])
+
+
+async def get_rule(ctx: Context, principal: Principal, rule_id: str) -> Rule:
+    if not ids.is_id(rule_id, "rule"):
+        raise _not_found(rule_id)
+    async with ctx.pool.acquire() as conn:
+        row = await db_rules.get(conn, principal.account_id, rule_id)
+    if row is None:
+        raise _not_found(rule_id)
+    return rule_record(row)
+
+
+async def create_rule(ctx: Context, principal: Principal, endpoint_id: str, data: RuleCreate) -> Rule:
+    require_write(principal)
+    tree = conditions.validate(data.condition_tree)
+    check_unique(data.destination_ids)
+    if not ids.is_id(endpoint_id, "ep"):
+        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        if not await db_rules.lock_routing(conn, principal.account_id, endpoint_id):
+            raise NotFoundError(f"endpoint {endpoint_id!r} not found")
+        await check_destination_ids(conn, endpoint_id, data.destination_ids)
+        await check_rule_count(conn, endpoint_id)
+        row = await db_rules.insert(
+            conn,
+            rule_id=ids.new_id("rule"),
+            endpoint_id=endpoint_id,
+            name=data.name,
+            condition_tree=tree,
+            active=data.active,
+            destination_ids=data.destination_ids,
+        )
+    await routing_changed(ctx, endpoint_id)
+    return rule_record(row)
+
+
+async def update_rule(ctx: Context, principal: Principal, rule_id: str, data: RuleUpdate) -> Rule:
+    """Changes the given fields; ``destination_ids`` replaces the list. Validated like a create."""
+    require_write(principal)
+    changes: dict[str, Any] = {
+        f: v for f in ("name", "active", "condition_tree") if (v := getattr(data, f)) is not msgspec.UNSET
+    }
+    if "condition_tree" in changes:
+        changes["condition_tree"] = conditions.validate(changes["condition_tree"])
+    destination_ids = data.destination_ids
+    if destination_ids is not msgspec.UNSET:
+        check_unique(destination_ids)
+    if not ids.is_id(rule_id, "rule"):
+        raise _not_found(rule_id)
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        endpoint_id = await db_rules.lock(conn, principal.account_id, rule_id)
+        if endpoint_id is None:
+            raise _not_found(rule_id)
+        if destination_ids is not msgspec.UNSET:
+            await check_destination_ids(conn, endpoint_id, destination_ids)
+            await db_rules.set_destinations(conn, rule_id, destination_ids)
+        row = await db_rules.update(
+            conn, principal.account_id, rule_id, changes, touch=destination_ids is not msgspec.UNSET
+        )
+        if row is None:
+            raise _not_found(rule_id)
+    if changes or destination_ids is not msgspec.UNSET:
+        await routing_changed(ctx, endpoint_id)
+    return rule_record(row)
+
+
+async def delete_rule(ctx: Context, principal: Principal, rule_id: str) -> Deleted:
+    require_write(principal)
+    if not ids.is_id(rule_id, "rule"):
+        raise _not_found(rule_id)
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        # Under the endpoint's routing lock, so a concurrent PATCH of the rule never links a deleted rule.
+        endpoint_id = await db_rules.lock(conn, principal.account_id, rule_id)
+        if endpoint_id is None or await db_rules.delete(conn, principal.account_id, rule_id) is None:
+            raise _not_found(rule_id)
+    await routing_changed(ctx, endpoint_id)
+    return Deleted(id=rule_id)
