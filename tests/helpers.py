@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 import redis.asyncio as aioredis
 
 from control.app import create_app
@@ -160,3 +161,18 @@ async def next_messages(pubsub: Any, count: int, *, timeout: float = 5.0) -> lis
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+@pytest.fixture(scope="module", name="database_url")
+def module_database_url(servers: Any, template_database: str) -> Iterator[str]:
+    """Import into a test module to give the whole module one database: for modules whose tests isolate
+    themselves by their own fresh accounts (see ``module_database``)."""
+    with module_database(servers, template_database) as url:
+        yield url
+
+
+@pytest.fixture(name="redis")
+async def redis_connection(servers: Any) -> AsyncIterator[aioredis.Redis]:
+    """Import into a test module for a plain Redis client on the test servers."""
+    async with redis_client(servers.redis_url) as client:
+        yield client

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -16,31 +15,20 @@ from control.service.accounts import issue_key
 from control.service.trust import MAX_ALLOWLIST_ENTRIES
 from shared.keys import Keys
 from shared.wire import decode_edge_endpoint
-from tests.helpers import (
+from tests.helpers import (  # noqa: F401 - fixtures
     ULID,
     assert_error,
     concurrent_client,
     create_endpoint,
     db,
     module_database,
+    module_database_url,
     parse_ts,
     redis_client,
+    redis_connection,
     token_of,
     utcnow,
 )
-
-
-@pytest.fixture(scope="module")
-def database_url(servers, template_database) -> Iterator[str]:
-    """One database for the module: every test isolates itself by its own fresh accounts."""
-    with module_database(servers, template_database) as url:
-        yield url
-
-
-@pytest.fixture
-async def redis(servers) -> AsyncIterator[aioredis.Redis]:
-    async with redis_client(servers.redis_url) as client:
-        yield client
 
 
 async def edge_allowlist(redis: aioredis.Redis, settings, endpoint: dict[str, Any]) -> tuple[str, ...]:

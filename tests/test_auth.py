@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
-import pytest
 from litestar.testing import AsyncTestClient
 
 from control.app import create_app
@@ -15,14 +13,15 @@ from shared import ids
 from shared.keys import Keys
 from shared.settings import load_settings
 from tests.conftest import make_account
-from tests.helpers import assert_error, concurrent_client, create_endpoint, db, key_id_of, module_database, redis_client
-
-
-@pytest.fixture(scope="module")
-def database_url(servers, template_database) -> Iterator[str]:
-    """One database for the module: every test isolates itself by its own fresh accounts."""
-    with module_database(servers, template_database) as url:
-        yield url
+from tests.helpers import (
+    assert_error,
+    concurrent_client,
+    create_endpoint,
+    db,
+    key_id_of,
+    module_database_url,  # noqa: F401 - fixtures
+    redis_client,
+)
 
 
 async def test_401_for_every_kind_of_bad_credentials(client, account, database_url, subtests):

@@ -4,7 +4,6 @@ write-only secret, and the edge config in Redis following every change."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -15,14 +14,14 @@ from control.service.accounts import issue_key
 from shared.keys import Keys
 from shared.signatures import sign, verify
 from shared.wire import EdgeEndpoint, decode_edge_endpoint
-from tests.helpers import (
+from tests.helpers import (  # noqa: F401 - fixtures
     ENDPOINT_FIELDS,
     assert_error,
     create_endpoint,
     db,
-    module_database,
+    module_database_url,
     parse_ts,
-    redis_client,
+    redis_connection,
     token_of,
 )
 
@@ -35,19 +34,6 @@ DEFAULTS = {
     "secret_set": False,
 }
 PROVIDER_SECRET = "whsec_provider-own-secret-0123456789"
-
-
-@pytest.fixture(scope="module")
-def database_url(servers, template_database) -> Iterator[str]:
-    """One database for the module: every test isolates itself by its own fresh accounts."""
-    with module_database(servers, template_database) as url:
-        yield url
-
-
-@pytest.fixture
-async def redis(servers) -> AsyncIterator[aioredis.Redis]:
-    async with redis_client(servers.redis_url) as client:
-        yield client
 
 
 async def edge_config(redis: aioredis.Redis, settings, endpoint: dict[str, Any]) -> EdgeEndpoint:

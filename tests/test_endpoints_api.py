@@ -6,10 +6,8 @@ import asyncio
 import base64
 import re
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
 from litestar.testing import AsyncTestClient
 
 from control.app import create_app
@@ -24,19 +22,11 @@ from tests.helpers import (
     concurrent_client,
     create_endpoint,
     db,
-    module_database,
+    module_database_url,  # noqa: F401 - fixtures
     parse_ts,
     token_of,
     utcnow,
 )
-
-
-@pytest.fixture(scope="module")
-def database_url(servers, template_database) -> Iterator[str]:
-    """One database for the module: every test isolates itself by its own fresh accounts."""
-    with module_database(servers, template_database) as url:
-        yield url
-
 
 # -- create ---------------------------------------------------------------------------------------
 

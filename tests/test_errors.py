@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import control.service.endpoints as endpoints_service
 from shared.errors import ConflictError, ErrorEnvelope, NotFoundError, RateLimitedError, ValidationError, envelope
-from tests.helpers import assert_error, create_endpoint, db, module_database
-
-
-@pytest.fixture(scope="module")
-def database_url(servers, template_database) -> Iterator[str]:
-    """One database for the module: every test isolates itself by its own fresh accounts."""
-    with module_database(servers, template_database) as url:
-        yield url
-
+from tests.helpers import (
+    assert_error,
+    create_endpoint,
+    db,
+    module_database_url,  # noqa: F401 - fixtures
+)
 
 MIB = 1_048_576
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -19,16 +19,16 @@ from control.service.accounts import issue_key
 from control.service.rules import MAX_RULES
 from shared import ids
 from shared.keys import Keys
-from tests.helpers import (
+from tests.helpers import (  # noqa: F401 - fixtures
     ULID,
     assert_error,
     concurrent_client,
     create_endpoint,
     db,
-    module_database,
+    module_database_url,
     next_messages,
     parse_ts,
-    redis_client,
+    redis_connection,
     utcnow,
 )
 
@@ -60,19 +60,6 @@ NORMALISED = {
     ],
 }
 EVERYTHING = {"op": "AND", "children": []}
-
-
-@pytest.fixture(scope="module")
-def database_url(servers, template_database) -> Iterator[str]:
-    """One database for the module: every test isolates itself by its own fresh accounts."""
-    with module_database(servers, template_database) as url:
-        yield url
-
-
-@pytest.fixture
-async def redis(servers) -> AsyncIterator[aioredis.Redis]:
-    async with redis_client(servers.redis_url) as client:
-        yield client
 
 
 @contextlib.asynccontextmanager
