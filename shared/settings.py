@@ -24,7 +24,7 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 # Variables without the HOOKYARD_ prefix: the ones every hosting platform already sets.
 _UNPREFIXED = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL"}
 # Settings given as comma-separated lists in the environment.
-_LISTS = {"trusted_proxies"}
+_LISTS = {"trusted_proxies", "retry_schedule_s"}
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -59,6 +59,47 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     trusted_proxies: tuple[str, ...] = ()
     """CIDRs whose ``X-Forwarded-For`` the edge believes."""
     egress: Literal["public", "any"] = "public"
+    """Outbound policy of deliveries, replays and destination tests: ``public`` refuses loopback, private,
+    link-local, CGNAT, multicast, unspecified and cloud-metadata addresses (checked on the address actually
+    connected to); ``any`` allows every address."""
+    deliver_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 128
+    """Outbound requests in flight per deliver worker process."""
+    deliver_per_destination: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
+    """Outbound requests in flight to one destination per deliver worker process."""
+    deliver_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 15.0
+    """Longest one outbound exchange may take, connect to the end of the (bounded) response."""
+    deliver_connect_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 5.0
+    """Longest wait for the connection (resolution, TCP and TLS) to a destination."""
+    deliver_lease_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """How long a claimed task belongs to its worker; after that (the worker died) it is due again. Must
+    exceed ``deliver_timeout_s`` so a live worker's slow request is never sent twice."""
+    deliver_poll_s: Annotated[float, msgspec.Meta(gt=0, le=60)] = 1.0
+    """Longest wait between looks at the task table when no notification arrives (a lost NOTIFY, a
+    LISTEN connection that is reconnecting)."""
+    deliver_sweep_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    """How often a deliver worker returns tasks with an expired lease to the queue."""
+    deliver_drain_s: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    """On SIGTERM, how long in-flight requests may take to finish; the rest are handed back for retry."""
+    retry_schedule_s: tuple[Annotated[float, msgspec.Meta(ge=0)], ...] = (
+        5.0,
+        30.0,
+        120.0,
+        600.0,
+        1800.0,
+        3600.0,
+        10800.0,
+        21600.0,
+        43200.0,
+    )
+    """Waits after failed attempts 1, 2, ... (±20% jitter); a task gets one attempt more than there are
+    waits. Comma-separated in the environment (tests shorten it)."""
+    circuit_failure_threshold: Annotated[int, msgspec.Meta(ge=1)] = 10
+    """Consecutive failed attempts to one destination that open its circuit (its tasks then wait)."""
+    circuit_cooldown_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    """How long an open circuit waits before one probe attempt may test the destination again."""
+    routing_cache_ttl_s: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    """Longest time the flush worker routes with cached rules of an endpoint, should a change
+    notification be lost."""
     rate_limit_per_s: Positive = 50
     rate_limit_burst: Positive = 100
     db_pool_max: Annotated[int, msgspec.Meta(ge=2, le=200)] = 10
@@ -72,6 +113,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         for url, field in ((self.public_edge_url, "public_edge_url"), (self.public_control_url, "public_control_url")):
             if url is not None and not url.startswith(("http://", "https://")):
                 raise ValueError(f"must be an http(s) URL - at `$.{field}`")
+        if self.deliver_lease_s <= self.deliver_timeout_s:
+            raise ValueError("must be greater than deliver_timeout_s - at `$.deliver_lease_s`")
+        if not self.retry_schedule_s:
+            raise ValueError("must list at least one wait - at `$.retry_schedule_s`")
         for cidr in self.trusted_proxies:
             try:
                 ipaddress.ip_network(cidr, strict=False)

@@ -12,6 +12,7 @@ from control.api.deps import provide_principal
 from control.api.destinations import DestinationController, EndpointDestinationController
 from control.api.endpoints import EndpointController
 from control.api.events import EndpointEventController, EventController
+from control.api.replay import DestinationTestController, ReplayController
 from control.api.rules import EndpointRuleController, RuleController
 from control.auth import bearer_auth
 
@@ -33,6 +34,8 @@ def v1_router() -> Router:
             DestinationController,
             EndpointRuleController,
             RuleController,
+            ReplayController,
+            DestinationTestController,
         ],
         middleware=[bearer_auth()],
         dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 
 from control.db import create_pool
+from control.routing.route import Router
 from control.service import Context
+from control.workers.deliver import Deliver
 from control.workers.flush import Flush
 from control.workers.loop import Loop, install_signal_handlers, run_loops
 from control.workers.sweep import Sweep
@@ -16,13 +19,27 @@ from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.settings import Settings
 
-__all__ = ("LOOP_NAMES", "build_loops", "run", "worker_context")
+__all__ = ("LOOP_NAMES", "build_loops", "close_loops", "run", "worker_context")
+
+log = logging.getLogger("hookyard.worker")
+
+
+def _flush_lanes(ctx: Context) -> list[Loop]:
+    router = Router(ctx)  # one rule cache (and rules-channel subscription) for all lanes of the process
+    return [
+        Flush(
+            ctx,
+            consumer=f"{Flush.default_consumer()}-{i}",
+            claim_idle_ms=ctx.settings.flush_claim_idle_ms,
+            router=router,
+        )
+        for i in range(ctx.settings.flush_lanes)
+    ]
+
 
 _FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
-    "flush": lambda ctx: [
-        Flush(ctx, consumer=f"{Flush.default_consumer()}-{i}", claim_idle_ms=ctx.settings.flush_claim_idle_ms)
-        for i in range(ctx.settings.flush_lanes)
-    ],
+    "flush": _flush_lanes,
+    "deliver": lambda ctx: [Deliver(ctx)],
     "sweep": lambda ctx: [Sweep(ctx)],
 }
 LOOP_NAMES = tuple(_FACTORIES)
@@ -58,4 +75,18 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
         loops = build_loops(ctx, names)
         if not burst:
             install_signal_handlers(stop)
-        await run_loops(loops, stop, burst=burst)
+        try:
+            await run_loops(loops, stop, burst=burst)
+        finally:
+            await close_loops(loops)
+
+
+async def close_loops(loops: list[Loop]) -> None:
+    """Lets loops with work of their own in flight (deliver's sends) drain it, before the pool closes."""
+    for loop in loops:
+        close = getattr(loop, "close", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:
+                log.exception("%s: closing failed", loop.name)

@@ -1,7 +1,8 @@
 """Flush: ingest stream → Postgres, at least once, never duplicated.
 
 Each step reads a batch of entries from every shard with XREADGROUP (group ``flush``), inserts their
-records in one transaction (idempotent on the event id), then XACKs and XDELs them and PUBLISHes one
+records in one transaction (idempotent on the event id) together with the delivery tasks the routing rules
+create for the new ones (``control.routing.route``), then XACKs and XDELs them and PUBLISHes one
 wakeup per endpoint for long-poll waiters. The order guarantees that an entry leaves the stream only
 after its events are committed.
 
@@ -28,6 +29,7 @@ from redis.exceptions import ResponseError
 
 from control.db.flush import insert_events
 from control.events_text import event_row
+from control.routing.route import Router
 from control.service import Context
 from shared.keys import FLUSH_GROUP
 from shared.wire import IngestRecord, decode_records
@@ -53,8 +55,10 @@ class Flush:
         claim_idle_ms: int = 60_000,
         claim_every_s: float | None = None,
         max_deliveries: int = 5,
+        router: Router | None = None,
     ) -> None:
         self.ctx = ctx
+        self.router = router or Router(ctx)
         self.consumer = consumer or self.default_consumer()
         self.count = count
         self.block_ms = block_ms
@@ -171,7 +175,9 @@ class Flush:
     async def _insert(self, records: list[IngestRecord]) -> list[asyncpg.Record]:
         rows = [event_row(r) for r in records]
         async with self.ctx.pool.acquire() as conn, conn.transaction():
-            return await insert_events(conn, rows)
+            inserted = await insert_events(conn, rows)
+            await self.router.route(conn, rows, inserted)  # tasks commit with their events (and NOTIFY then)
+            return inserted
 
     async def _finish(self, entries: Iterable[Entry], inserted: list[asyncpg.Record]) -> None:
         by_stream: dict[str, list[str]] = {}
@@ -187,6 +193,9 @@ class Flush:
             for endpoint_id, event_ids in by_endpoint.items():
                 pipe.publish(self.ctx.keys.event_channel(endpoint_id), ",".join(event_ids))
             await pipe.execute()
+
+    async def close(self) -> None:
+        await self.router.aclose()
 
     async def _dead_letter(self, entry: Entry, reason: str) -> None:
         stream, eid, fields = entry

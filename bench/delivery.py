@@ -1,0 +1,226 @@
+"""Delivery: deliveries/s to a local sink with one worker process, and ingest → first attempt latency.
+
+Sink: the bare granian raw-ASGI app of ``bench.hello`` (answers 200 at once), in its own process.
+
+1. Throughput: one ``hookyard worker deliver`` process is started and idle; N tasks (400-byte JSON events,
+   one destination) are committed in one transaction, which NOTIFYs the worker; the figure is N over the
+   wall time from that commit until the last task is ``succeeded`` (every attempt recorded).
+2. Latency: edge, a flush worker process and a deliver worker process; events are POSTed to the ingest URL at
+   500/s (paced, not a burst) for the run; the figure is, per event, the first attempt's start
+   (``deliveries.created_at``) minus the edge's ``received_at``: stream, flush, routing, commit, NOTIFY,
+   claim, send. p50/p99 over all events; ``committed_*`` is the part until the flush committed the task
+   (its ``created_at``, the transaction's start), the rest is NOTIFY, claim and the start of the send.
+   The same again at 100 events/s (``at_100_*``): the pipeline's latency when the deliver worker is not
+   near its capacity (on a small machine 500 deliveries/s may be).
+
+Targets (DESIGN.md section 6): ≥ 2,000 deliveries/s; ingest → first attempt p50 ≤ 25 ms, p99 ≤ 250 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from bench.infra import bench_env, free_port, granian, run_process
+from bench.setup import create_endpoint
+from control.db import connect
+from control.db import tasks as db_tasks
+from control.db.flush import insert_events
+from control.events_text import event_row
+from shared import ids
+from shared.wire import IngestRecord
+
+__all__ = ("run",)
+
+RATE_PER_S = 500
+LOW_RATE_PER_S = 100
+"""Also measured: the pipeline's own latency, at a rate far from the deliver worker's capacity."""
+_HEADERS = [
+    (b"content-type", b"application/json; charset=utf-8"),
+    (b"user-agent", b"Stripe/1.0 (+https://stripe.com/docs/webhooks)"),
+    (b"stripe-signature", b"t=1795252711,v1=" + b"a" * 64),
+]
+
+
+def _body(i: int) -> bytes:
+    doc = {"id": f"evt_{i:024d}", "type": "payment_intent.succeeded", "data": {"object": {"amount": 2000 + i}}}
+    return json.dumps(doc).encode().ljust(400)
+
+
+async def _route(database_url: str, endpoint_id: str, url: str) -> tuple[str, str]:
+    """A destination and a forward-all rule on the endpoint (the rows the destinations API writes)."""
+    conn = await connect(database_url)
+    try:
+        destination_id, rule_id = ids.new_id("dst"), ids.new_id("rule")
+        await conn.execute(
+            "INSERT INTO destinations (id, endpoint_id, name, url) VALUES ($1, $2, 'sink', $3)",
+            destination_id,
+            endpoint_id,
+            url,
+        )
+        await conn.execute(
+            "INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ($1, $2, 'all', $3)",
+            rule_id,
+            endpoint_id,
+            {"op": "AND", "children": []},
+        )
+        await conn.execute(
+            "INSERT INTO rule_destinations (rule_id, destination_id) VALUES ($1, $2)", rule_id, destination_id
+        )
+    finally:
+        await conn.close()
+    return destination_id, rule_id
+
+
+async def _throughput(database_url: str, endpoint_id: str, sink: str, total: int) -> tuple[int, float]:
+    destination_id, rule_id = await _route(database_url, endpoint_id, sink)
+    conn = await connect(database_url)
+    try:
+        now = time.time()
+        records = [
+            IngestRecord(
+                id=ids.new_id("evt"),
+                endpoint_id=endpoint_id,
+                received_at_us=int(now * 1_000_000),
+                method="POST",
+                path="",
+                query="",
+                headers=_HEADERS,
+                body=_body(i),
+                source_ip="203.0.113.7",
+            )
+            for i in range(total)
+        ]
+        rows = [event_row(r) for r in records]
+        async with conn.transaction():
+            await insert_events(conn, rows)
+        tasks = [(ids.new_id("task"), endpoint_id, r[0], r[2], rule_id, destination_id) for r in rows]
+        async with conn.transaction():
+            await db_tasks.insert_tasks(conn, tasks)
+        started = time.perf_counter()
+        while True:
+            done = await conn.fetchval(
+                "SELECT count(*) FROM delivery_tasks WHERE destination_id = $1 AND status = 'succeeded'", destination_id
+            )
+            if done >= total:
+                return done, time.perf_counter() - started
+            if time.perf_counter() - started > 300:
+                raise SystemExit(f"only {done} of {total} deliveries succeeded in 300 s")
+            await asyncio.sleep(0.05)
+    finally:
+        await conn.close()
+
+
+async def _paced_load(host: str, port: int, path: str, count: int, rate: float, connections: int = 8) -> None:
+    """``count`` POSTs at ``rate`` per second over kept-alive connections, written as raw HTTP/1.1: a Python HTTP
+    client would cost as much CPU as the pipeline being measured on a small machine."""
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.1
+
+    async def lane(k: int) -> None:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            for i in range(k, count, connections):
+                await asyncio.sleep(max(0.0, start + i / rate - loop.time()))
+                body = _body(i)
+                head = f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
+                writer.write(f"{head}content-length: {len(body)}\r\n\r\n".encode() + body)
+                status = (await reader.readline()).split(b" ", 2)[1]
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                await reader.readexactly(length)
+                if status != b"200":
+                    raise SystemExit(f"edge answered {status.decode()}")
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(lane(k) for k in range(connections)))
+
+
+async def _latency(
+    database_url: str, endpoint_id: str, edge_port: int, token: str, sink: str, seconds: float, rate: float
+) -> dict:
+    await _route(database_url, endpoint_id, sink)
+    count = int(rate * seconds)
+    await _paced_load("127.0.0.1", edge_port, f"/h/{token}", count, rate)
+    conn = await connect(database_url)
+    try:
+        deadline = time.monotonic() + 60
+        while (
+            await conn.fetchval("SELECT count(DISTINCT event_id) FROM deliveries WHERE endpoint_id = $1", endpoint_id)
+            < count
+        ):
+            if time.monotonic() > deadline:
+                raise SystemExit("not every event got a delivery attempt within 60 s")
+            await asyncio.sleep(0.1)
+        row = await conn.fetchrow(
+            """WITH first AS (
+                   SELECT d.event_id, min(d.created_at) AS at FROM deliveries d
+                    WHERE d.endpoint_id = $1 GROUP BY d.event_id
+               )
+               SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
+                      percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99, max(ms) AS max, count(*) AS n,
+                      percentile_cont(0.5) WITHIN GROUP (ORDER BY flush_ms) AS flush_p50,
+                      percentile_cont(0.99) WITHIN GROUP (ORDER BY flush_ms) AS flush_p99
+                 FROM (SELECT extract(epoch FROM f.at - e.received_at) * 1000 AS ms,
+                              extract(epoch FROM t.created_at - e.received_at) * 1000 AS flush_ms
+                         FROM first f JOIN events e ON e.id = f.event_id AND e.endpoint_id = $1
+                         JOIN delivery_tasks t ON t.event_id = e.id) x""",
+            endpoint_id,
+        )
+    finally:
+        await conn.close()
+    return {k: round(row[k], 1) if k != "n" else row[k] for k in ("p50", "p99", "max", "n", "flush_p50", "flush_p99")}
+
+
+def run(seconds: float) -> dict[str, object]:
+    hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
+    total = int(max(5_000, min(100_000, seconds * 2_500)))
+    with bench_env(egress="any") as bench:
+        sink_port, edge_port = free_port(), free_port()
+        sink = f"http://127.0.0.1:{sink_port}/hook"
+        database_url = bench.settings.database_url or ""
+        throughput_ep = asyncio.run(create_endpoint(bench.settings))
+        latency_eps = [asyncio.run(create_endpoint(bench.settings)) for _ in range(2)]
+        with run_process(granian("bench.hello:app", sink_port, factory=False), bench.env):
+            with run_process([hookyard, "worker", "deliver"], bench.env):
+                time.sleep(2)  # started and idle (LISTENing) before the tasks arrive
+                delivered, elapsed = asyncio.run(_throughput(database_url, throughput_ep.id, sink, total))
+            edge = f"http://127.0.0.1:{edge_port}"
+            latencies = []
+            with (
+                run_process(granian("edge.app:create_app", edge_port), bench.env, f"{edge}/healthz"),
+                run_process([hookyard, "worker", "flush"], bench.env),
+                run_process([hookyard, "worker", "deliver"], bench.env),
+            ):
+                time.sleep(2)
+                for endpoint, rate in zip(latency_eps, (RATE_PER_S, LOW_RATE_PER_S), strict=True):
+                    latencies.append(
+                        asyncio.run(
+                            _latency(
+                                database_url, endpoint.id, edge_port, endpoint.token, sink, max(2.0, seconds / 2), rate
+                            )
+                        )
+                    )
+    high, low = latencies
+    return {
+        "deliveries": delivered,
+        "seconds": round(elapsed, 2),
+        "deliveries_per_s": round(delivered / elapsed),
+        "rate_per_s": RATE_PER_S,
+        "events": high["n"],
+        "first_attempt_p50_ms": high["p50"],
+        "first_attempt_p99_ms": high["p99"],
+        "first_attempt_max_ms": high["max"],
+        "committed_p50_ms": high["flush_p50"],
+        "committed_p99_ms": high["flush_p99"],
+        f"at_{LOW_RATE_PER_S}_p50_ms": low["p50"],
+        f"at_{LOW_RATE_PER_S}_p99_ms": low["p99"],
+    }

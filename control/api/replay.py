@@ -1,0 +1,69 @@
+"""POST /v1/events/{id}/replay and POST /v1/destinations/{id}/test: one outbound request, answered with its
+outcome and recorded as a delivery."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from litestar import Controller, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath, JSONBody
+
+from control.api.openapi import errors
+from control.records.replay import ReplayRequest, SendOutcome
+from control.service import Context, Principal
+from control.service import replay as service
+
+__all__ = ("DestinationTestController", "ReplayController")
+
+
+class ReplayController(Controller):
+    path = "/events"
+    tags: ClassVar[list[str]] = ["events"]
+
+    @post(
+        "/{event_id:str}/replay", operation_id="ReplayEvent", status_code=200, responses=errors(400, 401, 403, 404, 429)
+    )
+    async def replay_event(
+        self,
+        ctx: NamedDependency[Context],
+        principal: NamedDependency[Principal],
+        event_id: FromPath[str],
+        data: JSONBody[ReplayRequest],
+    ) -> SendOutcome:
+        """Re-sends a captured event to `url` (any absolute http or https URL, within the egress policy) and
+        records it as a delivery with `source: "replay"` (its `destination_id` is set only when `url` is
+        one of the endpoint's destinations).
+
+        By default the captured method, body and headers go out verbatim, the provider's signature
+        included; hop-by-hop headers, `host` and `content-length` are the connection's own. `headers` adds
+        or overrides headers; `preserve_headers: false` sends only the captured `content-type` plus
+        `headers`; `body` replaces the body. `resign_with` recomputes the signature over what is actually
+        sent, in the event's provider scheme with a fresh timestamp (Standard Webhooks for unattributed
+        events, with `webhook-id` and `webhook-timestamp`), placed in `signature_header` (default
+        `x-signature`); the captured signature header it replaces is not sent.
+
+        The outcome is always 200: a refused connection, a timeout or a refused egress is `success: false`
+        with `error`."""
+        return await service.replay_event(ctx, principal, event_id, data)
+
+
+class DestinationTestController(Controller):
+    path = "/destinations"
+    tags: ClassVar[list[str]] = ["destinations"]
+
+    @post(
+        "/{destination_id:str}/test",
+        operation_id="TestDestination",
+        status_code=200,
+        responses=errors(401, 403, 404, 429),
+    )
+    async def test_destination(
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: FromPath[str]
+    ) -> SendOutcome:
+        """Sends a small synthetic JSON event (`{"id", "type": "hookyard.test", "created_at", "data"}`) to the
+        destination with its headers, signed with the endpoint's platform secret (Standard Webhooks:
+        `webhook-id`, `webhook-timestamp`, `webhook-signature`), and records a delivery with
+        `source: "manual_test"`. Answers the outcome in the same shape as a replay; failures of the request
+        are `success: false` with `error`."""
+        return await service.test_destination(ctx, principal, destination_id)

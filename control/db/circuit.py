@@ -1,0 +1,78 @@
+"""Per-destination circuit breaker state on ``destinations`` (consecutive_failures, circuit, circuit_opened_at).
+
+closed ──N consecutive failures──▶ open ──cool-down over, one worker takes the probe──▶ half_open
+  ▲                                  ▲                                                   │
+  └──────────── any success ─────────┼──────────── probe succeeds ◀──────────────────────┤
+                                     └──────────── probe fails ◀─────────────────────────┘
+
+``circuit_opened_at`` is when the circuit opened or its current probe began, so a probe whose worker died
+is retried one cool-down later. Updates touch the rows in id order (no deadlocks between workers) and a
+success on a healthy destination writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+__all__ = ("record_outcomes", "take_probe")
+
+
+async def take_probe(conn: asyncpg.Connection, destination_id: str, *, cooldown_s: float) -> bool:
+    """Moves an open circuit whose cool-down is over to half_open; True for the one caller that did."""
+    return (
+        await conn.fetchval(
+            """UPDATE destinations SET circuit = 'half_open', circuit_opened_at = now()
+                WHERE id = $1 AND circuit <> 'closed'
+                  AND coalesce(circuit_opened_at, '-infinity') <= now() - make_interval(secs => $2)
+               RETURNING true""",
+            destination_id,
+            cooldown_s,
+        )
+        is not None
+    )
+
+
+async def record_outcomes(
+    conn: asyncpg.Connection,
+    *,
+    succeeded: Sequence[str],
+    failed: Sequence[tuple[str, bool, int]],
+    threshold: int,
+) -> list[str]:
+    """Applies a batch of attempt outcomes. ``succeeded``: destinations whose last outcome was a success
+    (closes the circuit). ``failed``: ``(destination_id, reset, failures)``, the failures after the batch's
+    last success (``reset``: there was one) or all of them. Returns the destinations whose circuit opened."""
+    if succeeded:
+        await conn.execute(
+            """UPDATE destinations SET consecutive_failures = 0, circuit = 'closed', circuit_opened_at = NULL
+                WHERE id = ANY($1::text[]) AND (consecutive_failures <> 0 OR circuit <> 'closed')""",
+            sorted(succeeded),
+        )
+    if not failed:
+        return []
+    rows = sorted(failed)
+    ids = [r[0] for r in rows]
+    # Lock in id order first: the UPDATE below may visit the rows in any order.
+    await conn.execute("SELECT 1 FROM destinations WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE", ids)
+    failures = "CASE WHEN u.reset THEN u.failures ELSE d.consecutive_failures + u.failures END"
+    opened = await conn.fetch(
+        f"""UPDATE destinations d
+               SET consecutive_failures = {failures},
+                   circuit = CASE WHEN NOT u.reset AND d.circuit <> 'closed' THEN 'open'
+                                  WHEN {failures} >= $4 THEN 'open'
+                                  ELSE 'closed' END,
+                   circuit_opened_at = CASE WHEN NOT u.reset AND d.circuit = 'open' THEN d.circuit_opened_at
+                                            WHEN NOT u.reset AND d.circuit = 'half_open' THEN now()
+                                            WHEN {failures} >= $4 THEN now()
+                                            ELSE NULL END
+              FROM unnest($1::text[], $2::bool[], $3::int[]) AS u(id, reset, failures)
+             WHERE d.id = u.id
+            RETURNING d.id, d.circuit, d.circuit_opened_at = now() AS opened_now""",
+        ids,
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        threshold,
+    )
+    return [r["id"] for r in opened if r["circuit"] == "open" and r["opened_now"]]

@@ -1,0 +1,249 @@
+"""Delivery tasks: one row per (event, rule, destination), claimed by deliver workers with SKIP LOCKED.
+
+Lifecycle (``status``):
+    pending ──claim──▶ in_flight ──2xx──▶ succeeded
+       ▲  ▲               │ failed, attempts left: pending again at ``next_attempt_at``
+       │  └───────────────┤ failed for good (permanent, or out of attempts): failed
+       │   lease expired  │ (worker died) / drain cancelled: pending now
+       └── circuit open: ``next_attempt_at`` pushed back, no attempt counted
+
+``attempts`` counts claims and doubles as the fencing token: a result is written only while the task
+still has the attempt number it was claimed with, so a late result never overwrites a newer claim's.
+Every query that writes tasks expects the caller's transaction when it has several statements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+__all__ = (
+    "NOTIFY_CHANNEL",
+    "TaskRow",
+    "claim_ready",
+    "defer",
+    "due_candidates",
+    "finish",
+    "insert_tasks",
+    "lease",
+    "next_due_in_s",
+    "release",
+    "sweep_expired",
+)
+
+NOTIFY_CHANNEL = "hy_tasks"
+"""Postgres channel the flush NOTIFYs (on commit) when it created tasks; deliver workers LISTEN on it."""
+
+TaskRow = tuple[str, str, str, datetime, str, str]
+"""(id, endpoint_id, event_id, event_received_at, rule_id, destination_id)"""
+
+# The destination is locked FOR KEY SHARE so a concurrent delete cannot turn into a foreign-key failure
+# of the whole flush batch; a destination already deleted is simply skipped. The NOTIFY is queued only
+# when a row went in, and Postgres sends it at commit.
+_INSERT = f"""
+WITH new AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])
+        AS u(id, endpoint_id, event_id, event_received_at, rule_id, destination_id)
+), live AS (
+    SELECT id FROM destinations WHERE id IN (SELECT destination_id FROM new) FOR KEY SHARE
+), ins AS (
+    INSERT INTO delivery_tasks (id, endpoint_id, event_id, event_received_at, rule_id, destination_id)
+    SELECT n.id, n.endpoint_id, n.event_id, n.event_received_at, n.rule_id, n.destination_id
+      FROM new n JOIN live l ON l.id = n.destination_id
+    ON CONFLICT (event_id, rule_id, destination_id) DO NOTHING
+    RETURNING 1
+)
+SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('{NOTIFY_CHANNEL}', '') END FROM ins
+"""
+
+
+async def insert_tasks(conn: asyncpg.Connection, tasks: Sequence[TaskRow]) -> int:
+    """Creates the tasks that do not exist yet (re-routing an event is a no-op); returns how many are new."""
+    if not tasks:
+        return 0
+    columns = list(zip(*tasks, strict=True))
+    row = await conn.fetchrow(_INSERT, *columns)
+    return row[0]
+
+
+_LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
+       e.method, e.headers, e.body, d.name AS destination_name, d.url AS destination_url,
+       d.headers AS destination_headers, (e.id IS NOT NULL) AS event_found"""
+
+# One statement (one round trip, no explicit transaction): lock the oldest due tasks (SKIP LOCKED),
+# lease those whose destination's circuit is closed within each destination's room, and report how many
+# candidates had a circuit that is not closed (the caller handles those in a transaction) and when the
+# next pending task falls due. Always one row more than the claimed tasks: the meta row (null task).
+_CLAIM_READY = f"""
+WITH cand AS (
+    SELECT t.id, t.destination_id, t.next_attempt_at, d.circuit
+      FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
+     WHERE t.status = 'pending' AND t.next_attempt_at <= now() AND t.destination_id <> ALL($3::text[])
+     ORDER BY t.next_attempt_at
+     LIMIT $2
+       FOR UPDATE OF t SKIP LOCKED
+), ranked AS (
+    SELECT c.id, c.circuit, c.next_attempt_at, coalesce(r.room, $6) AS room,
+           row_number() OVER (PARTITION BY c.destination_id ORDER BY c.next_attempt_at, c.id) AS rn
+      FROM cand c LEFT JOIN unnest($4::text[], $5::int[]) AS r(destination_id, room)
+           ON r.destination_id = c.destination_id
+), picked AS (
+    SELECT id FROM ranked WHERE circuit = 'closed' AND rn <= room ORDER BY next_attempt_at, id LIMIT $1
+), claimed AS (
+    UPDATE delivery_tasks t
+       SET status = 'in_flight', attempts = t.attempts + 1, updated_at = now(),
+           lease_expires_at = now() + make_interval(secs => $7)
+      FROM picked WHERE t.id = picked.id
+    RETURNING t.id, t.endpoint_id, t.event_id, t.event_received_at, t.rule_id, t.destination_id, t.attempts
+), meta AS (
+    SELECT (SELECT count(*) FROM cand WHERE circuit <> 'closed') AS circuit_candidates,
+           (SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM delivery_tasks
+             WHERE status = 'pending' AND next_attempt_at > now()) AS next_due_in_s
+)
+SELECT m.circuit_candidates, m.next_due_in_s, x.*
+  FROM meta m LEFT JOIN (
+       SELECT {_LEASED_COLUMNS}
+         FROM claimed c
+         JOIN destinations d ON d.id = c.destination_id
+         LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at
+  ) x ON true
+"""
+
+
+async def claim_ready(
+    conn: asyncpg.Connection,
+    *,
+    free: int,
+    window: int,
+    blocked: Sequence[str],
+    room: dict[str, int],
+    per_destination: int,
+    lease_s: float,
+) -> tuple[list[asyncpg.Record], int, float | None]:
+    """Leases up to ``free`` due tasks of destinations with a closed circuit, not ``blocked``, at most
+    ``room`` (default ``per_destination``) per destination: (the tasks as ``lease`` returns them, how many
+    due candidates had a circuit that is not closed, seconds until the next pending task is due)."""
+    rows = await conn.fetch(
+        _CLAIM_READY, free, window, list(blocked), list(room), list(room.values()), per_destination, lease_s
+    )
+    meta = rows[0]
+    return [r for r in rows if r["id"] is not None], meta["circuit_candidates"], meta["next_due_in_s"]
+
+
+async def due_candidates(
+    conn: asyncpg.Connection, *, window: int, exclude_destinations: Sequence[str]
+) -> list[asyncpg.Record]:
+    """Up to ``window`` due pending tasks, oldest due first, locked (SKIP LOCKED: other workers take the
+    rest) until the caller's transaction ends, with their destination's circuit and, unless it is closed,
+    ``open_for_s``: the seconds since it opened (or since its last probe began)."""
+    return await conn.fetch(
+        """SELECT t.id, t.destination_id, d.circuit,
+                  CASE WHEN d.circuit = 'closed' THEN NULL
+                       ELSE extract(epoch FROM now() - coalesce(d.circuit_opened_at, now()))::float8 END
+                       AS open_for_s
+             FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
+            WHERE t.status = 'pending' AND t.next_attempt_at <= now() AND t.destination_id <> ALL($2::text[])
+            ORDER BY t.next_attempt_at
+            LIMIT $1
+              FOR UPDATE OF t SKIP LOCKED""",
+        window,
+        list(exclude_destinations),
+    )
+
+
+async def defer(conn: asyncpg.Connection, task_ids: Sequence[str], delays_s: Sequence[float]) -> None:
+    """Pushes pending tasks back without counting an attempt (their destination's circuit is open)."""
+    await conn.execute(
+        """UPDATE delivery_tasks t SET next_attempt_at = now() + make_interval(secs => u.delay), updated_at = now()
+             FROM unnest($1::text[], $2::float8[]) AS u(id, delay)
+            WHERE t.id = u.id AND t.status = 'pending'""",
+        list(task_ids),
+        list(delays_s),
+    )
+
+
+async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: float) -> list[asyncpg.Record]:
+    """Marks the tasks in flight for ``lease_s`` and counts the attempt; returns each with what sending it
+    needs: the event (null columns when the event is no longer stored) and the destination."""
+    return await conn.fetch(
+        """WITH claimed AS (
+               UPDATE delivery_tasks SET status = 'in_flight', attempts = attempts + 1,
+                      lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
+                WHERE id = ANY($1::text[]) AND status = 'pending'
+               RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts
+           )
+           SELECT c.*, e.method, e.headers, e.body, d.name AS destination_name, d.url AS destination_url,
+                  d.headers AS destination_headers, (e.id IS NOT NULL) AS event_found
+             FROM claimed c
+             JOIN destinations d ON d.id = c.destination_id
+             LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at""",
+        list(task_ids),
+        lease_s,
+    )
+
+
+async def finish(
+    conn: asyncpg.Connection,
+    results: Sequence[tuple[str, int, str, float | None, str | None]],
+) -> int:
+    """Writes attempt results ``(id, attempts, status, retry_in_s, error)``: ``status`` is succeeded,
+    failed, or pending with ``retry_in_s``. Fenced on ``attempts``; returns how many tasks were updated."""
+    if not results:
+        return 0
+    ids, attempts, statuses, delays, errors = (list(c) for c in zip(*results, strict=True))
+    done = await conn.execute(
+        """UPDATE delivery_tasks t
+              SET status = u.status, lease_expires_at = NULL, last_error = u.error, updated_at = now(),
+                  next_attempt_at = CASE WHEN u.delay IS NULL THEN t.next_attempt_at
+                                         ELSE now() + make_interval(secs => u.delay) END
+             FROM unnest($1::text[], $2::int[], $3::text[], $4::float8[], $5::text[])
+                  AS u(id, attempts, status, delay, error)
+            WHERE t.id = u.id AND t.attempts = u.attempts AND t.status IN ('in_flight', 'pending')""",
+        ids,
+        attempts,
+        statuses,
+        delays,
+        errors,
+    )
+    return int(done.rsplit(" ", 1)[-1])
+
+
+async def release(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int]]) -> None:
+    """Hands in-flight tasks back at once (a draining worker gave up on them); the attempt stays counted."""
+    if tasks:
+        ids, attempts = (list(c) for c in zip(*tasks, strict=True))
+        await conn.execute(
+            """UPDATE delivery_tasks t SET status = 'pending', lease_expires_at = NULL, next_attempt_at = now(),
+                      last_error = 'attempt interrupted (worker shutting down)', updated_at = now()
+                 FROM unnest($1::text[], $2::int[]) AS u(id, attempts)
+                WHERE t.id = u.id AND t.attempts = u.attempts AND t.status = 'in_flight'""",
+            ids,
+            attempts,
+        )
+
+
+async def sweep_expired(conn: asyncpg.Connection, *, max_attempts: int, limit: int = 1000) -> int:
+    """Tasks whose lease ran out (their worker died mid-attempt) become due again at once, or failed when
+    that was their last attempt. SKIP LOCKED: never waits for, or deadlocks with, a worker finishing one."""
+    done = await conn.execute(
+        """UPDATE delivery_tasks t
+              SET status = CASE WHEN t.attempts >= $1 THEN 'failed' ELSE 'pending' END,
+                  lease_expires_at = NULL, next_attempt_at = now(), updated_at = now(),
+                  last_error = 'lease expired: the worker stopped during attempt ' || t.attempts
+            WHERE t.id IN (SELECT id FROM delivery_tasks
+                            WHERE status = 'in_flight' AND lease_expires_at < now()
+                            LIMIT $2 FOR UPDATE SKIP LOCKED)""",
+        max_attempts,
+        limit,
+    )
+    return int(done.rsplit(" ", 1)[-1])
+
+
+async def next_due_in_s(conn: asyncpg.Connection) -> float | None:
+    """Seconds until the earliest pending task is due (≤ 0: now); None when nothing is pending."""
+    return await conn.fetchval(
+        """SELECT extract(epoch FROM min(next_attempt_at) - now())::float8
+             FROM delivery_tasks WHERE status = 'pending'"""
+    )

@@ -1,0 +1,169 @@
+"""One outbound HTTP exchange: build the request, send it, read a bounded response, classify the outcome.
+
+Requests are built with ``httpx.Request`` and sent with ``client.send`` (not ``client.request``), so the
+client's default headers (``user-agent: python-httpx``, ``accept``...) are never mixed into a forwarded
+request: what goes out is exactly the given headers plus ``host`` and ``content-length``.
+
+Nothing here raises for a failed exchange: refused egress, connect errors, timeouts, a dropped connection
+and non-2xx answers all come back as an :class:`Outcome`, with ``error`` saying why when no response came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+from control.delivery.egress import EgressRefusedError
+
+__all__ = ("HOP_BY_HOP", "MAX_RESPONSE_BYTES", "Outcome", "body_text", "forwardable", "merge", "send")
+
+MAX_RESPONSE_BYTES = 65_536
+"""Response bodies are stored up to 64 KiB (DESIGN.md); the rest is never read."""
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        # Not hop-by-hop, but describe the inbound connection rather than the payload: the outbound
+        # request gets its own (httpx sets host and content-length; an expectation is never forwarded).
+        "host",
+        "content-length",
+        "expect",
+    }
+)
+
+
+@dataclass(slots=True)
+class Outcome:
+    status: int | None
+    """The response status; None when no response came back (``error`` says why)."""
+    latency_ms: int
+    sent_headers: dict[str, str]
+    """What went on the wire, ``host`` and ``content-length`` included (names lowercased)."""
+    response_body: str | None = None
+    error: str | None = None
+    retry_after: str | None = None
+    """The raw ``Retry-After`` of a 429 or 503, for the retry schedule."""
+    permanent: bool = False
+    """Retrying cannot help (refused egress, an unusable URL or header)."""
+    started_at: float = field(default_factory=time.time)
+
+    @property
+    def success(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+def forwardable(captured: Mapping[str, str]) -> dict[str, str]:
+    """The captured headers minus hop-by-hop ones, including any the ``connection`` header names."""
+    named = {token.strip().lower() for token in captured.get("connection", "").split(",")}
+    return {name: value for name, value in captured.items() if name not in HOP_BY_HOP and name not in named}
+
+
+def merge(*layers: Mapping[str, str] | None) -> dict[str, str]:
+    """Header layers, later ones winning; names compared (and sent) lowercased."""
+    out: dict[str, str] = {}
+    for layer in layers:
+        for name, value in (layer or {}).items():
+            out[name.lower()] = value
+    return out
+
+
+def body_text(raw: bytes) -> str | None:
+    """How a sent body is stored: its text when UTF-8, else base64 (as the event's ``body_encoding`` says);
+    null when empty."""
+    if not raw:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii")
+
+
+def _wire_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    # Captured values were decoded as UTF-8 when valid, so encoding them back restores the original bytes.
+    return [(name.lower().encode("latin-1"), value.encode("utf-8")) for name, value in headers.items()]
+
+
+async def _read_capped(response: httpx.Response) -> str:
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= MAX_RESPONSE_BYTES:
+                break
+    except httpx.DecodingError as exc:  # a body we cannot decompress; the status still stands
+        return f"(response body not stored: {exc})"
+    return b"".join(chunks)[:MAX_RESPONSE_BYTES].decode("utf-8", "replace")
+
+
+async def send(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    total_timeout_s: float,
+) -> Outcome:
+    """Sends once; the whole exchange (connect, send, response, bounded body) within ``total_timeout_s``."""
+    started, clock = time.time(), time.perf_counter()
+
+    def outcome(**values: object) -> Outcome:
+        latency = round((time.perf_counter() - clock) * 1000)
+        return Outcome(latency_ms=latency, started_at=started, **values)  # type: ignore[arg-type]
+
+    try:
+        request = httpx.Request(method, url, headers=_wire_headers(headers), content=body)
+    except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
+        return outcome(status=None, sent_headers=dict(headers), error=f"invalid request: {exc}", permanent=True)
+    sent = {name.lower(): value for name, value in request.headers.multi_items()}
+    try:
+        async with asyncio.timeout(total_timeout_s):
+            response = await client.send(request, stream=True)
+            try:
+                text = await _read_capped(response)
+            finally:
+                await response.aclose()
+    except EgressRefusedError as exc:
+        return outcome(status=None, sent_headers=sent, error=str(exc), permanent=True)
+    except TimeoutError:
+        return outcome(
+            status=None, sent_headers=sent, error=f"timeout: no complete response within {total_timeout_s:g}s"
+        )
+    except httpx.TimeoutException as exc:
+        return outcome(status=None, sent_headers=sent, error=f"timeout: {_phase(exc)} ({exc or type(exc).__name__})")
+    except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+        return outcome(status=None, sent_headers=sent, error=f"request not sendable: {exc}", permanent=True)
+    except httpx.RemoteProtocolError as exc:
+        return outcome(status=None, sent_headers=sent, error=f"connection closed without a valid response: {exc}")
+    except httpx.ConnectError as exc:
+        return outcome(status=None, sent_headers=sent, error=f"connection failed: {exc}")
+    except httpx.HTTPError as exc:
+        return outcome(status=None, sent_headers=sent, error=f"{type(exc).__name__}: {exc}")
+    status = response.status_code
+    retry_after = response.headers.get("retry-after") if status in (429, 503) else None
+    return outcome(status=status, sent_headers=sent, response_body=text, retry_after=retry_after)
+
+
+def _phase(exc: httpx.TimeoutException) -> str:
+    return {
+        httpx.ConnectTimeout: "connecting",
+        httpx.ReadTimeout: "waiting for the response",
+        httpx.WriteTimeout: "sending the request",
+        httpx.PoolTimeout: "waiting for a free connection",
+    }.get(type(exc), "exchange")

@@ -1,0 +1,224 @@
+"""Replay a captured event to any URL, and send a test event to a destination; each records a delivery.
+
+Replay (SPEC.md rules 1-4): by default the captured request is resent as it was, signature header
+included, and no ``x-hookyard-*`` header is added (it is the provider's request, again). ``headers`` adds
+or overrides; ``preserve_headers: false`` starts from the captured ``content-type`` alone; ``body``
+replaces the body. ``resign_with`` recomputes the signature over what is actually sent, in the event's own
+provider scheme and header family with a fresh timestamp (and id, for the identity scheme), puts it in
+``signature_header``, sets the scheme's id/timestamp headers, and drops the captured signature header it
+replaces (stale, it could never verify). Unattributed events are signed with Standard Webhooks
+(``webhook-id``, ``webhook-timestamp``).
+
+The destination test sends a small JSON event (``type: hookyard.test``) signed with the endpoint's platform
+secret (Standard Webhooks), with the destination's headers and the usual ``x-hookyard-*`` ones.
+
+Both obey the egress policy and the delivery timeouts, and answer failures of the outbound request in
+the outcome (``success: false``, ``error``), never as HTTP errors.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import asyncpg
+import msgspec
+
+from control.db import delivery_records
+from control.db import events as db_events
+from control.delivery import egress
+from control.delivery.send import HOP_BY_HOP, Outcome, body_text, forwardable, merge, send
+from control.records.replay import ReplayRequest, SendOutcome
+from control.service import Context, Principal
+from control.service.destinations import check_url
+from control.service.endpoints import require_write
+from shared import ids
+from shared.errors import NotFoundError, ValidationError
+from shared.signatures import HEADERS, SCHEMES, detect_family, detect_scheme, sign
+
+__all__ = ("replay_event", "test_destination")
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(r"[\t\x20-\x7e\x80-\U0010ffff]*")
+_encode = msgspec.json.Encoder().encode
+
+
+def _header_name(name: str, where: str) -> str:
+    if not _TOKEN.fullmatch(name) or len(name) > 256:
+        raise ValidationError(f"{where}: {name[:100]!r} is not a valid header name")
+    lower = name.lower()
+    if lower in HOP_BY_HOP:
+        raise ValidationError(f"{where}: {lower} is set by the HTTP connection itself and cannot be given")
+    return lower
+
+
+def _check_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        lower = _header_name(name, f"headers.{name}")
+        if not _VALUE.fullmatch(value):
+            raise ValidationError(f"headers.{name}: control characters (CR, LF, NUL...) are not allowed")
+        out[lower] = value
+    return out
+
+
+def _resign(
+    captured: Mapping[str, str], provider: str | None, body: bytes, secret: str, header: str
+) -> tuple[dict[str, str], str | None]:
+    """(headers to set, captured signature header they replace) in the event's own scheme and family."""
+    scheme = provider if provider in SCHEMES else detect_scheme(captured)
+    family = detect_family(captured) or "neutral"
+    if scheme is None:
+        scheme, family = "identity", "standard"
+    if family not in HEADERS[scheme]:
+        family = "neutral"
+    signed = sign(scheme, body, secret, header_name=header, header_family=family)  # type: ignore[arg-type]
+    return signed, HEADERS[scheme][family][0]
+
+
+async def _send(ctx: Context, url: str, method: str, headers: dict[str, str], body: bytes) -> Outcome:
+    s = ctx.settings
+    client = egress.client(
+        s.egress, timeout_s=s.deliver_timeout_s, connect_timeout_s=s.deliver_connect_timeout_s, max_connections=1
+    )
+    async with client:
+        return await send(client, method, url, headers, body, total_timeout_s=s.deliver_timeout_s)
+
+
+async def _record(
+    conn: asyncpg.Connection,
+    outcome: Outcome,
+    *,
+    endpoint_id: str,
+    event_id: str,
+    source: str,
+    url: str,
+    body: bytes,
+    destination: Mapping[str, object] | None,
+) -> SendOutcome:
+    delivery_id = ids.new_id("dlv", int(outcome.started_at * 1000))
+    await delivery_records.insert(
+        conn,
+        (
+            delivery_id,
+            endpoint_id,
+            event_id,
+            None,
+            destination["id"] if destination else None,
+            destination["name"] if destination else None,
+            url,
+            None,
+            source,
+            1,
+            outcome.sent_headers,
+            body_text(body),
+            outcome.status,
+            outcome.response_body,
+            outcome.latency_ms,
+            outcome.success,
+            outcome.error,
+            datetime.fromtimestamp(outcome.started_at, UTC),
+        ),
+    )
+    return SendOutcome(
+        id=delivery_id,
+        status=outcome.status,
+        latency_ms=outcome.latency_ms,
+        success=outcome.success,
+        sent_headers=outcome.sent_headers,
+        response_body=outcome.response_body,
+        error=outcome.error,
+    )
+
+
+async def replay_event(ctx: Context, principal: Principal, event_id: str, data: ReplayRequest) -> SendOutcome:
+    require_write(principal)
+    url = check_url(data.url, where="url")
+    extra = _check_headers(data.headers)
+    signature_header = _header_name(data.signature_header, "signature_header")
+    async with ctx.pool.acquire() as conn:
+        row = (
+            await db_events.get_for_account(conn, principal.account_id, event_id)
+            if ids.is_id(event_id, "evt")
+            else None
+        )
+        if row is None:
+            raise NotFoundError(f"event {event_id!r} not found")
+        destination = await delivery_records.destination_with_url(conn, row["endpoint_id"], url)
+    captured: dict[str, str] = row["headers"]
+    body = data.body.encode("utf-8") if data.body is not None else bytes(row["body"])
+    if data.preserve_headers:
+        base = forwardable(captured)
+    else:
+        base = {"content-type": captured["content-type"]} if "content-type" in captured else {}
+    headers = merge(base, extra)
+    if data.resign_with is not None:
+        signed, replaced = _resign(captured, row["provider"], body, data.resign_with, signature_header)
+        if replaced is not None and replaced != signature_header:
+            headers.pop(replaced, None)
+        headers = merge(headers, signed)
+    outcome = await _send(ctx, url, row["method"], headers, body)
+    async with ctx.pool.acquire() as conn:
+        return await _record(
+            conn,
+            outcome,
+            endpoint_id=row["endpoint_id"],
+            event_id=row["id"],
+            source="replay",
+            url=url,
+            body=body,
+            destination=destination,
+        )
+
+
+async def test_destination(ctx: Context, principal: Principal, destination_id: str) -> SendOutcome:
+    require_write(principal)
+    async with ctx.pool.acquire() as conn:
+        known = ids.is_id(destination_id, "dst")
+        row = (
+            await delivery_records.destination_for_account(conn, principal.account_id, destination_id)
+            if known
+            else None
+        )
+    if row is None:
+        raise NotFoundError(f"destination {destination_id!r} not found")
+    event_id = ids.new_id("evt")
+    body = _encode(
+        {
+            "id": event_id,
+            "type": "hookyard.test",
+            "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "data": {
+                "endpoint_id": row["endpoint_id"],
+                "destination_id": row["id"],
+                "message": "A test event from hookyard: this destination is reachable.",
+            },
+        }
+    )
+    headers = merge(
+        {"content-type": "application/json", "user-agent": "hookyard"},
+        row["headers"],
+        sign(
+            "identity",
+            body,
+            row["signing_secret"],
+            msg_id=event_id,
+            timestamp=int(time.time()),
+            header_family="standard",
+        ),
+        {"x-hookyard-event-id": event_id, "x-hookyard-delivery-attempt": "1", "x-hookyard-test": "true"},
+    )
+    outcome = await _send(ctx, row["url"], "POST", headers, body)
+    async with ctx.pool.acquire() as conn:
+        return await _record(
+            conn,
+            outcome,
+            endpoint_id=row["endpoint_id"],
+            event_id=event_id,
+            source="manual_test",
+            url=row["url"],
+            body=body,
+            destination=row,
+        )

@@ -1,0 +1,252 @@
+"""Deliver: due delivery tasks → HTTP requests to their destinations, each attempt recorded.
+
+One step: return tasks with expired leases (every ``deliver_sweep_s``), claim as many due tasks as there
+are free slots (``deliver_concurrency``, at most ``deliver_per_destination`` per destination, circuit
+permitting), start a send for each, and otherwise wait for a wakeup: the flush's NOTIFY (LISTEN on a
+dedicated connection), a destination or the worker having room again, the next retry falling due, or
+``deliver_poll_s`` at the latest. Claims are batched so that Postgres round trips do not grow with the
+delivery rate: a destination at its cap is claimed for again once half of its requests finished, a full
+worker once an eighth of its slots is free.
+
+Sends share one pooled ``httpx.AsyncClient``. A send forwards the captured method, body and headers (minus
+hop-by-hop ones), the destination's headers on top, plus ``x-hookyard-event-id`` and
+``x-hookyard-delivery-attempt``; 2xx is success; anything else is retried on the schedule until the
+attempts run out (refused egress and unusable requests fail at once). Results are written in batches by
+the :class:`~control.delivery.recorder.Recorder`.
+
+Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish,
+the rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import Counter
+from datetime import UTC, datetime
+
+import asyncpg
+
+from control.db import tasks as db_tasks
+from control.delivery import egress, retry
+from control.delivery.claim import claim
+from control.delivery.recorder import Attempt, Recorder
+from control.delivery.send import Outcome, body_text, forwardable, merge, send
+from control.delivery.wakeup import TaskNotifications
+from control.service import Context
+from shared import ids
+
+__all__ = ("Deliver",)
+
+log = logging.getLogger("hookyard.worker.deliver")
+
+
+class Deliver:
+    name = "deliver"
+    idle_s = 0.0  # an idle step already waited for a wakeup
+
+    def __init__(self, ctx: Context) -> None:
+        s = ctx.settings
+        self.ctx = ctx
+        self.concurrency = s.deliver_concurrency
+        self.max_attempts = retry.max_attempts(s.retry_schedule_s)
+        self.client = egress.client(
+            s.egress,
+            timeout_s=s.deliver_timeout_s,
+            connect_timeout_s=s.deliver_connect_timeout_s,
+            max_connections=s.deliver_concurrency,
+        )
+        self._half = s.deliver_per_destination // 2
+        self._batch = max(1, s.deliver_concurrency // 8)
+        self._look = True  # something may be claimable (a notification, a freed destination, a timer)
+        self._quiet_until = 0.0
+        self._due_at: float | None = None  # monotonic time the next pending task falls due, when known
+        self._wake = asyncio.Event()
+        self.recorder = Recorder(ctx, on_written=self._written)
+        self._notifications = TaskNotifications(s.database_url or "", self._notified)
+        self._sends: dict[asyncio.Task[None], tuple[str, int]] = {}  # send → (task id, attempts)
+        self._per_destination: Counter[str] = Counter()
+        self._next_sweep = 0.0
+        self._rng = random.Random()  # noqa: S311 - jitter
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._sends)
+
+    def _free(self) -> int:
+        # Results still waiting to be written count as busy: an outage must not pile them up in memory.
+        return self.concurrency - len(self._sends) - self.recorder.queued
+
+    def _notified(self) -> None:
+        self._look = True
+        self._wake.set()
+
+    def _written(self, had_failures: bool) -> None:
+        if had_failures:  # destinations whose failures were waiting to be counted are claimable again
+            self._look = True
+        if self._look and self._free() >= self._batch:
+            self._wake.set()
+
+    async def step(self) -> int:
+        s = self.ctx.settings
+        self._wake.clear()  # before looking: a wakeup from here on ends the wait below
+        await self._notifications.ensure()
+        if time.monotonic() >= self._next_sweep:
+            self._next_sweep = time.monotonic() + s.deliver_sweep_s
+            async with self.ctx.pool.acquire() as conn:
+                swept = await db_tasks.sweep_expired(conn, max_attempts=self.max_attempts)
+            if swept:
+                log.warning("deliver: %d tasks had an expired lease (a worker stopped mid-attempt); due again", swept)
+                self._look = True
+        now = time.monotonic()
+        wait_s = s.deliver_poll_s
+        free = self._free()
+        if self._look and free >= self._batch:
+            blocked = [d for d, n in self._per_destination.items() if n > self._half]
+            blocked.extend(self.recorder.failing)
+            if blocked and now < self._quiet_until:
+                # Skipping a busy destination's backlog costs a scan of it: at most every 50 ms.
+                wait_s = self._quiet_until - now
+            else:
+                self._quiet_until = now + 0.05 if blocked else 0.0
+                self._look = False
+                claimed, due_in_s = await self._claim(free, blocked)
+                self._due_at = None if due_in_s is None else time.monotonic() + due_in_s
+                if len(claimed) == free:
+                    self._look = True  # there may be more
+                if claimed:
+                    return len(claimed)
+        if self._due_at is not None:
+            wait_s = min(wait_s, max(0.0, self._due_at - now) + 0.001)
+        try:
+            await asyncio.wait_for(self._wake.wait(), wait_s)
+        except TimeoutError:
+            self._look = True  # the poll: a lost notification, a retry or push-back falling due
+            self._due_at = None
+        return 0
+
+    async def _claim(self, free: int, blocked: list[str]) -> tuple[list[asyncpg.Record], float | None]:
+        s = self.ctx.settings
+        async with self.ctx.pool.acquire() as conn:
+            claimed, due_in_s = await claim(
+                conn,
+                free=free,
+                in_flight=self._per_destination,
+                per_destination=s.deliver_per_destination,
+                blocked=blocked,
+                lease_s=s.deliver_lease_s,
+                cooldown_s=s.circuit_cooldown_s,
+            )
+        for task in claimed:
+            self._start(task)
+        return claimed, due_in_s
+
+    def _start(self, task: asyncpg.Record) -> None:
+        send_task = asyncio.create_task(self._attempt(task), name=f"deliver:{task['id']}")
+        self._sends[send_task] = (task["id"], task["attempts"])
+        destination_id = task["destination_id"]
+        self._per_destination[destination_id] += 1
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._sends.pop(finished, None)
+            left = self._per_destination[destination_id] - 1
+            if left > 0:
+                self._per_destination[destination_id] = left
+            else:
+                del self._per_destination[destination_id]
+            if left == self._half:  # this destination is claimable again
+                self._look = True
+            if self._look and self._free() >= self._batch:
+                self._wake.set()
+            if not finished.cancelled() and finished.exception() is not None:
+                log.error("deliver: attempt of %s failed unexpectedly", task["id"], exc_info=finished.exception())
+
+        send_task.add_done_callback(done)
+
+    async def _attempt(self, task: asyncpg.Record) -> None:
+        s = self.ctx.settings
+        attempt = task["attempts"]
+        body = bytes(task["body"] or b"")
+        if not task["event_found"]:
+            outcome = Outcome(
+                status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
+            )
+        else:
+            headers = merge(
+                forwardable(task["headers"] or {}),
+                task["destination_headers"],
+                {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
+            )
+            outcome = await send(
+                self.client, task["method"], task["destination_url"], headers, body, total_timeout_s=s.deliver_timeout_s
+            )
+        status, retry_in_s, error = self._next(outcome, attempt)
+        self.recorder.add(  # synchronous: once the response is in, nothing can cancel its bookkeeping
+            Attempt(
+                task_id=task["id"],
+                attempts=attempt,
+                status=status,
+                retry_in_s=retry_in_s,
+                last_error=error,
+                destination_id=task["destination_id"],
+                success=outcome.success,
+                delivery=(
+                    ids.new_id("dlv", int(outcome.started_at * 1000)),
+                    task["endpoint_id"],
+                    task["event_id"],
+                    task["id"],
+                    task["destination_id"],
+                    task["destination_name"],
+                    task["destination_url"],
+                    task["rule_id"],
+                    "rule",
+                    attempt,
+                    outcome.sent_headers or None,
+                    body_text(body),
+                    outcome.status,
+                    outcome.response_body,
+                    outcome.latency_ms,
+                    outcome.success,
+                    outcome.error,
+                    datetime.fromtimestamp(outcome.started_at, UTC),
+                ),
+            )
+        )
+
+    def _next(self, outcome: Outcome, attempt: int) -> tuple[str, float | None, str | None]:
+        """(task status, seconds to the retry, last_error) after this attempt."""
+        if outcome.success:
+            return "succeeded", None, None
+        error = outcome.error or f"HTTP {outcome.status}"
+        if outcome.permanent:
+            return "failed", None, error
+        delay = retry.next_delay_s(
+            attempt,
+            self.ctx.settings.retry_schedule_s,
+            retry_after_s=retry.parse_retry_after(outcome.retry_after),
+            rng=self._rng,
+        )
+        if delay is None:
+            return "failed", None, f"{error} (attempt {attempt} of {self.max_attempts}, no attempts left)"
+        return "pending", delay, error
+
+    async def close(self) -> None:
+        """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back."""
+        if self._sends:
+            log.info("deliver: draining %d in-flight sends", len(self._sends))
+            _, late = await asyncio.wait(set(self._sends), timeout=self.ctx.settings.deliver_drain_s)
+            if late:
+                interrupted = [self._sends[t] for t in late if t in self._sends]
+                for send_task in late:
+                    send_task.cancel()
+                await asyncio.wait(late)
+                try:
+                    async with self.ctx.pool.acquire() as conn:
+                        await db_tasks.release(conn, interrupted)
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    log.warning("deliver: could not hand back %d tasks (%s); their lease will", len(interrupted), exc)
+        await self.recorder.drain(timeout_s=max(5.0, self.ctx.settings.deliver_drain_s))
+        await self.client.aclose()
+        await self._notifications.aclose()

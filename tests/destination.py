@@ -1,0 +1,317 @@
+"""A real destination for delivery tests: an HTTP/1.1 server on a loopback port that records every request
+and answers as told (status, body, headers, Retry-After, a delay, or a dropped connection); plus the
+endpoint, destination and rule rows those tests route with.
+
+It runs its own event loop in a thread, so it keeps answering while the test's loop is blocked (Litestar's
+test client runs requests to completion that way) and serves real worker processes alike. Keep-alive is
+supported, as the deliver worker's pooled client reuses connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import ssl
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from control.service.accounts import create_account
+from shared import ids
+
+__all__ = (
+    "MATCH_ALL",
+    "Destination",
+    "Received",
+    "Reply",
+    "add_destination",
+    "add_endpoint",
+    "add_rule",
+    "serving",
+)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    body: bytes = b'{"received":true}'
+    headers: dict[str, str] = field(default_factory=dict)
+    retry_after: str | None = None
+    delay_s: float = 0.0
+    """Answer only after this long (a slow destination; a timeout when longer than the sender waits)."""
+    drop: bool = False
+    """Close the connection without answering."""
+
+
+@dataclass(frozen=True)
+class Received:
+    method: str
+    target: str
+    headers: dict[str, str]
+    """Lowercased names; a repeated header keeps its last value (the raw list is ``raw_headers``)."""
+    raw_headers: list[tuple[str, str]]
+    body: bytes
+    at: float
+    """time.time() when the request was complete."""
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for localhost and 127.0.0.1 (and its key), valid for a day."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hookyard test destination")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+class Destination:
+    def __init__(self, *, tls_dir: Path | None = None) -> None:
+        """With ``tls_dir``: HTTPS with a self-signed certificate written there (trust it with
+        ``client_context()``)."""
+        self.tls_dir = tls_dir
+        self.idle_timeout_s: float | None = None
+        """Close a kept-alive connection that sends no new request for this long (as servers do)."""
+        self.idle_closed = 0
+        self.requests: list[Received] = []
+        self.default = Reply()
+        self._script: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._stopping: asyncio.Event | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls_dir else 'http'}://127.0.0.1:{self.port}/hook"
+
+    def client_context(self) -> ssl.SSLContext:
+        """An SSL context trusting this destination's certificate (and nothing else)."""
+        assert self.tls_dir is not None
+        return ssl.create_default_context(cafile=str(self.tls_dir / "cert.pem"))
+
+    def reply(self, *replies: Reply, default: Reply | None = None) -> None:
+        """The next requests get ``replies`` in order, then ``default`` (if given) from then on."""
+        with self._lock:
+            self._script.extend(replies)
+            if default is not None:
+                self.default = default
+
+    def _next_reply(self) -> Reply:
+        with self._lock:
+            return self._script.popleft() if self._script else self.default
+
+    async def wait_for(self, count: int, timeout: float = 10.0) -> list[Received]:
+        """The first ``count`` requests, once that many arrived (fails after ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if len(self.requests) >= count:
+                    return list(self.requests[:count])
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(self.requests)} of {count} requests arrived within {timeout}s")
+            await asyncio.sleep(0.01)
+
+    # -- server ----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="destination", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("destination server did not start")
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.run(self._serve(ready))
+
+    async def _serve(self, ready: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        context = None
+        if self.tls_dir is not None:
+            cert, key = _self_signed(self.tls_dir)
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(cert, key)
+        server = await asyncio.start_server(self._connection, "127.0.0.1", 0, ssl=context)
+        self.port = server.sockets[0].getsockname()[1]
+        ready.set()
+        try:
+            await self._stopping.wait()
+        finally:
+            server.close()
+            for task in list(self._handlers):
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+            await server.wait_closed()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            while await self._exchange(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError):
+            pass
+        finally:
+            self._handlers.discard(task)
+            writer.close()
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Serves one request; False when the connection should end."""
+        try:
+            async with asyncio.timeout(self.idle_timeout_s):
+                head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            return False
+        except TimeoutError:
+            with self._lock:
+                self.idle_closed += 1
+            return False
+        request_line, *lines = head.decode("latin-1").split("\r\n")
+        method, target, _ = request_line.split(" ", 2)
+        raw = [(n.strip().lower(), v.strip()) for n, _, v in (line.partition(":") for line in lines if line)]
+        headers = dict(raw)
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = b""
+            while size := int((await reader.readuntil(b"\r\n")).strip().split(b";")[0], 16):
+                body += await reader.readexactly(size)
+                await reader.readexactly(2)
+            await reader.readuntil(b"\r\n")
+        else:
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+        # Raw header values are bytes on the wire; show them as the sender's UTF-8.
+        decoded = [(n, v.encode("latin-1").decode("utf-8", "replace")) for n, v in raw]
+        received = Received(method, target, dict(decoded), decoded, body, time.time())
+        with self._lock:
+            self.requests.append(received)
+        reply = self._next_reply()
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if reply.drop:
+            return False
+        out = [f"HTTP/1.1 {reply.status} X", f"content-length: {len(reply.body)}", "content-type: application/json"]
+        if reply.retry_after is not None:
+            out.append(f"retry-after: {reply.retry_after}")
+        out += [f"{name}: {value}" for name, value in reply.headers.items()]
+        writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + reply.body)
+        await writer.drain()
+        return headers.get("connection", "").lower() != "close"
+
+
+@contextlib.contextmanager
+def serving(*, tls_dir: Path | None = None) -> Iterator[Destination]:
+    """A started destination, stopped afterwards (test modules wrap it in a ``destination`` fixture)."""
+    server = Destination(tls_dir=tls_dir)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# -- rows for delivery tests (written as the API writes them) ---------------------------------------------
+
+MATCH_ALL: dict[str, Any] = {"op": "AND", "children": []}
+
+
+async def add_endpoint(
+    conn: asyncpg.Connection, *, account_id: str | None = None, environment: str = "production"
+) -> str:
+    if account_id is None:
+        account_id, _ = await create_account(conn, email=None)
+    endpoint_id = ids.new_id("ep")
+    await conn.execute(
+        """INSERT INTO endpoints (id, account_id, name, environment, ingest_token, signing_secret)
+           VALUES ($1, $2, 'deliveries', $3, $4, $5)""",
+        endpoint_id,
+        account_id,
+        environment,
+        ids.ingest_token(),
+        ids.signing_secret(),
+    )
+    await conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ($1)", endpoint_id)
+    return endpoint_id
+
+
+async def add_destination(
+    conn: asyncpg.Connection,
+    endpoint_id: str,
+    url: str,
+    *,
+    name: str | None = "sink",
+    headers: dict[str, str] | None = None,
+) -> str:
+    destination_id = ids.new_id("dst")
+    await conn.execute(
+        "INSERT INTO destinations (id, endpoint_id, name, url, headers) VALUES ($1, $2, $3, $4, $5)",
+        destination_id,
+        endpoint_id,
+        name,
+        url,
+        headers,
+    )
+    return destination_id
+
+
+async def add_rule(
+    conn: asyncpg.Connection,
+    endpoint_id: str,
+    destination_ids: list[str],
+    tree: dict[str, Any] | None = None,
+    *,
+    active: bool = True,
+) -> str:
+    rule_id = ids.new_id("rule")
+    await conn.execute(
+        "INSERT INTO rules (id, endpoint_id, name, condition_tree, active) VALUES ($1, $2, $3, $4, $5)",
+        rule_id,
+        endpoint_id,
+        f"rule {rule_id[-4:]}",
+        MATCH_ALL if tree is None else tree,
+        active,
+    )
+    await conn.executemany(
+        "INSERT INTO rule_destinations (rule_id, destination_id, position) VALUES ($1, $2, $3)",
+        [(rule_id, d, i) for i, d in enumerate(destination_ids)],
+    )
+    return rule_id
