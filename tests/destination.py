@@ -28,10 +28,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from control.db import tasks as db_tasks
+from control.service import Context
 from control.service.accounts import create_account
 from shared import ids
+from tests.events_support import Ev, store
+from tests.helpers import wait_for
 
 __all__ = (
+    "FAST_DELIVERY",
     "MATCH_ALL",
     "Destination",
     "Received",
@@ -39,7 +44,12 @@ __all__ = (
     "add_destination",
     "add_endpoint",
     "add_rule",
+    "deliveries_of",
+    "fetch_row",
+    "make_task",
     "serving",
+    "settled",
+    "task_status",
 )
 
 
@@ -315,3 +325,60 @@ async def add_rule(
         [(rule_id, d, i) for i, d in enumerate(destination_ids)],
     )
     return rule_id
+
+
+# -- delivery tasks and their outcome ----------------------------------------------------------------------
+
+FAST_DELIVERY: dict[str, Any] = {
+    "retry_schedule_s": (0.05, 0.05),
+    "deliver_poll_s": 0.2,
+    "deliver_sweep_s": 0.2,
+    "deliver_timeout_s": 2.0,
+    "deliver_lease_s": 5.0,
+}
+"""Settings that make retries, polls and sweeps take fractions of a second."""
+
+
+async def make_task(
+    ctx: Context,
+    url: str,
+    *,
+    endpoint_id: str | None = None,
+    destination_id: str | None = None,
+    dest_headers: dict[str, str] | None = None,
+    **event: Any,
+) -> dict[str, str]:
+    """An event with one pending delivery task to ``url`` (ids by name)."""
+    async with ctx.pool.acquire() as conn:
+        endpoint_id = endpoint_id or await add_endpoint(conn)
+        destination_id = destination_id or await add_destination(conn, endpoint_id, url, headers=dest_headers)
+        rule_id = await add_rule(conn, endpoint_id, [destination_id])
+        ev = Ev(endpoint_id=endpoint_id, **event)
+        await store(conn, None, None, [ev])
+        task_id = ids.new_id("task")
+        await db_tasks.insert_tasks(conn, [(task_id, endpoint_id, ev.id, ev.received_at, rule_id, destination_id)])
+    return {"endpoint": endpoint_id, "destination": destination_id, "rule": rule_id, "event": ev.id, "task": task_id}
+
+
+async def fetch_row(ctx: Context, sql: str, *args: object) -> Any:
+    async with ctx.pool.acquire() as conn:
+        return await conn.fetchrow(sql, *args)
+
+
+async def task_status(ctx: Context, task_id: str) -> Any:
+    return await fetch_row(ctx, "SELECT status, attempts, last_error FROM delivery_tasks WHERE id = $1", task_id)
+
+
+async def settled(ctx: Context, task_id: str, status: str, timeout: float = 10) -> Any:
+    async def check() -> Any:
+        row = await task_status(ctx, task_id)
+        return row if row["status"] == status else None
+
+    return await wait_for(check, timeout=timeout)
+
+
+async def deliveries_of(ctx: Context, event_id: str) -> list[Any]:
+    async with ctx.pool.acquire() as conn:
+        return await conn.fetch(
+            "SELECT * FROM deliveries WHERE event_id = $1 ORDER BY attempt_number, created_at", event_id
+        )
