@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from control.db import routing as db_routing
 from control.db import tasks as db_tasks
 from control.db.flush import COLUMNS
-from control.routing.conditions import MISSING, EventView, compile_tree
+from control.routing.conditions import META_KEYS, MISSING, EventView, compile_tree
 from control.service import Context
 from shared import ids
 
@@ -39,19 +39,8 @@ _ID, _ENDPOINT, _RECEIVED, _HEADERS, _BODY = (
     COLUMNS.index(c) for c in ("id", "endpoint_id", "received_at", "headers", "body")
 )
 _IP_ALLOWED = COLUMNS.index("ip_allowed")
-_META = tuple(
-    (name, COLUMNS.index(name))
-    for name in (
-        "provider",
-        "event_type",
-        "method",
-        "path",
-        "content_type",
-        "source_ip",
-        "signature_valid",
-        "ip_allowed",
-    )
-)
+# Meta keys read straight from the event row; endpoint_id and environment are set per endpoint below.
+_META = tuple((name, COLUMNS.index(name)) for name in META_KEYS if name not in ("endpoint_id", "environment"))
 _decode = msgspec.json.Decoder().decode
 
 
