@@ -119,9 +119,9 @@ def run(seconds: float) -> dict[str, object]:
         lo = figures["load"]
         rows.append(
             _row(
-                "locust ledger (acked = stored = distinct = valid)",
+                "locust ledger (acked = stored = distinct = valid = delivered)",
                 "exact",
-                f"{lo['acked']} / {lo['stored']} / {lo['distinct']} / {lo['signature_valid']}",
+                f"{lo['acked']} / {lo['stored']} / {lo['distinct']} / {lo['signature_valid']} / {lo['delivered']}",
                 "",
                 "met" if lo["ledger"] == "ok" else "MISMATCH",
             )

@@ -51,7 +51,7 @@ def _body(i: int) -> bytes:
     return json.dumps(doc).encode().ljust(400)
 
 
-async def _route(database_url: str, endpoint_id: str, url: str) -> tuple[str, str]:
+async def route_to_sink(database_url: str, endpoint_id: str, url: str) -> tuple[str, str]:
     """A destination and a forward-all rule on the endpoint (the rows the destinations API writes)."""
     conn = await connect(database_url)
     try:
@@ -77,7 +77,7 @@ async def _route(database_url: str, endpoint_id: str, url: str) -> tuple[str, st
 
 
 async def _throughput(database_url: str, endpoint_id: str, sink: str, total: int) -> tuple[int, float]:
-    destination_id, rule_id = await _route(database_url, endpoint_id, sink)
+    destination_id, rule_id = await route_to_sink(database_url, endpoint_id, sink)
     conn = await connect(database_url)
     try:
         now = time.time()
@@ -147,7 +147,7 @@ async def _paced_load(host: str, port: int, path: str, count: int, rate: float, 
 async def _latency(
     database_url: str, endpoint_id: str, edge_port: int, token: str, sink: str, seconds: float, rate: float
 ) -> dict:
-    await _route(database_url, endpoint_id, sink)
+    await route_to_sink(database_url, endpoint_id, sink)
     count = int(rate * seconds)
     await _paced_load("127.0.0.1", edge_port, f"/h/{token}", count, rate)
     conn = await connect(database_url)

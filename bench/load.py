@@ -4,8 +4,9 @@
 bench's own database and Redis prefix), creates endpoints verifying each provider's real signatures, runs
 ``bench/locustfile.py`` headless with several locust processes, waits for the workers to drain, and checks
 the ledger: every acknowledged ingest is stored, each exactly once (one row per provider delivery id),
-with a valid signature. Environment: ``LOAD_USERS`` (default 40), ``LOAD_RATE`` (webhooks/s per provider
-user, default 50), ``LOAD_PROCESSES`` (locust processes, default 2).
+with a valid signature, and delivered (each endpoint forwards everything to a local sink, so every stored
+event must have a successful rule delivery). Environment: ``LOAD_USERS`` (default 40), ``LOAD_RATE``
+(webhooks/s per provider user, default 50), ``LOAD_PROCESSES`` (locust processes, default 2).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.infra import OUT, bench_env, free_port, run_process
+from bench.delivery import route_to_sink
+from bench.infra import OUT, bench_env, free_port, granian, run_process
 from bench.setup import create_endpoint
 
 __all__ = ("run",)
@@ -44,18 +46,22 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-async def _ledger(dsn: str, endpoint_ids: list[str], acked: int, timeout_s: float = 60) -> dict[str, int]:
+async def _ledger(dsn: str, endpoint_ids: list[str], acked: int, timeout_s: float = 120) -> dict[str, int]:
+    """Waits (bounded) until the workers have stored and delivered everything acknowledged, then counts."""
     conn = await asyncpg.connect(dsn)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             row = await conn.fetchrow(
                 """SELECT count(*) AS stored, count(DISTINCT (endpoint_id, idempotency_key)) AS distinct_keys,
-                          count(*) FILTER (WHERE signature_valid) AS valid
+                          count(*) FILTER (WHERE signature_valid) AS valid,
+                          (SELECT count(DISTINCT d.event_id) FROM deliveries d
+                            WHERE d.endpoint_id = any($1::text[]) AND d.source = 'rule' AND d.success) AS delivered
                      FROM events WHERE endpoint_id = any($1::text[])""",
                 endpoint_ids,
             )
-            if row["stored"] >= acked or time.monotonic() > deadline:
+            done = row["stored"] >= acked and row["delivered"] >= row["stored"]
+            if done or time.monotonic() > deadline:
                 return dict(row)
             await asyncio.sleep(0.5)
     finally:
@@ -66,7 +72,7 @@ def run(seconds: float) -> dict[str, object]:
     users = int(os.environ.get("LOAD_USERS", "40"))
     rate = float(os.environ.get("LOAD_RATE", "50"))
     processes = int(os.environ.get("LOAD_PROCESSES", "2"))
-    with bench_env(rate_limit_per_s=100_000, rate_limit_burst=100_000) as bench:
+    with bench_env(rate_limit_per_s=100_000, rate_limit_burst=100_000, egress="any") as bench:
         first = asyncio.run(create_endpoint(bench.settings, secret=SECRETS["payments"], tolerance_s=600))
         account = (first.account_id, first.api_key)
         endpoints = [{"id": first.id, "token": first.token, "provider": "payments"}]
@@ -75,13 +81,17 @@ def run(seconds: float) -> dict[str, object]:
                 create_endpoint(bench.settings, secret=SECRETS[provider], tolerance_s=600, account=account)
             )
             endpoints.append({"id": ep.id, "token": ep.token, "provider": provider})
-        edge_port, control_port = free_port(), free_port()
+        edge_port, control_port, sink_port = free_port(), free_port(), free_port()
+        sink = f"http://127.0.0.1:{sink_port}/hook"
+        for endpoint in endpoints:  # every event matches a forward-all rule to the sink
+            asyncio.run(route_to_sink(bench.settings.database_url, endpoint["id"], sink))
         edge_url, control_url = f"http://127.0.0.1:{edge_port}", f"http://127.0.0.1:{control_port}"
         hookyard = _exe("hookyard")
         with (
             run_process([hookyard, "edge", "--port", str(edge_port)], bench.env, f"{edge_url}/healthz"),
             run_process([hookyard, "control", "--port", str(control_port)], bench.env, f"{control_url}/healthz"),
             run_process([hookyard, "worker"], bench.env),
+            run_process(granian("bench.hello:app", sink_port, factory=False), bench.env),
         ):
             plan = {
                 "edge_url": edge_url,
@@ -119,7 +129,7 @@ def run(seconds: float) -> dict[str, object]:
     def pct(rows: list[dict[str, str]], column: str) -> int:
         return max((int(float(r[column] or 0)) for r in rows), default=0)
 
-    ok = ledger["stored"] == acked == ledger["distinct_keys"] == ledger["valid"]
+    ok = ledger["stored"] == acked == ledger["distinct_keys"] == ledger["valid"] == ledger["delivered"]
     return {
         "ingest_rps": rps(ingest),
         "ingest_p50_ms": pct(ingest, "50%"),
@@ -132,5 +142,6 @@ def run(seconds: float) -> dict[str, object]:
         "stored": ledger["stored"],
         "distinct": ledger["distinct_keys"],
         "signature_valid": ledger["valid"],
+        "delivered": ledger["delivered"],
         "ledger": "ok" if ok else "MISMATCH",
     }
