@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from control.app import create_app
 from control.db import connect
 from control.service.accounts import hash_key
+from shared.keys import Keys
 from shared.settings import Settings
 from tests.conftest import with_database
 
@@ -176,3 +177,18 @@ async def redis_connection(servers: Any) -> AsyncIterator[aioredis.Redis]:
     """Import into a test module for a plain Redis client on the test servers."""
     async with redis_client(servers.redis_url) as client:
         yield client
+
+
+@contextlib.asynccontextmanager
+async def rules_channel(redis: aioredis.Redis, settings: Settings) -> AsyncIterator[Any]:
+    """Subscribed to the rules channel, confirmed, before the test acts: nothing can be missed."""
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(Keys(settings.redis_prefix).rules_channel)
+    confirm = await pubsub.get_message(timeout=5)  # subscribed before the test acts: nothing can be missed
+    assert confirm is not None
+    assert confirm["type"] == "subscribe"
+    try:
+        yield pubsub
+    finally:
+        await pubsub.unsubscribe()
+        await pubsub.aclose()

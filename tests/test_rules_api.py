@@ -5,20 +5,16 @@ worker's routing query, 401/403/404 and tenant isolation."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from control.routing import EventView, compile_tree
 from control.service.accounts import issue_key
 from control.service.rules import MAX_RULES
 from shared import ids
-from shared.keys import Keys
 from tests.helpers import (  # noqa: F401 - fixtures
     ULID,
     assert_error,
@@ -29,6 +25,7 @@ from tests.helpers import (  # noqa: F401 - fixtures
     next_messages,
     parse_ts,
     redis_connection,
+    rules_channel,
     utcnow,
 )
 
@@ -60,20 +57,6 @@ NORMALISED = {
     ],
 }
 EVERYTHING = {"op": "AND", "children": []}
-
-
-@contextlib.asynccontextmanager
-async def rules_channel(redis: aioredis.Redis, settings) -> AsyncIterator[Any]:
-    pubsub = redis.pubsub()
-    await pubsub.subscribe(Keys(settings.redis_prefix).rules_channel)
-    confirm = await pubsub.get_message(timeout=5)  # subscribed before the test acts: nothing can be missed
-    assert confirm is not None
-    assert confirm["type"] == "subscribe"
-    try:
-        yield pubsub
-    finally:
-        await pubsub.unsubscribe()
-        await pubsub.aclose()
 
 
 def list_path(endpoint: dict[str, Any]) -> str:
