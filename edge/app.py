@@ -1,7 +1,8 @@
 """The edge: a raw ASGI app (no framework) that granian serves to providers at high volume.
 
 ``create_app()`` is the factory granian loads (``--factory edge.app:create_app``). The lifespan opens
-one Redis client per process. Every non-2xx is the shared error envelope, pre-encoded where it is fixed.
+a redis-py client per process (configuration, pub/sub, health) and one pipelining RESP connection
+for the ingest stream writes (``edge.resp``). Every non-2xx is the shared error envelope, pre-encoded where it is fixed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import redis.asyncio as aioredis
 from edge.clientip import ClientIP
 from edge.config import EndpointCache
 from edge.ingest import Ingest
+from edge.resp import RespConnection
 from edge.respond import send_error, send_json
 from edge.stream import StreamWriter
 from shared import redis_client
@@ -33,6 +35,7 @@ class EdgeApp:
         self.settings = settings
         self.keys = Keys(settings.redis_prefix, settings.stream_shards)
         self.redis: aioredis.Redis | None = None
+        self.stream_redis: RespConnection | None = None
         self.ingest: Ingest | None = None
         self._listener: asyncio.Task[None] | None = None
 
@@ -76,7 +79,8 @@ class EdgeApp:
         settings = self.settings
         self.redis = redis_client.connect(settings.redis_url)
         cache = EndpointCache(self.redis, self.keys)
-        writer = StreamWriter(self.redis, self.keys, high_water=settings.stream_high_water)
+        self.stream_redis = RespConnection(settings.redis_url)
+        writer = StreamWriter(self.stream_redis, self.keys, high_water=settings.stream_high_water)
         self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies))
         self._listener = asyncio.create_task(cache.listen(), name="edge-config-listener")
         # Serve only once invalidations flow, so no change made from now on can be missed.
@@ -88,6 +92,8 @@ class EdgeApp:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
+        if self.stream_redis is not None:
+            await self.stream_redis.aclose()
         if self.redis is not None:
             await self.redis.aclose()
 

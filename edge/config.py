@@ -59,7 +59,7 @@ class EndpointCache:
         config = None
         if raw is not None:
             try:
-                config = ServedEndpoint(decode_edge_endpoint(raw))
+                config = ServedEndpoint(decode_edge_endpoint(raw), self._keys)
             except (msgspec.MsgspecError, ValueError):
                 log.error("edge config of a token is unreadable; serving it as unknown until control rewrites it")
         if generation == self._generation:

@@ -15,10 +15,11 @@ from typing import Any
 from edge.clientip import ClientIP
 from edge.config import MISS as _MISS
 from edge.config import EndpointCache
-from edge.respond import send_error, send_json
+from edge.respond import JSON_HEADER as _JSON
+from edge.respond import send_error
 from edge.stream import StreamWriter
 from edge.trust import decide, header_map
-from shared.ids import new_id
+from shared.ids import ulid
 from shared.keys import Keys
 from shared.settings import Settings
 from shared.wire import IngestRecord
@@ -28,6 +29,10 @@ __all__ = ("Ingest",)
 
 class _TooLarge(Exception):
     pass
+
+
+_OK_LENGTH = (b"content-length", str(len(b'{"ok":true,"id":"evt_' + b"0" * 26 + b'"}')).encode())
+"""Every 200 body has the same length: an event id is always ``evt_`` and 26 ULID characters."""
 
 
 class Ingest:
@@ -55,7 +60,7 @@ class Ingest:
         if endpoint.expires_at is not None and endpoint.expires_at <= now:
             await send_error(send, 410, "endpoint_expired", "this temporary endpoint has expired")
             return
-        shard = self.keys.shard_for(endpoint.endpoint_id)
+        shard = served.shard
         if self.writer.over_high_water(shard):
             await send_error(
                 send, 503, "backpressure", "ingest is catching up; retry shortly", [(b"retry-after", b"5")]
@@ -65,41 +70,60 @@ class Ingest:
         headers = scope["headers"]
         client = scope.get("client")
         source_ip = self.client_ip.resolve(client[0] if client else None, headers)
-        ip_allowed = served.ip_allowed(source_ip)
+        ip_allowed = served.ip_allowed(source_ip) if served.networks else None
         if ip_allowed is False and not endpoint.auth.log_blocked_ips:
             await send_error(send, 403, "ip_not_allowed", f"source address {source_ip} is not in the allowlist")
             return
-        try:
-            body = await self._read_body(receive, headers)
-        except _TooLarge:
+
+        length = -1
+        for name, value in headers:
+            if name == b"content-length":
+                if value.isdigit():
+                    length = int(value)
+                break
+        if length > self.max_body:
             await send_error(send, 413, "payload_too_large", self._too_large)
             return
-        except TimeoutError:
-            await send_error(send, 408, "request_timeout", "body: the request body did not arrive in time")
+        message = await receive()
+        body = message.get("body", b"")
+        # Granian ends every body with an empty message; when Content-Length is already met there is
+        # nothing left to wait for, which saves a round through the server per request.
+        if len(body) != length and message.get("more_body", False):
+            try:
+                body = await self._read_rest(receive, body)
+            except _TooLarge:
+                await send_error(send, 413, "payload_too_large", self._too_large)
+                return
+            except TimeoutError:
+                await send_error(send, 408, "request_timeout", "body: the request body did not arrive in time")
+                return
+        elif len(body) > self.max_body:
+            await send_error(send, 413, "payload_too_large", self._too_large)
             return
 
-        decision = decide(endpoint, header_map(headers), body, now)
-        if decision.refuse and ip_allowed is not False:
-            await send_error(send, 401, "signature_invalid", f"signature verification failed: {decision.reason}")
+        (provider, event_type, idempotency_key), signature_valid, reason, refuse = decide(
+            served, header_map(headers), body, now
+        )
+        if refuse and ip_allowed is not False:
+            await send_error(send, 401, "signature_invalid", f"signature verification failed: {reason}")
             return
-        attribution = decision.attribution
-        event_id = new_id("evt", int(now * 1000))
+        event_id = "evt_" + ulid(int(now * 1000))
         record = IngestRecord(
-            id=event_id,
-            endpoint_id=endpoint.endpoint_id,
-            received_at_us=int(now * 1_000_000),
-            method=scope["method"],
-            path=sub_path,
-            query=scope["query_string"].decode("latin-1"),
-            headers=headers,
-            body=body,
-            source_ip=source_ip,
-            provider=attribution.provider,
-            event_type=attribution.event_type,
-            idempotency_key=attribution.idempotency_key,
-            signature_valid=decision.signature_valid,
-            signature_failure_reason=decision.reason,
-            ip_allowed=ip_allowed,
+            event_id,
+            endpoint.endpoint_id,
+            int(now * 1_000_000),
+            scope["method"],
+            sub_path,
+            scope["query_string"].decode("latin-1"),
+            headers,
+            body,
+            source_ip,
+            provider,
+            event_type,
+            idempotency_key,
+            signature_valid,
+            reason,
+            ip_allowed,
         )
         try:
             await self.writer.append(shard, record)
@@ -118,28 +142,21 @@ class Ingest:
                 [(b"x-hookyard-event-id", encoded_id)],
             )
             return
-        await send_json(send, 200, b'{"ok":true,"id":"' + encoded_id + b'"}', [(b"x-hookyard-event-id", encoded_id)])
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [_JSON, _OK_LENGTH, (b"x-hookyard-event-id", encoded_id)],
+            }
+        )
+        await send({"type": "http.response.body", "body": b'{"ok":true,"id":"' + encoded_id + b'"}'})
 
-    async def _read_body(self, receive: Any, headers: list[tuple[bytes, bytes]]) -> bytes:
-        length = -1
-        for name, value in headers:
-            if name == b"content-length":
-                if value.isdigit():
-                    length = int(value)
-                    if length > self.max_body:
-                        raise _TooLarge
-                break
-        message = await receive()
-        body = message.get("body", b"")
-        # Granian ends every body with an empty message; when Content-Length is already met there is
-        # nothing left to wait for, which saves a round through the server per request.
-        if len(body) == length or not message.get("more_body", False):
-            if len(body) > self.max_body:
-                raise _TooLarge
-            return body
-        # A body in several chunks: only now pay for a timer, so a slow sender cannot hold the slot forever.
-        chunks = [body]
-        size = len(body)
+    async def _read_rest(self, receive: Any, first: bytes) -> bytes:
+        """A body in several chunks: only now pay for a timer, so a slow sender cannot hold the slot forever."""
+        chunks = [first]
+        size = len(first)
+        if size > self.max_body:
+            raise _TooLarge
         async with asyncio.timeout(self.read_timeout_s):
             while True:
                 message = await receive()

@@ -8,14 +8,14 @@ import msgspec
 
 from shared.errors import envelope
 
-__all__ = ("send_error", "send_json")
+__all__ = ("JSON_HEADER", "send_error", "send_json")
 
-_JSON = (b"content-type", b"application/json")
+JSON_HEADER = (b"content-type", b"application/json")
 _encoder = msgspec.json.Encoder()
 
 
 async def send_json(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    out = [_JSON, (b"content-length", str(len(body)).encode())]
+    out = [JSON_HEADER, (b"content-length", str(len(body)).encode())]
     if headers:
         out.extend(headers)
     await send({"type": "http.response.start", "status": status, "headers": out})

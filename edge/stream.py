@@ -12,21 +12,33 @@ from __future__ import annotations
 
 import asyncio
 
-import redis.asyncio as aioredis
-
+from edge.resp import Command, RespConnection, RespError
 from shared.keys import Keys
 from shared.wire import IngestRecord, encode_records
 
 __all__ = ("StreamWriter",)
 
 
+class _Batch(asyncio.Future):
+    """The outcome of one write, awaited by every request in it.
+
+    A request whose task is cancelled (its sender hung up) must not cancel its batch-mates' outcome; refusing
+    ``cancel`` gives what ``asyncio.shield`` gives (the awaiting task still ends with CancelledError as soon
+    as it wakes) without a second future and callback per request.
+    """
+
+    def cancel(self, msg: object = None) -> bool:
+        return False
+
+
 class StreamWriter:
-    def __init__(self, redis: aioredis.Redis, keys: Keys, *, high_water: int) -> None:
+    def __init__(self, redis: RespConnection, keys: Keys, *, high_water: int) -> None:
         self._redis = redis
         self._keys = keys
         self._high_water = high_water
+        self._streams = [keys.ingest_stream(shard).encode() for shard in range(keys.shards)]
         self._pending: dict[int, list[IngestRecord]] = {}
-        self._done: asyncio.Future[None] | None = None
+        self._done: _Batch | None = None
         """Resolved when the pending batch is written: one future per batch, shared by its requests."""
         self._writer: asyncio.Task[None] | None = None
         self._backlog = [0] * keys.shards
@@ -35,7 +47,8 @@ class StreamWriter:
     def over_high_water(self, shard: int) -> bool:
         return self._backlog[shard] >= self._high_water
 
-    async def append(self, shard: int, record: IngestRecord) -> None:
+    def append(self, shard: int, record: IngestRecord) -> asyncio.Future[None]:
+        """The batch's future, for the caller to await (a plain method: no coroutine per request)."""
         pending = self._pending.get(shard)
         if pending is None:
             self._pending[shard] = [record]
@@ -43,10 +56,10 @@ class StreamWriter:
             pending.append(record)
         done = self._done
         if done is None:
-            done = self._done = asyncio.get_running_loop().create_future()
+            done = self._done = _Batch()
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_all())
-        await asyncio.shield(done)  # a sender that hangs up must not cancel its batch-mates' outcome
+        return done
 
     async def _write_all(self) -> None:
         try:
@@ -57,18 +70,21 @@ class StreamWriter:
         finally:
             self._writer = None
 
-    async def _write(self, by_shard: dict[int, list[IngestRecord]], done: asyncio.Future[None]) -> None:
+    async def _write(self, by_shard: dict[int, list[IngestRecord]], done: _Batch) -> None:
+        commands: list[Command] = []
+        for shard, records in by_shard.items():
+            stream = self._streams[shard]
+            commands.append((b"XADD", stream, b"*", b"r", encode_records(records)))
+            commands.append((b"XLEN", stream))
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for shard, records in by_shard.items():
-                    stream = self._keys.ingest_stream(shard)
-                    pipe.xadd(stream, {"r": encode_records(records)})
-                    pipe.xlen(stream)
-                results = await pipe.execute()
+            replies = await self._redis.execute(commands)
+            failed = next((r for r in replies if isinstance(r, RespError)), None)
+            if failed is not None:
+                raise failed
         except Exception as exc:  # noqa: BLE001 - every waiter gets the failure and answers 503
             done.set_exception(exc)
             done.exception()  # retrieved here, so a batch whose senders all left logs no warning
             return
         for i, shard in enumerate(by_shard):
-            self._backlog[shard] = int(results[2 * i + 1])
+            self._backlog[shard] = replies[2 * i + 1]
         done.set_result(None)

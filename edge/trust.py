@@ -10,6 +10,7 @@ import ipaddress
 from collections.abc import Mapping
 
 from shared.attribution import Attribution, attribute
+from shared.keys import Keys
 from shared.signatures import verify
 from shared.wire import EdgeEndpoint
 
@@ -19,11 +20,15 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class ServedEndpoint:
-    __slots__ = ("config", "networks")
+    """Also what the hot path would otherwise recompute per request: the shard, whether to verify."""
 
-    def __init__(self, config: EdgeEndpoint) -> None:
+    __slots__ = ("config", "networks", "shard", "verifies")
+
+    def __init__(self, config: EdgeEndpoint, keys: Keys) -> None:
         self.config = config
         self.networks: tuple[IPNetwork, ...] = tuple(_network(c) for c in config.allowlist)
+        self.shard = keys.shard_for(config.endpoint_id)
+        self.verifies = bool(config.auth.hmac_enabled and config.auth.secret)
 
     def ip_allowed(self, ip: str | None) -> bool | None:
         """None when the endpoint has no allowlist (nothing was checked); else whether an entry covers ip."""
@@ -48,35 +53,24 @@ def _network(cidr: str) -> IPNetwork:
     return net
 
 
-class Decision:
-    """The trust fields of the record, and whether the sender is refused (and with what)."""
-
-    __slots__ = ("attribution", "reason", "refuse", "signature_valid")
-
-    def __init__(
-        self, attribution: Attribution, signature_valid: bool | None, reason: str | None, refuse: bool
-    ) -> None:
-        self.attribution = attribution
-        self.signature_valid = signature_valid
-        self.reason = reason
-        self.refuse = refuse
-
-
 def header_map(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
     return {name.decode("latin-1"): value.decode("latin-1") for name, value in headers}
 
 
-def decide(config: EdgeEndpoint, headers: Mapping[str, str], body: bytes, now: float) -> Decision:
+Decision = tuple[Attribution, bool | None, str | None, bool]
+"""(attribution, signature_valid, failure reason, refuse): a plain tuple, built once per request."""
+
+
+def decide(served: ServedEndpoint, headers: Mapping[str, str], body: bytes, now: float) -> Decision:
     """Attribution always; the signature only with ``hmac_enabled`` (else ``signature_valid`` is None).
 
     ``refuse`` is set when the signature failed and the endpoint rejects failures: nothing is stored.
     """
-    auth = config.auth
     attribution = attribute(headers, body)
-    if not auth.hmac_enabled or not auth.secret:
-        return Decision(attribution, None, None, False)
-    verdict = verify(
+    if not served.verifies:
+        return attribution, None, None, False
+    auth = served.config.auth
+    valid, reason, _ = verify(
         headers, body, auth.secret, tolerance_s=auth.tolerance_seconds, header_name=auth.header_name, now=now
     )
-    refuse = not verdict.valid and auth.on_failure == "reject"
-    return Decision(attribution, verdict.valid, verdict.reason, refuse)
+    return attribution, valid, reason, not valid and auth.on_failure == "reject"

@@ -30,7 +30,8 @@ _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 PREFIXES = frozenset({"acct", "key", "ep", "evt", "dst", "rule", "lbl", "al", "dlv", "task", "sch"})
 
 
-_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
+_PAIRS = tuple(_CROCKFORD[i >> 5] + _CROCKFORD[i & 31] for i in range(1024))
+"""Every 10-bit value as its two Crockford characters: the 80 random bits are eight lookups."""
 _time_cache: tuple[int, str] = (-1, "")
 
 # Ids must be unique, not secret (keys and secrets below use `secrets`): a PRNG seeded from the OS avoids a
@@ -52,7 +53,7 @@ def ulid(now_ms: int | None = None) -> str:
     """26 Crockford base32 characters: 48 bits of milliseconds, then 80 random bits.
 
     On the edge's hot path: the time part is computed once per millisecond, and the 80 random bits are
-    exactly 10 bytes, i.e. 16 base32 characters, so the stdlib's C encoder does the rest.
+    encoded ten bits at a time from a table (the stdlib's base32 encoder is pure Python and took 3x as long).
     """
     global _time_cache
     ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -60,7 +61,19 @@ def ulid(now_ms: int | None = None) -> str:
     if ms != cached_ms:
         prefix = _time_part(ms)
         _time_cache = (ms, prefix)
-    return prefix + base64.b32encode(_rng.getrandbits(80).to_bytes(10, "big")).translate(_TO_CROCKFORD).decode()
+    n = _rng.getrandbits(80)
+    t = _PAIRS
+    return (
+        prefix
+        + t[n >> 70]
+        + t[(n >> 60) & 1023]
+        + t[(n >> 50) & 1023]
+        + t[(n >> 40) & 1023]
+        + t[(n >> 30) & 1023]
+        + t[(n >> 20) & 1023]
+        + t[(n >> 10) & 1023]
+        + t[n & 1023]
+    )
 
 
 def ulid_time_ms(value: str) -> int:

@@ -57,6 +57,7 @@ import binascii
 import hashlib
 import hmac
 import math
+import re
 import time
 from collections.abc import Mapping
 from functools import lru_cache
@@ -355,15 +356,17 @@ def _verify_identity(
     return _verdict("identity")
 
 
+_PAYMENTS_USUAL: Final = re.compile(r"t=([0-9]{1,30}),v1=([0-9a-f]{64})")
+"""What payment providers send nearly always (one ``v1``, no ``v0``): read without the general parse."""
+
+
 def _verify_payments(value: str, body: bytes, secret: str, tolerance_s: int, now: float | None) -> Verdict:
-    ts_text: str | None = None
-    signatures: list[str] = []
-    for item in value.split(","):
-        key, _, item_value = item.strip().partition("=")
-        if key == "v1":
-            signatures.append(item_value)
-        elif key == "t" and ts_text is None:
-            ts_text = item_value
+    usual = _PAYMENTS_USUAL.fullmatch(value)
+    if usual is not None:
+        ts_text, signature = usual.groups()
+        signatures = [signature]
+    else:
+        ts_text, signatures = _payments_items(value)
     if ts_text is None or not signatures:  # v0-only (test events) lands here too
         return _verdict("payments", MALFORMED_HEADER)
     ts = _timestamp(ts_text)
@@ -377,6 +380,19 @@ def _verify_payments(value: str, body: bytes, secret: str, tolerance_s: int, now
     if not _in_tolerance(ts_value, tolerance_s, now):
         return _verdict("payments", TIMESTAMP_OUT_OF_TOLERANCE)
     return _verdict("payments")
+
+
+def _payments_items(value: str) -> tuple[str | None, list[str]]:
+    """The first ``t`` and every ``v1`` of a ``t=...,v1=...,v0=...`` header, in any order and spacing."""
+    ts_text: str | None = None
+    signatures: list[str] = []
+    for item in value.split(","):
+        key, _, item_value = item.strip().partition("=")
+        if key == "v1":
+            signatures.append(item_value)
+        elif key == "t" and ts_text is None:
+            ts_text = item_value
+    return ts_text, signatures
 
 
 def _verify_code_host(value: str, body: bytes, secret: str) -> Verdict:
