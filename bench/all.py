@@ -67,7 +67,14 @@ def run(seconds: float) -> dict[str, object]:
             f"{e['edge_rps']} vs {round(baseline_rps)} req/s",
             f"{round(float(e['edge_rps']) / baseline_rps, 1)}×",
         ),
-        _row("edge latency p99 (wrk -c64, at peak)", "≤ 5 ms at half peak", f"{e['p99_ms']} ms", ""),
+        _row(
+            "edge latency p99 at half peak (paced wrk -c64)",
+            "≤ 5 ms",
+            f"{e['half_peak_p99_ms']} ms at {e['half_peak_rps']} req/s",
+            "",
+            "met" if float(e["half_peak_p99_ms"]) <= 5 else "missed",
+        ),
+        _row("edge latency p99 at peak (wrk -c64)", "(context)", f"{e['p99_ms']} ms", ""),
         _row(
             "flush, stream → Postgres",
             "≥ 20,000 events/s",

@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ("WrkResult", "run_wrk")
+__all__ = ("WrkResult", "run_wrk", "run_wrk_paced")
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
@@ -30,9 +30,11 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def _lua(method: str, body: bytes, headers: dict[str, str]) -> str:
+def _lua(method: str, body: bytes, headers: dict[str, str], delay_ms: int | None) -> str:
     lines = [f'wrk.method = "{method}"', f"wrk.body = {_lua_string(body)}"]
     lines += [f"wrk.headers[{_lua_string(k.encode())}] = {_lua_string(v.encode())}" for k, v in headers.items()]
+    if delay_ms is not None:
+        lines.append(f"function delay() return {delay_ms} end")
     return "\n".join(lines) + "\n"
 
 
@@ -49,12 +51,14 @@ def run_wrk(
     method: str = "POST",
     body: bytes = b"",
     headers: dict[str, str] | None = None,
+    delay_ms: int | None = None,
 ) -> WrkResult:
+    """At full speed, or with every connection pausing ``delay_ms`` between its requests (wrk's ``delay()``)."""
     exe = shutil.which("wrk")
     if exe is None:
         raise SystemExit("bench needs wrk as its load generator: apt-get install wrk")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(_lua(method, body, headers or {}))
+        script.write(_lua(method, body, headers or {}, delay_ms))
     try:
         out = subprocess.run(
             [
@@ -83,3 +87,15 @@ def run_wrk(
     if socket_errors:
         errors += sum(int(g) for g in socket_errors.groups())
     return WrkResult(rps=rps, p50_ms=p50, p99_ms=p99, requests=requests, errors=errors)
+
+
+def run_wrk_paced(url: str, *, rate: float, seconds: float, connections: int = 64, **options: object) -> WrkResult:
+    """Near ``rate`` requests/s: a short calibration round measures the cycle each connection needs besides
+    its pause, and the measured round pauses so that the cycles add up to the rate (whole milliseconds, so
+    the achieved rate is read off the result, not assumed)."""
+    cycle_ms = connections * 1000 / rate
+    delay_ms = max(1, round(cycle_ms))
+    probe = run_wrk(url, seconds=2, connections=connections, delay_ms=delay_ms, **options)
+    busy_ms = max(0.0, connections * 1000 / max(probe.rps, 1.0) - delay_ms)
+    delay_ms = max(1, round(cycle_ms - busy_ms))
+    return run_wrk(url, seconds=seconds, connections=connections, delay_ms=delay_ms, **options)
