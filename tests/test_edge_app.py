@@ -100,3 +100,11 @@ async def test_lifespan_reports_a_failed_startup(servers, redis_prefix, monkeypa
 def test_edge_refuses_to_start_without_redis():
     with pytest.raises(ValueError, match="REDIS_URL"):
         create_app(load_settings({}))
+
+
+def test_only_a_server_worker_tunes_the_garbage_collector(servers, monkeypatch):
+    # granian calls the factory without arguments; an app built around given settings lives inside a test
+    # process whose collector it must leave alone.
+    monkeypatch.setenv("REDIS_URL", servers.redis_url)
+    assert create_app().tune_gc is True
+    assert create_app(load_settings({}, redis_url=servers.redis_url)).tune_gc is False
