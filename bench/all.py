@@ -62,6 +62,12 @@ def run(seconds: float) -> dict[str, object]:
             ok if float(e["ratio"]) >= 0.85 else "missed",
         ),
         _row(
+            "edge floor: only the durable batched write, vs bare granian",
+            "(context)",
+            f"{e['floor_rps']} vs {e['hello_rps']} req/s",
+            f"{e['floor_ratio']}",
+        ),
+        _row(
             "edge ingest vs FastAPI + uvicorn + 1 INSERT",
             "(context)",
             f"{e['edge_rps']} vs {round(baseline_rps)} req/s",
