@@ -47,7 +47,15 @@ class _Probe(msgspec.Struct, gc=False):
     id: msgspec.Raw = msgspec.Raw()
 
 
+class _StringProbe(msgspec.Struct, gc=False):
+    """The usual body: both fields strings (or absent), decoded in one pass with no second decode."""
+
+    type: str | None = None
+    id: str | None = None
+
+
 _probe_decoder: Final = msgspec.json.Decoder(_Probe)
+_string_probe_decoder: Final = msgspec.json.Decoder(_StringProbe)
 _str_decoder: Final = msgspec.json.Decoder(str)
 _NONE: Final = Attribution(None, None, None)
 _QUOTE: Final = ord('"')
@@ -68,11 +76,20 @@ _PAYMENTS_ANY: Final = frozenset(_PAYMENTS)
 _CODE_HOST_ANY: Final = frozenset(event for event, _ in _CODE_HOST)
 
 
-def _probe(body: bytes) -> _Probe | None:
+def _fields(body: bytes) -> tuple[str | None, str | None] | None:
+    """(type, id) of a JSON object body, each a non-empty string or None; None when not a JSON object."""
     try:
-        return _probe_decoder.decode(body)
+        usual = _string_probe_decoder.decode(body)
+        return usual.type or None, usual.id or None
+    except msgspec.ValidationError:  # a field of another JSON type (or not an object): look closer
+        pass
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    try:
+        probe = _probe_decoder.decode(body)
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return None
+    return _string(probe.type), _string(probe.id)
 
 
 def _string(raw: msgspec.Raw) -> str | None:
@@ -98,18 +115,18 @@ def attribute(headers: Mapping[str, str], body: bytes) -> Attribution:
     if not _IDENTITY_ANY.isdisjoint(headers):
         key = _first(headers, _IDENTITY_IDS)
         if key is not None or _first(headers, _IDENTITY_SIGNATURES) is not None:
-            probe = _probe(body)
-            return Attribution("identity", None if probe is None else _string(probe.type), key)
+            fields = _fields(body)
+            return Attribution("identity", None if fields is None else fields[0], key)
     if not _COMMERCE_ANY.isdisjoint(headers):
         for topic_name, id_name in _COMMERCE:
             topic = headers.get(topic_name)
             if topic:
                 return Attribution("commerce", topic, headers.get(id_name) or _first(headers, _COMMERCE_IDS))
     if not _PAYMENTS_ANY.isdisjoint(headers) and _first(headers, _PAYMENTS) is not None:
-        probe = _probe(body)
-        if probe is None:
+        fields = _fields(body)
+        if fields is None:
             return Attribution("payments", None, None)
-        return Attribution("payments", _string(probe.type), _string(probe.id))
+        return Attribution("payments", *fields)
     if not _CODE_HOST_ANY.isdisjoint(headers):
         for event_name, id_name in _CODE_HOST:
             event = headers.get(event_name)
