@@ -207,3 +207,39 @@ async def test_sweep_never_removes_the_config_of_an_endpoint_created_while_it_ru
             assert config.endpoint_id == newcomer["id"]
     finally:
         await pool.close()
+
+
+async def test_a_delete_between_the_read_and_the_write_never_brings_the_config_back(
+    client, account, settings, redis, monkeypatch
+):
+    """Control deletes an endpoint after a sweep (or a PATCH's sync) read it and before that write landed:
+    the edge must not serve the endpoint again (it would acknowledge events the flush drops)."""
+    keys = Keys(settings.redis_prefix)
+    real_edge_rows = edge_config_service.db_endpoints.edge_rows
+    pool = await create_pool(settings.database_url, max_size=2)
+    try:
+        ctx = Context(settings=settings, pool=pool, redis=redis, keys=keys)
+        for writer in ("sweep", "sync"):
+            made = await create_endpoint(client, account.headers, name=f"deleted during the {writer}")
+            deleted: list[str] = []
+
+            async def edge_rows_then_delete(conn, endpoint_ids=None, made=made, deleted=deleted):
+                rows = await real_edge_rows(conn, endpoint_ids)
+                if not deleted:  # what DELETE /v1/endpoints/{id} does: commit, then remove the config
+                    async with pool.acquire() as other:
+                        token = await edge_config_service.db_endpoints.delete(other, account.id, made["id"])
+                    await edge_config_service.remove(ctx, token)
+                    deleted.append(token)
+                return rows
+
+            with monkeypatch.context() as m:
+                m.setattr(edge_config_service.db_endpoints, "edge_rows", edge_rows_then_delete)
+                if writer == "sweep":
+                    await Sweep(ctx).step()
+                else:  # what every PATCH does after its commit
+                    async with pool.acquire() as conn:
+                        await edge_config_service.sync(ctx, conn, [made["id"]])
+            assert deleted == [token_of(made["ingest_url"])], "the interleaving did not happen"
+            assert await edge_config(redis, keys, token_of(made["ingest_url"])) is None, writer
+    finally:
+        await pool.close()

@@ -131,3 +131,9 @@ async def edge_rows(conn: asyncpg.Connection, endpoint_ids: list[str] | None = N
     if endpoint_ids is None:
         return await conn.fetch(_EDGE_SELECT)
     return await conn.fetch(_EDGE_SELECT + " WHERE e.id = any($1::text[])", endpoint_ids)
+
+
+async def existing_tokens(conn: asyncpg.Connection, ingest_tokens: list[str]) -> set[str]:
+    """Which of these ingest tokens still belong to an endpoint."""
+    rows = await conn.fetch("SELECT ingest_token FROM endpoints WHERE ingest_token = any($1::text[])", ingest_tokens)
+    return {row["ingest_token"] for row in rows}

@@ -45,6 +45,27 @@ async def sync(ctx: Context, conn: asyncpg.Connection, endpoint_ids: list[str]) 
             pipe.set(ctx.keys.endpoint_config(row["ingest_token"]), encode(_record(row)))
             pipe.publish(ctx.keys.config_channel, row["ingest_token"])
         await pipe.execute()
+    await _drop_vanished(ctx, conn, [row["ingest_token"] for row in rows])
+
+
+async def _drop_vanished(ctx: Context, conn: asyncpg.Connection, written: list[str]) -> int:
+    """Deletes the configs just written whose endpoint was deleted meanwhile.
+
+    A delete commits, then removes the config. Had that removal run between our read and our write, the
+    write would bring a deleted endpoint back to the edge, which would acknowledge events the flush then
+    drops. Reading again after the write closes that window: a delete that commits before this read is
+    undone here, and one that commits after it removes the config itself.
+    """
+    if not written:
+        return 0
+    vanished = set(written) - await db_endpoints.existing_tokens(conn, written)
+    if vanished:
+        async with ctx.redis.pipeline(transaction=False) as pipe:
+            for token in vanished:
+                pipe.delete(ctx.keys.endpoint_config(token))
+                pipe.publish(ctx.keys.config_channel, token)
+            await pipe.execute()
+    return len(vanished)
 
 
 async def remove(ctx: Context, ingest_token: str) -> None:
@@ -65,13 +86,14 @@ async def resync_all(ctx: Context) -> tuple[int, int]:
     seen = [key async for key in ctx.redis.scan_iter(match=ctx.keys.endpoint_config_pattern(), count=1000)]
     async with ctx.pool.acquire() as conn:
         rows = await db_endpoints.edge_rows(conn)
-    wanted = {ctx.keys.endpoint_config(row["ingest_token"]): encode(_record(row)) for row in rows}
-    stale = [k for k in seen if (k.decode() if isinstance(k, bytes) else k) not in wanted]
-    async with ctx.redis.pipeline(transaction=False) as pipe:
-        for key, value in wanted.items():
-            pipe.set(key, value)
-        if stale:
-            pipe.delete(*stale)
-        pipe.publish(ctx.keys.config_channel, "*")
-        await pipe.execute()
-    return len(wanted), len(stale)
+        wanted = {ctx.keys.endpoint_config(row["ingest_token"]): encode(_record(row)) for row in rows}
+        stale = [k for k in seen if (k.decode() if isinstance(k, bytes) else k) not in wanted]
+        async with ctx.redis.pipeline(transaction=False) as pipe:
+            for key, value in wanted.items():
+                pipe.set(key, value)
+            if stale:
+                pipe.delete(*stale)
+            pipe.publish(ctx.keys.config_channel, "*")
+            await pipe.execute()
+        vanished = await _drop_vanished(ctx, conn, [row["ingest_token"] for row in rows])
+    return len(wanted) - vanished, len(stale) + vanished
