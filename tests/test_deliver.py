@@ -298,3 +298,22 @@ async def test_concurrency_is_capped_per_destination(settings: Settings, destina
     # With 2 at a time and 0.2 s each, the 6 requests arrive in 3 waves.
     assert arrivals[2] - arrivals[0] >= 0.15
     assert arrivals[4] - arrivals[2] >= 0.15
+
+
+async def test_a_backlog_to_one_destination_never_waits_for_the_poll(
+    settings: Settings, destination: Destination
+) -> None:
+    """Room freed at a destination while a claim is in flight is claimed right after it, not at the next
+    poll (here longer than the whole backlog takes). The stall this guards against needed a claim to
+    overlap the last sends of the destination, so without the fix the test fails often, not always."""
+    tuned = msgspec.structs.replace(settings, deliver_poll_s=5.0, deliver_per_destination=4, deliver_concurrency=16)
+    async with worker_context(tuned) as ctx:
+        first = await make_task(ctx, destination.url)
+        tasks = [first] + [
+            await make_task(ctx, destination.url, endpoint_id=first["endpoint"], destination_id=first["destination"])
+            for _ in range(119)
+        ]
+        async with running(ctx):
+            await destination.wait_for(len(tasks), timeout=4.5)
+            for task in tasks:
+                await settled(ctx, task["task"], "succeeded", timeout=4.5)

@@ -1,5 +1,5 @@
-"""The outbound transport on its own: TLS through the asyncio network backend, connections the
-destination closed while idle, and the egress policy's address ranges."""
+"""The outbound transport on its own: TLS, connections the destination closed while idle, and the egress
+policy's address ranges (HTTP framing and failures: tests/test_delivery_transport.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def destination() -> Iterator[Destination]:
 
 
 async def test_tls_destinations_are_verified(tmp_path: Path) -> None:
-    """The asyncio network backend's TLS path: a trusted certificate works over a kept-alive connection,
-    an untrusted one is a connection failure, never a silent downgrade."""
+    """A trusted certificate works over a kept-alive connection, an untrusted one is a connection
+    failure, never a silent downgrade."""
     with serving(tls_dir=tmp_path) as secure:
         trusted = egress.client(
             "any", timeout_s=2, connect_timeout_s=2, max_connections=2, ssl_context=secure.client_context()

@@ -1,12 +1,12 @@
 """Where outbound requests may go: ``HOOKYARD_EGRESS=public`` refuses internal addresses, ``any`` allows all.
 
-The check runs on the address a connection is actually made to, not on the URL's host name: the network
-backend resolves the name itself, refuses if any usable address is internal, connects to the checked IP
-literal (so nothing resolves the name a second time: DNS rebinding has no second answer to swap in), and
-checks the socket's peer address once more before a byte is sent. TLS still verifies the host name, which
-httpcore passes separately from the address it connects to. Connections use the asyncio backend of
-``control.delivery.netstream`` in both modes. Proxies from the environment are ignored
-(``trust_env=False``): through a proxy the connected address would be the proxy's.
+The check runs on the address a connection is actually made to, not on the URL's host name: the connector
+given to ``control.delivery.transport`` resolves the name itself, refuses if any usable address is
+internal, connects to the checked IP literal (so nothing resolves the name a second time: DNS rebinding
+has no second answer to swap in), and checks the socket's peer address once more before a byte is sent
+(the TLS handshake included). TLS still verifies the URL's host name, which the transport passes
+separately from the address connected to. Proxies from the environment are ignored (``trust_env=False``):
+through a proxy the connected address would be the proxy's.
 
 Refused (``public``): loopback, private (RFC 1918, ULA), link-local, CGNAT 100.64/10, multicast,
 unspecified, reserved and every other non-global range, cloud metadata (169.254.169.254,
@@ -16,18 +16,17 @@ fd00:ec2::254), and IPv6 forms that embed such an IPv4 address (mapped, 6to4, NA
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
 import ssl
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable
 
-import httpcore
 import httpx
 
-from control.delivery.netstream import AsyncioBackend
+from control.delivery.transport import Connector, Transport
 
-__all__ = ("EgressRefusedError", "client", "refusal")
+__all__ = ("EgressRefusedError", "client", "connector", "refusal")
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -81,76 +80,51 @@ def _refused(address: str) -> EgressRefusedError:
     return EgressRefusedError(f"egress refused: {refusal(address)} (HOOKYARD_EGRESS=public)")
 
 
-class _Backend(httpcore.AsyncNetworkBackend):
-    """The asyncio backend, behind a resolve-check-connect-check step when ``public``."""
+async def _connect_any(
+    host: str, port: int, factory: Callable[[], asyncio.Protocol]
+) -> tuple[asyncio.BaseTransport, asyncio.Protocol]:
+    return await asyncio.get_running_loop().create_connection(factory, host, port)
 
-    def __init__(self, *, public: bool) -> None:
-        self._inner = AsyncioBackend()
-        self._public = public
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's backend interface
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        if not self._public:
-            return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+async def _connect_public(
+    host: str, port: int, factory: Callable[[], asyncio.Protocol]
+) -> tuple[asyncio.BaseTransport, asyncio.Protocol]:
+    """Resolve, refuse if any answer is internal, connect to a checked address, check the peer again."""
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise OSError(f"cannot resolve {host}: {exc}") from exc
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    for address in addresses:
+        if refusal(address) is not None:
+            # One internal answer refuses the name: picking only the public ones would let a name that
+            # mixes both probe whether the internal one is up.
+            raise _refused(address)
+    last: OSError = OSError(f"{host} resolved to no address")
+    for address in addresses:
         try:
-            async with asyncio.timeout(timeout):
-                infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except TimeoutError:
-            raise httpcore.ConnectTimeout(f"resolving {host} took longer than {timeout}s") from None
+            transport, protocol = await loop.create_connection(factory, address, port)
         except OSError as exc:
-            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        for address in addresses:
-            if refusal(address) is not None:
-                # One internal answer refuses the name: picking only the public ones would let a name that
-                # mixes both probe whether the internal one is up.
-                raise _refused(address)
-        last: Exception = httpcore.ConnectError(f"{host} resolved to no address")
-        for address in addresses:
-            try:
-                stream = await self._inner.connect_tcp(address, port, timeout, local_address, socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                last = exc
-                continue
-            peer = stream.get_extra_info("server_addr")
-            if peer is None or refusal(str(peer[0])) is not None:
-                await stream.aclose()
-                raise _refused(str(peer[0]) if peer else address)
-            return stream
-        raise last
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's backend interface
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise EgressRefusedError("egress refused: Unix sockets are never a destination")
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+            last = exc
+            continue
+        peer = transport.get_extra_info("peername")
+        if peer is None or refusal(str(peer[0])) is not None:
+            transport.abort()
+            raise _refused(str(peer[0]) if peer else address)
+        return transport, protocol
+    raise last
 
 
-class _Transport(httpx.AsyncHTTPTransport):
-    """httpx's own transport (request mapping, exception mapping, response streams) over a connection pool
-    with our backend. httpx 0.28 has no ``network_backend`` argument yet (encode/httpx#3749), so the pool
-    it built is replaced by an identical one that has it."""
+def connector(egress: str) -> Connector:
+    """How the transport connects under this policy (``public`` or ``any``)."""
+    return _connect_public if egress == "public" else _connect_any
 
-    def __init__(self, *, limits: httpx.Limits, public: bool, ssl_context: ssl.SSLContext | None) -> None:
-        super().__init__(limits=limits, trust_env=False)
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context or httpx.create_ssl_context(trust_env=False),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_Backend(public=public),
-        )
+
+@functools.cache
+def _default_ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle takes milliseconds: once per process, not per client (replay makes one per call).
+    return httpx.create_ssl_context(trust_env=False)
 
 
 def client(
@@ -160,16 +134,16 @@ def client(
     connect_timeout_s: float,
     max_connections: int,
     ssl_context: ssl.SSLContext | None = None,
-) -> httpx.AsyncClient:
-    """The outbound client: pooled, no redirects, no proxies from the environment, egress checked.
+) -> Transport:
+    """The outbound transport (see ``control.delivery.send``): pooled, egress checked, no redirects, and no
+    proxies from the environment (nothing reads them).
 
-    ``timeout_s`` bounds each read and write; callers bound the whole exchange themselves (httpx has no
-    total timeout). ``ssl_context`` replaces the default verification (certifi's CAs), for tests.
+    ``timeout_s`` bounds each read and write and the wait for a free connection; callers bound the whole
+    exchange themselves. ``ssl_context`` replaces the default verification (certifi's CAs), for tests.
     """
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-    return httpx.AsyncClient(
-        transport=_Transport(limits=limits, public=egress == "public", ssl_context=ssl_context),
+    return Transport(
+        connector(egress),
+        ssl_context=ssl_context or _default_ssl_context,
         timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-        follow_redirects=False,
-        trust_env=False,
+        max_connections=max_connections,
     )

@@ -1,8 +1,10 @@
 """One outbound HTTP exchange: build the request, send it, read a bounded response, classify the outcome.
 
-Requests are built with ``httpx.Request`` and sent with ``client.send`` (not ``client.request``), so the
-client's default headers (``user-agent: python-httpx``, ``accept``...) are never mixed into a forwarded
-request: what goes out is exactly the given headers plus ``host`` and ``content-length``.
+Requests are ``httpx.Request`` objects handed straight to the transport (``control.delivery.transport``),
+not through an ``httpx.AsyncClient``: nothing of a client's (default headers such as ``user-agent:
+python-httpx``, a cookie jar filled by every destination's ``set-cookie``, auth and redirect handling) is
+wanted here, and that layer cost as much CPU per delivery as the HTTP exchange itself. What goes out is
+exactly the given headers plus ``host`` and ``content-length``.
 
 Nothing here raises for a failed exchange: refused egress, connect errors, timeouts, a dropped connection
 and non-2xx answers all come back as an :class:`Outcome`, with ``error`` saying why when no response came.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from control.delivery.egress import EgressRefusedError
+from control.delivery.transport import Transport
 
 __all__ = ("HOP_BY_HOP", "MAX_RESPONSE_BYTES", "Outcome", "body_text", "forwardable", "merge", "send")
 
@@ -92,9 +96,32 @@ def body_text(raw: bytes) -> str | None:
         return base64.b64encode(raw).decode("ascii")
 
 
-def _wire_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+@functools.lru_cache(maxsize=4096)
+def _url(url: str) -> httpx.URL:
+    # Parsing a URL is most of what building a request costs, and a worker sends to few distinct URLs.
+    return httpx.URL(url)
+
+
+_SET_BY_US = frozenset({"host", "content-length", "transfer-encoding"})
+
+
+def _request(method: str, url: str, headers: Mapping[str, str], body: bytes) -> tuple[httpx.Request, dict[str, str]]:
+    """The request and the headers it sends (names lowercased), ``host`` and ``content-length`` made here
+    from the URL and the body: a ``stream=`` request gets no headers of httpx's own, which also keeps it
+    cheap to build."""
+    target = _url(url)
+    sent = {"host": target.netloc.decode("ascii")}
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower not in _SET_BY_US:
+            sent[lower] = value
+    if body or method.upper() in ("POST", "PUT", "PATCH"):
+        sent["content-length"] = str(len(body))
     # Captured values were decoded as UTF-8 when valid, so encoding them back restores the original bytes.
-    return [(name.lower().encode("latin-1"), value.encode("utf-8")) for name, value in headers.items()]
+    wire = [(name.encode("latin-1"), value.encode("utf-8")) for name, value in sent.items()]
+    request = httpx.Request(method, target, headers=wire, stream=httpx.ByteStream(body))
+    request.read()
+    return request, sent
 
 
 async def _read_capped(response: httpx.Response) -> str:
@@ -112,7 +139,7 @@ async def _read_capped(response: httpx.Response) -> str:
 
 
 async def send(
-    client: httpx.AsyncClient,
+    transport: Transport,
     method: str,
     url: str,
     headers: Mapping[str, str],
@@ -128,13 +155,12 @@ async def send(
         return Outcome(latency_ms=latency, started_at=started, **values)  # type: ignore[arg-type]
 
     try:
-        request = httpx.Request(method, url, headers=_wire_headers(headers), content=body)
+        request, sent = _request(method, url, headers, body)
     except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
         return outcome(status=None, sent_headers=dict(headers), error=f"invalid request: {exc}", permanent=True)
-    sent = {name.lower(): value for name, value in request.headers.multi_items()}
     try:
         async with asyncio.timeout(total_timeout_s):
-            response = await client.send(request, stream=True)
+            response = await transport.handle_async_request(request)
             try:
                 text = await _read_capped(response)
             finally:
@@ -149,8 +175,8 @@ async def send(
         return outcome(status=None, sent_headers=sent, error=f"timeout: {_phase(exc)} ({exc or type(exc).__name__})")
     except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
         return outcome(status=None, sent_headers=sent, error=f"request not sendable: {exc}", permanent=True)
-    except httpx.RemoteProtocolError as exc:
-        return outcome(status=None, sent_headers=sent, error=f"connection closed without a valid response: {exc}")
+    except httpx.RemoteProtocolError as exc:  # the transport's messages say which: closed, or not HTTP
+        return outcome(status=None, sent_headers=sent, error=str(exc))
     except httpx.ConnectError as exc:
         return outcome(status=None, sent_headers=sent, error=f"connection failed: {exc}")
     except httpx.HTTPError as exc:

@@ -8,7 +8,8 @@ dedicated connection), a destination or the worker having room again, the next r
 delivery rate: a destination at its cap is claimed for again once half of its requests finished, a full
 worker once an eighth of its slots is free.
 
-Sends share one pooled ``httpx.AsyncClient``. A send forwards the captured method, body and headers (minus
+Sends share one pooled transport (``control.delivery.transport``: HTTP/1.1 keep-alive per destination, the
+egress policy checked on every connection). A send forwards the captured method, body and headers (minus
 hop-by-hop ones), the destination's headers on top, plus ``x-hookyard-event-id`` and
 ``x-hookyard-delivery-attempt``; 2xx is success; anything else is retried on the schedule until the
 attempts run out (refused egress and unusable requests fail at once). Results are written in batches by
@@ -52,7 +53,7 @@ class Deliver:
         self.ctx = ctx
         self.concurrency = s.deliver_concurrency
         self.max_attempts = retry.max_attempts(s.retry_schedule_s)
-        self.client = egress.client(
+        self.transport = egress.client(
             s.egress,
             timeout_s=s.deliver_timeout_s,
             connect_timeout_s=s.deliver_connect_timeout_s,
@@ -156,7 +157,9 @@ class Deliver:
                 self._per_destination[destination_id] = left
             else:
                 del self._per_destination[destination_id]
-            if left == self._half:  # this destination is claimable again
+            if left <= self._half:
+                # Claimable again. Not only at the crossing: a claim in flight while this count fell
+                # through half computed its room from the old count and cleared the flag after it.
                 self._look = True
             if self._look and self._free() >= self._batch:
                 self._wake.set()
@@ -179,9 +182,8 @@ class Deliver:
                 task["destination_headers"],
                 {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
             )
-            outcome = await send(
-                self.client, task["method"], task["destination_url"], headers, body, total_timeout_s=s.deliver_timeout_s
-            )
+            url, timeout_s = task["destination_url"], s.deliver_timeout_s
+            outcome = await send(self.transport, task["method"], url, headers, body, total_timeout_s=timeout_s)
         status, retry_in_s, error = self._next(outcome, attempt)
         self.recorder.add(  # synchronous: once the response is in, nothing can cancel its bookkeeping
             Attempt(
@@ -248,5 +250,5 @@ class Deliver:
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     log.warning("deliver: could not hand back %d tasks (%s); their lease will", len(interrupted), exc)
         await self.recorder.drain(timeout_s=max(5.0, self.ctx.settings.deliver_drain_s))
-        await self.client.aclose()
+        await self.transport.aclose()
         await self._notifications.aclose()
