@@ -1,8 +1,20 @@
 """Flush throughput: events/s from a pre-filled ingest stream into Postgres, one worker process.
 
 The stream is filled the way the edge fills it (entries of ~50 records, realistic headers and a 400-byte
-JSON body, spread over 20 endpoints), then one flush worker drains it; the figure is events per second of
-wall time from the first read to the last commit. Target (DESIGN.md section 6): ≥ 20,000 events/s.
+JSON body, spread over 20 endpoints), then one flush worker (its lanes sharing one router, as
+``hookyard worker flush`` runs them) drains it; the figure is events per second of wall time from the first
+read to the last commit. Target (DESIGN.md section 6): ≥ 20,000 events/s with routing included.
+
+Three variants, each on a fresh database so none inherits the others' rows:
+
+- ``forward_all`` (the headline ``events_per_s``): every endpoint has one active forward-all rule with one
+  destination, so every event also creates one delivery task in its transaction.
+- ``condition``: every endpoint's rule is ``body.type equals payment_intent.succeeded AND header
+  content-type contains application/json`` (every event matches: its body is parsed and both leaves run).
+- ``none``: no rules at all (the secondary ``norule_events_per_s``).
+
+No deliver worker runs: the bench owns its database, and it checks afterwards that every event is stored and
+that every routed variant holds exactly one pending, never-attempted task per event.
 """
 
 from __future__ import annotations
@@ -11,15 +23,32 @@ import asyncio
 import json
 import time
 
+import asyncpg
+
 from bench.infra import bench_env
 from bench.setup import create_endpoint
+from control.records.destinations import DestinationCreate
+from control.routing.route import Router
+from control.service import Principal
+from control.service.destinations import create_destination
 from control.workers import worker_context
 from control.workers.flush import Flush
 from shared import ids
+from shared.settings import Settings
 from shared.wire import IngestRecord, encode_records
 
 __all__ = ("run",)
 
+ENDPOINTS = 20
+EVENT_TYPE = "payment_intent.succeeded"
+SINK = "http://127.0.0.1:9/sink"  # the discard port: nothing would answer, and nothing is sent anyway
+CONDITION = {
+    "op": "AND",
+    "children": [
+        {"field": "body.type", "operator": "equals", "value": EVENT_TYPE},
+        {"field": "header.content-type", "operator": "contains", "value": "application/json"},
+    ],
+}
 HEADERS = [
     (b"host", b"hooks.example.com"),
     (b"user-agent", b"Stripe/1.0 (+https://stripe.com/docs/webhooks)"),
@@ -34,7 +63,7 @@ def _body(i: int) -> bytes:
     doc = {
         "id": f"evt_{i:024d}",
         "object": "event",
-        "type": "payment_intent.succeeded",
+        "type": EVENT_TYPE,
         "data": {"object": {"id": f"pi_{i:024d}", "amount": 2000 + i, "currency": "usd", "status": "succeeded"}},
         "livemode": False,
         "pending_webhooks": 1,
@@ -42,10 +71,27 @@ def _body(i: int) -> bytes:
     return json.dumps(doc).encode().ljust(400)
 
 
-async def _fill(bench_settings, endpoint_ids: list[str], total: int) -> None:
-    async with worker_context(bench_settings) as ctx:
-        flush = Flush(ctx)
-        await flush.ensure_groups()
+async def _add_rules(settings: Settings, endpoints: list[tuple[str, str]], variant: str) -> None:
+    """One destination per endpoint with its rule, made through the service the API uses."""
+    if variant == "none":
+        return
+    async with worker_context(settings) as ctx:
+        for endpoint_id, account_id in endpoints:
+            data = (
+                DestinationCreate(url=SINK, forward_all=True)
+                if variant == "forward_all"
+                else DestinationCreate(url=SINK, condition_tree=CONDITION)
+            )
+            created = await create_destination(
+                ctx, Principal(account_id=account_id, key_id="bench", kind="live"), endpoint_id, data
+            )
+            if created.rule is None or not created.rule.active:
+                raise SystemExit(f"{variant}: no active rule was created for {endpoint_id}")
+
+
+async def _fill(settings: Settings, endpoint_ids: list[str], total: int) -> None:
+    async with worker_context(settings) as ctx:
+        await Flush(ctx).ensure_groups()
         batch: list[IngestRecord] = []
         async with ctx.redis.pipeline(transaction=False) as pipe:
             for i in range(total):
@@ -62,7 +108,7 @@ async def _fill(bench_settings, endpoint_ids: list[str], total: int) -> None:
                         body=_body(i),
                         source_ip="203.0.113.7",
                         provider="payments",
-                        event_type="payment_intent.succeeded",
+                        event_type=EVENT_TYPE,
                         idempotency_key=f"evt_{i:024d}",
                         signature_valid=True,
                     )
@@ -77,10 +123,11 @@ async def _fill(bench_settings, endpoint_ids: list[str], total: int) -> None:
             await pipe.execute()
 
 
-async def _drain(bench_settings, lanes: int) -> tuple[int, float]:
-    """Runs the worker's flush lanes (one process) until the stream is empty."""
-    async with worker_context(bench_settings) as ctx:
-        flushes = [Flush(ctx, consumer=f"bench-{i}", block_ms=50) for i in range(lanes)]
+async def _drain(settings: Settings, lanes: int) -> tuple[int, float]:
+    """Runs the worker's flush lanes (one process, one shared router) until the stream is empty."""
+    async with worker_context(settings) as ctx:
+        router = Router(ctx)
+        flushes = [Flush(ctx, consumer=f"bench-{i}", block_ms=50, router=router) for i in range(lanes)]
 
         async def lane(flush: Flush) -> int:
             total = 0
@@ -88,22 +135,62 @@ async def _drain(bench_settings, lanes: int) -> tuple[int, float]:
                 total += n
             return total
 
-        start = time.perf_counter()
-        counts = await asyncio.gather(*(lane(f) for f in flushes))
-        return sum(counts), time.perf_counter() - start
+        try:
+            start = time.perf_counter()
+            counts = await asyncio.gather(*(lane(f) for f in flushes))
+            return sum(counts), time.perf_counter() - start
+        finally:
+            await router.aclose()
+
+
+async def _check(settings: Settings, total: int, routed: bool) -> int:
+    """Every event stored once; one pending, never-attempted task per event when routed (none otherwise)."""
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        events = await conn.fetchval("SELECT count(*) FROM events")
+        tasks, untouched, distinct = await conn.fetchrow(
+            """SELECT count(*), count(*) FILTER (WHERE status = 'pending' AND attempts = 0),
+                      count(DISTINCT event_id) FROM delivery_tasks"""
+        )
+    finally:
+        await conn.close()
+    expected_tasks = total if routed else 0
+    if events != total or tasks != expected_tasks or untouched != tasks or distinct != tasks:
+        raise SystemExit(
+            f"after the flush: {events} events (expected {total}), {tasks} tasks for {distinct} events "
+            f"(expected {expected_tasks}), {untouched} pending and never attempted"
+        )
+    return tasks
+
+
+def _variant(variant: str, total: int) -> tuple[float, int, int, int]:
+    """(seconds, events, tasks, lanes) of one drain on a fresh database."""
+    with bench_env() as bench:
+        made = [asyncio.run(create_endpoint(bench.settings)) for _ in range(ENDPOINTS)]
+        asyncio.run(_add_rules(bench.settings, [(e.id, e.account_id) for e in made], variant))
+        asyncio.run(_fill(bench.settings, [e.id for e in made], total))
+        flushed, elapsed = asyncio.run(_drain(bench.settings, bench.settings.flush_lanes))
+        if flushed != total:
+            raise SystemExit(f"{variant}: flushed {flushed} of {total} events")
+        tasks = asyncio.run(_check(bench.settings, total, routed=variant != "none"))
+        return elapsed, flushed, tasks, bench.settings.flush_lanes
 
 
 def run(seconds: float) -> dict[str, object]:
     total = int(max(20_000, min(400_000, seconds * 20_000)))
-    with bench_env() as bench:
-        endpoint_ids = [asyncio.run(create_endpoint(bench.settings)).id for _ in range(20)]
-        asyncio.run(_fill(bench.settings, endpoint_ids, total))
-        flushed, elapsed = asyncio.run(_drain(bench.settings, bench.settings.flush_lanes))
-    if flushed != total:
-        raise SystemExit(f"flushed {flushed} of {total} events")
+    figures: dict[str, tuple[float, int, int, int]] = {}
+    for variant in ("forward_all", "condition", "none"):
+        figures[variant] = _variant(variant, total)
+        elapsed, flushed, tasks, _ = figures[variant]
+        print(f"flush {variant}: {flushed} events, {tasks} tasks in {elapsed:.2f} s", flush=True)
+    routed, cond, none = figures["forward_all"], figures["condition"], figures["none"]
     return {
-        "events": flushed,
-        "seconds": round(elapsed, 2),
-        "lanes": bench.settings.flush_lanes,
-        "events_per_s": round(flushed / elapsed),
+        "events": total,
+        "seconds": round(routed[0], 2),
+        "lanes": routed[3],
+        "events_per_s": round(routed[1] / routed[0]),
+        "tasks_per_s": round(routed[2] / routed[0]),
+        "cond_events_per_s": round(cond[1] / cond[0]),
+        "cond_tasks_per_s": round(cond[2] / cond[0]),
+        "norule_events_per_s": round(none[1] / none[0]),
     }

@@ -859,3 +859,28 @@ def test_not_equals_is_exactly_the_negation_of_equals(event):
             eq = compile_tree(leaf(name, "equals", value))(event)
             ne = compile_tree(leaf(name, "not_equals", value))(event)
             assert eq is not ne
+
+
+@pytest.mark.parametrize(
+    ("tree", "always"),
+    [
+        (group("AND"), True),
+        (group("OR", group("AND")), True),
+        (group("AND", group("AND"), group("OR", group("AND"), F)), True),
+        (group("OR", F, group("AND"), T), True),
+        (nest(MAX_DEPTH, group("AND")), True),
+        (group("AND", T), False),
+        (group("AND", group("AND"), T), False),
+        (group("OR"), False),
+        (group("AND", group("OR")), False),
+        (group("AND", T, group("OR", group("OR"))), False),
+    ],
+)
+def test_trees_matching_every_event_compile_to_always(tree, always):
+    """The flush routes with a tree compiled to ALWAYS without building the event's view, so folding the
+    constant groups must never change a result."""
+    normalised = validate(tree)
+    predicate = compile_tree(normalised)
+    assert (predicate is conditions.ALWAYS) is always
+    for event in (EVENT, EventView(), EventView(body=MISSING, headers={}, meta={})):
+        assert predicate(event) is reference(normalised, event)

@@ -10,6 +10,8 @@ import asyncpg
 import msgspec
 import pytest
 
+from control.db import tasks as db_tasks
+from control.db.flush import store_batch
 from control.db.tasks import NOTIFY_CHANNEL
 from control.events_text import event_row
 from control.routing.route import Router
@@ -94,16 +96,27 @@ async def test_one_task_per_event_rule_and_destination_even_when_reprocessed(ctx
     )
     assert await _tasks(ctx, endpoint_id) == expected
 
-    # Routing the same events again (the flush calls it once per new event; this is the key's guarantee).
-    async with ctx.pool.acquire() as conn:
-        rows = await conn.fetch("SELECT id, endpoint_id FROM events WHERE endpoint_id = $1", endpoint_id)
-        created = await Router(ctx).route(conn, [event_row(r) for r in records], rows)
+    # Routing and storing the same events again in one transaction, as a lane that lost its XACK would:
+    # no event is new, so the statement creates no task, and the (event, rule, destination) key would
+    # refuse a duplicate even with fresh task ids.
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        rows = [event_row(r) for r in records]
+        tasks = await Router(ctx).route(conn, rows)
+        assert sorted(t[1:] for t in tasks) == expected
+        stored = await store_batch(conn, rows, tasks)
+        assert (stored.events, stored.tasks, stored.by_endpoint) == (0, 0, [])
+        received_at = {row[0]: row[2] for row in rows}
+        again = [
+            (ids.new_id("task"), endpoint_id, event_id, received_at[event_id], rule_id, destination_id)
+            for event_id, rule_id, destination_id in expected
+        ]
+        assert await db_tasks.insert_tasks(conn, again) == 0
         task_rows = await conn.fetch(
             "SELECT status, attempts, next_attempt_at <= now() AS due FROM delivery_tasks WHERE endpoint_id = $1",
             endpoint_id,
         )
-    assert created == 0
     assert {(r["status"], r["attempts"], r["due"]) for r in task_rows} == {("pending", 0, True)}
+    assert await _tasks(ctx, endpoint_id) == expected
 
 
 async def test_inactive_rules_and_blocked_ips_do_not_route(ctx: Context, flush: Flush) -> None:
@@ -206,3 +219,116 @@ async def test_a_destination_deleted_meanwhile_is_skipped_not_failing_the_batch(
     assert all(d != gone for _, _, d in await _tasks(ctx, endpoint_id))
     async with ctx.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM events WHERE endpoint_id = $1", endpoint_id) == 2
+
+
+async def test_only_events_new_in_this_batch_are_routed(ctx: Context) -> None:
+    """An entry re-read together with new ones: its already-stored event is not routed again, not even by
+    a rule created since (it was routed once, with the rules of its time), while the new event is."""
+    flush = Flush(ctx, consumer="c2", block_ms=5, claim_every_s=0, router=Router(ctx, ttl_s=0))  # no stale rules
+    await flush.ensure_groups()
+    async with ctx.pool.acquire() as conn:
+        endpoint_id = await add_endpoint(conn)
+        dst = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/a")
+        first_rule = await add_rule(conn, endpoint_id, [dst])
+    old = _record(endpoint_id)
+    await _flush(ctx, flush, [old])
+    async with ctx.pool.acquire() as conn:
+        later_rule = await add_rule(conn, endpoint_id, [dst])
+    new = _record(endpoint_id)
+    try:
+        await _flush(ctx, flush, [old, new])
+    finally:
+        await flush.close()
+    assert await _tasks(ctx, endpoint_id) == sorted(
+        [(old.id, first_rule, dst), (new.id, first_rule, dst), (new.id, later_rule, dst)]
+    )
+    async with ctx.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM events WHERE endpoint_id = $1", endpoint_id) == 2
+
+
+async def test_forward_all_and_conditional_rules_on_one_endpoint(ctx: Context, flush: Flush) -> None:
+    """Forward-all rules route without looking at the event (even one whose body is not JSON), next to
+    conditional rules of the same endpoint that do look; nested empty groups count as forward-all."""
+    async with ctx.pool.acquire() as conn:
+        endpoint_id = await add_endpoint(conn)
+        a = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/a")
+        b = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/b")
+        nested_all = await add_rule(
+            conn, endpoint_id, [a, b], {"op": "OR", "children": [{"op": "AND", "children": []}]}
+        )
+        paid = await add_rule(
+            conn, endpoint_id, [b], {"field": "body.type", "operator": "equals", "value": "order.paid"}
+        )
+        nothing = await add_rule(conn, endpoint_id, [a], {"op": "OR", "children": []})
+    json_event = _record(endpoint_id)
+    form = _record(endpoint_id, body=b"type=order.paid", headers=[])
+    blocked = _record(endpoint_id, ip_allowed=False)
+    await _flush(ctx, flush, [json_event, form, blocked])
+    tasks = await _tasks(ctx, endpoint_id)
+    assert tasks == sorted(
+        [
+            (json_event.id, nested_all, a),
+            (json_event.id, nested_all, b),
+            (json_event.id, paid, b),
+            (form.id, nested_all, a),
+            (form.id, nested_all, b),
+        ]
+    )
+    assert all(rule != nothing for _, rule, _ in tasks)
+
+
+async def test_only_forward_all_rules_route_without_a_view_of_the_event(ctx: Context, flush: Flush) -> None:
+    async with ctx.pool.acquire() as conn:
+        endpoint_id = await add_endpoint(conn)
+        a = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/a")
+        b = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/b")
+        one = await add_rule(conn, endpoint_id, [a])
+        two = await add_rule(conn, endpoint_id, [b, a])
+    records = [_record(endpoint_id, body=b"\xff\xfe not json", headers=[]) for _ in range(3)]
+    await _flush(ctx, flush, records)
+    assert await _tasks(ctx, endpoint_id) == sorted(
+        (r.id, rule, dst) for r in records for rule, dst in ((one, a), (two, b), (two, a))
+    )
+
+
+async def test_deleting_a_destination_or_endpoint_deletes_its_tasks(ctx: Context, flush: Flush) -> None:
+    """delivery_tasks has no foreign keys (migration 0003); a trigger keeps their cascade."""
+    async with ctx.pool.acquire() as conn:
+        endpoint_id = await add_endpoint(conn)
+        gone = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/gone")
+        kept = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/kept")
+        rule = await add_rule(conn, endpoint_id, [gone, kept])
+    event = _record(endpoint_id)
+    await _flush(ctx, flush, [event])
+    assert await _tasks(ctx, endpoint_id) == sorted([(event.id, rule, gone), (event.id, rule, kept)])
+    async with ctx.pool.acquire() as conn:
+        await conn.execute("DELETE FROM destinations WHERE id = $1", gone)
+        assert await _tasks(ctx, endpoint_id) == [(event.id, rule, kept)]
+        await conn.execute("DELETE FROM endpoints WHERE id = $1", endpoint_id)
+        assert await conn.fetchval("SELECT count(*) FROM delivery_tasks WHERE event_id = $1", event.id) == 0
+
+
+async def test_a_task_for_another_endpoints_destination_is_refused(ctx: Context) -> None:
+    """Without foreign keys the insert's own join is the check: a destination of the task's endpoint, alive."""
+    async with ctx.pool.acquire() as conn:
+        mine = await add_endpoint(conn)
+        theirs = await add_endpoint(conn)
+        their_dst = await add_destination(conn, theirs, "http://127.0.0.1:9/theirs")
+        my_dst = await add_destination(conn, mine, "http://127.0.0.1:9/mine")
+        rule = await add_rule(conn, mine, [my_dst])
+        event = _record(mine)
+        async with conn.transaction():
+            stored = await store_batch(
+                conn,
+                [event_row(event)],
+                [
+                    (ids.new_id("task"), event.id, rule, their_dst),
+                    (ids.new_id("task"), event.id, rule, "dst_01KAKZ6Z3J0000000000000000"),
+                    (ids.new_id("task"), event.id, rule, my_dst),
+                ],
+            )
+        assert (stored.events, stored.tasks) == (1, 1)
+        now = event_row(event)[2]
+        assert await db_tasks.insert_tasks(conn, [(ids.new_id("task"), mine, "evt_x", now, rule, their_dst)]) == 0
+    assert await _tasks(ctx, mine) == [(event.id, rule, my_dst)]
+    assert await _tasks(ctx, theirs) == []

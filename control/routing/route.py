@@ -1,15 +1,19 @@
-"""The routing step of the flush: new events × their endpoint's active rules → delivery tasks.
+"""The routing step of the flush: each event × its endpoint's active rules → the delivery tasks to create.
 
-Runs inside the flush transaction that inserted the events, so events and their tasks commit together
-and a re-processed stream entry (whose events already exist) creates nothing; the unique
-(event, rule, destination) key makes even a repeated call harmless. The insert NOTIFYs the deliver workers
-at commit.
+Runs before the flush's insert, on the connection of its transaction: the decided tasks travel with their
+events into the staging table, and the one statement that inserts the events creates the tasks of those
+that are actually new (``control.db.flush.store_batch``). So events and their tasks commit together, a
+re-processed stream entry (whose events already exist) creates nothing, and the unique
+(event, rule, destination) key makes even a repeated insert harmless. The insert NOTIFYs the deliver
+workers at commit.
 
 Rules are compiled once and cached per endpoint (including "no rules", the common case, which then costs
 a dict look-up per event). An entry is dropped when the endpoint's id arrives on ``keys.rules_channel``
 (published after every rule or destination change) and after ``routing_cache_ttl_s`` at the latest, which
-bounds staleness if a message is lost. Events with ``ip_allowed = false`` are never routed; a body is
-parsed as JSON (once per event) only when some rule of its endpoint reads ``body.*``.
+bounds staleness if a message is lost. Events with ``ip_allowed = false`` are never routed. When every rule
+of an endpoint matches every event (forward-all), no event is even looked at; otherwise a body is parsed
+as JSON (once per event) only when some rule reads ``body``, and the meta keys are gathered only when some
+rule reads ``meta.*``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import asyncpg
@@ -25,22 +30,21 @@ import msgspec
 from redis.exceptions import RedisError
 
 from control.db import routing as db_routing
-from control.db import tasks as db_tasks
 from control.db.flush import COLUMNS
-from control.routing.conditions import META_KEYS, MISSING, EventView, compile_tree
+from control.routing.conditions import ALWAYS, META_KEYS, MISSING, EventView, compile_tree
 from control.service import Context
-from shared import ids
+from shared.ids import new_id
 
 __all__ = ("Router",)
 
 log = logging.getLogger("hookyard.routing")
 
-_ID, _ENDPOINT, _RECEIVED, _HEADERS, _BODY = (
-    COLUMNS.index(c) for c in ("id", "endpoint_id", "received_at", "headers", "body")
+_ID, _ENDPOINT, _HEADERS, _BODY, _IP_ALLOWED = (
+    COLUMNS.index(c) for c in ("id", "endpoint_id", "headers", "body", "ip_allowed")
 )
-_IP_ALLOWED = COLUMNS.index("ip_allowed")
 # Meta keys read straight from the event row; endpoint_id and environment are set per endpoint below.
 _META = tuple((name, COLUMNS.index(name)) for name in META_KEYS if name not in ("endpoint_id", "environment"))
+_NO_META: Mapping[str, object] = MappingProxyType({})
 _decode = msgspec.json.Decoder().decode
 
 
@@ -56,17 +60,34 @@ class _EndpointRules:
     environment: str
     rules: tuple[_Rule, ...]
     needs_body: bool
+    needs_meta: bool
+    fixed: tuple[tuple[str, str], ...] | None
+    """(rule id, destination id) of every task when every rule matches every event, else None."""
     expires_at: float
 
 
-def _reads_body(tree: object) -> bool:
-    """Whether any leaf of the tree has a ``body`` or ``body.*`` field."""
+def _reads(tree: object, kind: str) -> bool:
+    """Whether any leaf of the tree has a field of this kind (``body``, ``body.*``; ``meta.*``)."""
     if isinstance(tree, Mapping):
         field = tree.get("field")
-        if isinstance(field, str) and field.split(".", 1)[0] == "body":
+        if isinstance(field, str) and field.split(".", 1)[0] == kind:
             return True
-        return any(_reads_body(child) for child in tree.get("children") or ())
+        return any(_reads(child, kind) for child in tree.get("children") or ())
     return False
+
+
+def _endpoint_rules(environment: str, rules: list[tuple[_Rule, object]], expires_at: float) -> _EndpointRules:
+    fixed = None
+    if rules and all(rule.matches is ALWAYS for rule, _ in rules):
+        fixed = tuple((rule.id, d) for rule, _ in rules for d in rule.destination_ids)
+    return _EndpointRules(
+        environment,
+        tuple(rule for rule, _ in rules),
+        any(_reads(tree, "body") for _, tree in rules),
+        any(_reads(tree, "meta") for _, tree in rules),
+        fixed,
+        expires_at,
+    )
 
 
 class Router:
@@ -81,33 +102,43 @@ class Router:
         self._subscribe_after = 0.0  # monotonic time of the next subscription try after a failure
         self._reading = False
 
-    async def route(self, conn: asyncpg.Connection, rows: Sequence[tuple], inserted: Sequence[asyncpg.Record]) -> int:
-        """Creates the delivery tasks of the newly ``inserted`` events (``rows`` in flush ``COLUMNS`` order,
-        a superset); returns how many tasks are new."""
-        if not inserted:
-            return 0
+    async def route(self, conn: asyncpg.Connection, rows: Sequence[tuple]) -> list[tuple[str, str, str, str]]:
+        """The delivery tasks ``rows`` (flush ``COLUMNS`` order) make, as ``TASK_COLUMNS`` tuples
+        ``(task id, event id, rule id, destination id)``.
+
+        Decides for every row; the insert keeps only the tasks of events that turn out to be new.
+        """
+        if not rows:
+            return []
         await self._read_invalidations()
         now = time.monotonic()
-        wanted = {r["endpoint_id"] for r in inserted}
-        stale = [e for e in wanted if (c := self._cache.get(e)) is None or c.expires_at <= now]
+        cache = self._cache
+        wanted = {row[_ENDPOINT] for row in rows}
+        stale = [e for e in wanted if (c := cache.get(e)) is None or c.expires_at <= now]
         if stale:
             await self._load(conn, stale, now)
-        if not any((c := self._cache.get(e)) is not None and c.rules for e in wanted):
-            return 0
-        by_id = {row[_ID]: row for row in rows}
-        tasks: list[db_tasks.TaskRow] = []
-        for record in inserted:
-            endpoint = self._cache.get(record["endpoint_id"])
-            row = by_id.get(record["id"])
-            if endpoint is None or not endpoint.rules or row is None or row[_IP_ALLOWED] is False:
+        if not any((c := cache.get(e)) is not None and c.rules for e in wanted):
+            return []
+        tasks: list[tuple[str, str, str, str]] = []
+        append = tasks.append
+        for row in rows:
+            endpoint = cache.get(row[_ENDPOINT])
+            if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False:
                 continue
-            view = self._view(row, endpoint)
-            for rule in endpoint.rules:
-                if self._matches(rule, view, row[_ID]):
-                    for destination_id in rule.destination_ids:
-                        task_id = ids.new_id("task")
-                        tasks.append((task_id, row[_ENDPOINT], row[_ID], row[_RECEIVED], rule.id, destination_id))
-        return await db_tasks.insert_tasks(conn, tasks)
+            pairs = endpoint.fixed if endpoint.fixed is not None else self._match(row, endpoint)
+            event_id = row[_ID]
+            for rule_id, destination_id in pairs:
+                append((new_id("task"), event_id, rule_id, destination_id))
+        return tasks
+
+    def _match(self, row: tuple, endpoint: _EndpointRules) -> list[tuple[str, str]]:
+        view = self._view(row, endpoint)
+        return [
+            (rule.id, destination_id)
+            for rule in endpoint.rules
+            if rule.matches is ALWAYS or self._matches(rule, view, row[_ID])
+            for destination_id in rule.destination_ids
+        ]
 
     @staticmethod
     def _view(row: tuple, endpoint: _EndpointRules) -> EventView:
@@ -117,10 +148,12 @@ class Router:
                 body = _decode(row[_BODY])
             except (msgspec.DecodeError, UnicodeDecodeError):
                 body = MISSING
-        meta = {name: row[index] for name, index in _META}
-        meta["endpoint_id"] = row[_ENDPOINT]
-        meta["environment"] = endpoint.environment
-        return EventView(body=body, headers=row[_HEADERS], meta=meta)
+        meta = _NO_META
+        if endpoint.needs_meta:
+            meta = {name: row[index] for name, index in _META}
+            meta["endpoint_id"] = row[_ENDPOINT]
+            meta["environment"] = endpoint.environment
+        return EventView(body, row[_HEADERS], meta)
 
     @staticmethod
     def _matches(rule: _Rule, view: EventView, event_id: str) -> bool:
@@ -131,19 +164,17 @@ class Router:
             return False
 
     async def _load(self, conn: asyncpg.Connection, endpoint_ids: list[str], now: float) -> None:
-        grouped: dict[str, tuple[str, list[_Rule], bool]] = {}
+        grouped: dict[str, tuple[str, list[tuple[_Rule, object]]]] = {}
         for row in await db_routing.active_rules(conn, endpoint_ids):
-            environment, rules, needs_body = grouped.setdefault(row["endpoint_id"], (row["environment"], [], False))
+            _, rules = grouped.setdefault(row["endpoint_id"], (row["environment"], []))
             if row["rule_id"] is None:
                 continue
             predicate = self._predicate(row["rule_id"], row["condition_tree"])
             if predicate is not None:
-                rules.append(_Rule(row["rule_id"], predicate, tuple(row["destination_ids"])))
-                needs_body = needs_body or _reads_body(row["condition_tree"])
-                grouped[row["endpoint_id"]] = (environment, rules, needs_body)
+                rules.append((_Rule(row["rule_id"], predicate, tuple(row["destination_ids"])), row["condition_tree"]))
         for endpoint_id in endpoint_ids:
-            environment, rules, needs_body = grouped.get(endpoint_id, ("", [], False))
-            self._cache[endpoint_id] = _EndpointRules(environment, tuple(rules), needs_body, now + self.ttl_s)
+            environment, rules = grouped.get(endpoint_id, ("", []))
+            self._cache[endpoint_id] = _endpoint_rules(environment, rules, now + self.ttl_s)
 
     def _predicate(self, rule_id: str, tree: object) -> Any:
         known = self._compiled.get(rule_id)

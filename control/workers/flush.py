@@ -2,9 +2,9 @@
 
 Each step reads a batch of entries from every shard with XREADGROUP (group ``flush``), inserts their
 records in one transaction (idempotent on the event id) together with the delivery tasks the routing rules
-create for the new ones (``control.routing.route``), then XACKs and XDELs them and PUBLISHes one
-wakeup per endpoint for long-poll waiters. The order guarantees that an entry leaves the stream only
-after its events are committed.
+create for the new ones (``control.routing.route`` decides them, one statement of ``control.db.flush``
+inserts both), then XACKs and XDELs them and PUBLISHes one wakeup per endpoint for long-poll waiters. The
+order guarantees that an entry leaves the stream only after its events are committed.
 
 Failure handling:
 - A failed step (Postgres down) leaves its entries pending for this consumer; the next step re-reads the
@@ -27,7 +27,7 @@ import asyncpg
 import msgspec
 from redis.exceptions import ResponseError
 
-from control.db.flush import insert_events
+from control.db.flush import store_batch
 from control.events_text import event_row
 from control.routing.route import Router
 from control.service import Context
@@ -159,39 +159,36 @@ class Flush:
         if not decoded:
             return len(entries)
         try:
-            inserted = await self._insert([r for _, records in decoded for r in records])
+            new = await self._insert([r for _, records in decoded for r in records])
         except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
             log.warning("flush: batch rejected (%s); inserting entry by entry to isolate the bad one", exc)
-            inserted = []
+            new = []
             for entry, records in decoded:
                 try:
-                    inserted.extend(await self._insert(records))
+                    new.extend(await self._insert(records))
                 except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as entry_exc:
                     await self._dead_letter(entry, f"rejected by Postgres: {entry_exc}")
                     decoded = [d for d in decoded if d[0] is not entry]
-        await self._finish([e for e, _ in decoded], inserted)
+        await self._finish([e for e, _ in decoded], new)
         return sum(len(records) for _, records in decoded)
 
-    async def _insert(self, records: list[IngestRecord]) -> list[asyncpg.Record]:
+    async def _insert(self, records: list[IngestRecord]) -> list[tuple[str, str]]:
+        """(endpoint id, its new event ids joined with commas) per endpoint with new events."""
         rows = [event_row(r) for r in records]
         async with self.ctx.pool.acquire() as conn, conn.transaction():
-            inserted = await insert_events(conn, rows)
-            await self.router.route(conn, rows, inserted)  # tasks commit with their events (and NOTIFY then)
-            return inserted
+            tasks = await self.router.route(conn, rows)  # tasks commit with their events (and NOTIFY then)
+            return (await store_batch(conn, rows, tasks)).by_endpoint
 
-    async def _finish(self, entries: Iterable[Entry], inserted: list[asyncpg.Record]) -> None:
+    async def _finish(self, entries: Iterable[Entry], new: list[tuple[str, str]]) -> None:
         by_stream: dict[str, list[str]] = {}
         for stream, eid, _ in entries:
             by_stream.setdefault(stream, []).append(eid)
-        by_endpoint: dict[str, list[str]] = {}
-        for row in inserted:
-            by_endpoint.setdefault(row["endpoint_id"], []).append(row["id"])
         async with self.ctx.redis.pipeline(transaction=False) as pipe:
             for stream, ids in by_stream.items():
                 pipe.xack(stream, FLUSH_GROUP, *ids)
                 pipe.xdel(stream, *ids)
-            for endpoint_id, event_ids in by_endpoint.items():
-                pipe.publish(self.ctx.keys.event_channel(endpoint_id), ",".join(event_ids))
+            for endpoint_id, event_ids in new:
+                pipe.publish(self.ctx.keys.event_channel(endpoint_id), event_ids)
             await pipe.execute()
 
     async def close(self) -> None:
