@@ -48,8 +48,10 @@ async def _round(port: int, edge: str, endpoint, waiters: int, settings) -> tupl
         r = await client.post(f"{edge}/h/{endpoint.token}", content=b'{"type":"bench.wake"}')
     if r.status_code != 200:
         raise SystemExit(f"edge answered {r.status_code}")
-    while await pubsub.get_message(timeout=10) is None:
-        pass
+    deadline = sent + 20  # bounded: a pipeline that never publishes must fail the bench, not hang it
+    while await pubsub.get_message(timeout=1) is None:
+        if time.perf_counter() > deadline:
+            raise SystemExit("no PUBLISH within 20 s of the ack: is the flush worker storing events? (bench/out)")
     published = time.perf_counter()
     await pubsub.aclose()
     await redis.aclose()

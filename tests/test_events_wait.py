@@ -8,6 +8,7 @@ condition on the app's ``Wakeups`` with a deadline; nothing sleeps to synchronis
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from control.service import Principal
+from control.service import events as service
 from shared.keys import Keys
 from tests.events_support import EVENT_FIELDS, Ev, live_app, store
 from tests.helpers import assert_error, create_endpoint, db, redis_client, wait_for
@@ -31,6 +34,7 @@ class Live:
     conn: Any
     redis: Any
     keys: Keys
+    database_url: str
 
     async def announce(self, *events):
         """Stores the events and publishes their ids, as the flush worker does."""
@@ -59,7 +63,17 @@ async def live(settings, account):
     ):
         endpoint = (await create_endpoint(client, account.headers))["id"]
         keys = Keys(settings.redis_prefix)
-        yield Live(client, app, app.state.wakeups, endpoint, keys.event_channel(endpoint), conn, redis, keys)
+        yield Live(
+            client,
+            app,
+            app.state.wakeups,
+            endpoint,
+            keys.event_channel(endpoint),
+            conn,
+            redis,
+            keys,
+            settings.database_url,
+        )
 
 
 def _waiting(live, count=1, calls=()):
@@ -269,3 +283,137 @@ async def test_invalid_timeout_and_filters_are_400(live, account):
         )
         assert_error(resp, 400, "validation_error", field=name)
     assert live.wakeups.waiter_count() == 0
+
+
+async def _reads_idle():
+    """No database read of a waiter is in flight (first looks and shared reads alike)."""
+    return not service._inflight
+
+
+def _reading():
+    async def check():
+        return bool(service._inflight)
+
+    return check
+
+
+@contextlib.asynccontextmanager
+async def _events_locked(live):
+    """Holds an ACCESS EXCLUSIVE lock on ``events`` so every waiter's read blocks until the block ends:
+    the reads are then in flight for as long as the test needs, with no timing involved."""
+    async with db(live.database_url) as locker:
+        tx = locker.transaction()
+        await tx.start()
+        await locker.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            await tx.rollback()
+
+
+async def test_one_announcement_answers_each_filter_group_and_leaves_the_others_waiting(live, account):
+    paid = [_start(live, account, timeout=30, type="invoice.paid") for _ in range(3)]
+    created = [_start(live, account, timeout=30, type="invoice.created") for _ in range(3)]
+    refund = _start(live, account, timeout=30, type="refund")
+    await wait_for(_waiting(live, 7, [*paid, *created, refund]))
+    a = Ev(live.endpoint, event_type="invoice.created", body=b'{"n": "a"}')
+    b = Ev(live.endpoint, event_type="invoice.paid", body=b'{"n": "b"}')
+    await live.announce(a, b)  # one PUBLISH carrying both ids
+    for calls, ev in ((paid, b), (created, a)):
+        for resp in await asyncio.wait_for(asyncio.gather(*calls), 10):
+            assert resp.status_code == 200, resp.text
+            assert resp.headers["content-type"] == "application/json"
+            body = resp.json()
+            assert set(body) == {"event"}
+            assert set(body["event"]) == EVENT_FIELDS
+            assert (body["event"]["id"], body["event"]["body"]) == (ev.id, ev.body.decode())
+    await wait_for(_reads_idle)  # the refund waiter's read of this announcement is over too
+    assert not refund.done()
+    assert live.wakeups.waiter_count(live.channel) == 1
+    await live.announce(Ev(live.endpoint, event_type="invoice.paid"))
+    mine = Ev(live.endpoint, event_type="refund")
+    await live.announce(mine)
+    assert (await asyncio.wait_for(refund, 10)).json()["event"]["id"] == mine.id
+
+
+async def test_waiters_asking_the_same_question_share_one_read(live, account):
+    ctx, principal = live.app.state.ctx, Principal(account_id=account.id, key_id="test", kind="live")
+
+    def call(event_type):
+        filters = service.event_filters(event_type=event_type)  # equal filters, distinct objects
+        return asyncio.create_task(
+            service.wait_for_event(ctx, live.wakeups, principal, live.endpoint, filters, timeout_s=30)
+        )
+
+    same = [call("shared") for _ in range(5)]
+    apart = [call("apart") for _ in range(2)]
+    await wait_for(_waiting(live, 7, [*same, *apart]))
+    await wait_for(_reads_idle)
+    one, two = Ev(live.endpoint, event_type="shared"), Ev(live.endpoint, event_type="apart")
+    await live.announce(one, two)
+    shared = await asyncio.wait_for(asyncio.gather(*same), 10)
+    assert shared[0].id == one.id
+    assert all(event is shared[0] for event in shared)  # one read answered all five
+    other = await asyncio.wait_for(asyncio.gather(*apart), 10)
+    assert other[0].id == two.id
+    assert other[1] is other[0]
+    assert other[0] is not shared[0]
+
+
+async def test_a_waiter_leaving_during_a_shared_read_does_not_cancel_the_others(live, account):
+    stays, leaves = _start(live, account, timeout=30), _start(live, account, timeout=30)
+    await wait_for(_waiting(live, 2, [stays, leaves]))
+    await wait_for(_reads_idle)
+    ev = Ev(live.endpoint)
+    await store(live.conn, None, None, [ev])
+    async with _events_locked(live):
+        await live.redis.publish(live.channel, ev.id)
+        await wait_for(_reading())  # the shared read is in flight, blocked on the lock
+        leaves.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await leaves
+        assert live.wakeups.waiter_count(live.channel) == 1
+    resp = await asyncio.wait_for(stays, 10)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["event"]["id"] == ev.id
+    assert live.wakeups.waiter_count() == 0
+
+
+async def test_news_that_arrives_during_a_read_is_read_next(live, account):
+    task = _start(live, account, timeout=30, type="wanted")
+    await wait_for(_waiting(live, 1, [task]))
+    await wait_for(_reads_idle)
+    unwanted, wanted = Ev(live.endpoint, event_type="unwanted"), Ev(live.endpoint, event_type="wanted")
+    await store(live.conn, None, None, [unwanted, wanted])
+    (waiter,) = live.wakeups._channels[live.channel]
+
+    async def queued():
+        return waiter._ids == [wanted.id]
+
+    async with _events_locked(live):
+        await live.redis.publish(live.channel, unwanted.id)
+        await wait_for(_reading())  # the read of `unwanted` is in flight
+        await live.redis.publish(live.channel, wanted.id)
+        await wait_for(queued)  # announced while that read runs: kept for the next one
+    resp = await asyncio.wait_for(task, 10)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["event"]["id"] == wanted.id
+
+
+async def test_a_match_being_read_when_the_timeout_ends_is_still_returned(live, account):
+    then = datetime.now(UTC) - timedelta(minutes=1)
+    ev = Ev(live.endpoint, received_at=then)
+    await store(live.conn, None, None, [ev])
+    async with _events_locked(live):
+        started = time.monotonic()
+        task = _start(live, account, timeout=1, since=then.isoformat())
+        await wait_for(_reading())  # its first read is blocked on the lock
+
+        async def timed_out():
+            return time.monotonic() - started > 1.5
+
+        await wait_for(timed_out)
+        assert not task.done()
+    resp = await asyncio.wait_for(task, 10)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["event"]["id"] == ev.id

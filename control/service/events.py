@@ -194,11 +194,15 @@ async def get_event(ctx: Context, principal: Principal, event_id: str) -> EventW
 _inflight: dict[tuple[object, ...], asyncio.Future[Event | None]] = {}
 
 
-async def _first_match(
+def _first_match(
     ctx: Context, endpoint_id: str, filters: EventFilters, *, received_from: datetime | None, ids: list[str] | None
-) -> Event | None:
+) -> asyncio.Future[Event | None]:
     """One query per distinct question at a time: the waiters one announcement wakes with the same filters
-    (many callers on one endpoint, the common case) share one query instead of sending one each."""
+    (many callers on one endpoint, the common case) share one query instead of sending one each, and get
+    the very same ``Event`` object (so the handler encodes it once for all of them).
+
+    Callers attach callbacks to it (``Waiter.first``) and never await it, so a caller that leaves cannot
+    cancel the others' answer."""
     key = (ctx.pool, endpoint_id, filters, received_from, tuple(ids or ()))
     shared = _inflight.get(key)
     if shared is None:
@@ -209,13 +213,14 @@ async def _first_match(
             return None if row is None else event_record(row)
 
         def forget(done: asyncio.Future[Event | None]) -> None:
-            _inflight.pop(key, None)
+            if _inflight.get(key) is done:
+                del _inflight[key]
             if not done.cancelled():
-                done.exception()  # retrieved here, so a failure nobody awaited any more is not logged as lost
+                done.exception()  # retrieved here, so a failure nobody waits for any more is not logged as lost
 
         shared = _inflight[key] = asyncio.ensure_future(query())
         shared.add_done_callback(forget)
-    return await asyncio.shield(shared)  # a waiter that leaves must not cancel the others' answer
+    return shared
 
 
 async def wait_for_event(
@@ -242,17 +247,14 @@ async def wait_for_event(
     async with ctx.pool.acquire() as conn:
         await _endpoint(conn, principal, endpoint_id)
     received_from = None if filters.since is not None else started
-    async with wakeups.watch(ctx.keys.event_channel(endpoint_id)) as waiter:
+
+    def look(resync: bool, ids: list[str]) -> asyncio.Future[Event | None]:
+        if resync:  # may have missed messages: look at everything that counts
+            bound, announced = received_from, (ids or None) if received_from is not None else None
+        else:  # only the announced events are new
+            bound, announced = None, ids
+        return _first_match(ctx, endpoint_id, filters, received_from=bound, ids=announced)
+
+    with wakeups.watch(ctx.keys.event_channel(endpoint_id)) as waiter:
         await waiter.ready(min(_READY_WAIT_S, deadline - loop.time()))
-        while True:
-            resync, ids = waiter.take()
-            if resync:  # may have missed messages: look at everything that counts
-                bound, announced = received_from, (ids or None) if received_from is not None else None
-            else:  # only the announced events are new
-                bound, announced = None, ids
-            if resync or ids:
-                event = await _first_match(ctx, endpoint_id, filters, received_from=bound, ids=announced)
-                if event is not None:
-                    return event
-            if not await waiter.wait(deadline - loop.time()):
-                return None
+        return await waiter.first(look, deadline - loop.time())

@@ -3,8 +3,8 @@
 The flush worker PUBLISHes the ids of freshly committed events on ``keys.event_channel(endpoint_id)``.
 ``Wakeups`` SUBSCRIBEs to the channel of every endpoint that has at least one waiter in this process
 (reference counted: the first waiter subscribes, the last one leaving unsubscribes) and hands each
-message to the ``Waiter`` objects of that channel: an ``asyncio.Event`` plus the announced ids. A
-waiter costs a set entry and an Event; nothing polls.
+message to the ``Waiter`` objects of that channel: a signal plus the announced ids. A waiter costs a set
+entry and, while it sleeps, a future and a timer; nothing polls.
 
 Why per-channel SUBSCRIBE rather than one PSUBSCRIBE on ``ev:*``: a pattern would carry every event
 of the deployment into every control process, waiters or not.
@@ -24,58 +24,160 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 import redis.asyncio as aioredis
 
 from shared import redis_client
 from shared.keys import Keys
 
-__all__ = ("Waiter", "Wakeups")
+__all__ = ("Look", "Waiter", "Wakeups")
+
+T = TypeVar("T")
 
 log = logging.getLogger("hookyard.control.wakeups")
 
 
-class Waiter:
-    """One long-poll call's inbox: set when its endpoint has news, with the ids announced since ``take``."""
+Look = Callable[[bool, list[str]], asyncio.Future[T | None]]
+"""``look(resync, ids)``: starts a look at the database, returning a future of its answer (None: no match)."""
 
-    __slots__ = ("_ids", "_resync", "_signal", "confirmed")
+
+class Waiter(Generic[T]):
+    """One long-poll call's inbox: what its endpoint announced since the last look, and whether it must resync.
+
+    ``first`` runs the looks from the fan-out itself: the PUBLISH callback starts (or joins) the database
+    look of every waiter of the channel at once, and a waiter's task is resumed only when a look found its
+    answer. Waking each task first to let it start its own look cost a task step per waiter and put the
+    shared query behind a thousand of them; a waiter whose look finds nothing is never woken at all.
+
+    Timers are bare futures plus ``call_later``, not ``asyncio.wait_for``: on Python 3.11 that wraps every
+    wait in a Task of its own."""
+
+    __slots__ = (
+        "_answer",
+        "_expired",
+        "_ids",
+        "_look",
+        "_looking",
+        "_resync",
+        "_signalled",
+        "_wakeup",
+        "confirmed",
+    )
 
     def __init__(self, *, confirmed: bool) -> None:
-        self._signal = asyncio.Event()
+        self._signalled = False
+        self._wakeup: asyncio.Future[None] | None = None
         self._ids: list[str] = []
         self._resync = True  # a new waiter has seen nothing yet: its first look is a full query
+        self._look: Look[T] | None = None
+        self._looking = False
+        self._expired = False
+        self._answer: asyncio.Future[T | None] | None = None
         self.confirmed = confirmed
+
+    def _signal(self) -> None:
+        self._signalled = True
+        if self._look is not None:
+            if not self._looking:
+                self._start_look()
+            return
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     def _announce(self, ids: list[str]) -> None:
         self._ids.extend(ids)
-        self._signal.set()
+        self._signal()
 
     def _need_resync(self) -> None:
         self._resync = True
         self.confirmed = True
-        self._signal.set()
+        self._signal()
 
     def take(self) -> tuple[bool, list[str]]:
         """(resync, ids) gathered since the last call, and clears the signal: call it *before* looking."""
-        self._signal.clear()
+        self._signalled = False
         resync, ids = self._resync, self._ids
         self._resync, self._ids = False, []
         return resync, ids
 
     async def wait(self, seconds: float) -> bool:
         """True when signalled within ``seconds``."""
-        if seconds <= 0:
-            return self._signal.is_set()
+        if self._signalled or seconds <= 0:
+            return self._signalled
+        loop = asyncio.get_running_loop()
+        wakeup = self._wakeup = loop.create_future()
+        timer = loop.call_later(seconds, _expire, wakeup)
         try:
-            await asyncio.wait_for(self._signal.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
+            await wakeup
+        finally:
+            timer.cancel()
+            self._wakeup = None
+        return self._signalled
 
     async def ready(self, seconds: float) -> bool:
         """Waits (bounded) until the channel's subscription is live, so the first look needs no second."""
         return self.confirmed or await self.wait(seconds)
+
+    async def first(self, look: Look[T], seconds: float) -> T | None:
+        """The first answer of ``look`` that is not None, or None once ``seconds`` pass without one.
+
+        ``look(resync, ids)`` is called with what was taken, at once when there is news already (a new
+        waiter must resync) and then on every announcement; one look at a time, in order, so news that
+        arrives during a look is taken by the next one. A look still running when time is up is
+        awaited (a match it finds is returned); no look starts after that. A look that fails fails the call."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[T | None] = loop.create_future()
+        self._answer, self._look, self._expired = answer, look, False
+        timer = loop.call_later(max(seconds, 0), self._expire)
+        try:
+            if self._signalled or self._resync or self._ids:
+                self._start_look()
+            return await answer
+        finally:
+            timer.cancel()
+            self._look = self._answer = None
+
+    def _expire(self) -> None:
+        self._expired = True
+        if not self._looking and self._answer is not None and not self._answer.done():
+            self._answer.set_result(None)
+
+    def _start_look(self) -> None:
+        look, answer = self._look, self._answer
+        if look is None or answer is None or answer.done() or self._expired:
+            return
+        resync, ids = self.take()
+        if not (resync or ids):
+            return
+        try:
+            pending = look(resync, ids)
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting call, never lost in the fan-out
+            answer.set_exception(exc)
+            return
+        self._looking = True
+        pending.add_done_callback(self._looked)
+
+    def _looked(self, pending: asyncio.Future[T | None]) -> None:
+        self._looking = False
+        answer = self._answer
+        if answer is None or answer.done():  # the caller left meanwhile
+            return
+        if pending.cancelled():
+            answer.cancel()
+        elif (error := pending.exception()) is not None:
+            answer.set_exception(error)
+        elif (found := pending.result()) is not None or self._expired:
+            answer.set_result(found)
+        elif self._signalled:  # news arrived during the look
+            self._start_look()
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class Wakeups:
@@ -86,7 +188,7 @@ class Wakeups:
         self._heartbeat_s = heartbeat_s
         self._name = f"hookyard-wakeups-{uuid.uuid4().hex[:12]}"
         self._control = keys.event_channel(f"~{self._name}")  # never an endpoint id (those are ep_...)
-        self._channels: dict[str, set[Waiter]] = {}
+        self._channels: dict[str, set[Waiter[Any]]] = {}
         self._confirmed: set[str] = set()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -111,14 +213,14 @@ class Wakeups:
             return len(self._channels.get(channel, ()))
         return sum(len(w) for w in self._channels.values())
 
-    @contextlib.asynccontextmanager
-    async def watch(self, channel: str) -> AsyncIterator[Waiter]:
+    @contextlib.contextmanager
+    def watch(self, channel: str) -> Iterator[Waiter[Any]]:
         """Registers a waiter on ``channel`` for the block. Registration and release are synchronous, so
         a cancelled request (client gone) leaves nothing behind."""
         if self._closed:
             raise RuntimeError("wakeups are closed")
         waiters = self._channels.setdefault(channel, set())
-        waiter = Waiter(confirmed=channel in self._confirmed)
+        waiter: Waiter[Any] = Waiter(confirmed=channel in self._confirmed)
         waiters.add(waiter)
         if len(waiters) == 1:
             self._changed.set()
