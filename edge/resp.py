@@ -105,8 +105,10 @@ class _Protocol(asyncio.Protocol):
             head = self.pending.popleft()
             if not head.future.done():
                 head.future.set_exception(error)
+                head.future.exception()  # retrieved: its caller may have timed out and left
         if self._resume is not None and not self._resume.done():
             self._resume.set_exception(error)
+            self._resume.exception()  # retrieved: a paused writer may not be waiting on it any more
 
     def pause_writing(self) -> None:
         self._resume = asyncio.get_running_loop().create_future()
@@ -145,9 +147,9 @@ class RespConnection:
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         protocol.pending.append(_Pending(future, len(commands)))
         protocol.transport.write(pack(commands))  # type: ignore[union-attr]
-        await protocol.drain()
         try:
             async with asyncio.timeout(self._reply_timeout_s):
+                await protocol.drain()  # a Redis that stopped reading is bounded like one that stopped answering
                 return await future
         except TimeoutError:
             # The replies may still come, but the stream can no longer be matched to the callers: start over.
@@ -161,24 +163,32 @@ class RespConnection:
             if self._protocol is not None and self._protocol.lost is None:
                 return self._protocol
             self._protocol = None
-            async with asyncio.timeout(self._connect_timeout_s):
-                protocol = await self._open()
-                handshake: list[Command] = []
-                password = self._url_options.get("password")
-                if password:
-                    username = self._url_options.get("username")
-                    auth = (b"AUTH", username.encode(), password.encode()) if username else (b"AUTH", password.encode())
-                    handshake.append(auth)
-                db = int(self._url_options.get("db") or 0)
-                if db:
-                    handshake.append((b"SELECT", str(db).encode()))
-                if handshake:
-                    for reply in await self._send(protocol, handshake):
-                        if isinstance(reply, RespError):
-                            protocol.abandon(ConnectionError("redis connection set-up refused"))
-                            raise ConnectionError(f"redis refused the connection set-up: {reply}")
+            protocol: _Protocol | None = None
+            try:
+                async with asyncio.timeout(self._connect_timeout_s):
+                    protocol = await self._open()
+                    await self._handshake(protocol)
+            except BaseException:
+                if protocol is not None and protocol.transport is not None:  # no half-set-up socket stays open
+                    protocol.transport.close()
+                raise
             self._protocol = protocol
             return protocol
+
+    async def _handshake(self, protocol: _Protocol) -> None:
+        handshake: list[Command] = []
+        password = self._url_options.get("password")
+        if password:
+            username = self._url_options.get("username")
+            auth = (b"AUTH", username.encode(), password.encode()) if username else (b"AUTH", password.encode())
+            handshake.append(auth)
+        db = int(self._url_options.get("db") or 0)
+        if db:
+            handshake.append((b"SELECT", str(db).encode()))
+        if handshake:
+            for reply in await self._send(protocol, handshake):
+                if isinstance(reply, RespError):
+                    raise ConnectionError(f"redis refused the connection set-up: {reply}")
 
     async def _open(self) -> _Protocol:
         loop = asyncio.get_running_loop()

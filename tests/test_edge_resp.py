@@ -170,6 +170,15 @@ async def test_a_silent_server_times_out_and_the_next_call_starts_over():
         assert accepted == 2  # a late reply could not be matched to its caller: a new connection each time
 
 
+async def test_a_server_that_stops_reading_is_bounded_by_the_reply_timeout():
+    async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)  # reads nothing: the client's send buffer fills and its writes pause
+
+    async with loopback_server(deaf) as url, connection(url, reply_timeout_s=0.5) as conn:
+        with pytest.raises(TimeoutError, match="did not reply"):
+            await conn.execute([(b"SET", b"k", b"x" * (32 << 20))])
+
+
 async def test_a_closed_port_is_refused():
     async with loopback_server(lambda r, w: asyncio.sleep(0)) as url:
         pass  # the server is gone: nothing listens on its port any more
