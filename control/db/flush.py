@@ -135,7 +135,6 @@ async def store_batch(conn: asyncpg.Connection, rows: Sequence[tuple], tasks: Se
     await conn.copy_records_to_table(_STAGING, records=rows, columns=COLUMNS)
     if tasks:
         await conn.copy_records_to_table(_TASK_STAGING, records=tasks, columns=TASK_COLUMNS)
-    if tasks:
         by_endpoint = await conn.fetch(_STORE, list({t[3] for t in tasks}))  # the destinations to lock
     else:
         by_endpoint = await conn.fetch(_STORE_UNROUTED)
