@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import socket
 import ssl
+import tracemalloc
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -443,3 +446,36 @@ async def test_tls_by_host_name(tmp_path: Path) -> None:
     assert (first.status, second.status) == (200, 200)
     assert [r.body for r in secure.requests] == [b"one", b"two"]
     assert secure.requests[0].headers["host"] == f"localhost:{secure.port}"
+
+
+async def test_compressed_bodies_are_inflated_only_up_to_the_record_cap() -> None:
+    text = b"accepted " * 20
+    bomb = gzip.compress(b"0" * (64 << 20))  # 64 MiB of zeros in about 64 KB
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    deflated_raw = raw_deflate.compress(text) + raw_deflate.flush()
+
+    def encoded(encoding: bytes, body: bytes) -> bytes:
+        head = b"HTTP/1.1 200 OK\r\ncontent-encoding: %b\r\ncontent-length: %d\r\n\r\n" % (encoding, len(body))
+        return head + body
+
+    replies = (
+        encoded(b"gzip", bomb),
+        encoded(b"gzip", gzip.compress(text)),
+        encoded(b"deflate", zlib.compress(text)),
+        encoded(b"deflate", deflated_raw),
+        encoded(b"gzip", b"not gzip at all"),
+    )
+    async with scripted(answering(*replies)) as p, transport() as t:
+        tracemalloc.start()
+        try:
+            outcomes = [await post(t, p.url)]
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        outcomes += [await post(t, p.url) for _ in replies[1:]]
+    assert peak < 8 << 20, f"inflating the bomb peaked at {peak >> 20} MiB"
+    assert outcomes[0].status == 200
+    assert outcomes[0].response_body == "0" * MAX_RESPONSE_BYTES
+    assert [o.response_body for o in outcomes[1:4]] == [text.decode()] * 3
+    assert outcomes[4].status == 200
+    assert outcomes[4].response_body.startswith("(response body not stored: gzip data is invalid")

@@ -16,7 +16,8 @@ import asyncio
 import base64
 import functools
 import time
-from collections.abc import Mapping
+import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -124,8 +125,46 @@ def _request(method: str, url: str, headers: Mapping[str, str], body: bytes) -> 
     return request, sent
 
 
+def _bounded_decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
+    """A decompressor that never produces more than asked for, for the encodings it can bound.
+
+    httpx inflates each received chunk whole before the cap applies: a hostile destination's gzip of zeros
+    (1,000:1) would cost tens of MB per chunk, per concurrent delivery. ``zlib``'s ``max_length`` stops at
+    the cap instead. ``deflate`` is the zlib format, or raw deflate from servers that get it wrong (httpx
+    accepts both)."""
+    if encoding in ("gzip", "x-gzip"):
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        return inflater.decompress
+    if encoding == "deflate":
+        state = {"inflater": zlib.decompressobj(), "first": True}
+
+        def decompress(data: bytes, max_length: int) -> bytes:
+            if state["first"]:
+                state["first"] = False
+                try:
+                    return state["inflater"].decompress(data, max_length)
+                except zlib.error:
+                    state["inflater"] = zlib.decompressobj(-zlib.MAX_WBITS)
+            return state["inflater"].decompress(data, max_length)
+
+        return decompress
+    return None
+
+
 async def _read_capped(response: httpx.Response) -> str:
-    chunks: list[bytes] = []
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    decompress = _bounded_decoder(encoding)
+    if encoding in ("", "identity") or decompress is not None:
+        body = bytearray()
+        try:
+            async for raw in response.aiter_raw():
+                body += raw if decompress is None else decompress(raw, MAX_RESPONSE_BYTES - len(body))
+                if len(body) >= MAX_RESPONSE_BYTES:
+                    break
+        except zlib.error as exc:  # a body we cannot decompress; the status still stands
+            return f"(response body not stored: {encoding} data is invalid: {exc})"
+        return bytes(body[:MAX_RESPONSE_BYTES]).decode("utf-8", "replace")
+    chunks: list[bytes] = []  # other encodings (br...): httpx's decoders, unbounded per chunk
     size = 0
     try:
         async for chunk in response.aiter_bytes():
@@ -133,7 +172,7 @@ async def _read_capped(response: httpx.Response) -> str:
             size += len(chunk)
             if size >= MAX_RESPONSE_BYTES:
                 break
-    except httpx.DecodingError as exc:  # a body we cannot decompress; the status still stands
+    except httpx.DecodingError as exc:
         return f"(response body not stored: {exc})"
     return b"".join(chunks)[:MAX_RESPONSE_BYTES].decode("utf-8", "replace")
 
