@@ -29,7 +29,7 @@ from bench.infra import bench_env, free_port, granian, run_process
 from bench.setup import create_endpoint
 from control.db import connect
 from control.db import tasks as db_tasks
-from control.db.flush import insert_events
+from control.db.flush import store_batch
 from control.events_text import event_row
 from shared import ids
 from shared.wire import IngestRecord
@@ -97,7 +97,7 @@ async def _throughput(database_url: str, endpoint_id: str, sink: str, total: int
         ]
         rows = [event_row(r) for r in records]
         async with conn.transaction():
-            await insert_events(conn, rows)
+            await store_batch(conn, rows)
         tasks = [(ids.new_id("task"), endpoint_id, r[0], r[2], rule_id, destination_id) for r in rows]
         async with conn.transaction():
             await db_tasks.insert_tasks(conn, tasks)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 
 import httpx
@@ -71,11 +72,17 @@ async def test_lifespan_protocol(edge_settings):
 
     async def send(message: dict) -> None:
         sent.append(message)
+        if message["type"] == "lifespan.startup.complete":
+            frozen.append(gc.get_freeze_count())
 
+    frozen: list[int] = []
     await inbox.put({"type": "lifespan.startup"})
     await inbox.put({"type": "lifespan.shutdown"})
     await asyncio.wait_for(app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send), 15)
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    # Start-up's objects are out of the collector's sight while serving, and handed back at shutdown.
+    assert frozen[0] > 0
+    assert gc.get_freeze_count() == 0
 
 
 async def test_lifespan_reports_a_failed_startup(servers, redis_prefix, monkeypatch):
@@ -100,11 +107,3 @@ async def test_lifespan_reports_a_failed_startup(servers, redis_prefix, monkeypa
 def test_edge_refuses_to_start_without_redis():
     with pytest.raises(ValueError, match="REDIS_URL"):
         create_app(load_settings({}))
-
-
-def test_only_a_server_worker_tunes_the_garbage_collector(servers, monkeypatch):
-    # granian calls the factory without arguments; an app built around given settings lives inside a test
-    # process whose collector it must leave alone.
-    monkeypatch.setenv("REDIS_URL", servers.redis_url)
-    assert create_app().tune_gc is True
-    assert create_app(load_settings({}, redis_url=servers.redis_url)).tune_gc is False

@@ -21,7 +21,7 @@ import asyncpg
 
 from control.db.tasks import NOTIFY_CHANNEL
 
-__all__ = ("COLUMNS", "TASK_COLUMNS", "Stored", "insert_events", "store_batch")
+__all__ = ("COLUMNS", "TASK_COLUMNS", "Stored", "store_batch")
 
 # Column and staging type; source_ip is text in staging because Postgres parses addresses in C while
 # asyncpg's inet codec does it in Python (a third of the worker's CPU in the flush bench).
@@ -111,17 +111,6 @@ class Stored(NamedTuple):
     """(endpoint id, its new event ids joined with commas) for every endpoint with a new event."""
     events: int
     tasks: int
-
-
-async def insert_events(conn: asyncpg.Connection, rows: Sequence[tuple]) -> list[asyncpg.Record]:
-    """Inserts ``rows`` (tuples in ``COLUMNS`` order) inside the caller's transaction.
-
-    Returns (id, endpoint_id, received_at, ip_allowed) of the events that are new: already-stored ids and events of
-    deleted endpoints are skipped.
-    """
-    await conn.execute(_PREPARE)  # a catalog lookup once the connection has the table
-    await conn.copy_records_to_table(_STAGING, records=rows, columns=COLUMNS)
-    return await conn.fetch(_INSERT_EVENTS)
 
 
 async def store_batch(conn: asyncpg.Connection, rows: Sequence[tuple], tasks: Sequence[tuple] = ()) -> Stored:

@@ -17,7 +17,7 @@ import base64
 import functools
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -125,35 +125,34 @@ def _request(method: str, url: str, headers: Mapping[str, str], body: bytes) -> 
     return request, sent
 
 
-def _bounded_decoder(encoding: str) -> Callable[[bytes, int], bytes] | None:
-    """A decompressor that never produces more than asked for, for the encodings it can bound.
+class _Inflater:
+    """gzip or deflate, never producing more than asked for.
 
     httpx inflates each received chunk whole before the cap applies: a hostile destination's gzip of zeros
     (1,000:1) would cost tens of MB per chunk, per concurrent delivery. ``zlib``'s ``max_length`` stops at
     the cap instead. ``deflate`` is the zlib format, or raw deflate from servers that get it wrong (httpx
-    accepts both)."""
-    if encoding in ("gzip", "x-gzip"):
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        return inflater.decompress
-    if encoding == "deflate":
-        state = {"inflater": zlib.decompressobj(), "first": True}
+    accepts both): the first chunk tells which."""
 
-        def decompress(data: bytes, max_length: int) -> bytes:
-            if state["first"]:
-                state["first"] = False
-                try:
-                    return state["inflater"].decompress(data, max_length)
-                except zlib.error:
-                    state["inflater"] = zlib.decompressobj(-zlib.MAX_WBITS)
-            return state["inflater"].decompress(data, max_length)
+    def __init__(self, encoding: str) -> None:
+        self._inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS)
+        self._may_be_raw = encoding == "deflate"
 
-        return decompress
-    return None
+    def __call__(self, data: bytes, max_length: int) -> bytes:
+        if self._may_be_raw:
+            self._may_be_raw = False
+            try:
+                return self._inflater.decompress(data, max_length)
+            except zlib.error:
+                self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self._inflater.decompress(data, max_length)
+
+
+_BOUNDED = frozenset({"gzip", "x-gzip", "deflate"})
 
 
 async def _read_capped(response: httpx.Response) -> str:
     encoding = response.headers.get("content-encoding", "").strip().lower()
-    decompress = _bounded_decoder(encoding)
+    decompress = _Inflater(encoding) if encoding in _BOUNDED else None
     if encoding in ("", "identity") or decompress is not None:
         body = bytearray()
         try:
