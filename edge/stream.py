@@ -6,17 +6,28 @@ every waiting request with the outcome. Requests that arrive while a write is in
 batch, so batches grow with load and latency at low load stays one round trip.
 
 The sender is only answered after its XADD returned: a request is acknowledged once Redis holds it.
+
+Backpressure reads the stream lengths each write returns. Once a shard is over its high-water mark no write
+reaches it, so nothing would refresh that reading: while any shard is over, a recount (XLEN of every shard)
+runs at most every ``RECOUNT_S``, and the shard takes requests again as soon as the flush has drained it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
 from edge.resp import Command, RespConnection, RespError
 from shared.keys import Keys
 from shared.wire import IngestRecord, encode_records
 
-__all__ = ("StreamWriter",)
+__all__ = ("RECOUNT_S", "StreamWriter")
+
+RECOUNT_S = 0.25
+"""How stale a shard's over-the-mark reading may get before it is read again."""
+
+log = logging.getLogger("hookyard.edge")
 
 
 class _Batch(asyncio.Future):
@@ -42,10 +53,29 @@ class StreamWriter:
         """Resolved when the pending batch is written: one future per batch, shared by its requests."""
         self._writer: asyncio.Task[None] | None = None
         self._backlog = [0] * keys.shards
-        """Entries per shard as of the last write; the edge sheds load (503) above the high-water mark."""
+        """Entries per shard as of the last write or recount; the edge sheds load (503) above the high-water
+        mark."""
+        self._recount: asyncio.Task[None] | None = None
+        self._recounted_at = 0.0
 
     def over_high_water(self, shard: int) -> bool:
-        return self._backlog[shard] >= self._high_water
+        if self._backlog[shard] < self._high_water:
+            return False
+        if self._recount is None and time.monotonic() - self._recounted_at >= RECOUNT_S:
+            self._recount = asyncio.create_task(self._count_backlog())
+        return True
+
+    async def _count_backlog(self) -> None:
+        try:
+            replies = await self._redis.execute([(b"XLEN", stream) for stream in self._streams])
+            for shard, length in enumerate(replies):
+                if isinstance(length, int):
+                    self._backlog[shard] = length
+        except Exception as exc:  # noqa: BLE001 - Redis away: the shard stays shed and the next request retries
+            log.warning("could not recount the ingest streams (%s)", exc)
+        finally:
+            self._recounted_at = time.monotonic()
+            self._recount = None
 
     def append(self, shard: int, record: IngestRecord) -> asyncio.Future[None]:
         """The batch's future, for the caller to await (a plain method: no coroutine per request)."""
