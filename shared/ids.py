@@ -30,8 +30,9 @@ _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 PREFIXES = frozenset({"acct", "key", "ep", "evt", "dst", "rule", "lbl", "al", "dlv", "task", "sch"})
 
 
-_PAIRS = tuple(_CROCKFORD[i >> 5] + _CROCKFORD[i & 31] for i in range(1024))
-"""Every 10-bit value as its two Crockford characters: the 80 random bits are eight lookups."""
+_CROCKFORD_BYTES = bytes(ord(_CROCKFORD[b & 31]) for b in range(256))
+"""Every byte as the Crockford character of its low five bits: a random byte makes one uniform character, so
+the 80 random bits are 16 random bytes through one ``translate``."""
 _time_cache: tuple[int, str] = (-1, "")
 
 # Ids must be unique, not secret (keys and secrets below use `secrets`): a PRNG seeded from the OS avoids a
@@ -52,8 +53,9 @@ def _time_part(ms: int) -> str:
 def ulid(now_ms: int | None = None) -> str:
     """26 Crockford base32 characters: 48 bits of milliseconds, then 80 random bits.
 
-    On the edge's hot path: the time part is computed once per millisecond, and the 80 random bits are
-    encoded ten bits at a time from a table (the stdlib's base32 encoder is pure Python and took 3x as long).
+    On the edge's hot path: the time part is computed once per millisecond, and the random part is three C
+    calls (bytes, translate, decode); the stdlib's base32 encoder is pure Python and took 3x as long as an
+    8-lookup table encoding, which in turn took 2.5x as long as this.
     """
     global _time_cache
     ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -61,19 +63,7 @@ def ulid(now_ms: int | None = None) -> str:
     if ms != cached_ms:
         prefix = _time_part(ms)
         _time_cache = (ms, prefix)
-    n = _rng.getrandbits(80)
-    t = _PAIRS
-    return (
-        prefix
-        + t[n >> 70]
-        + t[(n >> 60) & 1023]
-        + t[(n >> 50) & 1023]
-        + t[(n >> 40) & 1023]
-        + t[(n >> 30) & 1023]
-        + t[(n >> 20) & 1023]
-        + t[(n >> 10) & 1023]
-        + t[n & 1023]
-    )
+    return prefix + _rng.randbytes(16).translate(_CROCKFORD_BYTES).decode("ascii")
 
 
 def ulid_time_ms(value: str) -> int:

@@ -64,6 +64,19 @@ def test_ids_of_one_millisecond_are_distinct():
     assert len({ids.new_id("evt", 1_700_000_000_000) for _ in range(1000)}) == 1000
 
 
+def test_every_random_character_is_uniform_over_the_alphabet():
+    """The 80 random bits: each of the 16 characters takes all 32 values about equally often (a table
+    that skipped or favoured characters would lose bits of uniqueness silently)."""
+    suffixes = [ids.ulid(1_700_000_000_000)[10:] for _ in range(32_000)]
+    for position in range(16):
+        counts: dict[str, int] = {}
+        for suffix in suffixes:
+            counts[suffix[position]] = counts.get(suffix[position], 0) + 1
+        assert sorted(counts) == sorted("0123456789ABCDEFGHJKMNPQRSTVWXYZ"), position
+        # Expected 1,000 each; 800..1,200 is more than six standard deviations either side.
+        assert all(800 <= n <= 1200 for n in counts.values()), (position, counts)
+
+
 def test_ingest_tokens_are_long_random_base62():
     tokens = [ids.ingest_token() for _ in range(500)]
     assert all(re.fullmatch(r"[0-9A-Za-z]{22,}", t) for t in tokens)
