@@ -10,32 +10,16 @@ flush worker competes for the two cores).
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
-import time
 
 import redis
 
 from bench.infra import bench_env, free_port, granian, run_process
+from bench.request import SECRET, payload
 from bench.setup import create_endpoint
 from bench.wrk import WrkResult, run_wrk, run_wrk_paced
 
-__all__ = ("run",)
-
-SECRET = "whsec_benchsecretbenchsecretbenchsecret"
-
-
-def payload() -> tuple[bytes, dict[str, str]]:
-    import hashlib
-    import hmac
-
-    body = json.dumps(
-        {"id": "evt_1NG8Du2eZvKYlo2C", "type": "payment_intent.succeeded", "data": {"amount": 2000}},
-        separators=(",", ":"),
-    ).encode()
-    t = int(time.time())
-    mac = hmac.new(SECRET.encode(), f"{t}.".encode() + body, hashlib.sha256).hexdigest()
-    return body, {"content-type": "application/json; charset=utf-8", "stripe-signature": f"t={t},v1={mac}"}
+__all__ = ("SECRET", "payload", "run")
 
 
 def run(seconds: float) -> dict[str, object]:
