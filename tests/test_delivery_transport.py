@@ -14,10 +14,12 @@ import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import brotli
 import httpx
 import pytest
 
 from control.delivery import egress
+from control.delivery import send as send_module
 from control.delivery.send import MAX_RESPONSE_BYTES, Outcome, send
 from control.delivery.transport import MAX_HEAD, Transport
 from tests.destination import serving
@@ -479,3 +481,51 @@ async def test_compressed_bodies_are_inflated_only_up_to_the_record_cap() -> Non
     assert [o.response_body for o in outcomes[1:4]] == [text.decode()] * 3
     assert outcomes[4].status == 200
     assert outcomes[4].response_body.startswith("(response body not stored: gzip data is invalid")
+
+
+def _encoded(encoding: bytes, body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\ncontent-encoding: %b\r\ncontent-length: %d\r\n\r\n%b" % (encoding, len(body), body)
+
+
+async def test_brotli_bodies_are_inflated_only_up_to_the_record_cap() -> None:
+    text = b"accepted " * 20
+    bomb = brotli.compress(b"0" * (64 << 20), quality=5)  # 64 MiB of zeros in about 100 bytes
+    replies = (_encoded(b"br", bomb), _encoded(b"br", brotli.compress(text)), _encoded(b"br", b"not brotli"))
+    async with scripted(answering(*replies)) as p, transport() as t:
+        tracemalloc.start()
+        try:
+            outcomes = [await post(t, p.url)]
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        outcomes += [await post(t, p.url) for _ in replies[1:]]
+    assert peak < 8 << 20, f"inflating the bomb peaked at {peak >> 20} MiB"
+    assert [o.status for o in outcomes] == [200, 200, 200]
+    assert outcomes[0].response_body == "0" * MAX_RESPONSE_BYTES
+    assert outcomes[1].response_body == text.decode()
+    assert outcomes[2].response_body.startswith("(response body not stored: br data is invalid")
+
+
+async def test_encodings_not_inflated_are_recorded_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No body reaches a decoder that could inflate it unbounded: compressions we do not inflate (and br
+    without brotli installed) are noted instead; an unknown token is read as identity, as httpx does."""
+    text = b"plain text after all"
+    replies = (
+        _encoded(b"zstd", b"\x28\xb5\x2f\xfd" + b"x" * 20),
+        _encoded(b"gzip, br", brotli.compress(gzip.compress(text))),
+        _encoded(b"utf-8", text),
+        _encoded(b"identity", text),
+        _encoded(b"br", brotli.compress(text)),
+    )
+    async with scripted(answering(*replies)) as p, transport() as t:
+        outcomes = [await post(t, p.url) for _ in replies[:-1]]
+        monkeypatch.setattr(send_module, "brotli", None)
+        outcomes.append(await post(t, p.url))
+    assert [o.status for o in outcomes] == [200] * 5
+    assert [o.response_body for o in outcomes] == [
+        "(response body not stored: content-encoding zstd is not inflated)",
+        "(response body not stored: content-encoding gzip, br is not inflated)",
+        text.decode(),
+        text.decode(),
+        "(response body not stored: br needs brotli)",
+    ]

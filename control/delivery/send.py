@@ -147,33 +147,58 @@ class _Inflater:
         return self._inflater.decompress(data, max_length)
 
 
-_BOUNDED = frozenset({"gzip", "x-gzip", "deflate"})
+class _BrotliInflater:
+    """br, bounded the same way through the decoder's ``output_buffer_limit`` (the caller stops reading once
+    the cap is reached, so the decoder is never asked to continue past it)."""
+
+    def __init__(self) -> None:
+        self._decoder = brotli.Decompressor()  # type: ignore[union-attr]
+
+    def __call__(self, data: bytes, max_length: int) -> bytes:
+        return self._decoder.process(data, output_buffer_limit=max_length)
+
+
+try:  # optional, as for httpx: without it a br response is recorded as not stored, never inflated unbounded
+    import brotli
+
+    _INVALID: tuple[type[Exception], ...] = (zlib.error, brotli.error)
+except ImportError:  # brotli comes with the dev dependencies, so the tests take the other branch
+    brotli = None
+    _INVALID = (zlib.error,)
+
+_ZLIB = frozenset({"gzip", "x-gzip", "deflate"})
+_NOT_INFLATED = frozenset({"zstd", "compress", "x-compress"})
+"""Compressions we do not inflate: recorded as not stored rather than as compressed bytes."""
+
+
+def _inflater(encoding: str) -> _Inflater | _BrotliInflater | str | None:
+    """How to read a body of this ``content-encoding``: an inflater, ``None`` for the bytes as they come, or
+    why the body is not stored. Every path is bounded: httpx's own decoders, which inflate a chunk whole,
+    are never used. An unknown token (``utf-8``, ``none``: servers do send them) is read as identity, as
+    httpx reads it."""
+    if encoding in _ZLIB:
+        return _Inflater(encoding)
+    if encoding == "br":
+        return _BrotliInflater() if brotli is not None else "(response body not stored: br needs brotli)"
+    if encoding in _NOT_INFLATED or "," in encoding:
+        return f"(response body not stored: content-encoding {encoding} is not inflated)"
+    return None
 
 
 async def _read_capped(response: httpx.Response) -> str:
     encoding = response.headers.get("content-encoding", "").strip().lower()
-    decompress = _Inflater(encoding) if encoding in _BOUNDED else None
-    if encoding in ("", "identity") or decompress is not None:
-        body = bytearray()
-        try:
-            async for raw in response.aiter_raw():
-                body += raw if decompress is None else decompress(raw, MAX_RESPONSE_BYTES - len(body))
-                if len(body) >= MAX_RESPONSE_BYTES:
-                    break
-        except zlib.error as exc:  # a body we cannot decompress; the status still stands
-            return f"(response body not stored: {encoding} data is invalid: {exc})"
-        return bytes(body[:MAX_RESPONSE_BYTES]).decode("utf-8", "replace")
-    chunks: list[bytes] = []  # other encodings (br...): httpx's decoders, unbounded per chunk
-    size = 0
+    decompress = _inflater(encoding)
+    if isinstance(decompress, str):
+        return decompress
+    body = bytearray()
     try:
-        async for chunk in response.aiter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= MAX_RESPONSE_BYTES:
+        async for raw in response.aiter_raw():
+            body += raw if decompress is None else decompress(raw, MAX_RESPONSE_BYTES - len(body))
+            if len(body) >= MAX_RESPONSE_BYTES:
                 break
-    except httpx.DecodingError as exc:
-        return f"(response body not stored: {exc})"
-    return b"".join(chunks)[:MAX_RESPONSE_BYTES].decode("utf-8", "replace")
+    except _INVALID as exc:  # a body we cannot decompress; the status still stands
+        return f"(response body not stored: {encoding} data is invalid: {exc})"
+    return bytes(body[:MAX_RESPONSE_BYTES]).decode("utf-8", "replace")
 
 
 async def send(
