@@ -57,6 +57,7 @@ class StreamWriter:
         mark."""
         self._recount: asyncio.Task[None] | None = None
         self._recounted_at = 0.0
+        self._recount_failing = False
 
     def over_high_water(self, shard: int) -> bool:
         if self._backlog[shard] < self._high_water:
@@ -71,8 +72,11 @@ class StreamWriter:
             for shard, length in enumerate(replies):
                 if isinstance(length, int):
                     self._backlog[shard] = length
+            self._recount_failing = False
         except Exception as exc:  # noqa: BLE001 - Redis away: the shard stays shed and the next request retries
-            log.warning("could not recount the ingest streams (%s)", exc)
+            if not self._recount_failing:  # once per outage, not every RECOUNT_S
+                log.warning("could not recount the ingest streams (%s); still shedding", exc)
+            self._recount_failing = True
         finally:
             self._recounted_at = time.monotonic()
             self._recount = None
