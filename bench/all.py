@@ -42,9 +42,9 @@ def _row(figure: str, target: str, measured: str, ratio: str = "", verdict: str 
 def _budget_rows(edge: dict[str, object], counts: dict[str, object] | None) -> list[str]:
     """Why the edge ratio misses, in instructions: the per-request work the edge adds to its floor, and how
     much of it 0.85x would leave, scaling the count by the live seconds per request of the same run."""
-    if counts is None:
-        return []
     hello_s, floor_s, edge_s = (1 / float(edge[k]) for k in ("hello_rps", "floor_rps", "edge_rps"))
+    if counts is None or edge_s <= floor_s:  # no counts, or the edge as fast as its floor: nothing to scale
+        return []
     extra = int(counts["extra_instr"])
     allowed = extra * (hello_s / 0.85 - floor_s) / (edge_s - floor_s)
     glue = extra - int(counts["decide_instr"]) - int(counts["ulid_instr"])
