@@ -147,6 +147,16 @@ class _Inflater:
         return self._inflater.decompress(data, max_length)
 
 
+try:  # optional, as for httpx: without it a br response is recorded as not stored, never inflated unbounded
+    import brotli
+
+    brotli.Decompressor().process(b"", output_buffer_limit=1)  # before 1.2 it cannot bound its output
+    _INVALID: tuple[type[Exception], ...] = (zlib.error, brotli.error)
+except (ImportError, TypeError):  # brotli comes with the dev dependencies, so the tests take the other branch
+    brotli = None
+    _INVALID = (zlib.error,)
+
+
 class _BrotliInflater:
     """br, bounded the same way through the decoder's ``output_buffer_limit`` (the caller stops reading once
     the cap is reached, so the decoder is never asked to continue past it)."""
@@ -157,14 +167,6 @@ class _BrotliInflater:
     def __call__(self, data: bytes, max_length: int) -> bytes:
         return self._decoder.process(data, output_buffer_limit=max_length)
 
-
-try:  # optional, as for httpx: without it a br response is recorded as not stored, never inflated unbounded
-    import brotli
-
-    _INVALID: tuple[type[Exception], ...] = (zlib.error, brotli.error)
-except ImportError:  # brotli comes with the dev dependencies, so the tests take the other branch
-    brotli = None
-    _INVALID = (zlib.error,)
 
 _ZLIB = frozenset({"gzip", "x-gzip", "deflate"})
 _NOT_INFLATED = frozenset({"zstd", "compress", "x-compress"})
@@ -179,7 +181,7 @@ def _inflater(encoding: str) -> _Inflater | _BrotliInflater | str | None:
     if encoding in _ZLIB:
         return _Inflater(encoding)
     if encoding == "br":
-        return _BrotliInflater() if brotli is not None else "(response body not stored: br needs brotli)"
+        return _BrotliInflater() if brotli is not None else "(response body not stored: br needs brotli 1.2 or later)"
     if encoding in _NOT_INFLATED or "," in encoding:
         return f"(response body not stored: content-encoding {encoding} is not inflated)"
     return None
