@@ -19,13 +19,16 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 
 from control.delivery.egress import EgressRefusedError
 from control.delivery.transport import Transport
+from shared import ids
 
-__all__ = ("HOP_BY_HOP", "MAX_RESPONSE_BYTES", "Outcome", "body_text", "forwardable", "merge", "send")
+__all__ = ("HOP_BY_HOP", "MAX_RESPONSE_BYTES", "Outcome", "delivery_row", "forwardable", "merge", "send")
 
 MAX_RESPONSE_BYTES = 65_536
 """Response bodies are stored up to 64 KiB (DESIGN.md); the rest is never read."""
@@ -86,7 +89,7 @@ def merge(*layers: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
-def body_text(raw: bytes) -> str | None:
+def _body_text(raw: bytes) -> str | None:
     """How a sent body is stored: its text when UTF-8, else base64 (as the event's ``body_encoding`` says);
     null when empty."""
     if not raw:
@@ -95,6 +98,45 @@ def body_text(raw: bytes) -> str | None:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return base64.b64encode(raw).decode("ascii")
+
+
+def delivery_row(
+    outcome: Outcome,
+    body: bytes,
+    *,
+    endpoint_id: str,
+    event_id: str,
+    task_id: str | None,
+    destination_id: str | None,
+    destination_name: str | None,
+    destination_url: str,
+    rule_id: str | None,
+    source: str,
+    attempt: int,
+) -> tuple[Any, ...]:
+    """The ``deliveries`` row of one attempt, in ``control.db.delivery_records.COLUMNS`` order: one shape for
+    rule deliveries and replays. Its id (first) carries the attempt's start time; ``request_headers`` is null
+    when nothing went out."""
+    return (
+        ids.new_id("dlv", int(outcome.started_at * 1000)),
+        endpoint_id,
+        event_id,
+        task_id,
+        destination_id,
+        destination_name,
+        destination_url,
+        rule_id,
+        source,
+        attempt,
+        outcome.sent_headers or None,
+        _body_text(body),
+        outcome.status,
+        outcome.response_body,
+        outcome.latency_ms,
+        outcome.success,
+        outcome.error,
+        datetime.fromtimestamp(outcome.started_at, UTC),
+    )
 
 
 @functools.lru_cache(maxsize=4096)

@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import msgspec
@@ -29,7 +30,7 @@ import msgspec
 from control.db import delivery_records
 from control.db import events as db_events
 from control.delivery import egress
-from control.delivery.send import HOP_BY_HOP, Outcome, body_text, forwardable, merge, send
+from control.delivery.send import HOP_BY_HOP, Outcome, delivery_row, forwardable, merge, send
 from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal
 from control.service.destinations import check_url
@@ -96,34 +97,24 @@ async def _record(
     source: str,
     url: str,
     body: bytes,
-    destination: Mapping[str, object] | None,
+    destination: Mapping[str, Any] | None,
 ) -> SendOutcome:
-    delivery_id = ids.new_id("dlv", int(outcome.started_at * 1000))
-    await delivery_records.insert(
-        conn,
-        (
-            delivery_id,
-            endpoint_id,
-            event_id,
-            None,
-            destination["id"] if destination else None,
-            destination["name"] if destination else None,
-            url,
-            None,
-            source,
-            1,
-            outcome.sent_headers,
-            body_text(body),
-            outcome.status,
-            outcome.response_body,
-            outcome.latency_ms,
-            outcome.success,
-            outcome.error,
-            datetime.fromtimestamp(outcome.started_at, UTC),
-        ),
+    row = delivery_row(
+        outcome,
+        body,
+        endpoint_id=endpoint_id,
+        event_id=event_id,
+        task_id=None,
+        destination_id=destination["id"] if destination else None,
+        destination_name=destination["name"] if destination else None,
+        destination_url=url,
+        rule_id=None,
+        source=source,
+        attempt=1,
     )
+    await delivery_records.insert(conn, row)
     return SendOutcome(
-        id=delivery_id,
+        id=row[0],
         status=outcome.status,
         latency_ms=outcome.latency_ms,
         success=outcome.success,

@@ -26,7 +26,6 @@ import logging
 import random
 import time
 from collections import Counter
-from datetime import UTC, datetime
 
 import asyncpg
 
@@ -34,10 +33,9 @@ from control.db import tasks as db_tasks
 from control.delivery import egress, retry
 from control.delivery.claim import claim
 from control.delivery.recorder import Attempt, Recorder
-from control.delivery.send import Outcome, body_text, forwardable, merge, send
+from control.delivery.send import Outcome, delivery_row, forwardable, merge, send
 from control.delivery.wakeup import TaskNotifications
 from control.service import Context
-from shared import ids
 
 __all__ = ("Deliver",)
 
@@ -194,25 +192,18 @@ class Deliver:
                 last_error=error,
                 destination_id=task["destination_id"],
                 success=outcome.success,
-                delivery=(
-                    ids.new_id("dlv", int(outcome.started_at * 1000)),
-                    task["endpoint_id"],
-                    task["event_id"],
-                    task["id"],
-                    task["destination_id"],
-                    task["destination_name"],
-                    task["destination_url"],
-                    task["rule_id"],
-                    "rule",
-                    attempt,
-                    outcome.sent_headers or None,
-                    body_text(body),
-                    outcome.status,
-                    outcome.response_body,
-                    outcome.latency_ms,
-                    outcome.success,
-                    outcome.error,
-                    datetime.fromtimestamp(outcome.started_at, UTC),
+                delivery=delivery_row(
+                    outcome,
+                    body,
+                    endpoint_id=task["endpoint_id"],
+                    event_id=task["event_id"],
+                    task_id=task["id"],
+                    destination_id=task["destination_id"],
+                    destination_name=task["destination_name"],
+                    destination_url=task["destination_url"],
+                    rule_id=task["rule_id"],
+                    source="rule",
+                    attempt=attempt,
                 ),
             )
         )
