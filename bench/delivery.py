@@ -28,7 +28,6 @@ from pathlib import Path
 from bench.infra import bench_env, free_port, granian, run_process
 from bench.setup import create_endpoint
 from control.db import connect
-from control.db import tasks as db_tasks
 from control.db.flush import store_batch
 from control.events_text import event_row
 from shared import ids
@@ -95,12 +94,9 @@ async def _throughput(database_url: str, endpoint_id: str, sink: str, total: int
             )
             for i in range(total)
         ]
-        rows = [event_row(r) for r in records]
-        async with conn.transaction():
-            await store_batch(conn, rows)
-        tasks = [(ids.new_id("task"), endpoint_id, r[0], r[2], rule_id, destination_id) for r in rows]
-        async with conn.transaction():
-            await db_tasks.insert_tasks(conn, tasks)
+        tasks = [(ids.new_id("task"), r.id, rule_id, destination_id) for r in records]
+        async with conn.transaction():  # as the flush stores them: the events and their tasks at once
+            await store_batch(conn, [event_row(r) for r in records], tasks)
         started = time.perf_counter()
         while True:
             done = await conn.fetchval(

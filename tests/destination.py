@@ -28,11 +28,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from control.db import tasks as db_tasks
 from control.service import Context
 from control.service.accounts import create_account
 from shared import ids
-from tests.events_support import Ev, store
+from tests.events_support import Ev, store, store_task
 from tests.helpers import wait_for
 
 __all__ = (
@@ -355,8 +354,14 @@ async def make_task(
         rule_id = await add_rule(conn, endpoint_id, [destination_id])
         ev = Ev(endpoint_id=endpoint_id, **event)
         await store(conn, None, None, [ev])
-        task_id = ids.new_id("task")
-        await db_tasks.insert_tasks(conn, [(task_id, endpoint_id, ev.id, ev.received_at, rule_id, destination_id)])
+        task_id = await store_task(
+            conn,
+            endpoint_id=endpoint_id,
+            event_id=ev.id,
+            received_at=ev.received_at,
+            rule_id=rule_id,
+            destination_id=destination_id,
+        )
     return {"endpoint": endpoint_id, "destination": destination_id, "rule": rule_id, "event": ev.id, "task": task_id}
 
 

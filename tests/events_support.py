@@ -143,6 +143,30 @@ async def store(
     return [e.id for e in events]
 
 
+async def store_task(
+    conn: asyncpg.Connection,
+    *,
+    endpoint_id: str,
+    event_id: str,
+    received_at: datetime,
+    rule_id: str,
+    destination_id: str,
+) -> str:
+    """A pending delivery task for an event already stored (the flush creates tasks with their event)."""
+    task_id = ids.new_id("task")
+    await conn.execute(
+        """INSERT INTO delivery_tasks (id, endpoint_id, event_id, event_received_at, rule_id, destination_id)
+            VALUES ($1, $2, $3, $4, $5, $6)""",
+        task_id,
+        endpoint_id,
+        event_id,
+        received_at,
+        rule_id,
+        destination_id,
+    )
+    return task_id
+
+
 async def store_delivery(
     conn: asyncpg.Connection,
     endpoint_id: str,

@@ -10,7 +10,6 @@ import asyncpg
 import msgspec
 import pytest
 
-from control.db import tasks as db_tasks
 from control.db.flush import store_batch
 from control.db.tasks import NOTIFY_CHANNEL
 from control.events_text import event_row
@@ -21,6 +20,7 @@ from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord, encode_records
 from tests.destination import add_destination, add_endpoint, add_rule
+from tests.events_support import store_task
 
 
 @pytest.fixture
@@ -105,12 +105,17 @@ async def test_one_task_per_event_rule_and_destination_even_when_reprocessed(ctx
         assert sorted(t[1:] for t in tasks) == expected
         stored = await store_batch(conn, rows, tasks)
         assert (stored.events, stored.tasks, stored.by_endpoint) == (0, 0, [])
-        received_at = {row[0]: row[2] for row in rows}
-        again = [
-            (ids.new_id("task"), endpoint_id, event_id, received_at[event_id], rule_id, destination_id)
-            for event_id, rule_id, destination_id in expected
-        ]
-        assert await db_tasks.insert_tasks(conn, again) == 0
+        event_id, rule_id, destination_id = expected[0]
+        with pytest.raises(asyncpg.UniqueViolationError):
+            async with conn.transaction():  # a savepoint: the outer transaction goes on
+                await store_task(
+                    conn,
+                    endpoint_id=endpoint_id,
+                    event_id=event_id,
+                    received_at=next(row[2] for row in rows if row[0] == event_id),
+                    rule_id=rule_id,
+                    destination_id=destination_id,
+                )
         task_rows = await conn.fetch(
             "SELECT status, attempts, next_attempt_at <= now() AS due FROM delivery_tasks WHERE endpoint_id = $1",
             endpoint_id,
@@ -328,7 +333,5 @@ async def test_a_task_for_another_endpoints_destination_is_refused(ctx: Context)
                 ],
             )
         assert (stored.events, stored.tasks) == (1, 1)
-        now = event_row(event)[2]
-        assert await db_tasks.insert_tasks(conn, [(ids.new_id("task"), mine, "evt_x", now, rule, their_dst)]) == 0
     assert await _tasks(ctx, mine) == [(event.id, rule, my_dst)]
     assert await _tasks(ctx, theirs) == []

@@ -72,7 +72,7 @@ RETURNING id, endpoint_id, received_at, ip_allowed
 """
 # The staged tasks are joined to the new events (RETURNING), so an event already stored gets no task, and
 # an event from a blocked address never gets one. delivery_tasks has no foreign keys (migration 0003):
-# the join with ``live`` is the check, as in control.db.tasks. The batch's destinations ($1, known to the
+# the join with ``live`` is the check. The batch's destinations ($1, known to the
 # caller: cheaper than collecting them from the tasks again) are locked FOR KEY SHARE: one deleted meanwhile
 # is skipped instead of failing the batch, and one being deleted waits for this commit (its delete trigger
 # then removes these tasks too); a task must name a destination of its own endpoint. The NOTIFY is queued

@@ -15,18 +15,15 @@ Every query that writes tasks expects the caller's transaction when it has sever
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 import asyncpg
 
 __all__ = (
     "NOTIFY_CHANNEL",
-    "TaskRow",
     "claim_ready",
     "defer",
     "due_candidates",
     "finish",
-    "insert_tasks",
     "lease",
     "next_due_in_s",
     "release",
@@ -35,40 +32,6 @@ __all__ = (
 
 NOTIFY_CHANNEL = "hy_tasks"
 """Postgres channel the flush NOTIFYs (on commit) when it created tasks; deliver workers LISTEN on it."""
-
-TaskRow = tuple[str, str, str, datetime, str, str]
-"""(id, endpoint_id, event_id, event_received_at, rule_id, destination_id)"""
-
-# The task table has no foreign keys (their per-row checks cost the flush a fifth of its Postgres CPU;
-# migration 0003): this join is the check. The destination, which must belong to the task's endpoint, is
-# locked FOR KEY SHARE, so one already deleted is simply skipped and one being deleted waits for this commit
-# (its delete trigger then removes the new tasks too). The NOTIFY is queued only when a row went in, and
-# Postgres sends it at commit.
-_INSERT = f"""
-WITH new AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[])
-        AS u(id, endpoint_id, event_id, event_received_at, rule_id, destination_id)
-), live AS (
-    SELECT id, endpoint_id FROM destinations WHERE id IN (SELECT destination_id FROM new) FOR KEY SHARE
-), ins AS (
-    INSERT INTO delivery_tasks (id, endpoint_id, event_id, event_received_at, rule_id, destination_id)
-    SELECT n.id, n.endpoint_id, n.event_id, n.event_received_at, n.rule_id, n.destination_id
-      FROM new n JOIN live l ON l.id = n.destination_id AND l.endpoint_id = n.endpoint_id
-    ON CONFLICT (event_id, rule_id, destination_id) DO NOTHING
-    RETURNING 1
-)
-SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify('{NOTIFY_CHANNEL}', '') END FROM ins
-"""
-
-
-async def insert_tasks(conn: asyncpg.Connection, tasks: Sequence[TaskRow]) -> int:
-    """Creates the tasks that do not exist yet (re-routing an event is a no-op); returns how many are new."""
-    if not tasks:
-        return 0
-    columns = list(zip(*tasks, strict=True))
-    row = await conn.fetchrow(_INSERT, *columns)
-    return row[0]
-
 
 _LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
        e.method, e.headers, e.body, d.name AS destination_name, d.url AS destination_url,
