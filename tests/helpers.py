@@ -180,11 +180,11 @@ async def redis_connection(servers: Any) -> AsyncIterator[aioredis.Redis]:
 
 
 @contextlib.asynccontextmanager
-async def rules_channel(redis: aioredis.Redis, settings: Settings) -> AsyncIterator[Any]:
-    """Subscribed to the rules channel, confirmed, before the test acts: nothing can be missed."""
+async def subscribed(redis: aioredis.Redis, channel: str) -> AsyncIterator[Any]:
+    """Subscribed to ``channel``, confirmed, before the test acts: nothing can be missed."""
     pubsub = redis.pubsub()
-    await pubsub.subscribe(Keys(settings.redis_prefix).rules_channel)
-    confirm = await pubsub.get_message(timeout=5)  # subscribed before the test acts: nothing can be missed
+    await pubsub.subscribe(channel)
+    confirm = await pubsub.get_message(timeout=5)
     assert confirm is not None
     assert confirm["type"] == "subscribe"
     try:
@@ -192,3 +192,7 @@ async def rules_channel(redis: aioredis.Redis, settings: Settings) -> AsyncItera
     finally:
         await pubsub.unsubscribe()
         await pubsub.aclose()
+
+
+def rules_channel(redis: aioredis.Redis, settings: Settings) -> contextlib.AbstractAsyncContextManager[Any]:
+    return subscribed(redis, Keys(settings.redis_prefix).rules_channel)

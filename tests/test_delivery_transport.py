@@ -450,31 +450,37 @@ async def test_tls_by_host_name(tmp_path: Path) -> None:
     assert secure.requests[0].headers["host"] == f"localhost:{secure.port}"
 
 
+def _encoded(encoding: bytes, body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\ncontent-encoding: %b\r\ncontent-length: %d\r\n\r\n%b" % (encoding, len(body), body)
+
+
+async def _post_measuring_peak(t: Transport, url: str) -> tuple[Outcome, int]:
+    """One delivery, and the most memory Python had allocated at once while it ran."""
+    tracemalloc.start()
+    try:
+        outcome = await post(t, url)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return outcome, peak
+
+
 async def test_compressed_bodies_are_inflated_only_up_to_the_record_cap() -> None:
     text = b"accepted " * 20
     bomb = gzip.compress(b"0" * (64 << 20))  # 64 MiB of zeros in about 64 KB
     raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     deflated_raw = raw_deflate.compress(text) + raw_deflate.flush()
 
-    def encoded(encoding: bytes, body: bytes) -> bytes:
-        head = b"HTTP/1.1 200 OK\r\ncontent-encoding: %b\r\ncontent-length: %d\r\n\r\n" % (encoding, len(body))
-        return head + body
-
     replies = (
-        encoded(b"gzip", bomb),
-        encoded(b"gzip", gzip.compress(text)),
-        encoded(b"deflate", zlib.compress(text)),
-        encoded(b"deflate", deflated_raw),
-        encoded(b"gzip", b"not gzip at all"),
+        _encoded(b"gzip", bomb),
+        _encoded(b"gzip", gzip.compress(text)),
+        _encoded(b"deflate", zlib.compress(text)),
+        _encoded(b"deflate", deflated_raw),
+        _encoded(b"gzip", b"not gzip at all"),
     )
     async with scripted(answering(*replies)) as p, transport() as t:
-        tracemalloc.start()
-        try:
-            outcomes = [await post(t, p.url)]
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        outcomes += [await post(t, p.url) for _ in replies[1:]]
+        first, peak = await _post_measuring_peak(t, p.url)
+        outcomes = [first] + [await post(t, p.url) for _ in replies[1:]]
     assert peak < 8 << 20, f"inflating the bomb peaked at {peak >> 20} MiB"
     assert outcomes[0].status == 200
     assert outcomes[0].response_body == "0" * MAX_RESPONSE_BYTES
@@ -483,22 +489,13 @@ async def test_compressed_bodies_are_inflated_only_up_to_the_record_cap() -> Non
     assert outcomes[4].response_body.startswith("(response body not stored: gzip data is invalid")
 
 
-def _encoded(encoding: bytes, body: bytes) -> bytes:
-    return b"HTTP/1.1 200 OK\r\ncontent-encoding: %b\r\ncontent-length: %d\r\n\r\n%b" % (encoding, len(body), body)
-
-
 async def test_brotli_bodies_are_inflated_only_up_to_the_record_cap() -> None:
     text = b"accepted " * 20
     bomb = brotli.compress(b"0" * (64 << 20), quality=5)  # 64 MiB of zeros in about 100 bytes
     replies = (_encoded(b"br", bomb), _encoded(b"br", brotli.compress(text)), _encoded(b"br", b"not brotli"))
     async with scripted(answering(*replies)) as p, transport() as t:
-        tracemalloc.start()
-        try:
-            outcomes = [await post(t, p.url)]
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        outcomes += [await post(t, p.url) for _ in replies[1:]]
+        first, peak = await _post_measuring_peak(t, p.url)
+        outcomes = [first] + [await post(t, p.url) for _ in replies[1:]]
     assert peak < 8 << 20, f"inflating the bomb peaked at {peak >> 20} MiB"
     assert [o.status for o in outcomes] == [200, 200, 200]
     assert outcomes[0].response_body == "0" * MAX_RESPONSE_BYTES

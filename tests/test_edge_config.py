@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,29 +13,14 @@ from control.service import edge_config as edge_config_service
 from control.workers.sweep import Sweep
 from shared.keys import Keys
 from shared.wire import EdgeEndpoint, decode_edge_endpoint
-from tests.helpers import create_endpoint, db, next_messages, token_of
-
-
-@pytest.fixture
-async def redis(servers) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(servers.redis_url)
-    yield client
-    await client.aclose()
-
-
-@contextlib.asynccontextmanager
-async def subscribed(redis: aioredis.Redis, channel: str) -> AsyncIterator[aioredis.client.PubSub]:
-    pubsub = redis.pubsub()
-    await pubsub.subscribe(channel)
-    # The subscription is confirmed before the test acts, so no message can be missed.
-    confirm = await pubsub.get_message(timeout=5)
-    assert confirm is not None
-    assert confirm["type"] == "subscribe"
-    try:
-        yield pubsub
-    finally:
-        await pubsub.unsubscribe()
-        await pubsub.aclose()
+from tests.helpers import (  # noqa: F401 - redis_connection is the redis fixture
+    create_endpoint,
+    db,
+    next_messages,
+    redis_connection,
+    subscribed,
+    token_of,
+)
 
 
 async def edge_config(redis: aioredis.Redis, keys: Keys, token: str) -> EdgeEndpoint | None:
