@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from shared.headers import header_text
 from shared.wire import IngestRecord
 
 __all__ = ("event_row", "headers_object")
@@ -15,15 +16,12 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def headers_object(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
     """Repeated headers are joined with ", " (RFC 9110 5.3), so the object stays string to string.
 
-    Values are UTF-8 when they decode as such, else Latin-1 (what HTTP/1.1 historically allowed).
+    Values decode as :func:`shared.headers.header_text` says, the rule attribution uses too.
     """
     out: dict[str, str] = {}
     for raw_name, raw_value in headers:
         name = raw_name.decode("latin-1")  # ASGI servers deliver names lowercased
-        try:
-            value = raw_value.decode()
-        except UnicodeDecodeError:
-            value = raw_value.decode("latin-1")
+        value = header_text(raw_value)
         if name in out:
             value = f"{out[name]}, {value}"
         out[name] = value

@@ -1,7 +1,8 @@
 """Provider attribution at ingest: which provider sent a request, its event type and idempotency key.
 
 Pure and cheap (the edge calls it for every request). Recognised by headers, both SPEC.md's neutral names
-and the real providers' (header names lowercased, as ASGI delivers them):
+and the real providers' (:data:`~shared.headers.RawHeaders`: lowercased byte names, as ASGI delivers them;
+a value taken from a header is decoded by :func:`~shared.headers.header_text`):
 
 =============  ==============================================  =================  ===========================
 provider       recognised by                                   event_type         idempotency key
@@ -24,17 +25,21 @@ too deep, simply yields ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import Annotated, Final
 
 import msgspec
+
+from shared.headers import RawHeaders, header_text
 
 __all__ = ("PROVIDERS", "Attribution", "attribute")
 
 PROVIDERS: Final = ("identity", "commerce", "payments", "code_host")
 
 
-class Attribution(NamedTuple):
+class Attribution(msgspec.Struct, frozen=True, gc=False):
+    """A Struct, not a NamedTuple: built once per request on the edge, and a NamedTuple's ``__new__`` is
+    Python code (it cost as much as the body probe)."""
+
     provider: str | None
     event_type: str | None
     idempotency_key: str | None
@@ -47,11 +52,15 @@ class _Probe(msgspec.Struct, gc=False):
     id: msgspec.Raw = msgspec.Raw()
 
 
-class _StringProbe(msgspec.Struct, gc=False):
-    """The usual body: both fields strings (or absent), decoded in one pass with no second decode."""
+_Text = Annotated[str, msgspec.Meta(min_length=1)]
 
-    type: str | None = None
-    id: str | None = None
+
+class _StringProbe(msgspec.Struct, gc=False):
+    """The usual body: both fields non-empty strings (or absent), decoded in one pass with no second decode;
+    anything else (an empty string too) fails validation and takes the closer look."""
+
+    type: _Text | None = None
+    id: _Text | None = None
 
 
 _probe_decoder: Final = msgspec.json.Decoder(_Probe)
@@ -60,13 +69,13 @@ _str_decoder: Final = msgspec.json.Decoder(str)
 _NONE: Final = Attribution(None, None, None)
 _QUOTE: Final = ord('"')
 
-_IDENTITY_IDS: Final = ("relay-id", "webhook-id", "svix-id")
-_IDENTITY_SIGNATURES: Final = ("relay-signature", "webhook-signature", "svix-signature")
+_IDENTITY_IDS: Final = (b"relay-id", b"webhook-id", b"svix-id")
+_IDENTITY_SIGNATURES: Final = (b"relay-signature", b"webhook-signature", b"svix-signature")
 # (topic or event header, its delivery-id header): neutral name first, then the real provider's.
-_COMMERCE: Final = (("x-shop-topic", "x-shop-webhook-id"), ("x-shopify-topic", "x-shopify-webhook-id"))
+_COMMERCE: Final = ((b"x-shop-topic", b"x-shop-webhook-id"), (b"x-shopify-topic", b"x-shopify-webhook-id"))
 _COMMERCE_IDS: Final = tuple(id_name for _, id_name in _COMMERCE)
-_PAYMENTS: Final = ("pay-signature", "stripe-signature")
-_CODE_HOST: Final = (("x-codehost-event", "x-codehost-delivery"), ("x-github-event", "x-github-delivery"))
+_PAYMENTS: Final = (b"pay-signature", b"stripe-signature")
+_CODE_HOST: Final = ((b"x-codehost-event", b"x-codehost-delivery"), (b"x-github-event", b"x-github-delivery"))
 _CODE_HOST_IDS: Final = tuple(id_name for _, id_name in _CODE_HOST)
 # Per provider, every header name that can attribute to it: one C-level ``isdisjoint`` over the request's
 # headers rules a provider out, instead of a Python-level lookup per name (the edge runs this per request).
@@ -80,7 +89,7 @@ def _fields(body: bytes) -> tuple[str | None, str | None] | None:
     """(type, id) of a JSON object body, each a non-empty string or None; None when not a JSON object."""
     try:
         usual = _string_probe_decoder.decode(body)
-        return usual.type or None, usual.id or None
+        return usual.type, usual.id
     except msgspec.ValidationError:  # a field of another JSON type (or not an object): look closer
         pass
     except (msgspec.DecodeError, RecursionError):
@@ -102,7 +111,7 @@ def _string(raw: msgspec.Raw) -> str | None:
         return None
 
 
-def _first(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+def _first(headers: RawHeaders, names: tuple[bytes, ...]) -> bytes | None:
     for name in names:
         value = headers.get(name)
         if value:
@@ -110,26 +119,32 @@ def _first(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:
     return None
 
 
-def attribute(headers: Mapping[str, str], body: bytes) -> Attribution:
+def _text(value: bytes | None) -> str | None:
+    return None if not value else header_text(value)
+
+
+def attribute(headers: RawHeaders, body: bytes) -> Attribution:
     """Provider, event type and idempotency key of a request; all ``None`` when unattributed."""
     if not _IDENTITY_ANY.isdisjoint(headers):
         key = _first(headers, _IDENTITY_IDS)
         if key is not None or _first(headers, _IDENTITY_SIGNATURES) is not None:
             fields = _fields(body)
-            return Attribution("identity", None if fields is None else fields[0], key)
+            return Attribution("identity", None if fields is None else fields[0], _text(key))
     if not _COMMERCE_ANY.isdisjoint(headers):
         for topic_name, id_name in _COMMERCE:
             topic = headers.get(topic_name)
             if topic:
-                return Attribution("commerce", topic, headers.get(id_name) or _first(headers, _COMMERCE_IDS))
-    if not _PAYMENTS_ANY.isdisjoint(headers) and _first(headers, _PAYMENTS) is not None:
+                key = headers.get(id_name) or _first(headers, _COMMERCE_IDS)
+                return Attribution("commerce", header_text(topic), _text(key))
+    if not _PAYMENTS_ANY.isdisjoint(headers) and (headers.get(_PAYMENTS[0]) or headers.get(_PAYMENTS[1])):
         fields = _fields(body)
         if fields is None:
             return Attribution("payments", None, None)
-        return Attribution("payments", *fields)
+        return Attribution("payments", fields[0], fields[1])
     if not _CODE_HOST_ANY.isdisjoint(headers):
         for event_name, id_name in _CODE_HOST:
             event = headers.get(event_name)
             if event:
-                return Attribution("code_host", event, headers.get(id_name) or _first(headers, _CODE_HOST_IDS))
+                key = headers.get(id_name) or _first(headers, _CODE_HOST_IDS)
+                return Attribution("code_host", header_text(event), _text(key))
     return _NONE

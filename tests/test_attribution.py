@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.attribution import PROVIDERS, Attribution, attribute
+from shared import attribution
+from shared.attribution import PROVIDERS, Attribution
+from shared.headers import raw_headers
 from shared.signatures import SCHEMES
 
 # SPEC.md "Events": the providers' own event names.
@@ -52,6 +54,11 @@ PAYMENTS_TYPES = [
 CODE_HOST_EVENTS = ["push", "pull_request", "issues", "ping", "workflow_run"]
 
 NONE = Attribution(None, None, None)
+
+
+def attribute(headers: dict[str, str], body: bytes) -> Attribution:
+    """Headers written as text, handed over in the raw form the edge reads (shared.headers)."""
+    return attribution.attribute(raw_headers(headers), body)
 
 
 def identity_body(event_type: object) -> bytes:
@@ -251,3 +258,18 @@ def test_never_raises(headers: dict[str, str], body: bytes) -> None:
     assert result.provider is None or result.provider in PROVIDERS
     assert result.event_type is None or (isinstance(result.event_type, str) and result.event_type)
     assert result.idempotency_key is None or isinstance(result.idempotency_key, str)
+
+
+def test_header_values_are_utf8_else_latin1() -> None:
+    """Taken from the raw bytes by the rule the stored event's headers use (shared.headers.header_text)."""
+    assert attribution.attribute({b"x-shop-topic": "orders/payé".encode()}, b"{}").event_type == "orders/payé"
+    assert attribution.attribute({b"x-github-event": b"pu\xe9sh", b"x-github-delivery": b"d\xff"}, b"") == (
+        Attribution("code_host", "pu\xe9sh", "d\xff")
+    )
+
+
+def test_attribution_is_a_frozen_struct() -> None:
+    found = attribute({"stripe-signature": "t=1,v1=a"}, payments_body("invoice.paid"))
+    assert (found.provider, found.event_type) == ("payments", "invoice.paid")
+    with pytest.raises(AttributeError):
+        found.provider = "identity"  # type: ignore[misc]

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 
 from control.records.trust import MAX_TOLERANCE_SECONDS
 from control.service.accounts import issue_key
+from shared.headers import raw_headers
 from shared.keys import Keys
 from shared.signatures import sign, verify
 from shared.wire import EdgeEndpoint, decode_edge_endpoint
@@ -245,13 +246,13 @@ async def test_rotate_makes_the_edge_verify_with_the_new_secret_only(client, acc
     config = await edge_config(redis, settings, made)
     assert config.auth.hmac_enabled is True
     assert config.auth.secret == old  # no secret of its own: the platform secret verifies
-    assert verify(old_signed, body, config.auth.secret).valid
+    assert verify(raw_headers(old_signed), body, config.auth.secret).valid
 
     rotated = (await client.post(path(made, "/rotate-secret"), headers=account.headers)).json()
     config = await edge_config(redis, settings, made)
     assert config.auth.secret == rotated["signing_secret"]
-    assert verify(old_signed, body, config.auth.secret).reason == "signature_mismatch"
-    assert verify(sign("identity", body, rotated["signing_secret"]), body, config.auth.secret).valid
+    assert verify(raw_headers(old_signed), body, config.auth.secret).reason == "signature_mismatch"
+    assert verify(raw_headers(sign("identity", body, rotated["signing_secret"])), body, config.auth.secret).valid
 
 
 async def test_a_provider_secret_wins_over_the_platform_secret_and_survives_rotation(client, account, redis, settings):

@@ -37,6 +37,7 @@ from control.service.destinations import check_url
 from control.service.endpoints import require_write
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
+from shared.headers import raw_headers
 from shared.signatures import HEADERS, SCHEMES, detect_family, detect_scheme, sign
 
 __all__ = ("replay_event", "test_destination")
@@ -69,8 +70,9 @@ def _resign(
     captured: Mapping[str, str], provider: str | None, body: bytes, secret: str, header: str
 ) -> tuple[dict[str, str], str | None]:
     """(headers to set, captured signature header they replace) in the event's own scheme and family."""
-    scheme = provider if provider in SCHEMES else detect_scheme(captured)
-    family = detect_family(captured) or "neutral"
+    raw = raw_headers(captured)
+    scheme = provider if provider in SCHEMES else detect_scheme(raw)
+    family = detect_family(raw) or "neutral"
     if scheme is None:
         scheme, family = "identity", "standard"
     if family not in HEADERS[scheme]:
