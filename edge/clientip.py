@@ -13,6 +13,8 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 class ClientIP:
     def __init__(self, trusted_proxies: Iterable[str]) -> None:
         self._trusted: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(c, strict=False) for c in trusted_proxies)
+        self.trusts_proxies = bool(self._trusted)
+        """False: the socket peer is always the sender, and the hot path skips :meth:`resolve`."""
 
     def _is_trusted(self, host: str) -> bool:
         try:

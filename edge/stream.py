@@ -46,21 +46,22 @@ class StreamWriter:
     def __init__(self, redis: RespConnection, keys: Keys, *, high_water: int) -> None:
         self._redis = redis
         self._keys = keys
-        self._high_water = high_water
+        self.high_water = high_water
         self._streams = [keys.ingest_stream(shard).encode() for shard in range(keys.shards)]
         self._pending: dict[int, list[IngestRecord]] = {}
         self._done: _Batch | None = None
         """Resolved when the pending batch is written: one future per batch, shared by its requests."""
         self._writer: asyncio.Task[None] | None = None
-        self._backlog = [0] * keys.shards
-        """Entries per shard as of the last write or recount; the edge sheds load (503) above the high-water
-        mark."""
+        self.backlog = [0] * keys.shards
+        """Entries per shard as of the last write or recount; the edge sheds load (503) at the high-water
+        mark. Updated in place: the hot path compares it with ``high_water`` itself and calls
+        :meth:`over_high_water` only when a shard is at the mark."""
         self._recount: asyncio.Task[None] | None = None
         self._recounted_at = 0.0
         self._recount_failing = False
 
     def over_high_water(self, shard: int) -> bool:
-        if self._backlog[shard] < self._high_water:
+        if self.backlog[shard] < self.high_water:
             return False
         if self._recount is None and time.monotonic() - self._recounted_at >= RECOUNT_S:
             self._recount = asyncio.create_task(self._count_backlog())
@@ -71,7 +72,7 @@ class StreamWriter:
             replies = await self._redis.execute([(b"XLEN", stream) for stream in self._streams])
             for shard, length in enumerate(replies):
                 if isinstance(length, int):
-                    self._backlog[shard] = length
+                    self.backlog[shard] = length
             self._recount_failing = False
         except Exception as exc:  # noqa: BLE001 - Redis away: the shard stays shed and the next request retries
             if not self._recount_failing:  # once per outage, not every RECOUNT_S
@@ -120,5 +121,5 @@ class StreamWriter:
             done.exception()  # retrieved here, so a batch whose senders all left logs no warning
             return
         for i, shard in enumerate(by_shard):
-            self._backlog[shard] = replies[2 * i + 1]
+            self.backlog[shard] = replies[2 * i + 1]
         done.set_result(None)

@@ -1,20 +1,19 @@
-"""What the edge decides about a request before storing it: allowlist, signature, attribution.
+"""An endpoint's trust settings as the edge serves them: allowlist and signature check.
 
-``ServedEndpoint`` is an endpoint's config compiled once per cache fill (CIDRs parsed into networks), so
-the per-request work is a membership test and, when verification is on, one HMAC.
+``ServedEndpoint`` is an endpoint's config compiled once per cache fill (CIDRs parsed into networks, the
+signature :class:`~shared.signatures.Verifier` with its keyed MAC states), so the per-request work is a
+membership test and, when verification is on, one HMAC.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
 
-from shared.attribution import Attribution, attribute
 from shared.keys import Keys
-from shared.signatures import verify
+from shared.signatures import Verifier
 from shared.wire import EdgeEndpoint
 
-__all__ = ("Decision", "ServedEndpoint", "decide", "header_map")
+__all__ = ("ServedEndpoint",)
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -22,13 +21,20 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 class ServedEndpoint:
     """Also what the hot path would otherwise recompute per request: the shard, whether to verify."""
 
-    __slots__ = ("config", "networks", "shard", "verifies")
+    __slots__ = ("config", "networks", "rejects", "shard", "verifier")
 
     def __init__(self, config: EdgeEndpoint, keys: Keys) -> None:
         self.config = config
         self.networks: tuple[IPNetwork, ...] = tuple(_network(c) for c in config.allowlist)
         self.shard = keys.shard_for(config.endpoint_id)
-        self.verifies = bool(config.auth.hmac_enabled and config.auth.secret)
+        auth = config.auth
+        self.verifier = (
+            Verifier(auth.secret, tolerance_s=auth.tolerance_seconds, header_name=auth.header_name)
+            if auth.hmac_enabled and auth.secret
+            else None
+        )
+        """None when nothing is checked (``signature_valid`` stays null)."""
+        self.rejects = auth.on_failure == "reject"
 
     def ip_allowed(self, ip: str | None) -> bool | None:
         """None when the endpoint has no allowlist (nothing was checked); else whether an entry covers ip."""
@@ -51,26 +57,3 @@ def _network(cidr: str) -> IPNetwork:
         mapped = net.network_address.ipv4_mapped
         return ipaddress.ip_network(f"{mapped}/{max(0, net.prefixlen - 96)}", strict=False)
     return net
-
-
-def header_map(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    return {name.decode("latin-1"): value.decode("latin-1") for name, value in headers}
-
-
-Decision = tuple[Attribution, bool | None, str | None, bool]
-"""(attribution, signature_valid, failure reason, refuse): a plain tuple, built once per request."""
-
-
-def decide(served: ServedEndpoint, headers: Mapping[str, str], body: bytes, now: float) -> Decision:
-    """Attribution always; the signature only with ``hmac_enabled`` (else ``signature_valid`` is None).
-
-    ``refuse`` is set when the signature failed and the endpoint rejects failures: nothing is stored.
-    """
-    attribution = attribute(headers, body)
-    if not served.verifies:
-        return attribution, None, None, False
-    auth = served.config.auth
-    valid, reason, _ = verify(
-        headers, body, auth.secret, tolerance_s=auth.tolerance_seconds, header_name=auth.header_name, now=now
-    )
-    return attribution, valid, reason, not valid and auth.on_failure == "reject"

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from edge.app import EdgeApp, create_app
+from edge.app import EDGE_GC_THRESHOLD, EdgeApp, create_app
 from shared.settings import Settings, load_settings
 from tests.helpers import assert_error
 
@@ -74,15 +74,21 @@ async def test_lifespan_protocol(edge_settings):
         sent.append(message)
         if message["type"] == "lifespan.startup.complete":
             frozen.append(gc.get_freeze_count())
+            serving.append(gc.get_threshold())
 
     frozen: list[int] = []
+    serving: list[tuple[int, ...]] = []
+    before = gc.get_threshold()
     await inbox.put({"type": "lifespan.startup"})
     await inbox.put({"type": "lifespan.shutdown"})
     await asyncio.wait_for(app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send), 15)
     assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
-    # Start-up's objects are out of the collector's sight while serving, and handed back at shutdown.
+    # Start-up's objects are out of the collector's sight while serving, and handed back at shutdown; the
+    # youngest generation is collected less often while serving, and the interpreter's setting comes back.
     assert frozen[0] > 0
     assert gc.get_freeze_count() == 0
+    assert serving == [(EDGE_GC_THRESHOLD, *before[1:])]
+    assert gc.get_threshold() == before
 
 
 async def test_lifespan_reports_a_failed_startup(servers, redis_prefix, monkeypatch):
