@@ -157,7 +157,7 @@ _compare = hmac.compare_digest
 _hexlify = binascii.hexlify
 
 
-def _verdict(scheme: str, reason: str | None = None) -> Verdict:
+def _verdict(scheme: str, reason: str) -> Verdict:
     return _VERDICTS[scheme, reason]
 
 
@@ -272,16 +272,6 @@ def _shape(value: bytes) -> str:
     return "commerce"
 
 
-def _first_signature(headers: RawHeaders, present: set[bytes]) -> tuple[str, str, bytes] | None:
-    """(scheme, family, value) of the first non-blank of the known signature headers ``present``."""
-    for name in present if len(present) == 1 else sorted(present, key=lambda n: _SIGNATURE_HEADERS[n][2]):
-        value = headers[name]
-        if value and not value.isspace():
-            scheme, family, _ = _SIGNATURE_HEADERS[name]
-            return scheme, family, value.strip()
-    return None
-
-
 def _find(headers: RawHeaders) -> tuple[str, str, bytes] | None:
     """(scheme, family, value) of the first non-blank known signature header.
 
@@ -289,14 +279,29 @@ def _find(headers: RawHeaders) -> tuple[str, str, bytes] | None:
     instead of a lookup per known name.
     """
     present = _SIGNATURE_NAMES.intersection(headers)
-    return _first_signature(headers, present) if present else None
+    for name in present if len(present) < 2 else sorted(present, key=lambda n: _SIGNATURE_HEADERS[n][2]):
+        value = headers[name]
+        if value and not value.isspace():
+            scheme, family, _ = _SIGNATURE_HEADERS[name]
+            return scheme, family, value.strip()
+    return None
+
+
+def _custom(headers: RawHeaders, name: bytes) -> bytes | None:
+    """A custom signature header's value, stripped; None when absent or blank."""
+    value = headers.get(name)
+    return None if not value or value.isspace() else value.strip()
+
+
+def _header_name(header_name: str) -> bytes:
+    return header_name.lower().encode("latin-1", "replace")
 
 
 def detect_scheme(headers: RawHeaders, header_name: str | None = None) -> str | None:
     """The scheme :func:`verify` would check, or ``None`` when there is no signature header."""
     if header_name:
-        value = headers.get(header_name.lower().encode("latin-1", "replace"))
-        return None if not value or value.isspace() else _shape(value.strip())
+        value = _custom(headers, _header_name(header_name))
+        return None if value is None else _shape(value)
     found = _find(headers)
     return None if found is None else found[0]
 
@@ -321,24 +326,20 @@ class Verifier:
         self._plain = _plain_mac(secret)
         self._identity = _identity_mac(secret)
         self._tolerance_s = tolerance_s
-        self._header = header_name.lower().encode("latin-1", "replace") if header_name else None
+        self._header = _header_name(header_name) if header_name else None
 
     def __call__(self, headers: RawHeaders, body: bytes, now: float | None = None) -> Verdict:
         """With a custom header only that header is read, and its value's shape picks the scheme."""
         family: str | None = None
         if self._header is None:
-            present = _SIGNATURE_NAMES.intersection(headers)
-            if not present:
-                return _MISSING
-            found = _first_signature(headers, present)
+            found = _find(headers)
             if found is None:
                 return _MISSING
             scheme, family, value = found
         else:
-            value = headers.get(self._header)
-            if not value or value.isspace():
+            value = _custom(headers, self._header)
+            if value is None:
                 return _MISSING
-            value = value.strip()
             scheme = _shape(value)
         if scheme == "payments":
             return _verify_payments(value, body, self._plain, self._tolerance_s, now)
