@@ -1,7 +1,7 @@
 """An endpoint's trust settings as the edge serves them: allowlist and signature check.
 
 ``ServedEndpoint`` is an endpoint's config compiled once per cache fill (CIDRs parsed into networks, the
-signature :class:`~shared.signatures.Verifier` with its keyed MAC states), so the per-request work is a
+signature check of :func:`~shared.signatures.verifier` with its keyed MAC states), so the per-request work is a
 membership test and, when verification is on, one HMAC.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 
 from shared.keys import Keys
-from shared.signatures import Verifier
+from shared.signatures import verifier
 from shared.wire import EdgeEndpoint
 
 __all__ = ("ServedEndpoint",)
@@ -29,7 +29,7 @@ class ServedEndpoint:
         self.shard = keys.shard_for(config.endpoint_id)
         auth = config.auth
         self.verifier = (
-            Verifier(auth.secret, tolerance_s=auth.tolerance_seconds, header_name=auth.header_name)
+            verifier(auth.secret, tolerance_s=auth.tolerance_seconds, header_name=auth.header_name)
             if auth.hmac_enabled and auth.secret
             else None
         )

@@ -61,7 +61,7 @@ import hmac
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Final, Literal, NamedTuple
 
@@ -77,12 +77,14 @@ __all__ = (
     "SCHEMES",
     "SIGNATURE_MISMATCH",
     "TIMESTAMP_OUT_OF_TOLERANCE",
+    "Check",
     "HeaderFamily",
     "Verdict",
     "Verifier",
     "detect_family",
     "detect_scheme",
     "sign",
+    "verifier",
     "verify",
 )
 
@@ -179,7 +181,7 @@ class _PyHmac:
 
     Each MAC then costs two state copies and the hashing itself, not a fresh OpenSSL HMAC setup, and the
     body is fed in place (``prefix`` and ``body`` are never concatenated). The fallback for
-    ``shared._mac.Mac`` (the same interface in C), used where that extension was not built.
+    ``shared._native.Mac`` (the same interface in C), used where that extension was not built.
     """
 
     __slots__ = ("_inner", "_outer")
@@ -202,11 +204,13 @@ class _PyHmac:
 
 
 try:
-    # The edge's one HMAC per request in a single C call (about 0.17 us instead of 0.6 us through hashlib's
-    # seven EVP calls); built from shared/_mac.c when a compiler and OpenSSL's headers are there.
-    from shared._mac import Mac as _Hmac
-except ImportError:  # not built here: the same MAC in Python (the tests run both)
-    _Hmac = _PyHmac
+    # The compiled parts of this module (shared/_native.c): the MAC primitive, and a fast path that proves the
+    # usual validly signed request and hands everything else to :class:`Verifier`. Built when a compiler and
+    # OpenSSL's headers are there; without them everything here runs in Python (the tests run both).
+    from shared import _native
+except ImportError:
+    _native = None  # type: ignore[assignment]
+_Hmac = _PyHmac if _native is None else _native.Mac
 
 
 @lru_cache(maxsize=4096)
@@ -318,7 +322,8 @@ def detect_family(headers: RawHeaders) -> str | None:
 
 class Verifier:
     """One secret's check with its settings, ready before any request: the keyed MAC states and a custom
-    header's name as bytes. The edge keeps one per cached endpoint; :func:`verify` builds one per call."""
+    header's name as bytes. The definition of every scheme's check and failure reason; :func:`verifier`
+    puts the compiled fast path in front of it."""
 
     __slots__ = ("_header", "_identity", "_plain", "_tolerance_s")
 
@@ -350,6 +355,32 @@ class Verifier:
         return _verify_commerce(value, body, self._plain)
 
 
+Check = Callable[[RawHeaders, bytes, float | None], Verdict]
+"""What :func:`verifier` returns: ``check(headers, body, now)``; ``now`` ``None`` reads the clock."""
+
+# For the compiled fast path: every signature header in detection order with its scheme, an identity header's
+# id and timestamp header names, and the verdict that header proves. The names and their order live here only.
+_NATIVE_TABLE: Final = tuple(
+    (name, scheme, *(_IDENTITY_IDS[family] if scheme == "identity" else (None, None)), _VALID[scheme])
+    for name, (scheme, family, _) in _SIGNATURE_HEADERS.items()
+)
+_EXACT_FLOAT: Final = 2**53
+
+
+def verifier(secret: str, *, tolerance_s: int = 300, header_name: str | None = None) -> Check:
+    """One secret's check, built once per endpoint: what the edge calls per request.
+
+    Where ``shared._native`` is built, its ``Verifier`` answers the usual validly signed request (a known
+    header, a plain timestamp, the canonical encoding) in C and passes every other request, every failure
+    included, to :class:`Verifier`, which defines every rule and reason. A custom ``header_name`` (rare)
+    and tolerances too large for exact float arithmetic are checked in Python only.
+    """
+    check = Verifier(secret, tolerance_s=tolerance_s, header_name=header_name)
+    if _native is None or header_name or not 0 <= tolerance_s < _EXACT_FLOAT:
+        return check
+    return _native.Verifier(_NATIVE_TABLE, _plain_mac(secret), _identity_mac(secret), tolerance_s, check)
+
+
 def verify(
     headers: RawHeaders,
     body: bytes,
@@ -360,7 +391,7 @@ def verify(
     now: float | None = None,
 ) -> Verdict:
     """Check a request's signature. With ``header_name`` only that header is read (scheme from its shape)."""
-    return Verifier(secret, tolerance_s=tolerance_s, header_name=header_name)(headers, body, now)
+    return verifier(secret, tolerance_s=tolerance_s, header_name=header_name)(headers, body, now)
 
 
 def _verify_identity(

@@ -4,6 +4,7 @@ Pure unit tests: no servers."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import msgspec
 import pytest
@@ -55,10 +56,26 @@ CODE_HOST_EVENTS = ["push", "pull_request", "issues", "ping", "workflow_run"]
 
 NONE = Attribution(None, None, None)
 
+IMPLEMENTATIONS = {"compiled": attribution.attribute, "python": attribution._attribute}
+attribute_raw = attribution.attribute
+"""The implementation under test (set per module run by ``implementation``)."""
+
+
+@pytest.fixture(scope="module", autouse=True, params=list(IMPLEMENTATIONS))
+def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs twice: through the compiled fast path in front of the Python function (what the
+    edge runs), and through the Python function alone (what runs where shared._native is not built)."""
+    global attribute_raw
+    if request.param == "compiled" and attribution._native is None:
+        pytest.fail("shared._native is not built here (tests/test_signatures.py checks the build)")
+    attribute_raw = IMPLEMENTATIONS[request.param]
+    yield request.param
+    attribute_raw = attribution.attribute
+
 
 def attribute(headers: dict[str, str], body: bytes) -> Attribution:
     """Headers written as text, handed over in the raw form the edge reads (shared.headers)."""
-    return attribution.attribute(raw_headers(headers), body)
+    return attribute_raw(raw_headers(headers), body)
 
 
 def identity_body(event_type: object) -> bytes:
@@ -262,8 +279,8 @@ def test_never_raises(headers: dict[str, str], body: bytes) -> None:
 
 def test_header_values_are_utf8_else_latin1() -> None:
     """Taken from the raw bytes by the rule the stored event's headers use (shared.headers.header_text)."""
-    assert attribution.attribute({b"x-shop-topic": "orders/payé".encode()}, b"{}").event_type == "orders/payé"
-    assert attribution.attribute({b"x-github-event": b"pu\xe9sh", b"x-github-delivery": b"d\xff"}, b"") == (
+    assert attribute_raw({b"x-shop-topic": "orders/payé".encode()}, b"{}").event_type == "orders/payé"
+    assert attribute_raw({b"x-github-event": b"pu\xe9sh", b"x-github-delivery": b"d\xff"}, b"") == (
         Attribution("code_host", "pu\xe9sh", "d\xff")
     )
 

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -16,12 +17,24 @@ import svix.webhooks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import signatures
+from shared import attribution, signatures
 from shared.headers import raw_headers
 from shared.signatures import FAILURE_REASONS, HEADERS, SCHEMES, Verdict, sign
 
 # The tests write headers as text, as an HTTP client sends them; the edge hands the scheme code the raw form
 # (lowercased byte names, as ASGI delivers them), which raw_headers gives.
+
+
+@pytest.fixture(scope="module", autouse=True, params=["compiled", "python"])
+def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs twice: through the compiled fast path in front of the Python checks (what the
+    edge runs), and through the Python checks alone (what runs where shared._native is not built)."""
+    if request.param == "compiled" and signatures._native is None:
+        pytest.fail("shared._native is not built here (see test_the_compiled_parts_are_built_here)")
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "python":
+            patch.setattr(signatures, "_native", None)
+        yield request.param
 
 
 def verify(headers: dict[str, str], body: bytes, secret: str, **options: object) -> Verdict:
@@ -626,12 +639,16 @@ if signatures._Hmac is not signatures._PyHmac:
     MACS.append(pytest.param(signatures._Hmac, id="compiled"))
 
 
-def test_the_compiled_mac_is_built_here() -> None:
-    """The install builds shared/_mac.c where a compiler and OpenSSL's headers exist, as on this machine and
-    in CI; a build that silently fell back to Python would cost the edge a third of its signature time."""
-    import shared._mac
+def test_the_compiled_parts_are_built_here(implementation: str) -> None:
+    """The install builds shared/_native.c where a compiler and OpenSSL's headers exist, as on this machine
+    and in CI; a build that silently fell back to Python would cost the edge most of its ratio target."""
+    import shared._native
 
-    assert signatures._Hmac is shared._mac.Mac
+    assert signatures._Hmac is shared._native.Mac
+    assert isinstance(attribution.attribute, shared._native.Attributor)
+    compiled = implementation == "compiled"
+    assert isinstance(signatures.verifier("whsec_test"), shared._native.Verifier if compiled else signatures.Verifier)
+    assert isinstance(signatures.verifier("whsec_test", header_name="x-sig"), signatures.Verifier)
 
 
 @pytest.mark.parametrize("mac", MACS)
