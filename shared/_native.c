@@ -432,6 +432,7 @@ prove(VerifierObject *self, PyObject *headers, PyObject *body, PyObject *now_obj
         const char *b = PyBytes_AS_STRING(body);
         Py_ssize_t b_size = PyBytes_GET_SIZE(body);
         int proven;
+        Py_INCREF(value); /* a large body is hashed without the GIL: the dict may change meanwhile */
         switch (header->rule) {
         case PAYMENTS:
             proven = check_payments(self, s, n, b, b_size, now);
@@ -442,6 +443,7 @@ prove(VerifierObject *self, PyObject *headers, PyObject *body, PyObject *now_obj
         default:
             proven = check_plain(self, header->rule, s, n, b, b_size);
         }
+        Py_DECREF(value);
         if (proven < 0) {
             return NULL;
         }
@@ -609,6 +611,7 @@ text(PyObject *value)
     if (value == NULL) {
         Py_RETURN_NONE;
     }
+    Py_INCREF(value); /* borrowed from the headers dict; decoding allocates */
     const char *s = PyBytes_AS_STRING(value);
     Py_ssize_t n = PyBytes_GET_SIZE(value);
     PyObject *decoded = PyUnicode_DecodeUTF8(s, n, NULL);
@@ -616,6 +619,7 @@ text(PyObject *value)
         PyErr_Clear();
         decoded = PyUnicode_DecodeLatin1(s, n, NULL);
     }
+    Py_DECREF(value);
     return decoded;
 }
 
@@ -678,7 +682,10 @@ by_header(AttributorObject *self, PyObject *headers, PyObject *pairs, PyObject *
                 return found;
             }
         }
-        PyObject *event_text = text(event), *key_text = text(key);
+        Py_XINCREF(key); /* borrowed from the dict, and decoding the event allocates */
+        PyObject *event_text = text(event);
+        PyObject *key_text = event_text == NULL ? NULL : text(key);
+        Py_XDECREF(key);
         *result = attribution(self, provider, event_text, key_text);
         Py_XDECREF(event_text);
         Py_XDECREF(key_text);
@@ -703,15 +710,20 @@ attribute_fast(AttributorObject *self, PyObject *headers, PyObject *body)
         return NULL;
     }
     if (found == 1) {
-        int probed = probe(self, body, &type, &id);
-        if (probed <= 0) {
+        /* the key is borrowed from the dict, and the probe allocates (a collection may run finalizers) */
+        PyObject *key_text = text(key);
+        if (key_text == NULL) {
             return NULL;
         }
-        PyObject *key_text = text(key);
+        int probed = probe(self, body, &type, &id);
+        if (probed <= 0) {
+            Py_DECREF(key_text);
+            return NULL;
+        }
         result = attribution(self, self->providers[IDENTITY], type, key_text);
         Py_DECREF(type);
         Py_DECREF(id);
-        Py_XDECREF(key_text);
+        Py_DECREF(key_text);
         return result;
     }
     found = by_header(self, headers, self->commerce, self->commerce_ids, self->providers[COMMERCE], &result);
