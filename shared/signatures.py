@@ -1,6 +1,6 @@
 """Webhook signatures: verify every inbound scheme, and sign with the same code when replay re-signs.
 
-Pure (no I/O) and lean: the edge calls :func:`verify` on its hot path. No algorithm is ever configured; the
+Pure (no I/O) and lean: the edge calls a :func:`verifier` per request. No algorithm is ever configured; the
 scheme is detected from which signature header is present, or, for a custom ``header_name``, from the
 shape of its value. Headers are :data:`~shared.headers.RawHeaders` (lowercased byte names, raw byte values,
 as ASGI delivers them): nothing is decoded to text to check a signature. An empty or blank header counts
@@ -49,7 +49,8 @@ Comparisons are constant time (:func:`hmac.compare_digest`) against the canonica
 send (standard padded base64, lowercase hex: uppercase hex is a mismatch, as for the providers' own
 libraries); nothing here raises on hostile headers or bodies, and bodies, ids and timestamps are signed as
 the bytes that arrived (they need not be UTF-8). Per secret, the keyed HMAC states are computed once (LRU
-cache) so each MAC is just hashing.
+cache) so each MAC is just hashing. Where ``shared/_native.c`` is built, the usual validly signed request is
+proven in C before any of this runs (:func:`verifier`); everything here stays the definition.
 """
 
 from __future__ import annotations
