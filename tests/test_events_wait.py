@@ -290,6 +290,19 @@ async def _reads_idle():
     return not service._inflight
 
 
+def _parked(live, count):
+    """``count`` waiters sit in their wait with their first look done and nothing in flight. Registered and
+    subscribed is not enough before an event is stored: a waiter still on its way to the first look would
+    find that event itself and leave, and the announcement the test then makes would start no read."""
+
+    async def check():
+        waiters = live.wakeups._channels.get(live.channel, ())
+        parked = [w for w in waiters if w._look is not None and not w._looking and not w._resync]
+        return len(parked) >= count and not service._inflight
+
+    return check
+
+
 def _reading():
     async def check():
         return bool(service._inflight)
@@ -348,7 +361,7 @@ async def test_waiters_asking_the_same_question_share_one_read(live, account):
     same = [call("shared") for _ in range(5)]
     apart = [call("apart") for _ in range(2)]
     await wait_for(_waiting(live, 7, [*same, *apart]))
-    await wait_for(_reads_idle)
+    await wait_for(_parked(live, 7))
     one, two = Ev(live.endpoint, event_type="shared"), Ev(live.endpoint, event_type="apart")
     await live.announce(one, two)
     shared = await asyncio.wait_for(asyncio.gather(*same), 10)
@@ -363,7 +376,7 @@ async def test_waiters_asking_the_same_question_share_one_read(live, account):
 async def test_a_waiter_leaving_during_a_shared_read_does_not_cancel_the_others(live, account):
     stays, leaves = _start(live, account, timeout=30), _start(live, account, timeout=30)
     await wait_for(_waiting(live, 2, [stays, leaves]))
-    await wait_for(_reads_idle)
+    await wait_for(_parked(live, 2))
     ev = Ev(live.endpoint)
     await store(live.conn, None, None, [ev])
     async with _events_locked(live):
@@ -382,7 +395,7 @@ async def test_a_waiter_leaving_during_a_shared_read_does_not_cancel_the_others(
 async def test_news_that_arrives_during_a_read_is_read_next(live, account):
     task = _start(live, account, timeout=30, type="wanted")
     await wait_for(_waiting(live, 1, [task]))
-    await wait_for(_reads_idle)
+    await wait_for(_parked(live, 1))
     unwanted, wanted = Ev(live.endpoint, event_type="unwanted"), Ev(live.endpoint, event_type="wanted")
     await store(live.conn, None, None, [unwanted, wanted])
     (waiter,) = live.wakeups._channels[live.channel]
