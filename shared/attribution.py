@@ -161,11 +161,14 @@ try:
 except ImportError:
     _native = None  # type: ignore[assignment]
 
-attribute: Callable[[RawHeaders, bytes], Attribution] = (
-    _attribute
-    if _native is None
-    else _native.Attributor(
-        fallback=_attribute,
+
+Attribute = Callable[[RawHeaders, bytes], Attribution]
+
+
+def _compiled(fallback: Attribute) -> Attribute:
+    """The compiled attribution over the header names above, asking ``fallback`` whenever it cannot answer."""
+    return _native.Attributor(
+        fallback=fallback,
         make=Attribution,
         probe=_string_probe_decoder.decode,
         none=_NONE,
@@ -177,5 +180,7 @@ attribute: Callable[[RawHeaders, bytes], Attribution] = (
         code_host=_CODE_HOST,
         code_host_ids=_CODE_HOST_IDS,
     )
-)
+
+
+attribute: Attribute = _attribute if _native is None else _compiled(_attribute)
 """Provider, event type and idempotency key of a request; all ``None`` when unattributed."""

@@ -379,7 +379,12 @@ def verifier(secret: str, *, tolerance_s: int = 300, header_name: str | None = N
     check = Verifier(secret, tolerance_s=tolerance_s, header_name=header_name)
     if _native is None or header_name or not 0 <= tolerance_s < _EXACT_FLOAT:
         return check
-    return _native.Verifier(_NATIVE_TABLE, _plain_mac(secret), _identity_mac(secret), tolerance_s, check)
+    return _compiled(secret, tolerance_s, check)
+
+
+def _compiled(secret: str, tolerance_s: int, fallback: Check) -> Check:
+    """The compiled check of ``secret``, asking ``fallback`` whenever it cannot prove a request signed."""
+    return _native.Verifier(_NATIVE_TABLE, _plain_mac(secret), _identity_mac(secret), tolerance_s, fallback)
 
 
 def verify(

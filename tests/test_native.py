@@ -52,28 +52,17 @@ def outcome(call: Callable[..., Any], *args: Any) -> tuple[str, Any]:
 
 
 def compiled_verifier(secret: str = SECRET, tolerance_s: int = 300) -> tuple[Any, Spy, signatures.Verifier]:
+    """The edge's compiled check, built as signatures.verifier builds it, with a spy as its fallback."""
     python = signatures.Verifier(secret, tolerance_s=tolerance_s)
     spy = Spy(python)
-    check = _native.Verifier(
-        signatures._NATIVE_TABLE, signatures._plain_mac(secret), signatures._identity_mac(secret), tolerance_s, spy
-    )
-    return check, spy, python
+    return signatures._compiled(secret, tolerance_s, spy), spy, python
 
 
 def compiled_attributor() -> tuple[Any, Spy]:
+    """attribution.attribute's compiled object, built the same way, with a spy as its fallback."""
+    assert isinstance(attribution.attribute, _native.Attributor)
     spy = Spy(attribution._attribute)
-    native = attribution.attribute
-    assert isinstance(native, _native.Attributor)
-    fields = ("identity_ids", "identity_signatures", "commerce", "commerce_ids", "payments", "code_host")
-    copy = _native.Attributor(
-        fallback=spy,
-        make=Attribution,
-        probe=attribution._string_probe_decoder.decode,
-        none=attribution._NONE,
-        code_host_ids=attribution._CODE_HOST_IDS,
-        **{name: getattr(attribution, "_" + name.upper()) for name in fields},
-    )
-    return copy, spy
+    return attribution._compiled(spy), spy
 
 
 def signed(scheme: str, family: str, body: bytes = BODY, ts: int = NOW, msg_id: str = "msg_1") -> dict[bytes, bytes]:
