@@ -1,0 +1,46 @@
+"""Whose fault a failed write is: the record's (isolate it) or the infrastructure's (wait it out).
+
+The flush and the delivery recorder write batches. When a batch fails, only two answers are allowed:
+
+```
+* a failed batch write
+  x record fault       - the data itself cannot be stored: SQLSTATE class 22 (data exception: NUL in text,
+  |                      invalid input syntax, out of range) or 23 (integrity: a CHECK, NOT NULL or unique
+  |                      violation), or a value the driver refuses to encode (UnicodeEncodeError, TypeError,
+  |                      ValueError raised by asyncpg before anything is sent).
+  |                      -> split the batch until the single record is found; only that record is set aside.
+  x infrastructure     - everything else: Postgres unreachable, refusing connections, restarting, killing
+                         backends, out of connections, a deadlock or serialization failure, a timeout, Redis
+                         errors, and failures we do not recognise.
+                         -> keep the batch, back off (capped, jittered) and try it again, for as long as it
+                            takes; it never counts toward any dead-letter limit.
+```
+
+Unknown failures count as infrastructure on purpose: a failure that hits every record alike (a bad deploy,
+a missing table) must stall the pipeline, visibly, rather than dead-letter every acknowledged event.
+"""
+
+from __future__ import annotations
+
+import random
+
+import asyncpg
+
+__all__ = ("backoff_s", "is_record_fault")
+
+_RECORD_CLASSES = ("22", "23")
+
+
+def is_record_fault(exc: BaseException) -> bool:
+    """True when ``exc`` says the written data itself is unstorable (see the module docstring)."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return (getattr(exc, "sqlstate", None) or "")[:2] in _RECORD_CLASSES
+    # asyncpg encodes parameters and COPY rows client side; what it cannot encode it raises as these.
+    return isinstance(exc, (UnicodeError, TypeError, ValueError))
+
+
+def backoff_s(failures: int, *, base_s: float = 0.1, cap_s: float = 5.0, rng: random.Random | None = None) -> float:
+    """Capped exponential backoff with full jitter in its upper half: many workers waking from one outage
+    do not all hit the recovering server in the same instant, and none waits longer than ``cap_s``."""
+    ceiling = min(cap_s, base_s * 2 ** max(0, failures - 1))
+    return ceiling * (0.5 + 0.5 * (rng or random).random())  # noqa: S311 - jitter, not security
