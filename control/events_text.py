@@ -1,42 +1,92 @@
-"""How a captured request becomes an events row: headers as an object, the body kept as bytes, and the
-lowercased text that ``q`` searches."""
+"""How a captured request becomes an events row that Postgres can always store, losing nothing.
+
+Postgres text and jsonb cannot hold NUL, and text must be valid UTF-8; the edge accepts bytes. So every
+value goes in as something storable, and every one of them can be turned back into the exact bytes:
+
+- the body is ``bytea`` (with ``body_is_utf8``), always exact;
+- a header whose value is UTF-8 text without NUL is stored as that text; any other value (invalid UTF-8,
+  or NUL from a sender whose server let it through) is stored as the base64 of its raw bytes and its name is
+  listed in ``headers_base64`` (the API's ``header_encodings``), so the exact bytes come back. Repeated
+  headers are joined with ", " (RFC 9110 5.3) before that choice, so the object stays string to string;
+- path and query are the edge's percent-encoded text; a NUL that still reaches here (a record from an older
+  edge) becomes ``%00``, which is exactly what the sender's URL said;
+- attributed fields (event type, idempotency key) that cannot be text are null: attribution is a reading of
+  the request, not part of it, and the request itself is kept whole.
+
+Nothing here may raise for any input an edge can produce: a record Postgres still refuses is isolated by
+the flush (``control.db.faults``), never the batch it came in.
+"""
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime, timedelta
 
 from shared.headers import header_text
 from shared.wire import IngestRecord
 
-__all__ = ("event_row", "headers_object")
+__all__ = ("event_row", "headers_object", "storable_or_none")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def headers_object(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Repeated headers are joined with ", " (RFC 9110 5.3), so the object stays string to string.
+def storable_or_none(value: str | None) -> str | None:
+    """``value`` when Postgres text can hold it, else None (for fields that are readings, not data)."""
+    if value is None or "\x00" in value:
+        return None
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # lone surrogates
+        return None
+    return value
 
-    Values decode as :func:`shared.headers.header_text` says, the rule attribution uses too.
-    """
-    out: dict[str, str] = {}
+
+def _name(raw: bytes) -> str:
+    """Header names are HTTP tokens (ASCII) from any real server; anything else is percent-encoded."""
+    name = raw.decode("latin-1")
+    if name.isascii() and name.isprintable():
+        return name
+    return "".join(c if c.isascii() and c.isprintable() and c != "%" else f"%{ord(c):02X}" for c in name)
+
+
+def _uri_text(value: str) -> str:
+    return value.replace("\x00", "%00") if "\x00" in value else value
+
+
+def headers_object(headers: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], list[str] | None]:
+    """(name → value, the names whose value is base64 of raw bytes, or None when every value is text)."""
+    joined: dict[str, bytes] = {}
     for raw_name, raw_value in headers:
-        name = raw_name.decode("latin-1")  # ASGI servers deliver names lowercased
-        value = header_text(raw_value)
-        if name in out:
-            value = f"{out[name]}, {value}"
+        name = _name(raw_name)
+        earlier = joined.get(name)
+        joined[name] = raw_value if earlier is None else earlier + b", " + raw_value
+    out: dict[str, str] = {}
+    encoded: list[str] | None = None
+    for name, raw_value in joined.items():
+        try:
+            value = raw_value.decode()
+            if "\x00" in value:
+                raise UnicodeError
+        except UnicodeError:
+            value = base64.b64encode(raw_value).decode("ascii")
+            encoded = [name] if encoded is None else [*encoded, name]
         out[name] = value
-    return out
+    return out, encoded
 
 
 def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) -> tuple:
     """The row in ``control.db.flush.COLUMNS`` order."""
-    headers = headers_object(record.headers)
+    headers, encoded = headers_object(record.headers)
     content_type = headers.get("content-type")
+    if content_type is not None and encoded is not None and "content-type" in encoded:
+        # a reading of the header (as attribution reads headers), not the header itself
+        content_type = header_text(base64.b64decode(content_type)).replace("\x00", "\ufffd")
     try:
         text = record.body.decode()
         is_utf8 = True
     except UnicodeDecodeError:
         text, is_utf8 = "", False
+    event_type = storable_or_none(record.event_type)
     labels = labels or []
     search = "\n".join(
         part
@@ -44,7 +94,7 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
             text.replace("\x00", ""),  # Postgres text cannot hold NUL
             content_type or "",
             record.method,
-            record.event_type or "",
+            event_type or "",
             *(label["value"] for label in labels),
         )
         if part
@@ -54,16 +104,17 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
         record.endpoint_id,
         _EPOCH + timedelta(microseconds=record.received_at_us),
         record.method,
-        record.path,
-        record.query,
+        _uri_text(record.path),
+        _uri_text(record.query),
         headers,
+        encoded,
         record.body,
         is_utf8,
         content_type,
         record.source_ip,
         record.provider,
-        record.event_type,
-        record.idempotency_key,
+        event_type,
+        storable_or_none(record.idempotency_key),
         record.signature_valid,
         record.signature_failure_reason,
         record.ip_allowed,

@@ -31,6 +31,7 @@ EVENT_FIELDS = {
     "path",
     "query",
     "headers",
+    "header_encodings",
     "body",
     "body_encoding",
     "content_type",

@@ -69,6 +69,7 @@ async def test_event_record_has_every_field(client, account, endpoint, conn):
         "path": "/orders/7",
         "query": "a=1&b=2",
         "headers": {"content-type": "application/json", "pay-signature": "t=1,v1=ab"},
+        "header_encodings": {},
         "body": '{"type": "invoice.paid", "id": "in_1"}',
         "body_encoding": "utf8",
         "content_type": "application/json",

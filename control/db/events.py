@@ -14,8 +14,8 @@ import asyncpg
 
 __all__ = ("EventFilters", "first_match", "get_for_account", "page")
 
-_COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.headers, e.body, e.body_is_utf8,
-    e.content_type, host(e.source_ip) AS source_ip, e.provider, e.event_type, e.idempotency_key,
+_COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.headers, e.headers_base64, e.body,
+    e.body_is_utf8, e.content_type, host(e.source_ip) AS source_ip, e.provider, e.event_type, e.idempotency_key,
     e.signature_valid, e.signature_failure_reason, e.ip_allowed, e.labels"""
 
 

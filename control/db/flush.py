@@ -33,6 +33,7 @@ _STAGING_TYPES = {
     "path": "text",
     "query": "text",
     "headers": "jsonb",
+    "headers_base64": "text[]",
     "body": "bytea",
     "body_is_utf8": "boolean",
     "content_type": "text",

@@ -29,6 +29,10 @@ class Event(msgspec.Struct, kw_only=True):
     query: str
     """Raw query string without the leading '?'."""
     headers: dict[str, str]
+    """Repeated headers joined with ", "; a value that is not UTF-8 text is the base64 of its exact bytes
+    (named in ``header_encodings``)."""
+    header_encodings: dict[str, Literal["base64"]]
+    """The headers whose value in ``headers`` is base64 (empty when every value is text, the usual case)."""
     body: str | None
     """The raw body: text when it is valid UTF-8, else base64 (see ``body_encoding``); null when empty."""
     body_encoding: Literal["utf8", "base64"]

@@ -131,6 +131,7 @@ def event_record(row: asyncpg.Record) -> Event:
         path=row["path"],
         query=row["query"],
         headers=row["headers"],
+        header_encodings=dict.fromkeys(row["headers_base64"] or (), "base64"),
         body=body,
         body_encoding=encoding,
         content_type=row["content_type"],
