@@ -1,18 +1,27 @@
-"""Flush: ingest stream → Postgres, at least once, never duplicated.
+"""Flush: ingest stream → Postgres, at least once, never duplicated, nothing acknowledged lost.
 
 Each step reads a batch of entries from every shard with XREADGROUP (group ``flush``), inserts their
 records in one transaction (idempotent on the event id) together with the delivery tasks the routing rules
 create for the new ones (``control.routing.route`` decides them, one statement of ``control.db.flush``
-inserts both), then XACKs and XDELs them and PUBLISHes one wakeup per endpoint for long-poll waiters. The
-order guarantees that an entry leaves the stream only after its events are committed.
+inserts both), then XACKs and XDELs them and PUBLISHes one wakeup per endpoint for long-poll waiters. An
+entry leaves the stream only after its records are committed.
 
-Failure handling:
-- A failed step (Postgres down) leaves its entries pending for this consumer; the next step re-reads the
-  consumer's own pending entries (id ``0``) before taking new ones, so nothing waits for a restart.
-- Entries left pending by a dead consumer are taken over with XAUTOCLAIM once idle for ``claim_idle_ms``.
-- An entry that cannot be decoded, that a constraint rejects, or that was delivered ``max_deliveries``
-  times, goes to the shard's dead-letter stream (kept, never lost) so it cannot block the rest.
-- A consumer group that disappeared (Redis restarted without persistence) is recreated.
+Failure handling; ``control.db.faults`` says whose fault a failure is:
+
+- **Infrastructure** (Postgres or Redis unreachable, refusing connections, restarting, killing backends,
+  timing out; anything not recognised as the data's fault): the batch stays with this consumer, in memory,
+  and the step is retried with the loop's capped, jittered backoff for as long as the outage lasts. The
+  batch is not read again from Redis meanwhile (Redis counts every read as a delivery), and its entries'
+  idle time is reset with ``XCLAIM ... JUSTID`` (which counts nothing), so no other consumer takes over a
+  batch that is being waited on. An outage never dead-letters anything. Once the records are committed
+  only the acknowledgement is retried, so a Redis outage after the commit repeats no insert.
+- **A record Postgres refuses** (``faults.is_record_fault``): the batch is split in halves until the single
+  record is found; every other record is stored, and only that one goes to its shard's dead-letter stream,
+  in the same MULTI that acknowledges its entry (``control.service.dead_letters``: visible, re-drivable).
+- **An entry that cannot be decoded** goes to the dead letters whole.
+- Entries left pending by a consumer that died are taken over (XAUTOCLAIM) once idle for ``claim_idle_ms``.
+- A consumer group that disappeared (Redis restarted without persistence) is recreated; a batch held in
+  memory meanwhile is still stored.
 """
 
 from __future__ import annotations
@@ -21,16 +30,17 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-import asyncpg
 import msgspec
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
+from control.db.faults import is_record_fault
 from control.db.flush import store_batch
 from control.events_text import event_row
 from control.routing.route import Router
 from control.service import Context
+from control.service.dead_letters import fields_for, record_fields
 from shared.keys import FLUSH_GROUP
 from shared.wire import IngestRecord, decode_records
 
@@ -39,6 +49,20 @@ __all__ = ("Flush",)
 log = logging.getLogger("hookyard.worker.flush")
 
 Entry = tuple[str, str, dict[bytes, bytes]]  # (stream, entry id, fields)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What one step works on, kept across failed attempts until it is acknowledged."""
+
+    entries: list[Entry]
+    held_since: float
+    """Monotonic time the entries' idle time was last reset (read or XCLAIM)."""
+    records: list[tuple[Entry, IngestRecord]] = field(default_factory=list)
+    dead: list[tuple[Entry, dict[bytes, bytes]]] = field(default_factory=list)
+    """(entry, dead-letter fields) to write together with the acknowledgement."""
+    new: list[tuple[str, str]] | None = None
+    """Set once the records are committed: (endpoint id, its new event ids joined with commas)."""
 
 
 class Flush:
@@ -54,7 +78,6 @@ class Flush:
         block_ms: int = 1000,
         claim_idle_ms: int = 60_000,
         claim_every_s: float | None = None,
-        max_deliveries: int = 5,
         router: Router | None = None,
     ) -> None:
         self.ctx = ctx
@@ -65,11 +88,11 @@ class Flush:
         self.claim_idle_ms = claim_idle_ms
         # Looking for abandoned entries more often than they can become claimable would only cost calls.
         self.claim_every_s = claim_idle_ms / 4000 if claim_every_s is None else claim_every_s
-        self.max_deliveries = max_deliveries
         self.streams = ctx.keys.ingest_streams()
         self._groups_ready = False
         self._own_pending = True  # at start: finish what this consumer name may have left
         self._next_claim = 0.0
+        self._held: _Batch | None = None
 
     @staticmethod
     def default_consumer() -> str:
@@ -85,34 +108,38 @@ class Flush:
         self._groups_ready = True
 
     async def step(self) -> int:
-        if not self._groups_ready:
-            await self.ensure_groups()
-        try:
-            entries, retried = await self._next_entries()
-        except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            log.warning("flush: consumer group missing (Redis lost it?); recreating")
-            self._groups_ready = False
-            return 0
-        if not entries:
-            return 0
-        if retried:
-            entries = await self._dead_letter_exhausted(entries)
-        try:
-            return await self._process(entries)
-        except Exception:
-            self._own_pending = True
-            raise
+        batch = self._held
+        if batch is None:
+            if not self._groups_ready:
+                await self.ensure_groups()
+            try:
+                entries = await self._next_entries()
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                log.warning("flush: consumer group missing (Redis lost it?); recreating")
+                self._groups_ready = False
+                return 0
+            if not entries:
+                return 0
+            batch = self._held = _Batch(entries, time.monotonic())
+            self._decode(batch)
+        else:
+            await self._keep(batch)
+        if batch.new is None:
+            batch.new = await self._store(batch)
+        await self._finish(batch)
+        self._held = None
+        return len(batch.records) + len(batch.dead)
 
-    async def _next_entries(self) -> tuple[list[Entry], bool]:
+    async def _next_entries(self) -> list[Entry]:
         redis = self.ctx.redis
         if self._own_pending:
             entries = _flatten(
                 await redis.xreadgroup(FLUSH_GROUP, self.consumer, dict.fromkeys(self.streams, "0"), count=self.count)
             )
             if entries:
-                return entries, True
+                return entries
             self._own_pending = False
         now = time.monotonic()
         if now >= self._next_claim:
@@ -125,52 +152,79 @@ class Flush:
                 claimed.extend((stream, _text(eid), fields) for eid, fields in messages if fields)
             if claimed:
                 log.info("flush: took over %d entries left by another consumer", len(claimed))
-                return claimed, True
+                return claimed
         raw = await redis.xreadgroup(
             FLUSH_GROUP, self.consumer, dict.fromkeys(self.streams, ">"), count=self.count, block=self.block_ms
         )
-        return _flatten(raw), False
+        return _flatten(raw)
 
-    async def _dead_letter_exhausted(self, entries: list[Entry]) -> list[Entry]:
-        keep = []
-        for stream in {s for s, _, _ in entries}:
-            ids = [eid for s, eid, _ in entries if s == stream]
-            ordered = sorted(ids, key=_entry_order)
-            pending = await self.ctx.redis.xpending_range(
-                stream, FLUSH_GROUP, min=ordered[0], max=ordered[-1], count=len(ids) * 2
-            )
-            exhausted = {_text(p["message_id"]) for p in pending if p["times_delivered"] > self.max_deliveries}
-            for entry in entries:
-                if entry[0] != stream:
-                    continue
-                if entry[1] in exhausted:
-                    await self._dead_letter(entry, f"delivered more than {self.max_deliveries} times")
-                else:
-                    keep.append(entry)
-        return keep
-
-    async def _process(self, entries: list[Entry]) -> int:
-        decoded: list[tuple[Entry, list[IngestRecord]]] = []
-        for entry in entries:
+    def _decode(self, batch: _Batch) -> None:
+        for entry in batch.entries:
+            raw = entry[2].get(b"r", b"")
             try:
-                decoded.append((entry, decode_records(entry[2][b"r"])))
-            except (KeyError, msgspec.MsgspecError) as exc:
-                await self._dead_letter(entry, f"undecodable entry: {exc}")
-        if not decoded:
-            return len(entries)
+                batch.records.extend((entry, record) for record in decode_records(raw))
+            except msgspec.MsgspecError as exc:
+                batch.dead.append((entry, fields_for(raw, f"undecodable entry: {exc}", entry[1])))
+
+    async def _keep(self, batch: _Batch) -> None:
+        """Resets the idle time of a batch being retried, so no XAUTOCLAIM takes it from a live consumer.
+
+        ``JUSTID`` claims do not count as deliveries. A failure here is ignored: Redis is then away, and
+        nobody can take the entries either."""
+        if (time.monotonic() - batch.held_since) * 1000 < self.claim_idle_ms / 3:
+            return
         try:
-            new = await self._insert([r for _, records in decoded for r in records])
-        except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
-            log.warning("flush: batch rejected (%s); inserting entry by entry to isolate the bad one", exc)
-            new = []
-            for entry, records in decoded:
-                try:
-                    new.extend(await self._insert(records))
-                except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as entry_exc:
-                    await self._dead_letter(entry, f"rejected by Postgres: {entry_exc}")
-                    decoded = [d for d in decoded if d[0] is not entry]
-        await self._finish([e for e, _ in decoded], new)
-        return sum(len(records) for _, records in decoded)
+            for stream in {s for s, _, _ in batch.entries}:
+                ids = [eid for s, eid, _ in batch.entries if s == stream]
+                await self.ctx.redis.xclaim(stream, FLUSH_GROUP, self.consumer, 0, ids, justid=True)
+            batch.held_since = time.monotonic()
+        except (RedisError, OSError) as exc:
+            log.debug("flush: could not refresh the hold on %d entries (%s)", len(batch.entries), exc)
+
+    async def _store(self, batch: _Batch) -> list[tuple[str, str]]:
+        """Commits every storable record; a record Postgres refuses joins ``batch.dead``."""
+        new: list[tuple[str, str]] = []
+        refused: list[tuple[tuple[Entry, IngestRecord], BaseException]] = []
+        await self._insert_isolating(batch.records, new, refused)
+        for (entry, record), exc in refused:
+            log.error(
+                "flush: event %s of endpoint %s refused by Postgres and dead-lettered (%s: %s)",
+                record.id,
+                record.endpoint_id,
+                type(exc).__name__,
+                exc,
+            )
+            batch.dead.append((entry, record_fields(record, f"rejected by Postgres: {exc}", entry[1])))
+        if refused:
+            gone = {id(pair[1]) for pair, _ in refused}
+            batch.records = [pair for pair in batch.records if id(pair[1]) not in gone]
+        return new
+
+    async def _insert_isolating(
+        self,
+        records: list[tuple[Entry, IngestRecord]],
+        new: list[tuple[str, str]],
+        refused: list[tuple[tuple[Entry, IngestRecord], BaseException]],
+    ) -> None:
+        """One transaction for the lot; when the data is at fault, halves until the bad records are alone.
+
+        An infrastructure failure propagates (the caller's batch is retried whole, and what committed before
+        it is simply found again: inserts are idempotent)."""
+        if not records:
+            return
+        try:
+            new.extend(await self._insert([r for _, r in records]))
+            return
+        except Exception as exc:
+            if not is_record_fault(exc):
+                raise
+            if len(records) == 1:
+                refused.append((records[0], exc))
+                return
+            log.warning("flush: %d records rejected together (%s); isolating the bad one", len(records), exc)
+        middle = len(records) // 2
+        await self._insert_isolating(records[:middle], new, refused)
+        await self._insert_isolating(records[middle:], new, refused)
 
     async def _insert(self, records: list[IngestRecord]) -> list[tuple[str, str]]:
         """(endpoint id, its new event ids joined with commas) per endpoint with new events."""
@@ -179,36 +233,41 @@ class Flush:
             tasks = await self.router.route(conn, rows)  # tasks commit with their events (and NOTIFY then)
             return (await store_batch(conn, rows, tasks)).by_endpoint
 
-    async def _finish(self, entries: Iterable[Entry], new: list[tuple[str, str]]) -> None:
+    async def _finish(self, batch: _Batch) -> None:
+        """Acknowledges the batch; its dead letters go in the same MULTI as their shard's acknowledgement."""
         by_stream: dict[str, list[str]] = {}
-        for stream, eid, _ in entries:
+        for stream, eid, _ in batch.entries:
             by_stream.setdefault(stream, []).append(eid)
-        async with self.ctx.redis.pipeline(transaction=False) as pipe:
-            for stream, ids in by_stream.items():
-                pipe.xack(stream, FLUSH_GROUP, *ids)
-                pipe.xdel(stream, *ids)
-            for endpoint_id, event_ids in new:
-                pipe.publish(self.ctx.keys.event_channel(endpoint_id), event_ids)
-            await pipe.execute()
+        dead_by_stream: dict[str, list[dict[bytes, bytes]]] = {}
+        for (stream, _, _), fields in batch.dead:
+            dead_by_stream.setdefault(stream, []).append(fields)
+        redis, keys = self.ctx.redis, self.ctx.keys
+        try:
+            for stream, fields_list in dead_by_stream.items():
+                async with redis.pipeline(transaction=True) as pipe:
+                    dead_stream = keys.dead_letter_stream(self.streams.index(stream))
+                    for fields in fields_list:
+                        pipe.xadd(dead_stream, fields)
+                    pipe.xack(stream, FLUSH_GROUP, *by_stream[stream])
+                    pipe.xdel(stream, *by_stream.pop(stream))
+                    await pipe.execute()
+            async with redis.pipeline(transaction=False) as pipe:
+                for stream, ids in by_stream.items():
+                    pipe.xack(stream, FLUSH_GROUP, *ids)
+                    pipe.xdel(stream, *ids)
+                for endpoint_id, event_ids in batch.new or ():
+                    pipe.publish(keys.event_channel(endpoint_id), event_ids)
+                await pipe.execute()
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # Redis lost the stream and its group while this batch was held: the records are committed
+            # (and the dead letters, if any, were lost with Redis); there is nothing left to acknowledge.
+            log.warning("flush: consumer group gone while %d entries were held; they are stored", len(batch.entries))
+            self._groups_ready = False
 
     async def close(self) -> None:
         await self.router.aclose()
-
-    async def _dead_letter(self, entry: Entry, reason: str) -> None:
-        stream, eid, fields = entry
-        shard = self.streams.index(stream)
-        log.error("flush: entry %s of %s dead-lettered: %s", eid, stream, reason)
-        async with self.ctx.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.ctx.keys.dead_letter_stream(shard), {**fields, b"error": reason.encode(), b"entry": eid})
-            pipe.xack(stream, FLUSH_GROUP, eid)
-            pipe.xdel(stream, eid)
-            await pipe.execute()
-
-
-def _entry_order(entry_id: str) -> tuple[int, int]:
-    """Stream ids compare as (milliseconds, sequence), not as strings ("5-10" comes after "5-9")."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 def _text(value: bytes | str) -> str:

@@ -11,6 +11,8 @@ import logging
 import signal
 from typing import Protocol
 
+from control.db.faults import backoff_s
+
 __all__ = ("Loop", "install_signal_handlers", "run_loops")
 
 log = logging.getLogger("hookyard.worker")
@@ -31,18 +33,33 @@ async def _run_one(loop: Loop, stop: asyncio.Event, burst: bool) -> None:
     while not stop.is_set():
         try:
             done = await loop.step()
-            failures = 0
         except asyncio.CancelledError:
             raise
-        except Exception:  # a loop survives its own failures and retries with backoff
+        except Exception as exc:  # a loop survives its own failures and retries with backoff, however long
             failures += 1
             if burst:
                 raise
-            delay = min(5.0, 0.1 * 2**failures)  # short cap: an outage's end is noticed within seconds
-            log.exception("%s: step failed (%d in a row); retrying in %.1fs", loop.name, failures, delay)
+            # Capped and jittered: an outage's end is noticed within seconds, and the workers waking from it
+            # do not all hit the recovering server at once. The first failure of a run is logged with its
+            # traceback, the rest as one line each.
+            delay = backoff_s(failures)
+            if failures == 1:
+                log.exception("%s: step failed; retrying in %.1fs", loop.name, delay)
+            else:
+                log.warning(
+                    "%s: step failed %d times in a row (%s: %s); retrying in %.1fs",
+                    loop.name,
+                    failures,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
             continue
+        if failures:
+            log.info("%s: recovered after %d failed steps", loop.name, failures)
+            failures = 0
         if done == 0:
             if burst:
                 return

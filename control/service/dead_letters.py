@@ -1,0 +1,184 @@
+"""Dead letters: what the flush could not store, kept in Redis, visible, and re-drivable.
+
+Each ingest shard has a dead-letter stream (``Keys.dead_letter_stream``). The flush writes one entry per
+record Postgres refused (``control.db.faults`` says when that is the record's fault, never for an outage)
+and one per ingest entry it could not decode at all, in the same MULTI that acknowledges the ingest entry.
+An entry's fields:
+
+- ``r``: a one-record ingest batch exactly as the edge encodes it (``shared.wire.encode_records``), or the
+  undecodable entry's raw bytes;
+- ``error`` (why), ``entry`` (the ingest entry it came in), and for a record ``event`` and ``endpoint``.
+
+``retry`` puts ``r`` back on its ingest stream and removes the dead letter in one atomic step (a Lua script;
+both keys carry the shard's hash tag, so it also runs on a Redis Cluster), and the normal flush takes it
+from there. Storing is idempotent on the event id, so retrying twice, or retrying a record stored meanwhile,
+never duplicates an event; a record that still cannot be stored comes back as a new dead letter.
+
+Dead letters are an operator's concern across accounts: the ``hookyard dead-letters`` command and the
+control plane's ``/healthz`` details use these functions; there is no /v1 route.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import msgspec
+
+from control.service import Context
+from shared.errors import NotFoundError, ValidationError
+from shared.wire import IngestRecord, decode_records, encode_records
+
+__all__ = ("DeadLetter", "count", "fields_for", "list_dead_letters", "record_fields", "retry", "show")
+
+
+class DeadLetter(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    id: str
+    """``{shard}:{stream entry id}``: what ``show`` and ``retry`` take."""
+    shard: int
+    dead_at_ms: int
+    error: str
+    entry: str
+    """The ingest entry the record came in."""
+    event_id: str | None = None
+    endpoint_id: str | None = None
+    size: int
+    """Bytes of ``r``."""
+    record: dict[str, object] | None = None
+    """``show`` only: the record as the edge captured it (body as text or base64), null if undecodable."""
+
+
+def fields_for(raw: bytes, reason: str, entry_id: str, record: IngestRecord | None = None) -> dict[str, bytes]:
+    """The dead-letter entry of one refused record (``raw`` is then its own one-record batch) or of a whole
+    undecodable ingest entry (``raw`` as read, ``record`` None)."""
+    fields = {"r": raw, "error": reason.encode("utf-8", "replace"), "entry": entry_id.encode()}
+    if record is not None:
+        fields["event"] = record.id.encode("utf-8", "replace")
+        fields["endpoint"] = record.endpoint_id.encode("utf-8", "replace")
+    return fields  # type: ignore[return-value]
+
+
+def record_fields(record: IngestRecord, reason: str, entry_id: str) -> dict[str, bytes]:
+    return fields_for(encode_records([record]), reason, entry_id, record)
+
+
+async def count(ctx: Context) -> int:
+    """Dead letters over all shards (one XLEN per shard, pipelined)."""
+    async with ctx.redis.pipeline(transaction=False) as pipe:
+        for shard in range(ctx.keys.shards):
+            pipe.xlen(ctx.keys.dead_letter_stream(shard))
+        return sum(await pipe.execute())
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8", "replace")
+
+
+def _dead_letter(shard: int, entry_id: bytes | str, fields: dict[bytes, bytes], *, detail: bool) -> DeadLetter:
+    eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    raw = fields.get(b"r", b"")
+    record = None
+    if detail:
+        try:
+            (captured,) = decode_records(raw)
+            record = _captured(captured)
+        except (msgspec.MsgspecError, ValueError):
+            record = None
+    return DeadLetter(
+        id=f"{shard}:{eid}",
+        shard=shard,
+        dead_at_ms=int(eid.split("-", 1)[0]),
+        error=_text(fields.get(b"error")) or "",
+        entry=_text(fields.get(b"entry")) or "",
+        event_id=_text(fields.get(b"event")),
+        endpoint_id=_text(fields.get(b"endpoint")),
+        size=len(raw),
+        record=record,
+    )
+
+
+def _captured(record: IngestRecord) -> dict[str, object]:
+    def text(raw: bytes) -> dict[str, str]:
+        try:
+            return {"text": raw.decode()}
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(raw).decode("ascii")}
+
+    return {
+        "id": record.id,
+        "endpoint_id": record.endpoint_id,
+        "received_at_us": record.received_at_us,
+        "method": record.method,
+        "path": record.path,
+        "query": record.query,
+        "headers": [[name.decode("latin-1"), text(value)] for name, value in record.headers],
+        "body": text(record.body),
+        "source_ip": record.source_ip,
+        "provider": record.provider,
+        "event_type": record.event_type,
+        "idempotency_key": record.idempotency_key,
+    }
+
+
+async def list_dead_letters(ctx: Context, *, limit: int = 100) -> list[DeadLetter]:
+    """Oldest first, at most ``limit`` per shard."""
+    if not 1 <= limit <= 10_000:
+        raise ValidationError("limit: must be between 1 and 10000")
+    out: list[DeadLetter] = []
+    for shard in range(ctx.keys.shards):
+        for entry_id, fields in await ctx.redis.xrange(ctx.keys.dead_letter_stream(shard), count=limit):
+            out.append(_dead_letter(shard, entry_id, fields, detail=False))
+    return out
+
+
+def _parse_id(ctx: Context, dead_letter_id: str) -> tuple[int, str]:
+    shard_text, _, entry_id = dead_letter_id.partition(":")
+    ms, _, seq = entry_id.partition("-")
+    if not (shard_text.isdigit() and ms.isdigit() and seq.isdigit()) or int(shard_text) >= ctx.keys.shards:
+        raise NotFoundError(f"no dead letter {dead_letter_id!r} (ids look like 0:1764000000000-0)")
+    return int(shard_text), entry_id
+
+
+async def show(ctx: Context, dead_letter_id: str) -> DeadLetter:
+    shard, entry_id = _parse_id(ctx, dead_letter_id)
+    found = await ctx.redis.xrange(ctx.keys.dead_letter_stream(shard), min=entry_id, max=entry_id)
+    if not found:
+        raise NotFoundError(f"no dead letter {dead_letter_id!r}")
+    return _dead_letter(shard, found[0][0], found[0][1], detail=True)
+
+
+# Removes the dead letter and re-adds its record to the ingest stream only if it was still there: two
+# concurrent retries of one dead letter re-drive it once.
+_REDRIVE = """
+local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+if #found == 0 then return false end
+local fields = found[1][2]
+for i = 1, #fields, 2 do
+  if fields[i] == 'r' then
+    local id = redis.call('XADD', KEYS[2], '*', 'r', fields[i + 1])
+    redis.call('XDEL', KEYS[1], ARGV[1])
+    return id
+  end
+end
+return false
+"""
+
+
+async def retry(ctx: Context, ids: list[str] | None = None) -> list[str]:
+    """Re-drives the named dead letters (all of them when ``ids`` is None) through the normal flush; returns
+    the ids re-driven (an id already retried or unknown is skipped)."""
+    targets: list[tuple[int, str]]
+    if ids is None:
+        targets = []
+        for shard in range(ctx.keys.shards):
+            stream = ctx.keys.dead_letter_stream(shard)
+            for eid, _ in await ctx.redis.xrange(stream):
+                targets.append((shard, eid.decode() if isinstance(eid, bytes) else eid))
+    else:
+        targets = [_parse_id(ctx, i) for i in ids]
+    script = ctx.redis.register_script(_REDRIVE)
+    done = []
+    for shard, entry_id in targets:
+        keys = [ctx.keys.dead_letter_stream(shard), ctx.keys.ingest_stream(shard)]
+        if await script(keys=keys, args=[entry_id]):
+            done.append(f"{shard}:{entry_id}")
+    return done
