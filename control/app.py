@@ -23,8 +23,8 @@ from control.api.deps import provide_ctx
 from control.db import create_pool
 from control.errors import EXCEPTION_HANDLERS, error_response
 from control.ratelimit import RateLimiter
-from control.records import Health
-from control.service import Context
+from control.records import Health, HealthDetails
+from control.service import Context, dead_letters
 from control.service.waiters import Wakeups
 from shared import redis_client
 from shared.errors import ConfigError
@@ -38,14 +38,15 @@ log = logging.getLogger("hookyard.control")
 
 @get("/healthz", include_in_schema=False)
 async def healthz(ctx: NamedDependency[Context]) -> Response[Health]:
-    """200 once Postgres and Redis both answer; 503 (enveloped) while either does not."""
+    """200 once Postgres and Redis both answer; 503 (enveloped) while either does not. The details say what
+    an operator should look at while it is up: dead letters (``hookyard dead-letters``) and the backlog."""
     try:
         async with ctx.pool.acquire(timeout=2) as conn:
             await conn.fetchval("SELECT 1")
-        await ctx.redis.ping()
+        dead, backlog = await dead_letters.counts(ctx.redis, ctx.keys)
     except Exception as exc:  # noqa: BLE001 - any failure means "not ready", reported, not raised
         return error_response(503, "unavailable", f"not ready: {type(exc).__name__}: {exc}")
-    return Response(Health())
+    return Response(Health(details=HealthDetails(dead_letters=dead, ingest_backlog=backlog)))
 
 
 def create_app(settings: Settings | None = None) -> Litestar:

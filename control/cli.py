@@ -1,4 +1,5 @@
-"""The ``hookyard`` command: ``up``, ``edge``, ``control``, ``worker``, ``migrate``, ``account create``.
+"""The ``hookyard`` command: ``up``, ``edge``, ``control``, ``worker``, ``migrate``, ``account create``,
+``dead-letters``.
 
 Expected failures end as one line on stderr, ``hookyard: <message>``, never a traceback: exit 2 for a bad
 setting (the message names the variable), 1 for anything else that stopped the command.
@@ -18,6 +19,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--email", required=True)
     create.add_argument("--read-only", action="store_true", help="the key can read but not change anything")
     create.set_defaults(handler=_account_create)
+
+    dead = commands.add_parser("dead-letters", help="records the flush could not store: list, show, retry")
+    dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="ACTION")
+    listing = dead_commands.add_parser("list", help="one line per dead letter, oldest first")
+    listing.add_argument("--limit", type=int, default=100, help="at most this many per shard (default 100)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.set_defaults(handler=_dead_letters)
+    show = dead_commands.add_parser("show", help="one dead letter with the request as captured, as JSON")
+    show.add_argument("id", help="as `list` prints it, e.g. 0:1764000000000-0")
+    show.set_defaults(handler=_dead_letters)
+    retry = dead_commands.add_parser("retry", help="put dead letters back through the flush (idempotent)")
+    retry.add_argument("ids", nargs="*", metavar="ID")
+    retry.add_argument("--all", action="store_true", help="every dead letter")
+    retry.set_defaults(handler=_dead_letters)
     return parser
 
 
@@ -228,6 +244,61 @@ async def _create_account(database_url: str, email: str, read_only: bool) -> tup
         raise HookyardError(f"an account with email {email} already exists") from None
     finally:
         await conn.close()
+
+
+def _redis_url(settings: Settings) -> str:
+    """REDIS_URL, else the embedded Redis of a ``hookyard up`` running on the same data dir."""
+    if settings.redis_url:
+        return settings.redis_url
+    from control.embedded import running_redis_url
+
+    found = running_redis_url(Path(settings.data_dir).resolve() / "redis")
+    if found is None:
+        raise ConfigError(f"REDIS_URL: not set, and no `hookyard up` is running on data dir {settings.data_dir}")
+    return found
+
+
+def _dead_letters(args: argparse.Namespace) -> int:
+    if args.dead_command == "retry" and bool(args.ids) == bool(args.all):
+        raise ConfigError("dead-letters retry: name the ids to retry, or --all (not both)")
+    settings = _settings()
+    redis_url = _redis_url(settings)
+    print(_run(lambda: _dead_letters_command(args, settings, redis_url)))
+    return 0
+
+
+async def _dead_letters_command(args: argparse.Namespace, settings: Settings, redis_url: str) -> str:
+    import msgspec
+
+    from control.service import dead_letters
+    from shared import redis_client
+    from shared.keys import Keys
+
+    redis = redis_client.connect(redis_url)
+    keys = Keys(settings.redis_prefix, settings.stream_shards)
+    try:
+        if args.dead_command == "show":
+            return msgspec.json.format(msgspec.json.encode(await dead_letters.show(redis, keys, args.id))).decode()
+        if args.dead_command == "retry":
+            done = await dead_letters.retry(redis, keys, None if args.all else args.ids)
+            missing = sorted(set(args.ids) - set(done))
+            said = [f"re-driven through the flush: {len(done)}", *done]
+            if missing:
+                said.append(f"not found (already retried, or unknown): {', '.join(missing)}")
+            return "\n".join(said)
+        letters = await dead_letters.list_dead_letters(redis, keys, limit=args.limit)
+        if args.json:
+            return "\n".join(msgspec.json.encode(d).decode() for d in letters)
+        if not letters:
+            return "no dead letters"
+        rows = [("ID", "DEAD SINCE", "EVENT", "ENDPOINT", "ERROR")]
+        for d in letters:
+            when = datetime.fromtimestamp(d.dead_at_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            rows.append((d.id, when, d.event_id or "-", d.endpoint_id or "-", d.error[:100]))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[4]]) for r in rows)
+    finally:
+        await redis.aclose()
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ import psutil
 
 from shared.errors import HookyardError
 
-__all__ = ("EmbeddedError", "EmbeddedServers", "running_database_url", "start_embedded")
+__all__ = ("EmbeddedError", "EmbeddedServers", "running_database_url", "running_redis_url", "start_embedded")
 
 log = logging.getLogger("hookyard.embedded")
 
@@ -117,6 +117,21 @@ def running_database_url(pgdata: Path) -> str | None:
     terminal), so one-off commands such as ``hookyard account create`` find it without DATABASE_URL."""
     pid, socket_dir = _postmaster(pgdata)
     return _dsn(socket_dir) if pid is not None and socket_dir is not None else None
+
+
+def running_redis_url(redis_dir: Path) -> str | None:
+    """The URL of an embedded Redis that is running in ``redis_dir`` (port from its command line, password
+    from its 0600 config), so one-off commands such as ``hookyard dead-letters`` find it without REDIS_URL."""
+    try:
+        proc = psutil.Process(int((redis_dir / "redis.pid").read_text().strip()))
+        argv = proc.cmdline() if _alive(proc) else []
+        conf = (redis_dir / "redis.conf").read_text().split()
+    except (OSError, ValueError, psutil.Error):
+        return None
+    if "--port" not in argv[:-1] or "requirepass" not in conf[:-1]:
+        return None
+    port, password = argv[argv.index("--port") + 1], conf[conf.index("requirepass") + 1]
+    return f"redis://:{password}@127.0.0.1:{port}/0"
 
 
 def _lock(data_dir: Path) -> int:

@@ -32,6 +32,7 @@ async def _endpoint(ctx: Context) -> str:
 
 
 def _record(endpoint_id: str, body: bytes = b'{"a":1}', **kw: object) -> IngestRecord:
+    """A captured request as the edge writes it."""
     now = time.time()
     return IngestRecord(
         id=ids.new_id("evt", int(now * 1000)),

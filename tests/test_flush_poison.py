@@ -79,10 +79,10 @@ async def test_poison_in_one_tenants_records_never_touches_another_tenants(ctx: 
 
     assert await _count(ctx, a) == (40, 40)
     assert await _count(ctx, b) == (len(storable), len(storable))
-    dead = await dead_letters.list_dead_letters(ctx)
+    dead = await dead_letters.list_dead_letters(ctx.redis, ctx.keys)
     assert sorted(d.event_id for d in dead) == sorted(r.id for r in unstorable.values())
     for letter in dead:
-        shown = await dead_letters.show(ctx, letter.id)
+        shown = await dead_letters.show(ctx.redis, ctx.keys, letter.id)
         assert shown.endpoint_id == b
         assert "rejected by Postgres" in shown.error
         (record,) = decode_records(
@@ -135,20 +135,20 @@ async def test_dead_letter_retry_redrives_through_the_flush_idempotently(ctx: Co
     await _xadd(ctx, [_record(endpoint_id), poison, _record(endpoint_id)])
     await _drain(flush)
     assert await _count(ctx, endpoint_id) == (2, 2)
-    assert await dead_letters.count(ctx) == 1
-    (letter,) = await dead_letters.list_dead_letters(ctx)
+    assert await dead_letters.count(ctx.redis, ctx.keys) == 1
+    (letter,) = await dead_letters.list_dead_letters(ctx.redis, ctx.keys)
 
     async with ctx.pool.acquire() as conn:  # the cause is fixed
         await conn.execute("ALTER TABLE events DROP CONSTRAINT test_no_poison")
-    assert await dead_letters.retry(ctx, [letter.id]) == [letter.id]
-    assert await dead_letters.retry(ctx, [letter.id]) == []  # already re-driven: nothing twice
-    assert await dead_letters.count(ctx) == 0
+    assert await dead_letters.retry(ctx.redis, ctx.keys, [letter.id]) == [letter.id]
+    assert await dead_letters.retry(ctx.redis, ctx.keys, [letter.id]) == []  # already re-driven: nothing twice
+    assert await dead_letters.count(ctx.redis, ctx.keys) == 0
     await _drain(flush)
     assert await _count(ctx, endpoint_id) == (3, 3)
 
     # the same record re-driven again (say, a dead letter duplicated by a lost EXEC reply) stores nothing twice
     await ctx.redis.xadd(ctx.keys.dead_letter_stream(0), dead_letters.record_fields(poison, "copy", "0-1"))
-    assert len(await dead_letters.retry(ctx)) == 1
+    assert len(await dead_letters.retry(ctx.redis, ctx.keys)) == 1
     await _drain(flush)
     assert await _count(ctx, endpoint_id) == (3, 3)
 
@@ -157,16 +157,16 @@ async def test_an_undecodable_entry_is_dead_lettered_whole_and_shown(ctx: Contex
     await flush.ensure_groups()
     await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": b"\xc1 not msgpack"})
     await _drain(flush)
-    (letter,) = await dead_letters.list_dead_letters(ctx)
-    shown = await dead_letters.show(ctx, letter.id)
+    (letter,) = await dead_letters.list_dead_letters(ctx.redis, ctx.keys)
+    shown = await dead_letters.show(ctx.redis, ctx.keys, letter.id)
     assert shown.record is None
     assert shown.event_id is None
     assert "undecodable" in shown.error
     assert shown.size == len(b"\xc1 not msgpack")
     with pytest.raises(NotFoundError):
-        await dead_letters.show(ctx, "0:1-0")
+        await dead_letters.show(ctx.redis, ctx.keys, "0:1-0")
     with pytest.raises(NotFoundError):
-        await dead_letters.show(ctx, "nonsense")
+        await dead_letters.show(ctx.redis, ctx.keys, "nonsense")
 
 
 async def test_dead_letters_of_a_record_show_what_was_captured(ctx: Context, flush: Flush) -> None:
@@ -175,8 +175,8 @@ async def test_dead_letters_of_a_record_show_what_was_captured(ctx: Context, flu
     bad = _record(endpoint_id, source_ip="nope", body=b"\xff\x00", headers=[(b"x-a", b"\xe9")])
     await _xadd(ctx, [bad])
     await _drain(flush)
-    (letter,) = await dead_letters.list_dead_letters(ctx)
-    shown = await dead_letters.show(ctx, letter.id)
+    (letter,) = await dead_letters.list_dead_letters(ctx.redis, ctx.keys)
+    shown = await dead_letters.show(ctx.redis, ctx.keys, letter.id)
     assert shown.record is not None
     assert shown.record["body"] == {"base64": base64.b64encode(b"\xff\x00").decode()}
     assert shown.record["headers"] == [["x-a", {"base64": base64.b64encode(b"\xe9").decode()}]]
@@ -189,5 +189,5 @@ async def test_a_bad_record_alone_in_its_batch_is_dead_lettered(ctx: Context, fl
     await flush.ensure_groups()
     await _xadd(ctx, [_record(endpoint_id, method="\x00")])
     assert await _drain(flush) == 1
-    assert await dead_letters.count(ctx) == 1
+    assert await dead_letters.count(ctx.redis, ctx.keys) == 1
     assert await _count(ctx, endpoint_id) == (0, 0)

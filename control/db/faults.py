@@ -26,7 +26,7 @@ import random
 
 import asyncpg
 
-__all__ = ("backoff_s", "is_record_fault")
+__all__ = ("backoff_s", "describe", "is_record_fault")
 
 _RECORD_CLASSES = ("22", "23")
 
@@ -37,6 +37,14 @@ def is_record_fault(exc: BaseException) -> bool:
         return (getattr(exc, "sqlstate", None) or "")[:2] in _RECORD_CLASSES
     # asyncpg encodes parameters and COPY rows client side; what it cannot encode it raises as these.
     return isinstance(exc, (UnicodeError, TypeError, ValueError))
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` without Postgres's DETAIL, which quotes the failing row (a webhook body, a secret)
+    into logs and dead letters that are read by people who may not see the data."""
+    text = (getattr(exc, "message", None) if isinstance(exc, asyncpg.PostgresError) else None) or str(exc)
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def backoff_s(failures: int, *, base_s: float = 0.1, cap_s: float = 5.0, rng: random.Random | None = None) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ("Deleted", "Health")
+__all__ = ("Deleted", "Health", "HealthDetails")
 
 
 class Deleted(msgspec.Struct, kw_only=True):
@@ -12,5 +12,13 @@ class Deleted(msgspec.Struct, kw_only=True):
     deleted: bool = True
 
 
+class HealthDetails(msgspec.Struct, kw_only=True):
+    dead_letters: int
+    """Records the flush could not store, kept for ``hookyard dead-letters`` (0 when all is well)."""
+    ingest_backlog: int
+    """Ingest stream entries not yet flushed to Postgres, over all shards."""
+
+
 class Health(msgspec.Struct, kw_only=True):
     ok: bool = True
+    details: HealthDetails | None = None

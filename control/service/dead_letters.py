@@ -23,12 +23,13 @@ from __future__ import annotations
 import base64
 
 import msgspec
+import redis.asyncio as aioredis
 
-from control.service import Context
 from shared.errors import NotFoundError, ValidationError
+from shared.keys import Keys
 from shared.wire import IngestRecord, decode_records, encode_records
 
-__all__ = ("DeadLetter", "count", "fields_for", "list_dead_letters", "record_fields", "retry", "show")
+__all__ = ("DeadLetter", "count", "counts", "fields_for", "list_dead_letters", "record_fields", "retry", "show")
 
 
 class DeadLetter(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
@@ -61,12 +62,19 @@ def record_fields(record: IngestRecord, reason: str, entry_id: str) -> dict[str,
     return fields_for(encode_records([record]), reason, entry_id, record)
 
 
-async def count(ctx: Context) -> int:
-    """Dead letters over all shards (one XLEN per shard, pipelined)."""
-    async with ctx.redis.pipeline(transaction=False) as pipe:
-        for shard in range(ctx.keys.shards):
-            pipe.xlen(ctx.keys.dead_letter_stream(shard))
-        return sum(await pipe.execute())
+async def count(redis: aioredis.Redis, keys: Keys) -> int:
+    """Dead letters over all shards."""
+    return (await counts(redis, keys))[0]
+
+
+async def counts(redis: aioredis.Redis, keys: Keys) -> tuple[int, int]:
+    """(dead letters, ingest entries not yet flushed), over all shards: one pipelined round trip."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for shard in range(keys.shards):
+            pipe.xlen(keys.dead_letter_stream(shard))
+            pipe.xlen(keys.ingest_stream(shard))
+        lengths = await pipe.execute()
+    return sum(lengths[0::2]), sum(lengths[1::2])
 
 
 def _text(value: bytes | None) -> str | None:
@@ -119,28 +127,28 @@ def _captured(record: IngestRecord) -> dict[str, object]:
     }
 
 
-async def list_dead_letters(ctx: Context, *, limit: int = 100) -> list[DeadLetter]:
+async def list_dead_letters(redis: aioredis.Redis, keys: Keys, *, limit: int = 100) -> list[DeadLetter]:
     """Oldest first, at most ``limit`` per shard."""
     if not 1 <= limit <= 10_000:
         raise ValidationError("limit: must be between 1 and 10000")
     out: list[DeadLetter] = []
-    for shard in range(ctx.keys.shards):
-        for entry_id, fields in await ctx.redis.xrange(ctx.keys.dead_letter_stream(shard), count=limit):
+    for shard in range(keys.shards):
+        for entry_id, fields in await redis.xrange(keys.dead_letter_stream(shard), count=limit):
             out.append(_dead_letter(shard, entry_id, fields, detail=False))
     return out
 
 
-def _parse_id(ctx: Context, dead_letter_id: str) -> tuple[int, str]:
+def _parse_id(keys: Keys, dead_letter_id: str) -> tuple[int, str]:
     shard_text, _, entry_id = dead_letter_id.partition(":")
     ms, _, seq = entry_id.partition("-")
-    if not (shard_text.isdigit() and ms.isdigit() and seq.isdigit()) or int(shard_text) >= ctx.keys.shards:
+    if not (shard_text.isdigit() and ms.isdigit() and seq.isdigit()) or int(shard_text) >= keys.shards:
         raise NotFoundError(f"no dead letter {dead_letter_id!r} (ids look like 0:1764000000000-0)")
     return int(shard_text), entry_id
 
 
-async def show(ctx: Context, dead_letter_id: str) -> DeadLetter:
-    shard, entry_id = _parse_id(ctx, dead_letter_id)
-    found = await ctx.redis.xrange(ctx.keys.dead_letter_stream(shard), min=entry_id, max=entry_id)
+async def show(redis: aioredis.Redis, keys: Keys, dead_letter_id: str) -> DeadLetter:
+    shard, entry_id = _parse_id(keys, dead_letter_id)
+    found = await redis.xrange(keys.dead_letter_stream(shard), min=entry_id, max=entry_id)
     if not found:
         raise NotFoundError(f"no dead letter {dead_letter_id!r}")
     return _dead_letter(shard, found[0][0], found[0][1], detail=True)
@@ -163,22 +171,22 @@ return false
 """
 
 
-async def retry(ctx: Context, ids: list[str] | None = None) -> list[str]:
+async def retry(redis: aioredis.Redis, keys: Keys, ids: list[str] | None = None) -> list[str]:
     """Re-drives the named dead letters (all of them when ``ids`` is None) through the normal flush; returns
     the ids re-driven (an id already retried or unknown is skipped)."""
     targets: list[tuple[int, str]]
     if ids is None:
         targets = []
-        for shard in range(ctx.keys.shards):
-            stream = ctx.keys.dead_letter_stream(shard)
-            for eid, _ in await ctx.redis.xrange(stream):
+        for shard in range(keys.shards):
+            stream = keys.dead_letter_stream(shard)
+            for eid, _ in await redis.xrange(stream):
                 targets.append((shard, eid.decode() if isinstance(eid, bytes) else eid))
     else:
-        targets = [_parse_id(ctx, i) for i in ids]
-    script = ctx.redis.register_script(_REDRIVE)
+        targets = [_parse_id(keys, i) for i in ids]
+    script = redis.register_script(_REDRIVE)
     done = []
     for shard, entry_id in targets:
-        keys = [ctx.keys.dead_letter_stream(shard), ctx.keys.ingest_stream(shard)]
+        keys = [keys.dead_letter_stream(shard), keys.ingest_stream(shard)]
         if await script(keys=keys, args=[entry_id]):
             done.append(f"{shard}:{entry_id}")
     return done

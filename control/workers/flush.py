@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import msgspec
 from redis.exceptions import RedisError, ResponseError
 
-from control.db.faults import is_record_fault
+from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
 from control.events_text import event_row
 from control.routing.route import Router
@@ -187,14 +187,9 @@ class Flush:
         refused: list[tuple[tuple[Entry, IngestRecord], BaseException]] = []
         await self._insert_isolating(batch.records, new, refused)
         for (entry, record), exc in refused:
-            log.error(
-                "flush: event %s of endpoint %s refused by Postgres and dead-lettered (%s: %s)",
-                record.id,
-                record.endpoint_id,
-                type(exc).__name__,
-                exc,
-            )
-            batch.dead.append((entry, record_fields(record, f"rejected by Postgres: {exc}", entry[1])))
+            reason = f"rejected by Postgres: {describe(exc)}"
+            log.error("flush: event %s of endpoint %s dead-lettered, %s", record.id, record.endpoint_id, reason)
+            batch.dead.append((entry, record_fields(record, reason, entry[1])))
         if refused:
             gone = {id(pair[1]) for pair, _ in refused}
             batch.records = [pair for pair in batch.records if id(pair[1]) not in gone]
@@ -221,7 +216,7 @@ class Flush:
             if len(records) == 1:
                 refused.append((records[0], exc))
                 return
-            log.warning("flush: %d records rejected together (%s); isolating the bad one", len(records), exc)
+            log.warning("flush: %d records rejected together (%s); isolating the bad one", len(records), describe(exc))
         middle = len(records) // 2
         await self._insert_isolating(records[:middle], new, refused)
         await self._insert_isolating(records[middle:], new, refused)
@@ -250,7 +245,13 @@ class Flush:
                         pipe.xadd(dead_stream, fields)
                     pipe.xack(stream, FLUSH_GROUP, *by_stream[stream])
                     pipe.xdel(stream, *by_stream.pop(stream))
-                    await pipe.execute()
+                    pipe.xlen(dead_stream)
+                    total = (await pipe.execute())[-1]
+                log.warning(
+                    "flush: %d dead letters wait in %s; see `hookyard dead-letters list`, then `retry`",
+                    total,
+                    dead_stream,
+                )
             async with redis.pipeline(transaction=False) as pipe:
                 for stream, ids in by_stream.items():
                     pipe.xack(stream, FLUSH_GROUP, *ids)
