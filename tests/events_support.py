@@ -56,8 +56,10 @@ DELIVERY_FIELDS = {
     "attempt_number",
     "request_headers",
     "request_body",
+    "request_body_encoding",
     "response_status",
     "response_body",
+    "response_body_encoding",
     "latency_ms",
     "success",
     "error",
@@ -193,6 +195,9 @@ async def store_delivery(
         "error": None,
         **columns,
     }
+    for body in ("request_body", "response_body"):  # bytea: text given here is stored as its UTF-8
+        if isinstance(values[body], str):
+            values[body] = values[body].encode()
     names = ", ".join(values)
     marks = ", ".join(f"${i}" for i in range(8, 8 + len(values)))
     await conn.execute(

@@ -141,7 +141,7 @@ async def test_kept_alive_connections_are_reused() -> None:
         both = await asyncio.gather(post(t, p.url, b"three"), post(t, p.url, b"four"))
         after = await post(t, p.url, b"five")
     assert [o.status for o in (first, second, *both, after)] == [200] * 5
-    assert first.response_body == "ok"
+    assert first.response_body == b"ok"
     # One connection for the sequential requests; the concurrent pair needed a second one; then reuse.
     assert p.connections == 2
     assert len(p.heads) == 5
@@ -172,8 +172,8 @@ async def test_chunked_responses_are_decoded_and_the_connection_kept() -> None:
     async with scripted(answering(chunked, OK)) as p, transport() as t:
         first = await post(t, p.url)
         second = await post(t, p.url)
-    assert (first.status, first.response_body) == (202, "hello world")
-    assert (second.status, second.response_body) == (200, "ok")
+    assert (first.status, first.response_body) == (202, b"hello world")
+    assert (second.status, second.response_body) == (200, b"ok")
     assert p.connections == 1
 
 
@@ -196,7 +196,7 @@ async def test_chunks_arriving_slowly_are_read_across_packets() -> None:
     async with peer(handle) as p, transport() as t:
         first = await post(t, p.url)
         second = await post(t, p.url)
-    assert (first.status, first.response_body) == (200, "abc")
+    assert (first.status, first.response_body) == (200, b"abc")
     assert second.status == 200
     assert p.connections == 1
 
@@ -214,8 +214,8 @@ async def test_a_body_over_the_record_cap_is_cut_and_its_connection_closed() -> 
         third = await post(t, p.url)
     for outcome in (first, second):
         assert outcome.status == 200
-        assert outcome.response_body == big[:MAX_RESPONSE_BYTES].decode()
-    assert (third.status, third.response_body) == (200, "ok")
+        assert outcome.response_body == big[:MAX_RESPONSE_BYTES]
+    assert (third.status, third.response_body) == (200, b"ok")
     assert p.connections == 3  # the half-read bodies took their connections with them
 
 
@@ -229,7 +229,7 @@ async def test_a_body_until_the_close_is_read_and_not_reused() -> None:
     async with peer(handle) as p, transport() as t:
         first = await post(t, p.url)
         second = await post(t, p.url)
-    assert [(o.status, o.response_body) for o in (first, second)] == [(200, "until the close")] * 2
+    assert [(o.status, o.response_body) for o in (first, second)] == [(200, b"until the close")] * 2
     assert p.connections == 2
 
 
@@ -249,8 +249,8 @@ async def test_responses_without_a_body_do_not_wait_for_one(method: str, respons
         second = await post(t, p.url)
     assert first.error is None
     assert first.status in (200, 204, 304)
-    assert first.response_body == ""
-    assert (second.status, second.response_body) == (200, "ok")  # same connection, nothing left over
+    assert first.response_body == b""
+    assert (second.status, second.response_body) == (200, b"ok")  # same connection, nothing left over
     assert p.connections == 1
 
 
@@ -483,10 +483,10 @@ async def test_compressed_bodies_are_inflated_only_up_to_the_record_cap() -> Non
         outcomes = [first] + [await post(t, p.url) for _ in replies[1:]]
     assert peak < 8 << 20, f"inflating the bomb peaked at {peak >> 20} MiB"
     assert outcomes[0].status == 200
-    assert outcomes[0].response_body == "0" * MAX_RESPONSE_BYTES
-    assert [o.response_body for o in outcomes[1:4]] == [text.decode()] * 3
+    assert outcomes[0].response_body == b"0" * MAX_RESPONSE_BYTES
+    assert [o.response_body for o in outcomes[1:4]] == [text] * 3
     assert outcomes[4].status == 200
-    assert outcomes[4].response_body.startswith("(response body not stored: gzip data is invalid")
+    assert outcomes[4].response_body.startswith(b"(response body not stored: gzip data is invalid")
 
 
 async def test_brotli_bodies_are_inflated_only_up_to_the_record_cap() -> None:
@@ -498,9 +498,9 @@ async def test_brotli_bodies_are_inflated_only_up_to_the_record_cap() -> None:
         outcomes = [first] + [await post(t, p.url) for _ in replies[1:]]
     assert peak < 8 << 20, f"inflating the bomb peaked at {peak >> 20} MiB"
     assert [o.status for o in outcomes] == [200, 200, 200]
-    assert outcomes[0].response_body == "0" * MAX_RESPONSE_BYTES
-    assert outcomes[1].response_body == text.decode()
-    assert outcomes[2].response_body.startswith("(response body not stored: br data is invalid")
+    assert outcomes[0].response_body == b"0" * MAX_RESPONSE_BYTES
+    assert outcomes[1].response_body == text
+    assert outcomes[2].response_body.startswith(b"(response body not stored: br data is invalid")
 
 
 async def test_encodings_not_inflated_are_recorded_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -520,9 +520,9 @@ async def test_encodings_not_inflated_are_recorded_as_such(monkeypatch: pytest.M
         outcomes.append(await post(t, p.url))
     assert [o.status for o in outcomes] == [200] * 5
     assert [o.response_body for o in outcomes] == [
-        "(response body not stored: content-encoding zstd is not inflated)",
-        "(response body not stored: content-encoding gzip, br is not inflated)",
-        text.decode(),
-        text.decode(),
-        "(response body not stored: br needs brotli 1.2 or later)",
+        b"(response body not stored: content-encoding zstd is not inflated)",
+        b"(response body not stored: content-encoding gzip, br is not inflated)",
+        text,
+        text,
+        b"(response body not stored: br needs brotli 1.2 or later)",
     ]

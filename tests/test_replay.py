@@ -25,7 +25,16 @@ from tests.stack import free_port
 
 SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 CAPTURED_BODY = b'{"id":"evt_1","type":"payment_intent.succeeded","data":{"amount":2000}}'
-OUTCOME_FIELDS = {"id", "status", "latency_ms", "success", "sent_headers", "response_body", "error"}
+OUTCOME_FIELDS = {
+    "id",
+    "status",
+    "latency_ms",
+    "success",
+    "sent_headers",
+    "response_body",
+    "response_body_encoding",
+    "error",
+}
 
 
 @pytest.fixture

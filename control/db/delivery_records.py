@@ -1,5 +1,8 @@
 """Writes of delivery attempts (one ``deliveries`` row per outbound try) and the destination look-ups that
-replay and the destination test need."""
+replay and the destination test need.
+
+Inserts are idempotent on the row's id: a group commit whose COMMIT went through but whose answer was lost
+(the connection died) is written again by the recorder, and must neither fail nor duplicate its rows."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-__all__ = ("COLUMNS", "destination_for_account", "destination_with_url", "insert", "insert_many")
+__all__ = ("COLUMNS", "destination_for_account", "destination_with_url", "insert", "insert_many", "reduced")
 
 COLUMNS = (
     "id",
@@ -30,7 +33,38 @@ COLUMNS = (
     "created_at",
 )
 _INSERT = f"""INSERT INTO deliveries ({", ".join(COLUMNS)})
-    VALUES ({", ".join(f"${i}" for i in range(1, len(COLUMNS) + 1))})"""
+    VALUES ({", ".join(f"${i}" for i in range(1, len(COLUMNS) + 1))})
+    ON CONFLICT (id) DO NOTHING"""
+
+_KEPT = frozenset(
+    {
+        "id",
+        "endpoint_id",
+        "event_id",
+        "task_id",
+        "destination_id",
+        "rule_id",
+        "source",
+        "attempt_number",
+        "response_status",
+        "latency_ms",
+        "success",
+        "created_at",
+    }
+)
+"""What a reduced row keeps: the attempt's identity and outcome, all of it values hookyard made itself."""
+_ERROR = COLUMNS.index("error")
+_MAX_REASON = 300
+
+
+def reduced(row: Sequence[object], reason: str) -> tuple[object, ...]:
+    """The row of an attempt whose full row could not be stored: its ids and outcome, no headers, bodies,
+    destination name or URL, and ``error`` saying why (``reason``, ASCII-escaped, so it is storable too)."""
+    note = "delivery record reduced: the full record could not be stored"
+    detail = reason.encode("ascii", "backslashreplace").decode("ascii")
+    out = [value if name in _KEPT else None for name, value in zip(COLUMNS, row, strict=True)]
+    out[_ERROR] = f"{note} ({detail[:_MAX_REASON]})"
+    return tuple(out)
 
 
 async def insert(conn: asyncpg.Connection, row: Sequence[object]) -> None:

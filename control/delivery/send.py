@@ -13,7 +13,6 @@ and non-2xx answers all come back as an :class:`Outcome`, with ``error`` saying 
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import time
 import zlib
@@ -25,6 +24,7 @@ from typing import Any
 import httpx
 
 from control.delivery.egress import EgressRefusedError
+from control.delivery.storable import storable
 from control.delivery.transport import Transport
 from shared import ids
 
@@ -61,7 +61,8 @@ class Outcome:
     latency_ms: int
     sent_headers: dict[str, str]
     """What went on the wire, ``host`` and ``content-length`` included (names lowercased)."""
-    response_body: str | None = None
+    response_body: bytes | None = None
+    """Up to ``MAX_RESPONSE_BYTES`` of the (decompressed) response body, or why it was not stored."""
     error: str | None = None
     retry_after: str | None = None
     """The raw ``Retry-After`` of a 429 or 503, for the retry schedule."""
@@ -89,17 +90,6 @@ def merge(*layers: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
-def _body_text(raw: bytes) -> str | None:
-    """How a sent body is stored: its text when UTF-8, else base64 (as the event's ``body_encoding`` says);
-    null when empty."""
-    if not raw:
-        return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return base64.b64encode(raw).decode("ascii")
-
-
 def delivery_row(
     outcome: Outcome,
     body: bytes,
@@ -116,25 +106,27 @@ def delivery_row(
 ) -> tuple[Any, ...]:
     """The ``deliveries`` row of one attempt, in ``control.db.delivery_records.COLUMNS`` order: one shape for
     rule deliveries and replays. Its id (first) carries the attempt's start time; ``request_headers`` is null
-    when nothing went out."""
+    when nothing went out. Bodies are the exact bytes (null when empty, or when no response came back); the
+    descriptive text goes through ``storable`` (NUL and lone surrogates become U+FFFD), so every row built
+    here can be written."""
     return (
         ids.new_id("dlv", int(outcome.started_at * 1000)),
         endpoint_id,
         event_id,
         task_id,
         destination_id,
-        destination_name,
-        destination_url,
+        storable(destination_name),
+        storable(destination_url),
         rule_id,
         source,
         attempt,
-        outcome.sent_headers or None,
-        _body_text(body),
+        storable(outcome.sent_headers) or None,
+        body or None,
         outcome.status,
         outcome.response_body,
         outcome.latency_ms,
         outcome.success,
-        outcome.error,
+        storable(outcome.error),
         datetime.fromtimestamp(outcome.started_at, UTC),
     )
 
@@ -229,20 +221,35 @@ def _inflater(encoding: str) -> _Inflater | _BrotliInflater | str | None:
     return None
 
 
-async def _read_capped(response: httpx.Response) -> str:
+def _capped(body: bytes) -> bytes:
+    """The first ``MAX_RESPONSE_BYTES`` of a longer body, less a UTF-8 character the cut split in two (at
+    most 3 bytes): a text answer stays text rather than turning into base64 for its last character."""
+    cut = body[:MAX_RESPONSE_BYTES]
+    try:
+        cut.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data" and exc.start >= MAX_RESPONSE_BYTES - 3:
+            return cut[: exc.start]
+    return cut
+
+
+async def _read_capped(response: httpx.Response) -> bytes:
+    """The body's first ``MAX_RESPONSE_BYTES`` exactly as received (decompressed), or why it is not stored.
+    One byte more is read than is kept, which is how a cut is told from a body of exactly the cap."""
     encoding = response.headers.get("content-encoding", "").strip().lower()
     decompress = _inflater(encoding)
     if isinstance(decompress, str):
-        return decompress
+        return decompress.encode()
+    limit = MAX_RESPONSE_BYTES + 1
     body = bytearray()
     try:
         async for raw in response.aiter_raw():
-            body += raw if decompress is None else decompress(raw, MAX_RESPONSE_BYTES - len(body))
-            if len(body) >= MAX_RESPONSE_BYTES:
+            body += raw if decompress is None else decompress(raw, limit - len(body))
+            if len(body) >= limit:
                 break
     except _INVALID as exc:  # a body we cannot decompress; the status still stands
-        return f"(response body not stored: {encoding} data is invalid: {exc})"
-    return bytes(body[:MAX_RESPONSE_BYTES]).decode("utf-8", "replace")
+        return f"(response body not stored: {encoding} data is invalid: {exc})".encode()
+    return bytes(body) if len(body) <= MAX_RESPONSE_BYTES else _capped(bytes(body))
 
 
 async def send(
@@ -269,7 +276,7 @@ async def send(
         async with asyncio.timeout(total_timeout_s):
             response = await transport.handle_async_request(request)
             try:
-                text = await _read_capped(response)
+                received = await _read_capped(response)
             finally:
                 await response.aclose()
     except EgressRefusedError as exc:
@@ -290,7 +297,7 @@ async def send(
         return outcome(status=None, sent_headers=sent, error=f"{type(exc).__name__}: {exc}")
     status = response.status_code
     retry_after = response.headers.get("retry-after") if status in (429, 503) else None
-    return outcome(status=status, sent_headers=sent, response_body=text, retry_after=retry_after)
+    return outcome(status=status, sent_headers=sent, response_body=received, retry_after=retry_after)
 
 
 def _phase(exc: httpx.TimeoutException) -> str:

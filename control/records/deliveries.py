@@ -23,10 +23,17 @@ class Delivery(msgspec.Struct, kw_only=True):
     source: DeliverySource
     attempt_number: int
     request_headers: dict[str, str] | None
+    """What went on the wire; text that Postgres cannot hold (NUL, lone surrogates) shows as U+FFFD."""
     request_body: str | None
+    """The exact body sent: text when it is valid UTF-8, else base64 (see ``request_body_encoding``); null
+    when empty."""
+    request_body_encoding: Literal["utf8", "base64"]
     response_status: int | None
     """Null when no response came back (connect error, timeout); ``error`` then says why."""
     response_body: str | None
+    """Up to 64 KiB of the response body as received (decompressed): text when valid UTF-8, else base64
+    (see ``response_body_encoding``); null when no response came back."""
+    response_body_encoding: Literal["utf8", "base64"]
     latency_ms: int | None
     success: bool
     error: str | None

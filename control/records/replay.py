@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -38,6 +38,8 @@ class SendOutcome(msgspec.Struct, kw_only=True):
     sent_headers: dict[str, str]
     """The headers exactly as sent (names lowercased), ``host`` and ``content-length`` included."""
     response_body: str | None
-    """Up to 64 KiB of the response body; null when no response came back."""
+    """Up to 64 KiB of the response body: text when valid UTF-8, else base64 (see
+    ``response_body_encoding``); null when no response came back."""
+    response_body_encoding: Literal["utf8", "base64"]
     error: str | None
     """Why no response came back: connection refused, timeout, refused by the egress policy..."""

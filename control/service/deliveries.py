@@ -7,6 +7,7 @@ import asyncpg
 from control.db import deliveries as db_deliveries
 from control.records.deliveries import Delivery, DeliveryList
 from control.service import Context, Principal
+from control.service.bodies import shown_body
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.endpoints import require_endpoint
 from shared.errors import ValidationError
@@ -17,7 +18,11 @@ SOURCES = ("rule", "replay", "manual_test")
 
 
 def delivery_record(row: asyncpg.Record) -> Delivery:
-    return Delivery(**dict(row))
+    """The public shape of a deliveries row: bodies are bytes, shown as text or base64 (``shown_body``)."""
+    fields = dict(row)
+    fields["request_body"], fields["request_body_encoding"] = shown_body(fields["request_body"])
+    fields["response_body"], fields["response_body_encoding"] = shown_body(fields["response_body"])
+    return Delivery(**fields)
 
 
 async def list_deliveries(

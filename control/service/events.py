@@ -7,7 +7,6 @@ every transport rejects the same values with the same ``validation_error`` namin
 from __future__ import annotations
 
 import asyncio
-import base64
 from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
@@ -18,6 +17,7 @@ from control.db import events as db_events
 from control.db.events import EventFilters
 from control.records.events import Event, EventList, EventWithDeliveries, Label
 from control.service import Context, Principal
+from control.service.bodies import shown_body
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.deliveries import delivery_record
 from control.service.endpoints import require_endpoint
@@ -110,15 +110,8 @@ def event_filters(
 
 
 def _body(raw: bytes, is_utf8: bool) -> tuple[str | None, str]:
-    """(body, body_encoding), never lossy: the text when the bytes are UTF-8, else base64; null when empty."""
-    if not raw:
-        return None, "utf8"
-    if is_utf8:
-        try:
-            return raw.decode("utf-8"), "utf8"
-        except UnicodeDecodeError:  # the flag is the flush worker's; the bytes are the truth
-            pass
-    return base64.b64encode(raw).decode("ascii"), "base64"
+    """(body, body_encoding), never lossy (``control.service.bodies``); null when empty."""
+    return shown_body(raw or None, utf8=is_utf8)
 
 
 def event_record(row: asyncpg.Record) -> Event:

@@ -13,11 +13,15 @@ The destination test sends a small JSON event (``type: hookyard.test``) signed w
 secret (Standard Webhooks), with the destination's headers and the usual ``x-hookyard-*`` ones.
 
 Both obey the egress policy and the delivery timeouts, and answer failures of the outbound request in
-the outcome (``success: false``, ``error``), never as HTTP errors.
+the outcome (``success: false``, ``error``), never as HTTP errors. Any body goes out and is recorded as
+its exact bytes (NUL included); the outcome shows the response body as the delivery record does, text when
+it is UTF-8 and base64 otherwise (``response_body_encoding``). A record the database still refuses is
+stored reduced (``delivery_records.reduced``) rather than turning a finished request into a 500.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -29,10 +33,12 @@ import msgspec
 
 from control.db import delivery_records
 from control.db import events as db_events
+from control.db.faults import is_record_fault
 from control.delivery import egress
 from control.delivery.send import HOP_BY_HOP, Outcome, delivery_row, forwardable, merge, send
 from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal
+from control.service.bodies import shown_body
 from control.service.destinations import check_url
 from control.service.endpoints import require_write
 from shared import ids
@@ -42,8 +48,11 @@ from shared.signatures import HEADERS, SCHEMES, detect_family, detect_scheme, si
 
 __all__ = ("replay_event", "test_destination")
 
+log = logging.getLogger("hookyard.control.replay")
+
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_VALUE = re.compile(r"[\t\x20-\x7e\x80-\U0010ffff]*")
+_VALUE = re.compile(r"[\t\x20-\x7e\x80-\ud7ff\ue000-\U0010ffff]*")
+"""A header value: no control characters but tab, and no lone surrogate (it has no UTF-8 bytes to send)."""
 _encode = msgspec.json.Encoder().encode
 
 
@@ -61,9 +70,20 @@ def _check_headers(headers: Mapping[str, str]) -> dict[str, str]:
     for name, value in headers.items():
         lower = _header_name(name, f"headers.{name}")
         if not _VALUE.fullmatch(value):
-            raise ValidationError(f"headers.{name}: control characters (CR, LF, NUL...) are not allowed")
+            raise ValidationError(
+                f"headers.{name}: control characters (CR, LF, NUL...) and lone surrogates are not allowed"
+            )
         out[lower] = value
     return out
+
+
+def _body(text: str) -> bytes:
+    """A replacement body as UTF-8; any text JSON can carry, NUL included, except a lone surrogate (only
+    a caller that does not decode strict JSON, such as an MCP client's, can send one)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("body: must not contain lone UTF-16 surrogates (U+D800 to U+DFFF)") from None
 
 
 def _resign(
@@ -114,14 +134,22 @@ async def _record(
         source=source,
         attempt=1,
     )
-    await delivery_records.insert(conn, row)
+    try:
+        await delivery_records.insert(conn, row)
+    except Exception as exc:
+        if not is_record_fault(exc):
+            raise
+        log.error("%s of %s: the delivery record was reduced to be stored (%s)", source, event_id, exc)
+        await delivery_records.insert(conn, delivery_records.reduced(row, f"{type(exc).__name__}: {exc}"))
+    response_body, response_encoding = shown_body(outcome.response_body)
     return SendOutcome(
         id=row[0],
         status=outcome.status,
         latency_ms=outcome.latency_ms,
         success=outcome.success,
         sent_headers=outcome.sent_headers,
-        response_body=outcome.response_body,
+        response_body=response_body,
+        response_body_encoding=response_encoding,
         error=outcome.error,
     )
 
@@ -141,7 +169,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
             raise NotFoundError(f"event {event_id!r} not found")
         destination = await delivery_records.destination_with_url(conn, row["endpoint_id"], url)
     captured: dict[str, str] = row["headers"]
-    body = data.body.encode("utf-8") if data.body is not None else bytes(row["body"])
+    body = _body(data.body) if data.body is not None else bytes(row["body"])
     if data.preserve_headers:
         base = forwardable(captured)
     else:
