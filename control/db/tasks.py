@@ -189,19 +189,24 @@ async def release(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int]]) ->
         )
 
 
-async def sweep_expired(conn: asyncpg.Connection, *, max_attempts: int, limit: int = 1000) -> int:
+async def sweep_expired(
+    conn: asyncpg.Connection, *, max_attempts: int, exclude: Sequence[str] = (), limit: int = 1000
+) -> int:
     """Tasks whose lease ran out (their worker died mid-attempt) become due again at once, or failed when
-    that was their last attempt. SKIP LOCKED: never waits for, or deadlocks with, a worker finishing one."""
+    that was their last attempt. ``exclude``: tasks the sweeping worker still holds itself (a send in
+    flight, a result not yet written), which are not lost and must not be sent again. SKIP LOCKED: never
+    waits for, or deadlocks with, a worker finishing one."""
     done = await conn.execute(
         """UPDATE delivery_tasks t
               SET status = CASE WHEN t.attempts >= $1 THEN 'failed' ELSE 'pending' END,
                   lease_expires_at = NULL, next_attempt_at = now(), updated_at = now(),
                   last_error = 'lease expired: the worker stopped during attempt ' || t.attempts
             WHERE t.id IN (SELECT id FROM delivery_tasks
-                            WHERE status = 'in_flight' AND lease_expires_at < now()
+                            WHERE status = 'in_flight' AND lease_expires_at < now() AND id <> ALL($3::text[])
                             LIMIT $2 FOR UPDATE SKIP LOCKED)""",
         max_attempts,
         limit,
+        list(exclude),
     )
     return int(done.rsplit(" ", 1)[-1])
 

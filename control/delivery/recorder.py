@@ -1,48 +1,59 @@
-"""Bookkeeping of finished attempts, written in batches (group commit).
+"""Bookkeeping of finished attempts, written in batches (group commit), one bad record isolated.
 
 Each finished attempt is queued in memory; one writer task writes everything queued in one transaction
 (the ``deliveries`` rows, the task results, the circuit updates), then everything queued meanwhile, and so
 on. At a few thousand attempts a second that is a few dozen transactions instead of thousands, and a lone
 attempt is written at once (no added delay).
 
+A failed write is judged by ``control.db.faults``, and only two answers exist:
+
+- **The record's fault** (the data cannot be stored): the batch is split in halves, and halves again,
+  until the single bad attempt is found; every other attempt is written normally. The bad attempt's task
+  result (succeeded, failed, or pending with its retry) is always written: with its delivery row reduced
+  to what can be stored (``delivery_records.reduced``: ids and outcome, no headers or bodies), or without
+  the row, or, last, with a fixed ``last_error``; each fallback is logged. So one unwritable result never
+  drops the others' records, and never leaves a task in flight to be sent again after its lease.
+- **The infrastructure's** (Postgres away, refusing, restarting, killing backends, a deadlock, anything
+  unrecognised): the batch is kept and written again after ``faults.backoff_s``, for as long as it takes.
+  Meanwhile :attr:`Recorder.stalled` is set and the deliver loop neither sweeps nor claims.
+
+Rows are inserted idempotently (``ON CONFLICT (id) DO NOTHING``): a batch whose COMMIT went through but
+whose answer was lost is simply written again; task results are fenced on the attempt number, so writing
+one twice changes nothing that matters (a retry's due time is set again).
+
 What a crash costs: attempts queued but not yet written. Their tasks are still ``in_flight``, so they are
 retried once the lease expires: deliveries stay at-least-once, the lost attempts' rows are the only gap.
-A transient failure (Postgres away, a deadlock) keeps the batch and retries it; any other failure is
-logged and drops the batch, whose tasks are retried after their lease. The deliver loop claims nothing
-while a worker's worth of results waits here, which bounds memory during an outage.
+The deliver loop claims nothing while a worker's worth of results waits here, which bounds memory during
+an outage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-
-import asyncpg
 
 from control.db import circuit as db_circuit
 from control.db import delivery_records
 from control.db import tasks as db_tasks
+from control.db.faults import backoff_s, is_record_fault
 from control.delivery.circuit import summarize
 from control.service import Context
 
-__all__ = ("Attempt", "Recorder")
+__all__ = ("RETRY_CAP_S", "Attempt", "Recorder")
 
 log = logging.getLogger("hookyard.worker.deliver")
 
-# Worth trying the same batch again: Postgres away or restarting, out of connections, a lost race.
-_TRANSIENT = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.TransactionRollbackError,
-    asyncpg.OperatorInterventionError,
-    asyncpg.InsufficientResourcesError,
-)
+RETRY_CAP_S = 5.0
+"""Longest wait between two tries of a batch the infrastructure refused: once Postgres is back, every
+recorder has written what it held within about this long (the deliver loop's sweep relies on it)."""
+
+_UNSTORED_RESULT = "attempt finished, but its result could not be stored as it was (see the worker log)"
 
 
 @dataclass(slots=True)
@@ -68,7 +79,14 @@ class Recorder:
         """Destinations with failed attempts not yet written: their circuit state is not current, so the
         deliver loop takes none of their tasks until it is (a down destination cannot soak up a burst of
         claims before its circuit opens)."""
+        self.stalled = False
+        """The last write failed for the infrastructure and its batch waits for the next try."""
+        self.failed_at = float("-inf")
+        """``time.monotonic()`` of the last such failure."""
         self._queue: list[Attempt] = []
+        self._held: list[list[Attempt]] = []
+        """Batches taken from the queue and not yet written, the next one last: a batch being retried, or
+        the halves of one being searched for its bad attempt."""
         self._writer: asyncio.Task[None] | None = None
 
     def add(self, attempt: Attempt) -> None:
@@ -81,7 +99,14 @@ class Recorder:
 
     @property
     def queued(self) -> int:
-        return len(self._queue)
+        """Results not yet written."""
+        return len(self._queue) + sum(len(b) for b in self._held)
+
+    def task_ids(self) -> Iterator[str]:
+        """The tasks whose results wait here (still ``in_flight`` in Postgres, and not lost)."""
+        for batch in (self._queue, *self._held):
+            for attempt in batch:
+                yield attempt.task_id
 
     async def drain(self, timeout_s: float) -> None:
         """Waits until everything queued is written (or ``timeout_s``, after which the rest is abandoned
@@ -99,31 +124,102 @@ class Recorder:
 
     async def _write_all(self) -> None:
         failures = 0
-        while self._queue:
-            batch, self._queue = self._queue, []
+        while self._held or self._queue:
+            if not self._held:
+                self._held.append(self._queue)
+                self._queue = []
+            batch = self._held.pop()
             try:
-                await self._write(batch)
-                failures = 0
-            except _TRANSIENT as exc:  # keep the batch and try again
+                done = await self._write_isolating(batch)
+            except asyncio.CancelledError:
+                self._held.append(batch)
+                raise
+            except Exception as exc:  # not the record's fault: keep the batch and try it again
+                self._held.append(batch)
                 failures += 1
-                self._queue[:0] = batch
-                delay = min(5.0, 0.05 * 2**failures)
-                log.warning("deliver: writing %d results failed (%s); retrying in %.2fs", len(batch), exc, delay)
+                self.stalled, self.failed_at = True, time.monotonic()
+                delay = backoff_s(failures, cap_s=RETRY_CAP_S)
+                log.warning(
+                    "deliver: writing %d results failed (%s: %s); retrying in %.2fs",
+                    len(batch),
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                    exc_info=failures == 1,
+                )
                 await asyncio.sleep(delay)
                 continue
-            except Exception:
-                log.exception("deliver: %d attempt results not written; their tasks retry after the lease", len(batch))
-            had_failures = any(not a.success for a in batch)
-            if had_failures:
-                self.failing.subtract(a.destination_id for a in batch if not a.success)
-                self.failing = +self.failing  # drop the zeros
-            if self.on_written is not None:
-                self.on_written(had_failures)
+            if failures:
+                log.info("deliver: attempt results written again after %d failed tries", failures)
+            failures, self.stalled = 0, False
+            if done:
+                self._finished(batch)
 
-    async def _write(self, batch: list[Attempt]) -> None:
+    async def _write_isolating(self, batch: list[Attempt]) -> bool:
+        """Writes the batch, or on a record fault splits it (False: its halves are held, not yet written)
+        or, for a single attempt, writes what of it can be stored. Infrastructure failures raise."""
+        try:
+            await self._write(batch)
+        except Exception as exc:
+            if not is_record_fault(exc):
+                raise
+            if len(batch) > 1:
+                half = len(batch) // 2
+                self._held += [batch[half:], batch[:half]]
+                return False
+            await self._write_alone(batch[0], exc)
+        return True
+
+    async def _write_alone(self, attempt: Attempt, fault: BaseException) -> None:
+        """The one attempt whose record the database refused: its result with less and less of it."""
+        reason = f"{type(fault).__name__}: {fault}"
+        try:
+            await self._write([attempt], rows=[delivery_records.reduced(attempt.delivery, reason)])
+            log.error("deliver: the delivery record of task %s was reduced to be stored (%s)", attempt.task_id, reason)
+            return
+        except Exception as exc:
+            if not is_record_fault(exc):
+                raise
+            reason = f"{reason}; reduced: {type(exc).__name__}: {exc}"
+        try:
+            await self._write([attempt], rows=[])
+            log.error("deliver: task %s result written without its delivery record (%s)", attempt.task_id, reason)
+            return
+        except Exception as exc:
+            if not is_record_fault(exc):
+                raise
+            reason = f"{reason}; without the record: {type(exc).__name__}: {exc}"
+        plain = dataclasses.replace(attempt, last_error=_UNSTORED_RESULT)
+        try:
+            await self._write([plain], rows=[])
+        except Exception as exc:
+            if not is_record_fault(exc):
+                raise
+            # Only values hookyard made itself are left, so this is a bug of ours, not the record's.
+            log.error(
+                "deliver: task %s result could not be written at all (%s; %s: %s); it is retried after its lease",
+                attempt.task_id,
+                reason,
+                type(exc).__name__,
+                exc,
+            )
+            return
+        log.error("deliver: task %s result written with a placeholder error (%s)", attempt.task_id, reason)
+
+    def _finished(self, batch: list[Attempt]) -> None:
+        had_failures = any(not a.success for a in batch)
+        if had_failures:
+            self.failing.subtract(a.destination_id for a in batch if not a.success)
+            self.failing = +self.failing  # drop the zeros
+        if self.on_written is not None:
+            self.on_written(had_failures)
+
+    async def _write(self, batch: Sequence[Attempt], *, rows: Sequence[tuple[object, ...]] | None = None) -> None:
+        """One transaction: the batch's delivery rows (``rows`` instead, when given), task results and
+        circuit outcomes."""
         succeeded, failed = summarize((a.destination_id, a.success) for a in batch)
         async with self.ctx.pool.acquire() as conn, conn.transaction():
-            await delivery_records.insert_many(conn, [a.delivery for a in batch])
+            await delivery_records.insert_many(conn, [a.delivery for a in batch] if rows is None else rows)
             await db_tasks.finish(conn, [(a.task_id, a.attempts, a.status, a.retry_in_s, a.last_error) for a in batch])
             opened = await db_circuit.record_outcomes(
                 conn, succeeded=succeeded, failed=failed, threshold=self.ctx.settings.circuit_failure_threshold

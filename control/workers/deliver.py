@@ -17,11 +17,28 @@ the :class:`~control.delivery.recorder.Recorder`.
 
 Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish,
 the rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
+
+A Postgres outage, however long, is waited out: a failing claim or sweep fails the step (the loop backs
+off and tries again), finished attempts wait in the Recorder, and nothing is dropped. An outage longer
+than the lease is where at-least-once could turn into extra sends: tasks whose results are held in a
+Recorder have expired leases, and a sweep would hand them back to be sent again. So:
+
+- a worker never sweeps the tasks it holds itself (a send in flight, a result not yet written);
+- while its Recorder cannot write, a worker neither sweeps nor claims (it would only add results that
+  cannot be written either), and it resumes once the Recorder has written what it held;
+- after any failure to reach Postgres (its own step's or its Recorder's), a worker waits ``SWEEP_GRACE_S``
+  before its next sweep, so that the other workers' Recorders, which retry at least every
+  ``RETRY_CAP_S``, have written their results before anyone takes their tasks for dead.
+
+What remains: a worker that was killed during the outage (its tasks are sent again after the lease, as
+after any crash), a Recorder that still cannot write after the grace (Postgres back but failing its
+writes), and a worker started right at the end of an outage, which saw no failure to wait after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -32,14 +49,19 @@ import asyncpg
 from control.db import tasks as db_tasks
 from control.delivery import egress, retry
 from control.delivery.claim import claim
-from control.delivery.recorder import Attempt, Recorder
+from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send
+from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
 from control.service import Context
 
-__all__ = ("Deliver",)
+__all__ = ("SWEEP_GRACE_S", "Deliver")
 
 log = logging.getLogger("hookyard.worker.deliver")
+
+SWEEP_GRACE_S = 3 * RETRY_CAP_S
+"""Seconds after a failure to reach Postgres before a worker sweeps expired leases: by then every live
+worker's Recorder has tried again (every ``RETRY_CAP_S`` at most) and written the results it held."""
 
 
 class Deliver:
@@ -68,6 +90,8 @@ class Deliver:
         self._sends: dict[asyncio.Task[None], tuple[str, int]] = {}  # send → (task id, attempts)
         self._per_destination: Counter[str] = Counter()
         self._next_sweep = 0.0
+        self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
+        self._waiting_for_recorder = False
         self._rng = random.Random()  # noqa: S311 - jitter
 
     @property
@@ -85,17 +109,38 @@ class Deliver:
     def _written(self, had_failures: bool) -> None:
         if had_failures:  # destinations whose failures were waiting to be counted are claimable again
             self._look = True
+        if self._waiting_for_recorder and not self.recorder.stalled:
+            self._look = True
+            self._wake.set()
         if self._look and self._free() >= self._batch:
             self._wake.set()
 
     async def step(self) -> int:
+        try:
+            return await self._step()
+        except Exception:
+            self._trouble_at = time.monotonic()
+            self._look = True  # the claim may not have happened: look again after the loop's backoff
+            raise
+
+    async def _step(self) -> int:
         s = self.ctx.settings
         self._wake.clear()  # before looking: a wakeup from here on ends the wait below
         await self._notifications.ensure()
-        if time.monotonic() >= self._next_sweep:
-            self._next_sweep = time.monotonic() + s.deliver_sweep_s
+        self._waiting_for_recorder = self.recorder.stalled
+        if self._waiting_for_recorder:
+            # Its results cannot be written (Postgres away): sweeping could hand back tasks whose results
+            # wait there, and claiming would only add more. Wait for it to write (it wakes us).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), s.deliver_poll_s)
+            return 0
+        now = time.monotonic()
+        if now >= self._next_sweep and now >= max(self._trouble_at, self.recorder.failed_at) + SWEEP_GRACE_S:
+            self._next_sweep = now + s.deliver_sweep_s
+            held = [task_id for task_id, _ in self._sends.values()]
+            held.extend(self.recorder.task_ids())
             async with self.ctx.pool.acquire() as conn:
-                swept = await db_tasks.sweep_expired(conn, max_attempts=self.max_attempts)
+                swept = await db_tasks.sweep_expired(conn, max_attempts=self.max_attempts, exclude=held)
             if swept:
                 log.warning("deliver: %d tasks had an expired lease (a worker stopped mid-attempt); due again", swept)
                 self._look = True
@@ -212,7 +257,7 @@ class Deliver:
         """(task status, seconds to the retry, last_error) after this attempt."""
         if outcome.success:
             return "succeeded", None, None
-        error = outcome.error or f"HTTP {outcome.status}"
+        error = storable(outcome.error) or f"HTTP {outcome.status}"
         if outcome.permanent:
             return "failed", None, error
         delay = retry.next_delay_s(
