@@ -19,7 +19,6 @@ import redis.asyncio as aioredis
 from control.app import create_app
 from control.db import connect
 from control.service.accounts import hash_key
-from shared.keys import Keys
 from shared.settings import Settings
 from tests.conftest import with_database
 
@@ -194,5 +193,7 @@ async def subscribed(redis: aioredis.Redis, channel: str) -> AsyncIterator[Any]:
         await pubsub.aclose()
 
 
-def rules_channel(redis: aioredis.Redis, settings: Settings) -> contextlib.AbstractAsyncContextManager[Any]:
-    return subscribed(redis, Keys(settings.redis_prefix).rules_channel)
+async def config_version(database_url: str, endpoint_id: str) -> int | None:
+    """The endpoint's ``config_version``, which Postgres bumps on every change routing or the edge reads."""
+    async with db(database_url) as conn:
+        return await conn.fetchval("SELECT config_version FROM endpoints WHERE id = $1", endpoint_id)

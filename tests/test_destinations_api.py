@@ -19,13 +19,11 @@ from tests.helpers import (  # noqa: F401 - fixtures
     ULID,
     assert_error,
     concurrent_client,
+    config_version,
     create_endpoint,
     db,
     module_database_url,
-    next_messages,
     parse_ts,
-    redis_connection,
-    rules_channel,
     utcnow,
 )
 
@@ -411,31 +409,35 @@ async def test_destinations_go_with_their_endpoint(client, account, database_url
         assert await conn.fetchval("SELECT count(*) FROM rules WHERE id = $1", dest["rule"]["id"]) == 0
 
 
-# -- the rules channel ------------------------------------------------------------------------------------
+# -- the config version ------------------------------------------------------------------------------
 
 
-async def test_every_change_is_published_on_the_rules_channel(client, account, redis, settings):
+async def test_every_change_bumps_the_config_version(client, account, database_url):
+    """What flush workers check per batch (instead of a message): every committed change moves it, refused
+    and empty writes do not."""
     made = await create_endpoint(client, account.headers)
-    async with rules_channel(redis, settings) as pubsub:
-        dest = await added(client, account, made)
-        assert await next_messages(pubsub, 1) == [made["id"]]
-        await added(client, account, made, forward_all=True)
-        assert await next_messages(pubsub, 1) == [made["id"]]
-        resp = await client.patch(f"/v1/destinations/{dest['id']}", json={"name": "n"}, headers=account.headers)
-        assert resp.status_code == 200
-        assert await next_messages(pubsub, 1) == [made["id"]]
-        assert (await client.delete(f"/v1/destinations/{dest['id']}", headers=account.headers)).status_code == 200
-        assert await next_messages(pubsub, 1) == [made["id"]]
-        # refused and no-op writes publish nothing: the next message is the next real change
-        assert (await add(client, account, made, url="ftp://x/")).status_code == 400
-        assert (await add(client, account, made, condition_tree={"op": "X", "children": []})).status_code == 400
-        other = await added(client, account, made, name="marker")
-        assert (
-            await client.patch(f"/v1/destinations/{other['id']}", json={}, headers=account.headers)
-        ).status_code == 200
-        await client.delete(f"/v1/destinations/{other['id']}", headers=account.headers)
-        assert await next_messages(pubsub, 2) == [made["id"], made["id"]]
-        assert await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2) is None
+    seen = [await config_version(database_url, made["id"])]
+
+    async def moved() -> bool:
+        seen.append(await config_version(database_url, made["id"]))
+        return seen[-1] > seen[-2]
+
+    dest = await added(client, account, made)
+    assert await moved()
+    await added(client, account, made, forward_all=True)
+    assert await moved()
+    resp = await client.patch(f"/v1/destinations/{dest['id']}", json={"name": "n"}, headers=account.headers)
+    assert resp.status_code == 200
+    assert await moved()
+    assert (await client.delete(f"/v1/destinations/{dest['id']}", headers=account.headers)).status_code == 200
+    assert await moved()
+    assert (await add(client, account, made, url="ftp://x/")).status_code == 400
+    assert (await add(client, account, made, condition_tree={"op": "X", "children": []})).status_code == 400
+    assert not await moved()
+    other = await added(client, account, made, name="marker")
+    assert await moved()
+    assert (await client.patch(f"/v1/destinations/{other['id']}", json={}, headers=account.headers)).status_code == 200
+    assert not await moved()
 
 
 # -- 401, 403, 404 and tenant isolation -------------------------------------------------------------------

@@ -7,12 +7,12 @@ import asyncio
 import time
 
 import asyncpg
-import msgspec
 import pytest
 
 from control.db.flush import store_batch
 from control.db.tasks import NOTIFY_CHANNEL
 from control.events_text import event_row
+from control.routing import route as route_module
 from control.routing.route import Router
 from control.service import Context
 from control.workers.flush import Flush
@@ -21,11 +21,6 @@ from shared.settings import Settings
 from shared.wire import IngestRecord, encode_records
 from tests.destination import add_destination, add_endpoint, add_rule
 from tests.events_support import store_task
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, routing_cache_ttl_s=60.0)  # invalidation must come from the channel
 
 
 def _record(endpoint_id: str, body: bytes = b'{"type":"order.paid","amount":2000}', **kw: object) -> IngestRecord:
@@ -173,24 +168,78 @@ async def test_conditions_see_body_headers_and_meta(ctx: Context, flush: Flush) 
     )
 
 
-async def test_rule_changes_reach_the_cache_through_the_rules_channel(ctx: Context, flush: Flush) -> None:
+async def test_a_rule_change_is_in_force_for_the_very_next_batch(ctx: Context, flush: Flush) -> None:
+    """No message, no expiry: the batch's version check sees the committed change and reloads."""
     async with ctx.pool.acquire() as conn:
         endpoint_id = await add_endpoint(conn)
         dst = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/a")
     first = _record(endpoint_id)
-    await _flush(ctx, flush, [first])  # caches "no rules" for a minute (the fixture's TTL)
+    await _flush(ctx, flush, [first])  # caches "no rules"
     async with ctx.pool.acquire() as conn:
         rule = await add_rule(conn, endpoint_id, [dst])
-    await ctx.redis.publish(ctx.keys.rules_channel, endpoint_id)  # as the rules service does after commit
     second = _record(endpoint_id)
-    deadline = time.monotonic() + 5
-    while True:  # a publish reaches the subscriber asynchronously: flush until the change is seen
-        await _flush(ctx, flush, [second])
-        if await _tasks(ctx, endpoint_id) or time.monotonic() > deadline:
-            break
-        second = _record(endpoint_id)
-        await asyncio.sleep(0.01)
+    await _flush(ctx, flush, [second])
     assert await _tasks(ctx, endpoint_id) == [(second.id, rule, dst)]
+    async with ctx.pool.acquire() as conn:
+        await conn.execute("UPDATE rules SET active = false WHERE id = $1", rule)
+    third = _record(endpoint_id)
+    await _flush(ctx, flush, [third])
+    assert await _tasks(ctx, endpoint_id) == [(second.id, rule, dst)]
+
+
+async def test_an_unchanged_endpoint_costs_one_version_query_per_batch(
+    ctx: Context, flush: Flush, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache is kept while versions hold: a batch asks for versions once and loads no rules."""
+    async with ctx.pool.acquire() as conn:
+        endpoints = [await add_endpoint(conn) for _ in range(3)]
+        for endpoint_id in endpoints:
+            await add_rule(conn, endpoint_id, [await add_destination(conn, endpoint_id, "http://127.0.0.1:9/a")])
+    await _flush(ctx, flush, [_record(e) for e in endpoints])  # loads all three
+    calls: list[str] = []
+    for name in ("config_versions", "active_rules"):
+        real = getattr(route_module.db_routing, name)
+
+        async def spy(*args: object, _real=real, _name=name) -> object:
+            calls.append(_name)
+            return await _real(*args)
+
+        monkeypatch.setattr(route_module.db_routing, name, spy)
+    await _flush(ctx, flush, [_record(e) for e in endpoints for _ in range(5)])
+    assert calls == ["config_versions"]
+    async with ctx.pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE rules SET condition_tree = $2 WHERE endpoint_id = $1", endpoints[0], {"op": "OR", "children": []}
+        )
+    calls.clear()
+    await _flush(ctx, flush, [_record(e) for e in endpoints])
+    assert calls == ["config_versions", "active_rules"]  # only the changed endpoint is reloaded
+
+
+async def test_a_lane_that_read_older_rules_never_replaces_newer_ones(
+    ctx: Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lanes share a router's cache: a slow lane that read the rules before a change and stores them after a
+    faster lane stored the new ones does not roll the cache back."""
+    router = Router(ctx)
+    async with ctx.pool.acquire() as conn:
+        endpoint_id = await add_endpoint(conn)
+        dst = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/a")
+        read_before = await route_module.db_routing.active_rules(conn, [endpoint_id])  # the slow lane's read
+        rule = await add_rule(conn, endpoint_id, [dst])
+        rows = [event_row(_record(endpoint_id))]
+        assert [t[2:] for t in await router.route(conn, rows)] == [(rule, dst)]  # the fast lane
+        newest = router._cache[endpoint_id].version
+
+        async def stale(*_: object) -> list[asyncpg.Record]:
+            return read_before
+
+        with monkeypatch.context() as m:
+            m.setattr(route_module.db_routing, "active_rules", stale)
+            slow = await router._load(conn, [endpoint_id])  # the slow lane stores last
+        assert slow[endpoint_id].version < newest
+        assert router._cache[endpoint_id].version == newest
+        assert [t[2:] for t in await router.route(conn, rows)] == [(rule, dst)]
 
 
 async def test_a_committed_batch_with_tasks_notifies_deliver_workers(
@@ -229,7 +278,7 @@ async def test_a_destination_deleted_meanwhile_is_skipped_not_failing_the_batch(
 async def test_only_events_new_in_this_batch_are_routed(ctx: Context) -> None:
     """An entry re-read together with new ones: its already-stored event is not routed again, not even by
     a rule created since (it was routed once, with the rules of its time), while the new event is."""
-    flush = Flush(ctx, consumer="c2", block_ms=5, claim_every_s=0, router=Router(ctx, ttl_s=0))  # no stale rules
+    flush = Flush(ctx, consumer="c2", block_ms=5, claim_every_s=0, router=Router(ctx))
     await flush.ensure_groups()
     async with ctx.pool.acquire() as conn:
         endpoint_id = await add_endpoint(conn)

@@ -19,13 +19,11 @@ from tests.helpers import (  # noqa: F401 - fixtures
     ULID,
     assert_error,
     concurrent_client,
+    config_version,
     create_endpoint,
     db,
     module_database_url,
-    next_messages,
     parse_ts,
-    redis_connection,
-    rules_channel,
     utcnow,
 )
 
@@ -469,32 +467,39 @@ async def test_stored_trees_compile_into_the_predicates_the_flush_worker_runs(cl
     assert [compile_tree(stored[everything["id"]])(e) for e in (paid, topic, other)] == [True, True, True]
 
 
-# -- the rules channel ------------------------------------------------------------------------------------
+# -- the config version ------------------------------------------------------------------------------
 
 
-async def test_every_change_is_published_on_the_rules_channel(client, account, redis, settings):
+async def test_every_change_bumps_the_config_version(client, account, database_url):
+    """What flush workers check per batch (instead of a message): every committed change moves it, refused
+    writes and empty patches do not."""
     made, (d0, d1) = await setup(client, account)
-    async with rules_channel(redis, settings) as pubsub:
-        rule = await created(client, account, made, destination_ids=[d0])
-        assert await next_messages(pubsub, 1) == [made["id"]]
-        path = f"/v1/rules/{rule['id']}"
-        for change in ({"active": False}, {"condition_tree": EVERYTHING}, {"destination_ids": [d1]}, {"name": "n"}):
-            assert (await client.patch(path, json=change, headers=account.headers)).status_code == 200
-            assert await next_messages(pubsub, 1) == [made["id"]]
-        assert (await client.delete(path, headers=account.headers)).status_code == 200
-        assert await next_messages(pubsub, 1) == [made["id"]]
-        # refused writes and empty patches publish nothing
-        bad_tree = {"op": "AND", "children": [{"field": "x", "operator": "exists"}]}
-        assert (
-            await create(client, account, made, name="x", condition_tree=bad_tree, destination_ids=[d0])
-        ).status_code == 400
-        kept = await created(client, account, made, destination_ids=[d0])
-        assert (await client.patch(f"/v1/rules/{kept['id']}", json={}, headers=account.headers)).status_code == 200
-        assert (
-            await client.patch(f"/v1/rules/{kept['id']}", json={"condition_tree": []}, headers=account.headers)
-        ).status_code == 400
-        assert await next_messages(pubsub, 1) == [made["id"]]
-        assert await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2) is None
+    seen = [await config_version(database_url, made["id"])]
+
+    async def moved() -> bool:
+        seen.append(await config_version(database_url, made["id"]))
+        return seen[-1] > seen[-2]
+
+    rule = await created(client, account, made, destination_ids=[d0])
+    assert await moved()
+    path = f"/v1/rules/{rule['id']}"
+    for change in ({"active": False}, {"condition_tree": EVERYTHING}, {"destination_ids": [d1]}, {"name": "n"}):
+        assert (await client.patch(path, json=change, headers=account.headers)).status_code == 200
+        assert await moved(), change
+    assert (await client.delete(path, headers=account.headers)).status_code == 200
+    assert await moved()
+    bad_tree = {"op": "AND", "children": [{"field": "x", "operator": "exists"}]}
+    assert (
+        await create(client, account, made, name="x", condition_tree=bad_tree, destination_ids=[d0])
+    ).status_code == 400
+    assert not await moved()
+    kept = await created(client, account, made, destination_ids=[d0])
+    assert await moved()
+    assert (await client.patch(f"/v1/rules/{kept['id']}", json={}, headers=account.headers)).status_code == 200
+    assert (
+        await client.patch(f"/v1/rules/{kept['id']}", json={"condition_tree": []}, headers=account.headers)
+    ).status_code == 400
+    assert not await moved()
 
 
 # -- races ------------------------------------------------------------------------------------------------

@@ -1,20 +1,29 @@
-"""What the flush worker's routing step reads: the active rules of some endpoints with their destinations."""
+"""What the flush worker's routing step reads: the config versions of a batch's endpoints, and the active
+rules (with their destinations) of those whose version changed."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import asyncpg
 
-__all__ = ("active_rules",)
+__all__ = ("active_rules", "config_versions")
+
+
+async def config_versions(conn: asyncpg.Connection, endpoint_ids: Collection[str]) -> dict[str, int]:
+    """``endpoints.config_version`` of each endpoint that exists (migration 0005 bumps it on every change
+    routing depends on); one index lookup per endpoint, once per flush batch."""
+    rows = await conn.fetch("SELECT id, config_version FROM endpoints WHERE id = ANY($1::text[])", list(endpoint_ids))
+    return {row[0]: row[1] for row in rows}
 
 
 async def active_rules(conn: asyncpg.Connection, endpoint_ids: Sequence[str]) -> list[asyncpg.Record]:
-    """One row per endpoint and active rule that has destinations: ``(endpoint_id, environment, rule_id,
-    condition_tree, destination_ids)``; an endpoint without any gets one row with a null ``rule_id`` (so
-    "no rules" is cached too). Unknown (deleted) endpoints get no row."""
+    """One row per endpoint and active rule that has destinations: ``(endpoint_id, environment,
+    config_version, rule_id, condition_tree, destination_ids)``; an endpoint without any gets one row with a
+    null ``rule_id`` (so "no rules" is cached too). Unknown (deleted) endpoints get no row. One statement, so
+    the version and the rules are of the same snapshot."""
     return await conn.fetch(
-        """SELECT e.id AS endpoint_id, e.environment, r.id AS rule_id, r.condition_tree,
+        """SELECT e.id AS endpoint_id, e.environment, e.config_version, r.id AS rule_id, r.condition_tree,
                   r.destination_ids
              FROM endpoints e
              LEFT JOIN LATERAL (

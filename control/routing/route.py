@@ -7,19 +7,20 @@ re-processed stream entry (whose events already exist) creates nothing, and the 
 (event, rule, destination) key makes even a repeated insert harmless. The insert NOTIFYs the deliver
 workers at commit.
 
-Rules are compiled once and cached per endpoint (including "no rules", the common case, which then costs
-a dict look-up per event). An entry is dropped when the endpoint's id arrives on ``keys.rules_channel``
-(published after every rule or destination change) and after ``routing_cache_ttl_s`` at the latest, which
-bounds staleness if a message is lost. Events with ``ip_allowed = false`` are never routed. When every rule
-of an endpoint matches every event (forward-all), no event is even looked at; otherwise a body is parsed
-as JSON (once per event) only when some rule reads ``body``, and the meta keys are gathered only when some
-rule reads ``meta.*``.
+Rules are compiled once and cached per endpoint (including "no rules", the common case) together with the
+endpoint's ``config_version``, which Postgres bumps on every change of its rules, destinations or routed
+columns (migration 0005). Each batch asks for the versions of its endpoints (one query, in the batch's
+transaction, after its entries were read from the stream: so after every change whose 2xx preceded one of
+its events) and reloads only the endpoints whose version moved. A change is thus in force for every event
+acknowledged after it answered, with no message to lose and no expiry to wait for. Events with
+``ip_allowed = false`` are never routed. When every rule of an endpoint matches every event (forward-all),
+no event is even looked at; otherwise a body is parsed as JSON (once per event) only when some rule reads
+``body``, and the meta keys are gathered only when some rule reads ``meta.*``.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -27,12 +28,11 @@ from typing import Any
 
 import asyncpg
 import msgspec
-from redis.exceptions import RedisError
 
+from control.context import Context
 from control.db import routing as db_routing
 from control.db.flush import COLUMNS
 from control.routing.conditions import ALWAYS, META_KEYS, MISSING, EventView, compile_tree
-from control.service import Context
 from shared.ids import new_id
 
 __all__ = ("Router",)
@@ -46,6 +46,8 @@ _ID, _ENDPOINT, _HEADERS, _BODY, _IP_ALLOWED = (
 _META = tuple((name, COLUMNS.index(name)) for name in META_KEYS if name not in ("endpoint_id", "environment"))
 _NO_META: Mapping[str, object] = MappingProxyType({})
 _decode = msgspec.json.Decoder().decode
+_MAX_CACHED = 100_000
+"""Endpoints whose rules a worker keeps compiled; past it the cache starts over (a reload per endpoint)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,8 @@ class _EndpointRules:
     needs_meta: bool
     fixed: tuple[tuple[str, str], ...] | None
     """(rule id, destination id) of every task when every rule matches every event, else None."""
-    expires_at: float
+    version: int
+    """The endpoint's ``config_version`` these rules were read at."""
 
 
 def _reads(tree: object, kind: str) -> bool:
@@ -76,7 +79,7 @@ def _reads(tree: object, kind: str) -> bool:
     return False
 
 
-def _endpoint_rules(environment: str, rules: list[tuple[_Rule, object]], expires_at: float) -> _EndpointRules:
+def _endpoint_rules(environment: str, rules: list[tuple[_Rule, object]], version: int) -> _EndpointRules:
     fixed = None
     if rules and all(rule.matches is ALWAYS for rule, _ in rules):
         fixed = tuple((rule.id, d) for rule, _ in rules for d in rule.destination_ids)
@@ -86,21 +89,18 @@ def _endpoint_rules(environment: str, rules: list[tuple[_Rule, object]], expires
         any(_reads(tree, "body") for _, tree in rules),
         any(_reads(tree, "meta") for _, tree in rules),
         fixed,
-        expires_at,
+        version,
     )
 
 
 class Router:
-    """One per worker process, shared by its flush lanes."""
+    """One per worker process, shared by its flush lanes. Each batch routes with the rules it checked (or
+    loaded) itself, so a lane that loaded older rules can never hand them to a batch read after a change."""
 
-    def __init__(self, ctx: Context, *, ttl_s: float | None = None) -> None:
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.ttl_s = ctx.settings.routing_cache_ttl_s if ttl_s is None else ttl_s
         self._cache: dict[str, _EndpointRules] = {}
         self._compiled: dict[str, tuple[object, Any]] = {}  # rule id → (tree, predicate)
-        self._pubsub: Any = None
-        self._subscribe_after = 0.0  # monotonic time of the next subscription try after a failure
-        self._reading = False
 
     async def route(self, conn: asyncpg.Connection, rows: Sequence[tuple]) -> list[tuple[str, str, str, str]]:
         """The delivery tasks ``rows`` (flush ``COLUMNS`` order) make, as ``TASK_COLUMNS`` tuples
@@ -110,19 +110,13 @@ class Router:
         """
         if not rows:
             return []
-        await self._read_invalidations()
-        now = time.monotonic()
-        cache = self._cache
-        wanted = {row[_ENDPOINT] for row in rows}
-        stale = [e for e in wanted if (c := cache.get(e)) is None or c.expires_at <= now]
-        if stale:
-            await self._load(conn, stale, now)
-        if not any((c := cache.get(e)) is not None and c.rules for e in wanted):
+        current = await self._current(conn, {row[_ENDPOINT] for row in rows})
+        if not any(c.rules for c in current.values()):
             return []
         tasks: list[tuple[str, str, str, str]] = []
         append = tasks.append
         for row in rows:
-            endpoint = cache.get(row[_ENDPOINT])
+            endpoint = current.get(row[_ENDPOINT])
             if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False:
                 continue
             pairs = endpoint.fixed if endpoint.fixed is not None else self._match(row, endpoint)
@@ -130,6 +124,23 @@ class Router:
             for rule_id, destination_id in pairs:
                 append((new_id("task"), event_id, rule_id, destination_id))
         return tasks
+
+    async def _current(self, conn: asyncpg.Connection, endpoint_ids: set[str]) -> dict[str, _EndpointRules]:
+        """The rules of these endpoints as of now: cached ones whose version is still current, the rest
+        reloaded. Deleted endpoints are left out (the insert drops their events)."""
+        versions = await db_routing.config_versions(conn, endpoint_ids)
+        cache = self._cache
+        current: dict[str, _EndpointRules] = {}
+        stale: list[str] = []
+        for endpoint_id, version in versions.items():
+            cached = cache.get(endpoint_id)
+            if cached is not None and cached.version == version:
+                current[endpoint_id] = cached
+            else:
+                stale.append(endpoint_id)
+        if stale:
+            current.update(await self._load(conn, stale))
+        return current
 
     def _match(self, row: tuple, endpoint: _EndpointRules) -> list[tuple[str, str]]:
         view = self._view(row, endpoint)
@@ -163,18 +174,24 @@ class Router:
             log.exception("routing: rule %s failed on event %s; not routed by it", rule.id, event_id)
             return False
 
-    async def _load(self, conn: asyncpg.Connection, endpoint_ids: list[str], now: float) -> None:
-        grouped: dict[str, tuple[str, list[tuple[_Rule, object]]]] = {}
+    async def _load(self, conn: asyncpg.Connection, endpoint_ids: list[str]) -> dict[str, _EndpointRules]:
+        grouped: dict[str, tuple[str, int, list[tuple[_Rule, object]]]] = {}
         for row in await db_routing.active_rules(conn, endpoint_ids):
-            _, rules = grouped.setdefault(row["endpoint_id"], (row["environment"], []))
+            _, _, rules = grouped.setdefault(row["endpoint_id"], (row["environment"], row["config_version"], []))
             if row["rule_id"] is None:
                 continue
             predicate = self._predicate(row["rule_id"], row["condition_tree"])
             if predicate is not None:
                 rules.append((_Rule(row["rule_id"], predicate, tuple(row["destination_ids"])), row["condition_tree"]))
-        for endpoint_id in endpoint_ids:
-            environment, rules = grouped.get(endpoint_id, ("", []))
-            self._cache[endpoint_id] = _endpoint_rules(environment, rules, now + self.ttl_s)
+        loaded = {e: _endpoint_rules(environment, rules, v) for e, (environment, v, rules) in grouped.items()}
+        cache = self._cache
+        if len(cache) + len(loaded) > _MAX_CACHED:
+            cache.clear()
+        for endpoint_id, rules in loaded.items():
+            cached = cache.get(endpoint_id)
+            if cached is None or cached.version < rules.version:  # another lane may have loaded newer ones
+                cache[endpoint_id] = rules
+        return loaded
 
     def _predicate(self, rule_id: str, tree: object) -> Any:
         known = self._compiled.get(rule_id)
@@ -190,36 +207,5 @@ class Router:
         self._compiled[rule_id] = (tree, predicate)
         return predicate
 
-    async def _read_invalidations(self) -> None:
-        """Drops the cache entries of endpoints announced on the rules channel (never blocks)."""
-        if self._reading:  # another lane is reading the channel right now
-            return
-        self._reading = True
-        try:
-            if self._pubsub is None:
-                if time.monotonic() < self._subscribe_after:
-                    return
-                self._pubsub = self.ctx.redis.pubsub()
-                await self._pubsub.subscribe(self.ctx.keys.rules_channel)
-                self._cache.clear()  # anything announced before the subscription was missed
-            while (message := await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0)) is not None:
-                data = message.get("data")
-                self._cache.pop(data.decode() if isinstance(data, bytes) else str(data), None)
-        except (RedisError, OSError) as exc:
-            log.warning("routing: rules channel unavailable (%s); relying on the %ss cache TTL", exc, self.ttl_s)
-            await self._drop_pubsub()
-            self._cache.clear()
-            self._subscribe_after = time.monotonic() + min(self.ttl_s, 5.0)
-        finally:
-            self._reading = False
-
-    async def _drop_pubsub(self) -> None:
-        pubsub, self._pubsub = self._pubsub, None
-        if pubsub is not None:
-            try:
-                await pubsub.aclose()
-            except (RedisError, OSError):
-                log.debug("routing: closing the rules subscription failed", exc_info=True)
-
     async def aclose(self) -> None:
-        await self._drop_pubsub()
+        """Nothing to release (the router holds no connection); kept for the flush's shutdown."""

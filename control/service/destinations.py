@@ -29,7 +29,7 @@ from control.records.destinations import (
 from control.routing import conditions
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint, require_write
-from control.service.rules import check_rule_count, routing_changed, rule_record
+from control.service.rules import check_rule_count, rule_record
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -203,7 +203,6 @@ async def create_destination(
                 active=True,
                 destination_ids=[row["id"]],
             )
-    await routing_changed(ctx, endpoint_id)
     created = DestinationCreated(**msgspec.structs.asdict(_destination(row)))
     if rule is not None:
         created.rule = rule_record(rule)
@@ -225,8 +224,6 @@ async def update_destination(
         row = await db_destinations.update(conn, principal.account_id, destination_id, changes)
     if row is None:
         raise _not_found(destination_id)
-    if changes:
-        await routing_changed(ctx, row["endpoint_id"])
     return _destination(row)
 
 
@@ -241,5 +238,4 @@ async def delete_destination(ctx: Context, principal: Principal, destination_id:
         if endpoint_id is None:
             raise _not_found(destination_id)
         deleted_rules = await db_destinations.delete(conn, destination_id)
-    await routing_changed(ctx, endpoint_id)
     return DestinationDeleted(id=destination_id, deleted_rule_ids=deleted_rules)

@@ -1,18 +1,16 @@
 """Routing rules: a validated condition tree and the destinations (of the same endpoint) it forwards to.
 
-Every change commits first, then publishes the endpoint id on the rules channel so flush workers drop
-their cached rules of that endpoint (:func:`routing_changed`).
+Nothing is announced after a change: committing it bumps the endpoint's ``config_version`` (a trigger,
+migration 0005), which every flush batch checks, so an event acknowledged after the 2xx is routed under it.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
 import msgspec
-from redis.exceptions import RedisError
 
 from control.db import destinations as db_destinations
 from control.db import rules as db_rules
@@ -33,12 +31,9 @@ __all__ = (
     "delete_rule",
     "get_rule",
     "list_rules",
-    "routing_changed",
     "rule_record",
     "update_rule",
 )
-
-log = logging.getLogger("hookyard.control.rules")
 
 MAX_RULES = 100
 """Per endpoint. The flush worker evaluates every active rule of an endpoint on each of its events."""
@@ -59,18 +54,6 @@ def rule_record(row: asyncpg.Record) -> Rule:
 
 def _not_found(rule_id: str) -> NotFoundError:
     return NotFoundError(f"rule {rule_id!r} not found")
-
-
-async def routing_changed(ctx: Context, endpoint_id: str) -> None:
-    """Tells flush workers (``rules_channel``) that the endpoint's rules or destinations changed.
-
-    Called after commit. A Redis failure is logged, not raised: the change is stored, and answering 500
-    would make the caller retry a write that succeeded. Workers also expire cached rules on their own.
-    """
-    try:
-        await ctx.redis.publish(ctx.keys.rules_channel, endpoint_id)
-    except (RedisError, OSError):
-        log.warning("could not publish the routing change of endpoint %s", endpoint_id, exc_info=True)
 
 
 def check_unique(destination_ids: Sequence[str]) -> None:
@@ -137,7 +120,6 @@ async def create_rule(ctx: Context, principal: Principal, endpoint_id: str, data
             active=data.active,
             destination_ids=data.destination_ids,
         )
-    await routing_changed(ctx, endpoint_id)
     return rule_record(row)
 
 
@@ -166,8 +148,6 @@ async def update_rule(ctx: Context, principal: Principal, rule_id: str, data: Ru
         )
         if row is None:
             raise _not_found(rule_id)
-    if changes or destination_ids is not msgspec.UNSET:
-        await routing_changed(ctx, endpoint_id)
     return rule_record(row)
 
 
@@ -180,5 +160,4 @@ async def delete_rule(ctx: Context, principal: Principal, rule_id: str) -> Delet
         endpoint_id = await db_rules.lock(conn, principal.account_id, rule_id)
         if endpoint_id is None or await db_rules.delete(conn, principal.account_id, rule_id) is None:
             raise _not_found(rule_id)
-    await routing_changed(ctx, endpoint_id)
     return Deleted(id=rule_id)
