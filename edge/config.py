@@ -1,18 +1,27 @@
 """The edge's in-process view of endpoint configs: a cache over Redis, invalidated over pub/sub.
 
-Control writes ``EdgeEndpoint`` records under ``Keys.endpoint_config(token)`` and publishes the token on
-``Keys.config_channel`` after each change; every edge node's listener drops that token (``*`` drops all),
-so a change applies everywhere within a pub/sub round trip. Unknown tokens are cached too (as ``None``),
-so a flood of bad tokens costs one Redis GET each per TTL, not one per request. The TTL is only a safety
-net for a lost message; after a listener reconnect the whole cache is dropped because messages may have
-been missed while it was away. Expiry is wall-clock time (``time.time()``), the clock the hot path reads
-anyway for the event's timestamp, so a cache hit costs one dict lookup and no clock call of its own.
+Control writes ``EdgeEndpoint`` records under ``Keys.endpoint_config(token)`` and then publishes a
+``ConfigNotice`` on ``Keys.config_channel``; every edge node's listener drops the tokens it names (``*``
+drops all) and confirms on the notice's ack key, and control answers the API call only once every listener
+confirmed. So a request that arrives after a change's 2xx is served under the change.
+
+That holds only while the listener is subscribed: while it is not (at start, after Redis dropped it, or
+when a PING goes unanswered), nothing is served from the cache and every request reads Redis itself.
+Concurrent misses of one token share one Redis GET (a task; the others await it, and its failure reaches
+them all), so a cold edge answers a burst with one lookup per token, not one per request. A notice detaches
+the lookups in flight for its tokens, so no request that arrives after it gets what was read before.
+
+Unknown tokens (and tombstones of deleted endpoints) are cached too, as ``None``, so a flood of bad tokens
+costs one Redis GET each per TTL, not one per request. The TTL is only a safety net. Expiry is wall-clock
+time (``time.time()``), the clock the hot path reads anyway for the event's timestamp, so a cache hit costs
+one dict lookup and no clock call of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 
@@ -22,74 +31,155 @@ from redis.exceptions import RedisError
 
 from edge.trust import ServedEndpoint
 from shared.keys import Keys
-from shared.wire import decode_edge_endpoint
+from shared.wire import decode_config_notice, decode_edge_endpoint
 
-__all__ = ("EndpointCache",)
+__all__ = ("ACK_TTL_S", "EndpointCache")
 
 log = logging.getLogger("hookyard.edge")
 
+ACK_TTL_S = 60
+"""Life of an ack list: control deletes it once it has its acks; this only clears lists nobody waits on."""
+
 
 class EndpointCache:
-    def __init__(self, redis: aioredis.Redis, keys: Keys, *, ttl_s: float = 30.0, max_entries: int = 100_000) -> None:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keys,
+        *,
+        ttl_s: float = 30.0,
+        max_entries: int = 100_000,
+        ping_every_s: float = 5.0,
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self._ttl_s = ttl_s
         self._max_entries = max_entries
+        self._ping_every_s = ping_every_s
         self.entries: dict[str, tuple[ServedEndpoint | None, float]] = {}
         """token → (config or None for an unknown token, expiry as ``time.time()``). The hot path reads it
-        directly; it is cleared and updated in place, never replaced."""
+        directly; it is cleared and updated in place, never replaced, and empty while not listening."""
+        self._inflight: dict[str, asyncio.Task[ServedEndpoint | None]] = {}
         # Bumped on every invalidation: a lookup that started before one must not store what it read.
         self._generation = 0
         self.listening = asyncio.Event()
+        """Set while the listener is subscribed; only then is anything cached or shared."""
 
     async def get(self, token: str) -> ServedEndpoint | None:
-        """The config serving ``token``; None for an unknown (or empty) token."""
+        """The config serving ``token``; None for an unknown (or empty) token or a deleted endpoint.
+
+        Raises what the Redis client raises when the lookup fails (every request sharing it gets it).
+        """
         if not token:
             return None
         entry = self.entries.get(token)
-        now = time.time()
-        if entry is not None and entry[1] > now:
+        if entry is not None and entry[1] > time.time():
             return entry[0]
+        if not self.listening.is_set():
+            # No notice would tell a lookup in flight that it went stale: each request reads for itself.
+            return await self._lookup(token)
+        task = self._inflight.get(token)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._lookup(token), name="edge-config-lookup")
+            self._inflight[token] = task
+            task.add_done_callback(functools.partial(self._landed, token))
+        # Shielded: a request that gives up (its sender went away) does not cancel the others' lookup.
+        return await asyncio.shield(task)
+
+    async def _lookup(self, token: str) -> ServedEndpoint | None:
         generation = self._generation
         raw = await self._redis.get(self._keys.endpoint_config(token))
         config = None
         if raw is not None:
             try:
-                config = ServedEndpoint(decode_edge_endpoint(raw), self._keys)
+                endpoint = decode_edge_endpoint(raw)
+                config = None if endpoint.deleted else ServedEndpoint(endpoint, self._keys)
             except (msgspec.MsgspecError, ValueError):
                 log.error("edge config of a token is unreadable; serving it as unknown until control rewrites it")
-        if generation == self._generation:
+        if generation == self._generation and self.listening.is_set():
             if len(self.entries) >= self._max_entries:
                 self.entries.clear()
-            self.entries[token] = (config, now + self._ttl_s)
+            self.entries[token] = (config, time.time() + self._ttl_s)
         return config
 
+    def _landed(self, token: str, task: asyncio.Task[ServedEndpoint | None]) -> None:
+        if self._inflight.get(token) is task:
+            del self._inflight[token]
+        if not task.cancelled():
+            task.exception()  # marks a failure as seen: every request awaiting it got it already
+
     def invalidate(self, token: str) -> None:
+        """Drops the token's cached config (``*``: every token) and detaches its lookup in flight."""
         self._generation += 1
         if token == "*":
             self.entries.clear()
+            self._inflight.clear()
         else:
             self.entries.pop(token, None)
+            self._inflight.pop(token, None)
 
     async def listen(self) -> None:
         """Runs for the life of the process; reconnects with backoff when Redis goes away."""
         delay = 0.1
         while True:
-            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._redis.pubsub()
             try:
-                await pubsub.subscribe(self._keys.config_channel)
-                self.invalidate("*")
+                await self._subscribe(pubsub)
+                self.invalidate("*")  # anything announced before the subscription took effect was missed
                 self.listening.set()
                 delay = 0.1
-                async for message in pubsub.listen():
-                    data = message.get("data")
-                    if isinstance(data, bytes):
-                        self.invalidate(data.decode())
+                await self._serve_notices(pubsub)
             except (RedisError, OSError) as exc:
-                self.listening.clear()
                 log.warning("config listener lost Redis (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            except Exception:  # a bug here must not end invalidation for the life of the process
+                log.exception("config listener failed; retrying in %.1fs", delay)
             finally:
+                # Not listening: nothing cached may be served, nothing in flight shared.
+                self.listening.clear()
+                self.invalidate("*")
                 with contextlib.suppress(RedisError, OSError):
                     await pubsub.aclose()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _subscribe(self, pubsub: aioredis.client.PubSub) -> None:
+        """Returns once Redis confirmed the subscription: every PUBLISH from then on reaches this listener."""
+        await pubsub.subscribe(self._keys.config_channel)
+        async with asyncio.timeout(10):
+            while True:
+                message = await pubsub.get_message(timeout=1.0)
+                if message is not None and message["type"] == "subscribe":
+                    return
+
+    async def _serve_notices(self, pubsub: aioredis.client.PubSub) -> None:
+        """Applies notices until the connection fails; a PING after each quiet interval proves it alive."""
+        loop = asyncio.get_running_loop()
+        heard = loop.time()
+        while True:
+            message = await pubsub.get_message(timeout=self._ping_every_s)
+            if message is None:
+                if loop.time() - heard > 1.5 * self._ping_every_s:
+                    raise ConnectionError(f"no answer to PING within {self._ping_every_s:.0f}s")
+                await pubsub.ping()
+                continue
+            heard = loop.time()
+            if message["type"] == "message":
+                await self._apply(message["data"])
+
+    async def _apply(self, data: bytes) -> None:
+        try:
+            notice = decode_config_notice(data)
+        except (msgspec.MsgspecError, UnicodeDecodeError):
+            log.error("unreadable config notice; dropping every cached config")
+            self.invalidate("*")
+            return
+        for token in notice.tokens:
+            self.invalidate(token)
+        if notice.ack is not None:
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.rpush(notice.ack, 1)
+                    pipe.expire(notice.ack, ACK_TTL_S)
+                    await pipe.execute()
+            except (RedisError, OSError) as exc:  # control waits out its timeout and says so
+                log.warning("could not confirm a config change (%s)", exc)

@@ -49,14 +49,18 @@ class Keys:
 
     @property
     def config_channel(self) -> str:
-        """Pub/sub channel carrying the ingest token whose config changed (edge cache invalidation)."""
+        """Pub/sub channel carrying a ``shared.wire.ConfigNotice``: the ingest tokens whose config changed
+        (edge cache invalidation) and the key on which each edge listener confirms it (``config_ack``)."""
         return f"{self.prefix}config"
 
+    def config_ack(self, change_id: str) -> str:
+        """List that every edge listener RPUSHes to once it dropped the tokens of one change; short-lived."""
+        return f"{self.prefix}config:ack:{change_id}"
+
     @property
-    def rules_channel(self) -> str:
-        """Pub/sub channel carrying the endpoint id whose routing rules or destinations changed (committed);
-        flush workers drop their cached rules of that endpoint."""
-        return f"{self.prefix}rules"
+    def config_marker(self) -> str:
+        """Written by the sweep once it rebuilt the edge configs; its absence means Redis lost its data."""
+        return f"{self.prefix}config:marker"
 
     # -- wakeups and limits ----------------------------------------------------------------------
     def event_channel(self, endpoint_id: str) -> str:

@@ -97,9 +97,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Consecutive failed attempts to one destination that open its circuit (its tasks then wait)."""
     circuit_cooldown_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     """How long an open circuit waits before one probe attempt may test the destination again."""
-    routing_cache_ttl_s: Annotated[float, msgspec.Meta(ge=0)] = 5.0
-    """Longest time the flush worker routes with cached rules of an endpoint, should a change
-    notification be lost."""
+    config_ack_timeout_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 2.0
+    """How long a configuration change waits for every edge listener to confirm it dropped its cached copy
+    before answering anyway (with a warning in the log naming how many did not); 0 does not wait."""
     rate_limit_per_s: Positive = 50
     rate_limit_burst: Positive = 100
     db_pool_max: Annotated[int, msgspec.Meta(ge=2, le=200)] = 10

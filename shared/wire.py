@@ -2,7 +2,10 @@
 
 ``EdgeEndpoint`` is what control writes under ``Keys.endpoint_config(token)`` and the edge reads to serve
 that token: everything the hot path needs, nothing it must look up elsewhere. It is rebuilt from Postgres
-(the source of truth) on every change and by the sweep, so losing Redis never loses configuration.
+(the source of truth) on every change and by the sweep, so losing Redis never loses configuration. It
+carries the endpoint's config version, and writers replace it only with a newer one; a deleted endpoint
+leaves a tombstone (``deleted``), so a writer that read before the delete cannot bring it back.
+``ConfigNotice`` is what control publishes on ``Keys.config_channel`` after writing one.
 
 >>> cfg = EdgeEndpoint(endpoint_id="ep_1", account_id="acct_1", environment="production")
 >>> decode_edge_endpoint(encode(cfg)) == cfg
@@ -16,9 +19,11 @@ from typing import Literal
 import msgspec
 
 __all__ = (
+    "ConfigNotice",
     "EdgeAuth",
     "EdgeEndpoint",
     "IngestRecord",
+    "decode_config_notice",
     "decode_edge_endpoint",
     "decode_records",
     "encode",
@@ -44,10 +49,23 @@ class EdgeEndpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     auth: EdgeAuth = EdgeAuth()
     allowlist: tuple[str, ...] = ()
     """CIDRs; empty allows every source, non-empty denies by default."""
+    version: int = 0
+    """``endpoints.config_version`` this was built from (0: written before versions existed). The write is a
+    compare-and-set on it (``control.service.edge_config``); read at the top level by a Lua script."""
+    deleted: bool = False
+    """A tombstone: the endpoint is gone and the edge serves its token as unknown (404)."""
+
+
+class ConfigNotice(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Drop these tokens (``*``: every token), then RPUSH to ``ack`` when one is given."""
+
+    tokens: tuple[str, ...]
+    ack: str | None = None
 
 
 _encoder = msgspec.json.Encoder()
 _edge_endpoint_decoder = msgspec.json.Decoder(EdgeEndpoint)
+_config_notice_decoder = msgspec.json.Decoder(ConfigNotice)
 
 
 def encode(obj: msgspec.Struct) -> bytes:
@@ -56,6 +74,17 @@ def encode(obj: msgspec.Struct) -> bytes:
 
 def decode_edge_endpoint(data: bytes) -> EdgeEndpoint:
     return _edge_endpoint_decoder.decode(data)
+
+
+def decode_config_notice(data: bytes) -> ConfigNotice:
+    """Also reads a bare token, what control published before notices had acks (a rolling deploy).
+
+    >>> decode_config_notice(b"abc")
+    ConfigNotice(tokens=('abc',), ack=None)
+    """
+    if data[:1] != b"{":
+        return ConfigNotice(tokens=(data.decode(),))
+    return _config_notice_decoder.decode(data)
 
 
 class IngestRecord(msgspec.Struct, array_like=True, gc=False):

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import NamedTuple
 
 import asyncpg
 
 __all__ = (
+    "Deleted",
     "count_for_account",
     "delete",
     "edge_rows",
     "get",
     "insert",
     "list_for_account",
+    "next_config_version",
     "set_signing_secret",
     "update",
 )
@@ -110,15 +113,34 @@ async def set_signing_secret(
     )
 
 
-async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> str | None:
-    """Deletes the endpoint and, by cascade, its events, deliveries, rules...; returns its ingest token."""
-    return await conn.fetchval(
-        "DELETE FROM endpoints WHERE id = $1 AND account_id = $2 RETURNING ingest_token", endpoint_id, account_id
+class Deleted(NamedTuple):
+    ingest_token: str
+    tombstone_version: int
+    """A config version above every version the endpoint ever had (taken once its row was deleted)."""
+
+
+async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> Deleted | None:
+    """Deletes the endpoint and, by cascade, its events, deliveries, rules...; None for an unknown id.
+
+    The tombstone version is drawn in the same statement, after the row lock: every bump of this endpoint
+    committed before it, so a config read at any time before the delete has a lower version.
+    """
+    row = await conn.fetchrow(
+        """DELETE FROM endpoints WHERE id = $1 AND account_id = $2
+           RETURNING ingest_token, nextval('hy_config_version') AS tombstone_version""",
+        endpoint_id,
+        account_id,
     )
+    return None if row is None else Deleted(row["ingest_token"], row["tombstone_version"])
+
+
+async def next_config_version(conn: asyncpg.Connection) -> int:
+    """A version above every config version committed so far (tombstones of endpoints found gone)."""
+    return await conn.fetchval("SELECT nextval('hy_config_version')")
 
 
 _EDGE_SELECT = """
-    SELECT e.id, e.account_id, e.environment, e.ingest_token, e.expires_at, e.signing_secret,
+    SELECT e.id, e.account_id, e.environment, e.ingest_token, e.expires_at, e.signing_secret, e.config_version,
            a.hmac_enabled, a.secret, a.header_name, a.tolerance_seconds, a.on_failure, a.log_blocked_ips,
            coalesce((SELECT array_agg(host(l.cidr) || '/' || masklen(l.cidr) ORDER BY l.created_at)
                        FROM allowlist_entries l WHERE l.endpoint_id = e.id), '{}') AS allowlist
@@ -127,13 +149,8 @@ _EDGE_SELECT = """
 
 
 async def edge_rows(conn: asyncpg.Connection, endpoint_ids: list[str] | None = None) -> list[asyncpg.Record]:
-    """What the edge needs to serve each endpoint (all endpoints when ``endpoint_ids`` is None)."""
+    """What the edge needs to serve each endpoint, with its ``config_version`` (all endpoints when
+    ``endpoint_ids`` is None)."""
     if endpoint_ids is None:
         return await conn.fetch(_EDGE_SELECT)
     return await conn.fetch(_EDGE_SELECT + " WHERE e.id = any($1::text[])", endpoint_ids)
-
-
-async def existing_tokens(conn: asyncpg.Connection, ingest_tokens: list[str]) -> set[str]:
-    """Which of these ingest tokens still belong to an endpoint."""
-    rows = await conn.fetch("SELECT ingest_token FROM endpoints WHERE ingest_token = any($1::text[])", ingest_tokens)
-    return {row["ingest_token"] for row in rows}

@@ -1,20 +1,67 @@
 """Keeps the edge's view of every endpoint (Redis) in step with Postgres, the source of truth.
 
-Control calls ``sync`` after committing a change and ``remove`` after a delete; each also publishes the
-token on the config channel so every edge node drops its cached copy at once. ``resync_all`` rebuilds the
-whole picture (at start and from the sweep), so a Redis that lost its data, or a write lost between the
-commit and Redis, heals within one sweep interval.
+Control calls ``sync`` after committing a change and ``remove`` after a delete. Each write is a
+compare-and-set on the endpoint's config version (``endpoints.config_version``, bumped by Postgres on every
+change, migration 0005), done by one Lua script on the one key: it never replaces a newer config, and a
+delete leaves a tombstone (a version above any the endpoint had, kept a day) rather than nothing. So no
+writer that read Postgres before a change can undo it: not a sweep racing a delete, not two syncs crossing.
+
+After writing, control publishes a ``ConfigNotice`` on the config channel and waits until every edge
+listener (PUBLISH says how many got it) confirmed it dropped its cached copy, at most
+``config_ack_timeout_s``: once the API answers 2xx, every edge serves the new config. A listener that is not
+connected does not serve from its cache at all (``edge.config``), so a missed notice cannot leave it stale.
+
+``resync_all`` rebuilds the whole picture (the sweep, at start, every interval and at once when Redis lost
+its data), so a write lost between the commit and Redis heals too.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Sequence
+
 import asyncpg
+from redis.exceptions import RedisError
 
+from control.context import Context
 from control.db import endpoints as db_endpoints
-from control.service import Context
-from shared.wire import EdgeAuth, EdgeEndpoint, encode
+from shared.wire import ConfigNotice, EdgeAuth, EdgeEndpoint, encode
 
-__all__ = ("remove", "resync_all", "sync")
+__all__ = ("TOMBSTONE_TTL_MS", "remove", "resync_all", "sync", "write")
+
+log = logging.getLogger("hookyard.control.edge_config")
+
+TOMBSTONE_TTL_MS = 86_400_000
+"""How long a deleted endpoint's tombstone stays: far longer than any writer holds a read of Postgres."""
+_ALL_TOKENS_ABOVE = 100
+"""A notice naming more tokens than this says ``*`` (drop everything) instead, as after a rebuild."""
+_WRITE_CHUNK = 1000
+
+# KEYS[1]: the config key. ARGV: version, encoded config, tombstone TTL in ms ('0' for a live config).
+# Writes unless the stored config is newer, is this very one, or is a tombstone that a tombstone would
+# only renew (so tombstones expire). Anything unreadable is replaced. Returns 1 when it wrote.
+_CAS = """
+local current = redis.call('GET', KEYS[1])
+if current then
+    local ok, stored = pcall(cjson.decode, current)
+    if ok and type(stored) == 'table' then
+        local stored_version = tonumber(stored['version']) or 0
+        local version = tonumber(ARGV[1])
+        if stored_version > version then return 0 end
+        if stored_version == version and current == ARGV[2] then return 0 end
+        if stored['deleted'] == true and ARGV[3] ~= '0' then return 0 end
+    end
+end
+if ARGV[3] ~= '0' then
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+else
+    redis.call('SET', KEYS[1], ARGV[2])
+end
+return 1
+"""
 
 
 def _record(row: asyncpg.Record) -> EdgeEndpoint:
@@ -33,67 +80,102 @@ def _record(row: asyncpg.Record) -> EdgeEndpoint:
             log_blocked_ips=row["log_blocked_ips"],
         ),
         allowlist=tuple(row["allowlist"]),
+        version=row["config_version"],
     )
 
 
-async def sync(ctx: Context, conn: asyncpg.Connection, endpoint_ids: list[str]) -> None:
-    rows = await db_endpoints.edge_rows(conn, endpoint_ids)
-    if not rows:
-        return
-    async with ctx.redis.pipeline(transaction=False) as pipe:
-        for row in rows:
-            pipe.set(ctx.keys.endpoint_config(row["ingest_token"]), encode(_record(row)))
-            pipe.publish(ctx.keys.config_channel, row["ingest_token"])
-        await pipe.execute()
-    await _drop_vanished(ctx, conn, [row["ingest_token"] for row in rows])
+def _tombstone(version: int) -> EdgeEndpoint:
+    return EdgeEndpoint(endpoint_id="", account_id="", environment="", version=version, deleted=True)
 
 
-async def _drop_vanished(ctx: Context, conn: asyncpg.Connection, written: list[str]) -> int:
-    """Deletes the configs just written whose endpoint was deleted meanwhile.
-
-    A delete commits, then removes the config. Had that removal run between our read and our write, the
-    write would bring a deleted endpoint back to the edge, which would acknowledge events the flush then
-    drops. Reading again after the write closes that window: a delete that commits before this read is
-    undone here, and one that commits after it removes the config itself.
-    """
-    if not written:
-        return 0
-    vanished = set(written) - await db_endpoints.existing_tokens(conn, written)
-    if vanished:
+async def write(ctx: Context, configs: Sequence[tuple[str, EdgeEndpoint]]) -> list[str]:
+    """Compare-and-set of each (ingest token, config); returns the tokens whose key it changed."""
+    script = ctx.redis.register_script(_CAS)
+    written: list[str] = []
+    for start in range(0, len(configs), _WRITE_CHUNK):
+        chunk = configs[start : start + _WRITE_CHUNK]
         async with ctx.redis.pipeline(transaction=False) as pipe:
-            for token in vanished:
-                pipe.delete(ctx.keys.endpoint_config(token))
-                pipe.publish(ctx.keys.config_channel, token)
-            await pipe.execute()
-    return len(vanished)
+            for token, config in chunk:
+                args = [config.version, encode(config), TOMBSTONE_TTL_MS if config.deleted else 0]
+                await script(keys=[ctx.keys.endpoint_config(token)], args=args, client=pipe)
+            results = await pipe.execute()
+        written.extend(token for (token, _), done in zip(chunk, results, strict=True) if done)
+    return written
 
 
-async def remove(ctx: Context, ingest_token: str) -> None:
-    async with ctx.redis.pipeline(transaction=False) as pipe:
-        pipe.delete(ctx.keys.endpoint_config(ingest_token))
-        pipe.publish(ctx.keys.config_channel, ingest_token)
-        await pipe.execute()
+async def sync(ctx: Context, conn: asyncpg.Connection, endpoint_ids: list[str]) -> None:
+    """Writes the endpoints' configs as committed now; returns once every edge dropped its old copy."""
+    rows = await db_endpoints.edge_rows(conn, endpoint_ids)
+    if not rows:  # deleted meanwhile: the delete writes its tombstone itself
+        return
+    await write(ctx, [(row["ingest_token"], _record(row)) for row in rows])
+    # Announced even when the write found a newer config in place: its writer may not have announced yet.
+    await _announce(ctx, [row["ingest_token"] for row in rows], confirm=True)
+
+
+async def remove(ctx: Context, ingest_token: str, tombstone_version: int) -> None:
+    """Replaces the config of a deleted endpoint by a tombstone; returns once every edge answers 404."""
+    await write(ctx, [(ingest_token, _tombstone(tombstone_version))])
+    await _announce(ctx, [ingest_token], confirm=True)
 
 
 async def resync_all(ctx: Context) -> tuple[int, int]:
-    """Writes every endpoint's config and deletes configs of endpoints that no longer exist.
+    """Writes every endpoint's config and a tombstone over the configs of endpoints that no longer exist.
 
-    Returns (written, removed). Tokens whose value did not change are rewritten too: SET is idempotent
-    and comparing would cost the same round trip.
+    Returns (configs written, tombstones written); a key that already holds what it should is left alone,
+    so a quiet resync writes nothing and announces nothing.
     """
     # Redis is scanned before Postgres is read: a config written after the scan (an endpoint created
     # meanwhile) is then never mistaken for stale, while a scanned key whose endpoint is gone by the read is.
-    seen = [key async for key in ctx.redis.scan_iter(match=ctx.keys.endpoint_config_pattern(), count=1000)]
+    seen = {_text(key) async for key in ctx.redis.scan_iter(match=ctx.keys.endpoint_config_pattern(), count=1000)}
     async with ctx.pool.acquire() as conn:
         rows = await db_endpoints.edge_rows(conn)
-        wanted = {ctx.keys.endpoint_config(row["ingest_token"]): encode(_record(row)) for row in rows}
-        stale = [k for k in seen if (k.decode() if isinstance(k, bytes) else k) not in wanted]
-        async with ctx.redis.pipeline(transaction=False) as pipe:
-            for key, value in wanted.items():
-                pipe.set(key, value)
-            if stale:
-                pipe.delete(*stale)
-            pipe.publish(ctx.keys.config_channel, "*")
-            await pipe.execute()
-        vanished = await _drop_vanished(ctx, conn, [row["ingest_token"] for row in rows])
-    return len(wanted) - vanished, len(stale) + vanished
+        # Drawn after the read: above the version of every delete that made a scanned key stale.
+        tombstone_version = await db_endpoints.next_config_version(conn)
+    live = [(row["ingest_token"], _record(row)) for row in rows]
+    wanted = {ctx.keys.endpoint_config(token) for token, _ in live}
+    prefix = ctx.keys.endpoint_config("")
+    gone = [(key.removeprefix(prefix), _tombstone(tombstone_version)) for key in seen if key not in wanted]
+    written = await write(ctx, live + gone)
+    await _announce(ctx, written, confirm=False)
+    buried = len({token for token, _ in gone} & set(written))
+    return len(written) - buried, buried
+
+
+async def _announce(ctx: Context, tokens: list[str], *, confirm: bool) -> None:
+    """Publishes the notice; with ``confirm``, waits for as many acks as PUBLISH reported receivers."""
+    if not tokens:
+        return
+    timeout_s = ctx.settings.config_ack_timeout_s
+    ack = ctx.keys.config_ack(uuid.uuid4().hex) if confirm and timeout_s > 0 else None
+    notice = ConfigNotice(tokens=("*",) if len(tokens) > _ALL_TOKENS_ABOVE else tuple(tokens), ack=ack)
+    receivers = await ctx.redis.publish(ctx.keys.config_channel, encode(notice))
+    if ack is None or not receivers:
+        return
+    confirmed = 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    try:
+        while confirmed < receivers and (remaining := deadline - loop.time()) > 0:
+            # BLPOP's timeout 0 would block for ever: never ask for less than a millisecond.
+            if await ctx.redis.blpop([ack], timeout=max(round(remaining, 3), 0.001)) is None:
+                break
+            confirmed += 1
+    except (RedisError, OSError) as exc:
+        log.warning("edge config: waiting for the edges' confirmation failed (%s)", exc)
+    finally:
+        with contextlib.suppress(RedisError, OSError):
+            await ctx.redis.delete(ack)
+    if confirmed < receivers:
+        log.warning(
+            "edge config: %d of %d edge listeners did not confirm a change (%d endpoint(s)) within %.1fs; they "
+            "may serve the previous config until their cache entry expires",
+            receivers - confirmed,
+            receivers,
+            len(tokens),
+            timeout_s,
+        )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

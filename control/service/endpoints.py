@@ -129,8 +129,8 @@ async def delete_endpoint(ctx: Context, principal: Principal, endpoint_id: str) 
     if not ids.is_id(endpoint_id, "ep"):
         raise _not_found(endpoint_id)
     async with ctx.pool.acquire() as conn:
-        token = await db_endpoints.delete(conn, principal.account_id, endpoint_id)
-    if token is None:
+        deleted = await db_endpoints.delete(conn, principal.account_id, endpoint_id)
+    if deleted is None:
         raise _not_found(endpoint_id)
-    await edge_config.remove(ctx, token)
+    await edge_config.remove(ctx, deleted.ingest_token, deleted.tombstone_version)
     return endpoint_id

@@ -1,8 +1,9 @@
 """Trust settings of an endpoint: inbound signature verification (auth config), the platform signing
 secret's rotation, and the source-IP allowlist.
 
-Every change is committed first and then pushed to the edge (``edge_config.sync``), which applies it
-within a second. The verification secret is write-only: no answer here ever contains it.
+Every change is committed first and then pushed to the edge (``edge_config.sync``), which returns once every
+edge applied it: a request sent after the 2xx is checked under the change. The verification secret is
+write-only: no answer here ever contains it.
 """
 
 from __future__ import annotations
