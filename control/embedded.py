@@ -68,6 +68,18 @@ class EmbeddedServers:
         self._redis: _Redis | None = None
         self._owner = os.getpid()
 
+    def stop_postgres(self) -> None:
+        """Stops the embedded Postgres (fast shutdown) and keeps everything else: with ``start_postgres``, a
+        server restart, which is what the fault bench and tests put the workers through."""
+        if self._pgdata is not None:
+            _stop_postgres(self._pg, self._pgdata)
+            self._pg = None
+
+    def start_postgres(self) -> None:
+        """Starts the embedded Postgres again on its data (same socket, same DSN)."""
+        if self._pgdata is not None and self._pg is None:
+            self._pg, self.database_url = _start_postgres(self._pgdata)
+
     def stop(self) -> None:
         """Redis first (SIGTERM makes it fsync the AOF), then Postgres (fast shutdown: sessions are closed,
         committed data is safe), then the lock. A forked child running atexit handlers leaves them alone."""
