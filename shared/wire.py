@@ -101,8 +101,12 @@ class IngestRecord(msgspec.Struct, array_like=True, gc=False):
     """Unix time in microseconds, taken by the edge when the request arrived."""
     method: str
     path: str
-    """Sub-path after the ingest token ('' when none), without the leading slash."""
+    """Sub-path after the ingest token ('' when none), without the leading slash, as the sender wrote it
+    (ASGI ``raw_path``: percent escapes kept, never decoded); any byte outside printable ASCII is
+    percent-encoded (``shared.uri.uri_text``), so it is always text Postgres can hold."""
     query: str
+    """Query string without the ``?`` ('' when none), as the sender wrote it (ASGI ``query_string``), with
+    the same encoding as ``path``."""
     headers: list[tuple[bytes, bytes]]
     """Raw, in arrival order, names lowercased (as ASGI delivers them), repeats kept; decoded by the worker,
     not on the edge's hot path."""
