@@ -40,6 +40,13 @@ The MAC is checked before the tolerance: a wrong secret then always reads ``sign
 meaning), never a forged one with an old timestamp. The signed timestamp is the integer's decimal form, as
 the reference libraries use it (``t=0017`` signs ``17``).
 
+A header the check reads that arrives more than once is ``malformed_header`` (:func:`repeated_header`):
+a ``dict`` of the headers keeps only the last copy, while the stored event keeps both (joined with ", "),
+so a verdict from one copy would describe a request other than the one stored. Without a custom header
+the check reads every known signature header (detection looks at all of them) and, for ``identity``, the
+id and timestamp headers of the detected family; with one, that header and, for an ``identity``-shaped
+value, the id and timestamp pair it uses.
+
 A custom header's value shape: ``sha256=...`` is code_host; a first comma-separated item starting with
 ``t=``, ``v1=`` or ``v0=`` is payments; any other value with a comma is identity (``v1,<b64>`` entries, id
 and timestamp from the first complete ``relay-*`` / ``webhook-*`` / ``svix-*`` pair); no comma is commerce
@@ -62,7 +69,7 @@ import hmac
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Final, Literal, NamedTuple
 
@@ -84,6 +91,7 @@ __all__ = (
     "Verifier",
     "detect_family",
     "detect_scheme",
+    "repeated_header",
     "sign",
     "verifier",
     "verify",
@@ -316,6 +324,38 @@ def detect_family(headers: RawHeaders) -> str | None:
     replay can re-sign with the same names."""
     found = _find(headers)
     return None if found is None else found[1]
+
+
+def repeated_header(
+    headers: Sequence[tuple[bytes, bytes]], raw: RawHeaders, header_name: str | None = None
+) -> Verdict | None:
+    """``malformed_header`` when a header the check of this request reads arrived more than once; else None.
+
+    ``headers`` is the request's list (ASGI's), ``raw`` its ``dict``. Only worth calling when the two differ
+    in length, which is the only way any header can be repeated: the edge calls it for those requests alone.
+    """
+    seen: set[bytes] = set()
+    repeated: set[bytes] = set()
+    for name, _ in headers:
+        if name in seen:
+            repeated.add(name)
+        seen.add(name)
+    if header_name:
+        custom = _header_name(header_name)
+        value = _custom(raw, custom)
+        if custom in repeated:
+            return _verdict(_shape(value or b""), MALFORMED_HEADER)
+        if value is None or _shape(value) != "identity":
+            return None
+        pair = next((p for p in _IDENTITY_PAIRS if raw.get(p[0]) and raw.get(p[1])), None)
+        return None if pair is None or repeated.isdisjoint(pair) else _verdict("identity", MALFORMED_HEADER)
+    names = _SIGNATURE_NAMES.intersection(repeated)
+    if names:
+        return _verdict(_SIGNATURE_HEADERS[min(names, key=lambda n: _SIGNATURE_HEADERS[n][2])][0], MALFORMED_HEADER)
+    found = _find(raw)
+    if found is None or found[0] != "identity" or repeated.isdisjoint(_IDENTITY_IDS[found[1]]):
+        return None
+    return _verdict("identity", MALFORMED_HEADER)
 
 
 # -- verification -----------------------------------------------------------------------------------
