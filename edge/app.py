@@ -2,7 +2,9 @@
 
 ``create_app()`` is the factory granian loads (``--factory edge.app:create_app``). The lifespan opens
 a redis-py client per process (configuration, pub/sub, health) and one pipelining RESP connection
-for the ingest stream writes (``edge.resp``). Every non-2xx is the shared error envelope, pre-encoded where it is fixed.
+for the ingest stream writes (``edge.resp``). Every non-2xx is the shared error envelope, pre-encoded where
+it is fixed, an unexpected exception included (``500 internal_error``): no request ever gets the server's
+plain-text 500.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from edge.clientip import ClientIP
 from edge.config import EndpointCache
 from edge.ingest import Ingest
 from edge.resp import RespConnection
-from edge.respond import send_error, send_json
+from edge.respond import send_error, send_internal_error, send_json
 from edge.stream import StreamWriter
 from shared import redis_client
 from shared.keys import Keys
 from shared.settings import Settings, load_settings
+from shared.uri import uri_text
 
 __all__ = ("EDGE_GC_THRESHOLD", "EdgeApp", "create_app")
 
@@ -49,26 +52,44 @@ class EdgeApp:
         self._listener: asyncio.Task[None] | None = None
 
     def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Awaitable[None]:
-        """A plain method that hands back the handler's coroutine: no wrapper coroutine per request."""
-        kind = scope["type"]
-        if kind == "http":
-            path = scope["path"]
-            if path.startswith("/h/"):
-                return self.ingest(scope, receive, send)  # type: ignore[misc]
-            if path == "/healthz":
-                return self._healthz(send)
-            return send_error(send, 404, "not_found", f"no route for {scope['method']} {path}")
-        if kind == "lifespan":
-            return self._lifespan(receive, send)
-        return _ignore()
+        """A plain method that hands back the handler's coroutine: no wrapper coroutine per request.
 
-    async def _healthz(self, send: Any) -> None:
+        Routes on the raw path (what the sender wrote; ingest stores it verbatim). Each handler answers
+        its own unexpected exceptions with the ``500 internal_error`` envelope; the ``try`` here (free
+        when nothing raises) does the same for anything that fails before a handler exists.
+        """
         try:
-            await self.redis.ping()  # type: ignore[union-attr]
-        except Exception as exc:  # noqa: BLE001 - any failure means "cannot serve"
-            await send_error(send, 503, "unavailable", f"redis unavailable: {type(exc).__name__}")
-            return
-        await send_json(send, 200, _OK)
+            kind = scope["type"]
+            if kind == "http":
+                path = scope["raw_path"]
+                if path.startswith(b"/h/"):
+                    return self.ingest(scope, receive, send)  # type: ignore[misc]
+                if path == b"/healthz":
+                    return self._healthz(scope, send)
+                return self._not_found(scope, send)
+            if kind == "lifespan":
+                return self._lifespan(receive, send)
+            return _ignore()
+        except Exception as exc:  # noqa: BLE001 - never the server's bare 500
+            return send_internal_error(scope, send, exc)
+
+    async def _healthz(self, scope: dict[str, Any], send: Any) -> None:
+        try:
+            try:
+                await self.redis.ping()  # type: ignore[union-attr]
+            except Exception as exc:  # noqa: BLE001 - any failure means "cannot serve"
+                await send_error(send, 503, "unavailable", f"redis unavailable: {type(exc).__name__}")
+                return
+            await send_json(send, 200, _OK)
+        except Exception as exc:  # noqa: BLE001 - never the server's bare 500
+            await send_internal_error(scope, send, exc)
+
+    async def _not_found(self, scope: dict[str, Any], send: Any) -> None:
+        try:
+            path = uri_text(scope["raw_path"])
+            await send_error(send, 404, "not_found", f"no route for {scope['method']} {path}")
+        except Exception as exc:  # noqa: BLE001 - never the server's bare 500
+            await send_internal_error(scope, send, exc)
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         thresholds = gc.get_threshold()

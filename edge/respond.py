@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgspec
 
 from shared.errors import envelope
 
-__all__ = ("JSON_HEADER", "send_error", "send_json")
+__all__ = ("JSON_HEADER", "send_error", "send_internal_error", "send_json")
 
 JSON_HEADER = (b"content-type", b"application/json")
 _encoder = msgspec.json.Encoder()
+_INTERNAL_ERROR = _encoder.encode(envelope("internal_error", "the edge failed to handle this request; retry it"))
+
+log = logging.getLogger("hookyard.edge")
 
 
 async def send_json(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -26,3 +30,23 @@ async def send_error(
     send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
     await send_json(send, status, _encoder.encode(envelope(code, message)), headers)
+
+
+async def send_internal_error(scope: dict[str, Any], send: Any, exc: BaseException) -> None:
+    """What every edge handler does with an exception nothing else expected: log it with its traceback and
+    answer ``500 internal_error`` in the envelope, never the server's plain-text 500.
+
+    If the response had already started, the server refuses a second start (granian raises
+    ``RuntimeError``); that, and a sender that is gone, is logged and otherwise ignored: there is nobody
+    left to tell. Never raises.
+    """
+    log.error(
+        "unhandled error on %s %r",
+        scope.get("method", "?"),
+        scope.get("raw_path", scope.get("path", "?")),
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+    try:
+        await send_json(send, 500, _INTERNAL_ERROR)
+    except Exception as late:  # noqa: BLE001 - response already under way, or the sender is gone
+        log.debug("could not answer 500 after the error above: %r", late)
