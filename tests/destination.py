@@ -10,13 +10,14 @@ supported, as the deliver worker's pooled client reuses connections.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import ipaddress
 import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,6 +31,8 @@ from cryptography.x509.oid import NameOID
 
 from control.service import Context
 from control.service.accounts import create_account
+from control.workers.deliver import Deliver
+from control.workers.loop import run_loops
 from shared import ids
 from tests.events_support import Ev, store, store_task
 from tests.helpers import wait_for
@@ -46,6 +49,7 @@ __all__ = (
     "deliveries_of",
     "fetch_row",
     "make_task",
+    "running",
     "serving",
     "settled",
     "task_status",
@@ -116,6 +120,8 @@ class Destination:
         self.default = Reply()
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
+        self._gate: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._gate.set_result(None)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._handlers: set[asyncio.Task[None]] = set()
@@ -137,6 +143,18 @@ class Destination:
             self._script.extend(replies)
             if default is not None:
                 self.default = default
+
+    def hold(self) -> None:
+        """From now on requests are recorded but not answered until ``release``."""
+        with self._lock:
+            if self._gate.done():
+                self._gate = concurrent.futures.Future()
+
+    def release(self) -> None:
+        """Answers the held requests (each as its reply says) and stops holding."""
+        with self._lock:
+            if not self._gate.done():
+                self._gate.set_result(None)
 
     def _next_reply(self) -> Reply:
         with self._lock:
@@ -233,6 +251,9 @@ class Destination:
         received = Received(method, target, dict(decoded), decoded, body, time.time())
         with self._lock:
             self.requests.append(received)
+            gate = self._gate
+        if not gate.done():
+            await asyncio.wrap_future(gate)
         reply = self._next_reply()
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
@@ -245,6 +266,20 @@ class Destination:
         writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + reply.body)
         await writer.drain()
         return headers.get("connection", "").lower() != "close"
+
+
+@contextlib.asynccontextmanager
+async def running(ctx: Context) -> AsyncIterator[Deliver]:
+    """The deliver loop in this event loop until the block ends; then stopped and drained like on SIGTERM."""
+    deliver = Deliver(ctx)
+    stop = asyncio.Event()
+    loop = asyncio.create_task(run_loops([deliver], stop))
+    try:
+        yield deliver
+    finally:
+        stop.set()
+        await loop
+        await deliver.close()
 
 
 @contextlib.contextmanager

@@ -93,7 +93,7 @@ class Ev:
         if not self.id:
             self.id = ids.new_id("evt", int(self.received_at.timestamp() * 1000))
         try:
-            text, is_utf8 = self.body.decode(), True
+            text, is_utf8 = self.body.decode().replace("\x00", ""), True  # as the flush: text cannot hold NUL
         except UnicodeDecodeError:
             text, is_utf8 = "", False
         parts = [text, self.content_type or "", self.method, self.event_type or ""]

@@ -3,9 +3,7 @@ timeouts, the circuit, egress, per-destination caps, draining and lease recovery
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -13,8 +11,6 @@ import pytest
 
 from control.service import Context
 from control.workers import worker_context
-from control.workers.deliver import Deliver
-from control.workers.loop import run_loops
 from shared.settings import Settings
 from tests.destination import (
     FAST_DELIVERY,
@@ -23,6 +19,7 @@ from tests.destination import (
     deliveries_of,
     fetch_row,
     make_task,
+    running,
     serving,
     settled,
     task_status,
@@ -39,20 +36,6 @@ def settings(settings: Settings) -> Settings:
 def destination() -> Iterator[Destination]:
     with serving() as server:
         yield server
-
-
-@contextlib.asynccontextmanager
-async def running(ctx: Context) -> AsyncIterator[Deliver]:
-    """The deliver loop in this event loop until the block ends; then stopped and drained like on SIGTERM."""
-    deliver = Deliver(ctx)
-    stop = asyncio.Event()
-    loop = asyncio.create_task(run_loops([deliver], stop))
-    try:
-        yield deliver
-    finally:
-        stop.set()
-        await loop
-        await deliver.close()
 
 
 async def test_forwards_verbatim_with_destination_headers_on_top(ctx: Context, destination: Destination) -> None:

@@ -3,8 +3,10 @@ mid-request (nothing lost: retried after the lease), and SIGTERM letting an in-f
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from tests.destination import (
     settled,
     task_status,
 )
-from tests.helpers import wait_for
+from tests.helpers import db, wait_for
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -127,3 +129,67 @@ async def test_sigterm_lets_in_flight_requests_finish(
     assert (row["status"], row["attempts"]) == ("succeeded", 1)
     assert len(destination.requests) == 1
     assert [r["success"] for r in await deliveries_of(ctx, ids_["event"])] == [True]
+
+
+async def test_nul_bodies_of_one_account_never_multiply_anyones_deliveries(
+    settings: Settings, database_url: str, tmp_path: Path
+) -> None:
+    """Account B's 60 events carry NUL in their UTF-8 bodies (storable as events, once unstorable as
+    delivery records, which failed every group commit they were in and had the whole batch sent again and
+    again); account A's 3 normal events are sent among them. Each destination receives exactly one request
+    per event, and every attempt has its delivery record with the exact body."""
+    stack = Stack(
+        settings,
+        tmp_path,
+        HOOKYARD_DELIVER_LEASE_S="3",
+        HOOKYARD_DELIVER_TIMEOUT_S="2",
+        HOOKYARD_DELIVER_SWEEP_S="0.2",
+        HOOKYARD_DELIVER_POLL_S="0.2",
+    )
+    a, b = await make_account(database_url), await make_account(database_url)
+    with serving() as to_a, serving() as to_b:
+        try:
+            stack.start_control()
+            stack.start_edge()
+            stack.start_worker("worker", "flush", "deliver")
+            async with httpx.AsyncClient(base_url=stack.control_url) as api, httpx.AsyncClient() as provider:
+                ingest = {}
+                for account, destination in ((a, to_a), (b, to_b)):
+                    endpoint = (await api.post("/v1/endpoints", json={"name": "nul"}, headers=account.headers)).json()
+                    created = await api.post(
+                        f"/v1/endpoints/{endpoint['id']}/destinations",
+                        json={"url": destination.url, "forward_all": True},
+                        headers=account.headers,
+                    )
+                    assert created.status_code == 201, created.text
+                    ingest[account.id] = endpoint["ingest_url"]
+                sends = [(b, b"event %d of B: \x00 NUL inside" % i, "text/plain; charset=utf-8") for i in range(60)]
+                for i in range(3):  # among B's, so they share group commits with them
+                    sends.insert(20 * i + 10, (a, b'{"event": %d, "of": "A"}' % i, "application/json"))
+                acks = await asyncio.gather(
+                    *(
+                        provider.post(ingest[who.id], content=body, headers={"content-type": kind})
+                        for who, body, kind in sends
+                    )
+                )
+                assert [r.status_code for r in acks] == [200] * 63
+                sent = {ack.json()["id"]: (who, body) for ack, (who, body, _) in zip(acks, sends, strict=True)}
+
+                async def finished() -> bool:
+                    async with db(database_url) as conn:
+                        done = await conn.fetchval("SELECT count(*) FROM delivery_tasks WHERE status = 'succeeded'")
+                    return done == 63
+
+                await wait_for(finished, timeout=60)  # once succeeded a task is never sent again
+                for who, destination, count in ((a, to_a, 3), (b, to_b, 60)):
+                    received = Counter(r.headers["x-hookyard-event-id"] for r in destination.requests)
+                    assert received == Counter({e: 1 for e, (w, _) in sent.items() if w is who})
+                    assert len(destination.requests) == count
+                    assert {r.body for r in destination.requests} == {body for w, body in sent.values() if w is who}
+                for event_id, (who, body) in sent.items():
+                    event = (await api.get(f"/v1/events/{event_id}", headers=who.headers)).json()
+                    (delivery,) = event["deliveries"]
+                    assert (delivery["success"], delivery["attempt_number"]) == (True, 1)
+                    assert (delivery["request_body"], delivery["request_body_encoding"]) == (body.decode(), "utf8")
+        finally:
+            stack.stop_all()

@@ -219,6 +219,21 @@ async def test_a_body_over_the_record_cap_is_cut_and_its_connection_closed() -> 
     assert p.connections == 3  # the half-read bodies took their connections with them
 
 
+async def test_a_cut_never_splits_a_utf8_character_and_a_body_at_the_cap_is_kept_whole() -> None:
+    split = b"a" + "\u00e9".encode() * 40_000  # the cap falls inside an "\u00e9" (two bytes)
+    at_cap = b"b" * (MAX_RESPONSE_BYTES - 1) + b"\xc3"  # exactly the cap, ending mid-character: not a cut
+
+    def reply(body: bytes) -> bytes:
+        return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
+
+    async with scripted(answering(reply(split), reply(at_cap))) as p, transport() as t:
+        cut = await post(t, p.url)
+        whole = await post(t, p.url)
+    assert cut.response_body == split[: MAX_RESPONSE_BYTES - 1]  # one byte short: the character is left out
+    assert cut.response_body.decode("utf-8")
+    assert whole.response_body == at_cap  # the exact bytes, though they are not UTF-8
+
+
 async def test_a_body_until_the_close_is_read_and_not_reused() -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await p.request(reader)

@@ -148,6 +148,53 @@ async def test_headers_body_and_preserve_headers(
     }
 
 
+async def test_nul_and_binary_bodies_are_replayed_and_recorded_exactly(
+    client: AsyncTestClient, account: Account, database_url: str, destination: Destination
+) -> None:
+    """A captured body with NUL, a replacement body with NUL, a body that is not UTF-8 and a response that
+    is not UTF-8: each replay answers 200 with its outcome and each is recorded with the exact bytes."""
+    nul_body, binary = "caf\u00e9 \x00 nul".encode(), b"\xff\x00\xfe"
+    with_nul = await _event(client, account, database_url, body=nul_body, headers={"content-type": "text/plain"})
+    not_utf8 = await _event(client, account, database_url, body=binary)
+    destination.reply(Reply(), Reply(), Reply(body=b"\x00\xc3("))
+    captured = await _replay(client, account, with_nul["event"], url=destination.url)
+    replaced = await _replay(client, account, with_nul["event"], url=destination.url, body="new \u0000 body")
+    raw = await _replay(client, account, not_utf8["event"], url=destination.url)
+    assert [r.body for r in await destination.wait_for(3)] == [nul_body, b"new \x00 body", binary]
+    assert [o["success"] for o in (captured, replaced, raw)] == [True, True, True]
+    assert (captured["response_body"], captured["response_body_encoding"]) == ('{"received":true}', "utf8")
+    assert (raw["response_body"], raw["response_body_encoding"]) == (base64.b64encode(b"\x00\xc3(").decode(), "base64")
+
+    event = (await client.get(f"/v1/events/{with_nul['event']}", headers=account.headers)).json()
+    assert [(d["id"], d["request_body"], d["request_body_encoding"]) for d in event["deliveries"]] == [
+        (captured["id"], nul_body.decode(), "utf8"),
+        (replaced["id"], "new \x00 body", "utf8"),
+    ]
+    (delivery,) = (await client.get(f"/v1/events/{not_utf8['event']}", headers=account.headers)).json()["deliveries"]
+    assert (delivery["request_body"], delivery["request_body_encoding"]) == (
+        base64.b64encode(binary).decode(),
+        "base64",
+    )
+    assert (delivery["response_body"], delivery["response_body_encoding"]) == (raw["response_body"], "base64")
+
+
+async def test_a_destination_answering_nul_is_a_200_for_the_destination_test(
+    client: AsyncTestClient, account: Account, database_url: str, destination: Destination
+) -> None:
+    endpoint = await create_endpoint(client, account.headers)
+    async with db(database_url) as conn:
+        destination_id = await add_destination(conn, endpoint["id"], destination.url)
+    destination.reply(Reply(status=502, body=b"bad \x00 gateway \xff"))
+    response = await client.post(f"/v1/destinations/{destination_id}/test", headers=account.headers)
+    assert response.status_code == 200, response.text
+    outcome = response.json()
+    assert (outcome["success"], outcome["status"], outcome["response_body_encoding"]) == (False, 502, "base64")
+    assert base64.b64decode(outcome["response_body"]) == b"bad \x00 gateway \xff"
+    listed = await client.get(f"/v1/endpoints/{endpoint['id']}/deliveries", headers=account.headers)
+    (delivery,) = listed.json()["deliveries"]
+    assert (delivery["id"], delivery["response_body"]) == (outcome["id"], outcome["response_body"])
+
+
 async def test_resigned_payments_event_verifies_with_stripe(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination, payments: dict[str, Any]
 ) -> None:

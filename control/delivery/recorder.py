@@ -10,9 +10,10 @@ A failed write is judged by ``control.db.faults``, and only two answers exist:
 - **The record's fault** (the data cannot be stored): the batch is split in halves, and halves again,
   until the single bad attempt is found; every other attempt is written normally. The bad attempt's task
   result (succeeded, failed, or pending with its retry) is always written: with its delivery row reduced
-  to what can be stored (``delivery_records.reduced``: ids and outcome, no headers or bodies), or without
-  the row, or, last, with a fixed ``last_error``; each fallback is logged. So one unwritable result never
-  drops the others' records, and never leaves a task in flight to be sent again after its lease.
+  to what can be stored (``delivery_records.reduced``: ids and outcome, no headers or bodies) or left out,
+  and should its ``last_error`` be what is refused, with a placeholder instead; each fallback is logged (in
+  the worst case, a bug of ours, the task is left to its lease and the log says so). So one unwritable
+  result never drops the others' records, and never leaves a task in flight to be sent again.
 - **The infrastructure's** (Postgres away, refusing, restarting, killing backends, a deadlock, anything
   unrecognised): the batch is kept and written again after ``faults.backoff_s``, for as long as it takes.
   Meanwhile :attr:`Recorder.stalled` is set and the deliver loop neither sweeps nor claims.
@@ -171,40 +172,32 @@ class Recorder:
         return True
 
     async def _write_alone(self, attempt: Attempt, fault: BaseException) -> None:
-        """The one attempt whose record the database refused: its result with less and less of it."""
-        reason = f"{type(fault).__name__}: {fault}"
-        try:
-            await self._write([attempt], rows=[delivery_records.reduced(attempt.delivery, reason)])
-            log.error("deliver: the delivery record of task %s was reduced to be stored (%s)", attempt.task_id, reason)
-            return
-        except Exception as exc:
-            if not is_record_fault(exc):
-                raise
-            reason = f"{reason}; reduced: {type(exc).__name__}: {exc}"
-        try:
-            await self._write([attempt], rows=[])
-            log.error("deliver: task %s result written without its delivery record (%s)", attempt.task_id, reason)
-            return
-        except Exception as exc:
-            if not is_record_fault(exc):
-                raise
-            reason = f"{reason}; without the record: {type(exc).__name__}: {exc}"
+        """The one attempt whose write the database refused: its result with less and less of its record,
+        first without the row's free-form parts, then without the row, then with a placeholder error."""
+        reasons = [f"{type(fault).__name__}: {fault}"]
+        row = delivery_records.reduced(attempt.delivery, reasons[0])
         plain = dataclasses.replace(attempt, last_error=_UNSTORED_RESULT)
-        try:
-            await self._write([plain], rows=[])
-        except Exception as exc:
-            if not is_record_fault(exc):
-                raise
-            # Only values hookyard made itself are left, so this is a bug of ours, not the record's.
-            log.error(
-                "deliver: task %s result could not be written at all (%s; %s: %s); it is retried after its lease",
-                attempt.task_id,
-                reason,
-                type(exc).__name__,
-                exc,
-            )
+        for what, result, rows in (
+            ("with its delivery record reduced", attempt, [row]),
+            ("without its delivery record", attempt, []),
+            ("with its delivery record reduced and a placeholder error", plain, [row]),
+            ("without its delivery record and with a placeholder error", plain, []),
+        ):
+            try:
+                await self._write([result], rows=rows)
+            except Exception as exc:
+                if not is_record_fault(exc):
+                    raise
+                reasons.append(f"{type(exc).__name__}: {exc}")
+                continue
+            log.error("deliver: task %s result written %s (%s)", attempt.task_id, what, "; ".join(reasons))
             return
-        log.error("deliver: task %s result written with a placeholder error (%s)", attempt.task_id, reason)
+        # Only values hookyard made itself were left, so this is a bug of ours, not the record's.
+        log.error(
+            "deliver: task %s result could not be written at all (%s); it is retried after its lease",
+            attempt.task_id,
+            "; ".join(reasons),
+        )
 
     def _finished(self, batch: list[Attempt]) -> None:
         had_failures = any(not a.success for a in batch)
