@@ -187,3 +187,95 @@ async def test_ensure_partitions_leaves_a_day_already_in_the_default_partition(c
     assert await conn.fetchval("SELECT hy_ensure_event_partitions(0, 10)") == 2
     assert f"events_{day:%Y%m%d}" not in await _partitions(conn)
     assert f"events_{day + timedelta(days=1):%Y%m%d}" in await _partitions(conn)
+
+
+# -- 0005: the config version ----------------------------------------------------------------------
+
+
+async def _version(conn: asyncpg.Connection, endpoint_id: str = "ep_1") -> int:
+    return await conn.fetchval("SELECT config_version FROM endpoints WHERE id = $1", endpoint_id)
+
+
+async def test_every_change_routing_or_the_edge_reads_bumps_the_config_version(conn):
+    """Triggers bump the endpoint's version on each change of what it routes or serves with, and only then."""
+    await _endpoint(conn)
+    statements = {
+        "auth config created": "INSERT INTO auth_configs (endpoint_id) VALUES ('ep_1')",
+        "auth config changed": "UPDATE auth_configs SET hmac_enabled = true WHERE endpoint_id = 'ep_1'",
+        "destination created": "INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_1', 'ep_1', 'http://a')",
+        "destination url": "UPDATE destinations SET url = 'http://b' WHERE id = 'dst_1'",
+        "destination headers": """UPDATE destinations SET headers = '{"x": "1"}' WHERE id = 'dst_1'""",
+        "rule created": "INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ('r_1', 'ep_1', 'r', '{}')",
+        "rule linked": "INSERT INTO rule_destinations (rule_id, destination_id) VALUES ('r_1', 'dst_1')",
+        "rule paused": "UPDATE rules SET active = false WHERE id = 'r_1'",
+        "rule tree": """UPDATE rules SET condition_tree = '{"op": "OR", "children": []}' WHERE id = 'r_1'""",
+        "link removed": "DELETE FROM rule_destinations WHERE rule_id = 'r_1'",
+        "allowlist added": "INSERT INTO allowlist_entries (id, endpoint_id, cidr) VALUES ('al_1', 'ep_1', '10/8')",
+        "allowlist removed": "DELETE FROM allowlist_entries WHERE id = 'al_1'",
+        "label added": "INSERT INTO label_rules (id, endpoint_id, path, output_key) VALUES ('l_1', 'ep_1', 'a', 'k')",
+        "label changed": "UPDATE label_rules SET color = 'red' WHERE id = 'l_1'",
+        "label removed": "DELETE FROM label_rules WHERE id = 'l_1'",
+        "environment": "UPDATE endpoints SET environment = 'staging' WHERE id = 'ep_1'",
+        "expiry": "UPDATE endpoints SET expires_at = now() + interval '3 days', temporary = true WHERE id = 'ep_1'",
+        "signing secret": "UPDATE endpoints SET signing_secret = 'whsec_y' WHERE id = 'ep_1'",
+        "ingest token": "UPDATE endpoints SET ingest_token = 'tok2' WHERE id = 'ep_1'",
+        "rule deleted": "DELETE FROM rules WHERE id = 'r_1'",
+        "destination deleted": "DELETE FROM destinations WHERE id = 'dst_1'",
+    }
+    for change, sql in statements.items():
+        before = await _version(conn)
+        await conn.execute(sql)
+        assert await _version(conn) > before, change
+    await conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_2', 'ep_1', 'http://a')")
+    unrelated = {
+        "circuit breaker": "UPDATE destinations SET consecutive_failures = 3, circuit = 'open' WHERE id = 'dst_2'",
+        "same value": "UPDATE endpoints SET environment = environment WHERE id = 'ep_1'",
+        "name and ref": "UPDATE endpoints SET name = 'n', external_ref = 'r', updated_at = now() WHERE id = 'ep_1'",
+    }
+    for change, sql in unrelated.items():
+        before = await _version(conn)
+        await conn.execute(sql)
+        assert await _version(conn) == before, change
+
+
+async def test_deleting_an_endpoint_cascades_through_the_version_triggers(conn):
+    await _endpoint(conn)
+    await conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ('ep_1')")
+    await conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_1', 'ep_1', 'http://a')")
+    await conn.execute("INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ('r_1', 'ep_1', 'r', '{}')")
+    await conn.execute("INSERT INTO rule_destinations (rule_id, destination_id) VALUES ('r_1', 'dst_1')")
+    await conn.execute("INSERT INTO allowlist_entries (id, endpoint_id, cidr) VALUES ('al_1', 'ep_1', '10.0.0.1')")
+    await conn.execute("INSERT INTO label_rules (id, endpoint_id, path, output_key) VALUES ('l_1', 'ep_1', 'a', 'b')")
+    last = await _version(conn)
+    tombstone = await conn.fetchval("DELETE FROM endpoints WHERE id = 'ep_1' RETURNING nextval('hy_config_version')")
+    assert tombstone > last
+    for table in ("auth_configs", "destinations", "rules", "rule_destinations", "allowlist_entries", "label_rules"):
+        assert await conn.fetchval(f"SELECT count(*) FROM {table}") == 0, table
+    await conn.execute("DELETE FROM accounts WHERE id = 'acct_1'")  # and an account's endpoints with it
+
+
+async def test_a_config_change_never_waits_for_the_flushs_locks(conn, database_url):
+    """The flush holds key-share locks on the batch's endpoints and destinations until it commits; a bump
+    (FOR NO KEY UPDATE of the endpoint row) must not wait for them, nor they for it."""
+    await _endpoint(conn)
+    await conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ('ep_1')")
+    await conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_1', 'ep_1', 'http://a')")
+    flush = await asyncpg.connect(database_url)
+    try:
+        async with flush.transaction():
+            await flush.execute("SELECT 1 FROM endpoints WHERE id = 'ep_1' FOR KEY SHARE")
+            await flush.execute("SELECT 1 FROM destinations WHERE id = 'dst_1' FOR KEY SHARE")
+            before = await _version(conn)
+            async with conn.transaction():
+                await conn.execute("SET LOCAL lock_timeout = '2s'")
+                await conn.execute("UPDATE auth_configs SET hmac_enabled = true WHERE endpoint_id = 'ep_1'")
+                await conn.execute("UPDATE destinations SET url = 'http://b' WHERE id = 'dst_1'")
+                await conn.execute(
+                    "INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ('r_1', 'ep_1', 'r', '{}')"
+                )
+                await conn.execute("INSERT INTO rule_destinations (rule_id, destination_id) VALUES ('r_1', 'dst_1')")
+                await conn.execute("UPDATE endpoints SET environment = 'sandbox' WHERE id = 'ep_1'")
+            assert await _version(conn) > before
+            await flush.execute("SELECT 1 FROM endpoints WHERE id = 'ep_1' FOR KEY SHARE")  # and the reverse
+    finally:
+        await flush.close()
