@@ -8,8 +8,9 @@ value goes in as something storable, and every one of them can be turned back in
   or NUL from a sender whose server let it through) is stored as the base64 of its raw bytes and its name is
   listed in ``headers_base64`` (the API's ``header_encodings``), so the exact bytes come back. Repeated
   headers are joined with ", " (RFC 9110 5.3) before that choice, so the object stays string to string;
-- path and query are the edge's percent-encoded text; a NUL that still reaches here (a record from an older
-  edge) becomes ``%00``, which is exactly what the sender's URL said;
+- path and query are the edge's text (``shared.uri``: printable ASCII, other bytes percent-encoded); a
+  record from an older edge, which stored the decoded path, goes through the same rule here, so a NUL in
+  it becomes ``%00``, exactly what the sender's URL said;
 - attributed fields (event type, idempotency key) that cannot be text are null: attribution is a reading of
   the request, not part of it, and the request itself is kept whole.
 
@@ -20,12 +21,14 @@ the flush (``control.db.faults``), never the batch it came in.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from shared.headers import header_text
+from shared.uri import uri_text
 from shared.wire import IngestRecord
 
-__all__ = ("event_row", "headers_object", "storable_or_none")
+__all__ = ("captured_headers", "event_row", "headers_object", "storable_or_none")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -50,7 +53,9 @@ def _name(raw: bytes) -> str:
 
 
 def _uri_text(value: str) -> str:
-    return value.replace("\x00", "%00") if "\x00" in value else value
+    if value.isascii() and value.isprintable():  # every record of a current edge
+        return value
+    return uri_text(value.encode("utf-8", "surrogatepass"))
 
 
 def headers_object(headers: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], list[str] | None]:
@@ -72,6 +77,17 @@ def headers_object(headers: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], 
             encoded = [name] if encoded is None else [*encoded, name]
         out[name] = value
     return out, encoded
+
+
+def captured_headers(headers: Mapping[str, str], encoded: Sequence[str] | None) -> dict[str, str]:
+    """A stored event's headers as they arrived, to send them again (deliveries, replays): a value kept as
+    base64 is decoded back to its bytes, carried in the ``str`` as ``surrogateescape``, which is how the
+    delivery transport encodes header values (``control.delivery.send``), so those exact bytes go out."""
+    out = dict(headers)
+    for name in encoded or ():
+        if name in out:
+            out[name] = base64.b64decode(out[name]).decode("utf-8", "surrogateescape")
+    return out
 
 
 def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) -> tuple:

@@ -107,11 +107,11 @@ class StreamWriter:
 
     async def _write(self, by_shard: dict[int, list[IngestRecord]], done: _Batch) -> None:
         commands: list[Command] = []
-        for shard, records in by_shard.items():
-            stream = self._streams[shard]
-            commands.append((b"XADD", stream, b"*", b"r", encode_records(records)))
-            commands.append((b"XLEN", stream))
-        try:
+        try:  # encoding inside: whatever fails, every waiter is answered (503), none waits forever
+            for shard, records in by_shard.items():
+                stream = self._streams[shard]
+                commands.append((b"XADD", stream, b"*", b"r", encode_records(records)))
+                commands.append((b"XLEN", stream))
             replies = await self._redis.execute(commands)
             failed = next((r for r in replies if isinstance(r, RespError)), None)
             if failed is not None:

@@ -75,6 +75,8 @@ class Received:
     headers: dict[str, str]
     """Lowercased names; a repeated header keeps its last value (the raw list is ``raw_headers``)."""
     raw_headers: list[tuple[str, str]]
+    wire_headers: list[tuple[str, bytes]]
+    """Every header as it came on the wire: the value's exact bytes."""
     body: bytes
     at: float
     """time.time() when the request was complete."""
@@ -248,7 +250,8 @@ class Destination:
             body = await reader.readexactly(int(headers.get("content-length", "0")))
         # Raw header values are bytes on the wire; show them as the sender's UTF-8.
         decoded = [(n, v.encode("latin-1").decode("utf-8", "replace")) for n, v in raw]
-        received = Received(method, target, dict(decoded), decoded, body, time.time())
+        wire = [(n, v.encode("latin-1")) for n, v in raw]
+        received = Received(method, target, dict(decoded), decoded, wire, body, time.time())
         with self._lock:
             self.requests.append(received)
             gate = self._gate

@@ -122,7 +122,7 @@ class Up:
         self.tree = psutil.Process(self.proc.pid).children(recursive=True)
         for url in (self.edge, self.control):
             resp = httpx.get(url + "/healthz", timeout=5, trust_env=False)
-            assert (resp.status_code, resp.json()) == (200, {"ok": True})
+            assert (resp.status_code, resp.json()["ok"]) == (200, True)
 
     def stop(self, sig: signal.Signals) -> int:
         self.proc.send_signal(sig)

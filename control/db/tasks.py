@@ -34,7 +34,7 @@ NOTIFY_CHANNEL = "hy_tasks"
 """Postgres channel the flush NOTIFYs (on commit) when it created tasks; deliver workers LISTEN on it."""
 
 _LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
-       e.method, e.headers, e.body, d.name AS destination_name, d.url AS destination_url,
+       e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name, d.url AS destination_url,
        d.headers AS destination_headers, (e.id IS NOT NULL) AS event_found"""
 
 # One statement (one round trip, no explicit transaction): lock the oldest due tasks (SKIP LOCKED),
@@ -139,8 +139,8 @@ async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: f
                 WHERE id = ANY($1::text[]) AND status = 'pending'
                RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts
            )
-           SELECT c.*, e.method, e.headers, e.body, d.name AS destination_name, d.url AS destination_url,
-                  d.headers AS destination_headers, (e.id IS NOT NULL) AS event_found
+           SELECT c.*, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
+                  d.url AS destination_url, d.headers AS destination_headers, (e.id IS NOT NULL) AS event_found
              FROM claimed c
              JOIN destinations d ON d.id = c.destination_id
              LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at""",

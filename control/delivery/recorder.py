@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from control.db import circuit as db_circuit
 from control.db import delivery_records
 from control.db import tasks as db_tasks
-from control.db.faults import backoff_s, is_record_fault
+from control.db.faults import backoff_s, describe, is_record_fault
 from control.delivery.circuit import summarize
 from control.service import Context
 
@@ -174,7 +174,7 @@ class Recorder:
     async def _write_alone(self, attempt: Attempt, fault: BaseException) -> None:
         """The one attempt whose write the database refused: its result with less and less of its record,
         first without the row's free-form parts, then without the row, then with a placeholder error."""
-        reasons = [f"{type(fault).__name__}: {fault}"]
+        reasons = [describe(fault)]
         row = delivery_records.reduced(attempt.delivery, reasons[0])
         plain = dataclasses.replace(attempt, last_error=_UNSTORED_RESULT)
         for what, result, rows in (
@@ -188,7 +188,7 @@ class Recorder:
             except Exception as exc:
                 if not is_record_fault(exc):
                     raise
-                reasons.append(f"{type(exc).__name__}: {exc}")
+                reasons.append(describe(exc))
                 continue
             log.error("deliver: task %s result written %s (%s)", attempt.task_id, what, "; ".join(reasons))
             return

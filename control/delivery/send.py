@@ -152,8 +152,9 @@ def _request(method: str, url: str, headers: Mapping[str, str], body: bytes) -> 
             sent[lower] = value
     if body or method.upper() in ("POST", "PUT", "PATCH"):
         sent["content-length"] = str(len(body))
-    # Captured values were decoded as UTF-8 when valid, so encoding them back restores the original bytes.
-    wire = [(name.encode("latin-1"), value.encode("utf-8")) for name, value in sent.items()]
+    # Values are UTF-8 text, or a captured value's exact bytes carried as surrogateescape
+    # (``control.events_text.captured_headers``): this encoding gives back the bytes that arrived.
+    wire = [(name.encode("latin-1"), value.encode("utf-8", "surrogateescape")) for name, value in sent.items()]
     request = httpx.Request(method, target, headers=wire, stream=httpx.ByteStream(body))
     request.read()
     return request, sent

@@ -33,9 +33,11 @@ import msgspec
 
 from control.db import delivery_records
 from control.db import events as db_events
-from control.db.faults import is_record_fault
+from control.db.faults import describe, is_record_fault
 from control.delivery import egress
 from control.delivery.send import HOP_BY_HOP, Outcome, delivery_row, forwardable, merge, send
+from control.delivery.storable import storable
+from control.events_text import captured_headers
 from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal
 from control.service.bodies import shown_body
@@ -139,18 +141,18 @@ async def _record(
     except Exception as exc:
         if not is_record_fault(exc):
             raise
-        log.error("%s of %s: the delivery record was reduced to be stored (%s)", source, event_id, exc)
-        await delivery_records.insert(conn, delivery_records.reduced(row, f"{type(exc).__name__}: {exc}"))
+        log.error("%s of %s: the delivery record was reduced to be stored (%s)", source, event_id, describe(exc))
+        await delivery_records.insert(conn, delivery_records.reduced(row, describe(exc)))
     response_body, response_encoding = shown_body(outcome.response_body)
     return SendOutcome(
         id=row[0],
         status=outcome.status,
         latency_ms=outcome.latency_ms,
         success=outcome.success,
-        sent_headers=outcome.sent_headers,
+        sent_headers=storable(outcome.sent_headers),  # as recorded: a captured byte that is not text shows as U+FFFD
         response_body=response_body,
         response_body_encoding=response_encoding,
-        error=outcome.error,
+        error=storable(outcome.error),
     )
 
 
@@ -168,7 +170,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
         if row is None:
             raise NotFoundError(f"event {event_id!r} not found")
         destination = await delivery_records.destination_with_url(conn, row["endpoint_id"], url)
-    captured: dict[str, str] = row["headers"]
+    captured = captured_headers(row["headers"], row["headers_base64"])
     body = _body(data.body) if data.body is not None else bytes(row["body"])
     if data.preserve_headers:
         base = forwardable(captured)

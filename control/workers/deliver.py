@@ -53,6 +53,7 @@ from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send
 from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
+from control.events_text import captured_headers
 from control.service import Context
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
@@ -221,7 +222,7 @@ class Deliver:
             )
         else:
             headers = merge(
-                forwardable(task["headers"] or {}),
+                forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
                 task["destination_headers"],
                 {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
             )
