@@ -602,11 +602,23 @@ def test_the_encoded_size_is_bounded():
     assert caught.value.message.startswith("condition_tree: larger than 65536 bytes as JSON (")
 
 
-def test_invalid_unicode_is_refused():
-    with pytest.raises(InvalidConditionTree, match=r"^condition_tree: contains text that is not valid Unicode$"):
-        validate(leaf("body.a", "equals", "\ud800"))
-    with pytest.raises(InvalidConditionTree, match=r"^condition_tree.value: invalid RE2 pattern: not valid Unicode$"):
-        validate(leaf("body.a", "regex", "\ud800"))
+@pytest.mark.parametrize("operator", ["equals", "not_equals", "contains", "regex"])
+def test_text_jsonb_cannot_hold_is_refused_naming_the_node(operator):
+    """A tree is stored as jsonb, which holds neither NUL nor (as UTF-8) a lone surrogate: refused, not a 500."""
+    surrogate = r"^condition_tree.value: must not contain lone UTF-16 surrogates"
+    with pytest.raises(InvalidConditionTree, match=surrogate):
+        validate(leaf("body.a", operator, "\ud800"))
+    with pytest.raises(InvalidConditionTree, match=r"^condition_tree.value: must not contain NUL characters$"):
+        validate(leaf("body.a", operator, "a\x00b"))
+    nested = group("AND", leaf("body.a", "exists"), leaf("header.x", operator, "\x00"))
+    with pytest.raises(InvalidConditionTree, match=r"^condition_tree.children\[1\].value: must not contain NUL"):
+        validate(nested)
+
+
+@pytest.mark.parametrize("field", ["body.a\x00", "body.\x00", "body.\udc00", "header.\x00"])
+def test_a_field_jsonb_cannot_hold_is_refused(field):
+    with pytest.raises(InvalidConditionTree, match=r"^condition_tree.field: must not contain"):
+        validate(leaf(field, "exists"))
 
 
 def test_the_path_prefix_can_be_chosen():

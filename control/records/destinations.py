@@ -3,32 +3,87 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
 import msgspec
 
 from control.records import Deleted
-from control.records.rules import ConditionTree, Rule, RuleName
+from control.records.rules import OptionalConditionTree, Rule, RuleName
+from control.records.text import Name, text
 
 __all__ = (
+    "MAX_HEADERS",
+    "MAX_HEADER_VALUE",
+    "RESERVED_HEADERS",
+    "RESERVED_PREFIX",
     "Destination",
     "DestinationCreate",
     "DestinationCreated",
     "DestinationDeleted",
     "DestinationList",
     "DestinationUpdate",
+    "Url",
 )
+
+MAX_HEADERS = 50
+MAX_HEADER_VALUE = 8192
+MAX_HEADER_NAME = 256
+RESERVED_HEADERS = frozenset(
+    {
+        # hop-by-hop (RFC 9110 7.6.1) and framing: the HTTP client sets them for each request
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "expect",
+    }
+)
+"""Header names a destination cannot set (any case): every delivery sets them itself."""
+RESERVED_PREFIX = "x-hookyard-"
+HEADER_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]"
+"""One character of an RFC 9110 field-name (a token)."""
+HEADER_VALUE = r"^[\t\x20-\x7e]*$"
+"""Visible ASCII, space and tab: what every HTTP stack sends as it is."""
+
+
+def _any_case(word: str) -> str:
+    """A regex matching ``word`` in any case (JSON Schema patterns have no case-insensitive flag)."""
+    return "".join(f"[{c.upper()}{c}]" if c.isalpha() else ("\\" + c if c in ".-" else c) for c in word)
+
+
+_RESERVED_NAME = "^(?:" + "|".join(_any_case(n) for n in sorted(RESERVED_HEADERS)) + ")$|^" + _any_case(RESERVED_PREFIX)
 
 Url = Annotated[
     str,
-    msgspec.Meta(min_length=1, max_length=2048, description="Absolute http or https URL events are forwarded to"),
+    text(
+        max_length=2048,
+        pattern=None,
+        doc_pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f]+$",
+        format="uri",
+        description="Absolute http or https URL with a host; no spaces or control characters",
+    ),
 ]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
 Headers = Annotated[
     dict[str, str],
     msgspec.Meta(
-        description="Sent on every delivery on top of the event's own headers; names are stored lowercased. "
-        "Hop-by-hop headers, `host`, `content-length` and `x-hookyard-*` cannot be set. `null` clears them."
+        description="Sent on every delivery on top of the event's own headers; names are stored lowercased and "
+        "must differ in more than case. Hop-by-hop headers, `host`, `content-length` and `x-hookyard-*` cannot "
+        "be set. `null` clears them.",
+        extra_json_schema={
+            "maxProperties": MAX_HEADERS,
+            "propertyNames": {
+                "pattern": f"^{HEADER_TOKEN}{{1,{MAX_HEADER_NAME}}}$",
+                "not": {"pattern": _RESERVED_NAME},
+            },
+            "additionalProperties": {"type": "string", "maxLength": MAX_HEADER_VALUE, "pattern": HEADER_VALUE},
+        },
     ),
 ]
 
@@ -41,8 +96,24 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     name: Name | None = None
     headers: Headers | None = None
     forward_all: bool = False
-    condition_tree: ConditionTree | msgspec.UnsetType = msgspec.UNSET
+    condition_tree: OptionalConditionTree | msgspec.UnsetType = msgspec.UNSET
     rule_name: RuleName | None = None
+
+    openapi_extra: ClassVar[dict[str, Any]] = {
+        # forward_all is the tree that matches every event: not both
+        "not": {
+            "required": ["forward_all", "condition_tree"],
+            "properties": {"forward_all": {"const": True}, "condition_tree": {"type": "object"}},
+        },
+        # rule_name names the rule that forward_all or condition_tree creates
+        "if": {"required": ["rule_name"], "properties": {"rule_name": {"type": "string"}}},
+        "then": {
+            "anyOf": [
+                {"required": ["forward_all"], "properties": {"forward_all": {"const": True}}},
+                {"required": ["condition_tree"], "properties": {"condition_tree": {"type": "object"}}},
+            ]
+        },
+    }
 
 
 class DestinationUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
 import msgspec
+
+from control.records.text import ExternalRef, Name
 
 __all__ = (
     "Endpoint",
@@ -17,9 +19,6 @@ __all__ = (
 )
 
 Environment = Literal["production", "staging", "sandbox", "development"]
-# At least one visible character: a blank name or ref is a mistake, not a value.
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
-ExternalRef = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")]
 
 
 class EndpointCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from control.records.text import SECRET, text
+
 __all__ = (
     "MAX_TOLERANCE_SECONDS",
     "AllowlistCreate",
@@ -23,11 +25,14 @@ MAX_TOLERANCE_SECONDS = 30 * 24 * 3600
 
 Secret = Annotated[
     str,
-    msgspec.Meta(
+    text(
         min_length=16,
         max_length=1024,
+        pattern=None,
+        doc_pattern=SECRET,
         description="The provider's own signing secret (write-only; never returned). `null` clears it, and "
-        "verification falls back to the endpoint's platform signing secret.",
+        "verification falls back to the endpoint's platform signing secret. No NUL; neither whitespace nor "
+        "a control character at either end.",
     ),
 ]
 # RFC 9110 field-name = token; stored lowercased, as the edge sees header names.
@@ -73,10 +78,13 @@ class AuthConfigUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
 class AllowlistCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     cidr: Annotated[
         str,
-        msgspec.Meta(
-            min_length=1,
+        text(
             max_length=100,
-            description="An IPv4 or IPv6 address (a /32 or /128) or CIDR range, e.g. `203.0.113.0/24`",
+            pattern=None,
+            # Not a standard format: an IPv4 or IPv6 address, or a range whose host bits are all zero.
+            format="cidr",
+            description="An IPv4 or IPv6 address (a /32 or /128) or CIDR range, e.g. `203.0.113.0/24`; a range "
+            "with host bits set (`10.0.0.1/8`) or an IPv6 zone index is refused",
         ),
     ]
 

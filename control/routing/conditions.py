@@ -36,6 +36,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 import re2
 
+from control.records.text import text_problem
 from shared.errors import ValidationError
 
 __all__ = (
@@ -297,6 +298,8 @@ class _Walk:
         if "value" not in node:
             raise InvalidConditionTree(f'{where}: required for operator "{operator}"')
         value = node["value"]
+        if isinstance(value, str):
+            _storable(value, where)
         if operator == "regex":
             if not isinstance(value, str):
                 raise InvalidConditionTree(
@@ -315,6 +318,12 @@ class _Walk:
         return out
 
 
+def _storable(text: str, where: str) -> None:
+    """Trees are stored as jsonb: no NUL, no lone surrogates (``text_problem``)."""
+    if (problem := text_problem(text)) is not None:
+        raise InvalidConditionTree(f"{where}: {problem}")
+
+
 def _field(node: dict[Any, Any], path: str) -> str:
     where = f"{path}.field"
     if "field" not in node:
@@ -322,6 +331,7 @@ def _field(node: dict[Any, Any], path: str) -> str:
     name = node["field"]
     if not isinstance(name, str):
         raise InvalidConditionTree(f"{where}: must be a string, got {_json_type(name)}")
+    _storable(name, where)
     if len(name) > MAX_FIELD_LENGTH:
         raise InvalidConditionTree(f"{where}: longer than {MAX_FIELD_LENGTH} characters")
     if name == "body":

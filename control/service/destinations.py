@@ -19,6 +19,10 @@ import msgspec
 from control.db import destinations as db_destinations
 from control.db import rules as db_rules
 from control.records.destinations import (
+    MAX_HEADER_VALUE,
+    MAX_HEADERS,
+    RESERVED_HEADERS,
+    RESERVED_PREFIX,
     Destination,
     DestinationCreate,
     DestinationCreated,
@@ -30,6 +34,7 @@ from control.routing import conditions
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint, require_write
 from control.service.rules import check_rule_count, rule_record
+from control.service.text import check_name, check_text
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -49,29 +54,8 @@ __all__ = (
 
 MAX_DESTINATIONS = 100
 """Per endpoint."""
-MAX_HEADERS = 50
-MAX_HEADER_VALUE = 8192
 FORWARD_ALL: dict[str, Any] = {"op": "AND", "children": []}
 """The tree of a ``forward_all`` rule: an empty AND group matches every event."""
-
-RESERVED_HEADERS = frozenset(
-    {
-        # hop-by-hop (RFC 9110 7.6.1) and framing: the HTTP client sets them for each request
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-        "expect",
-    }
-)
-_RESERVED_PREFIX = "x-hookyard-"
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")  # visible ASCII, space and tab: what every HTTP stack sends as is
 
@@ -94,6 +78,7 @@ def _not_found(destination_id: str) -> NotFoundError:
 
 def check_url(url: str, *, where: str = "url") -> str:
     """An absolute http(s) URL with a host, as given; ValidationError naming ``where`` otherwise."""
+    check_text(url, where)
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
         raise ValidationError(f"{where}: must not contain spaces or control characters")
     try:
@@ -123,7 +108,7 @@ def check_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
             raise ValidationError(f"headers: {shown!r} is not a valid header name")
         lower = name.lower()
         where = f"headers.{name}"
-        if lower in RESERVED_HEADERS or lower.startswith(_RESERVED_PREFIX):
+        if lower in RESERVED_HEADERS or lower.startswith(RESERVED_PREFIX):
             raise ValidationError(f"{where}: set by hookyard on every delivery, it cannot be overridden")
         if lower in out:
             raise ValidationError(f"{where}: given twice (header names are case-insensitive)")
@@ -153,6 +138,7 @@ async def get_destination(ctx: Context, principal: Principal, destination_id: st
 
 
 def _rule_tree(data: DestinationCreate) -> dict[str, Any] | None:
+    check_name(data.rule_name, "rule_name")
     given = data.condition_tree is not msgspec.UNSET and data.condition_tree is not None
     if data.forward_all and given:
         raise ValidationError(
@@ -170,6 +156,7 @@ async def create_destination(
     """The destination and, with ``forward_all`` or ``condition_tree``, its rule: one transaction."""
     require_write(principal)
     url = check_url(data.url)
+    check_name(data.name, "name")
     headers = check_headers(data.headers)
     tree = _rule_tree(data)
     if not ids.is_id(endpoint_id, "ep"):
@@ -216,6 +203,7 @@ async def update_destination(
     changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
     if "url" in changes:
         changes["url"] = check_url(changes["url"])
+    check_name(changes.get("name"), "name")
     if "headers" in changes:
         changes["headers"] = check_headers(changes["headers"])
     if not ids.is_id(destination_id, "dst"):

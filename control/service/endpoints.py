@@ -9,6 +9,7 @@ from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
 from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
 from control.service import Context, Principal, edge_config
+from control.service.text import check_external_ref, check_name
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, NotFoundError
 
@@ -66,6 +67,7 @@ def _ref_taken(ref: str | None) -> ConflictError:
 
 
 async def list_endpoints(ctx: Context, principal: Principal, *, external_ref: str | None = None) -> EndpointList:
+    check_external_ref(external_ref)
     async with ctx.pool.acquire() as conn:
         rows = await db_endpoints.list_for_account(conn, principal.account_id, external_ref=external_ref)
     return EndpointList(endpoints=[_endpoint(ctx, r) for r in rows])
@@ -78,6 +80,8 @@ async def get_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> 
 
 async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCreate) -> EndpointCreated:
     require_write(principal)
+    check_name(data.name, "name")
+    check_external_ref(data.external_ref)
     secret = ids.signing_secret()
     async with ctx.pool.acquire() as conn:
         async with conn.transaction():
@@ -107,6 +111,9 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
 async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, data: EndpointUpdate) -> Endpoint:
     require_write(principal)
     changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
+    if "name" in changes:
+        check_name(changes["name"], "name")
+    check_external_ref(changes.get("external_ref"))
     if not ids.is_id(endpoint_id, "ep"):
         raise _not_found(endpoint_id)
     async with ctx.pool.acquire() as conn:

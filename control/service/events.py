@@ -7,6 +7,7 @@ every transport rejects the same values with the same ``validation_error`` namin
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
@@ -21,6 +22,7 @@ from control.service.bodies import shown_body
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.deliveries import delivery_record
 from control.service.endpoints import require_endpoint
+from control.service.text import check_text
 from control.service.waiters import Wakeups
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -38,6 +40,8 @@ __all__ = (
 
 PROVIDERS = ("identity", "commerce", "payments", "code_host")
 MAX_TEXT = 200
+FILTER_YEARS = (2, 9998)
+"""The years ``since`` and ``until`` may name (see ``_instant``)."""
 _READY_WAIT_S = 2.0
 _MICRO = timedelta(microseconds=1)
 
@@ -47,31 +51,52 @@ def _text(value: str | None, field: str) -> str | None:
         return None
     if len(value) > MAX_TEXT:
         raise ValidationError(f"{field}: at most {MAX_TEXT} characters")
-    if "\x00" in value:
-        raise ValidationError(f"{field}: must not contain NUL characters")
-    return value
+    return check_text(value, field)
+
+
+_LEAP_SECOND = re.compile(r"(T\d\d:\d\d):60(?=[.Z+-]|$)")
+"""RFC 3339 admits second 60 (a leap second), which Python's datetime cannot hold."""
 
 
 def _instant(value: str | None, field: str, *, upper: bool) -> datetime | None:
-    """An ISO 8601 date-time (UTC when it has no zone) or a bare date. As an upper bound it is returned
-    exclusive: a date-time plus one microsecond, a bare date as the start of the next day."""
-    text = _text(value, field)
-    if text is None:
+    """An ISO 8601 / RFC 3339 date-time (UTC when it has no zone) or a bare date, as a UTC instant. As an
+    upper bound it is returned exclusive: a date-time plus one microsecond, a bare date as the start of the
+    next day.
+
+    The year must lie in FILTER_YEARS: converted to UTC, an instant in year 1 or 9999 can leave the calendar
+    (``9999-12-31T23:59:59-14:00`` is in year 10000), and Python's datetime and Postgres' parameters both
+    end there. Refusing the two edge years, rather than only the instants that overflow, is a rule the
+    OpenAPI document can state exactly (``control.api.params.FILTER_INSTANT``)."""
+    if value is None:
         return None
-    text = text.strip()
+    text = _text(value, field) or ""
+    text = text.upper()  # RFC 3339 allows a lowercase "t" and "z"; Python parses only capitals
+    invalid = ValidationError(
+        f"{field}: {value!r} is not an ISO 8601 date-time (2026-11-21T10:00:00Z) or date (2026-11-21)"
+    )
+    leap = _LEAP_SECOND.search(text)
+    if leap:  # the leap second counts as the last microsecond of the second before it
+        text = text[: leap.start()] + leap.group(1) + ":59.999999" + re.sub(r"^\.\d+", "", text[leap.end() :])
     try:
+        day = date.fromisoformat(text)
+    except ValueError:
         try:
-            day = date.fromisoformat(text)
-        except ValueError:
             at = datetime.fromisoformat(text)
-            at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-            return at + _MICRO if upper else at
-        start = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        return start + timedelta(days=1) if upper else start
-    except (ValueError, OverflowError):
+        except ValueError:
+            raise invalid from None
+        local = at.date()
+    else:
+        local, at = day, None
+    if not FILTER_YEARS[0] <= local.year <= FILTER_YEARS[1]:
         raise ValidationError(
-            f"{field}: {value!r} is not an ISO 8601 date-time (2026-11-21T10:00:00Z) or date (2026-11-21)"
-        ) from None
+            f"{field}: {value!r} is out of range; the year must be between {FILTER_YEARS[0]:04d} and "
+            f"{FILTER_YEARS[1]} (at the ends of the calendar a UTC offset can move an instant out of it)"
+        )
+    if at is None:
+        start = datetime(local.year, local.month, local.day, tzinfo=UTC)
+        return start + timedelta(days=1) if upper else start
+    at = at.astimezone(UTC) if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return at + _MICRO if upper else at
 
 
 def event_filters(
@@ -92,9 +117,9 @@ def event_filters(
         raise ValidationError(f"provider: must be one of {', '.join(PROVIDERS)}")
     method = _text(method, "method")
     if method is not None:
-        method = method.strip().upper()
         if not method.isascii() or not method.isalpha():
-            raise ValidationError(f"method: {method!r} is not an HTTP method")
+            raise ValidationError(f"method: {method!r} is not an HTTP method (letters only, any case)")
+        method = method.upper()
     search = _text(q, "q")
     if search is not None:
         search = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

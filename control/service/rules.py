@@ -19,6 +19,7 @@ from control.records.rules import Rule, RuleCreate, RuleList, RuleUpdate
 from control.routing import conditions
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint, require_write
+from control.service.text import check_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -102,6 +103,7 @@ async def get_rule(ctx: Context, principal: Principal, rule_id: str) -> Rule:
 
 async def create_rule(ctx: Context, principal: Principal, endpoint_id: str, data: RuleCreate) -> Rule:
     require_write(principal)
+    check_name(data.name, "name")
     tree = conditions.validate(data.condition_tree)
     check_unique(data.destination_ids)
     if not ids.is_id(endpoint_id, "ep"):
@@ -129,6 +131,7 @@ async def update_rule(ctx: Context, principal: Principal, rule_id: str, data: Ru
     changes: dict[str, Any] = {
         f: v for f in ("name", "active", "condition_tree") if (v := getattr(data, f)) is not msgspec.UNSET
     }
+    check_name(changes.get("name"), "name")
     if "condition_tree" in changes:
         changes["condition_tree"] = conditions.validate(changes["condition_tree"])
     destination_ids = data.destination_ids

@@ -20,6 +20,7 @@ from control.records.trust import AllowlistEntry, AllowlistList, AuthConfig, Aut
 from control.service import Context, Principal, edge_config
 from control.service.endpoints import _endpoint as endpoint_record
 from control.service.endpoints import require_endpoint, require_write
+from control.service.text import check_secret, check_text
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -75,10 +76,7 @@ async def update_auth_config(
 ) -> AuthConfig:
     require_write(principal)
     changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
-    secret = changes.get("secret")
-    if isinstance(secret, str) and secret != secret.strip():
-        # A pasted secret with a stray newline would make every delivery fail verification, silently.
-        raise ValidationError("secret: must not start or end with whitespace")
+    check_secret(changes.get("secret"))
     if isinstance(changes.get("header_name"), str):
         changes["header_name"] = changes["header_name"].lower()
     async with ctx.pool.acquire() as conn:
@@ -95,6 +93,8 @@ async def rotate_secret(ctx: Context, principal: Principal, endpoint_id: str) ->
     """A new platform signing secret, returned this once. A secret set through PATCH auth-config (the
     provider's own) is not touched; the platform secret verifies only while none is set."""
     require_write(principal)
+    if not ids.is_id(endpoint_id, "ep"):
+        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     secret = ids.signing_secret()
     async with ctx.pool.acquire() as conn:
         row = await db_endpoints.set_signing_secret(conn, principal.account_id, endpoint_id, secret)
@@ -114,7 +114,7 @@ def parse_cidr(text: str) -> IPNetwork:
     Host bits set (``10.0.0.1/8``) are refused rather than cleared: clearing would silently widen a rule
     meant for one host to the whole network.
     """
-    value = text.strip()
+    value = check_text(text, "cidr").strip()
     if "%" in value:
         raise ValidationError(f"cidr: {text!r} has an IPv6 zone index; zones mean nothing to a remote sender")
     try:

@@ -1,0 +1,119 @@
+"""The kinds of caller text the request records take, each with the exact rule the server applies.
+
+Every pattern here is read two ways: by msgspec with Python's ``re`` (``re.search``) when a request is
+decoded, and as ECMA 262 by readers of the OpenAPI document (schemathesis among them). So they use ASCII
+classes only (``\\s`` and ``\\w`` differ between the two for non-ASCII characters) and avoid what differs
+(Python's ``$`` also matches before a trailing newline; where that matters the service checks again).
+
+NUL and lone surrogates are refused by the service layer (``control.service.text``) with a message that
+names the field; the OpenAPI document states the NUL rule in its patterns (``doc_pattern``), which msgspec
+does not check (``extra_json_schema`` is documentation to msgspec), so the message stays precise.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+__all__ = (
+    "NO_NUL",
+    "PATTERN_RULES",
+    "REF",
+    "SECRET",
+    "VISIBLE",
+    "DocumentedAs",
+    "ExternalRef",
+    "Name",
+    "Text",
+    "id_pattern",
+    "text",
+    "text_problem",
+)
+
+NO_NUL = r"^[^\x00]*$"
+VISIBLE = r"[^\x00-\x20\x7f]"
+"""Somewhere a character that is neither a space nor a control character."""
+NAME = r"^[^\x00]*[^\x00-\x20\x7f][^\x00]*$"
+"""VISIBLE and no NUL: what the server accepts as a name, as the OpenAPI document states it."""
+REF = r"^[^\x00-\x20\x7f](?:[^\x00-\x1f\x7f]*[^\x00-\x20\x7f])?$"
+"""No control characters (NUL included), and no space at either end."""
+SECRET = r"^[^\x00-\x20\x7f](?:[^\x00]*[^\x00-\x20\x7f])?$"
+"""No NUL, and neither whitespace nor a control character at either end (a pasted newline)."""
+
+
+def id_pattern(prefix: str) -> str:
+    """The shape of an id of this kind (``shared.ids``): ``ep_`` and a ULID. Any other string names nothing,
+    so an id of another shape is a 404 like an unknown one."""
+    return rf"^{prefix}_[0-7][0-9A-HJKMNP-TV-Z]{{25}}$"
+
+
+PATTERN_RULES: dict[str, str] = {
+    NO_NUL: "must not contain NUL characters",
+    VISIBLE: "must contain a visible character (not only spaces or control characters)",
+}
+"""What a pattern means, for the 400 message when msgspec reports a value that does not match it."""
+
+
+def text_problem(value: str) -> str | None:
+    """Why Postgres could not store ``value`` (a message without the field name), or None when it can:
+    ``text`` and ``jsonb`` hold no NUL, and a lone UTF-16 surrogate (U+D800..U+DFFF, not a Unicode scalar
+    value) has no UTF-8 form for asyncpg to send."""
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must not contain lone UTF-16 surrogates (U+D800 to U+DFFF); they are not Unicode text"
+    return None
+
+
+def text(
+    *,
+    max_length: int,
+    min_length: int = 1,
+    pattern: str | None = NO_NUL,
+    doc_pattern: str | None = None,
+    description: str | None = None,
+    **schema: Any,
+) -> msgspec.Meta:
+    """The constraints of one kind of text: ``pattern`` is checked on decode and documented;
+    ``doc_pattern`` (when the service checks the rest, with a better message) is documented instead;
+    ``schema`` adds JSON Schema keywords (``format``...) to the document."""
+    extra = dict(schema)
+    if doc_pattern is not None:
+        extra["pattern"] = doc_pattern
+    return msgspec.Meta(
+        min_length=min_length,
+        max_length=max_length,
+        pattern=pattern,
+        description=description,
+        extra_json_schema=extra or None,
+    )
+
+
+Text = Annotated[str, text(max_length=200, pattern=None, doc_pattern=NO_NUL)]
+"""Free text of up to 200 characters; only NUL is refused (by the service)."""
+Name = Annotated[str, text(max_length=200, pattern=VISIBLE, doc_pattern=NAME)]
+"""A display name: up to 200 characters with a visible one among them; no NUL."""
+ExternalRef = Annotated[
+    str,
+    text(
+        max_length=200,
+        pattern=None,
+        doc_pattern=REF,
+        description="Caller-chosen stable name, unique per account; no control characters, no edge spaces",
+    ),
+]
+
+
+class DocumentedAs:
+    """``Annotated`` metadata: the OpenAPI document describes the field as ``annotation`` while the server
+    decodes it as it is typed (e.g. ``Any``, checked by the service with messages that name the node).
+    msgspec ignores metadata it does not know; ``control.api.openapi`` reads this."""
+
+    __slots__ = ("annotation",)
+
+    def __init__(self, annotation: Any) -> None:
+        self.annotation = annotation
