@@ -19,7 +19,10 @@ from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from control.api import v1_router
+from control.api.allow import AllowMiddleware
+from control.api.body import StrictJSONRequest
 from control.api.deps import provide_ctx
+from control.api.openapi import StrictStructSchemaPlugin
 from control.db import create_pool
 from control.errors import EXCEPTION_HANDLERS, error_response
 from control.ratelimit import RateLimiter
@@ -80,6 +83,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
         lifespan=[resources],
         exception_handlers=EXCEPTION_HANDLERS,
+        plugins=[StrictStructSchemaPlugin()],
+        request_class=StrictJSONRequest,
+        middleware=[AllowMiddleware()],
         request_max_body_size=max(1_048_576, 2 * settings.max_body_bytes),
         openapi_config=OpenAPIConfig(
             title="hookyard",

@@ -13,6 +13,7 @@ import traceback
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
 
+from control.records.text import PATTERN_RULES
 from shared.errors import RateLimitedError, ServiceError, envelope
 
 __all__ = ("EXCEPTION_HANDLERS", "error_response")
@@ -40,6 +41,8 @@ _NAMED_FIELD_MESSAGES = {
     "Object contains unknown field": "unknown field",
     "Object missing required field": "required field is missing",
 }
+# msgspec says which regex a value missed; the records say what the regex means.
+_PATTERN_MESSAGES = {f"Expected `str` matching regex {pattern!r}": rule for pattern, rule in PATTERN_RULES.items()}
 
 
 def _field_messages(exc: ValidationException) -> str:
@@ -63,6 +66,7 @@ def _field_messages(exc: ValidationException) -> str:
             key = "body"
         if message == "'data'":  # Litestar's KeyError text when there is no body at all
             message = "a JSON object is required, the request body is empty"
+        message = _PATTERN_MESSAGES.get(message, message)
         parts.append(f"{key}: {message}")
     return "; ".join(parts) or str(exc.detail)
 
@@ -82,11 +86,11 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
         message = "body: request body is too large"
     else:
         message = str(exc.detail)
-    headers = dict(exc.headers or {})
-    if status == 405 and request.scope.get("route_handler") is not None:
-        methods = getattr(request.scope["route_handler"], "http_methods", None)
-        if methods:
-            headers["allow"] = ", ".join(sorted(methods))
+    headers = {name.lower(): value for name, value in (exc.headers or {}).items()}
+    if status == 405 and "allow" in headers:
+        # Litestar's router lists every method of the path (from its trie node, unlike its OPTIONS answer,
+        # see control.api.allow); sorted here so both answers read alike.
+        headers["allow"] = ", ".join(sorted({m.strip() for m in headers["allow"].split(",") if m.strip()}))
     return error_response(status, _CODES.get(status, "http_error"), message, headers)
 
 

@@ -7,9 +7,10 @@ from typing import ClassVar
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
-from litestar.params import FromPath, JSONBody
+from litestar.params import JSONBody
 
 from control.api.openapi import errors
+from control.api.params import AllowlistEntryId, EndpointId
 from control.records import Deleted
 from control.records.trust import AllowlistCreate, AllowlistEntry, AllowlistList
 from control.service import Context, Principal
@@ -24,7 +25,7 @@ class EndpointAllowlistController(Controller):
 
     @get("/", operation_id="ListAllowlist", responses=errors(401, 404, 429))
     async def list_allowlist(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> AllowlistList:
         """The endpoint's allowlist, oldest first. Empty: every source is accepted. Non-empty: a source
         outside every entry is refused (403 `ip_not_allowed`)."""
@@ -46,7 +47,7 @@ class EndpointAllowlistController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        endpoint_id: FromPath[str],
+        endpoint_id: EndpointId,
         data: JSONBody[AllowlistCreate],
     ) -> Response[AllowlistEntry]:
         """Adds an IPv4 or IPv6 address (stored as a /32 or /128) or CIDR range, in canonical form;
@@ -66,7 +67,7 @@ class AllowlistController(Controller):
         "/{entry_id:str}", operation_id="DeleteAllowlistEntry", status_code=200, responses=errors(401, 403, 404, 429)
     )
     async def delete_allowlist_entry(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], entry_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], entry_id: AllowlistEntryId
     ) -> Deleted:
         """Removes the entry. Removing the last one makes the endpoint accept every source again."""
         return Deleted(id=await service.delete_allowlist_entry(ctx, principal, entry_id))

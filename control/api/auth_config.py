@@ -6,9 +6,10 @@ from typing import ClassVar
 
 from litestar import Controller, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import JSONBody
 
 from control.api.openapi import errors
+from control.api.params import EndpointId
 from control.records.endpoints import EndpointCreated
 from control.records.trust import AuthConfig, AuthConfigUpdate
 from control.service import Context, Principal
@@ -32,7 +33,7 @@ class AuthConfigController(Controller):
 
     @get("/", operation_id="GetAuthConfig", responses=errors(401, 404, 429))
     async def get_auth_config(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> AuthConfig:
         """How the endpoint verifies inbound requests. Never includes the secret: `secret_set` says whether
         one was set (otherwise the platform signing secret is used)."""
@@ -43,7 +44,7 @@ class AuthConfigController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        endpoint_id: FromPath[str],
+        endpoint_id: EndpointId,
         data: JSONBody[AuthConfigUpdate],
     ) -> AuthConfig:
         """Changes verification; fields left out stay. `secret` is the provider's own signing secret
@@ -63,6 +64,6 @@ class AuthConfigController(Controller):
         responses=errors(401, 403, 404, 429),
     )
     async def rotate_secret(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> EndpointCreated:
         return await service.rotate_secret(ctx, principal, endpoint_id)

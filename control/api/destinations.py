@@ -6,9 +6,10 @@ from typing import ClassVar
 
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import JSONBody
 
 from control.api.openapi import errors
+from control.api.params import DestinationId, EndpointId
 from control.records.destinations import (
     Destination,
     DestinationCreate,
@@ -29,7 +30,7 @@ class EndpointDestinationController(Controller):
 
     @get("/", operation_id="ListDestinations", responses=errors(401, 404, 429))
     async def list_destinations(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> DestinationList:
         """The endpoint's destinations, oldest first."""
         return await service.list_destinations(ctx, principal, endpoint_id)
@@ -39,7 +40,7 @@ class EndpointDestinationController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        endpoint_id: FromPath[str],
+        endpoint_id: EndpointId,
         data: JSONBody[DestinationCreate],
     ) -> DestinationCreated:
         """Adds a destination (`url`: absolute http or https). `forward_all: true` also creates a rule that
@@ -55,7 +56,7 @@ class DestinationController(Controller):
 
     @get("/{destination_id:str}", operation_id="GetDestination", responses=errors(401, 404, 429))
     async def get_destination(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
     ) -> Destination:
         return await service.get_destination(ctx, principal, destination_id)
 
@@ -64,7 +65,7 @@ class DestinationController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        destination_id: FromPath[str],
+        destination_id: DestinationId,
         data: JSONBody[DestinationUpdate],
     ) -> Destination:
         """Changes `url`, `name` or `headers`; fields left out stay; `name: null` and `headers: null` clear
@@ -75,7 +76,7 @@ class DestinationController(Controller):
         "/{destination_id:str}", operation_id="DeleteDestination", status_code=200, responses=errors(401, 403, 404, 429)
     )
     async def delete_destination(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
     ) -> DestinationDeleted:
         """Deletes the destination and its pending deliveries (past attempts stay in the delivery log). Rules
         that forwarded to it alone are deleted with it (`deleted_rule_ids`); other rules just lose it."""

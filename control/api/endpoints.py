@@ -6,9 +6,10 @@ from typing import Annotated, ClassVar
 
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, FromQuery, JSONBody, Parameter
+from litestar.params import JSONBody
 
 from control.api.openapi import errors
+from control.api.params import EndpointId, query, ref_schema
 from control.records import Deleted
 from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
 from control.service import Context, Principal
@@ -27,7 +28,7 @@ class EndpointController(Controller):
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
         external_ref: Annotated[
-            FromQuery[str | None], Parameter(description="Only the endpoint with this caller-chosen name")
+            str | None, query("Only the endpoint with this caller-chosen name", **ref_schema())
         ] = None,
     ) -> EndpointList:
         """Lists the account's endpoints, newest first; `external_ref` re-finds one by its stable name."""
@@ -43,7 +44,7 @@ class EndpointController(Controller):
 
     @get("/{endpoint_id:str}", operation_id="GetEndpoint", responses=errors(401, 404, 429))
     async def get_endpoint(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> Endpoint:
         return await service.get_endpoint(ctx, principal, endpoint_id)
 
@@ -52,7 +53,7 @@ class EndpointController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        endpoint_id: FromPath[str],
+        endpoint_id: EndpointId,
         data: JSONBody[EndpointUpdate],
     ) -> Endpoint:
         """Changes `name`, `environment` or `external_ref`; fields left out stay; `external_ref: null` clears it."""
@@ -60,7 +61,7 @@ class EndpointController(Controller):
 
     @delete("/{endpoint_id:str}", operation_id="DeleteEndpoint", status_code=200, responses=errors(401, 403, 404, 429))
     async def delete_endpoint(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> Deleted:
         """Deletes the endpoint with all its events, deliveries, destinations, rules and settings."""
         return Deleted(id=await service.delete_endpoint(ctx, principal, endpoint_id))

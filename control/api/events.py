@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import typing
 from collections.abc import Coroutine
 from typing import Annotated, Any, ClassVar, TypeVar
 
@@ -11,15 +12,17 @@ from litestar import Controller, MediaType, Request, Response, get
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.openapi import ResponseSpec
-from litestar.params import FromPath, QueryParameter
+from litestar.params import QueryParameter
 from litestar.types import Receive, Scope, Send
 
 from control.api.openapi import errors
+from control.api.params import Cursor, EndpointId, EventId, instant_schema, query, text_schema
 from control.db.events import EventFilters
 from control.records.events import Event, EventList, EventWait, EventWithDeliveries, Provider
 from control.service import Context, Principal
 from control.service import events as service
 from control.service.waiters import Wakeups
+from shared.errors import ValidationError
 
 __all__ = ("EndpointEventController", "EventController")
 
@@ -29,27 +32,34 @@ T = TypeVar("T")
 def provide_filters(
     since: Annotated[
         str | None,
-        QueryParameter(
-            description="Events received at or after this instant: ISO 8601 date-time (UTC when it has no "
-            "zone) or a bare date (its start, UTC)"
+        query(
+            "Events received at or after this instant: an RFC 3339 date-time, or a bare date (its start, UTC); "
+            "ISO 8601 forms Python reads are accepted too, a date-time without a zone as UTC. Years 0002 to 9998.",
+            **instant_schema(),
         ),
     ] = None,
     until: Annotated[
         str | None,
-        QueryParameter(description="Events received at or before this instant; a bare date means its whole day"),
+        query("Events received at or before this instant; a bare date means its whole day", **instant_schema()),
     ] = None,
-    provider: Annotated[Provider | None, QueryParameter(description="Attributed provider")] = None,
+    # A str, checked by the service: Litestar would take "null" for None.
+    provider: Annotated[str | None, query("Attributed provider", enum=list(typing.get_args(Provider)))] = None,
     event_type: Annotated[
-        str | None, QueryParameter(name="type", description="The provider's own event name, exact match")
+        str | None,
+        query("The provider's own event name, exact match", name="type", **text_schema(service.MAX_TEXT)),
     ] = None,
-    method: Annotated[str | None, QueryParameter(description="HTTP method, any case")] = None,
-    signature_valid: Annotated[bool | None, QueryParameter(description="Signature check outcome")] = None,
+    method: Annotated[
+        str | None,
+        query("HTTP method, any case", maxLength=service.MAX_TEXT, pattern="^[A-Za-z]*$"),
+    ] = None,
+    # Read here, not by Litestar, which would also take "null", "1" or "yes" for a parameter documented boolean.
+    signature_valid: Annotated[str | None, query("Signature check outcome", kind="boolean")] = None,
     q: Annotated[
         str | None,
-        QueryParameter(
-            description="Case-insensitive substring of the body, content type, method, event type or a label "
-            "value; `%` and `_` match themselves",
-            max_length=service.MAX_TEXT,
+        query(
+            "Case-insensitive substring of the body, content type, method, event type or a label value; `%` and "
+            "`_` match themselves",
+            **text_schema(service.MAX_TEXT),
         ),
     ] = None,
 ) -> EventFilters:
@@ -59,9 +69,16 @@ def provide_filters(
         provider=provider,
         event_type=event_type,
         method=method,
-        signature_valid=signature_valid,
+        signature_valid=_boolean(signature_valid, "signature_valid"),
         q=q,
     )
+
+
+def _boolean(value: str | None, name: str) -> bool | None:
+    """A boolean query parameter as OpenAPI serializes one: ``true`` or ``false``."""
+    if value is None or value in ("true", "false"):
+        return None if value is None else value == "true"
+    raise ValidationError(f"{name}: must be true or false, got {value!r}")
 
 
 def provide_wakeups(state: State) -> Wakeups:
@@ -190,12 +207,10 @@ class EndpointEventController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        endpoint_id: FromPath[str],
+        endpoint_id: EndpointId,
         filters: NamedDependency[EventFilters],
         limit: Annotated[int, QueryParameter(ge=1, le=100, description="Page size")] = 20,
-        cursor: Annotated[
-            str | None, QueryParameter(description="`next_cursor` of the previous page, unchanged")
-        ] = None,
+        cursor: Cursor = None,
     ) -> EventList:
         """Captured requests, newest first, filtered. Page with `next_cursor` (null on the last page):
         pages are keyset-based, so events arriving meanwhile neither shift nor repeat later pages."""
@@ -206,7 +221,7 @@ class EndpointEventController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        endpoint_id: FromPath[str],
+        endpoint_id: EndpointId,
         filters: NamedDependency[EventFilters],
     ) -> EventWithDeliveries:
         """The most recent matching event with every delivery attempt made for it (oldest first);
@@ -227,7 +242,7 @@ class EndpointEventController(Controller):
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
         wakeups: NamedDependency[Wakeups],
-        endpoint_id: FromPath[str],
+        endpoint_id: EndpointId,
         filters: NamedDependency[EventFilters],
         # The HTTP query parameter, named as SPEC.md names it (Litestar's errors use the Python name).
         timeout: Annotated[int, QueryParameter(ge=1, le=55, description="Seconds to wait")] = 30,  # noqa: ASYNC109
@@ -250,7 +265,7 @@ class EventController(Controller):
 
     @get("/{event_id:str}", operation_id="GetEvent", responses=errors(401, 404, 429))
     async def get_event(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], event_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], event_id: EventId
     ) -> EventWithDeliveries:
         """One captured request of any of the account's endpoints, with every delivery attempt made for it
         (oldest first)."""

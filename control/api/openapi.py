@@ -1,12 +1,24 @@
-"""OpenAPI helpers: every route documents its error statuses with the envelope they carry."""
+"""OpenAPI helpers: every route documents its error statuses with the envelope they carry, and request
+records are documented as strictly as the server reads them (``StrictStructSchemaPlugin``)."""
 
 from __future__ import annotations
 
-from litestar.openapi import ResponseSpec
+import typing
+from typing import TYPE_CHECKING, Any
 
+import msgspec
+from litestar._openapi.schema_generation.plugins.struct import StructSchemaPlugin
+from litestar.openapi import ResponseSpec
+from litestar.openapi.spec import Reference, Schema
+from litestar.typing import FieldDefinition
+
+from control.records.text import DocumentedAs
 from shared.errors import ErrorEnvelope
 
-__all__ = ("errors",)
+if TYPE_CHECKING:
+    from litestar._openapi.schema_generation import SchemaCreator
+
+__all__ = ("StrictStructSchemaPlugin", "errors", "json_schema")
 
 _DESCRIPTIONS = {
     400: "Invalid request: `validation_error` (the message names the field), `invalid_condition_tree`",
@@ -26,3 +38,93 @@ def errors(*statuses: int) -> dict[int, ResponseSpec]:
         s: ResponseSpec(data_container=ErrorEnvelope, description=_DESCRIPTIONS[s], generate_examples=False)
         for s in sorted({400, *statuses})
     }
+
+
+_SUBSCHEMA_KEYS = frozenset(
+    {"items", "schema_not", "property_names", "additional_properties", "contains", "schema_if", "then", "schema_else"}
+)
+_SUBSCHEMA_LISTS = frozenset({"all_of", "any_of", "one_of", "prefix_items"})
+
+
+def json_schema(document: dict[str, Any]) -> Schema | Reference:
+    """A JSON Schema written as a dict (``{"format": "uri"}``, ``{"$ref": ...}``) as Litestar's ``Schema``."""
+    if "$ref" in document:
+        return Reference(ref=document["$ref"])
+    aliases = Schema.field_aliases()
+    schema = Schema()
+    for key, value in document.items():
+        name = aliases.get(key, key)
+        if name in _SUBSCHEMA_KEYS and isinstance(value, dict):
+            value = json_schema(value)
+        elif name in _SUBSCHEMA_LISTS:
+            value = [json_schema(item) for item in value]
+        elif name == "properties":
+            value = {key: json_schema(item) for key, item in value.items()}
+        if not hasattr(schema, name):
+            raise ValueError(f"not a JSON Schema keyword Litestar knows: {key!r}")
+        setattr(schema, name, value)
+    return schema
+
+
+def _extra_json_schema(kind: msgspec.inspect.Type) -> dict[str, Any] | None:
+    """The ``extra_json_schema`` of a field's ``msgspec.Meta``, also inside ``X | None`` and ``X | UNSET``."""
+    if isinstance(kind, msgspec.inspect.Metadata):
+        return kind.extra_json_schema
+    if isinstance(kind, msgspec.inspect.UnionType):
+        for member in kind.types:
+            if (found := _extra_json_schema(member)) is not None:
+                return found
+    return None
+
+
+def _documented_as(annotation: Any) -> DocumentedAs | None:
+    for part in typing.get_args(annotation):
+        if isinstance(part, DocumentedAs):
+            return part
+        if (found := _documented_as(part)) is not None:
+            return found
+    return None
+
+
+class StrictStructSchemaPlugin(StructSchemaPlugin):
+    """Documents msgspec Structs as the server reads them, where Litestar's own plugin does not:
+
+    - ``forbid_unknown_fields`` Structs (every request body) get ``additionalProperties: false``;
+    - a Struct's ``openapi_extra`` class variable adds JSON Schema keywords to the object (rules between
+      fields: ``if``/``then``, ``not``);
+    - JSON Schema keywords of ``msgspec.Meta(extra_json_schema=...)`` beyond title, description and examples
+      (``format``, a documented ``pattern``, ``propertyNames``...) reach the property's schema;
+    - a field annotated with :class:`DocumentedAs` is documented as that type (condition trees are decoded as
+      any JSON and checked by the service, whose messages name the offending node).
+
+    Registered on the app, it comes before Litestar's built-in Struct plugin, which it extends."""
+
+    def to_openapi_schema(self, field_definition: FieldDefinition, schema_creator: SchemaCreator) -> Schema:
+        schema = super().to_openapi_schema(field_definition, schema_creator)
+        info = msgspec.inspect.type_info(field_definition.type_)
+        assert isinstance(info, msgspec.inspect.StructType)
+        if info.forbid_unknown_fields:
+            schema.additional_properties = False
+        for key, value in getattr(field_definition.type_, "openapi_extra", {}).items():
+            converted = json_schema({key: value})
+            name = Schema.field_aliases().get(key, key)
+            setattr(schema, name, getattr(converted, name))
+        hints = field_definition.get_type_hints(include_extras=True, resolve_generics=True)
+        for field in info.fields:
+            current = (schema.properties or {}).get(field.encode_name)
+            if not isinstance(current, Schema):
+                continue
+            if (documented := _documented_as(hints[field.name])) is not None:
+                described = schema_creator.for_field_definition(FieldDefinition.from_annotation(documented.annotation))
+                replacement = described if isinstance(described, Schema) else Schema(one_of=[described])
+                replacement.description = replacement.description or current.description
+                schema.properties[field.encode_name] = replacement  # type: ignore[index]
+                continue
+            for key, value in (_extra_json_schema(field.type) or {}).items():
+                if key in ("title", "description", "examples"):
+                    continue  # Litestar applies these itself
+                converted = json_schema({key: value})
+                assert isinstance(converted, Schema)
+                name = Schema.field_aliases().get(key, key)
+                setattr(current, name, getattr(converted, name))
+        return schema

@@ -6,9 +6,10 @@ from typing import ClassVar
 
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import JSONBody
 
 from control.api.openapi import errors
+from control.api.params import EndpointId, RuleId
 from control.records import Deleted
 from control.records.rules import Rule, RuleCreate, RuleList, RuleUpdate
 from control.service import Context, Principal
@@ -23,7 +24,7 @@ class EndpointRuleController(Controller):
 
     @get("/", operation_id="ListRules", responses=errors(401, 404, 429))
     async def list_rules(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> RuleList:
         """The endpoint's rules, oldest first. Every active rule whose tree matches an event forwards it."""
         return await service.list_rules(ctx, principal, endpoint_id)
@@ -33,7 +34,7 @@ class EndpointRuleController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        endpoint_id: FromPath[str],
+        endpoint_id: EndpointId,
         data: JSONBody[RuleCreate],
     ) -> Rule:
         """Creates a rule. `condition_tree` is validated first: a malformed tree is a 400
@@ -48,7 +49,7 @@ class RuleController(Controller):
 
     @get("/{rule_id:str}", operation_id="GetRule", responses=errors(401, 404, 429))
     async def get_rule(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], rule_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], rule_id: RuleId
     ) -> Rule:
         return await service.get_rule(ctx, principal, rule_id)
 
@@ -57,7 +58,7 @@ class RuleController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        rule_id: FromPath[str],
+        rule_id: RuleId,
         data: JSONBody[RuleUpdate],
     ) -> Rule:
         """Changes `name`, `active`, `condition_tree` or `destination_ids` (which replaces the list); fields
@@ -66,7 +67,7 @@ class RuleController(Controller):
 
     @delete("/{rule_id:str}", operation_id="DeleteRule", status_code=200, responses=errors(401, 403, 404, 429))
     async def delete_rule(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], rule_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], rule_id: RuleId
     ) -> Deleted:
         """Deletes the rule; its destinations stay."""
         return await service.delete_rule(ctx, principal, rule_id)
