@@ -25,7 +25,7 @@ log = logging.getLogger("hookyard.worker")
 
 
 def _flush_lanes(ctx: Context) -> list[Loop]:
-    router = Router(ctx)  # one rule cache (and rules-channel subscription) for all lanes of the process
+    router = Router(ctx)  # one rule cache for all lanes of the process (each batch checks its versions)
     return [
         Flush(
             ctx,
