@@ -148,6 +148,7 @@ class RedisRelay:
         parts = urlsplit(url)
         self._target = (parts.hostname or "127.0.0.1", parts.port or 6379)
         self._path = parts.path
+        self._credentials = parts.netloc.rpartition("@")[0]  # the embedded Redis has a password
         self._server: asyncio.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
         self._pumps: set[asyncio.Task[None]] = set()
@@ -155,7 +156,8 @@ class RedisRelay:
     async def start(self) -> str:
         self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
         port = self._server.sockets[0].getsockname()[1]
-        return f"redis://127.0.0.1:{port}{self._path}"
+        credentials = f"{self._credentials}@" if self._credentials else ""
+        return f"redis://{credentials}127.0.0.1:{port}{self._path}"
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self._target)
