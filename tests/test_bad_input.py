@@ -27,6 +27,7 @@ from control.service import endpoints as endpoints_service
 from control.service import events as events_service
 from control.service import rules as rules_service
 from control.service import trust as trust_service
+from control.service.accounts import create_account
 from shared.errors import ValidationError
 from shared.settings import Settings, load_settings
 from tests.events_support import Ev, store
@@ -502,3 +503,12 @@ async def test_the_document_states_formats_patterns_and_limits(document):
             for parameter in operation.get("parameters", []):
                 if parameter["in"] == "query" and not path.endswith("/deliveries"):
                     assert "null" not in json.dumps(parameter["schema"]), (path, parameter["name"])
+
+
+@pytest.mark.parametrize("email", ["a@b\x00.com", "a@b\udcff.com"], ids=["nul", "argv-byte"])
+async def test_an_account_email_postgres_cannot_hold_is_refused(database_url, email):
+    """``hookyard account create --email`` reads argv, where a byte that is not UTF-8 is a lone surrogate."""
+    async with db(database_url) as conn:
+        with pytest.raises(ValidationError, match=r"^email: must not contain"):
+            await create_account(conn, email=email)
+        assert await conn.fetchval("SELECT count(*) FROM accounts") == 0

@@ -8,6 +8,7 @@ import asyncpg
 
 from control.db import accounts as db_accounts
 from control.service import Context, Principal
+from control.service.text import check_text
 from shared import ids
 from shared.errors import ForbiddenError, UnauthorizedError
 
@@ -43,7 +44,10 @@ async def create_account(
     endpoint_quota: int | None = None,
     read_only: bool = False,
 ) -> tuple[str, str]:
-    """Creates an account with one key; returns (account_id, key). Keys are shown once, never stored."""
+    """Creates an account with one key; returns (account_id, key). Keys are shown once, never stored.
+
+    ``email`` may come from argv, where bytes that are not UTF-8 arrive as lone surrogates."""
+    check_text(email, "email")
     account_id = ids.new_id("acct")
     async with conn.transaction():
         await db_accounts.insert_account(
