@@ -97,7 +97,9 @@ class StrictStructSchemaPlugin(StructSchemaPlugin):
     - a field annotated with :class:`DocumentedAs` is documented as that type (condition trees are decoded as
       any JSON and checked by the service, whose messages name the offending node).
 
-    Registered on the app, it comes before Litestar's built-in Struct plugin, which it extends."""
+    Registered on the app, it comes before Litestar's built-in Struct plugin, which it extends. That plugin
+    lives in a private module (``litestar._openapi``); litestar is pinned below 3, and the document's own
+    tests (tests/test_bad_input.py, tests/test_schemathesis.py) fail loudly if it moves or changes."""
 
     def to_openapi_schema(self, field_definition: FieldDefinition, schema_creator: SchemaCreator) -> Schema:
         schema = super().to_openapi_schema(field_definition, schema_creator)

@@ -64,7 +64,6 @@ Url = Annotated[
     str,
     text(
         max_length=2048,
-        pattern=None,
         doc_pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f]+$",
         format="uri",
         description="Absolute http or https URL with a host; no spaces or control characters",

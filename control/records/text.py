@@ -25,7 +25,6 @@ __all__ = (
     "DocumentedAs",
     "ExternalRef",
     "Name",
-    "Text",
     "id_pattern",
     "text",
     "text_problem",
@@ -73,35 +72,30 @@ def text(
     *,
     max_length: int,
     min_length: int = 1,
-    pattern: str | None = NO_NUL,
-    doc_pattern: str | None = None,
+    pattern: str | None = None,
+    doc_pattern: str = NO_NUL,
     description: str | None = None,
     **schema: Any,
 ) -> msgspec.Meta:
-    """The constraints of one kind of text: ``pattern`` is checked on decode and documented;
-    ``doc_pattern`` (when the service checks the rest, with a better message) is documented instead;
-    ``schema`` adds JSON Schema keywords (``format``...) to the document."""
-    extra = dict(schema)
-    if doc_pattern is not None:
-        extra["pattern"] = doc_pattern
+    """The constraints of one kind of text. ``pattern`` is checked by msgspec on decode; ``doc_pattern`` is
+    what the document states, the whole rule the server applies (the service checks the rest, NUL at least,
+    with a message that names the problem). ``schema`` adds JSON Schema keywords (``format``...)."""
+    extra = {**schema, "pattern": doc_pattern}
     return msgspec.Meta(
         min_length=min_length,
         max_length=max_length,
         pattern=pattern,
         description=description,
-        extra_json_schema=extra or None,
+        extra_json_schema=extra,
     )
 
 
-Text = Annotated[str, text(max_length=200, pattern=None, doc_pattern=NO_NUL)]
-"""Free text of up to 200 characters; only NUL is refused (by the service)."""
 Name = Annotated[str, text(max_length=200, pattern=VISIBLE, doc_pattern=NAME)]
 """A display name: up to 200 characters with a visible one among them; no NUL."""
 ExternalRef = Annotated[
     str,
     text(
         max_length=200,
-        pattern=None,
         doc_pattern=REF,
         description="Caller-chosen stable name, unique per account; no control characters, no edge spaces",
     ),

@@ -28,7 +28,6 @@ Secret = Annotated[
     text(
         min_length=16,
         max_length=1024,
-        pattern=None,
         doc_pattern=SECRET,
         description="The provider's own signing secret (write-only; never returned). `null` clears it, and "
         "verification falls back to the endpoint's platform signing secret. No NUL; neither whitespace nor "
@@ -80,7 +79,6 @@ class AllowlistCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         str,
         text(
             max_length=100,
-            pattern=None,
             # Not a standard format: an IPv4 or IPv6 address, or a range whose host bits are all zero.
             format="cidr",
             description="An IPv4 or IPv6 address (a /32 or /128) or CIDR range, e.g. `203.0.113.0/24`; a range "

@@ -11,13 +11,12 @@ the text it writes or queries with, here, once per field.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from control.records.text import PATTERN_RULES, VISIBLE, text_problem
 from shared.errors import ValidationError
 
-__all__ = ("check_external_ref", "check_mapping", "check_name", "check_secret", "check_text", "text_problem")
+__all__ = ("check_external_ref", "check_name", "check_secret", "check_text")
 
 _VISIBLE = re.compile(VISIBLE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -29,17 +28,6 @@ def check_text(value: Any, field: str) -> Any:
     """``value`` unchanged when it is not a string or is storable text; ValidationError naming ``field``."""
     if isinstance(value, str) and (problem := text_problem(value)) is not None:
         raise ValidationError(f"{field}: {problem}")
-    return value
-
-
-def check_mapping(value: Mapping[str, Any] | None, field: str) -> Mapping[str, Any] | None:
-    """Every key and string value of a flat string mapping (headers) is storable; the message names the key."""
-    if value is None:
-        return None
-    for key, item in value.items():
-        if (problem := text_problem(key)) is not None:
-            raise ValidationError(f"{field}: a name {problem}")
-        check_text(item, f"{field}.{key}")
     return value
 
 
