@@ -73,14 +73,14 @@ def text(
     max_length: int,
     min_length: int = 1,
     pattern: str | None = None,
-    doc_pattern: str = NO_NUL,
+    doc_pattern: str | None = NO_NUL,
     description: str | None = None,
     **schema: Any,
 ) -> msgspec.Meta:
     """The constraints of one kind of text. ``pattern`` is checked by msgspec on decode; ``doc_pattern`` is
     what the document states, the whole rule the server applies (the service checks the rest, NUL at least,
     with a message that names the problem). ``schema`` adds JSON Schema keywords (``format``...)."""
-    extra = {**schema, "pattern": doc_pattern}
+    extra = schema if doc_pattern is None else {**schema, "pattern": doc_pattern}
     return msgspec.Meta(
         min_length=min_length,
         max_length=max_length,

@@ -79,8 +79,10 @@ class AllowlistCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         str,
         text(
             max_length=100,
-            # Not a standard format: an IPv4 or IPv6 address, or a range whose host bits are all zero.
+            # Not a standard format: an IPv4 or IPv6 address, or a range whose host bits are all zero (which
+            # excludes NUL; a pattern besides would make clients generate from it instead of the format).
             format="cidr",
+            doc_pattern=None,
             description="An IPv4 or IPv6 address (a /32 or /128) or CIDR range, e.g. `203.0.113.0/24`; a range "
             "with host bits set (`10.0.0.1/8`) or an IPv6 zone index is refused",
         ),
