@@ -12,8 +12,6 @@ Redis.
 
 from __future__ import annotations
 
-from functools import cache
-
 from litestar import Litestar
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
@@ -23,8 +21,8 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 __all__ = ("AllowMiddleware", "allowed_methods")
 
 
-@cache
-def _methods_by_path(app: Litestar) -> dict[str, str]:
+def allowed_methods(app: Litestar) -> dict[str, str]:
+    """The ``Allow`` value of every route, by its ``path_format`` (``/v1/endpoints/{endpoint_id}``)."""
     merged: dict[str, set[str]] = {}
     for route in app.routes:
         if isinstance(route, HTTPRoute):
@@ -32,18 +30,18 @@ def _methods_by_path(app: Litestar) -> dict[str, str]:
     return {path: ", ".join(sorted(methods | {"OPTIONS"})) for path, methods in merged.items()}
 
 
-def allowed_methods(app: Litestar, path_template: str) -> str | None:
-    """The ``Allow`` value of a route (its ``path_format``, e.g. ``/v1/endpoints/{endpoint_id}``)."""
-    return _methods_by_path(app).get(path_template)
-
-
 class AllowMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
+
+    def __init__(self) -> None:
+        self._allow: dict[str, str] | None = None  # one app's routes, which never change once it serves
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         allow = None
         if scope["method"] == "OPTIONS":
-            allow = allowed_methods(scope["litestar_app"], scope.get("path_template", ""))
+            if self._allow is None:
+                self._allow = allowed_methods(scope["litestar_app"])
+            allow = self._allow.get(scope.get("path_template", ""))
         if allow is None:
             await next_app(scope, receive, send)
             return

@@ -23,13 +23,17 @@ from litestar.types import Empty
 __all__ = ("StrictJSONRequest", "decode_json")
 
 
-@cache
 def _decoder(handler: HTTPRouteHandler) -> msgspec.json.Decoder[Any] | None:
     """The strict decoder of the handler's ``data`` Struct, or None (no body, or not a Struct)."""
     field = handler.parsed_data_field
     if field is None or not field.is_subclass_of(msgspec.Struct):
         return None
-    return msgspec.json.Decoder(field.annotation, strict=True)
+    return _struct_decoder(field.annotation)
+
+
+@cache
+def _struct_decoder(struct: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(struct, strict=True)
 
 
 def decode_json(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
