@@ -1,8 +1,9 @@
 """Maps every failure to the error envelope ``{"error": {"code", "message"}}`` with a stable code.
 
 Covers our own ``ServiceError`` tree, Litestar's exceptions (unknown route 404, 405, body-size 413,
-validation 400, malformed JSON 400) and anything unexpected (500 ``internal_error``, logged with its
-traceback, never echoed to the caller).
+validation 400, malformed JSON 400), Postgres or Redis being unavailable (503 ``unavailable`` with
+``Retry-After``) and anything unexpected (500 ``internal_error``, logged with its traceback, never echoed to
+the caller).
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ from __future__ import annotations
 import logging
 import traceback
 
+import asyncpg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from control.db.faults import describe
 from control.records.text import PATTERN_RULES
 from shared.errors import RateLimitedError, ServiceError, envelope
 
@@ -109,14 +115,36 @@ def _service_error(request: Request, exc: ServiceError) -> Response:
     return error_response(exc.status, exc.code, exc.message, headers)
 
 
+def _unavailable(request: Request, exc: Exception) -> Response:
+    """Postgres or Redis away, restarting, refusing or out of connections: the caller's request is fine and
+    will work once the store is back, so 503 with ``Retry-After``, never a 500. Logged as one line: an outage
+    makes many of these and the workers' logs already tell its story."""
+    what = "Redis" if isinstance(exc, RedisError) else "the database"
+    log.warning("%s %s: %s unavailable (%s)", request.method, request.url.path, what, describe(exc))
+    return error_response(503, "unavailable", f"{what} is unavailable; retry shortly", {"retry-after": "2"})
+
+
 def _internal(request: Request, exc: Exception) -> Response:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "internal server error; the failure was logged")
 
 
+_UNAVAILABLE: tuple[type[Exception], ...] = (
+    OSError,  # refused, reset, and TimeoutError (a pool that could not hand out a connection in time)
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,  # the connection went away under a query
+    asyncpg.OperatorInterventionError,  # shutting down, cannot connect now, backend terminated
+    asyncpg.InsufficientResourcesError,  # too many connections
+    asyncpg.ObjectNotInPrerequisiteStateError,  # the database does not accept connections right now
+    asyncpg.TransactionRollbackError,  # deadlock or serialization failure: the same request would succeed
+    RedisConnectionError,
+    RedisTimeoutError,
+)
+
 EXCEPTION_HANDLERS = {
     ServiceError: _service_error,
     HTTPException: _http_exception,
     UnicodeDecodeError: _undecodable,
+    **dict.fromkeys(_UNAVAILABLE, _unavailable),
     Exception: _internal,
 }
