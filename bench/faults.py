@@ -11,7 +11,7 @@ deliver_killed         SIGKILL of the deliver worker mid-request, restarted (its
 pg_refused             Postgres refuses connections (``ALLOW_CONNECTIONS false``, backends terminated)
 pg_backends_killed     every backend of the database terminated every 250 ms
 pg_restart             the Postgres server stopped, then started again
-redis_restart_aof      Redis SIGKILLed and restarted on its AOF (``appendfsync everysec``)
+redis_restart_aof      Redis SIGKILLed, down for a while, restarted on its AOF (``appendfsync everysec``)
 redis_restart_no_aof   the same without persistence: the stream, its groups and the edge config are gone
 destination_down       the destination refuses connections, then comes back
 poison                 NUL in path, query, type and id, non-UTF-8 headers, truncated bodies, mixed into
@@ -97,6 +97,7 @@ async def _redis_restart(top: Topology, seconds: float) -> int:
     finally:
         await client.aclose()
     await asyncio.to_thread(top.redis.kill)
+    await asyncio.sleep(seconds)  # down: the edge answers 503, the workers back off
     await asyncio.to_thread(top.redis.start)
     return 0 if top.redis.aof else window
 
@@ -121,8 +122,8 @@ SCENARIOS: dict[str, tuple[Fault, float]] = {
     "pg_refused": (_pg_refused, 1),
     "pg_backends_killed": (_pg_backends_killed, 1),
     "pg_restart": (_pg_restart, 1),
-    "redis_restart_aof": (_redis_restart, 0),
-    "redis_restart_no_aof": (_redis_restart, 0),
+    "redis_restart_aof": (_redis_restart, 0.6),
+    "redis_restart_no_aof": (_redis_restart, 0.6),
     "destination_down": (_destination_down, 5),
     "poison": (_nothing, 0.25),
 }
