@@ -20,7 +20,7 @@ from control.app import create_app
 from control.db import connect
 from control.service.accounts import hash_key
 from shared.settings import Settings
-from tests.conftest import with_database
+from tests.conftest import database_name, with_database
 
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 BASE62 = re.compile(r"^[0-9A-Za-z]+$")
@@ -197,3 +197,20 @@ async def config_version(database_url: str, endpoint_id: str) -> int | None:
     """The endpoint's ``config_version``, which Postgres bumps on every change routing or the edge reads."""
     async with db(database_url) as conn:
         return await conn.fetchval("SELECT config_version FROM endpoints WHERE id = $1", endpoint_id)
+
+
+@contextlib.asynccontextmanager
+async def refusing_connections(servers: Any, database_url: str) -> AsyncIterator[None]:
+    """The test's database refuses new connections and its backends are terminated until the block ends."""
+    name = database_name(database_url)
+    admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
+    try:
+        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+            name,
+        )
+        yield
+    finally:
+        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        await admin.close()

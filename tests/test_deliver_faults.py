@@ -4,11 +4,10 @@ waited out by two workers with every event delivered and recorded, the extra sen
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -22,7 +21,7 @@ from control.delivery.send import Outcome, delivery_row
 from control.service import Context
 from control.workers import worker_context
 from shared.settings import Settings
-from tests.conftest import Servers, database_name, with_database
+from tests.conftest import Servers
 from tests.destination import (
     FAST_DELIVERY,
     Destination,
@@ -33,7 +32,7 @@ from tests.destination import (
     settled,
     task_status,
 )
-from tests.helpers import wait_for
+from tests.helpers import refusing_connections, wait_for
 
 _COLUMNS = (
     "id, task_id, destination_name, destination_url, source, request_headers, request_body, response_body, "
@@ -165,23 +164,6 @@ async def test_one_unstorable_attempt_is_isolated_and_its_task_finished(
     (logged,) = [r.getMessage() for r in caplog.records if victim["id"] in r.getMessage()]
     assert "result written" in logged
     assert destination.requests == []  # nothing was sent: the tasks were leased by hand
-
-
-@contextlib.asynccontextmanager
-async def refusing_connections(servers: Servers, database_url: str) -> AsyncIterator[None]:
-    """The test's database refuses new connections and its backends are terminated until the block ends."""
-    name = database_name(database_url)
-    admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
-    try:
-        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        await admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            name,
-        )
-        yield
-    finally:
-        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-        await admin.close()
 
 
 async def test_a_postgres_outage_longer_than_the_lease_is_waited_out(

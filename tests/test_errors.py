@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import asyncpg
 import pytest
 
 import control.service.endpoints as endpoints_service
 from shared.errors import ConflictError, ErrorEnvelope, NotFoundError, RateLimitedError, ValidationError, envelope
-from tests.conftest import database_name, with_database
 from tests.helpers import (
     assert_error,
     create_endpoint,
     db,
     module_database_url,  # noqa: F401 - fixtures
+    refusing_connections,
 )
 
 MIB = 1_048_576
@@ -184,21 +183,11 @@ def test_envelope_encodes_to_the_documented_shape():
 
 async def test_postgres_unavailable_is_503_with_retry_after_not_500(client, account, servers, database_url, caplog):
     """Refused connections and terminated backends: the request was fine, the store is away; retry later."""
-    name = database_name(database_url)
-    admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
-    try:
-        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        await admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            name,
-        )
+    async with refusing_connections(servers, database_url):
         for path in ("/v1/endpoints", "/v1/endpoints/ep_01KAAAAAAAAAAAAAAAAAAAAAAA/events"):
             resp = await client.get(path, headers=account.headers)
             error = assert_error(resp, 503, "unavailable")
             assert error["message"] == "the database is unavailable; retry shortly"
             assert resp.headers["retry-after"] == "2"
         assert not [r for r in caplog.records if r.levelname == "ERROR"]  # an outage is not our bug
-    finally:
-        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-        await admin.close()
     assert (await client.get("/v1/endpoints", headers=account.headers)).status_code == 200

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import asyncpg
 import pytest
 
 from control.service import Context
@@ -14,7 +13,8 @@ from control.workers.flush import Flush
 from shared import ids
 from shared.keys import FLUSH_GROUP
 from shared.wire import IngestRecord, encode_records
-from tests.conftest import Servers, database_name, with_database
+from tests.conftest import Servers
+from tests.helpers import refusing_connections
 
 
 async def _endpoint(ctx: Context) -> str:
@@ -194,14 +194,7 @@ async def test_postgres_outage_outlasting_every_limit_loses_nothing(
     records = [_record(endpoint_id) for _ in range(20)]
     await _xadd(ctx, records[:10])
     await _xadd(ctx, records[10:])
-    name = database_name(database_url)
-    admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
-    try:
-        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        await admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            name,
-        )
+    async with refusing_connections(servers, database_url):
         failed, started = 0, time.monotonic()
         while failed < 15 or time.monotonic() - started < 2.0:  # 15 steps and > 6 x the takeover idle time
             with pytest.raises(Exception):  # noqa: B017, PT011 - whatever the driver raises while the DB is away
@@ -211,9 +204,6 @@ async def test_postgres_outage_outlasting_every_limit_loses_nothing(
             await asyncio.sleep(0.05)  # the outage lasting: time passing is the point, not synchronisation
         pending = await ctx.redis.xpending_range(stream, FLUSH_GROUP, min="-", max="+", count=10)
         assert [(p["consumer"], p["times_delivered"]) for p in pending] == [(b"c1", 1), (b"c1", 1)]
-    finally:
-        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-        await admin.close()
     assert await _drain(flush) == 20
     assert await _count(ctx, endpoint_id) == (20, 20)
     assert await ctx.redis.xlen(ctx.keys.dead_letter_stream(0)) == 0
