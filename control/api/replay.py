@@ -7,9 +7,10 @@ from typing import ClassVar
 
 from litestar import Controller, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath, JSONBody
+from litestar.params import JSONBody
 
 from control.api.openapi import errors
+from control.api.params import DestinationId, EventId
 from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal
 from control.service import replay as service
@@ -28,7 +29,7 @@ class ReplayController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        event_id: FromPath[str],
+        event_id: EventId,
         data: JSONBody[ReplayRequest],
     ) -> SendOutcome:
         """Re-sends a captured event to `url` (any absolute http or https URL, within the egress policy) and
@@ -59,7 +60,7 @@ class DestinationTestController(Controller):
         responses=errors(401, 403, 404, 429),
     )
     async def test_destination(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: FromPath[str]
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
     ) -> SendOutcome:
         """Sends a small synthetic JSON event (`{"id", "type": "hookyard.test", "created_at", "data"}`) to the
         destination with its headers, signed with the endpoint's platform secret (Standard Webhooks:

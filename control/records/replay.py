@@ -1,4 +1,11 @@
-"""Replay and destination-test records: the replay request and the outcome both operations answer with."""
+"""Replay and destination-test records: the replay request and the outcome both operations answer with.
+
+The request is documented as the replay service (``control.service.replay``) checks it, no more and no less:
+its own messages name the field, so the patterns below are documentation (``extra_json_schema``), not msgspec
+checks. They differ from a destination's on purpose: a replay resends a captured request, whose header
+values may be any text (sent as UTF-8), and it adds no ``x-hookyard-*`` header of its own, so a caller may
+set one. Only the names the HTTP connection owns (``control.delivery.send.HOP_BY_HOP``) are refused.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +13,54 @@ from typing import Annotated, Literal
 
 import msgspec
 
-__all__ = ("ReplayRequest", "SendOutcome")
+from control.delivery.send import HOP_BY_HOP
+from control.records.destinations import HEADER_TOKEN, MAX_HEADER_NAME, Url, _any_case
+
+__all__ = ("REPLAY_HEADER_NAME", "REPLAY_HEADER_VALUE", "ReplayRequest", "SendOutcome")
+
+REPLAY_HEADER_NAME = f"^{HEADER_TOKEN}{{1,{MAX_HEADER_NAME}}}$"
+"""An RFC 9110 field-name (a token), at most 256 characters."""
+REPLAY_HEADER_VALUE = r"^[^\x00-\x08\x0a-\x1f\x7f]*$"
+"""No control character but tab (CR and LF would split the request). Anything else is text sent as UTF-8."""
+_CONNECTION_OWNED = "^(?:" + "|".join(_any_case(name) for name in sorted(HOP_BY_HOP)) + ")$"
+"""Hop-by-hop names, ``host``, ``content-length`` and ``expect`` in any case: the connection sets them."""
+
+SignatureHeader = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_HEADER_NAME,
+        description="Where the recomputed signature goes (with `resign_with`): a header name, not one of the "
+        "connection's own (hop-by-hop, `host`, `content-length`, `expect`); checked even without `resign_with`",
+        extra_json_schema={"pattern": REPLAY_HEADER_NAME, "not": {"pattern": _CONNECTION_OWNED}},
+    ),
+]
+Headers = Annotated[
+    dict[str, str],
+    msgspec.Meta(
+        description="Added to what is sent, overriding a captured header of the same name (names are sent "
+        "lowercased; of two that differ only in case, the last wins). Hop-by-hop headers, `host`, "
+        "`content-length` and `expect` are the connection's own and cannot be given.",
+        extra_json_schema={
+            "propertyNames": {"pattern": REPLAY_HEADER_NAME, "not": {"pattern": _CONNECTION_OWNED}},
+            "additionalProperties": {"type": "string", "pattern": REPLAY_HEADER_VALUE},
+        },
+    ),
+]
 
 
 class ReplayRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    url: Annotated[str, msgspec.Meta(min_length=1, max_length=2048, description="Absolute http or https URL")]
+    url: Url
     preserve_headers: bool = True
     """true: the captured headers (minus hop-by-hop ones, ``host`` and ``content-length``); false: only
     the captured ``content-type``. ``headers`` then adds or overrides."""
-    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    headers: Headers = msgspec.field(default_factory=dict)
     body: str | None = None
-    """Replaces the captured body (sent as UTF-8)."""
+    """Replaces the captured body (sent as UTF-8, NUL included: it is content, sent and recorded as bytes)."""
     resign_with: Annotated[str, msgspec.Meta(min_length=16)] | None = None
     """Secret to re-sign what is actually sent with, in the event's own provider scheme (Standard
-    Webhooks for unattributed events)."""
-    signature_header: Annotated[str, msgspec.Meta(min_length=1, max_length=256)] = "x-signature"
-    """Where the recomputed signature goes (with ``resign_with``)."""
+    Webhooks for unattributed events). Any text: it is never stored, only used as the HMAC key."""
+    signature_header: SignatureHeader = "x-signature"
 
 
 class SendOutcome(msgspec.Struct, kw_only=True):
