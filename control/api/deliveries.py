@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, ClassVar
 
 from litestar import Controller, get
 from litestar.di import NamedDependency
-from litestar.params import FromPath, QueryParameter
+from litestar.params import QueryParameter
 
 from control.api.openapi import errors
+from control.api.params import Cursor, EndpointId, boolean, query
 from control.records.deliveries import DeliveryList, DeliverySource
 from control.service import Context, Principal
 from control.service import deliveries as service
@@ -25,18 +27,25 @@ class DeliveryController(Controller):
         self,
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
-        endpoint_id: FromPath[str],
-        success: Annotated[bool | None, QueryParameter(description="`false` lists the failed attempts")] = None,
+        endpoint_id: EndpointId,
+        # Both read as text and checked here and by the service: Litestar would take "null" for None (and
+        # "1" or "True" for a bool), which a query string documented boolean or enum does not allow.
+        success: Annotated[str | None, query("`false` lists the failed attempts", kind="boolean")] = None,
         source: Annotated[
-            DeliverySource | None, QueryParameter(description="Rule deliveries, replays or manual tests")
+            str | None,
+            query("Rule deliveries, replays or manual tests", enum=list(typing.get_args(DeliverySource))),
         ] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=100, description="Page size")] = 20,
-        cursor: Annotated[
-            str | None, QueryParameter(description="`next_cursor` of the previous page, unchanged")
-        ] = None,
+        cursor: Cursor = None,
     ) -> DeliveryList:
         """Every outbound attempt (rule deliveries with their retries, replays, manual tests), newest first,
         paged with `next_cursor` (null on the last page)."""
         return await service.list_deliveries(
-            ctx, principal, endpoint_id, success=success, source=source, limit=limit, cursor=cursor
+            ctx,
+            principal,
+            endpoint_id,
+            success=boolean(success, "success"),
+            source=source,
+            limit=limit,
+            cursor=cursor,
         )

@@ -14,6 +14,7 @@ from litestar.params import PathParameter, QueryParameter
 
 from control.api.openapi import json_schema
 from control.records.text import NO_NUL, REF, id_pattern
+from shared.errors import ValidationError
 
 __all__ = (
     "CURSOR",
@@ -24,6 +25,7 @@ __all__ = (
     "EndpointId",
     "EventId",
     "RuleId",
+    "boolean",
     "instant_schema",
     "query",
     "ref_schema",
@@ -54,6 +56,15 @@ def query(description: str, *, kind: str = "string", name: str | None = None, **
     if name is None:
         return QueryParameter(description=description, schema_extra=extra)
     return QueryParameter(name=name, description=description, schema_extra=extra)
+
+
+def boolean(value: str | None, name: str) -> bool | None:
+    """A boolean query parameter (declared ``str | None`` with ``query(..., kind="boolean")``) read as OpenAPI
+    serializes one: ``true`` or ``false``. Litestar's own reading of a ``bool`` would also take ``null`` (as
+    absent), ``1`` or ``True``, which the document does not allow."""
+    if value is None or value in ("true", "false"):
+        return None if value is None else value == "true"
+    raise ValidationError(f"{name}: must be true or false, got {value!r}")
 
 
 Cursor = Annotated[
