@@ -16,13 +16,12 @@ from litestar.params import QueryParameter
 from litestar.types import Receive, Scope, Send
 
 from control.api.openapi import errors
-from control.api.params import Cursor, EndpointId, EventId, instant_schema, query, text_schema
+from control.api.params import Cursor, EndpointId, EventId, boolean, instant_schema, query, text_schema
 from control.db.events import EventFilters
 from control.records.events import Event, EventList, EventWait, EventWithDeliveries, Provider
 from control.service import Context, Principal
 from control.service import events as service
 from control.service.waiters import Wakeups
-from shared.errors import ValidationError
 
 __all__ = ("EndpointEventController", "EventController")
 
@@ -69,16 +68,9 @@ def provide_filters(
         provider=provider,
         event_type=event_type,
         method=method,
-        signature_valid=_boolean(signature_valid, "signature_valid"),
+        signature_valid=boolean(signature_valid, "signature_valid"),
         q=q,
     )
-
-
-def _boolean(value: str | None, name: str) -> bool | None:
-    """A boolean query parameter as OpenAPI serializes one: ``true`` or ``false``."""
-    if value is None or value in ("true", "false"):
-        return None if value is None else value == "true"
-    raise ValidationError(f"{name}: must be true or false, got {value!r}")
 
 
 def provide_wakeups(state: State) -> Wakeups:

@@ -23,6 +23,7 @@ __all__ = (
     "DestinationList",
     "DestinationUpdate",
     "Url",
+    "any_case",
 )
 
 MAX_HEADERS = 50
@@ -53,12 +54,12 @@ HEADER_VALUE = r"^[\t\x20-\x7e]*$"
 """Visible ASCII, space and tab: what every HTTP stack sends as it is."""
 
 
-def _any_case(word: str) -> str:
+def any_case(word: str) -> str:
     """A regex matching ``word`` in any case (JSON Schema patterns have no case-insensitive flag)."""
     return "".join(f"[{c.upper()}{c}]" if c.isalpha() else ("\\" + c if c in ".-" else c) for c in word)
 
 
-_RESERVED_NAME = "^(?:" + "|".join(_any_case(n) for n in sorted(RESERVED_HEADERS)) + ")$|^" + _any_case(RESERVED_PREFIX)
+_RESERVED_NAME = "^(?:" + "|".join(any_case(n) for n in sorted(RESERVED_HEADERS)) + ")$|^" + any_case(RESERVED_PREFIX)
 
 Url = Annotated[
     str,

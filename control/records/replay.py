@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from control.delivery.send import HOP_BY_HOP
-from control.records.destinations import HEADER_TOKEN, MAX_HEADER_NAME, Url, _any_case
+from control.records.destinations import HEADER_TOKEN, MAX_HEADER_NAME, Url, any_case
 
 __all__ = ("REPLAY_HEADER_NAME", "REPLAY_HEADER_VALUE", "ReplayRequest", "SendOutcome")
 
@@ -22,7 +22,7 @@ REPLAY_HEADER_NAME = f"^{HEADER_TOKEN}{{1,{MAX_HEADER_NAME}}}$"
 """An RFC 9110 field-name (a token), at most 256 characters."""
 REPLAY_HEADER_VALUE = r"^[^\x00-\x08\x0a-\x1f\x7f]*$"
 """No control character but tab (CR and LF would split the request). Anything else is text sent as UTF-8."""
-_CONNECTION_OWNED = "^(?:" + "|".join(_any_case(name) for name in sorted(HOP_BY_HOP)) + ")$"
+_CONNECTION_OWNED = "^(?:" + "|".join(any_case(name) for name in sorted(HOP_BY_HOP)) + ")$"
 """Hop-by-hop names, ``host``, ``content-length`` and ``expect`` in any case: the connection sets them."""
 
 SignatureHeader = Annotated[
