@@ -28,20 +28,9 @@ from shared.headers import header_text
 from shared.uri import uri_text
 from shared.wire import IngestRecord
 
-__all__ = ("captured_headers", "event_row", "headers_object", "storable_or_none")
+__all__ = ("captured_headers", "event_row", "headers_object")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def storable_or_none(value: str | None) -> str | None:
-    """``value`` when Postgres text can hold it, else None (for fields that are readings, not data)."""
-    if value is None or "\x00" in value:
-        return None
-    try:
-        value.encode()
-    except UnicodeEncodeError:  # lone surrogates
-        return None
-    return value
 
 
 def _name(raw: bytes) -> str:
@@ -53,13 +42,28 @@ def _name(raw: bytes) -> str:
 
 
 def _uri_text(value: str) -> str:
-    if value.isascii() and value.isprintable():  # every record of a current edge
-        return value
     return uri_text(value.encode("utf-8", "surrogatepass"))
 
 
 def headers_object(headers: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], list[str] | None]:
-    """(name → value, the names whose value is base64 of raw bytes, or None when every value is text)."""
+    """(name → value, the names whose value is base64 of raw bytes, or None when every value is text).
+
+    One pass for the usual request (names seen once, values UTF-8 text); anything else takes the general
+    path. The flush runs this for every event, so the usual case is kept to a few C calls per header."""
+    out: dict[str, str] = {}
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1")
+        try:
+            value = raw_value.decode()
+        except UnicodeDecodeError:
+            return _headers_object(headers)
+        if name in out or "\x00" in value or "\x00" in name or not name.isascii():
+            return _headers_object(headers)
+        out[name] = value
+    return out, None
+
+
+def _headers_object(headers: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], list[str] | None]:
     joined: dict[str, bytes] = {}
     for raw_name, raw_value in headers:
         name = _name(raw_name)
@@ -102,7 +106,18 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
         is_utf8 = True
     except UnicodeDecodeError:
         text, is_utf8 = "", False
-    event_type = storable_or_none(record.event_type)
+    # Inlined, as the flush runs this per event. An attributed field with NUL is null (a decoded record
+    # cannot hold a lone surrogate: msgpack strings are UTF-8); a path or query of an older edge (which
+    # stored the decoded path) goes through the edge's rule.
+    event_type, key, path, query = record.event_type, record.idempotency_key, record.path, record.query
+    if event_type is not None and "\x00" in event_type:
+        event_type = None
+    if key is not None and "\x00" in key:
+        key = None
+    if path and not (path.isascii() and path.isprintable()):
+        path = _uri_text(path)
+    if query and not (query.isascii() and query.isprintable()):
+        query = _uri_text(query)
     labels = labels or []
     search = "\n".join(
         part
@@ -120,8 +135,8 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
         record.endpoint_id,
         _EPOCH + timedelta(microseconds=record.received_at_us),
         record.method,
-        _uri_text(record.path),
-        _uri_text(record.query),
+        path,
+        query,
         headers,
         encoded,
         record.body,
@@ -130,7 +145,7 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
         record.source_ip,
         record.provider,
         event_type,
-        storable_or_none(record.idempotency_key),
+        key,
         record.signature_valid,
         record.signature_failure_reason,
         record.ip_allowed,
