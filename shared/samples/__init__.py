@@ -1,0 +1,102 @@
+"""Realistic, correctly signed sample webhooks of the four providers hookyard attributes.
+
+Used by ``send_test_webhook`` (MCP, ``control.service.trigger``) and by ``hookyard trigger``: a sample is
+what the provider itself would send for that event, its headers (event name, delivery id, content type,
+user agent) and a body of the provider's shape (ids in its formats, timestamps, amounts, nested objects),
+signed as the provider signs (``shared.signatures.sign``), so that it is attributed, verified, labelled and
+routed exactly as real traffic is. Pure: no I/O, and reproducible when given ``seed`` and ``now``.
+
+=============  ===================================  ==========================================
+provider       event name                           idempotency key
+=============  ===================================  ==========================================
+``identity``   body ``type``                        ``relay-id`` header (``msg_...``)
+``commerce``   ``X-Shop-Topic`` header              ``X-Shop-Webhook-Id`` header
+``payments``   body ``type``                        body ``id`` (``evt_...``)
+``code_host``  ``X-CodeHost-Event`` header          ``X-CodeHost-Delivery`` header
+=============  ===================================  ==========================================
+
+``family="neutral"`` uses SPEC.md's header names (above); ``"vendor"`` the real providers' (``svix-*``,
+``X-Shopify-*``, ``Stripe-Signature``, ``X-GitHub-*`` and ``X-Hub-Signature-256``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from types import ModuleType
+from typing import Final, Literal, NamedTuple
+
+import msgspec
+
+from shared.samples import code_host, commerce, identity, payments
+from shared.samples._gen import Gen
+from shared.signatures import HEADERS, sign
+
+__all__ = ("EVENT_TYPES", "PROVIDERS", "Family", "Sample", "sample")
+
+_MODULES: Final[dict[str, ModuleType]] = {
+    "identity": identity,
+    "commerce": commerce,
+    "payments": payments,
+    "code_host": code_host,
+}
+PROVIDERS: Final = tuple(_MODULES)
+EVENT_TYPES: Final[dict[str, tuple[str, ...]]] = {name: module.EVENT_TYPES for name, module in _MODULES.items()}
+"""Per provider, the event names it sends (SPEC.md "Events"; the code host's are its most common ones)."""
+
+Family = Literal["neutral", "vendor"]
+
+
+class Sample(NamedTuple):
+    provider: str
+    event_type: str
+    headers: dict[str, str]
+    """Lowercased names, text values, ready for an HTTP client (POST)."""
+    body: bytes
+    idempotency_key: str
+    """The provider's delivery id: what a receiver deduplicates on."""
+    signature_header: str | None
+    """The header carrying the signature; None when unsigned."""
+
+
+def sample(
+    provider: str,
+    event_type: str,
+    *,
+    secret: str | None = None,
+    header_name: str | None = None,
+    family: Family = "neutral",
+    now: float | None = None,
+    seed: int | None = None,
+) -> Sample:
+    """A sample of ``provider``'s ``event_type``, signed with ``secret`` (unsigned without one), the signature
+    in ``header_name`` when given (an endpoint's custom verification header). ``ValueError`` for a provider
+    or event name not listed in :data:`EVENT_TYPES`."""
+    module = _MODULES.get(provider)
+    if module is None:
+        raise ValueError(f"unknown provider {provider!r}; one of {', '.join(PROVIDERS)}")
+    if event_type not in module.EVENT_TYPES:
+        raise ValueError(f"{provider} sends no {event_type!r}; one of {', '.join(module.EVENT_TYPES)}")
+    g = Gen(random.Random(seed), time.time() if now is None else now)  # noqa: S311 - sample data, not secrets
+    draft = module.draft(event_type, g, family)
+    body = msgspec.json.encode(draft.body)
+    headers = dict(draft.headers)
+    signature_name, id_name, timestamp_name = HEADERS[provider][family]
+    if secret is None:
+        signature = None
+        if id_name is not None and timestamp_name is not None:  # identity: delivery id and time, unsigned
+            headers.update({id_name: draft.idempotency_key, timestamp_name: str(g.seconds)})
+    else:
+        signature = header_name.lower() if header_name else signature_name
+        headers.update(
+            sign(
+                provider,
+                body,
+                secret,
+                msg_id=draft.idempotency_key,
+                timestamp=g.seconds,
+                header_name=header_name,
+                header_family=family,
+            )
+        )
+    return Sample(provider, event_type, headers, body, draft.idempotency_key, signature)
