@@ -23,6 +23,8 @@ from control.api.allow import AllowMiddleware
 from control.api.body import StrictJSONRequest
 from control.api.deps import provide_ctx
 from control.api.openapi import StrictStructSchemaPlugin
+from control.api.provisioning import provisioning_routes
+from control.api.public import AddressLimits
 from control.db import create_pool
 from control.errors import EXCEPTION_HANDLERS, error_response
 from control.ratelimit import RateLimiter
@@ -66,6 +68,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         )
         app.state.ctx = ctx
         app.state.limiter = RateLimiter(redis, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
+        app.state.address_limits = AddressLimits.create(redis, settings)  # /api/start, /api/register
         app.state.wakeups = Wakeups(settings.redis_url, ctx.keys)  # connects on the first events/wait
         # What exists now lives as long as the app: out of the collector's sight, a full collection scans
         # only what requests made (with 1,000 long polls parked: 60-120 ms -> mostly 15-35 ms).
@@ -79,7 +82,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             await pool.close()
 
     return Litestar(
-        route_handlers=[healthz, v1_router()],
+        route_handlers=[healthz, v1_router(), *provisioning_routes()],
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
         lifespan=[resources],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -94,7 +97,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
             path="/schema",
             use_handler_docstrings=True,
             render_plugins=[ScalarRenderPlugin(), JsonRenderPlugin()],
-            components=Components(security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}),
+            components=Components(
+                security_schemes={
+                    "bearer": SecurityScheme(type="http", scheme="bearer"),
+                    # The browser session of /api/start, which also opens the inbox page.
+                    "session": SecurityScheme(type="apiKey", name="hy_session", security_scheme_in="cookie"),
+                }
+            ),
         ),
         logging_config=None,
         debug=False,

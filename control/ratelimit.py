@@ -1,7 +1,8 @@
-"""Per-key token bucket in Redis, so the limit holds across every control process.
+"""Token buckets in Redis, so a limit holds across every control process: per API key on /v1 (and /mcp), per
+client address on the unauthenticated provisioning routes (``/api/start``, ``/api/register``).
 
-The bucket refills at ``rate`` tokens a second up to ``burst``; Redis's own clock (``TIME``) is used so
-control nodes with skewed clocks agree.
+The bucket refills at ``rate`` tokens a second (a fraction for per-minute limits) up to ``burst``; Redis's own
+clock (``TIME``) is used so control nodes with skewed clocks agree.
 """
 
 from __future__ import annotations
@@ -38,18 +39,18 @@ return wait_ms
 
 
 class RateLimiter:
-    def __init__(self, redis: aioredis.Redis, *, rate_per_s: int, burst: int) -> None:
-        if rate_per_s < 1 or burst < 1:
-            raise ValueError("rate and burst must be >= 1")
+    def __init__(self, redis: aioredis.Redis, *, rate_per_s: float, burst: int, subject: str = "this API key") -> None:
+        """``subject`` names what one bucket belongs to, in the 429 message."""
+        if rate_per_s <= 0 or burst < 1:
+            raise ValueError("rate must be > 0 and burst >= 1")
         self._script = redis.register_script(_SCRIPT)
         self._rate = rate_per_s
         self._burst = burst
+        rate = f"{rate_per_s:g}/s" if rate_per_s >= 1 else f"{rate_per_s * 60:g}/min"
+        self._message = f"rate limit of {rate} (burst {burst}) exceeded for {subject}"
 
     async def hit(self, key: str) -> None:
         """Takes one token or raises ``RateLimitedError`` with the seconds until one is available."""
-        wait_ms = int(await self._script(keys=[key], args=[self._rate, self._burst]))
+        wait_ms = int(await self._script(keys=[key], args=[repr(float(self._rate)), self._burst]))
         if wait_ms > 0:
-            raise RateLimitedError(
-                f"rate limit of {self._rate}/s (burst {self._burst}) exceeded for this API key",
-                retry_after_s=max(1, -(-wait_ms // 1000)),
-            )
+            raise RateLimitedError(self._message, retry_after_s=max(1, -(-wait_ms // 1000)))

@@ -70,5 +70,10 @@ class Keys:
     def rate_limit(self, subject: str) -> str:
         return f"{self.prefix}rl:{subject}"
 
+    def address_rate_limit(self, route: str, address: str) -> str:
+        """Token bucket of one client address (an IPv4 address or an IPv6 /64) on an unauthenticated route
+        (``start``, ``register``); apart from the API keys' buckets, which are named by key id."""
+        return f"{self.prefix}rl:ip:{route}:{address}"
+
     def worker_health(self, name: str) -> str:
         return f"{self.prefix}health:{name}"

@@ -57,7 +57,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     503 with Retry-After instead of growing Redis without bound while the workers catch up."""
     retention_days: Positive = 30
     trusted_proxies: tuple[str, ...] = ()
-    """CIDRs whose ``X-Forwarded-For`` the edge believes."""
+    """CIDRs whose ``X-Forwarded-For`` the edge believes, and control for the per-address limit of
+    ``/api/start`` and ``/api/register``."""
     egress: Literal["public", "any"] = "public"
     """Outbound policy of deliveries, replays and destination tests: ``public`` refuses loopback, private,
     link-local, CGNAT, multicast, unspecified and cloud-metadata addresses (checked on the address actually
@@ -102,6 +103,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     before answering anyway (with a warning in the log naming how many did not); 0 does not wait."""
     rate_limit_per_s: Positive = 50
     rate_limit_burst: Positive = 100
+    registration: Literal["open", "closed"] = "open"
+    """``open``: anyone may get a temporary endpoint (``POST /api/start``) and a free account
+    (``POST /api/register``); ``closed``: both answer 403 ``registration_closed`` (accounts then come from
+    ``hookyard account create``)."""
+    start_rate_per_min: Positive = 10
+    """Requests a minute from one client address (an IPv6 client: its /64) to ``/api/start``, and as many to
+    ``/api/register``, each in its own bucket, with bursts of as many; over it: 429 with Retry-After."""
     db_pool_max: Annotated[int, msgspec.Meta(ge=2, le=200)] = 10
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 

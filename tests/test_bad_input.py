@@ -54,6 +54,7 @@ def settings(servers, database_url: str, redis_prefix: str) -> Settings:
         egress="any",
         rate_limit_per_s=100_000,
         rate_limit_burst=100_000,
+        start_rate_per_min=100_000,
     )
 
 
@@ -69,7 +70,9 @@ async def made(client, account, database_url) -> dict[str, str]:
     entry = (await client.post(f"{base}/allowlist", json={"cidr": "192.0.2.0/24"}, headers=h)).json()
     async with db(database_url) as conn:
         (event_id,) = await store(conn, None, None, [Ev(endpoint["id"])])
+    started = (await client.post("/api/start")).json()
     return {
+        "api_token": started["api_token"],
         "endpoint_id": endpoint["id"],
         "destination_id": destination["id"],
         "rule_id": rule["id"],
@@ -120,6 +123,8 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "log_blocked_ips": False,
         },
         "AddAllowlistEntry": {"cidr": "198.51.100.0/24"},
+        "StartTemporaryEndpoint": {"ref": "r", "provider_hint": "payments"},
+        "Register": {"email": "someone@example.com", "api_token": made["api_token"]},
         "ReplayEvent": {
             "url": f"http://127.0.0.1:{free_port()}/nobody",  # refused at once: the outcome is a 200 all the same
             "preserve_headers": True,

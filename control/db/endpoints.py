@@ -12,11 +12,14 @@ __all__ = (
     "Deleted",
     "count_for_account",
     "delete",
+    "delete_expired",
     "edge_rows",
     "get",
     "insert",
     "list_for_account",
+    "make_permanent",
     "next_config_version",
+    "session_endpoint",
     "set_signing_secret",
     "update",
 )
@@ -132,6 +135,54 @@ async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) ->
         account_id,
     )
     return None if row is None else Deleted(row["ingest_token"], row["tombstone_version"])
+
+
+async def delete_expired(
+    conn: asyncpg.Connection, *, limit: int, endpoint_ids: list[str] | None = None
+) -> list[Deleted]:
+    """Deletes up to ``limit`` temporary endpoints whose ``expires_at`` has passed (of ``endpoint_ids`` when
+    given), with their events, deliveries and everything else by cascade; learned schemas stay with the
+    account (only their ``schema_endpoints`` links go). Rows another transaction holds (a registration that
+    is claiming them) are skipped; the outer condition is checked again once locked, so an endpoint that a
+    registration made permanent in between is kept. Each comes back with a tombstone version, as from
+    :func:`delete`."""
+    only = "AND id = any($2::text[])" if endpoint_ids is not None else ""
+    rows = await conn.fetch(
+        f"""DELETE FROM endpoints
+             WHERE id IN (SELECT id FROM endpoints
+                           WHERE temporary AND expires_at <= now() {only}
+                           ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+               AND temporary AND expires_at <= now()
+         RETURNING ingest_token, nextval('hy_config_version') AS tombstone_version""",
+        limit,
+        *([endpoint_ids] if endpoint_ids is not None else []),
+    )
+    return [Deleted(row["ingest_token"], row["tombstone_version"]) for row in rows]
+
+
+async def session_endpoint(conn: asyncpg.Connection, account_id: str, ref: str | None) -> asyncpg.Record | None:
+    """The account's newest endpoint with this ``external_ref`` (``None``: the newest without one), expired
+    or not: what /api/start hands back to a session that asks again."""
+    if ref is None:
+        return await conn.fetchrow(
+            f"""SELECT {_COLUMNS} FROM endpoints WHERE account_id = $1 AND external_ref IS NULL
+                 ORDER BY created_at DESC, id DESC LIMIT 1""",
+            account_id,
+        )
+    return await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM endpoints WHERE account_id = $1 AND external_ref = $2", account_id, ref
+    )
+
+
+async def make_permanent(conn: asyncpg.Connection, account_id: str) -> list[asyncpg.Record]:
+    """The account's temporary endpoints that have not expired become permanent (``expires_at`` null; the
+    trigger of migration 0005 bumps their config versions). Expired ones are left to the sweep."""
+    return await conn.fetch(
+        f"""UPDATE endpoints SET temporary = false, expires_at = NULL, updated_at = now()
+             WHERE account_id = $1 AND temporary AND (expires_at IS NULL OR expires_at > now())
+         RETURNING {_COLUMNS}""",
+        account_id,
+    )
 
 
 async def next_config_version(conn: asyncpg.Connection) -> int:

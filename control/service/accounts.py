@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
@@ -12,9 +13,19 @@ from control.service.text import check_text
 from shared import ids
 from shared.errors import ForbiddenError, UnauthorizedError
 
-__all__ = ("authenticate", "create_account", "hash_key", "issue_key")
+__all__ = (
+    "TEMPORARY_LIFETIME",
+    "authenticate",
+    "create_account",
+    "hash_key",
+    "issue_key",
+    "require_live_key",
+)
 
 _KEY_PREFIXES = ("hy_live_", "hy_tmp_")
+
+TEMPORARY_LIFETIME = timedelta(days=3)
+"""SPEC.md: a temporary endpoint lasts 3 days; so does each temporary token, from when it was issued."""
 
 
 def hash_key(key: str) -> bytes:
@@ -23,6 +34,9 @@ def hash_key(key: str) -> bytes:
 
 
 async def issue_key(conn: asyncpg.Connection, account_id: str, *, kind: str = "live", read_only: bool = False) -> str:
+    """A live key never expires; a temporary token (``hy_tmp_``) stops working ``TEMPORARY_LIFETIME`` after
+    it was issued, even once its account registered: it travels through browsers and agent configurations,
+    and the registered account has a live key."""
     key = ids.api_key() if kind == "live" else ids.temporary_token()
     await db_accounts.insert_key(
         conn,
@@ -32,8 +46,20 @@ async def issue_key(conn: asyncpg.Connection, account_id: str, *, kind: str = "l
         display=key[: key.index("_", 3) + 5] + "…",
         kind=kind,
         read_only=read_only,
+        expires_at=None if kind == "live" else datetime.now(UTC) + TEMPORARY_LIFETIME,
     )
     return key
+
+
+def require_live_key(principal: Principal, what: str) -> None:
+    """403 ``temporary_token`` for what a temporary token may not do wherever it is accepted (the MCP server):
+    its account owns exactly the endpoints /api/start made for it, and nothing more is made through it."""
+    if principal.kind == "temporary":
+        raise ForbiddenError(
+            f"a temporary token from /api/start cannot {what}; register an account (POST /api/register) and "
+            "use its hy_live_ key",
+            code="temporary_token",
+        )
 
 
 async def create_account(
@@ -75,7 +101,7 @@ async def authenticate(ctx: Context, authorization: str | None, *, allow_tempora
     async with ctx.pool.acquire() as conn:
         row = await db_accounts.find_key(conn, hash_key(token))
     if row is None:
-        raise UnauthorizedError("API key is invalid or revoked")
+        raise UnauthorizedError("API key is invalid, revoked or expired")
     principal = Principal(account_id=row["account_id"], key_id=row["id"], kind=row["kind"], read_only=row["read_only"])
     if principal.kind == "temporary" and not allow_temporary:
         raise ForbiddenError(

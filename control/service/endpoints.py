@@ -9,6 +9,7 @@ from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
 from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
 from control.service import Context, Principal, edge_config
+from control.service.accounts import require_live_key
 from control.service.text import check_external_ref, check_name
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, NotFoundError
@@ -80,6 +81,7 @@ async def get_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> 
 
 async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCreate) -> EndpointCreated:
     require_write(principal)
+    require_live_key(principal, "create endpoints")
     check_name(data.name, "name")
     check_external_ref(data.external_ref)
     secret = ids.signing_secret()

@@ -5,7 +5,9 @@
   checked every ``check_every_s`` (one EXISTS), so after a Redis restart without persistence endpoints
   answer again within about a second instead of 404 until the next interval;
 - prepares the next days' event partitions and drops those past retention;
-- builds the ``q`` search index of each day's partition once the day is over.
+- builds the ``q`` search index of each day's partition once the day is over;
+- removes expired temporary endpoints and the anonymous accounts they leave empty
+  (``control.service.expiry``), every round.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from control.context import Context
 from control.db import partitions
 from control.service.edge_config import resync_all
+from control.service.expiry import expire_temporary
 
 __all__ = ("Sweep",)
 
@@ -51,5 +54,12 @@ class Sweep:
                 dropped = await partitions.drop_expired(conn, retention_days=self.ctx.settings.retention_days)
                 indexed = await partitions.index_finished_days(conn)
             log.debug("sweep: partitions +%d -%d; search index built on %s", created, dropped, indexed or "none")
+            expired = await expire_temporary(self.ctx)
+            if expired.endpoints or expired.accounts:
+                log.info(
+                    "sweep: %d expired temporary endpoint(s) and %d empty anonymous account(s) removed",
+                    expired.endpoints,
+                    expired.accounts,
+                )
             self._next_round = time.monotonic() + self.interval_s
         return 0  # housekeeping is never "more work waiting": wait for the next check
