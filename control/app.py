@@ -27,6 +27,7 @@ from control.api.provisioning import provisioning_routes
 from control.api.public import AddressLimits
 from control.db import create_pool
 from control.errors import EXCEPTION_HANDLERS, error_response
+from control.mcp import McpMount
 from control.ratelimit import RateLimiter
 from control.records import Health, HealthDetails
 from control.service import Context, dead_letters
@@ -81,10 +82,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
             await redis.aclose()
             await pool.close()
 
+    mcp = McpMount()
     return Litestar(
-        route_handlers=[healthz, v1_router(), *provisioning_routes()],
+        route_handlers=[healthz, v1_router(), *provisioning_routes(), mcp.handler],
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
-        lifespan=[resources],
+        lifespan=[resources, mcp.lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
         plugins=[StrictStructSchemaPlugin()],
         request_class=StrictJSONRequest,

@@ -22,7 +22,7 @@ from control.db.faults import describe
 from control.records.text import PATTERN_RULES
 from shared.errors import RateLimitedError, ServiceError, envelope
 
-__all__ = ("EXCEPTION_HANDLERS", "error_response")
+__all__ = ("EXCEPTION_HANDLERS", "UNAVAILABLE", "error_response", "field_messages")
 
 log = logging.getLogger("hookyard.control")
 
@@ -51,8 +51,9 @@ _NAMED_FIELD_MESSAGES = {
 _PATTERN_MESSAGES = {f"Expected `str` matching regex {pattern!r}": rule for pattern, rule in PATTERN_RULES.items()}
 
 
-def _field_messages(exc: ValidationException) -> str:
-    """``name: Expected `str` of length >= 1`` for each problem; the field always leads the message."""
+def field_messages(exc: ValidationException) -> str:
+    """``name: Expected `str` of length >= 1`` for each problem; the field always leads the message. Also
+    what the MCP tools say of arguments they decode with the same strict decoder (``control.mcp.arguments``)."""
     parts = []
     for item in exc.extra if isinstance(exc.extra, list) else []:
         if not isinstance(item, dict):
@@ -80,7 +81,7 @@ def _field_messages(exc: ValidationException) -> str:
 def _http_exception(request: Request, exc: HTTPException) -> Response:
     status = exc.status_code
     if isinstance(exc, ValidationException):
-        message = _field_messages(exc)
+        message = field_messages(exc)
     elif status == 400 and isinstance(exc.__cause__, SerializationException):
         # Litestar re-raises msgspec's decode errors ("JSON is malformed: ...", "Input data was truncated")
         message = f"body: malformed JSON ({str(exc.detail).split(': ', 1)[-1]})"
@@ -129,7 +130,8 @@ def _internal(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal_error", "internal server error; the failure was logged")
 
 
-_UNAVAILABLE: tuple[type[Exception], ...] = (
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    # Also what the MCP tools report as `unavailable` (control.mcp.errors).
     OSError,  # refused, reset, and TimeoutError (a pool that could not hand out a connection in time)
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,  # the connection went away under a query
@@ -145,6 +147,6 @@ EXCEPTION_HANDLERS = {
     ServiceError: _service_error,
     HTTPException: _http_exception,
     UnicodeDecodeError: _undecodable,
-    **dict.fromkeys(_UNAVAILABLE, _unavailable),
+    **dict.fromkeys(UNAVAILABLE, _unavailable),
     Exception: _internal,
 }

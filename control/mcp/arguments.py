@@ -1,0 +1,99 @@
+"""A tool's JSON arguments, decoded as strictly as /v1 decodes a request, with the same messages.
+
+A tool's parameters (after ``call``) are of two kinds. A parameter typed with a msgspec Struct (a request
+record such as ``EndpointCreate``) contributes that record's fields as tool arguments, flattened, and
+receives the record; every other parameter is a tool argument of its own (the /v1 path and query
+parameters). Both are decoded by the strict JSON decoder of the /v1 bodies (``control.api.body``): no
+``"true"`` for a boolean, ``300.0`` accepted as an integer, an unknown field refused, a lone surrogate named.
+The failure messages are the ones a /v1 caller reads for the same fields (``control.errors``), and what the
+decoder leaves to the service (NUL characters, ranges, id shapes) the service checks for both.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any, TypeVar
+
+import msgspec
+from litestar.exceptions import SerializationException, ValidationException
+
+from control.api.body import decode_json
+from control.errors import field_messages
+from shared.errors import ValidationError
+
+__all__ = ("Arguments", "decode")
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+
+@cache
+def _decoder(record: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(record, strict=True)
+
+
+def decode(record: type[T], values: Mapping[str, Any]) -> T:
+    """``values`` as ``record``, or ``ValidationError`` naming the field. The values are written out as JSON
+    (lone surrogates escaped, as a client sends them) and read back by the /v1 body decoder itself."""
+    try:
+        return decode_json(_decoder(record), json.dumps(values).encode())
+    except ValidationException as exc:
+        raise ValidationError(field_messages(exc)) from None
+    except SerializationException as exc:  # a value JSON cannot carry (NaN, Infinity)
+        raise ValidationError(f"arguments: not valid JSON ({exc})") from None
+
+
+def _is_record(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, msgspec.Struct)
+
+
+def _names(record: type[msgspec.Struct]) -> dict[str, bool]:
+    """Argument name → required, for each field of ``record``."""
+    return {f.encode_name: f.required for f in msgspec.structs.fields(record)}
+
+
+class Arguments:
+    """How one tool's arguments become its adapter's keyword arguments."""
+
+    __slots__ = ("names", "plain", "records")
+
+    def __init__(self, plain: type[msgspec.Struct], records: dict[str, type[msgspec.Struct]]) -> None:
+        self.plain = plain
+        self.records = records
+        self.names: dict[str, bool] = _names(plain)
+        """Every argument the tool takes → whether it is required."""
+        for record in records.values():
+            clash = self.names.keys() & _names(record).keys()
+            if clash:
+                raise ValueError(f"{record.__name__} repeats the argument(s) {sorted(clash)}")
+            self.names.update(_names(record))
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any], hints: Mapping[str, Any]) -> Arguments:
+        parameters = list(inspect.signature(fn).parameters.values())[1:]  # the first is ``call``
+        fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+        records: dict[str, type[msgspec.Struct]] = {}
+        for parameter in parameters:
+            annotation = hints[parameter.name]
+            if _is_record(annotation):
+                records[parameter.name] = annotation
+            elif parameter.default is inspect.Parameter.empty:
+                fields.append((parameter.name, annotation))
+            else:
+                fields.append((parameter.name, annotation, parameter.default))
+        plain = msgspec.defstruct(f"{fn.__name__}_arguments", fields, kw_only=True, forbid_unknown_fields=True)
+        return cls(plain, records)
+
+    def decode(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = sorted(arguments.keys() - self.names.keys())
+        if unknown:
+            raise ValidationError("; ".join(f"{name}: unknown field" for name in unknown))
+        plain_names = msgspec.structs.fields(self.plain)
+        plain = decode(self.plain, {f.name: arguments[f.name] for f in plain_names if f.name in arguments})
+        kwargs = {f.name: getattr(plain, f.name) for f in plain_names}
+        for parameter, record in self.records.items():
+            fields = _names(record)
+            kwargs[parameter] = decode(record, {k: v for k, v in arguments.items() if k in fields})
+        return kwargs

@@ -1,0 +1,144 @@
+"""JSON Schemas of the tools: inputs from the /v1 OpenAPI document, outputs from the response records.
+
+Input. A tool that mirrors a /v1 operation takes exactly that operation's inputs (path and query
+parameters, and the fields of its JSON body) with exactly their documented constraints, copied from the
+app's own OpenAPI document: the document is tested to be as strict as the server (schemathesis, the
+bad-input tests), so the tool schemas are too, and cannot drift from it. A tool of its own (no /v1
+operation) is described by its argument records, through msgspec, like any record.
+
+Output. The record a tool returns, through ``msgspec.json.schema``: the structured content is
+``msgspec.to_builtins`` of that very record, so the two agree by construction (the official client
+validates every result against it).
+
+Both are self-contained: one object schema with its ``$defs``, every ``$ref`` local to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from control.mcp.arguments import Arguments
+
+__all__ = ("find_operation", "operation_input_schema", "output_schema", "record_input_schema")
+
+_COMPONENTS = "#/components/schemas/"
+_DEFS = "#/$defs/"
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+
+
+def _rewrite(node: Any, old: str, new: str) -> Any:
+    if isinstance(node, dict):
+        return {
+            k: (new + v[len(old) :] if k == "$ref" and v.startswith(old) else _rewrite(v, old, new))
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_rewrite(item, old, new) for item in node]
+    return node
+
+
+def _closure(root: Any, definitions: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The definitions ``root`` needs, directly or through each other."""
+    needed: dict[str, Any] = {}
+    pending = [ref[len(prefix) :] for ref in _refs(root) if ref.startswith(prefix)]
+    while pending:
+        name = pending.pop()
+        if name in needed:
+            continue
+        needed[name] = definitions[name]
+        pending.extend(ref[len(prefix) :] for ref in _refs(needed[name]) if ref.startswith(prefix))
+    return needed
+
+
+def _with_defs(schema: dict[str, Any], definitions: dict[str, Any], prefix: str) -> dict[str, Any]:
+    needed = _closure(schema, definitions, prefix)
+    out = _rewrite(schema, prefix, _DEFS)
+    if needed:
+        out["$defs"] = _rewrite(needed, prefix, _DEFS)
+    return out
+
+
+def _struct_schema(struct: type[msgspec.Struct]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the Struct's own object schema, the definitions it refers to) as msgspec writes them."""
+    generated = msgspec.json.schema(struct)
+    definitions = generated.get("$defs", {})
+    top = dict(definitions[generated["$ref"].rsplit("/", 1)[1]])
+    top.pop("title", None)
+    return top, definitions
+
+
+def output_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    top, definitions = _struct_schema(struct)
+    return _with_defs(top, definitions, _DEFS)
+
+
+def record_input_schema(arguments: Arguments) -> dict[str, Any]:
+    """A tool of its own: its plain arguments and argument records, merged into one object; a record's
+    ``openapi_extra`` (rules between fields, as the OpenAPI plugin reads it) applies to the whole."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    extra: dict[str, Any] = {}
+    definitions: dict[str, Any] = {}
+    for struct in (arguments.plain, *arguments.records.values()):
+        top, defs = _struct_schema(struct)
+        properties.update(top.get("properties", {}))
+        required += top.get("required", [])
+        extra.update(getattr(struct, "openapi_extra", {}))
+        definitions.update(defs)
+    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return _with_defs({**schema, **extra}, definitions, _DEFS)
+
+
+def find_operation(document: dict[str, Any], operation_id: str) -> tuple[str, str, dict[str, Any]]:
+    """(method, path, operation) of ``operation_id`` in the OpenAPI document."""
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if isinstance(operation, dict) and operation.get("operationId") == operation_id:
+                return method, path, operation
+    raise LookupError(f"no operation {operation_id!r} in the OpenAPI document")
+
+
+def operation_input_schema(document: dict[str, Any], operation_id: str) -> dict[str, Any]:
+    """The operation's path and query parameters and its JSON body's fields as one object schema."""
+    _, _, operation = find_operation(document, operation_id)
+    components = document.get("components", {}).get("schemas", {})
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    extra: dict[str, Any] = {}
+    for parameter in operation.get("parameters", []):
+        if parameter["in"] not in ("path", "query"):
+            raise ValueError(f"{operation_id}: a {parameter['in']} parameter has no tool argument")
+        schema = dict(parameter["schema"])
+        if parameter.get("description"):
+            schema.setdefault("description", parameter["description"])
+        properties[parameter["name"]] = schema
+        if parameter.get("required"):
+            required.append(parameter["name"])
+    body = operation.get("requestBody")
+    if body is not None:
+        ref = body["content"]["application/json"]["schema"]["$ref"]
+        record = dict(components[ref.removeprefix(_COMPONENTS)])
+        clash = properties.keys() & record.get("properties", {}).keys()
+        if clash:
+            raise ValueError(f"{operation_id}: body fields {sorted(clash)} repeat a parameter's name")
+        properties.update(record.pop("properties", {}))
+        required += record.pop("required", [])
+        for key in ("type", "title", "description", "additionalProperties"):
+            record.pop(key, None)
+        extra = record  # rules between fields: not, if/then
+    schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return _with_defs({**schema, **extra}, components, _COMPONENTS)

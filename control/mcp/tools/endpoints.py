@@ -1,0 +1,38 @@
+"""Endpoint tools: the ingest URLs of the account (``/v1/endpoints``)."""
+
+from __future__ import annotations
+
+from control.mcp.registry import Call, tool
+from control.records import Deleted
+from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
+from control.service import endpoints as service
+
+
+@tool("ListEndpoints", read_only=True)
+async def list_endpoints(call: Call, external_ref: str | None = None) -> EndpointList:
+    """List the account's endpoints (ingest URLs), newest first; `external_ref` finds one by its stable name."""
+    return await service.list_endpoints(call.ctx, call.principal, external_ref=external_ref)
+
+
+@tool("CreateEndpoint")
+async def create_endpoint(call: Call, data: EndpointCreate) -> EndpointCreated:
+    """Create an endpoint: its `ingest_url` for the provider and its platform `signing_secret` (shown once)."""
+    return await service.create_endpoint(call.ctx, call.principal, data)
+
+
+@tool("GetEndpoint", read_only=True)
+async def get_endpoint(call: Call, endpoint_id: str) -> Endpoint:
+    """Read one endpoint: name, environment, ingest URL, expiry of a temporary one."""
+    return await service.get_endpoint(call.ctx, call.principal, endpoint_id)
+
+
+@tool("UpdateEndpoint", idempotent=True)
+async def update_endpoint(call: Call, endpoint_id: str, data: EndpointUpdate) -> Endpoint:
+    """Change an endpoint's `name`, `environment` or `external_ref` (null clears it); omitted fields stay."""
+    return await service.update_endpoint(call.ctx, call.principal, endpoint_id, data)
+
+
+@tool("DeleteEndpoint", destructive=True, idempotent=True)
+async def delete_endpoint(call: Call, endpoint_id: str) -> Deleted:
+    """Delete an endpoint with all its events, deliveries, destinations, rules and settings."""
+    return Deleted(id=await service.delete_endpoint(call.ctx, call.principal, endpoint_id))

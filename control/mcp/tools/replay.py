@@ -1,0 +1,20 @@
+"""Replay and destination-test tools: one outbound request each, answered with its outcome and recorded as a
+delivery. Both reach a URL outside hookyard (open world)."""
+
+from __future__ import annotations
+
+from control.mcp.registry import Call, tool
+from control.records.replay import ReplayRequest, SendOutcome
+from control.service import replay as service
+
+
+@tool("ReplayEvent", open_world=True)
+async def replay_event(call: Call, event_id: str, data: ReplayRequest) -> SendOutcome:
+    """Re-send a captured event to any `url`, verbatim or changed and re-signed; answers what came back."""
+    return await service.replay_event(call.ctx, call.principal, event_id, data)
+
+
+@tool("TestDestination", open_world=True)
+async def test_destination(call: Call, destination_id: str) -> SendOutcome:
+    """Send a small signed test event to a destination; answers what came back."""
+    return await service.test_destination(call.ctx, call.principal, destination_id)

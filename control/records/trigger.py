@@ -1,0 +1,74 @@
+"""Test-webhook records: which sample to send to an endpoint, and what its edge answered."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
+
+from control.records.text import id_pattern
+from shared.samples import EVENT_TYPES
+
+__all__ = ("TriggerOutcome", "TriggerRequest")
+
+_ALL_EVENT_TYPES = sorted({name for names in EVENT_TYPES.values() for name in names})
+
+
+class TriggerRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    endpoint_id: Annotated[
+        str,
+        # Documented, not checked: an id of another shape names nothing, a 404 like an unknown id.
+        msgspec.Meta(
+            description="The endpoint's id (`ep_` and a ULID)", extra_json_schema={"pattern": id_pattern("ep")}
+        ),
+    ]
+    provider: Annotated[
+        Literal["identity", "commerce", "payments", "code_host"],
+        msgspec.Meta(description="Whose webhook to imitate, signed and shaped as that provider sends it"),
+    ]
+    event_type: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            max_length=200,
+            description="The provider's own event name: "
+            + "; ".join(f"{provider}: {', '.join(names)}" for provider, names in EVENT_TYPES.items()),
+            extra_json_schema={"enum": _ALL_EVENT_TYPES},
+        ),
+    ]
+
+    # Which names each provider sends, as the service checks it.
+    openapi_extra: ClassVar[dict[str, Any]] = {
+        "allOf": [
+            {
+                "if": {"properties": {"provider": {"const": provider}}, "required": ["provider"]},
+                "then": {"properties": {"event_type": {"enum": list(names)}}},
+            }
+            for provider, names in EVENT_TYPES.items()
+        ]
+    }
+
+
+class TriggerOutcome(msgspec.Struct, kw_only=True):
+    """What the endpoint's ingest URL answered to the sample. A refusal (signature, allowlist, an expired
+    endpoint) is an answer, reported here, not an error of the call."""
+
+    endpoint_id: str
+    provider: str
+    event_type: str
+    ingest_url: str
+    idempotency_key: str
+    """The provider's delivery id in the sample (``relay-id``, ``X-Shop-Webhook-Id``, body ``id``...)."""
+    signature_header: str | None
+    """Where the signature went: the provider's header, or the endpoint's custom ``header_name``."""
+    status: int | None
+    """The edge's HTTP status; null when no answer came back (``error`` says why)."""
+    accepted: bool
+    """True for a 2xx: the event is captured (``event_id``) and will be routed."""
+    event_id: str | None
+    """The captured event's id (``evt_``); read it with ``get_event`` or wait for it with ``wait_for_event``."""
+    response: Annotated[
+        Any,
+        msgspec.Meta(description='The edge\'s JSON answer: `{"ok": true, "id"}`, or the error envelope of a refusal'),
+    ]
+    error: str | None

@@ -1,0 +1,79 @@
+"""Send a realistic, signed sample of a provider's webhook to one of the caller's endpoints.
+
+So that a whole flow (capture, verification, labels, routing, replay) can be tried without the real
+provider: the sample (``shared.samples``) is signed with the secret the endpoint verifies with (the
+provider's own when one is set through auth-config, else the platform signing secret), in the endpoint's
+custom signature header when it has one, and posted to the endpoint's public ingest URL, through the edge
+like any provider's request. Signed even when verification is off, as the providers always sign.
+
+The ingest URL is this deployment's own (``HOOKYARD_PUBLIC_EDGE_URL``), never the caller's, so the egress
+policy, which guards outbound requests to URLs callers choose, does not apply. The edge's answer is the
+outcome, refusals included (401 signature, 403 allowlist, 410 expired): they are what the caller is
+testing. Only an edge that cannot be reached is reported as ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from control.db import endpoints as db_endpoints
+from control.records.trigger import TriggerOutcome, TriggerRequest
+from control.service import Context, Principal
+from control.service.endpoints import ingest_url, require_endpoint, require_write
+from shared import samples
+from shared.errors import NotFoundError, ValidationError
+
+__all__ = ("send_test_webhook",)
+
+_TIMEOUT_S = 10.0
+
+
+async def send_test_webhook(ctx: Context, principal: Principal, data: TriggerRequest) -> TriggerOutcome:
+    require_write(principal)
+    names = samples.EVENT_TYPES.get(data.provider)
+    if names is None:
+        raise ValidationError(f"provider: must be one of {', '.join(samples.PROVIDERS)}")
+    if data.event_type not in names:
+        raise ValidationError(f"event_type: {data.provider} sends no {data.event_type!r}; one of {', '.join(names)}")
+    async with ctx.pool.acquire() as conn:
+        endpoint = await require_endpoint(conn, principal, data.endpoint_id)
+        rows = await db_endpoints.edge_rows(conn, [endpoint["id"]])
+    if not rows:  # deleted between the two reads
+        raise NotFoundError(f"endpoint {data.endpoint_id!r} not found")
+    config = rows[0]
+    sample = samples.sample(
+        data.provider,
+        data.event_type,
+        secret=config["secret"] or config["signing_secret"],
+        header_name=config["header_name"],
+    )
+    url = ingest_url(ctx, endpoint["ingest_token"])
+    outcome = TriggerOutcome(
+        endpoint_id=endpoint["id"],
+        provider=data.provider,
+        event_type=data.event_type,
+        ingest_url=url,
+        idempotency_key=sample.idempotency_key,
+        signature_header=sample.signature_header,
+        status=None,
+        accepted=False,
+        event_id=None,
+        response=None,
+        error=None,
+    )
+    try:
+        async with httpx.AsyncClient(timeout=_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+            answer = await client.post(url, content=sample.body, headers=sample.headers)
+    except httpx.HTTPError as exc:
+        outcome.error = f"the edge at {url} could not be reached: {type(exc).__name__}: {exc}"
+        return outcome
+    outcome.status = answer.status_code
+    outcome.accepted = answer.is_success
+    outcome.event_id = answer.headers.get("x-hookyard-event-id")
+    try:
+        outcome.response = answer.json()
+    except json.JSONDecodeError:
+        outcome.response = answer.text[:2000] or None
+    return outcome
