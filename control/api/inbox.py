@@ -72,7 +72,7 @@ class InboxController(Controller):
         "/{endpoint_id:str}",
         operation_id="OpenInbox",
         media_type=MediaType.HTML,
-        security=[{"session": []}, {"bearer": []}],
+        security=[{"bearer": []}, {"session": []}],
         responses=described(
             {
                 400: "Invalid request: `validation_error`",
