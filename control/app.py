@@ -22,6 +22,7 @@ from control.api import v1_router
 from control.api.allow import AllowMiddleware
 from control.api.body import StrictJSONRequest
 from control.api.deps import provide_ctx
+from control.api.llms import llms_txt
 from control.api.openapi import StrictStructSchemaPlugin
 from control.api.provisioning import provisioning_routes
 from control.api.public import AddressLimits
@@ -84,7 +85,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     mcp = McpMount()
     return Litestar(
-        route_handlers=[healthz, v1_router(), *provisioning_routes(), mcp.handler],
+        route_handlers=[healthz, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
         lifespan=[resources, mcp.lifespan],
         exception_handlers=EXCEPTION_HANDLERS,

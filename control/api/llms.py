@@ -1,0 +1,234 @@
+"""GET /llms.txt: how an agent uses THIS instance, in the llmstxt.org format, generated so it cannot drift.
+
+Everything that can change is read, not written: the public URLs from the settings, every route from the
+app's OpenAPI document (itself generated from the live route table), every MCP tool from the app's tool
+catalog, and the getting-started text from which provisioning routes this instance has. A route or tool
+added later appears without touching this module (``tests/test_llms_txt.py`` checks each is listed).
+
+The llmstxt.org shape: an H1, a blockquote summary, details without headings (bold leads instead), then
+H2 sections that are lists of ``- [name](url): notes``, ``Optional`` last. Rendered once per app (the routes
+never change while it serves). No authentication, like the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import quote
+
+from litestar import Litestar, Request, get
+
+from control.mcp.registry import TOOLS
+from control.mcp.server import Catalog
+
+__all__ = ("llms_txt", "render")
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s")
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    return _SENTENCE.split(flat, maxsplit=1)[0].rstrip(".") if flat else ""
+
+
+def _pointer(control: str, method: str, path: str) -> str:
+    """A link to the operation inside the OpenAPI document (a JSON pointer as the fragment)."""
+    escaped = path.replace("~", "~0").replace("/", "~1")
+    return f"{control}/schema/openapi.json#" + quote(f"/paths/{escaped}/{method.lower()}", safe="/~")
+
+
+def _routes(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (method.upper(), path, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if isinstance(operation, dict)
+    ]
+
+
+def _block(language: str, text: str) -> str:
+    return f"```{language}\n{text}\n```"
+
+
+def _mcp_configs(control: str) -> str:
+    url, header = f"{control}/mcp", "Bearer <api_token or hy_live_ key>"
+    generic = {"mcpServers": {"hookyard": {"url": url, "headers": {"Authorization": header}}}}
+    vscode = {"servers": {"hookyard": {"type": "http", "url": url, "headers": {"Authorization": header}}}}
+    bridge = {
+        "mcpServers": {
+            "hookyard": {
+                "command": "npx",
+                "args": ["-y", "mcp-remote", url, "--header", "Authorization:${HOOKYARD_AUTH}"],
+                "env": {"HOOKYARD_AUTH": header},
+            }
+        }
+    }
+    return "\n\n".join(
+        [
+            "Cursor, Windsurf and most clients (`mcpServers`, remote URL with headers):",
+            _block("json", json.dumps(generic, indent=2)),
+            "VS Code (`.vscode/mcp.json`):",
+            _block("json", json.dumps(vscode, indent=2)),
+            "Claude Code:",
+            _block("sh", f'claude mcp add --transport http hookyard {url} --header "Authorization: {header}"'),
+            "Clients that only start local commands (Claude Desktop), through the `mcp-remote` bridge:",
+            _block("json", json.dumps(bridge, indent=2)),
+        ]
+    )
+
+
+def _getting_started(control: str, routes: set[tuple[str, str]]) -> str:
+    parts = []
+    if ("POST", "/api/start") in routes:
+        parts.append(
+            f"**Start without an account.** `POST {control}/api/start` (no key, no body needed) answers a temporary "
+            "endpoint that lasts 3 days: `ingest_url` (give it to the provider), `inbox_url` (for a human) and "
+            "`api_token` (`hy_tmp_...`), a token for /mcp that sees and acts on that endpoint only (403 "
+            "`temporary_token` on /v1). Call it once and reuse `ingest_url`."
+        )
+    if ("POST", "/api/register") in routes:
+        parts.append(
+            f'**Get an API key.** `POST {control}/api/register` with `{{"email": "you@example.com", "api_token": '
+            '"hy_tmp_..."}` creates a free account and answers its `hy_live_` key, shown once; with `api_token`, '
+            "that token's endpoints become permanent."
+        )
+    parts.append(
+        "The operator of this instance can also create an account and key with "
+        "`hookyard account create --email you@example.com`."
+    )
+    return "\n\n".join(parts)
+
+
+_RULES = """**Authentication.** Every /v1 route and /mcp take `Authorization: Bearer <key>`: an `hy_live_` API key \
+(its account's endpoints only), or on /mcp an `api_token` from /api/start. A missing or unknown key is 401. Every \
+error, on /v1 and in MCP tool errors alike, is `{"error": {"code", "message"}}` with a stable snake_case `code` \
+(`validation_error` naming the field, `not_found`, `invalid_condition_tree`, `temporary_token`, `rate_limited` \
+with `Retry-After`...).
+
+**Signatures.** Turn verification on with `PATCH /v1/endpoints/{id}/auth-config` `{"hmac_enabled": true, \
+"secret": "<the provider's own signing secret>"}`; no algorithm is configured, the scheme is detected from the \
+headers: relay / Standard Webhooks (`relay-signature`/`webhook-signature`, `v1,<base64>` HMAC-SHA256 over \
+`<id>.<timestamp>.<body>`), commerce (`X-Shop-Hmac-SHA256`, base64 HMAC of the body), payments \
+(`Pay-Signature: t=<unix>,v1=<hex>` over `<t>.<body>`), code host (`sha256=<hex>` of the body). A failure is \
+stored as `signature_valid: false` with `signature_failure_reason` (`missing_header`, `malformed_header`, \
+`malformed_timestamp`, `timestamp_out_of_tolerance` = a late or replayed delivery, not a wrong secret, \
+`signature_mismatch`); with `on_failure: "reject"` the sender gets 401 and nothing is stored. The platform \
+`signing_secret` only verifies what this instance signs itself (`send_test_webhook`); rotating it breaks \
+verification of a real provider, which keeps its own secret.
+
+**Long poll.** `GET /v1/endpoints/{id}/events/wait?timeout=30` (1 to 55 s; MCP `wait_for_event`) blocks until \
+an event matching the filters arrives: 200 `{"event": ...}`, or 204 when the timeout passes (MCP: \
+`timed_out: true`, not an error). Events that do not match do not end the wait. With `since`, a match already \
+stored at or after it returns at once: note the time, trigger the webhook, then wait with `since`, and nothing \
+is missed. Filters everywhere: `since`, `until`, `provider`, `type`, `method`, `signature_valid`, `q`.
+
+**Replay.** `POST /v1/events/{id}/replay {"url": ...}` (MCP `replay_event`) re-sends a captured request to any \
+URL: method, body and headers verbatim by default, the provider's signature included. `body` and `headers` \
+change what is sent; `resign_with` (16+ characters) recomputes the signature over what is actually sent, in \
+`signature_header` (default `x-signature`). The answer is always 200 with the outcome (`success`, `status`, \
+`error`) and the attempt is recorded as a delivery with `source: "replay"`."""
+
+
+def _example(control: str, edge: str, routes: set[tuple[str, str]]) -> str:
+    """Steps as prose, each with its own block: a ``#`` comment line would read as a heading to a parser."""
+    auth = '-H "Authorization: Bearer $HOOKYARD_KEY"'
+    json_type = "-H 'content-type: application/json'"
+    steps = []
+    if ("POST", "/api/start") in routes:
+        steps.append(
+            ("A temporary endpoint and its MCP token, no account needed:", f"curl -s -X POST {control}/api/start")
+        )
+    steps += [
+        (
+            "An endpoint of your account (note its `id` and `ingest_url`):",
+            f'curl -s -X POST {control}/v1/endpoints {auth} {json_type} -d \'{{"name": "orders"}}\'',
+        ),
+        (
+            f"What a provider does: any request to the ingest URL (`{edge}/h/<token>`) is captured:",
+            f'curl -s -X POST "$INGEST_URL" {json_type} -d \'{{"type": "order.created", "id": "ord_1"}}\'',
+        ),
+        (
+            "Wait for the next event of that type (start it before the send, or pass `since`):",
+            f'curl -s "{control}/v1/endpoints/$ENDPOINT_ID/events/wait?timeout=30&type=order.created" {auth}',
+        ),
+        (
+            "Replay it to your own server:",
+            f"curl -s -X POST {control}/v1/events/$EVENT_ID/replay {auth} {json_type} "
+            '-d \'{"url": "https://example.com/webhooks"}\'',
+        ),
+    ]
+    return "\n\n".join(
+        f"{number}. {text}\n\n{_block('sh', command)}" for number, (text, command) in enumerate(steps, 1)
+    )
+
+
+def _tool_line(control: str, catalog: Catalog, name: str) -> str:
+    spec = TOOLS[name]
+    route = catalog.routes.get(name)
+    hints = ["read-only"] if spec.read_only else []
+    hints += ["destructive"] if spec.destructive else []
+    hints += ["reaches any URL"] if spec.open_world else []
+    where = f"{route[0]} {route[1]}" if route else "MCP only"
+    link = _pointer(control, *route) if route else f"{control}/mcp"
+    return f"- [{name}]({link}): {spec.summary.rstrip('.')} ({', '.join([where, *hints])})"
+
+
+def render(app: Litestar) -> str:
+    settings = app.state.ctx.settings
+    control, edge = settings.control_url, settings.edge_url
+    document = app.openapi_schema.to_schema()
+    catalog: Catalog = app.state.mcp
+    routes = _routes(document)
+    present = {(method, path) for method, path, _ in routes}
+    tool_of = {route: name for name, route in catalog.routes.items()}
+
+    route_lines = []
+    for method, path, operation in routes:
+        tool = tool_of.get((method, path))
+        summary = TOOLS[tool].summary if tool else _first_sentence(operation.get("description", ""))
+        note = f" (MCP: `{tool}`)" if tool else ""
+        route_lines.append(f"- [{method} {path}]({_pointer(control, method, path)}): {summary.rstrip('.')}{note}")
+    tool_lines = [_tool_line(control, catalog, tool.name) for tool in catalog.tools]
+
+    sections = [
+        "# hookyard",
+        f"> Webhook capture, routing and replay at {control}. Providers send webhooks to an endpoint's ingest URL "
+        f"on {edge}; you read, verify, route and replay what arrived through the JSON API under {control}/v1 "
+        f"or the MCP server at {control}/mcp: the same operations, the same Bearer keys.",
+        _getting_started(control, present),
+        _RULES,
+        "**Worked example.**",
+        _example(control, edge, present),
+        f"**MCP.** Streamable HTTP at `{control}/mcp`, stateless (no session to keep). Authenticate with the "
+        "`api_token` from /api/start or an `hy_live_` key. A first session: `create_endpoint` (or the endpoint "
+        "of /api/start), `send_test_webhook` (a correctly signed sample of a real provider's event), "
+        "`wait_for_event`, then `replay_event` to your own URL.",
+        _mcp_configs(control),
+        "## Docs",
+        "\n".join(
+            [
+                f"- [OpenAPI document]({control}/schema/openapi.json): every route below, its parameters, bodies, "
+                "answers and error statuses",
+                f"- [API reference]({control}/schema): the same document, rendered for reading",
+                f"- [MCP server]({control}/mcp): POST JSON-RPC with a Bearer key; `tools/list` answers every tool "
+                "below with its input and output schemas",
+            ]
+        ),
+        "## API routes",
+        "\n".join(route_lines),
+        "## MCP tools",
+        "\n".join(tool_lines),
+        "## Optional",
+        f"- [Health]({control}/healthz): 200 once Postgres and Redis answer, with the ingest backlog",
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+@get("/llms.txt", include_in_schema=False, media_type="text/markdown", sync_to_thread=False)
+def llms_txt(request: Request[Any, Any, Any]) -> str:
+    state = request.app.state
+    text = state.get("llms_txt")
+    if text is None:
+        text = state.llms_txt = render(request.app)
+    return text
