@@ -3,6 +3,7 @@ its temporary token (403 on /v1, refused for new endpoints everywhere) and the b
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import timedelta
@@ -18,7 +19,7 @@ from control.service.accounts import authenticate, hash_key
 from control.service.anonymous import MAX_TOKENS
 from shared.errors import ForbiddenError
 from shared.settings import load_settings
-from tests.helpers import ISO_Z, assert_error, db, parse_ts, utcnow
+from tests.helpers import ISO_Z, assert_error, concurrent_client, db, parse_ts, utcnow
 
 FIELDS = {"endpoint_id", "inbox_url", "ingest_url", "expires_at", "expires_in_days", "reused", "api_token"}
 TOKEN = re.compile(r"^hy_tmp_[0-9A-Za-z]{32}$")
@@ -116,6 +117,19 @@ async def test_the_cookie_brings_back_the_same_endpoint_with_a_new_working_token
     assert fresh["endpoint_id"] != first["endpoint_id"]
     assert fresh["reused"] is False
     assert session_of(client) != session
+
+
+async def test_concurrent_calls_of_one_session_share_one_endpoint(settings, database_url):
+    async with concurrent_client(settings) as client:
+        first = await start(client)
+        answers = await asyncio.gather(*(start(client, {"ref": "same"}) for _ in range(6)), start(client))
+    assert len({a["endpoint_id"] for a in answers[:-1]}) == 1
+    assert [a["reused"] for a in answers[:-1]].count(False) == 1
+    assert answers[-1]["endpoint_id"] == first["endpoint_id"]
+    assert len({a["api_token"] for a in answers}) == len(answers)
+    async with db(database_url) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM endpoints") == 2
+        assert await conn.fetchval("SELECT count(*) FROM accounts") == 1
 
 
 async def test_without_the_cookie_every_call_makes_a_new_endpoint_and_account(client, database_url):

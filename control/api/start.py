@@ -49,7 +49,17 @@ class StartController(Controller):
         status_code=200,
         security=[{}, {"session": []}],
         operation_class=OptionalBody,
-        response_cookies=[Cookie(key=service.SESSION_COOKIE, documentation_only=True, description=_COOKIE_DOC)],
+        response_cookies=[
+            Cookie(
+                key=service.SESSION_COOKIE,
+                path="/",
+                max_age=int(TEMPORARY_LIFETIME.total_seconds()),
+                httponly=True,
+                samesite="lax",
+                documentation_only=True,
+                description=_COOKIE_DOC,
+            )
+        ],
         responses=described(
             {
                 400: "Invalid body: `validation_error` (the message names the field)",

@@ -122,8 +122,7 @@ async def email_taken(conn: asyncpg.Connection, email: str) -> bool:
 async def claim_account(conn: asyncpg.Connection, account_id: str, email: str) -> None:
     """An anonymous account becomes a permanent one, keeping its id and everything it owns."""
     await conn.execute(
-        """UPDATE accounts SET kind = 'permanent', email = $2, claimed_at = now(), endpoint_quota = NULL
-            WHERE id = $1""",
+        "UPDATE accounts SET kind = 'permanent', email = $2, claimed_at = now() WHERE id = $1",
         account_id,
         email,
     )

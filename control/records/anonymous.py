@@ -39,6 +39,13 @@ Ref = Annotated[
         "the same `ref` gets the same endpoint back. No control characters, no spaces at either end.",
     ),
 ]
+ProviderHint = Annotated[
+    Provider,
+    msgspec.Meta(
+        description="The provider that will send here: kept in the endpoint's name; nothing is configured from it "
+        "yet, and a session asking again gets its endpoint unchanged"
+    ),
+]
 Email = Annotated[str, msgspec.Meta(min_length=3, max_length=254, pattern=EMAIL, description="Account e-mail")]
 TemporaryToken = Annotated[
     str,
@@ -53,8 +60,7 @@ class StartRequest(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     """Optional body of ``POST /api/start``; an empty body (or none) is the same as ``{}``."""
 
     ref: Ref | None = None
-    provider_hint: Provider | None = None
-    """The provider expected to send here; kept in the endpoint's name, nothing is configured from it yet."""
+    provider_hint: ProviderHint | None = None
 
 
 class TemporaryEndpoint(msgspec.Struct, kw_only=True, frozen=True):
