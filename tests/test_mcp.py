@@ -26,15 +26,11 @@ import redis.asyncio as aioredis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from control.db import endpoints as db_endpoints
-from control.service import edge_config
-from control.service.accounts import create_account
-from control.workers import worker_context
-from shared import ids
+from control.mcp.registry import TOOLS
 from shared.settings import Settings, load_settings
-from tests.conftest import Account, Servers
+from tests.conftest import Account, Servers, make_account
 from tests.destination import Destination, serving
-from tests.helpers import assert_error, db, module_database_url
+from tests.helpers import assert_error, module_database_url
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -42,6 +38,7 @@ pytestmark = pytest.mark.slow
 database_url = module_database_url  # one database for the module: every test uses accounts of its own
 
 NO_SUCH_EVENT = "evt_01KAAAAAAAAAAAAAAAAAAAAAAA"
+NO_SUCH_ENDPOINT = "ep_01KAAAAAAAAAAAAAAAAAAAAAAA"
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +133,7 @@ async def test_lists_every_tool_with_schemas_and_hints(running: Stack, account: 
     """Both protocol eras (the per-request 2026 protocol and the initialize handshake) list the same tools."""
     async with connected(running, account.key, mode) as tools:
         listed = {tool.name: tool for tool in (await tools.client.list_tools()).tools}
-    assert len(listed) == 29
+    assert set(listed) == set(TOOLS)
     for tool in listed.values():
         assert tool.description
         assert tool.input_schema["type"] == "object"
@@ -276,6 +273,16 @@ async def test_a_provider_secret_and_custom_header_sign_the_sample(running: Stac
         assert event["headers"]["x-acme-signature"].startswith("sha256=")
 
 
+async def test_a_refused_sample_is_an_answer_not_an_error(running: Stack, account: Account) -> None:
+    """The edge refusing the sample (here: the allowlist) is what the caller is testing: reported, not raised."""
+    async with connected(running, account.key) as t:
+        ep = (await t.ok("create_endpoint", name="locked"))["id"]
+        await t.ok("add_allowlist_entry", endpoint_id=ep, cidr="192.0.2.0/24")
+        sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="commerce", event_type="app/uninstalled")
+        assert (sent["status"], sent["accepted"], sent["event_id"], sent["error"]) == (403, False, None, None)
+        assert sent["response"]["error"]["code"] == "ip_not_allowed"
+
+
 # -- errors ------------------------------------------------------------------------------------------------
 
 
@@ -395,35 +402,35 @@ async def test_a_key_sees_its_own_account_only(running: Stack, account: Account,
             assert (await theirs.error(tool, **arguments))["code"] == "not_found", tool
 
 
+async def test_a_read_only_key_reads_but_changes_nothing(running: Stack, database_url: str) -> None:
+    reader = await make_account(database_url, read_only=True)
+    async with connected(running, reader.key) as t:
+        assert (await t.ok("list_endpoints"))["endpoints"] == []
+        for tool, arguments in [
+            ("create_endpoint", {"name": "no"}),
+            (
+                "send_test_webhook",
+                {"endpoint_id": NO_SUCH_ENDPOINT, "provider": "payments", "event_type": "invoice.paid"},
+            ),
+            ("replay_event", {"event_id": NO_SUCH_EVENT, "url": "http://127.0.0.1:9/"}),
+        ]:
+            assert await t.error(tool, **arguments) == {"code": "forbidden", "message": "this API key is read-only"}
+
+
 # -- temporary tokens ---------------------------------------------------------------------------------------
 
 
-async def _temporary(settings: Settings) -> tuple[str, str]:
-    """An anonymous account with one temporary endpoint and its ``hy_tmp_`` token, as /api/start makes them."""
-    async with db(settings.database_url) as conn:
-        account_id, token = await create_account(conn, email=None, kind="anonymous")
-        row = await db_endpoints.insert(
-            conn,
-            endpoint_id=ids.new_id("ep"),
-            account_id=account_id,
-            name="temporary",
-            environment="development",
-            external_ref=None,
-            ingest_token=ids.ingest_token(),
-            signing_secret=ids.signing_secret(),
-            temporary=True,
-            expires_at=datetime.now(UTC) + timedelta(days=3),
-        )
-        async with worker_context(settings) as ctx:
-            await edge_config.sync(ctx, conn, [row["id"]])
-    assert token.startswith("hy_tmp_")
-    return token, row["id"]
+def _temporary(stack: Stack) -> tuple[str, str]:
+    """A temporary endpoint and its ``hy_tmp_`` token, from ``POST /api/start`` (no key)."""
+    started = httpx.post(f"{stack.control_url}/api/start", json={"provider_hint": "identity"}, timeout=10)
+    assert started.status_code == 200, started.text
+    body = started.json()
+    assert body["api_token"].startswith("hy_tmp_")
+    return body["api_token"], body["endpoint_id"]
 
 
-async def test_a_temporary_token_acts_on_its_own_endpoint_only(
-    running: Stack, module_settings: Settings, account: Account
-) -> None:
-    token, ep = await _temporary(module_settings)
+async def test_a_temporary_token_acts_on_its_own_endpoint_only(running: Stack, account: Account) -> None:
+    token, ep = _temporary(running)
     theirs = _v1(running, account, "POST", "/v1/endpoints", json={"name": "someone else's"}).json()["id"]
     on_v1 = httpx.get(f"{running.control_url}/v1/endpoints", headers={"Authorization": f"Bearer {token}"})
     assert_error(on_v1, 403, "temporary_token")
@@ -444,6 +451,8 @@ async def test_a_temporary_token_acts_on_its_own_endpoint_only(
             ("delete_endpoint", {"endpoint_id": theirs}),
         ]:
             assert (await t.error(tool, **arguments))["code"] == "not_found", tool
+        # It owns what /api/start made for it, and makes nothing more (the service's rule, as on every route).
+        assert (await t.error("create_endpoint", name="more"))["code"] == "temporary_token"
     async with connected(running, account.key) as owner:
         assert (await owner.error("get_endpoint", endpoint_id=ep))["code"] == "not_found"
 
@@ -474,6 +483,21 @@ async def test_stateless_no_session_and_any_worker_answers(running: Stack, accou
     async with connected(running, account.key) as t:
         for _ in range(10):
             await t.ok("list_endpoints")
+
+
+async def test_served_under_any_host_and_origin(running: Stack, account: Account) -> None:
+    """DNS-rebinding protection is off (control.mcp.mount): the Bearer key is the protection, and a public
+    instance is reached under its own host name, through proxies, from browser-based clients."""
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {
+        **account.headers,
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-06-18",
+        "host": "hooks.example.com",
+        "origin": "https://agent.example.org",
+    }
+    answer = httpx.post(f"{running.control_url}/mcp", json=listing, headers=headers, timeout=10)
+    assert answer.status_code == 200, answer.text
 
 
 def test_module_runs_against_real_processes(running: Stack) -> None:
