@@ -125,9 +125,10 @@ def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool
         message = response.json()["error"]["message"]
     except (ValueError, KeyError, TypeError):
         return True
-    # Per-endpoint caps (100 destinations, 100 rules, 256 allowlist entries) depend on what is stored, which
-    # no schema states; SPEC.md lists 400 for these operations. The suite's many creations reach them.
-    if message.endswith(", the most it can have"):
+    # Per-endpoint caps (100 destinations, 100 rules, 256 allowlist entries, 50 label rules) and keys unique
+    # per endpoint (a label rule's output_key) depend on what is stored, which no schema states; SPEC.md
+    # lists 400 for these operations. The suite's many creations reach them.
+    if message.endswith((", the most it can have", "already has a label rule for it")):
         if log := os.environ.get("HOOKYARD_ST_DROPPED_LOG"):
             with open(log, "a") as out:
                 out.write(f"{_operation_id(context)}: {message}\n")

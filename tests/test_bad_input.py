@@ -68,6 +68,7 @@ async def made(client, account, database_url) -> dict[str, str]:
     rule_body = {"name": "r", "condition_tree": TREE, "destination_ids": [destination["id"]]}
     rule = (await client.post(f"{base}/rules", json=rule_body, headers=h)).json()
     entry = (await client.post(f"{base}/allowlist", json={"cidr": "192.0.2.0/24"}, headers=h)).json()
+    label = (await client.post(f"{base}/labels", json={"path": "a.b", "output_key": "k"}, headers=h)).json()
     async with db(database_url) as conn:
         (event_id,) = await store(conn, None, None, [Ev(endpoint["id"])])
     started = (await client.post("/api/start")).json()
@@ -77,6 +78,7 @@ async def made(client, account, database_url) -> dict[str, str]:
         "destination_id": destination["id"],
         "rule_id": rule["id"],
         "entry_id": entry["id"],
+        "label_id": label["id"],
         "event_id": event_id,
     }
 
@@ -123,6 +125,8 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "log_blocked_ips": False,
         },
         "AddAllowlistEntry": {"cidr": "198.51.100.0/24"},
+        "CreateLabelRule": {"source": "body", "path": "data.customer", "output_key": "customer", "color": "#123456"},
+        "UpdateLabelRule": {"source": "body", "path": "data.id", "output_key": "k2", "color": "#654321"},
         "StartTemporaryEndpoint": {"ref": "r", "provider_hint": "payments"},
         "Register": {"email": "someone@example.com", "api_token": made["api_token"]},
         "ReplayEvent": {

@@ -472,12 +472,20 @@ INVALID = [
     (
         {"field": "meta.labels", "operator": "exists"},
         'condition_tree.field: unknown meta key "labels"; one of provider, event_type, method, path, content_type, '
-        "source_ip, signature_valid, ip_allowed, endpoint_id, environment",
+        "source_ip, signature_valid, ip_allowed, endpoint_id, environment or label.<key>",
     ),
     (
         {"field": "meta.Provider", "operator": "exists"},
         'condition_tree.field: unknown meta key "Provider"; one of provider, event_type, method, path, '
-        "content_type, source_ip, signature_valid, ip_allowed, endpoint_id, environment",
+        "content_type, source_ip, signature_valid, ip_allowed, endpoint_id, environment or label.<key>",
+    ),
+    (
+        {"field": "meta.label.a.b", "operator": "exists"},
+        'condition_tree.field: "label.a.b" is not a label key (letters, digits, _ and -, at most 64)',
+    ),
+    (
+        {"field": "meta.label.", "operator": "exists"},
+        'condition_tree.field: "label." is not a label key (letters, digits, _ and -, at most 64)',
     ),
     ({"field": "body." + "x" * 1000, "operator": "exists"}, "condition_tree.field: longer than 1000 characters"),
     # operator

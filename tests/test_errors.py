@@ -40,6 +40,13 @@ async def test_framework_errors_use_the_envelope(client, account, subtests):
         assert {"GET", "PATCH", "DELETE"} <= {m.strip() for m in resp.headers["allow"].split(",")}
 
 
+class _AnyId(dict):
+    """Every path parameter gets an id-looking value: the route matters here, not the object."""
+
+    def __missing__(self, name: str) -> str:
+        return f"{name[:2]}_x"
+
+
 async def test_options_lists_every_method_of_every_path_without_credentials(client, account, subtests):
     """Litestar's own OPTIONS answer listed the methods of one handler of the path (``OPTIONS
     /v1/endpoints/{id}`` said ``DELETE, OPTIONS``). A CORS preflight carries no credentials, and the methods
@@ -47,9 +54,7 @@ async def test_options_lists_every_method_of_every_path_without_credentials(clie
     document = (await client.get("/schema/openapi.json")).json()
     for path, item in document["paths"].items():
         documented = {method.upper() for method in item} | {"OPTIONS"}
-        url = path.format_map(
-            {name: f"{name[:2]}_x" for name in ("endpoint_id", "event_id", "destination_id", "rule_id", "entry_id")}
-        )
+        url = path.format_map(_AnyId())
         with subtests.test(path=path):
             resp = await client.options(url)
             assert resp.status_code == 204, resp.text

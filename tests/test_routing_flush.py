@@ -96,7 +96,7 @@ async def test_one_task_per_event_rule_and_destination_even_when_reprocessed(ctx
     # refuse a duplicate even with fresh task ids.
     async with ctx.pool.acquire() as conn, conn.transaction():
         rows = [event_row(r) for r in records]
-        tasks = await Router(ctx).route(conn, rows)
+        _, tasks = await Router(ctx).route(conn, rows)
         assert sorted(t[1:] for t in tasks) == expected
         stored = await store_batch(conn, rows, tasks)
         assert (stored.events, stored.tasks, stored.by_endpoint) == (0, 0, [])
@@ -228,7 +228,7 @@ async def test_a_lane_that_read_older_rules_never_replaces_newer_ones(
         read_before = await route_module.db_routing.active_rules(conn, [endpoint_id])  # the slow lane's read
         rule = await add_rule(conn, endpoint_id, [dst])
         rows = [event_row(_record(endpoint_id))]
-        assert [t[2:] for t in await router.route(conn, rows)] == [(rule, dst)]  # the fast lane
+        assert [t[2:] for t in (await router.route(conn, rows))[1]] == [(rule, dst)]  # the fast lane
         newest = router._cache[endpoint_id].version
 
         async def stale(*_: object) -> list[asyncpg.Record]:
@@ -239,7 +239,7 @@ async def test_a_lane_that_read_older_rules_never_replaces_newer_ones(
             slow = await router._load(conn, [endpoint_id])  # the slow lane stores last
         assert slow[endpoint_id].version < newest
         assert router._cache[endpoint_id].version == newest
-        assert [t[2:] for t in await router.route(conn, rows)] == [(rule, dst)]
+        assert [t[2:] for t in (await router.route(conn, rows))[1]] == [(rule, dst)]
 
 
 async def test_a_committed_batch_with_tasks_notifies_deliver_workers(

@@ -184,7 +184,8 @@ async def test_a_leaf_alone_is_a_tree(client, account):
         (
             {"field": "meta.nope", "operator": "exists"},
             'condition_tree.field: unknown meta key "nope"; one of provider, '
-            "event_type, method, path, content_type, source_ip, signature_valid, ip_allowed, endpoint_id, environment",
+            "event_type, method, path, content_type, source_ip, signature_valid, ip_allowed, endpoint_id, environment "
+            "or label.<key>",
         ),
         (
             {"field": "body.x", "operator": "exists", "value": 1},

@@ -67,6 +67,7 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         ]
         # 127.0.0.0/8 keeps the edge accepting the events sent from here below.
         entries = [_ok(api.post(f"{path}/allowlist", json={"cidr": c})) for c in ("127.0.0.0/8", "192.0.2.0/24")]
+        labels = [_ok(api.post(f"{path}/labels", json={"path": "type", "output_key": k})) for k in ("a", "b")]
         for i in range(2):
             assert httpx.post(f"{endpoint['ingest_url']}/x", json={"type": "t", "i": i}).status_code == 200
         deadline = time.monotonic() + 30
@@ -85,6 +86,8 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         "doomed_rule_id": rules[1]["id"],
         "entry_id": entries[0]["id"],
         "doomed_entry_id": entries[1]["id"],
+        "label_id": labels[0]["id"],
+        "doomed_label_id": labels[1]["id"],
         "event_id": page["events"][0]["id"],
         "event_cursor": page["next_cursor"],
         "delivery_cursor": deliveries["next_cursor"],
@@ -115,11 +118,13 @@ Authorization = "Bearer {key}"
 "path.destination_id" = "{ids["destination_id"]}"
 "path.rule_id" = "{ids["rule_id"]}"
 "path.entry_id" = "{ids["entry_id"]}"
+"path.label_id" = "{ids["label_id"]}"
 
 {operation("DeleteEndpoint", **{"path.endpoint_id": ids["doomed_endpoint_id"]})}
 {operation("DeleteDestination", **{"path.destination_id": ids["doomed_destination_id"]})}
 {operation("DeleteRule", **{"path.rule_id": ids["doomed_rule_id"]})}
 {operation("DeleteAllowlistEntry", **{"path.entry_id": ids["doomed_entry_id"]})}
+{operation("DeleteLabelRule", **{"path.label_id": ids["doomed_label_id"]})}
 {operation("ListEvents", **{"query.cursor": ids["event_cursor"]})}
 {operation("ListDeliveries", **{"query.cursor": ids["delivery_cursor"]})}
 # Every wait that matches nothing lasts its whole timeout: the shortest one, and no coverage phase (whose

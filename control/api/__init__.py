@@ -12,6 +12,7 @@ from control.api.deps import provide_principal
 from control.api.destinations import DestinationController, EndpointDestinationController
 from control.api.endpoints import EndpointController
 from control.api.events import EndpointEventController, EventController
+from control.api.labels import EndpointLabelController, LabelController
 from control.api.replay import DestinationTestController, ReplayController
 from control.api.rules import EndpointRuleController, RuleController
 from control.auth import bearer_auth
@@ -34,6 +35,8 @@ def v1_router() -> Router:
             DestinationController,
             EndpointRuleController,
             RuleController,
+            EndpointLabelController,
+            LabelController,
             ReplayController,
             DestinationTestController,
         ],

@@ -24,6 +24,7 @@ __all__ = (
     "DestinationId",
     "EndpointId",
     "EventId",
+    "LabelId",
     "RuleId",
     "boolean",
     "instant_schema",
@@ -44,6 +45,7 @@ EventId = Annotated[str, _id("evt", "event")]
 DestinationId = Annotated[str, _id("dst", "destination")]
 RuleId = Annotated[str, _id("rule", "rule")]
 AllowlistEntryId = Annotated[str, _id("al", "allowlist entry")]
+LabelId = Annotated[str, _id("lbl", "label rule")]
 
 CURSOR = r"^[A-Za-z0-9_-]{1,200}$"
 """``control.service.cursors``: url-safe base64 without padding, at most 200 characters."""

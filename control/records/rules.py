@@ -53,9 +53,10 @@ FieldName = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=1000,
-        pattern=rf"^(?:body(?:\.[^.\x00]+)*|header\.[!#$%&'*+.^_`|~0-9A-Za-z-]+|meta\.(?:{_META_KEYS}))$",
+        pattern=rf"^(?:body(?:\.[^.\x00]+)*|header\.[!#$%&'*+.^_`|~0-9A-Za-z-]+|meta\.(?:{_META_KEYS}"
+        r"|label\.[A-Za-z0-9_-]{1,64}))$",
         description="`body` or `body.<dot.path>` (a numeric segment indexes an array), `header.<name>` "
-        "(any case) or `meta.<key>`",
+        "(any case), `meta.<key>` or `meta.label.<key>` (the event's label of that key)",
     ),
 ]
 # float: any JSON number. The pattern applies to a string value (Litestar drops constraints inside a union).

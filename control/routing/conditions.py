@@ -41,6 +41,7 @@ from shared.errors import ValidationError
 
 __all__ = (
     "ALWAYS",
+    "LABEL_PREFIX",
     "MAX_DEPTH",
     "MAX_ENCODED_BYTES",
     "MAX_FIELD_LENGTH",
@@ -53,6 +54,7 @@ __all__ = (
     "InvalidConditionTree",
     "Predicate",
     "compile_tree",
+    "getter",
     "matches",
     "text_form",
     "validate",
@@ -81,6 +83,9 @@ META_KEYS: Final = (
     "environment",
 )
 _META = frozenset(META_KEYS)
+LABEL_PREFIX: Final = "label."
+"""``meta.label.<key>``: the value of the event's label ``<key>`` (labels are computed before routing)."""
+_LABEL_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # control.records.labels.OUTPUT_KEY
 _GROUP_KEYS = ("op", "children")
 _LEAF_KEYS = ("field", "operator", "value")
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -346,8 +351,16 @@ def _field(node: dict[Any, Any], path: str) -> str:
             raise InvalidConditionTree(f"{where}: {_quote(rest)} is not a valid header name")
         return f"header.{rest.lower()}"
     if kind == "meta" and dot:
+        if rest.startswith(LABEL_PREFIX):
+            if not _LABEL_KEY.fullmatch(rest.removeprefix(LABEL_PREFIX)):
+                raise InvalidConditionTree(
+                    f"{where}: {_quote(rest)} is not a label key (letters, digits, _ and -, at most 64)"
+                )
+            return name
         if rest not in _META:
-            raise InvalidConditionTree(f"{where}: unknown meta key {_quote(rest)}; one of {', '.join(META_KEYS)}")
+            raise InvalidConditionTree(
+                f"{where}: unknown meta key {_quote(rest)}; one of {', '.join(META_KEYS)} or label.<key>"
+            )
         return name
     raise InvalidConditionTree(f"{where}: must be body, body.<path>, header.<name> or meta.<key>, got {_quote(name)}")
 
@@ -394,6 +407,13 @@ def _never(event: EventView) -> bool:
 
 
 Getter = Callable[[EventView], object]
+
+
+def getter(field: str) -> Getter:
+    """What ``field`` (``body``, ``body.<path>``, ``header.<name>`` lowercased, ``meta.<key>``) reads from an
+    event: the value, or MISSING. Label rules read their body paths and headers through it too, so a path
+    means the same in a label as in a condition."""
+    return _getter(field)
 
 
 def _getter(name: str) -> Getter:

@@ -30,9 +30,11 @@ import asyncpg
 import msgspec
 
 from control.context import Context
+from control.db import labels as db_labels
 from control.db import routing as db_routing
 from control.db.flush import COLUMNS
-from control.routing.conditions import ALWAYS, META_KEYS, MISSING, EventView, compile_tree
+from control.routing.conditions import ALWAYS, LABEL_PREFIX, META_KEYS, MISSING, EventView, compile_tree
+from control.routing.labels import LabelRule, compile_label, labels_of, with_labels
 from shared.ids import new_id
 
 __all__ = ("Router",)
@@ -67,6 +69,8 @@ class _EndpointRules:
     """(rule id, destination id) of every task when every rule matches every event, else None."""
     version: int
     """The endpoint's ``config_version`` these rules were read at."""
+    labels: tuple[LabelRule, ...] = ()
+    """Label rules, applied to every event before routing (``control.routing.labels``)."""
 
 
 def _reads(tree: object, kind: str) -> bool:
@@ -79,17 +83,20 @@ def _reads(tree: object, kind: str) -> bool:
     return False
 
 
-def _endpoint_rules(environment: str, rules: list[tuple[_Rule, object]], version: int) -> _EndpointRules:
+def _endpoint_rules(
+    environment: str, rules: list[tuple[_Rule, object]], version: int, labels: tuple[LabelRule, ...]
+) -> _EndpointRules:
     fixed = None
     if rules and all(rule.matches is ALWAYS for rule, _ in rules):
         fixed = tuple((rule.id, d) for rule, _ in rules for d in rule.destination_ids)
     return _EndpointRules(
         environment,
         tuple(rule for rule, _ in rules),
-        any(_reads(tree, "body") for _, tree in rules),
+        any(_reads(tree, "body") for _, tree in rules) or any(label.reads_body for label in labels),
         any(_reads(tree, "meta") for _, tree in rules),
         fixed,
         version,
+        labels,
     )
 
 
@@ -102,28 +109,50 @@ class Router:
         self._cache: dict[str, _EndpointRules] = {}
         self._compiled: dict[str, tuple[object, Any]] = {}  # rule id → (tree, predicate)
 
-    async def route(self, conn: asyncpg.Connection, rows: Sequence[tuple]) -> list[tuple[str, str, str, str]]:
-        """The delivery tasks ``rows`` (flush ``COLUMNS`` order) make, as ``TASK_COLUMNS`` tuples
-        ``(task id, event id, rule id, destination id)``.
+    async def route(
+        self, conn: asyncpg.Connection, rows: Sequence[tuple]
+    ) -> tuple[Sequence[tuple], list[tuple[str, str, str, str]]]:
+        """``rows`` (flush ``COLUMNS`` order) with their labels, and the delivery tasks they make, as
+        ``TASK_COLUMNS`` tuples ``(task id, event id, rule id, destination id)``.
 
-        Decides for every row; the insert keeps only the tasks of events that turn out to be new.
+        Labels come first, so conditions can read them (``meta.label.<key>``). Decides for every row; the
+        insert keeps only the tasks of events that turn out to be new.
         """
         if not rows:
-            return []
+            return rows, []
         current = await self._current(conn, {row[_ENDPOINT] for row in rows})
-        if not any(c.rules for c in current.values()):
-            return []
+        labelling = any(c.labels for c in current.values())
+        if not labelling and not any(c.rules for c in current.values()):
+            return rows, []
+        out = [] if labelling else rows
         tasks: list[tuple[str, str, str, str]] = []
         append = tasks.append
         for row in rows:
             endpoint = current.get(row[_ENDPOINT])
+            view = None
+            if endpoint is not None and endpoint.labels:
+                row, view = self._label(row, endpoint)
+            if labelling:
+                out.append(row)  # type: ignore[union-attr]
             if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False:
                 continue
-            pairs = endpoint.fixed if endpoint.fixed is not None else self._match(row, endpoint)
+            pairs = endpoint.fixed if endpoint.fixed is not None else self._match(row, endpoint, view)
             event_id = row[_ID]
             for rule_id, destination_id in pairs:
                 append((new_id("task"), event_id, rule_id, destination_id))
-        return tasks
+        return out, tasks
+
+    def _label(self, row: tuple, endpoint: _EndpointRules) -> tuple[tuple, EventView]:
+        """The row with its labels, and the view routing reads it through (its labels in ``meta``)."""
+        view = self._view(row, endpoint)
+        labels = labels_of(endpoint.labels, view)
+        if not labels:
+            return row, view
+        if endpoint.needs_meta:
+            view = view._replace(
+                meta={**view.meta, **{LABEL_PREFIX + label["key"]: label["value"] for label in labels}}
+            )
+        return with_labels(row, labels), view
 
     async def _current(self, conn: asyncpg.Connection, endpoint_ids: set[str]) -> dict[str, _EndpointRules]:
         """The rules of these endpoints as of now: cached ones whose version is still current, the rest
@@ -142,8 +171,9 @@ class Router:
             current.update(await self._load(conn, stale))
         return current
 
-    def _match(self, row: tuple, endpoint: _EndpointRules) -> list[tuple[str, str]]:
-        view = self._view(row, endpoint)
+    def _match(self, row: tuple, endpoint: _EndpointRules, view: EventView | None) -> list[tuple[str, str]]:
+        if view is None:
+            view = self._view(row, endpoint)
         return [
             (rule.id, destination_id)
             for rule in endpoint.rules
@@ -183,7 +213,15 @@ class Router:
             predicate = self._predicate(row["rule_id"], row["condition_tree"])
             if predicate is not None:
                 rules.append((_Rule(row["rule_id"], predicate, tuple(row["destination_ids"])), row["condition_tree"]))
-        loaded = {e: _endpoint_rules(environment, rules, v) for e, (environment, v, rules) in grouped.items()}
+        labels: dict[str, list[LabelRule]] = {}
+        for row in await db_labels.for_endpoints(conn, list(grouped)):
+            labels.setdefault(row["endpoint_id"], []).append(
+                compile_label(row["source"], row["path"], row["output_key"], row["color"])
+            )
+        loaded = {
+            e: _endpoint_rules(environment, rules, v, tuple(labels.get(e, ())))
+            for e, (environment, v, rules) in grouped.items()
+        }
         cache = self._cache
         if len(cache) + len(loaded) > _MAX_CACHED:
             cache.clear()

@@ -225,7 +225,7 @@ class Flush:
         """(endpoint id, its new event ids joined with commas) per endpoint with new events."""
         rows = [event_row(r) for r in records]
         async with self.ctx.pool.acquire() as conn, conn.transaction():
-            tasks = await self.router.route(conn, rows)  # tasks commit with their events (and NOTIFY then)
+            rows, tasks = await self.router.route(conn, rows)  # labelled; tasks commit with their events
             return (await store_batch(conn, rows, tasks)).by_endpoint
 
     async def _finish(self, batch: _Batch) -> None:
