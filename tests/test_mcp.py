@@ -192,6 +192,11 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert (await t.ok("update_rule", rule_id=rule["id"], active=False))["active"] is False
         assert (await t.ok("delete_rule", rule_id=rule["id"]))["deleted"] is True
 
+        label = await t.ok("create_label_rule", endpoint_id=ep, path="data.object.currency", output_key="currency")
+        assert [r["id"] for r in (await t.ok("list_label_rules", endpoint_id=ep))["labels"]] == [label["id"]]
+        assert (await t.ok("get_label_rule", label_id=label["id"]))["output_key"] == "currency"
+        assert (await t.ok("update_label_rule", label_id=label["id"], color="#00aa00"))["color"] == "#00aa00"
+
         # A signed sample through the edge: verified, captured, found by the long poll, forwarded by the rule.
         before = len(sink.requests)
         waiting = asyncio.ensure_future(
@@ -208,6 +213,7 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert (event["provider"], event["event_type"]) == ("payments", "charge.refunded")
         assert event["idempotency_key"] == sent["idempotency_key"]
         assert event["signature_valid"] is True
+        assert [(x["key"], x["value"], x["color"]) for x in event["labels"]] == [("currency", "usd", "#00aa00")]
         forwarded = (await sink.wait_for(before + 1))[-1]
         assert forwarded.body.decode() == event["body"]
         assert forwarded.headers["x-team"] == "billing"
@@ -243,6 +249,7 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert "within 1 s" in quiet["message"]
 
         assert (await t.ok("delete_allowlist_entry", entry_id=entry["id"]))["deleted"] is True
+        assert (await t.ok("delete_label_rule", label_id=label["id"]))["deleted"] is True
         removed = await t.ok("delete_destination", destination_id=dst)
         assert removed["deleted_rule_ids"] == [destination["rule"]["id"]]
         assert (await t.ok("delete_endpoint", endpoint_id=ep)) == {"id": ep, "deleted": True}
@@ -483,6 +490,19 @@ async def test_stateless_no_session_and_any_worker_answers(running: Stack, accou
     async with connected(running, account.key) as t:
         for _ in range(10):
             await t.ok("list_endpoints")
+
+
+async def test_post_only(running: Stack, account: Account) -> None:
+    """Stateless: no session to end (DELETE), no standalone stream to hold open (GET)."""
+    url = f"{running.control_url}/mcp"
+    sse = {"accept": "text/event-stream"}
+    for method in ("GET", "DELETE", "PUT"):
+        resp = httpx.request(method, url, headers={**account.headers, **sse}, timeout=10)
+        assert_error(resp, 405, "method_not_allowed")
+        assert resp.headers["allow"] == "OPTIONS, POST"
+    assert_error(httpx.get(url, headers=sse, timeout=10), 401, "unauthorized")
+    options = httpx.options(url, timeout=10)
+    assert (options.status_code, options.headers["allow"]) == (204, "OPTIONS, POST")
 
 
 async def test_served_under_any_host_and_origin(running: Stack, account: Account) -> None:

@@ -16,6 +16,9 @@
   ``Authorization`` header of their own), and a server reached by its public URL would need that URL's
   host (and every proxy's, every custom domain's, every browser-based client's origin) listed to work at
   all. The key is the protection; a Host list would only break deployments.
+- **POST only.** Stateless, there is no session to end (DELETE) and nothing the server would ever send on a
+  standalone stream (GET), which the SDK would otherwise hold open forever; both are 405 with
+  ``Allow: OPTIONS, POST``, as the MCP specification allows, and OPTIONS answers 204 like every route.
 - The session manager's ``run()`` (its task group) is entered by the app's lifespan, once per app: Litestar
   does not run a mounted app's own lifespan.
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import msgspec
 from litestar import Litestar, asgi
 from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
@@ -33,8 +37,25 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from control.auth import bearer_auth
 from control.mcp.server import Catalog, catalog, create_server
+from shared.errors import envelope
 
 __all__ = ("McpMount",)
+
+_ALLOW = (b"allow", b"OPTIONS, POST")
+
+
+async def _not_post(scope: Scope, send: Send) -> None:
+    """204 for OPTIONS, else 405 with the error envelope."""
+    method = scope["method"]
+    if method == "OPTIONS":
+        await send({"type": "http.response.start", "status": 204, "headers": [_ALLOW]})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    message = f"method {method} is not allowed on /mcp: send MCP messages with POST (stateless Streamable HTTP)"
+    body = msgspec.json.encode(envelope("method_not_allowed", message))
+    headers = [_ALLOW, (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 405, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
 
 
 class McpMount:
@@ -52,6 +73,9 @@ class McpMount:
 
         @asgi("/mcp", is_mount=True, copy_scope=True, middleware=[bearer_auth(allow_temporary=True)])
         async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["method"] != "POST":
+                await _not_post(scope, send)
+                return
             await transport(scope, receive, send)  # type: ignore[arg-type]
 
         self.handler: ASGIRouteHandler = mcp
