@@ -107,6 +107,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """``open``: anyone may get a temporary endpoint (``POST /api/start``) and a free account
     (``POST /api/register``); ``closed``: both answer 403 ``registration_closed`` (accounts then come from
     ``hookyard account create``)."""
+    expired_grace_s: Annotated[float, msgspec.Meta(ge=0)] = 86_400.0
+    """How long an expired temporary endpoint keeps answering 410 ``endpoint_expired`` (a sender learns it
+    expired, rather than that it never existed) and keeps its events, before the sweep removes it."""
     start_rate_per_min: Positive = 10
     """Requests a minute from one client address (an IPv6 client: its /64) to ``/api/start``, and as many to
     ``/api/register``, each in its own bucket, with bursts of as many; over it: 429 with Retry-After."""

@@ -3,13 +3,14 @@ deletes the endpoint with its events, deliveries, destinations and tasks (learne
 account), tombstones it at the edge (404), and deletes the anonymous account once it has no endpoint left.
 
 The edge, flush and deliver run as processes; the sweep runs here, one step at a time, so the test sees the
-410 before the sweep acts. Expiry is set in the database, never waited for.
+410 for a day (``expired_grace_s``) before the sweep acts. Expiry is set in the database, never waited for.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -47,9 +48,9 @@ async def _count(ctx: Context, sql: str, *args: Any) -> int:
         return await conn.fetchval(sql, *args)
 
 
-async def _expire(ctx: Context, endpoint_id: str) -> None:
+async def _expire(ctx: Context, endpoint_id: str, ago: timedelta = timedelta(seconds=1)) -> None:
     async with ctx.pool.acquire() as conn:
-        await conn.execute("UPDATE endpoints SET expires_at = now() - interval '1 second' WHERE id = $1", endpoint_id)
+        await conn.execute("UPDATE endpoints SET expires_at = now() - $2::interval WHERE id = $1", endpoint_id, ago)
         await edge_config.sync(ctx, conn, [endpoint_id])
 
 
@@ -101,7 +102,12 @@ async def test_expired_endpoints_answer_410_then_go_with_everything_theirs(
         await _expire(ctx, doomed_id)
         expired = _answer_within(client, doomed["ingest_url"], 410)
         assert expired.json()["error"]["code"] == "endpoint_expired"
+        # Within the grace (a day) the sweep keeps it: senders keep learning it expired, not that it never was.
+        await Sweep(ctx).step()
+        assert await _count(ctx, "SELECT count(*) FROM events WHERE endpoint_id = $1", doomed_id) == 3
+        assert client.post(doomed["ingest_url"], json={}).status_code == 410
 
+        await _expire(ctx, doomed_id, ago=timedelta(days=1, seconds=1))
         await Sweep(ctx).step()
         for table in ("endpoints", "auth_configs", "destinations", "rules", "deliveries", "delivery_tasks"):
             column = "id" if table == "endpoints" else "endpoint_id"
@@ -117,7 +123,7 @@ async def test_expired_endpoints_answer_410_then_go_with_everything_theirs(
         assert await _count(ctx, "SELECT count(*) FROM accounts WHERE id = $1", account_id) == 1
         assert (await authenticate(ctx, f"Bearer {doomed['api_token']}", allow_temporary=True)).account_id == account_id
 
-        await _expire(ctx, kept["endpoint_id"])
+        await _expire(ctx, kept["endpoint_id"], ago=timedelta(days=2))
         await Sweep(ctx).step()
         for table in ("accounts", "anonymous_sessions", "api_keys", "schemas", "endpoints"):
             column = "id" if table == "accounts" else "account_id"

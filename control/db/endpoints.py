@@ -138,23 +138,24 @@ async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) ->
 
 
 async def delete_expired(
-    conn: asyncpg.Connection, *, limit: int, endpoint_ids: list[str] | None = None
+    conn: asyncpg.Connection, *, limit: int, grace_s: float = 0.0, endpoint_ids: list[str] | None = None
 ) -> list[Deleted]:
-    """Deletes up to ``limit`` temporary endpoints whose ``expires_at`` has passed (of ``endpoint_ids`` when
-    given), with their events, deliveries and everything else by cascade; learned schemas stay with the
-    account (only their ``schema_endpoints`` links go). Rows another transaction holds (a registration that
-    is claiming them) are skipped; the outer condition is checked again once locked, so an endpoint that a
-    registration made permanent in between is kept. Each comes back with a tombstone version, as from
-    :func:`delete`."""
-    only = "AND id = any($2::text[])" if endpoint_ids is not None else ""
+    """Deletes up to ``limit`` temporary endpoints whose ``expires_at`` passed more than ``grace_s`` ago
+    (of ``endpoint_ids`` when given), with their events, deliveries and everything else by cascade; learned
+    schemas stay with the account (only their ``schema_endpoints`` links go). Rows another transaction
+    holds (a registration that is claiming them) are skipped; the outer condition is checked again once
+    locked, so an endpoint that a registration made permanent in between is kept. Each comes back with a
+    tombstone version, as from :func:`delete`."""
+    only = "AND id = any($3::text[])" if endpoint_ids is not None else ""
     rows = await conn.fetch(
         f"""DELETE FROM endpoints
              WHERE id IN (SELECT id FROM endpoints
-                           WHERE temporary AND expires_at <= now() {only}
+                           WHERE temporary AND expires_at <= now() - make_interval(secs => $2) {only}
                            ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-               AND temporary AND expires_at <= now()
+               AND temporary AND expires_at <= now() - make_interval(secs => $2)
          RETURNING ingest_token, nextval('hy_config_version') AS tombstone_version""",
         limit,
+        grace_s,
         *([endpoint_ids] if endpoint_ids is not None else []),
     )
     return [Deleted(row["ingest_token"], row["tombstone_version"]) for row in rows]

@@ -1,7 +1,9 @@
 """Temporary endpoints past their ``expires_at`` go, and anonymous accounts left without endpoints after them.
 
-The edge already answers 410 ``endpoint_expired`` from the expiry in its config, so nothing here is urgent:
-the sweep calls :func:`expire_temporary` once a round. An expired endpoint is deleted with everything that
+The edge answers 410 ``endpoint_expired`` from the expiry in its config, so nothing here is urgent: the
+sweep calls :func:`expire_temporary` once a round, and an endpoint goes only ``expired_grace_s`` (a day)
+after it expired, so a sender retrying for a while keeps learning that it expired (410) rather than that
+it never existed (404). An expired endpoint is deleted with everything that
 hangs off it (events, deliveries, destinations, rules, delivery tasks: the cascade of an endpoint delete);
 learned schemas belong to the account and stay while it does. Its edge config becomes a tombstone, as after
 a delete, so the ingest URL then answers 404. An anonymous account without endpoints (the last one expired,
@@ -35,7 +37,7 @@ async def expire_temporary(ctx: Context, *, batch: int = _BATCH) -> Expired:
     endpoints = accounts = 0
     while True:
         async with ctx.pool.acquire() as conn:
-            gone = await db_endpoints.delete_expired(conn, limit=batch)
+            gone = await db_endpoints.delete_expired(conn, limit=batch, grace_s=ctx.settings.expired_grace_s)
         for deleted in gone:
             await edge_config.remove(ctx, deleted.ingest_token, deleted.tombstone_version)
         endpoints += len(gone)
