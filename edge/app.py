@@ -17,13 +17,13 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from edge.clientip import ClientIP
 from edge.config import EndpointCache
 from edge.ingest import Ingest
 from edge.resp import RespConnection
 from edge.respond import send_error, send_internal_error, send_json
 from edge.stream import StreamWriter
 from shared import redis_client
+from shared.clientip import ClientIP
 from shared.keys import Keys
 from shared.settings import Settings, load_settings
 from shared.uri import uri_text

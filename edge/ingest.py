@@ -21,12 +21,12 @@ import logging
 import time
 from typing import Any
 
-from edge.clientip import ClientIP
 from edge.config import EndpointCache
 from edge.respond import JSON_HEADER as _JSON
 from edge.respond import send_error, send_internal_error
 from edge.stream import StreamWriter
 from shared.attribution import attribute
+from shared.clientip import ClientIP
 from shared.ids import ulid
 from shared.keys import Keys
 from shared.settings import Settings

@@ -2,7 +2,7 @@
 with the codes these routes really send.
 
 The client address is the socket peer, or the ``X-Forwarded-For`` hop that ``HOOKYARD_TRUSTED_PROXIES``
-vouches for, read exactly as the edge reads it (``edge.clientip``): walking right to left past trusted
+vouches for, read exactly as the edge reads it (``shared.clientip``): walking right to left past trusted
 proxies, the first untrusted hop is the client. Without trusted proxies the header is ignored, so a caller
 cannot pick its own bucket by sending one. An IPv6 client is limited by its /64, the block one subscriber
 usually holds, so rotating addresses inside it does not escape the limit.
@@ -20,7 +20,7 @@ from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import Operation
 
 from control.ratelimit import RateLimiter
-from edge.clientip import ClientIP
+from shared.clientip import ClientIP
 from shared.errors import ErrorEnvelope
 from shared.settings import Settings
 

@@ -1,4 +1,7 @@
-"""The sender's address: the socket peer, or X-Forwarded-For when (and only when) the peer is trusted."""
+"""The sender's address: the socket peer, or X-Forwarded-For when (and only when) the peer is trusted.
+
+Shared because the edge (ingest) and control (the per-address limits of ``/api/*``) must believe the same hops.
+"""
 
 from __future__ import annotations
 
