@@ -135,6 +135,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
     OSError,  # refused, reset, and TimeoutError (a pool that could not hand out a connection in time)
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,  # the connection went away under a query
+    asyncpg.InternalClientError,  # a pooled connection whose backend was terminated, met mid-protocol
     asyncpg.OperatorInterventionError,  # shutting down, cannot connect now, backend terminated
     asyncpg.InsufficientResourcesError,  # too many connections
     asyncpg.ObjectNotInPrerequisiteStateError,  # the database does not accept connections right now
