@@ -82,8 +82,8 @@ class McpMount:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
-        """Builds the tool catalog from the app's OpenAPI document and runs the session manager."""
-        self.catalog.bind(app.openapi_schema.to_schema())
+        """Gives the tool catalog the app's OpenAPI document (read on first use) and runs the session manager."""
+        self.catalog.attach(lambda: app.openapi_schema.to_schema())
         app.state.mcp = self.catalog
         async with self.manager.run():
             yield

@@ -4,7 +4,7 @@ A tool module writes, per operation, what only it knows: the /v1 operation it mi
 call into the service layer. Everything else is derived, so nothing is stated twice:
 
 - the name is the function's (snake_case verbs; for a /v1 operation, its ``operationId`` in snake_case:
-  ``ListEndpoints`` is ``list_endpoints``, checked when the catalog is built);
+  ``ListEndpoints`` is ``list_endpoints``, checked when the tool registers);
 - the arguments are the function's parameters after ``call``: plain ones (path and query parameters) are
   tool arguments of their own, and a parameter typed with a request record (a msgspec Struct) contributes
   that record's fields, decoded strictly into it as the /v1 body is (``control.mcp.arguments``);

@@ -15,6 +15,7 @@ per-request protocol.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
@@ -39,26 +40,31 @@ arrives (timeout 1-55 s); no event in time is not an error, call it again."""
 
 
 class Catalog:
-    """The tools as one app lists them: built once, from the registry and that app's OpenAPI document."""
+    """The tools as one app lists them: built from the registry and that app's OpenAPI document, on first use
+    (generating the document costs a tenth of a second, which an app that never serves /mcp need not pay)."""
 
     def __init__(self, specs: dict[str, ToolSpec]) -> None:
         self.specs = specs
+        self._document: Callable[[], dict[str, Any]] | None = None
         self._tools: dict[str, types.Tool] | None = None
-        self.routes: dict[str, tuple[str, str]] = {}
-        """Tool name → (METHOD, path) of the /v1 operation it mirrors."""
+        self._routes: dict[str, tuple[str, str]] = {}
+
+    def attach(self, document: Callable[[], dict[str, Any]]) -> None:
+        """Where the OpenAPI document comes from once the catalog is first needed."""
+        self._document = document
 
     def bind(self, document: dict[str, Any]) -> None:
         """Builds every tool; listed in the document's order of their operations, tools of their own last."""
         order = [op.get("operationId") for item in document["paths"].values() for op in item.values()]
         rank = {operation: i for i, operation in enumerate(order)}
-        tools = {}
+        tools, routes = {}, {}
         for spec in sorted(self.specs.values(), key=lambda s: rank.get(s.operation, len(rank))):
             description = spec.doc
             if spec.operation is None:
                 input_schema = record_input_schema(spec.arguments)
             else:
                 method, path, operation = find_operation(document, spec.operation)
-                self.routes[spec.name] = (method.upper(), path)
+                routes[spec.name] = (method.upper(), path)
                 input_schema = operation_input_schema(document, spec.operation)
                 if operation.get("description"):
                     description += "\n\n" + operation["description"]
@@ -76,17 +82,29 @@ class Catalog:
                     open_world_hint=spec.open_world,
                 ),
             )
-        self._tools = tools
+        self._tools, self._routes = tools, routes
+
+    def _built(self) -> dict[str, types.Tool]:
+        if self._tools is None:
+            if self._document is None:
+                raise RuntimeError("the tool catalog needs the app's OpenAPI document (McpMount.lifespan attaches it)")
+            self.bind(self._document())
+        assert self._tools is not None
+        return self._tools
 
     @property
     def tools(self) -> list[types.Tool]:
-        if self._tools is None:
-            raise RuntimeError("the tool catalog is built when the app starts (McpMount.lifespan)")
-        return list(self._tools.values())
+        return list(self._built().values())
+
+    @property
+    def routes(self) -> dict[str, tuple[str, str]]:
+        """Tool name → (METHOD, path) of the /v1 operation it mirrors."""
+        self._built()
+        return self._routes
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """For the SDK's check of ``Mcp-Param-*`` headers, which runs before any handler."""
-        found = (self._tools or {}).get(name)
+        found = self._built().get(name)
         return None if found is None else found.input_schema
 
 
