@@ -21,9 +21,12 @@ from control.db.events import EventFilters
 from control.records.events import Event, EventList, EventWait, EventWithDeliveries, Provider
 from control.service import Context, Principal
 from control.service import events as service
+from control.service.follow import NOW, follow_events
 from control.service.waiters import Wakeups
 
-__all__ = ("EndpointEventController", "EventController")
+__all__ = ("CURSOR_HEADER", "EndpointEventController", "EventController")
+
+CURSOR_HEADER = "hookyard-cursor"
 
 T = TypeVar("T")
 
@@ -224,7 +227,11 @@ class EndpointEventController(Controller):
         "/wait",
         operation_id="WaitForEvent",
         responses={
-            204: ResponseSpec(data_container=None, description="The timeout elapsed without a match; no body"),
+            204: ResponseSpec(
+                data_container=None,
+                description="The timeout elapsed without a match; no body. With `after`, the header "
+                f"`{CURSOR_HEADER}` carries the position to continue from",
+            ),
             **errors(400, 401, 404, 429),
         },
     )
@@ -238,11 +245,35 @@ class EndpointEventController(Controller):
         filters: NamedDependency[EventFilters],
         # The HTTP query parameter, named as SPEC.md names it (Litestar's errors use the Python name).
         timeout: Annotated[int, QueryParameter(ge=1, le=55, description="Seconds to wait")] = 30,  # noqa: ASYNC109
+        after: Annotated[
+            str | None,
+            query(
+                "Follow the endpoint's events in the order they were stored: `now`, or the `cursor` of a previous "
+                "answer. The answer is the first match stored after that position, however long ago, and carries "
+                "the next `cursor` (also in the header `hookyard-cursor`, on a 204 too)",
+                pattern=f"^(?:{NOW}|[A-Za-z0-9_-]{{1,200}})$",
+            ),
+        ] = None,
     ) -> Response[EventWait]:
         """Long poll: blocks until a matching event arrives (200 `{event}`) or `timeout` seconds pass
         (204, no body). With `since`, a match already stored at or after it returns at once; without, only
         events arriving during the call count. Non-matching events do not end the wait; when several
-        match, the earliest received is returned."""
+        match, the earliest received is returned.
+
+        With `after` (what `hookyard listen` uses), nothing is missed between calls: pass each answer's
+        `cursor` back and every match is answered once, in the order the events were stored, across
+        disconnects and restarts of either side."""
+        if after is not None:
+            followed = await _unless_disconnected(
+                request,
+                follow_events(ctx, wakeups, principal, endpoint_id, filters, after=after, timeout_s=timeout),
+            )
+            if followed is None:  # the client left
+                return Response(content=None, status_code=204)
+            headers = {CURSOR_HEADER: followed.cursor}
+            if followed.event is None:
+                return Response(content=None, status_code=204, headers=headers)
+            return Response(EventWait(event=followed.event, cursor=followed.cursor), headers=headers)
         event = await _unless_disconnected(
             request, service.wait_for_event(ctx, wakeups, principal, endpoint_id, filters, timeout_s=timeout)
         )

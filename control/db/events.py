@@ -12,7 +12,7 @@ from datetime import datetime
 
 import asyncpg
 
-__all__ = ("EventFilters", "first_match", "get_for_account", "page")
+__all__ = ("EventFilters", "first_match", "first_stored_after", "get_for_account", "page")
 
 _COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.headers, e.headers_base64, e.body,
     e.body_is_utf8, e.content_type, host(e.source_ip) AS source_ip, e.provider, e.event_type, e.idempotency_key,
@@ -120,6 +120,34 @@ async def first_match(
         f"(SELECT {_COLUMNS} FROM events e WHERE {half} ORDER BY e.received_at, e.id LIMIT 1)" for half in halves
     )
     return await conn.fetchrow(f"SELECT * FROM ({sql}) m ORDER BY received_at, id LIMIT 1", *args)
+
+
+async def first_stored_after(
+    conn: asyncpg.Connection, endpoint_id: str, filters: EventFilters, *, xid: int | None, event_id: str = ""
+) -> tuple[int, asyncpg.Record | None]:
+    """(horizon, the first match stored after the position ``(xid, event_id)``), in storing order
+    (``stored_xid``, then id), read in one snapshot. ``horizon`` is that snapshot's xmin: every transaction
+    below it has finished, so no event with a smaller ``stored_xid`` can appear any more; a match at or
+    above it is visible but not yet safe to move past. With ``xid`` None only the horizon is read.
+
+    The match carries ``position_xid``. Events stored before migration 0013 (no ``stored_xid``) are never
+    matched."""
+    if xid is None:
+        horizon = await conn.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+        return horizon, None
+    where = _Where(endpoint_id).filters(filters)
+    bound = where.arg(xid)
+    where.parts.append(f"e.stored_xid >= {bound}::xid8")
+    where.add(f"(e.stored_xid > {bound}::xid8 OR e.id > {{}})", event_id)
+    row = await conn.fetchrow(
+        f"""SELECT h.horizon::text::bigint AS horizon, m.*
+              FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon) h
+              LEFT JOIN LATERAL (
+                  SELECT {_COLUMNS}, e.stored_xid::text::bigint AS position_xid FROM events e
+                   WHERE {where.sql} ORDER BY e.stored_xid, e.id LIMIT 1) m ON true""",
+        *where.args,
+    )
+    return row["horizon"], (row if row["id"] is not None else None)
 
 
 async def get_for_account(conn: asyncpg.Connection, account_id: str, event_id: str) -> asyncpg.Record | None:

@@ -64,3 +64,5 @@ class EventList(msgspec.Struct, kw_only=True):
 
 class EventWait(msgspec.Struct, kw_only=True):
     event: Event
+    cursor: str | msgspec.UnsetType = msgspec.UNSET
+    """With ``after``: the position just after ``event``, to pass as ``after`` next (absent otherwise)."""

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from shared.errors import ValidationError
 
-__all__ = ("decode_cursor", "encode_cursor")
+__all__ = ("decode_cursor", "decode_position", "encode_cursor", "encode_position")
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CHECK = 6
@@ -54,3 +54,34 @@ def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
     if got_kind != kind or not row_id:
         raise invalid
     return at, row_id
+
+
+def encode_position(xid: int, event_id: str) -> str:
+    """A place in an endpoint's events in the order they were stored (``events/wait?after=``): the storing
+    transaction's id and the event id; ``event_id`` empty means before every event of that transaction."""
+    payload = f"pos|{xid}|{event_id}".encode()
+    return base64.urlsafe_b64encode(payload + _checksum(payload)).decode().rstrip("=")
+
+
+def decode_position(token: str, *, field: str = "after") -> tuple[int, str]:
+    """(transaction id, event id) of a position; ValidationError naming ``field`` for anything else."""
+    invalid = ValidationError(
+        f"{field}: not a position; pass `now`, or the `cursor` of a previous answer of this endpoint unchanged"
+    )
+    if not token or len(token) > _MAX_LEN:
+        raise invalid
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError):
+        raise invalid from None
+    payload, check = raw[:-_CHECK], raw[-_CHECK:]
+    if len(raw) <= _CHECK or check != _checksum(payload):
+        raise invalid
+    try:
+        kind, xid, event_id = payload.decode().split("|", 2)
+        number = int(xid)
+    except (UnicodeDecodeError, ValueError):
+        raise invalid from None
+    if kind != "pos" or not 0 <= number < 2**63:
+        raise invalid
+    return number, event_id

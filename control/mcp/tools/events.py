@@ -11,6 +11,7 @@ from control.db.events import EventFilters
 from control.mcp.registry import Call, tool
 from control.records.events import Event, EventList, EventWithDeliveries
 from control.service import events as service
+from control.service.follow import follow_events
 from control.service.waiters import Wakeups
 
 
@@ -44,6 +45,8 @@ class EventWaited(msgspec.Struct, kw_only=True):
     """The first matching event; null when none arrived within `timeout` seconds."""
     timed_out: bool
     message: str
+    cursor: str | None = None
+    """With `after`: the position to pass as `after` next (after `event`, or as far as the wait looked)."""
 
 
 @tool("ListEvents", read_only=True)
@@ -69,13 +72,30 @@ async def get_event(call: Call, event_id: str) -> EventWithDeliveries:
 
 
 @tool("WaitForEvent", read_only=True)
-async def wait_for_event(call: Call, endpoint_id: str, filters: Filters, timeout: int = 30) -> EventWaited:  # noqa: ASYNC109
+async def wait_for_event(
+    call: Call,
+    endpoint_id: str,
+    filters: Filters,
+    timeout: int = 30,  # noqa: ASYNC109
+    after: str | None = None,
+) -> EventWaited:
     """Block until a matching event arrives at an endpoint, or `timeout` seconds (1-55) pass without one.
 
     No event in time is not an error: `event` is null and `timed_out` true; call again to keep waiting.
-    Events that do not match the filters do not end the wait."""
+    Events that do not match the filters do not end the wait. With `after` (`now`, then each answer's
+    `cursor`), every match stored after that position is answered once, in storing order, even if it was
+    stored while nobody waited."""
     wakeups: Wakeups = call.state.wakeups
     checked = filters.checked()
+    if after is not None:
+        followed = await follow_events(
+            call.ctx, wakeups, call.principal, endpoint_id, checked, after=after, timeout_s=timeout
+        )
+        if followed.event is None:
+            message = f"no event matched within {timeout} s; call again with after={followed.cursor}"
+            return EventWaited(event=None, timed_out=True, message=message, cursor=followed.cursor)
+        event = followed.event
+        return EventWaited(event=event, timed_out=False, message=f"event {event.id} arrived", cursor=followed.cursor)
     event = await service.wait_for_event(call.ctx, wakeups, call.principal, endpoint_id, checked, timeout_s=timeout)
     if event is None:
         message = f"no event matched within {timeout} s; call wait_for_event again to keep waiting"
