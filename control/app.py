@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     @contextlib.asynccontextmanager
     async def resources(app: Litestar) -> AsyncIterator[None]:
         pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
-        redis = redis_client.connect(settings.redis_url)
+        redis = await redis_client.open_client(settings.redis_url)  # a cluster client on a Redis Cluster
         ctx = Context(
             settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards)
         )

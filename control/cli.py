@@ -274,7 +274,7 @@ async def _dead_letters_command(args: argparse.Namespace, settings: Settings, re
     from shared import redis_client
     from shared.keys import Keys
 
-    redis = redis_client.connect(redis_url)
+    redis = await redis_client.open_client(redis_url)
     keys = Keys(settings.redis_prefix, settings.stream_shards)
     try:
         if args.dead_command == "show":

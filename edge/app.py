@@ -2,9 +2,10 @@
 
 ``create_app()`` is the factory granian loads (``--factory edge.app:create_app``). The lifespan opens
 a redis-py client per process (configuration, pub/sub, health) and one pipelining RESP connection
-for the ingest stream writes (``edge.resp``). Every non-2xx is the shared error envelope, pre-encoded where
-it is fixed, an unexpected exception included (``500 internal_error``): no request ever gets the server's
-plain-text 500.
+for the ingest stream writes (``edge.resp``); on a Redis Cluster, the cluster client and one such
+connection per node, routed by that client's slot map (``edge.cluster``). Every non-2xx is the shared
+error envelope, pre-encoded where it is fixed, an unexpected exception included (``500 internal_error``):
+no request ever gets the server's plain-text 500.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from edge.cluster import ClusterRespConnection
 from edge.config import EndpointCache
 from edge.ingest import Ingest
 from edge.resp import RespConnection
@@ -47,7 +49,7 @@ class EdgeApp:
         self.settings = settings
         self.keys = Keys(settings.redis_prefix, settings.stream_shards)
         self.redis: aioredis.Redis | None = None
-        self.stream_redis: RespConnection | None = None
+        self.stream_redis: RespConnection | ClusterRespConnection | None = None
         self.ingest: Ingest | None = None
         self._listener: asyncio.Task[None] | None = None
 
@@ -118,9 +120,15 @@ class EdgeApp:
 
     async def startup(self) -> None:
         settings = self.settings
-        self.redis = redis_client.connect(settings.redis_url)
+        if await redis_client.is_cluster(settings.redis_url):
+            cluster = redis_client.connect(settings.redis_url, cluster=True)
+            self.redis = cluster
+            await cluster.initialize()  # type: ignore[attr-defined] - the slot map the writer routes by
+            self.stream_redis = ClusterRespConnection(settings.redis_url, cluster)  # type: ignore[arg-type]
+        else:
+            self.redis = redis_client.connect(settings.redis_url)
+            self.stream_redis = RespConnection(settings.redis_url)
         cache = EndpointCache(self.redis, self.keys)
-        self.stream_redis = RespConnection(settings.redis_url)
         writer = StreamWriter(self.stream_redis, self.keys, high_water=settings.stream_high_water)
         self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies))
         self._listener = asyncio.create_task(cache.listen(), name="edge-config-listener")

@@ -11,6 +11,10 @@ Concurrent misses of one token share one Redis GET (a task; the others await it,
 them all), so a cold edge answers a burst with one lookup per token, not one per request. A notice detaches
 the lookups in flight for its tokens, so no request that arrives after it gets what was read before.
 
+On a Redis Cluster the channel is a sharded one (SSUBSCRIBE; control SPUBLISHes, whose receiver count,
+unlike PUBLISH's, is every listener: ``shared.redis_client.publish_counted``). When its slot moves, Redis
+unsubscribes the listener; that ends the subscription like a lost connection, so the listener starts over.
+
 Unknown tokens (and tombstones of deleted endpoints) are cached too, as ``None``, so a flood of bad tokens
 costs one Redis GET each per TTL, not one per request. The TTL is only a safety net. Expiry is wall-clock
 time (``time.time()``), the clock the hot path reads anyway for the event's timestamp, so a cache hit costs
@@ -31,6 +35,7 @@ from redis.exceptions import RedisError
 
 from edge.trust import ServedEndpoint
 from shared.keys import Keys
+from shared.redis_client import is_cluster_client
 from shared.wire import decode_config_notice, decode_edge_endpoint
 
 __all__ = ("ACK_TTL_S", "EndpointCache")
@@ -62,6 +67,7 @@ class EndpointCache:
         self._inflight: dict[str, asyncio.Task[ServedEndpoint | None]] = {}
         # Bumped on every invalidation: a lookup that started before one must not store what it read.
         self._generation = 0
+        self._sharded = is_cluster_client(redis)
         self.listening = asyncio.Event()
         """Set while the listener is subscribed; only then is anything cached or shared."""
 
@@ -144,27 +150,45 @@ class EndpointCache:
 
     async def _subscribe(self, pubsub: aioredis.client.PubSub) -> None:
         """Returns once Redis confirmed the subscription: every PUBLISH from then on reaches this listener."""
-        await pubsub.subscribe(self._keys.config_channel)
+        if self._sharded:
+            await pubsub.ssubscribe(self._keys.config_channel)  # type: ignore[attr-defined]
+        else:
+            await pubsub.subscribe(self._keys.config_channel)
         async with asyncio.timeout(10):
             while True:
-                message = await pubsub.get_message(timeout=1.0)
-                if message is not None and message["type"] == "subscribe":
+                message = await self._next(pubsub, 1.0)
+                if message is not None and message["type"] in ("subscribe", "ssubscribe"):
                     return
+
+    async def _next(self, pubsub: aioredis.client.PubSub, wait_s: float) -> dict | None:
+        if self._sharded:
+            return await pubsub.get_sharded_message(timeout=wait_s)  # type: ignore[attr-defined]
+        return await pubsub.get_message(timeout=wait_s)
+
+    async def _ping(self, pubsub: aioredis.client.PubSub) -> None:
+        if self._sharded:  # the connection of the channel's node
+            for node_pubsub in list(pubsub.node_pubsub_mapping.values()):  # type: ignore[attr-defined]
+                await node_pubsub.ping()
+        else:
+            await pubsub.ping()
 
     async def _serve_notices(self, pubsub: aioredis.client.PubSub) -> None:
         """Applies notices until the connection fails; a PING after each quiet interval proves it alive."""
         loop = asyncio.get_running_loop()
         heard = loop.time()
         while True:
-            message = await pubsub.get_message(timeout=self._ping_every_s)
+            message = await self._next(pubsub, self._ping_every_s)
             if message is None:
                 if loop.time() - heard > 1.5 * self._ping_every_s:
                     raise ConnectionError(f"no answer to PING within {self._ping_every_s:.0f}s")
-                await pubsub.ping()
+                await self._ping(pubsub)
                 continue
             heard = loop.time()
-            if message["type"] == "message":
+            kind = message["type"]
+            if kind in ("message", "smessage"):
                 await self._apply(message["data"])
+            elif kind == "sunsubscribe":  # the channel's slot moved to another node
+                raise ConnectionError("the config channel's slot moved; subscribing again")
 
     async def _apply(self, data: bytes) -> None:
         try:

@@ -126,8 +126,21 @@ class _Protocol(asyncio.Protocol):
 class RespConnection:
     """One connection, opened on first use and reopened after a failure; calls may overlap (pipelining)."""
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 5.0, reply_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout_s: float = 5.0,
+        reply_timeout_s: float = 5.0,
+        host: str | None = None,
+        port: int | None = None,
+    ) -> None:
+        """``host`` and ``port`` replace the URL's (a cluster node, reached with the URL's credentials and TLS)."""
         options = parse_url(url)
+        if host is not None:
+            options.update(host=host, port=port)
+            if options.get("connection_class") is UnixDomainSocketConnection:
+                del options["connection_class"]
         self._url_options = options
         self._connect_timeout_s = connect_timeout_s
         self._reply_timeout_s = reply_timeout_s

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 
+from edge.cluster import ClusterRespConnection
 from edge.resp import Command, RespConnection, RespError
 from shared.keys import Keys
 from shared.wire import IngestRecord, encode_records
@@ -43,7 +44,7 @@ class _Batch(asyncio.Future):
 
 
 class StreamWriter:
-    def __init__(self, redis: RespConnection, keys: Keys, *, high_water: int) -> None:
+    def __init__(self, redis: RespConnection | ClusterRespConnection, keys: Keys, *, high_water: int) -> None:
         self._redis = redis
         self._keys = keys
         self.high_water = high_water

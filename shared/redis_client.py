@@ -1,4 +1,4 @@
-"""The one way hookyard processes open a Redis client.
+"""The one way hookyard processes open a Redis client, on one Redis or on a Redis Cluster.
 
 Connections are bounded and a caller waits for a free one: redis-py's default pool raises
 ``MaxConnectionsError`` the moment more commands are in flight than it may open (100), which is exactly
@@ -8,6 +8,12 @@ keep up ends in a ``ConnectionError``, which every caller already treats as Redi
 
 TCP-only options (keepalive) are only passed for ``redis://`` / ``rediss://``: redis-py's Unix socket
 connection class rejects them at the first command, which would leave an edge unhealthy forever.
+
+Cluster: ``REDIS_URL`` may name any node of a Redis Cluster. :func:`open_client` asks the server
+(``INFO cluster``) and then returns redis-py's ``RedisCluster``, which finds the other nodes, keeps the slot
+map and follows MOVED/ASK. Its per-node pools cannot wait for a free connection (they raise past the cap), so
+the cap is set well above what a burst holds (``CLUSTER_MAX_CONNECTIONS``). A cluster needs Redis 7 or later:
+the edge config notices use sharded pub/sub (:func:`publish_counted`).
 """
 
 from __future__ import annotations
@@ -15,13 +21,27 @@ from __future__ import annotations
 from typing import Any, Final
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
-__all__ = ("MAX_CONNECTIONS", "POOL_TIMEOUT_S", "connect")
+from shared.errors import ConfigError
+
+__all__ = (
+    "CLUSTER_MAX_CONNECTIONS",
+    "MAX_CONNECTIONS",
+    "POOL_TIMEOUT_S",
+    "connect",
+    "is_cluster",
+    "is_cluster_client",
+    "open_client",
+    "publish_counted",
+)
 
 MAX_CONNECTIONS: Final = 100
 """Connections per client (redis-py's own default cap, now waited for instead of failing past it)."""
 POOL_TIMEOUT_S: Final = 2.0
 """Longest wait for a free connection; well under what a webhook sender waits for its answer (5 s and up)."""
+CLUSTER_MAX_CONNECTIONS: Final = 1000
+"""Connections per cluster node and client: redis-py's cluster pools raise instead of waiting past it."""
 
 
 def connect(
@@ -30,16 +50,58 @@ def connect(
     blocking_reads: bool = False,
     max_connections: int = MAX_CONNECTIONS,
     pool_timeout_s: float | None = POOL_TIMEOUT_S,
+    cluster: bool = False,
     **options: Any,
 ) -> aioredis.Redis:
     """``blocking_reads``: no socket timeout, for clients that block in XREADGROUP or pub/sub listens
     (redis-py's default 5 s timeout would break them); their callers bound their own waits.
-    ``pool_timeout_s`` ``None`` waits for a connection without limit."""
+    ``pool_timeout_s`` ``None`` waits for a connection without limit. ``cluster``: the URL names a node of a
+    Redis Cluster (:func:`open_client` finds that out)."""
     if blocking_reads:
         options.setdefault("socket_timeout", None)
     if url.startswith(("redis://", "rediss://")):
         options.setdefault("socket_keepalive", True)
+    if cluster:
+        options.pop("client_name", None)  # set per connection by redis-py's plain clients only
+        return RedisCluster.from_url(  # type: ignore[return-value]
+            url, max_connections=max(max_connections, CLUSTER_MAX_CONNECTIONS), **options
+        )
     pool = aioredis.BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=pool_timeout_s, **options
     )
     return aioredis.Redis.from_pool(pool)
+
+
+async def is_cluster(url: str) -> bool:
+    """Whether the server at ``url`` is a node of a Redis Cluster (``cluster_enabled:1``); a cluster older
+    than Redis 7 is refused with a ``ConfigError`` (no sharded pub/sub)."""
+    client = aioredis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+    try:
+        info = await client.info("cluster")
+        if not int(info.get("cluster_enabled", 0)):
+            return False
+        version = str((await client.info("server")).get("redis_version", "0"))
+    finally:
+        await client.aclose()
+    if int(version.split(".")[0]) < 7:
+        raise ConfigError(f"REDIS_URL names a Redis Cluster of version {version}; hookyard needs Redis 7 or later")
+    return True
+
+
+async def open_client(url: str, **options: Any) -> aioredis.Redis:
+    """:func:`connect`, to a cluster when the server says it is one."""
+    return connect(url, cluster=await is_cluster(url), **options)
+
+
+def is_cluster_client(client: object) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+async def publish_counted(client: aioredis.Redis, channel: str, message: bytes) -> int:
+    """Publishes and returns how many subscribers got the message.
+
+    On a cluster PUBLISH reaches every node but counts only the receiving node's subscribers; a sharded
+    channel (SPUBLISH, listeners SSUBSCRIBE) lives on the node owning its slot, so its count is all of them."""
+    if is_cluster_client(client):
+        return int(await client.spublish(channel, message))  # type: ignore[attr-defined]
+    return int(await client.publish(channel, message))

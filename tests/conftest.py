@@ -20,7 +20,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-import redis.asyncio as aioredis
 from litestar.testing import AsyncTestClient
 
 from control.app import create_app
@@ -28,7 +27,9 @@ from control.db.migrate import migrate
 from control.service import Context
 from control.service.accounts import create_account
 from control.workers import worker_context
+from shared import redis_client
 from shared.settings import Settings, load_settings
+from tests.redis_cluster import redis_cluster  # noqa: F401 - a session's Redis Cluster, for the modules that ask
 from tests.stack import stack  # noqa: F401 - the real-process fixture, shared by the e2e modules
 
 
@@ -99,10 +100,16 @@ async def database_url(servers: Servers, template_database: str) -> AsyncIterato
 
 
 @pytest.fixture
-async def redis_prefix(servers: Servers) -> AsyncIterator[str]:
+def redis_url(servers: Servers) -> str:
+    """The Redis every test uses; ``tests/test_redis_cluster.py`` overrides it with a Redis Cluster node."""
+    return servers.redis_url
+
+
+@pytest.fixture
+async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
     prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
     yield prefix
-    client = aioredis.Redis.from_url(servers.redis_url)
+    client = await redis_client.open_client(redis_url)  # on a cluster: every node scanned, deletes per slot
     try:
         keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
         if keys:
@@ -112,11 +119,9 @@ async def redis_prefix(servers: Servers) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def settings(servers: Servers, database_url: str, redis_prefix: str) -> Settings:
+def settings(redis_url: str, database_url: str, redis_prefix: str) -> Settings:
     """Settings for this test only; built from an empty environment so the machine's env cannot leak in."""
-    return load_settings(
-        {}, database_url=database_url, redis_url=servers.redis_url, redis_prefix=redis_prefix, egress="any"
-    )
+    return load_settings({}, database_url=database_url, redis_url=redis_url, redis_prefix=redis_prefix, egress="any")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ delete leaves a tombstone (a version above any the endpoint had, kept a day) rat
 writer that read Postgres before a change can undo it: not a sweep racing a delete, not two syncs crossing.
 
 After writing, control publishes a ``ConfigNotice`` on the config channel and waits until every edge
-listener (PUBLISH says how many got it) confirmed it dropped its cached copy, at most
+listener (PUBLISH says how many got it; SPUBLISH on a Redis Cluster) confirmed it dropped its cached copy, at most
 ``config_ack_timeout_s``: once the API answers 2xx, every edge serves the new config. A listener that is not
 connected does not serve from its cache at all (``edge.config``), so a missed notice cannot leave it stale.
 
@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from control.context import Context
 from control.db import endpoints as db_endpoints
+from shared import redis_client
 from shared.wire import ConfigNotice, EdgeAuth, EdgeEndpoint, encode
 
 __all__ = ("TOMBSTONE_TTL_MS", "remove", "resync_all", "sync", "write")
@@ -91,13 +92,18 @@ def _tombstone(version: int) -> EdgeEndpoint:
 async def write(ctx: Context, configs: Sequence[tuple[str, EdgeEndpoint]]) -> list[str]:
     """Compare-and-set of each (ingest token, config); returns the tokens whose key it changed."""
     script = ctx.redis.register_script(_CAS)
+    cluster = redis_client.is_cluster_client(ctx.redis)
     written: list[str] = []
     for start in range(0, len(configs), _WRITE_CHUNK):
         chunk = configs[start : start + _WRITE_CHUNK]
         async with ctx.redis.pipeline(transaction=False) as pipe:
             for token, config in chunk:
                 args = [config.version, encode(config), TOMBSTONE_TTL_MS if config.deleted else 0]
-                await script(keys=[ctx.keys.endpoint_config(token)], args=args, client=pipe)
+                key = ctx.keys.endpoint_config(token)
+                if cluster:  # a cluster pipeline refuses EVALSHA (it cannot load the script per node); EVAL it is
+                    pipe.execute_command("EVAL", _CAS, 1, key, *args)
+                else:
+                    await script(keys=[key], args=args, client=pipe)
             results = await pipe.execute()
         written.extend(token for (token, _), done in zip(chunk, results, strict=True) if done)
     return written
@@ -149,7 +155,7 @@ async def _announce(ctx: Context, tokens: list[str], *, confirm: bool) -> None:
     timeout_s = ctx.settings.config_ack_timeout_s
     ack = ctx.keys.config_ack(uuid.uuid4().hex) if confirm and timeout_s > 0 else None
     notice = ConfigNotice(tokens=("*",) if len(tokens) > _ALL_TOKENS_ABOVE else tuple(tokens), ack=ack)
-    receivers = await ctx.redis.publish(ctx.keys.config_channel, encode(notice))
+    receivers = await redis_client.publish_counted(ctx.redis, ctx.keys.config_channel, encode(notice))
     if ack is None or not receivers:
         return
     confirmed = 0

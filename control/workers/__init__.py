@@ -51,7 +51,7 @@ async def worker_context(settings: Settings) -> AsyncIterator[Context]:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
     pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
-    redis = redis_client.connect(settings.redis_url, blocking_reads=True)
+    redis = await redis_client.open_client(settings.redis_url, blocking_reads=True)  # cluster-aware
     try:
         yield Context(
             settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards)

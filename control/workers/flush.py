@@ -22,10 +22,17 @@ Failure handling; ``control.db.faults`` says whose fault a failure is:
 - Entries left pending by a consumer that died are taken over (XAUTOCLAIM) once idle for ``claim_idle_ms``.
 - A consumer group that disappeared (Redis restarted without persistence) is recreated; a batch held in
   memory meanwhile is still stored.
+
+On a Redis Cluster every shard lives in its own slot, and one XREADGROUP may name only keys of one slot: the
+lane keeps one blocking read per shard in flight (each on its shard's node) and a step takes what the reads
+that finished returned; the others keep waiting into the next step, so a quiet shard delays no other. A
+step whose reads failed re-reads this consumer's own pending entries first, so nothing a failed step's
+sibling reads delivered waits for a takeover.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -41,6 +48,7 @@ from control.events_text import event_row
 from control.routing.route import Router
 from control.service import Context
 from control.service.dead_letters import fields_for, record_fields
+from shared import redis_client
 from shared.keys import FLUSH_GROUP
 from shared.wire import IngestRecord, decode_records
 
@@ -93,6 +101,9 @@ class Flush:
         self._own_pending = True  # at start: finish what this consumer name may have left
         self._next_claim = 0.0
         self._held: _Batch | None = None
+        self._cluster = redis_client.is_cluster_client(ctx.redis)
+        self._reads: dict[str, asyncio.Task[object]] = {}
+        """Cluster: the blocking XREADGROUP in flight per shard stream."""
 
     @staticmethod
     def default_consumer() -> str:
@@ -134,10 +145,16 @@ class Flush:
 
     async def _next_entries(self) -> list[Entry]:
         redis = self.ctx.redis
+        count = self.count
         if self._own_pending:
-            entries = _flatten(
-                await redis.xreadgroup(FLUSH_GROUP, self.consumer, dict.fromkeys(self.streams, "0"), count=self.count)
-            )
+            if self._cluster:  # one slot per command
+                entries = []
+                for stream in self.streams:
+                    entries += _flatten(await redis.xreadgroup(FLUSH_GROUP, self.consumer, {stream: "0"}, count=count))
+            else:
+                entries = _flatten(
+                    await redis.xreadgroup(FLUSH_GROUP, self.consumer, dict.fromkeys(self.streams, "0"), count=count)
+                )
             if entries:
                 return entries
             self._own_pending = False
@@ -153,10 +170,36 @@ class Flush:
             if claimed:
                 log.info("flush: took over %d entries left by another consumer", len(claimed))
                 return claimed
+        if self._cluster:
+            return await self._next_new_per_shard()
         raw = await redis.xreadgroup(
             FLUSH_GROUP, self.consumer, dict.fromkeys(self.streams, ">"), count=self.count, block=self.block_ms
         )
         return _flatten(raw)
+
+    async def _next_new_per_shard(self) -> list[Entry]:
+        """Cluster: what the shard reads that finished returned; the unfinished ones stay in flight."""
+        redis, count = self.ctx.redis, self.count
+        for stream in self.streams:
+            if stream not in self._reads:
+                read = redis.xreadgroup(FLUSH_GROUP, self.consumer, {stream: ">"}, count=count, block=self.block_ms)
+                self._reads[stream] = asyncio.ensure_future(read)
+        await asyncio.wait(self._reads.values(), return_when=asyncio.FIRST_COMPLETED)
+        entries: list[Entry] = []
+        failure: BaseException | None = None
+        for stream, read in list(self._reads.items()):
+            if not read.done():
+                continue
+            del self._reads[stream]
+            if read.exception() is not None:
+                failure = failure or read.exception()
+            else:
+                entries += _flatten(read.result())
+        if failure is not None:
+            # What the other reads delivered is pending on this consumer: the next step reads it first.
+            self._own_pending = True
+            raise failure
+        return entries
 
     def _decode(self, batch: _Batch) -> None:
         for entry in batch.entries:
@@ -257,7 +300,10 @@ class Flush:
                     pipe.xack(stream, FLUSH_GROUP, *ids)
                     pipe.xdel(stream, *ids)
                 for endpoint_id, event_ids in batch.new or ():
-                    pipe.publish(keys.event_channel(endpoint_id), event_ids)
+                    if self._cluster:  # a cluster pipeline refuses publish(); the command itself is routed
+                        pipe.execute_command("PUBLISH", keys.event_channel(endpoint_id), event_ids)
+                    else:
+                        pipe.publish(keys.event_channel(endpoint_id), event_ids)
                 await pipe.execute()
         except ResponseError as exc:
             if "NOGROUP" not in str(exc):
@@ -268,6 +314,12 @@ class Flush:
             self._groups_ready = False
 
     async def close(self) -> None:
+        # A read cancelled here may still have been served: its entries wait, pending, for a takeover.
+        for read in self._reads.values():
+            read.cancel()
+        if self._reads:
+            await asyncio.wait(self._reads.values())
+            self._reads.clear()
         await self.router.aclose()
 
 

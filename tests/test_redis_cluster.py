@@ -1,0 +1,154 @@
+"""hookyard on a real three-master Redis Cluster (``tests/redis_cluster.py``): REDIS_URL names one node,
+hookyard finds out itself, and capture, long-poll wakeups, routing and delivery work as on one Redis; a
+resharding of an ingest slot in the middle of a load loses and duplicates nothing acknowledged.
+
+The capture, wait, routing, delivery and scale-out tests of their own modules run here again, unchanged,
+with this module's ``redis_url`` (a cluster node) under every fixture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from redis.crc import key_slot
+
+from shared import redis_client
+from shared.keys import Keys
+from tests.conftest import make_account
+from tests.redis_cluster import ClusterNodes
+from tests.stack import Stack
+from tests.test_capture_e2e import _create_endpoint, _events, running  # noqa: F401 - fixture reused
+from tests.test_capture_e2e import test_requests_are_captured_verbatim as test_capture_on_a_cluster  # noqa: F401
+from tests.test_deliver_e2e import destination, settings  # noqa: F401 - fixtures reused
+from tests.test_deliver_e2e import test_end_to_end_edge_to_destination as test_delivery_on_a_cluster  # noqa: F401
+from tests.test_routing_flush import flush  # noqa: F401 - fixture reused
+from tests.test_routing_flush import (  # noqa: F401
+    test_one_task_per_event_rule_and_destination_even_when_reprocessed as test_routing_on_a_cluster,
+)
+from tests.test_scale_out import test_two_edges_and_two_workers_share_the_load as test_scale_out_on_a_cluster  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def redis_url(redis_cluster: ClusterNodes) -> str:
+    return redis_cluster.url
+
+
+async def test_hookyard_tells_a_cluster_from_one_redis(redis_cluster: ClusterNodes, servers) -> None:
+    assert await redis_client.is_cluster(redis_cluster.url)
+    for port in redis_cluster.ports:  # any node will do
+        assert await redis_client.is_cluster(f"redis://127.0.0.1:{port}/0")
+    assert not await redis_client.is_cluster(servers.redis_url)
+    client = await redis_client.open_client(redis_cluster.url)
+    try:
+        assert redis_client.is_cluster_client(client)
+    finally:
+        await client.aclose()
+
+
+def test_each_shards_keys_share_a_slot_and_four_shards_reach_every_master(redis_cluster: ClusterNodes) -> None:
+    """With ``redis-cli --cluster create``'s even split of three masters, shards 0-3 land on 2, 1, 1 and 0
+    (docs/SCALING.md: three shards reach only two of them; moving a slot fixes that)."""
+    keys = Keys("hy:", shards=4)
+    for shard in range(4):  # the MULTI of the flush's dead letters names both
+        assert key_slot(keys.ingest_stream(shard).encode()) == key_slot(keys.dead_letter_stream(shard).encode())
+    owners = {redis_cluster.owner(key_slot(stream.encode())) for stream in keys.ingest_streams()}
+    assert owners == set(redis_cluster.ports)
+
+
+async def test_a_long_poll_is_woken_by_a_webhook_through_the_cluster(
+    stack: Stack, database_url: str, redis_cluster: ClusterNodes
+) -> None:
+    stack.start_control()
+    stack.start_edge()
+    stack.start_worker("worker", "flush")
+    account = await make_account(database_url)
+    endpoint = _create_endpoint(stack, account)
+    async with httpx.AsyncClient(timeout=30) as client:
+        wait = asyncio.create_task(
+            client.get(
+                f"{stack.control_url}/v1/endpoints/{endpoint['id']}/events/wait",
+                params={"timeout": 20},
+                headers=account.headers,
+            )
+        )
+        channel = Keys(stack.env["HOOKYARD_REDIS_PREFIX"]).event_channel(endpoint["id"])
+        deadline = time.monotonic() + 10
+        while redis_cluster.call(redis_cluster.ports[0], "pubsub", "numsub", channel).split()[-1] == "0":
+            assert time.monotonic() < deadline, "control never subscribed to the endpoint's wakeups"
+            await asyncio.sleep(0.02)
+        token = endpoint["ingest_url"].rsplit("/", 1)[-1]
+        sent = await client.post(f"{stack.edge_url}/h/{token}", content=b"{}")
+        assert sent.status_code == 200, sent.text
+        woken = await asyncio.wait_for(wait, 25)
+    assert woken.status_code == 200, woken.text
+    assert woken.json()["event"]["id"] == sent.json()["id"]
+
+
+async def test_resharding_an_ingest_slot_during_load_loses_nothing(
+    stack: Stack, database_url: str, redis_cluster: ClusterNodes
+) -> None:
+    """A ledger: every request sent is answered; every 2xx is stored exactly once; the slot of the busiest
+    shard moves to another master (CLUSTER SETSLOT + MIGRATE, as ``redis-cli --cluster reshard`` does) while
+    two senders keep writing, so the edge meets ASK and MOVED and the flush follows its stream."""
+    stack.env["HOOKYARD_STREAM_SHARDS"] = "3"
+    stack.start_control()
+    stack.start_edge()
+    stack.start_worker("worker", "flush")
+    account = await make_account(database_url)
+    endpoint = _create_endpoint(stack, account)
+    token = endpoint["ingest_url"].rsplit("/", 1)[-1]
+    keys = Keys(stack.env["HOOKYARD_REDIS_PREFIX"], shards=3)
+    stream = keys.ingest_stream(keys.shard_for(endpoint["id"]))
+    slot = key_slot(stream.encode())
+    source = redis_cluster.owner(slot)
+    target = next(p for p in redis_cluster.ports if p != source)
+
+    sent = 0
+    acked: list[str] = []
+    refused: list[int] = []
+    moving = asyncio.Event()
+    moved = asyncio.Event()
+
+    async def sender(client: httpx.AsyncClient) -> None:
+        nonlocal sent
+        while not moved.is_set() or sent < 600:
+            sent += 1
+            response = await client.post(f"{stack.edge_url}/h/{token}", content=b'{"n":%d}' % sent)
+            if response.status_code == 200:
+                acked.append(response.json()["id"])
+            else:
+                refused.append(response.status_code)
+            if sent == 150:
+                moving.set()
+
+    async def reshard() -> None:
+        await moving.wait()
+        call = redis_cluster.call
+        source_id, target_id = redis_cluster.node_id(source), redis_cluster.node_id(target)
+        assert call(target, "cluster", "setslot", str(slot), "importing", source_id) == "OK"
+        assert call(source, "cluster", "setslot", str(slot), "migrating", target_id) == "OK"
+        await asyncio.sleep(0.2)  # writes meanwhile still land on the source, which holds the key
+        for key in call(source, "cluster", "getkeysinslot", str(slot), "100").split():
+            reply = call(source, "migrate", "127.0.0.1", str(target), key, "0", "5000")
+            assert reply in ("OK", "NOKEY"), reply
+        await asyncio.sleep(0.2)  # the key is on the target, the slot not yet: the edge meets ASK
+        for port in sorted(redis_cluster.ports, key=lambda p: (p != target, p != source)):  # as redis-cli does
+            assert call(port, "cluster", "setslot", str(slot), "node", target_id) == "OK"
+        moved.set()
+
+    async with httpx.AsyncClient(timeout=10) as client:
+        await asyncio.gather(sender(client), sender(client), reshard())
+    assert redis_cluster.owner(slot) == target
+
+    stored = [e["id"] for e in _events(stack, account, endpoint["id"], len(acked), timeout_s=30)]
+    assert sorted(stored) == sorted(acked), f"sent {sent}, acknowledged {len(acked)}, stored {len(stored)}"
+    assert not refused, f"refused during the resharding: {refused}"
+    deadline = time.monotonic() + 10
+    while redis_cluster.call(target, "xlen", stream) not in ("0", "") and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert redis_cluster.call(target, "xlen", stream) == "0"  # the flush drained the moved stream
