@@ -2,7 +2,7 @@
 hookyard finds out itself, and capture, long-poll wakeups, routing and delivery work as on one Redis; a
 resharding of an ingest slot in the middle of a load loses and duplicates nothing acknowledged.
 
-The capture, wait, routing, delivery and scale-out tests of their own modules run here again, unchanged,
+The capture, wait, routing and delivery tests of their own modules run here again, unchanged,
 with this module's ``redis_url`` (a cluster node) under every fixture.
 """
 
@@ -28,7 +28,6 @@ from tests.test_routing_flush import flush  # noqa: F401 - fixture reused
 from tests.test_routing_flush import (  # noqa: F401
     test_one_task_per_event_rule_and_destination_even_when_reprocessed as test_routing_on_a_cluster,
 )
-from tests.test_scale_out import test_two_edges_and_two_workers_share_the_load as test_scale_out_on_a_cluster  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
