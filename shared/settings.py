@@ -46,6 +46,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     stream_shards: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 1
     flush_lanes: Annotated[int, msgspec.Meta(ge=1, le=32)] = 2
     """Concurrent flush consumers per worker process: one prepares a batch while another waits on Postgres."""
+    schema_learning: bool = True
+    """Whether the flush learns event shapes (learned schemas, ``control.schemas``)."""
     flush_claim_idle_ms: Annotated[int, msgspec.Meta(ge=100)] = 60_000
     """How long an ingest entry stays with a silent consumer before another takes it over; longer than a
     flush can take, so a live consumer is never robbed (it would only cost a repeat, never a duplicate)."""

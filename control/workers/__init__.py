@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 from control.db import create_pool
 from control.routing.route import Router
+from control.schemas.learn import Learner
 from control.service import Context
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush
@@ -26,12 +27,14 @@ log = logging.getLogger("hookyard.worker")
 
 def _flush_lanes(ctx: Context) -> list[Loop]:
     router = Router(ctx)  # one rule cache for all lanes of the process (each batch checks its versions)
+    learner = Learner() if ctx.settings.schema_learning else None  # one shape and state cache, too
     return [
         Flush(
             ctx,
             consumer=f"{Flush.default_consumer()}-{i}",
             claim_idle_ms=ctx.settings.flush_claim_idle_ms,
             router=router,
+            learner=learner,
         )
         for i in range(ctx.settings.flush_lanes)
     ]

@@ -45,7 +45,9 @@ from redis.exceptions import RedisError, ResponseError
 from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
 from control.events_text import event_row
+from control.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
 from control.routing.route import Router
+from control.schemas.learn import Learner
 from control.service import Context
 from control.service.dead_letters import fields_for, record_fields
 from shared import redis_client
@@ -87,9 +89,12 @@ class Flush:
         claim_idle_ms: int = 60_000,
         claim_every_s: float | None = None,
         router: Router | None = None,
+        learner: Learner | None = None,
     ) -> None:
         self.ctx = ctx
         self.router = router or Router(ctx)
+        self.learner = learner
+        """Schema learning on the new events of each stored batch (``control.schemas.learn``); None: off."""
         self.consumer = consumer or self.default_consumer()
         self.count = count
         self.block_ms = block_ms
@@ -141,6 +146,10 @@ class Flush:
             batch.new = await self._store(batch)
         await self._finish(batch)
         self._held = None
+        FLUSH_BATCH.observe(len(batch.records) + len(batch.dead))
+        FLUSH_SECONDS.observe(time.monotonic() - batch.held_since)
+        if batch.dead:
+            DEAD_LETTERED.inc((), len(batch.dead))
         return len(batch.records) + len(batch.dead)
 
     async def _next_entries(self) -> list[Entry]:
@@ -269,7 +278,10 @@ class Flush:
         rows = [event_row(r) for r in records]
         async with self.ctx.pool.acquire() as conn, conn.transaction():
             rows, tasks = await self.router.route(conn, rows)  # labelled; tasks commit with their events
-            return (await store_batch(conn, rows, tasks)).by_endpoint
+            stored = await store_batch(conn, rows, tasks)
+            if self.learner is not None:  # the new events only, in this transaction: each is learned once
+                await self.learner.learn(conn, rows, stored)
+            return stored.by_endpoint
 
     async def _finish(self, batch: _Batch) -> None:
         """Acknowledges the batch; its dead letters go in the same MULTI as their shard's acknowledgement."""

@@ -1,0 +1,208 @@
+"""An event body's shape: a cheap hashable signature, and what learning needs from it, compiled once.
+
+Learning runs in the flush on every new event, so its cost per event must stay a small fraction of storing
+it. The body is decoded once (msgspec) and ``signature`` walks it into nested tuples of key names and type
+codes: no paths, no strings built. Real traffic repeats a handful of shapes, so ``Shapes.of`` finds the
+compiled ``Shape`` (paths with their types, the objects whose children can be missing, the id-like fields
+to read values from) by that signature: stable traffic costs a decode, a walk and a dict lookup.
+
+Paths are dot paths (``data.object.amount``); the items of an array are ``items[]``. A key holding ``.``,
+``\\`` or or ``[`` has a backslash before each of those (``split_path`` reads it back). Keys that
+cannot be stored as text (NUL, lone surrogates) are left out. Walking stops at ``MAX_DEPTH`` (deeper values
+are typed but not opened) and looks at the first ``MAX_ITEMS`` items of an array.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = (
+    "MAX_DEPTH",
+    "MAX_ITEMS",
+    "TYPE_NAMES",
+    "Shape",
+    "Shapes",
+    "is_id_like",
+    "join_key",
+    "signature",
+    "split_path",
+)
+
+MAX_DEPTH = 16
+MAX_ITEMS = 32
+MAX_PATHS = 500
+"""Paths one shape contributes; a body with more (a map keyed by data) is learned in part."""
+_MAX_CACHED = 20_000
+
+_CODE = {str: "s", int: "i", float: "n", bool: "b", type(None): "z"}
+TYPE_NAMES = {"s": "string", "i": "integer", "n": "number", "b": "boolean", "z": "null", "o": "object", "a": "array"}
+_OPAQUE_OBJECT, _OPAQUE_ARRAY, _EMPTY_ARRAY = "o", "a", "[]"
+_ID_NAME = re.compile(r"(?:^|[_-])(?:id|uuid|guid)$|[a-z0-9](?:Id|ID|Uuid|UUID)$|^e?mail$|^email_address$", re.I)
+
+
+def signature(value: Any, depth: int = 0) -> Any:
+    """The shape of a decoded JSON value as nested tuples: ``(keys, value signatures)`` for an object,
+    ``("[", frozenset of item signatures)`` for an array, a one-letter code for a scalar."""
+    t = type(value)
+    if t is dict:
+        if depth >= MAX_DEPTH:
+            return _OPAQUE_OBJECT
+        code = _CODE.get
+        return (tuple(value), tuple([code(type(v)) or signature(v, depth + 1) for v in value.values()]))
+    if t is list:
+        if not value:
+            return _EMPTY_ARRAY
+        if depth >= MAX_DEPTH:
+            return _OPAQUE_ARRAY
+        code = _CODE.get
+        return ("[", frozenset([code(type(v)) or signature(v, depth + 1) for v in value[:MAX_ITEMS]]))
+    return _CODE.get(t, "z")
+
+
+def join_key(prefix: str, key: str) -> str:
+    if "." in key or "\\" in key or "[" in key:
+        key = key.replace("\\", "\\\\").replace(".", "\\.").replace("[", "\\[")
+    return f"{prefix}.{key}" if prefix else key
+
+
+def split_path(path: str) -> list[tuple[str, int]]:
+    """``a.b\\.c.items[][]`` → ``[("a", 0), ("b.c", 0), ("items", 2)]``: each key and how many array levels
+    follow it."""
+    out: list[tuple[str, int]] = []
+    key: list[str] = []
+    levels = i = 0
+    n = len(path)
+    while i < n:
+        c = path[i]
+        if c == "\\" and i + 1 < n:
+            key.append(path[i + 1])
+            i += 2
+        elif c == ".":
+            out.append(("".join(key), levels))
+            key, levels = [], 0
+            i += 1
+        elif path.startswith("[]", i):
+            levels += 1
+            i += 2
+        else:
+            key.append(c)
+            i += 1
+    out.append(("".join(key), levels))
+    return out
+
+
+def _storable(key: str) -> bool:
+    if key.isascii():
+        return "\x00" not in key
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in key
+
+
+def is_id_like(path: str) -> bool:
+    """A field named like an identifier (``id``, ``customer_id``, ``customerId``, ``uuid``, ``email``)."""
+    last = path.rsplit(".", 1)[-1]
+    return "[]" not in path and bool(_ID_NAME.search(last))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shape:
+    """What one signature means for learning, computed once per signature."""
+
+    present: tuple[tuple[str, frozenset[str]], ...]
+    """Every path the body has, with the types it has there (items' paths: in any item)."""
+    objects: frozenset[str]
+    """Paths holding an object ('' is the body): a known child missing under one of them is absent."""
+    partial: frozenset[str]
+    """Item paths that some object items of their array have and others lack (so: optional)."""
+    ids: tuple[tuple[str, Callable[[Any], Any]], ...]
+    """(path, getter) of id-like scalar fields outside arrays: their values feed correlations."""
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.types: dict[str, set[str]] = {}
+        self.objects: set[str] = set()
+        self.partial: set[str] = set()
+        self.ids: list[tuple[str, tuple[str, ...]]] = []
+
+    def add(self, path: str, type_code: str) -> bool:
+        seen = self.types.get(path)
+        if seen is None:
+            if len(self.types) >= MAX_PATHS:
+                return False
+            seen = self.types[path] = set()
+        seen.add(TYPE_NAMES[type_code])
+        return True
+
+    def walk(self, sig: Any, path: str, keys: tuple[str, ...] | None) -> None:
+        """``keys``: the key path from the body when no array lies between (for id getters), else None."""
+        if isinstance(sig, str):
+            code = {"[]": "a", "o": "o", "a": "a"}.get(sig, sig)
+            if self.add(path, code) and code in "si" and keys and is_id_like(path):
+                self.ids.append((path, keys))
+            return
+        if sig[0] == "[":
+            self.add(path, "a")
+            self.items(sig[1], path + "[]")
+            return
+        if path and not self.add(path, "o"):
+            return
+        self.objects.add(path)
+        for key, child in zip(sig[0], sig[1], strict=True):
+            if _storable(key):
+                self.walk(child, join_key(path, key), (*keys, key) if keys is not None else None)
+
+    def items(self, sigs: frozenset[Any], path: str) -> None:
+        objects = [s for s in sigs if isinstance(s, tuple) and s[0] != "["]
+        for s in sigs:
+            self.walk(s, path, None)
+        if len(objects) > 1:
+            child_sets = [{join_key(path, k) for k in s[0] if _storable(k)} for s in objects]
+            self.partial.update(set().union(*child_sets) - set.intersection(*child_sets))
+
+
+def _getter(keys: tuple[str, ...]) -> Callable[[Any], Any]:
+    if len(keys) == 1:
+        (k,) = keys
+        return lambda doc: doc[k]
+
+    def get(doc: Any) -> Any:
+        for k in keys:
+            doc = doc[k]
+        return doc
+
+    return get
+
+
+def compile_shape(sig: Any) -> Shape:
+    c = _Compiler()
+    if isinstance(sig, tuple) and sig[0] != "[":
+        c.walk(sig, "", ())
+    return Shape(
+        present=tuple((p, frozenset(t)) for p, t in c.types.items()),
+        objects=frozenset(c.objects),
+        partial=frozenset(c.partial),
+        ids=tuple((p, _getter(k)) for p, k in c.ids),
+    )
+
+
+class Shapes:
+    """The signature → Shape cache of one worker process (shared by its flush lanes)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Any, Shape] = {}
+
+    def of(self, doc: dict[str, Any]) -> Shape:
+        sig = signature(doc)
+        shape = self._cache.get(sig)
+        if shape is None:
+            if len(self._cache) >= _MAX_CACHED:
+                self._cache.clear()
+            shape = self._cache[sig] = compile_shape(sig)
+        return shape

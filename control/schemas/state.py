@@ -1,0 +1,215 @@
+"""What a schema remembers between batches, how a batch of shapes updates it, and the version rule.
+
+Everything is counted in samples (learned events), in arrival order; a batch's samples count as arriving
+together at its end. Per path the state keeps how often it was present, when it was first and last seen,
+when it was last absent (its parent object present, the key missing) and how often, and every type it had.
+
+The version rule (docs/DECISIONS.md, "Learned schemas"): the fields of a schema are derived from its state,
+and a new version is cut exactly when they differ from the current version's, which happens only when
+
+- a field appears (``added``);
+- a field is absent from its recent window (``removed``): the last ``max(WINDOW, 20 × its mean gap)``
+  samples, its mean gap being the samples per sighting over the schema's life, so a rare optional field
+  must stay away twenty times longer than it ever did before it is called gone (it does not flap);
+- a type appears in it (``type_changed``; types are kept while the field lives), including ``null``
+  (``became_nullable``);
+- it was present in every one of its last ``max(WINDOW, 20 × its mean gap between absences)`` samples
+  (``became_required``); a required field seen missing again is optional at once (the consumer's type
+  widens: reported as ``type_changed``).
+
+The first ``WARMUP`` samples amend version 1 instead of cutting new versions: a schema's first events are
+too few to tell an optional field from a late one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from control.schemas.shape import Shape
+
+__all__ = ("WARMUP", "WINDOW", "Batch", "PathStat", "State", "decode_state", "encode_state")
+
+WINDOW = 1000
+"""Samples: the least a field must be missing to be removed, or present without a miss to become required."""
+WARMUP = 100
+"""Samples over which version 1 is still being settled."""
+GAPS = 20
+"""Mean gaps a field must be away (or present without a miss) before that counts as a change."""
+SKETCH = 256
+"""Smallest value hashes kept per id-like field (a KMV sketch: distinct counts and overlaps)."""
+
+
+class PathStat(msgspec.Struct, array_like=True):
+    n: int
+    first: int
+    last: int
+    absent_last: int = 0
+    """Sample index of its last absence; 0: never absent since the schema's first sample."""
+    absences: int = 0
+    types: list[str] = []
+    gone: bool = False
+
+
+class Sketch(msgspec.Struct, array_like=True):
+    occurrences: int = 0
+    hashes: list[int] = []
+    """The smallest value hashes seen, ascending, at most ``SKETCH``."""
+
+
+class State(msgspec.Struct, kw_only=True):
+    total: int = 0
+    paths: dict[str, PathStat] = {}
+    keys: dict[str, Sketch] = {}
+    version: int = 0
+    cut: list[Any] = []
+    """The current version's fields as ``[path, types, optional]``: what the next batch compares to."""
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(State)
+
+
+def encode_state(state: State) -> bytes:
+    return _encoder.encode(state)
+
+
+def decode_state(data: bytes | None) -> State:
+    return State() if not data else _decoder.decode(data)
+
+
+class Batch:
+    """One batch's samples of one schema, gathered event by event (the cheap part)."""
+
+    __slots__ = ("count", "endpoints", "first_at", "last_at", "shapes", "values")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shapes: dict[Shape, int] = {}
+        self.values: dict[str, set[Any]] = {}
+        """Distinct values of each id-like field (its occurrences are counted from the shapes)."""
+        self.endpoints: dict[str, int] = {}
+        self.first_at: Any = None
+        self.last_at: Any = None
+
+
+def _types(raw: Iterable[str]) -> list[str]:
+    types = set(raw)
+    if "integer" in types and "number" in types:
+        types.discard("integer")
+    return sorted(types)
+
+
+def _parent(path: str) -> str:
+    """The object path a field hangs from ('' for the body); an array item's parent is its array's item."""
+    i = len(path) - 1
+    while i >= 0:
+        if path[i] == "." and (i == 0 or path[i - 1] != "\\"):
+            return path[:i]
+        i -= 1
+    return ""
+
+
+def _container(path: str) -> str:
+    return path[:-2] if path.endswith("[]") else _parent(path)
+
+
+def _mean_gap(span: int, count: int) -> float:
+    return span / count if count else float("inf")
+
+
+def is_required(p: PathStat, total: int) -> bool:
+    if p.absent_last == 0:
+        return True
+    return total - p.absent_last >= max(WINDOW, GAPS * _mean_gap(p.absent_last, p.absences))
+
+
+def is_live(p: PathStat, total: int) -> bool:
+    return not p.gone and total - p.last < max(WINDOW, GAPS * _mean_gap(p.last, p.n))
+
+
+def merge(state: State, batch: Batch, hash_value: Any) -> None:
+    """Adds a batch's samples to ``state`` (in place)."""
+    start, end = state.total + 1, state.total + batch.count
+    present: dict[str, int] = {}
+    types: dict[str, set[str]] = {}
+    objects: dict[str, int] = {}
+    partial: dict[str, int] = {}
+    for shape, n in batch.shapes.items():
+        for path, kinds in shape.present:
+            present[path] = present.get(path, 0) + n
+            types.setdefault(path, set()).update(kinds)
+        for path in shape.objects:
+            objects[path] = objects.get(path, 0) + n
+        for path in shape.partial:
+            partial[path] = partial.get(path, 0) + n
+    paths = state.paths
+    for path, count in present.items():
+        p = paths.get(path)
+        if p is None or p.gone:
+            if p is None and len(paths) >= 2000:
+                continue
+            missed = start - 1  # the schema's samples before this one appeared: absent from all of them
+            p = paths[path] = PathStat(n=0, first=start, last=end, absent_last=missed, absences=missed)
+        p.n += count
+        p.last = end
+        p.types = _types([*p.types, *types[path]])
+    for path, p in paths.items():
+        if p.gone or path.endswith("[]"):  # an array's items are never "missing", only the array
+            continue
+        parent_present = objects.get(_parent(path), 0)
+        absent = parent_present - present.get(path, 0) + partial.get(path, 0)
+        if absent > 0:
+            p.absent_last = end
+            p.absences += absent
+    state.total = end
+    for path in sorted(paths, key=len):  # containers before what they contain
+        p = paths[path]
+        if p.gone:
+            continue
+        container = _container(path)
+        if not is_live(p, end) or (container and (container not in paths or paths[container].gone)):
+            p.gone = True
+    for path, values in batch.values.items():
+        sketch = state.keys.get(path)
+        if sketch is None:
+            sketch = state.keys[path] = Sketch()
+        sketch.occurrences += present.get(path, 0)
+        hashes = set(sketch.hashes)
+        hashes.update(hash_value(v) for v in values)
+        sketch.hashes = sorted(hashes)[:SKETCH]
+
+
+def fields(state: State) -> list[dict[str, Any]]:
+    """The schema's fields as of its state: ``{path, types, optional, nullable, presence}`` by path."""
+    total = state.total or 1
+    return [
+        {
+            "path": path,
+            "types": p.types,
+            "optional": not is_required(p, state.total),
+            "nullable": "null" in p.types,
+            "presence": round(min(1.0, p.n / total), 4),
+        }
+        for path, p in sorted(state.paths.items())
+        if not p.gone
+    ]
+
+
+def structure(field_list: list[dict[str, Any]]) -> list[Any]:
+    return [[f["path"], f["types"], f["optional"]] for f in field_list]
+
+
+def next_version(state: State, field_list: list[dict[str, Any]], start: int) -> tuple[int, bool] | None:
+    """(version to write, whether it is new) when the fields changed, else None; updates ``state``.
+    ``start``: the sample index the batch began at (a batch begun within the warm-up amends version 1)."""
+    cut = structure(field_list)
+    if state.version and cut == state.cut:
+        return None
+    state.cut = cut
+    if state.version == 1 and start <= WARMUP:
+        return 1, False
+    state.version += 1
+    return state.version, True

@@ -1,0 +1,266 @@
+"""Learned schemas: the account's shapes, their versions and diffs, generated code and correlation keys.
+
+Everything here reads what the flush learned (``control.schemas.learn``); nothing writes. The current
+version's fields are computed from the live learning state, so their presence is up to date; an older
+version's are as they were when it was cut. Generated code is made on each request, never cached.
+Version parameters take a number or ``current``: anything else is a 400 naming the parameter, a number the
+schema never reached a 404.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from control.db import schemas as db
+from control.records.schemas import (
+    Correlations,
+    GeneratedTypes,
+    Schema,
+    SchemaDiff,
+    SchemaField,
+    SchemaList,
+    SchemaVersion,
+    SchemaVersionList,
+)
+from control.schemas.codegen.handlers import handler
+from control.schemas.codegen.jsonschema import json_schema
+from control.schemas.codegen.tree import Member, build, type_name, unique_names
+from control.schemas.codegen.typescript import typescript, zod
+from control.schemas.correlate import candidates
+from control.schemas.diff import diff
+from control.schemas.state import State, decode_state, fields
+from control.service import Context, Principal
+from control.service.endpoints import require_endpoint
+from control.service.text import check_text
+from shared import ids
+from shared.errors import NotFoundError, ValidationError
+
+__all__ = (
+    "FRAMEWORKS",
+    "LANGS",
+    "PROVIDERS",
+    "endpoint_schemas",
+    "get_schema",
+    "list_schemas",
+    "schema_correlations",
+    "schema_diff",
+    "schema_types",
+    "schema_versions",
+)
+
+PROVIDERS = ("identity", "commerce", "payments", "code_host")
+LANGS = ("typescript", "json-schema", "zod")
+FRAMEWORKS = ("next", "express")
+_VERSION = re.compile(r"[1-9][0-9]{0,8}")
+_fields_decoder = msgspec.json.Decoder(list[dict[str, Any]])
+
+
+def _version_param(value: str | None, name: str, *, default_current: bool = True) -> int | None:
+    """A version number, or None for ``current``."""
+    if value is None or value == "current":
+        return None
+    if not isinstance(value, str) or not _VERSION.fullmatch(value):
+        raise ValidationError(f"{name}: {value!r} is not a version (a number from 1, or current)")
+    return int(value)
+
+
+def _not_found(schema_id: str) -> NotFoundError:
+    return NotFoundError(f"schema {schema_id!r} not found")
+
+
+def _fields(raw: list[dict[str, Any]]) -> list[SchemaField]:
+    return [SchemaField(**f) for f in raw]
+
+
+def _record(row: asyncpg.Record, version: int, field_list: list[dict[str, Any]]) -> Schema:
+    return Schema(
+        id=row["id"],
+        provider=row["provider"],
+        event_type=row["event_type"],
+        endpoint_id=row["endpoint_id"],
+        current_version=row["current_version"],
+        version=version,
+        version_count=row["current_version"],
+        sample_count=row["sample_count"],
+        first_seen_at=row["first_seen_at"],
+        last_seen_at=row["last_seen_at"],
+        fields=_fields(field_list),
+    )
+
+
+def _current(row: asyncpg.Record) -> Schema:
+    return _record(row, row["current_version"], fields(decode_state(row["state"])))
+
+
+async def _schema(conn: asyncpg.Connection, principal: Principal, schema_id: str) -> asyncpg.Record:
+    row = await db.get(conn, principal.account_id, schema_id) if ids.is_id(schema_id, "sch") else None
+    if row is None:
+        raise _not_found(schema_id)
+    return row
+
+
+async def _version_fields(conn: asyncpg.Connection, row: asyncpg.Record, version: int | None) -> tuple[int, list]:
+    """(version, its fields): the live ones for the current version."""
+    if version is None or version == row["current_version"]:
+        return row["current_version"], fields(decode_state(row["state"]))
+    raw = await db.version_fields(conn, row["id"], version)
+    if raw is None:
+        raise NotFoundError(f"schema {row['id']!r} has no version {version} (its current is {row['current_version']})")
+    return version, _fields_decoder.decode(raw)
+
+
+async def list_schemas(
+    ctx: Context, principal: Principal, provider: str | None = None, event_type: str | None = None
+) -> SchemaList:
+    if provider is not None and provider not in PROVIDERS:
+        raise ValidationError(f"provider: {provider!r} is not one of {', '.join(PROVIDERS)}")
+    if event_type is not None:
+        check_text(event_type, "event_type")
+    async with ctx.pool.acquire() as conn:
+        rows = await db.list_for_account(conn, principal.account_id, provider, event_type)
+    return SchemaList(schemas=[_current(r) for r in rows])
+
+
+async def endpoint_schemas(ctx: Context, principal: Principal, endpoint_id: str) -> SchemaList:
+    async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
+        rows = await db.for_endpoint(conn, endpoint_id)
+    return SchemaList(schemas=[_current(r) for r in rows])
+
+
+async def get_schema(ctx: Context, principal: Principal, schema_id: str, version: str | None = None) -> Schema:
+    number = _version_param(version, "version")
+    async with ctx.pool.acquire() as conn:
+        row = await _schema(conn, principal, schema_id)
+        at, field_list = await _version_fields(conn, row, number)
+    return _record(row, at, field_list)
+
+
+async def schema_versions(ctx: Context, principal: Principal, schema_id: str) -> SchemaVersionList:
+    async with ctx.pool.acquire() as conn:
+        row = await _schema(conn, principal, schema_id)
+        rows = await db.versions(conn, schema_id)
+    out, later = [], row["sample_count"]
+    for v in rows:  # newest first: each version ran until the next one began
+        field_list = fields(decode_state(row["state"])) if v["version"] == row["current_version"] else None
+        out.append(
+            SchemaVersion(
+                version=v["version"],
+                created_at=v["created_at"],
+                sample_count=later - v["first_sample"],
+                fields=_fields(field_list if field_list is not None else _fields_decoder.decode(v["fields"])),
+            )
+        )
+        later = v["first_sample"]
+    return SchemaVersionList(versions=out)
+
+
+async def schema_diff(
+    ctx: Context, principal: Principal, schema_id: str, from_: str | None = None, to: str | None = None
+) -> SchemaDiff:
+    """``from`` defaults to the version before ``to``; before version 1 is the empty schema (0)."""
+    to_number = _version_param(to, "to")
+    if from_ == "current":
+        raise ValidationError("from: must be a version number (current is only for to)")
+    from_number = _version_param(from_, "from")
+    async with ctx.pool.acquire() as conn:
+        row = await _schema(conn, principal, schema_id)
+        to_at, after = await _version_fields(conn, row, to_number)
+        if from_number is None:
+            from_at = to_at - 1
+            before = (await _version_fields(conn, row, from_at))[1] if from_at >= 1 else []
+        else:
+            from_at, before = await _version_fields(conn, row, from_number)
+    changes = diff(before, after)
+    return msgspec.convert({"from": from_at, "to": to_at, "changes": changes}, SchemaDiff)
+
+
+async def _members(conn: asyncpg.Connection, row: asyncpg.Record, version: int, field_list: list) -> list[Member]:
+    """The schema (at ``version``) and the other event types of its provider its endpoints receive."""
+    rows = [r for r in await db.siblings(conn, row["id"]) if r["id"] != row["id"]]
+    rows.sort(key=lambda r: r["event_type"] or "")
+    names = unique_names([type_name(r["provider"], r["event_type"]) for r in [row, *rows]])
+    members = [Member(names[0], row["event_type"] or "", build(field_list), row["id"], version)]
+    for name, r in zip(names[1:], rows, strict=True):
+        members.append(
+            Member(name, r["event_type"] or "", build(fields(decode_state(r["state"]))), r["id"], r["current_version"])
+        )
+    return members
+
+
+async def schema_types(
+    ctx: Context,
+    principal: Principal,
+    schema_id: str,
+    lang: str | None = None,
+    framework: str | None = None,
+    version: str | None = None,
+) -> GeneratedTypes:
+    if lang is not None and lang not in LANGS:
+        raise ValidationError(f"lang: {lang!r} is not one of {', '.join(LANGS)}")
+    if framework is not None and framework not in FRAMEWORKS:
+        raise ValidationError(f"framework: {framework!r} is not one of {', '.join(FRAMEWORKS)}")
+    if framework is not None and lang == "json-schema":
+        raise ValidationError("lang: a framework handler is TypeScript; use lang=typescript or zod with framework")
+    lang = lang or "typescript"
+    number = _version_param(version, "version")
+    async with ctx.pool.acquire() as conn:
+        row = await _schema(conn, principal, schema_id)
+        at, field_list = await _version_fields(conn, row, number)
+        members = await _members(conn, row, at, field_list) if lang != "json-schema" else []
+    what = " ".join(x for x in (row["provider"] or "unattributed", row["event_type"]) if x)
+    samples = row["sample_count"]
+    header = f"// Generated by hookyard from learned schema {row['id']} version {at} ({what}), {samples} samples.\n"
+    if lang == "json-schema":
+        title = type_name(row["provider"], row["event_type"])
+        doc = json_schema(build(field_list), title, header[3:].strip())
+        text = msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+        return GeneratedTypes(
+            schema_id=row["id"],
+            version=at,
+            lang=lang,
+            framework=None,
+            content_type="application/schema+json",
+            text=text,
+        )
+    union = type_name(row["provider"], None) + "Event" if row["provider"] else "EndpointEvent"
+    if framework is not None:
+        text = handler(framework, row["provider"], members, union, zod(members, union, "", with_import=False), header)
+    elif lang == "zod":
+        text = zod(members, union, header)
+    else:
+        text = typescript(members, union, header)
+    return GeneratedTypes(
+        schema_id=row["id"],
+        version=at,
+        lang=lang,
+        framework=framework,
+        content_type="application/typescript",
+        text=text,
+    )
+
+
+async def schema_correlations(
+    ctx: Context, principal: Principal, schema_id: str, version: str | None = None
+) -> Correlations:
+    number = _version_param(version, "version")
+    async with ctx.pool.acquire() as conn:
+        row = await _schema(conn, principal, schema_id)
+        at, field_list = await _version_fields(conn, row, number)
+        account = await db.states_for_account(conn, principal.account_id)
+    others: list[tuple[dict[str, Any], State]] = [
+        (
+            {"schema_id": r["id"], "provider": r["provider"], "event_type": r["event_type"], "id": r["id"]},
+            decode_state(r["state"]),
+        )
+        for r in account
+    ]
+    found = candidates(row["id"], decode_state(row["state"]), {f["path"] for f in field_list}, others)
+    for c in found:
+        for link in c["links"]:
+            link.pop("id", None)
+    return msgspec.convert({"schema_id": row["id"], "version": at, "candidates": found}, Correlations)
