@@ -73,7 +73,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Final, Literal, NamedTuple
 
-from shared.headers import RawHeaders
+from shared.headers import RawHeaders, raw_headers
 from shared.ids import ulid
 
 __all__ = (
@@ -92,6 +92,7 @@ __all__ = (
     "detect_family",
     "detect_scheme",
     "repeated_header",
+    "resign",
     "sign",
     "verifier",
     "verify",
@@ -582,3 +583,37 @@ def sign(
     mac = _identity_mac(secret)(b"%s.%s." % (_utf8(msg_id), ts), body)
     _, id_name, ts_name = _IDENTITY_HEADERS[header_family]
     return {signature_name: "v1," + _b64(mac).decode(), id_name: msg_id, ts_name: str(timestamp)}
+
+
+def resign(
+    headers: Mapping[str, str],
+    provider: str | None,
+    body: bytes,
+    secret: str,
+    *,
+    signature_header: str | None = None,
+) -> tuple[dict[str, str], str | None]:
+    """Signs a captured request again, in its own scheme and header family, with a fresh timestamp:
+    (headers to set, the captured signature header they replace). For replay's ``resign_with`` and
+    ``hookyard listen --resign-with``.
+
+    The scheme is the event's provider, else detected from ``headers`` (text names and values as captured);
+    an unattributed request gets Standard Webhooks (``webhook-*``). The identity scheme keeps the event's own
+    message id (its ``*-id`` header: the idempotency key receivers deduplicate on) and sets the id and
+    timestamp headers its libraries read; payments signs ``t=`` now; the signature goes in
+    ``signature_header`` when given, else in the scheme's own header (where the provider's library looks).
+    """
+    raw = raw_headers(headers)
+    scheme = provider if provider in SCHEMES else detect_scheme(raw)
+    family = detect_family(raw) or "neutral"
+    if scheme is None:
+        scheme, family = "identity", "standard"
+    if family not in HEADERS[scheme]:
+        family = "neutral"
+    names = HEADERS[scheme][family]
+    msg_id = None
+    if scheme == "identity":
+        own = {name.lower(): value for name, value in headers.items()}.get(names[1] or "", "").strip()
+        msg_id = own or None
+    signed = sign(scheme, body, secret, msg_id=msg_id, header_name=signature_header, header_family=family)  # type: ignore[arg-type]
+    return signed, names[0]

@@ -73,6 +73,10 @@ async def test_forwards_verbatim_with_destination_headers_on_top(ctx: Context, d
         "authorization": "Bearer dst-secret",
         "x-hookyard-event-id": ids_["event"],
         "x-hookyard-delivery-attempt": "1",
+        # hookyard's own signature (tests/test_delivery_signing.py verifies it)
+        "webhook-id": ids_["event"],
+        "webhook-timestamp": got.headers["webhook-timestamp"],
+        "webhook-signature": got.headers["webhook-signature"],
     }  # nothing else: no user-agent or accept of the HTTP client
     (delivery,) = await deliveries_of(ctx, ids_["event"])
     assert delivery["source"] == "rule"

@@ -27,7 +27,7 @@ from tests.helpers import (  # noqa: F401 - fixtures
     utcnow,
 )
 
-DESTINATION_FIELDS = {"id", "endpoint_id", "name", "url", "headers", "created_at", "updated_at"}
+DESTINATION_FIELDS = {"id", "endpoint_id", "name", "url", "headers", "sign_deliveries", "created_at", "updated_at"}
 RULE_FIELDS = {"id", "endpoint_id", "name", "condition_tree", "destination_ids", "active", "created_at", "updated_at"}
 TREE = {
     "op": "AND",
@@ -50,7 +50,9 @@ async def add(client, account, endpoint: dict[str, Any], **body: Any) -> Any:
 async def added(client, account, endpoint: dict[str, Any], **body: Any) -> dict[str, Any]:
     resp = await add(client, account, endpoint, **body)
     assert resp.status_code == 201, resp.text
-    return resp.json()
+    made = resp.json()
+    assert made.pop("signing_secret").startswith("whsec_")  # in the create answer only
+    return made
 
 
 async def listed(client, account, endpoint: dict[str, Any]) -> list[dict[str, Any]]:
@@ -76,6 +78,7 @@ async def test_create_returns_the_record_and_no_rule(client, account):
     resp = await add(client, account, made, url="https://example.com/hooks?x=1")
     assert resp.status_code == 201, resp.text
     body = resp.json()
+    assert body.pop("signing_secret").startswith("whsec_")  # shown on create (and rotate-secret) only
     assert set(body) == DESTINATION_FIELDS
     assert re.fullmatch(rf"dst_{ULID}", body["id"])
     assert body["endpoint_id"] == made["id"]

@@ -240,7 +240,7 @@ async def test_resigned_identity_event_verifies_with_svix(
     )
     (got,) = destination.requests
     SvixWebhook(SECRET).verify(got.body, got.headers)  # raises unless valid and within its tolerance
-    assert got.headers["svix-id"] != "msg_captured"  # fresh id and timestamp
+    assert got.headers["svix-id"] == "msg_captured"  # the event's own id (its idempotency key), a fresh timestamp
     assert int(got.headers["svix-timestamp"]) > int(captured["svix-timestamp"])
 
 
@@ -435,7 +435,7 @@ async def test_destination_test_sends_a_signed_synthetic_event(
     assert got.headers["authorization"] == "Bearer t"
     assert got.headers["x-hookyard-event-id"] == payload["id"]
     async with db(database_url) as conn:
-        secret = await conn.fetchval("SELECT signing_secret FROM endpoints WHERE id = $1", endpoint["id"])
+        secret = await conn.fetchval("SELECT signing_secret FROM destinations WHERE id = $1", destination_id)
     standardwebhooks.Webhook(secret).verify(got.body, got.headers)
     listed = await client.get(
         f"/v1/endpoints/{endpoint['id']}/deliveries", params={"source": "manual_test"}, headers=account.headers

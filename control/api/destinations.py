@@ -60,6 +60,19 @@ class DestinationController(Controller):
     ) -> Destination:
         return await service.get_destination(ctx, principal, destination_id)
 
+    @post(
+        "/{destination_id:str}/rotate-secret",
+        operation_id="RotateDestinationSecret",
+        status_code=200,
+        responses=errors(401, 403, 404, 429),
+    )
+    async def rotate_destination_secret(
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
+    ) -> DestinationCreated:
+        """A new `signing_secret` for hookyard's signature on deliveries to this destination (shown only here
+        and on create); the next attempt is signed with it."""
+        return await service.rotate_destination_secret(ctx, principal, destination_id)
+
     @patch("/{destination_id:str}", operation_id="UpdateDestination", responses=errors(400, 401, 403, 404, 429))
     async def update_destination(
         self,

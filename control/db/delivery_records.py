@@ -81,9 +81,9 @@ async def insert_many(conn: asyncpg.Connection, rows: Sequence[Sequence[object]]
 async def destination_for_account(
     conn: asyncpg.Connection, account_id: str, destination_id: str
 ) -> asyncpg.Record | None:
-    """The destination with its endpoint's platform signing secret, if it belongs to the account."""
+    """The destination with its own signing secret and ``sign_deliveries``, if it belongs to the account."""
     return await conn.fetchrow(
-        """SELECT d.id, d.endpoint_id, d.name, d.url, d.headers, p.signing_secret
+        """SELECT d.id, d.endpoint_id, d.name, d.url, d.headers, d.signing_secret, d.sign_deliveries
              FROM destinations d JOIN endpoints p ON p.id = d.endpoint_id
             WHERE d.id = $1 AND p.account_id = $2""",
         destination_id,

@@ -18,12 +18,13 @@ __all__ = (
     "insert",
     "list_for_endpoint",
     "lock",
+    "rotate_secret",
     "update",
 )
 
-_COLUMNS = "d.id, d.endpoint_id, d.name, d.url, d.headers, d.created_at, d.updated_at"
-_RETURNING = "id, endpoint_id, name, url, headers, created_at, updated_at"
-_UPDATABLE = frozenset({"url", "name", "headers"})
+_COLUMNS = "d.id, d.endpoint_id, d.name, d.url, d.headers, d.sign_deliveries, d.created_at, d.updated_at"
+_RETURNING = "id, endpoint_id, name, url, headers, sign_deliveries, created_at, updated_at"
+_UPDATABLE = frozenset({"url", "name", "headers", "sign_deliveries"})
 
 
 async def insert(
@@ -34,15 +35,21 @@ async def insert(
     name: str | None,
     url: str,
     headers: Mapping[str, str] | None,
+    signing_secret: str,
+    sign_deliveries: bool = True,
 ) -> asyncpg.Record:
+    """The new row (``_RETURNING``); the signing secret is written, never read back here."""
     return await conn.fetchrow(
-        f"""INSERT INTO destinations (id, endpoint_id, name, url, headers) VALUES ($1, $2, $3, $4, $5)
+        f"""INSERT INTO destinations (id, endpoint_id, name, url, headers, signing_secret, sign_deliveries)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
             RETURNING {_RETURNING}""",
         destination_id,
         endpoint_id,
         name,
         url,
         headers,
+        signing_secret,
+        sign_deliveries,
     )
 
 
@@ -76,6 +83,21 @@ async def get(conn: asyncpg.Connection, account_id: str, destination_id: str) ->
     )
 
 
+async def rotate_secret(
+    conn: asyncpg.Connection, account_id: str, destination_id: str, signing_secret: str
+) -> asyncpg.Record | None:
+    """Replaces the signing secret; the destination's row, or None when it is not the account's."""
+    return await conn.fetchrow(
+        f"""UPDATE destinations d SET signing_secret = $3, updated_at = now()
+              FROM endpoints e
+             WHERE d.id = $1 AND e.id = d.endpoint_id AND e.account_id = $2
+         RETURNING {_COLUMNS}""",
+        destination_id,
+        account_id,
+        signing_secret,
+    )
+
+
 async def lock(conn: asyncpg.Connection, account_id: str, destination_id: str) -> str | None:
     """Locks the destination's endpoint for routing changes (``rules.lock_routing``) and returns its id;
     None for an unknown destination, one of another account, or one deleted while this waited."""
@@ -99,7 +121,7 @@ async def lock(conn: asyncpg.Connection, account_id: str, destination_id: str) -
 async def update(
     conn: asyncpg.Connection, account_id: str, destination_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
-    """Sets the given columns (a subset of url, name, headers) and bumps updated_at when there are any."""
+    """Sets the given columns (url, name, headers, sign_deliveries) and bumps updated_at when there are any."""
     unknown = set(changes) - _UPDATABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")

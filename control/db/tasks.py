@@ -35,7 +35,8 @@ NOTIFY_CHANNEL = "hy_tasks"
 
 _LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
        e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name, d.url AS destination_url,
-       d.headers AS destination_headers, (e.id IS NOT NULL) AS event_found"""
+       d.headers AS destination_headers, d.signing_secret AS destination_secret, d.sign_deliveries,
+       (e.id IS NOT NULL) AS event_found"""
 
 # One statement (one round trip, no explicit transaction): lock the oldest due tasks (SKIP LOCKED),
 # lease those whose destination's circuit is closed within each destination's room, and report how many
@@ -140,7 +141,8 @@ async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: f
                RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts
            )
            SELECT c.*, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
-                  d.url AS destination_url, d.headers AS destination_headers, (e.id IS NOT NULL) AS event_found
+                  d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
+                  d.sign_deliveries, (e.id IS NOT NULL) AS event_found
              FROM claimed c
              JOIN destinations d ON d.id = c.destination_id
              LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at""",

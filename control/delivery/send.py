@@ -27,8 +27,18 @@ from control.delivery.egress import EgressRefusedError
 from control.delivery.storable import storable
 from control.delivery.transport import Transport
 from shared import ids
+from shared.signatures import sign
 
-__all__ = ("HOP_BY_HOP", "MAX_RESPONSE_BYTES", "Outcome", "delivery_row", "forwardable", "merge", "send")
+__all__ = (
+    "HOP_BY_HOP",
+    "MAX_RESPONSE_BYTES",
+    "Outcome",
+    "delivery_row",
+    "forwardable",
+    "merge",
+    "send",
+    "signature",
+)
 
 MAX_RESPONSE_BYTES = 65_536
 """Response bodies are stored up to 64 KiB (DESIGN.md); the rest is never read."""
@@ -79,6 +89,15 @@ def forwardable(captured: Mapping[str, str]) -> dict[str, str]:
     """The captured headers minus hop-by-hop ones, including any the ``connection`` header names."""
     named = {token.strip().lower() for token in captured.get("connection", "").split(",")}
     return {name: value for name, value in captured.items() if name not in HOP_BY_HOP and name not in named}
+
+
+def signature(event_id: str, body: bytes, secret: str) -> dict[str, str]:
+    """hookyard's own signature on what it sends to a destination (rule deliveries and the destination test):
+    Standard Webhooks headers (``webhook-id`` = the event id, stable across attempts, so receivers deduplicate
+    on it; ``webhook-timestamp`` = now; ``webhook-signature``) with the destination's signing secret. They are
+    layered over the captured headers, so an event that arrived with ``webhook-*`` headers of its own carries
+    hookyard's instead (a destination that wants the provider's: ``sign_deliveries: false``)."""
+    return sign("identity", body, secret, msg_id=event_id, timestamp=int(time.time()), header_family="standard")
 
 
 def merge(*layers: Mapping[str, str] | None) -> dict[str, str]:

@@ -87,6 +87,14 @@ Headers = Annotated[
     ),
 ]
 
+SignDeliveries = Annotated[
+    bool,
+    msgspec.Meta(
+        description="Sign every delivery to this destination with its own `signing_secret` (Standard Webhooks: "
+        "`webhook-id`, `webhook-timestamp`, `webhook-signature`); default true"
+    ),
+]
+
 
 class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``forward_all`` or ``condition_tree`` also creates a rule forwarding to the new destination (in the same
@@ -98,6 +106,7 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     forward_all: bool = False
     condition_tree: OptionalConditionTree | msgspec.UnsetType = msgspec.UNSET
     rule_name: RuleName | None = None
+    sign_deliveries: SignDeliveries = True
 
     openapi_extra: ClassVar[dict[str, Any]] = {
         # forward_all is the tree that matches every event: not both
@@ -122,6 +131,7 @@ class DestinationUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     url: Url | msgspec.UnsetType = msgspec.UNSET
     name: Name | msgspec.UnsetType | None = msgspec.UNSET
     headers: Headers | msgspec.UnsetType | None = msgspec.UNSET
+    sign_deliveries: SignDeliveries | msgspec.UnsetType = msgspec.UNSET
 
 
 class Destination(msgspec.Struct, kw_only=True):
@@ -130,14 +140,20 @@ class Destination(msgspec.Struct, kw_only=True):
     name: str | None
     url: str
     headers: dict[str, str] | None
+    sign_deliveries: bool
+    """Deliveries carry hookyard's Standard Webhooks signature, made with the destination's signing secret."""
     created_at: datetime
     updated_at: datetime
 
 
 class DestinationCreated(Destination, kw_only=True):
     """The destination, plus the rule created with it when the request had ``forward_all`` or
-    ``condition_tree`` (absent otherwise)."""
+    ``condition_tree`` (absent otherwise). Create and rotate-secret are the only answers that carry the
+    signing secret."""
 
+    signing_secret: str
+    """``whsec_`` + base64 of 32 random bytes: the destination verifies hookyard's deliveries with it (any
+    Standard Webhooks library)."""
     rule: Rule | msgspec.UnsetType = msgspec.UNSET
 
 

@@ -49,6 +49,7 @@ __all__ = (
     "delete_destination",
     "get_destination",
     "list_destinations",
+    "rotate_destination_secret",
     "update_destination",
 )
 
@@ -67,6 +68,7 @@ def _destination(row: asyncpg.Record) -> Destination:
         name=row["name"],
         url=row["url"],
         headers=row["headers"],
+        sign_deliveries=row["sign_deliveries"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
@@ -159,6 +161,7 @@ async def create_destination(
     check_name(data.name, "name")
     headers = check_headers(data.headers)
     tree = _rule_tree(data)
+    secret = ids.signing_secret()
     if not ids.is_id(endpoint_id, "ep"):
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     async with ctx.pool.acquire() as conn, conn.transaction():
@@ -177,6 +180,8 @@ async def create_destination(
             name=data.name,
             url=url,
             headers=headers,
+            signing_secret=secret,
+            sign_deliveries=data.sign_deliveries,
         )
         rule = None
         if tree is not None:
@@ -190,7 +195,7 @@ async def create_destination(
                 active=True,
                 destination_ids=[row["id"]],
             )
-    created = DestinationCreated(**msgspec.structs.asdict(_destination(row)))
+    created = DestinationCreated(**msgspec.structs.asdict(_destination(row)), signing_secret=secret)
     if rule is not None:
         created.rule = rule_record(rule)
     return created
@@ -213,6 +218,19 @@ async def update_destination(
     if row is None:
         raise _not_found(destination_id)
     return _destination(row)
+
+
+async def rotate_destination_secret(ctx: Context, principal: Principal, destination_id: str) -> DestinationCreated:
+    """A new signing secret for the destination's deliveries, effective for the next attempt; returned once."""
+    require_write(principal)
+    if not ids.is_id(destination_id, "dst"):
+        raise _not_found(destination_id)
+    secret = ids.signing_secret()
+    async with ctx.pool.acquire() as conn:
+        row = await db_destinations.rotate_secret(conn, principal.account_id, destination_id, secret)
+    if row is None:
+        raise _not_found(destination_id)
+    return DestinationCreated(**msgspec.structs.asdict(_destination(row)), signing_secret=secret)
 
 
 async def delete_destination(ctx: Context, principal: Principal, destination_id: str) -> DestinationDeleted:

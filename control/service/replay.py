@@ -4,13 +4,15 @@ Replay (SPEC.md rules 1-4): by default the captured request is resent as it was,
 included, and no ``x-hookyard-*`` header is added (it is the provider's request, again). ``headers`` adds
 or overrides; ``preserve_headers: false`` starts from the captured ``content-type`` alone; ``body``
 replaces the body. ``resign_with`` recomputes the signature over what is actually sent, in the event's own
-provider scheme and header family with a fresh timestamp (and id, for the identity scheme), puts it in
+provider scheme and header family with a fresh timestamp, keeping the event's own message id (identity
+scheme: its idempotency key), with ``shared.signatures.resign``; puts it in
 ``signature_header``, sets the scheme's id/timestamp headers, and drops the captured signature header it
 replaces (stale, it could never verify). Unattributed events are signed with Standard Webhooks
 (``webhook-id``, ``webhook-timestamp``).
 
-The destination test sends a small JSON event (``type: hookyard.test``) signed with the endpoint's platform
-secret (Standard Webhooks), with the destination's headers and the usual ``x-hookyard-*`` ones.
+The destination test sends a small JSON event (``type: hookyard.test``) signed as rule deliveries are (the
+destination's own secret, Standard Webhooks, unless it turned signing off), with the destination's headers
+and the usual ``x-hookyard-*`` ones.
 
 Both obey the egress policy and the delivery timeouts, and answer failures of the outbound request in
 the outcome (``success: false``, ``error``), never as HTTP errors. Any body goes out and is recorded as
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +36,7 @@ from control.db import delivery_records
 from control.db import events as db_events
 from control.db.faults import describe, is_record_fault
 from control.delivery import egress
-from control.delivery.send import HOP_BY_HOP, Outcome, delivery_row, forwardable, merge, send
+from control.delivery.send import HOP_BY_HOP, Outcome, delivery_row, forwardable, merge, send, signature
 from control.delivery.storable import storable
 from control.events_text import captured_headers
 from control.records.replay import ReplayRequest, SendOutcome
@@ -45,8 +46,7 @@ from control.service.destinations import check_url
 from control.service.endpoints import require_write
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
-from shared.headers import raw_headers
-from shared.signatures import HEADERS, SCHEMES, detect_family, detect_scheme, sign
+from shared.signatures import resign
 
 __all__ = ("replay_event", "test_destination")
 
@@ -86,21 +86,6 @@ def _body(text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         raise ValidationError("body: must not contain lone UTF-16 surrogates (U+D800 to U+DFFF)") from None
-
-
-def _resign(
-    captured: Mapping[str, str], provider: str | None, body: bytes, secret: str, header: str
-) -> tuple[dict[str, str], str | None]:
-    """(headers to set, captured signature header they replace) in the event's own scheme and family."""
-    raw = raw_headers(captured)
-    scheme = provider if provider in SCHEMES else detect_scheme(raw)
-    family = detect_family(raw) or "neutral"
-    if scheme is None:
-        scheme, family = "identity", "standard"
-    if family not in HEADERS[scheme]:
-        family = "neutral"
-    signed = sign(scheme, body, secret, header_name=header, header_family=family)  # type: ignore[arg-type]
-    return signed, HEADERS[scheme][family][0]
 
 
 async def _send(ctx: Context, url: str, method: str, headers: dict[str, str], body: bytes) -> Outcome:
@@ -178,7 +163,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
         base = {"content-type": captured["content-type"]} if "content-type" in captured else {}
     headers = merge(base, extra)
     if data.resign_with is not None:
-        signed, replaced = _resign(captured, row["provider"], body, data.resign_with, signature_header)
+        signed, replaced = resign(captured, row["provider"], body, data.resign_with, signature_header=signature_header)
         if replaced is not None and replaced != signature_header:
             headers.pop(replaced, None)
         headers = merge(headers, signed)
@@ -223,14 +208,7 @@ async def test_destination(ctx: Context, principal: Principal, destination_id: s
     headers = merge(
         {"content-type": "application/json", "user-agent": "hookyard"},
         row["headers"],
-        sign(
-            "identity",
-            body,
-            row["signing_secret"],
-            msg_id=event_id,
-            timestamp=int(time.time()),
-            header_family="standard",
-        ),
+        signature(event_id, body, row["signing_secret"]) if row["sign_deliveries"] else None,
         {"x-hookyard-event-id": event_id, "x-hookyard-delivery-attempt": "1", "x-hookyard-test": "true"},
     )
     outcome = await _send(ctx, row["url"], "POST", headers, body)

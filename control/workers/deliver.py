@@ -11,7 +11,9 @@ worker once an eighth of its slots is free.
 Sends share one pooled transport (``control.delivery.transport``: HTTP/1.1 keep-alive per destination, the
 egress policy checked on every connection). A send forwards the captured method, body and headers (minus
 hop-by-hop ones), the destination's headers on top, plus ``x-hookyard-event-id`` and
-``x-hookyard-delivery-attempt``; 2xx is success; anything else is retried on the schedule until the
+``x-hookyard-delivery-attempt``, and hookyard's own Standard Webhooks signature (``webhook-id`` = the event id,
+``webhook-timestamp`` = now, ``webhook-signature`` with the destination's secret) unless the destination turned
+it off; 2xx is success; anything else is retried on the schedule until the
 attempts run out (refused egress and unusable requests fail at once). Results are written in batches by
 the :class:`~control.delivery.recorder.Recorder`.
 
@@ -50,7 +52,7 @@ from control.db import tasks as db_tasks
 from control.delivery import egress, retry
 from control.delivery.claim import claim
 from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
-from control.delivery.send import Outcome, delivery_row, forwardable, merge, send
+from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
 from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
 from control.events_text import captured_headers
@@ -224,6 +226,7 @@ class Deliver:
             headers = merge(
                 forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
                 task["destination_headers"],
+                signature(task["event_id"], body, task["destination_secret"]) if task["sign_deliveries"] else None,
                 {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
             )
             url, timeout_s = task["destination_url"], s.deliver_timeout_s

@@ -10,11 +10,11 @@
 -- finished). Added without a default first (no table rewrite; old rows stay null and are never followed),
 -- then the default applies to new rows only.
 
-ALTER TABLE destinations ADD COLUMN signing_secret text;
+-- A volatile default: every existing row gets its own secret (the table is rewritten once), and so does a row
+-- inserted without one (the service always gives its own).
+ALTER TABLE destinations ADD COLUMN signing_secret text NOT NULL DEFAULT ('whsec_' || encode(decode(
+    replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''), 'hex'), 'base64'));
 ALTER TABLE destinations ADD COLUMN sign_deliveries boolean NOT NULL DEFAULT true;
-UPDATE destinations SET signing_secret = 'whsec_' || encode(decode(
-    replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''), 'hex'), 'base64');
-ALTER TABLE destinations ALTER COLUMN signing_secret SET NOT NULL;
 
 ALTER TABLE events ADD COLUMN stored_xid xid8;
 ALTER TABLE events ALTER COLUMN stored_xid SET DEFAULT pg_current_xact_id();

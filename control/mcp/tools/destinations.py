@@ -42,3 +42,9 @@ async def update_destination(call: Call, destination_id: str, data: DestinationU
 async def delete_destination(call: Call, destination_id: str) -> DestinationDeleted:
     """Delete a destination and its pending deliveries; rules forwarding only to it go with it."""
     return await service.delete_destination(call.ctx, call.principal, destination_id)
+
+
+@tool("RotateDestinationSecret")
+async def rotate_destination_secret(call: Call, destination_id: str) -> DestinationCreated:
+    """Issue a new signing secret for hookyard's signature on a destination's deliveries (returned once)."""
+    return await service.rotate_destination_secret(call.ctx, call.principal, destination_id)
