@@ -11,6 +11,9 @@ granian's Python thread moves one app's rate by up to 40% from round to round, s
 over every round of each app, not one pair. ``*_main_us`` is CPU time of the granian worker's main thread
 (the one running the app's Python) per request, median over the rounds: it varies far less with placement,
 and says how much Python each app costs per request.
+
+The ``cluster_*`` figures come last, from ``bench.cluster``: two edge processes against one Redis and
+against a three-master Redis Cluster, alternated, once the single-edge rounds are over.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import subprocess
 import psutil
 import redis
 
+from bench.cluster import cluster_round
 from bench.infra import bench_env, free_port, granian, run_process
 from bench.request import SECRET, payload
 from bench.setup import create_endpoint
@@ -94,6 +98,7 @@ def run(seconds: float) -> dict[str, object]:
             empty()
             paced = run_wrk_paced(ingest, rate=half, seconds=max(3.0, ROUND_S), body=body, headers=headers)
         client.close()
+        cluster = cluster_round(bench, SECRET, body, headers, seconds)
     hello_runs, floor_runs = runs["hello"], runs["floor"]
     ratios = [e.rps / h.rps for e, h in zip(edge_runs, hello_runs, strict=True)]
     edge_rps = statistics.mean(r.rps for r in edge_runs)
@@ -117,4 +122,5 @@ def run(seconds: float) -> dict[str, object]:
         "half_peak_p50_ms": round(paced.p50_ms, 2),
         "half_peak_p99_ms": round(paced.p99_ms, 2),
         "half_peak_errors": paced.errors,
+        **cluster,
     }

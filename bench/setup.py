@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
-
 from control.db import connect, create_pool
 from control.records.endpoints import EndpointCreate
 from control.service import Context, Principal, edge_config
 from control.service.accounts import create_account
 from control.service.endpoints import create_endpoint as create
+from shared import redis_client
 from shared.keys import Keys
 from shared.settings import Settings
 
@@ -40,7 +39,7 @@ async def create_endpoint(
         await conn.close()
     account_id, key = account
     pool = await create_pool(settings.database_url, max_size=2)
-    redis = aioredis.Redis.from_url(settings.redis_url)
+    redis = await redis_client.open_client(settings.redis_url)  # a cluster client on a Redis Cluster
     ctx = Context(settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards))
     try:
         created = await create(
