@@ -223,6 +223,23 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert [e["id"] for e in listed_events["events"]] == [event["id"]]
         assert (await t.ok("get_latest_event", endpoint_id=ep, provider="payments"))["id"] == event["id"]
 
+        # Learned schemas: the sample's shape, learned by the worker's flush in the transaction that stored it.
+        (schema,) = (await t.ok("list_schemas", provider="payments", event_type="charge.refunded"))["schemas"]
+        sch = schema["id"]
+        assert (schema["sample_count"], schema["current_version"]) == (1, 1)
+        assert [s["id"] for s in (await t.ok("list_endpoint_schemas", endpoint_id=ep))["schemas"]] == [sch]
+        assert (await t.ok("get_schema", schema_id=sch, version="1"))["fields"] == schema["fields"]
+        assert [v["version"] for v in (await t.ok("list_schema_versions", schema_id=sch))["versions"]] == [1]
+        first = await t.ok("get_schema_diff", schema_id=sch, to="current")
+        assert (first["from"], first["to"]) == (0, 1)
+        assert {c["change"] for c in first["changes"]} == {"added"}
+        zod = await t.ok("get_schema_types", schema_id=sch, lang="zod")
+        assert (zod["content_type"], zod["version"]) == ("application/typescript", 1)
+        assert "PaymentsChargeRefundedSchema = z.looseObject" in zod["text"]
+        keys = await t.ok("get_schema_correlations", schema_id=sch)
+        assert "id" in [c["path"] for c in keys["candidates"]]
+        assert (await t.error("get_schema", schema_id=sch, version="v2"))["code"] == "validation_error"
+
         async def delivered() -> dict[str, Any] | None:
             got = await t.ok("get_event", event_id=event["id"])
             return got if got["deliveries"] else None

@@ -15,6 +15,7 @@ from control.api.events import EndpointEventController, EventController
 from control.api.labels import EndpointLabelController, LabelController
 from control.api.replay import DestinationTestController, ReplayController
 from control.api.rules import EndpointRuleController, RuleController
+from control.api.schemas import EndpointSchemaController, SchemaController
 from control.auth import bearer_auth
 
 __all__ = ("v1_router",)
@@ -39,6 +40,8 @@ def v1_router() -> Router:
             LabelController,
             ReplayController,
             DestinationTestController,
+            SchemaController,
+            EndpointSchemaController,
         ],
         middleware=[bearer_auth()],
         dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},

@@ -18,6 +18,7 @@ __all__ = (
     "Schema",
     "SchemaChange",
     "SchemaDiff",
+    "SchemaDiffRange",
     "SchemaField",
     "SchemaList",
     "SchemaVersion",
@@ -86,6 +87,13 @@ class SchemaDiff(msgspec.Struct, kw_only=True):
     """0 is the empty schema before version 1."""
     to: int
     changes: list[SchemaChange]
+
+
+class SchemaDiffRange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The versions a diff compares, as the MCP tool takes them (``from`` is not a Python name)."""
+
+    from_: str | None = msgspec.field(default=None, name="from")
+    to: str | None = None
 
 
 class CorrelationLink(msgspec.Struct, kw_only=True):

@@ -183,7 +183,9 @@ async def _members(conn: asyncpg.Connection, row: asyncpg.Record, version: int, 
     """The schema (at ``version``) and the other event types of its provider its endpoints receive."""
     rows = [r for r in await db.siblings(conn, row["id"]) if r["id"] != row["id"]]
     rows.sort(key=lambda r: r["event_type"] or "")
-    names = unique_names([type_name(r["provider"], r["event_type"]) for r in [row, *rows]])
+    names = unique_names(
+        [type_name(r["provider"], r["event_type"]) if r["provider"] else "EndpointPayload" for r in [row, *rows]]
+    )
     members = [Member(names[0], row["event_type"] or "", build(field_list), row["id"], version)]
     for name, r in zip(names[1:], rows, strict=True):
         members.append(
@@ -227,7 +229,7 @@ async def schema_types(
             content_type="application/schema+json",
             text=text,
         )
-    union = type_name(row["provider"], None) + "Event" if row["provider"] else "EndpointEvent"
+    union = type_name(row["provider"], None)  # PaymentsEvent; EndpointEvent for traffic with no provider
     if framework is not None:
         text = handler(framework, row["provider"], members, union, zod(members, union, "", with_import=False), header)
     elif lang == "zod":

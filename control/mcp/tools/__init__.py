@@ -6,6 +6,28 @@ fails ``tests/test_mcp_catalog.py``.
 
 from __future__ import annotations
 
-from control.mcp.tools import deliveries, destinations, endpoints, events, labels, replay, rules, trigger, trust
+from control.mcp.tools import (
+    deliveries,
+    destinations,
+    endpoints,
+    events,
+    labels,
+    replay,
+    rules,
+    schemas,
+    trigger,
+    trust,
+)
 
-__all__ = ("deliveries", "destinations", "endpoints", "events", "labels", "replay", "rules", "trigger", "trust")
+__all__ = (
+    "deliveries",
+    "destinations",
+    "endpoints",
+    "events",
+    "labels",
+    "replay",
+    "rules",
+    "schemas",
+    "trigger",
+    "trust",
+)

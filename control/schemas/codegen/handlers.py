@@ -128,8 +128,8 @@ def _handle(members: list[Member], union: str) -> str:
     known = ", ".join(json.dumps(m.event_type) for m in members)
     cases = "\n".join(
         f"    case {json.dumps(m.event_type)}: {{\n"
-        f"      const payload: {m.name} = event.payload;\n"
-        f"      void payload; // handle {m.event_type or 'the event'} here\n"
+        f"      const event: {m.name} = payload;\n"
+        f"      void event; // handle {m.event_type or 'the event'} here\n"
         "      break;\n    }"
         for m in members
     )
@@ -152,15 +152,15 @@ export function handle(raw: Buffer, get: Get): Outcome {{
   if (!parsed.success) {{
     return {{ status: 422, body: {{ error: {{ code: "invalid_payload", message: z.prettifyError(parsed.error) }} }} }};
   }}
-  const event = parsed.data;
-  switch (event.event_type) {{
+  const {{ event_type: kind, payload }} = parsed.data;
+  switch (kind) {{
 {cases}
     default: {{
-      const unhandled: never = event;
+      const unhandled: never = kind;
       void unhandled;
     }}
   }}
-  return {{ status: 200, body: {{ received: true, event_type: event.event_type }} }};
+  return {{ status: 200, body: {{ received: true, event_type: kind }} }};
 }}
 """
 
