@@ -40,7 +40,12 @@ _MAX_CACHED = 20_000
 _CODE = {str: "s", int: "i", float: "n", bool: "b", type(None): "z"}
 TYPE_NAMES = {"s": "string", "i": "integer", "n": "number", "b": "boolean", "z": "null", "o": "object", "a": "array"}
 _OPAQUE_OBJECT, _OPAQUE_ARRAY, _EMPTY_ARRAY = "o", "a", "[]"
-_ID_NAME = re.compile(r"(?:^|[_-])(?:id|uuid|guid)$|[a-z0-9](?:Id|ID|Uuid|UUID)$|^e?mail$|^email_address$", re.I)
+_ID_NAME = re.compile(
+    r"(?:^|[_-])(?:id|uuid|guid)$|[a-z0-9](?:Id|ID|Uuid|UUID)$|^e?mail$|^email_address$"
+    # names that hold another object's id when their value is a string or a number (``customer: "cus_1"``)
+    r"|^(?:customer|user|account|invoice|order|charge|subscription|payment_intent|session|organization)$",
+    re.I,
+)
 
 
 def signature(value: Any, depth: int = 0) -> Any:
@@ -105,7 +110,8 @@ def _storable(key: str) -> bool:
 
 
 def is_id_like(path: str) -> bool:
-    """A field named like an identifier (``id``, ``customer_id``, ``customerId``, ``uuid``, ``email``)."""
+    """A field named like an identifier (``id``, ``customer_id``, ``customerId``, ``uuid``, ``email``, or a
+    reference such as ``customer``; only string and integer values count)."""
     last = path.rsplit(".", 1)[-1]
     return "[]" not in path and bool(_ID_NAME.search(last))
 
