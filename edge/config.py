@@ -13,7 +13,8 @@ the lookups in flight for its tokens, so no request that arrives after it gets w
 
 On a Redis Cluster the channel is a sharded one (SSUBSCRIBE; control SPUBLISHes, whose receiver count,
 unlike PUBLISH's, is every listener: ``shared.redis_client.publish_counted``). When its slot moves, Redis
-unsubscribes the listener; that ends the subscription like a lost connection, so the listener starts over.
+unsubscribes the listener; that ends the subscription like a lost connection, so the listener has redis-py
+reload the slot map and starts over on the channel's new node.
 
 Unknown tokens (and tombstones of deleted endpoints) are cached too, as ``None``, so a flood of bad tokens
 costs one Redis GET each per TTL, not one per request. The TTL is only a safety net. Expiry is wall-clock
@@ -31,7 +32,7 @@ import time
 
 import msgspec
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import MovedError, RedisError
 
 from edge.trust import ServedEndpoint
 from shared.keys import Keys
@@ -137,6 +138,8 @@ class EndpointCache:
                 await self._serve_notices(pubsub)
             except (RedisError, OSError) as exc:
                 log.warning("config listener lost Redis (%s); retrying in %.1fs", exc, delay)
+                if self._sharded:  # the channel may have moved: the next SSUBSCRIBE goes where the map says
+                    await self._reload_slots(exc)
             except Exception:  # a bug here must not end invalidation for the life of the process
                 log.exception("config listener failed; retrying in %.1fs", delay)
             finally:
@@ -147,6 +150,16 @@ class EndpointCache:
                     await pubsub.aclose()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+    async def _reload_slots(self, exc: Exception) -> None:
+        nodes = self._redis.nodes_manager  # type: ignore[attr-defined]
+        try:
+            if isinstance(exc, MovedError):
+                await nodes.move_slot(exc)
+            else:
+                await nodes.initialize()
+        except (RedisError, OSError) as failed:  # the next round tries again
+            log.warning("config listener could not reload the cluster's slot map (%s)", failed)
 
     async def _subscribe(self, pubsub: aioredis.client.PubSub) -> None:
         """Returns once Redis confirmed the subscription: every PUBLISH from then on reaches this listener."""

@@ -151,3 +151,40 @@ async def test_resharding_an_ingest_slot_during_load_loses_nothing(
     while redis_cluster.call(target, "xlen", stream) not in ("0", "") and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert redis_cluster.call(target, "xlen", stream) == "0"  # the flush drained the moved stream
+
+
+async def test_the_config_channel_moving_to_another_master_leaves_no_edge_serving_a_stale_config(
+    stack: Stack, database_url: str, redis_cluster: ClusterNodes
+) -> None:
+    """The edges listen on a sharded channel: when its slot moves, Redis unsubscribes them, they subscribe
+    again on the new owner, and a delete's 2xx still means every edge answers 404 from then on."""
+    stack.start_control()
+    edge = stack.start_edge()
+    account = await make_account(database_url)
+    channel = Keys(stack.env["HOOKYARD_REDIS_PREFIX"]).config_channel
+    slot = key_slot(channel.encode())
+    source = redis_cluster.owner(slot)
+    target = next(p for p in redis_cluster.ports if p != source)
+
+    def listeners(port: int) -> int:
+        return int(redis_cluster.call(port, "pubsub", "shardnumsub", channel).split()[-1])
+
+    def deleted_and_refused() -> None:
+        endpoint = _create_endpoint(stack, account)
+        token = endpoint["ingest_url"].rsplit("/", 1)[-1]
+        assert httpx.post(f"{edge}/h/{token}", content=b"{}").status_code == 200  # now in the edge's cache
+        gone = httpx.delete(f"{stack.control_url}/v1/endpoints/{endpoint['id']}", headers=account.headers)
+        assert gone.status_code == 200, gone.text
+        assert httpx.post(f"{edge}/h/{token}", content=b"{}").status_code == 404
+
+    assert listeners(source) == 1
+    deleted_and_refused()
+    target_id = redis_cluster.node_id(target)
+    for port in sorted(redis_cluster.ports, key=lambda p: (p != target, p != source)):
+        assert redis_cluster.call(port, "cluster", "setslot", str(slot), "node", target_id) == "OK"
+    deadline = time.monotonic() + 15
+    while listeners(target) != 1:  # the edge noticed and subscribed on the new owner
+        assert time.monotonic() < deadline, "the edge never subscribed again on the channel's new node"
+        await asyncio.sleep(0.05)
+    assert listeners(source) == 0
+    deleted_and_refused()
