@@ -74,6 +74,7 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         while not (page := _ok(api.get(f"{path}/events", params={"limit": 1})))["next_cursor"]:
             assert time.monotonic() < deadline, "the events sent through the edge were not stored"
             time.sleep(0.05)
+        schema_id = _ok(api.get(f"{path}/schemas"))["schemas"][0]["id"]  # learned from those events
         for _ in range(2):
             _ok(api.post(f"/v1/destinations/{destinations[0]['id']}/test"))
         deliveries = _ok(api.get(f"{path}/deliveries", params={"limit": 1}))
@@ -90,6 +91,7 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         "doomed_label_id": labels[1]["id"],
         "event_id": page["events"][0]["id"],
         "event_cursor": page["next_cursor"],
+        "schema_id": schema_id,
         "delivery_cursor": deliveries["next_cursor"],
     }
 
@@ -119,6 +121,7 @@ Authorization = "Bearer {key}"
 "path.rule_id" = "{ids["rule_id"]}"
 "path.entry_id" = "{ids["entry_id"]}"
 "path.label_id" = "{ids["label_id"]}"
+"path.schema_id" = "{ids["schema_id"]}"
 
 {operation("DeleteEndpoint", **{"path.endpoint_id": ids["doomed_endpoint_id"]})}
 {operation("DeleteDestination", **{"path.destination_id": ids["doomed_destination_id"]})}
