@@ -70,3 +70,31 @@ def test_env_example_and_procfile() -> None:
             command = line.split(":", 1)[1].split()
             assert command[0] == "hookyard"
             assert command[1] in COMMANDS
+
+
+def test_the_cluster_compose_file_runs_hookyard_on_three_redis_masters() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.cluster.yml").read_text())
+    services = compose["services"]
+    app_services = {name: s for name, s in services.items() if s.get("image") == "hookyard:latest"}
+    assert set(app_services) == {"migrate", "edge", "control", "worker"}
+    for name, service in app_services.items():
+        assert service["command"][0] in COMMANDS, name
+        assert _env_names(service["environment"]) <= KNOWN_ENV, name
+        assert service["environment"]["REDIS_URL"].startswith("redis://redis-1:"), name
+    masters = [s for s in services.values() if "--cluster-enabled" in s.get("command", [])]
+    assert len(masters) == 3
+    assert all("--appendonly" in m["command"] for m in masters)
+    assert "--cluster" in " ".join(services["redis-cluster"]["command"])
+
+
+def test_the_edge_autoscaler_and_the_redis_cluster_manifests() -> None:
+    (hpa,) = yaml.safe_load_all((DEPLOY / "k8s" / "edge-hpa.yaml").read_text())
+    (edge, _) = yaml.safe_load_all((DEPLOY / "k8s" / "edge.yaml").read_text())
+    assert hpa["spec"]["scaleTargetRef"]["name"] == edge["metadata"]["name"]
+    assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+    cluster = list(yaml.safe_load_all((DEPLOY / "k8s" / "redis-cluster" / "redis-cluster.yaml").read_text()))
+    (statefulset,) = [d for d in cluster if d["kind"] == "StatefulSet"]
+    assert statefulset["spec"]["replicas"] == 3
+    assert "--cluster-enabled" in statefulset["spec"]["template"]["spec"]["containers"][0]["args"]
+    for doc in yaml.safe_load_all((DEPLOY / "k8s" / "redis-cluster" / "overlay.yaml").read_text()):
+        assert set(doc.get("data") or doc.get("stringData")) <= KNOWN_ENV
