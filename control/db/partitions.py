@@ -1,10 +1,48 @@
-"""Event partitions: prepare days ahead, drop days past retention, index finished days for ``q``."""
+"""Event partitions: prepare days ahead, drop days past retention, index days for ``q``.
+
+``q``'s trigram index is never on the insert path (it made every flush pay: 100k inserts in 13 s with it
+against 0.2 s without). A finished day gets one full index. The day being written gets a *prefix* index,
+``<partition>_search_to_HHMMSS``: partial, ``WHERE received_at < B`` for the last whole hour B, rebuilt by
+the sweep about once an hour. An insert only checks that predicate (a new event lies past B), so the flush
+does not maintain it; a late event before B is indexed like any row of a partial index, so the index is
+always complete for its range and ``q`` finds every stored event (``events.search_bounds`` plans around it).
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import asyncpg
 
-__all__ = ("drop_expired", "ensure_ahead", "index_finished_days")
+__all__ = ("drop_expired", "ensure_ahead", "index_finished_days", "index_today")
+
+# A boundary is made this long after its hour began, so events received just before it are mostly
+# stored already (a late one is still indexed, at the cost of one index insert in the flush).
+_GRACE = "2 minutes"
+
+# The partition and boundary due for a prefix index, or nothing: no pg_trgm, no partition, a boundary at
+# midnight (an empty prefix), a finished day's full index already there, or a valid prefix reaching as far.
+_DUE = f"""
+WITH b AS (SELECT date_trunc('second', coalesce($1::timestamptz,
+                  date_trunc('hour', (now() - interval '{_GRACE}') AT TIME ZONE 'utc') AT TIME ZONE 'utc')) AS at),
+     p AS (SELECT at, 'events_' || to_char(at AT TIME ZONE 'utc', 'YYYYMMDD') AS name,
+                  to_char(at AT TIME ZONE 'utc', 'HH24MISS') AS hhmmss FROM b)
+SELECT p.name, p.hhmmss, p.at FROM p JOIN pg_class c ON c.relname = p.name AND c.relkind = 'r'
+ WHERE p.hhmmss <> '000000'
+   AND EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')
+   AND NOT EXISTS (SELECT 1 FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
+                    WHERE x.indrelid = c.oid AND x.indisvalid
+                      AND (ic.relname = p.name || '_search'
+                           OR (ic.relname ~ ('^' || p.name || '_search_to_[0-9]{{6}}$')
+                               AND right(ic.relname, 6) >= p.hhmmss)))
+"""
+
+# Prefix indexes of a partition other than ``keep``: superseded, or left invalid by a failed build.
+_PREFIXES = """
+SELECT ic.relname::text AS name FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
+  JOIN pg_class c ON c.oid = x.indrelid
+ WHERE c.relname = $1 AND ic.relname ~ ('^' || $1 || '_search_to_[0-9]{6}$') AND ic.relname <> $2
+"""
 
 
 async def ensure_ahead(conn: asyncpg.Connection, *, days_back: int = 1, days_ahead: int = 7) -> int:
@@ -16,7 +54,8 @@ async def drop_expired(conn: asyncpg.Connection, *, retention_days: int) -> int:
 
 
 async def index_finished_days(conn: asyncpg.Connection) -> list[str]:
-    """Builds the ``q`` trigram index of every finished day's partition that lacks one.
+    """Builds the ``q`` trigram index of every finished day's partition that lacks one, then drops the
+    day's prefix indexes it supersedes.
 
     CONCURRENTLY, so late events of that day are never blocked; it cannot run inside a transaction, so
     ``conn`` must not be in one. A build that failed half way leaves an invalid index, dropped first.
@@ -28,5 +67,32 @@ async def index_finished_days(conn: asyncpg.Connection) -> list[str]:
         await conn.execute(
             f'CREATE INDEX CONCURRENTLY "{name}_search" ON "{name}" USING gin (search_text gin_trgm_ops)'
         )
+        await _drop_prefixes(conn, name, keep="")
         built.append(name)
     return built
+
+
+async def index_today(conn: asyncpg.Connection, *, upto: datetime | None = None) -> str | None:
+    """Builds the prefix index of the day being written up to ``upto`` (whole seconds; by default the
+    last whole UTC hour that began over two minutes ago) when none reaches that far; returns its name.
+
+    The previous prefix index stays usable until the new one is valid, then is dropped. Each build reads
+    the day so far (measured: about 1.5 s per 100k events), so a day costs about twelve full builds.
+    """
+    due = await conn.fetchrow(_DUE, upto)
+    if due is None:
+        return None
+    partition, at = due["name"], due["at"]
+    name = f"{partition}_search_to_{due['hhmmss']}"
+    await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')  # left invalid by a failed build
+    await conn.execute(
+        f'CREATE INDEX CONCURRENTLY "{name}" ON "{partition}" USING gin (search_text gin_trgm_ops) '
+        f"WHERE received_at < '{at.isoformat()}'"
+    )
+    await _drop_prefixes(conn, partition, keep=name)
+    return name
+
+
+async def _drop_prefixes(conn: asyncpg.Connection, partition: str, *, keep: str) -> None:
+    for row in await conn.fetch(_PREFIXES, partition, keep):
+        await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{row["name"]}"')

@@ -122,7 +122,8 @@ def event_filters(
         method = method.upper()
     search = _text(q, "q")
     if search is not None:
-        search = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        # lowercased as search_text is, by the same function (str.lower), so the SQL can use LIKE
+        search = "%" + search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     return EventFilters(
         since=lower,
         before=upper,

@@ -5,7 +5,8 @@
   checked every ``check_every_s`` (one EXISTS), so after a Redis restart without persistence endpoints
   answer again within about a second instead of 404 until the next interval;
 - prepares the next days' event partitions and drops those past retention;
-- builds the ``q`` search index of each day's partition once the day is over;
+- builds the ``q`` search index of each day's partition once the day is over, and of today's up to its
+  last whole hour (``control.db.partitions``);
 - removes expired temporary endpoints and the anonymous accounts they leave empty
   (``control.service.expiry``), every round.
 """
@@ -53,7 +54,14 @@ class Sweep:
                 created = await partitions.ensure_ahead(conn)
                 dropped = await partitions.drop_expired(conn, retention_days=self.ctx.settings.retention_days)
                 indexed = await partitions.index_finished_days(conn)
-            log.debug("sweep: partitions +%d -%d; search index built on %s", created, dropped, indexed or "none")
+                prefix = await partitions.index_today(conn)
+            log.debug(
+                "sweep: partitions +%d -%d; search index built on %s; today's prefix %s",
+                created,
+                dropped,
+                indexed or "none",
+                prefix or "unchanged",
+            )
             expired = await expire_temporary(self.ctx)
             if expired.endpoints or expired.accounts:
                 log.info(
