@@ -79,7 +79,8 @@ class Learner:
             async with conn.transaction():
                 await self._learn(conn, [r for r in rows if r[_ID] in new])
         except Exception as exc:
-            if isinstance(exc, asyncpg.PostgresError | OSError) and not is_record_fault(exc):
+            infrastructure = isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError)
+            if infrastructure and not is_record_fault(exc):
                 raise  # the infrastructure's: the flush retries the batch
             log.exception("schemas: learning from %d new events failed; they are stored, not learned", len(new))
 
