@@ -83,7 +83,7 @@ async def test_routes(client, account, other_account, ctx: Context) -> None:
         (f"/v1/schemas/{sid}/diff", {"to": "-1"}, "to"),
         (f"/v1/schemas/{sid}/types", {"lang": "python"}, "lang"),
         (f"/v1/schemas/{sid}/types", {"framework": "django"}, "framework"),
-        (f"/v1/schemas/{sid}/types", {"framework": "next", "lang": "json-schema"}, "lang"),
+        ("/v1/schemas", {"event_type": "x" * 201}, "event_type"),
         (f"/v1/schemas/{sid}/correlations", {"version": "1.5"}, "version"),
         ("/v1/schemas", {"provider": "stripe"}, "provider"),
         ("/v1/schemas", {"event_type": "a\u0000b"}, "event_type"),

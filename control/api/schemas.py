@@ -3,11 +3,14 @@ generated types and correlation keys."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
 from litestar import Controller, Response, get
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIMediaType, OpenAPIType, Operation
+from litestar.openapi.spec import Schema as OpenAPISchema
 from litestar.params import PathParameter
 
 from control.api.openapi import errors
@@ -27,6 +30,19 @@ _VERSION = "^(?:current|[1-9][0-9]{0,8})$"
 Version = Annotated[str | None, query("A version number, or `current` (the default)", name="version", pattern=_VERSION)]
 
 
+@dataclass
+class _TypesOperation(Operation):
+    """Documents the two content types the generated code comes in (one ``ResponseSpec`` names only one)."""
+
+    def __post_init__(self) -> None:
+        ok = (self.responses or {}).get("200")
+        if ok is not None and not isinstance(ok, str) and hasattr(ok, "content"):
+            ok.content = {
+                "application/typescript": OpenAPIMediaType(schema=OpenAPISchema(type=OpenAPIType.STRING)),
+                "application/schema+json": OpenAPIMediaType(schema=OpenAPISchema(type=OpenAPIType.OBJECT)),
+            }
+
+
 class SchemaController(Controller):
     path = "/schemas"
     tags: ClassVar[list[str]] = ["schemas"]
@@ -37,7 +53,9 @@ class SchemaController(Controller):
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
         provider: Annotated[str | None, query("Attributed provider", enum=list(service.PROVIDERS))] = None,
-        event_type: Annotated[str | None, query("The provider's event type, exact", **text_schema(200))] = None,
+        event_type: Annotated[
+            str | None, query("The provider's event type, exact", **text_schema(service.MAX_EVENT_TYPE))
+        ] = None,
     ) -> SchemaList:
         """The shapes learned from the account's traffic: one per (provider, event type), one per endpoint for
         traffic with no provider; each with its current fields. Kept after the events and endpoints go."""
@@ -83,6 +101,7 @@ class SchemaController(Controller):
     @get(
         "/{schema_id:str}/types",
         operation_id="GetSchemaTypes",
+        operation_class=_TypesOperation,
         responses={
             200: ResponseSpec(data_container=str, media_type="application/typescript", description="The code"),
             **errors(400, 401, 404, 429),
@@ -102,7 +121,8 @@ class SchemaController(Controller):
         """Generated on each request: TypeScript interfaces, zod schemas or JSON Schema (2020-12) of the
         version, with a union over the event types the schema's endpoints receive; with `framework`, a
         handler that verifies the provider's signature on the raw body, validates with zod and switches on
-        the event type. `application/typescript`, or `application/schema+json` for JSON Schema."""
+        the event type (with `framework`, `lang` is not read). `application/typescript`, or
+        `application/schema+json` for JSON Schema."""
         out = await service.schema_types(ctx, principal, schema_id, lang, framework, version)
         return Response(out.text, media_type=out.content_type)
 

@@ -55,6 +55,7 @@ __all__ = (
 PROVIDERS = ("identity", "commerce", "payments", "code_host")
 LANGS = ("typescript", "json-schema", "zod")
 FRAMEWORKS = ("next", "express")
+MAX_EVENT_TYPE = 200
 _VERSION = re.compile(r"[1-9][0-9]{0,8}")
 _fields_decoder = msgspec.json.Decoder(list[dict[str, Any]])
 
@@ -120,6 +121,8 @@ async def list_schemas(
         raise ValidationError(f"provider: {provider!r} is not one of {', '.join(PROVIDERS)}")
     if event_type is not None:
         check_text(event_type, "event_type")
+        if len(event_type) > MAX_EVENT_TYPE:
+            raise ValidationError(f"event_type: at most {MAX_EVENT_TYPE} characters")
     async with ctx.pool.acquire() as conn:
         rows = await db.list_for_account(conn, principal.account_id, provider, event_type)
     return SchemaList(schemas=[_current(r) for r in rows])
@@ -206,9 +209,7 @@ async def schema_types(
         raise ValidationError(f"lang: {lang!r} is not one of {', '.join(LANGS)}")
     if framework is not None and framework not in FRAMEWORKS:
         raise ValidationError(f"framework: {framework!r} is not one of {', '.join(FRAMEWORKS)}")
-    if framework is not None and lang == "json-schema":
-        raise ValidationError("lang: a framework handler is TypeScript; use lang=typescript or zod with framework")
-    lang = lang or "typescript"
+    lang = "typescript" if framework is not None or lang is None else lang  # a handler is TypeScript
     number = _version_param(version, "version")
     async with ctx.pool.acquire() as conn:
         row = await _schema(conn, principal, schema_id)
