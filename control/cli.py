@@ -77,7 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         serve.set_defaults(handler=_serve)
 
     worker = commands.add_parser("worker", help="run worker loops (all of them when none is named)")
-    worker.add_argument("names", nargs="*", metavar="NAME", help="loops to run (default: all)")
+    worker.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="loops to run: flush, deliver, sweep, retries (bulk delivery retries) (default: all)",
+    )
     worker.add_argument("--burst", action="store_true", help="return once every loop has nothing to do")
     _add_parent_pid(worker)
     worker.set_defaults(handler=_worker)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ from control.service import trust as trust_service
 from control.service.accounts import create_account
 from shared.errors import ValidationError
 from shared.settings import Settings, load_settings
-from tests.events_support import Ev, store
+from tests.events_support import Ev, store, store_delivery
 from tests.helpers import assert_error, db
 from tests.stack import free_port
 
@@ -71,6 +72,8 @@ async def made(client, account, database_url) -> dict[str, str]:
     label = (await client.post(f"{base}/labels", json={"path": "a.b", "output_key": "k"}, headers=h)).json()
     async with db(database_url) as conn:
         (event_id,) = await store(conn, None, None, [Ev(endpoint["id"])])
+        delivery_id = await store_delivery(conn, endpoint["id"], event_id, created_at=datetime.now(UTC), success=False)
+    retry = (await client.post(f"{base}/deliveries/retry", headers=h)).json()
     started = (await client.post("/api/start")).json()
     return {
         "api_token": started["api_token"],
@@ -80,6 +83,8 @@ async def made(client, account, database_url) -> dict[str, str]:
         "entry_id": entry["id"],
         "label_id": label["id"],
         "event_id": event_id,
+        "delivery_id": delivery_id,
+        "retry_id": retry["id"],
     }
 
 
@@ -262,14 +267,17 @@ def _query_strings(operation: dict[str, Any]) -> Iterator[str]:
 async def test_nul_in_any_query_parameter_is_a_400_naming_it(client, account, document, made, subtests):
     checked = set()
     for operation_id, method, path, operation in _operations(document):
-        if method != "GET":
+        if method != "GET" and "requestBody" in operation:
             continue
         for name in _query_strings(operation):
-            checked.add(name)
+            checked.add((method, name))
             with subtests.test(operation=operation_id, parameter=name):
-                resp = await client.get(_url(path, made), params={name: "a\x00", "timeout": 1}, headers=account.headers)
+                params = {name: "a\x00", "timeout": 1}
+                resp = await client.request(method, _url(path, made), params=params, headers=account.headers)
                 assert_error(resp, 400, "validation_error", field=name)
-    assert {"external_ref", "since", "until", "type", "method", "q", "cursor", "provider"} <= checked
+    names = {"external_ref", "since", "until", "type", "method", "q", "cursor", "provider"}
+    assert {("GET", name) for name in names} <= checked
+    assert {("POST", name) for name in ("q", "destination_id")} <= checked  # a bulk retry's filters
 
 
 async def test_nul_in_any_path_id_is_a_404_not_a_500(client, account, document, made, subtests):
@@ -396,11 +404,19 @@ async def test_a_lone_surrogate_escape_names_the_field_not_a_truncation(client, 
 @pytest.mark.parametrize("value", ["null", "1", "yes", "True", ""])
 @pytest.mark.parametrize(
     ("route", "name"),
-    [("events", "signature_valid"), ("events", "provider"), ("deliveries", "success"), ("deliveries", "source")],
+    [
+        ("events", "signature_valid"),
+        ("events", "provider"),
+        ("deliveries", "success"),
+        ("deliveries", "source"),
+        ("deliveries/retry", "success"),
+        ("deliveries/retry", "signature_valid"),
+    ],
 )
 async def test_booleans_and_enums_of_a_query_are_read_as_documented(client, account, made, route, name, value):
-    resp = await client.get(
-        f"/v1/endpoints/{made['endpoint_id']}/{route}", params={name: value}, headers=account.headers
+    method = "POST" if route.endswith("retry") else "GET"
+    resp = await client.request(
+        method, f"/v1/endpoints/{made['endpoint_id']}/{route}", params={name: value}, headers=account.headers
     )
     assert_error(resp, 400, "validation_error", field=name)
 

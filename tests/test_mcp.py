@@ -249,6 +249,14 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         rule_deliveries = await t.ok("list_deliveries", endpoint_id=ep, source="rule", success=True)
         assert [d["event_id"] for d in rule_deliveries["deliveries"]] == [event["id"]]
 
+        # Retries: one delivery again now (here a deliberate resend), and a bulk retry of failures as a job.
+        before = len(sink.requests)
+        again = await t.ok("retry_delivery", delivery_id=rule_deliveries["deliveries"][0]["id"])
+        assert (again["previous_status"], again["attempt_number"]) == ("succeeded", 2)
+        assert (await sink.wait_for(before + 1))[-1].headers["x-hookyard-delivery-attempt"] == "2"
+        job = await t.ok("retry_deliveries", endpoint_id=ep, success=False, type="charge.refunded")
+        assert (await t.ok("get_delivery_retry", retry_id=job["id"]))["filters"]["type"] == "charge.refunded"
+
         # Replay, verbatim: the provider's signature goes out as it came in.
         before = len(sink.requests)
         replayed = await t.ok("replay_event", event_id=event["id"], url=sink.url, headers={"x-replayed": "1"})

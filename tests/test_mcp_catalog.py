@@ -30,7 +30,7 @@ from shared.settings import load_settings
 from tests.events_support import live_app
 from tests.helpers import assert_error, refusing_connections
 
-VERBS = {"list", "get", "create", "update", "delete", "add", "rotate", "replay", "test", "wait", "send"}
+VERBS = {"list", "get", "create", "update", "delete", "add", "rotate", "replay", "retry", "test", "wait", "send"}
 
 
 @pytest.fixture(scope="module")

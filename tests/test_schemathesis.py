@@ -78,6 +78,11 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         for _ in range(2):
             _ok(api.post(f"/v1/destinations/{destinations[0]['id']}/test"))
         deliveries = _ok(api.get(f"{path}/deliveries", params={"limit": 1}))
+        while not (routed := _ok(api.get(f"{path}/deliveries", params={"source": "rule", "limit": 1}))["deliveries"]):
+            assert time.monotonic() < deadline, "the events were not delivered by their rules"
+            time.sleep(0.05)
+        retry = api.post(f"{path}/deliveries/retry", params={"success": "false"})
+        assert retry.status_code == 202, retry.text
     return {
         "endpoint_id": endpoint["id"],
         "doomed_endpoint_id": doomed["id"],
@@ -93,6 +98,8 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         "event_cursor": page["next_cursor"],
         "schema_id": schema_id,
         "delivery_cursor": deliveries["next_cursor"],
+        "delivery_id": routed[0]["id"],
+        "retry_id": retry.json()["id"],
     }
 
 
@@ -122,6 +129,8 @@ Authorization = "Bearer {key}"
 "path.entry_id" = "{ids["entry_id"]}"
 "path.label_id" = "{ids["label_id"]}"
 "path.schema_id" = "{ids["schema_id"]}"
+"path.delivery_id" = "{ids["delivery_id"]}"
+"path.retry_id" = "{ids["retry_id"]}"
 
 {operation("DeleteEndpoint", **{"path.endpoint_id": ids["doomed_endpoint_id"]})}
 {operation("DeleteDestination", **{"path.destination_id": ids["doomed_destination_id"]})}

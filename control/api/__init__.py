@@ -14,6 +14,7 @@ from control.api.endpoints import EndpointController
 from control.api.events import EndpointEventController, EventController
 from control.api.labels import EndpointLabelController, LabelController
 from control.api.replay import DestinationTestController, ReplayController
+from control.api.retries import DeliveryRetryController, DeliveryRetryJobController, EndpointDeliveryRetryController
 from control.api.rules import EndpointRuleController, RuleController
 from control.api.schemas import EndpointSchemaController, SchemaController
 from control.auth import bearer_auth
@@ -29,6 +30,9 @@ def v1_router() -> Router:
             EndpointEventController,
             EventController,
             DeliveryController,
+            EndpointDeliveryRetryController,
+            DeliveryRetryController,
+            DeliveryRetryJobController,
             AuthConfigController,
             EndpointAllowlistController,
             AllowlistController,

@@ -40,6 +40,8 @@ class EventFilters:
     search: str | None = None
     """A LIKE pattern over search_text, lowercased as search_text is (so LIKE is ILIKE without lowering
     every row's text, half the cost of a scan), wildcards of the caller's text already escaped."""
+    q: str | None = None
+    """The caller's ``q`` that ``search`` was made from, to show back (a bulk retry's filters)."""
 
 
 class _Where:

@@ -25,6 +25,8 @@ __all__ = (
     "due_candidates",
     "finish",
     "lease",
+    "lock_for_retry",
+    "make_due",
     "next_due_in_s",
     "release",
     "sweep_expired",
@@ -219,3 +221,33 @@ async def next_due_in_s(conn: asyncpg.Connection) -> float | None:
         """SELECT extract(epoch FROM min(next_attempt_at) - now())::float8
              FROM delivery_tasks WHERE status = 'pending'"""
     )
+
+
+async def lock_for_retry(conn: asyncpg.Connection, task_id: str) -> asyncpg.Record | None:
+    """The task, locked until the caller's transaction ends (its deliver worker's result waits for it), with
+    ``event_found``: whether its event is still stored (retention may have dropped it)."""
+    return await conn.fetchrow(
+        """SELECT t.id, t.status, t.attempts, t.event_id, t.rule_id, t.destination_id,
+                  EXISTS (SELECT 1 FROM events e WHERE e.id = t.event_id AND e.received_at = t.event_received_at)
+                      AS event_found
+             FROM delivery_tasks t WHERE t.id = $1
+              FOR UPDATE OF t""",
+        task_id,
+    )
+
+
+async def make_due(conn: asyncpg.Connection, task_id: str) -> asyncpg.Record | None:
+    """A task that is not in flight becomes pending and due at once, no attempt counted: one more attempt,
+    whatever it was (succeeded, waiting for a scheduled retry, or failed for good: the schedule has no wait
+    after its last attempt, so a failure fails it again). NOTIFYs the deliver workers (sent at commit).
+    Returns ``attempts`` and ``next_attempt_at``; None when the task is in flight or gone."""
+    row = await conn.fetchrow(
+        """UPDATE delivery_tasks SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL,
+                  updated_at = now()
+            WHERE id = $1 AND status <> 'in_flight'
+           RETURNING attempts, next_attempt_at""",
+        task_id,
+    )
+    if row is not None:
+        await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
+    return row

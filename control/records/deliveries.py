@@ -7,7 +7,15 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ("Delivery", "DeliveryList", "DeliverySource")
+__all__ = (
+    "Delivery",
+    "DeliveryList",
+    "DeliveryRetry",
+    "DeliveryRetryFilters",
+    "DeliveryRetryJob",
+    "DeliverySource",
+    "RetryJobState",
+)
 
 DeliverySource = Literal["rule", "replay", "manual_test"]
 
@@ -44,3 +52,65 @@ class DeliveryList(msgspec.Struct, kw_only=True):
     deliveries: list[Delivery]
     next_cursor: str | None
     """Pass it back as ``cursor`` for the next (older) page; null on the last page."""
+
+
+class DeliveryRetry(msgspec.Struct, kw_only=True):
+    """What a retry of one delivery scheduled: one more attempt of its event to its destination, made by the
+    deliver worker soon after (within the destination's concurrency cap, and once its circuit lets it)."""
+
+    delivery_id: str
+    """The attempt the retry was asked for (any attempt of the delivery)."""
+    event_id: str
+    destination_id: str
+    rule_id: str
+    previous_status: Literal["pending", "failed", "succeeded"]
+    """Where the delivery stood: ``failed`` (the schedule had given up), ``pending`` (waiting for its next
+    scheduled attempt, now brought forward) or ``succeeded`` (the retry is a deliberate resend)."""
+    status: Literal["pending"]
+    """Its state now: due at ``due_at``, and no longer in the schedule's hands until that attempt is made."""
+    attempt_number: int
+    """The number the new attempt will carry (``x-hookyard-delivery-attempt``, the delivery record's
+    ``attempt_number``)."""
+    due_at: datetime
+
+
+RetryJobState = Literal["scanning", "delivering", "completed"]
+
+
+class DeliveryRetryFilters(msgspec.Struct, kw_only=True):
+    """What a bulk retry selects, normalised: the shared event filters (instants in UTC; ``until`` as the
+    last microsecond it includes), the destination, and ``success`` (always false: failed deliveries)."""
+
+    since: datetime | None
+    until: datetime | None
+    provider: str | None
+    type: str | None
+    method: str | None
+    signature_valid: bool | None
+    q: str | None
+    destination_id: str | None
+    success: bool = False
+
+
+class DeliveryRetryJob(msgspec.Struct, kw_only=True):
+    """A bulk retry: the deliveries of an endpoint whose latest attempt failed and that match ``filters``,
+    re-queued page by page for the deliver worker, with the outcome of each new attempt counted."""
+
+    id: str
+    endpoint_id: str
+    state: RetryJobState
+    """``scanning`` (still paging through the endpoint's failed deliveries; ``matched`` grows),
+    ``delivering`` (all queued, new attempts still to finish) or ``completed``."""
+    filters: DeliveryRetryFilters
+    matched: int
+    """Deliveries found whose latest attempt failed and that match the filters."""
+    queued: int
+    """Of those, re-queued for a new attempt now (the others changed meanwhile: in flight, or succeeded)."""
+    done: int
+    """Queued deliveries whose new attempt succeeded."""
+    failed: int
+    """Queued deliveries whose new attempt failed (those with attempts left go on with their schedule), or
+    whose destination was deleted meanwhile. ``queued - done - failed`` are still waiting for their attempt."""
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None

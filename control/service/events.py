@@ -120,10 +120,11 @@ def event_filters(
         if not method.isascii() or not method.isalpha():
             raise ValidationError(f"method: {method!r} is not an HTTP method (letters only, any case)")
         method = method.upper()
-    search = _text(q, "q")
-    if search is not None:
+    q = _text(q, "q")
+    search = None
+    if q is not None:
         # lowercased as search_text is, by the same function (str.lower), so the SQL can use LIKE
-        search = "%" + search.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        search = "%" + q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     return EventFilters(
         since=lower,
         before=upper,
@@ -132,6 +133,7 @@ def event_filters(
         method=method,
         signature_valid=signature_valid,
         search=search,
+        q=q,
     )
 
 

@@ -14,6 +14,7 @@ from control.service import Context
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush
 from control.workers.loop import Loop, install_signal_handlers, run_loops
+from control.workers.retries import RetryJobs
 from control.workers.sweep import Sweep
 from shared import redis_client
 from shared.errors import ConfigError
@@ -44,6 +45,7 @@ _FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
     "flush": _flush_lanes,
     "deliver": lambda ctx: [Deliver(ctx)],
     "sweep": lambda ctx: [Sweep(ctx)],
+    "retries": lambda ctx: [RetryJobs(ctx)],
 }
 LOOP_NAMES = tuple(_FACTORIES)
 

@@ -1,0 +1,187 @@
+"""Retrying deliveries: one delivery now, or every failed delivery of an endpoint that matches, in bulk.
+
+Neither sends anything itself. A retry makes the delivery's task due now and the deliver worker sends it,
+so a retry obeys the destination's concurrency cap and circuit like any delivery, and a slow destination
+never holds up the caller. One retry is one more attempt with the next attempt number, whatever the task's
+state: after the schedule gave up (``failed``), it fails again if that attempt fails; a pending one just
+comes forward; a succeeded one is sent again (a deliberate resend). Replays and destination tests are not
+deliveries of a destination's schedule: they are refused (400), and sent again with a replay.
+
+A bulk retry is a job (``control.workers.retries`` advances it): the request only records it and answers
+202, or 200 with the unfinished job that has the very same filters. Its filters are the shared event
+filters, ``destination_id`` and ``success`` (only ``false``: failed deliveries).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import asyncpg
+import msgspec
+
+from control.db import destinations as db_destinations
+from control.db import retries as db_retries
+from control.db import tasks as db_tasks
+from control.db.events import EventFilters
+from control.records.deliveries import DeliveryRetry, DeliveryRetryFilters, DeliveryRetryJob
+from control.service import Context, Principal
+from control.service import events as events_service
+from control.service.endpoints import require_endpoint, require_write
+from shared import ids
+from shared.errors import ConflictError, NotFoundError, ValidationError
+
+__all__ = ("JOB_PREFIX", "get_delivery_retry", "job_filters", "retry_deliveries", "retry_delivery")
+
+JOB_PREFIX = "retry"
+"""Bulk retry jobs are ``retry_`` and a ULID."""
+_MICRO = timedelta(microseconds=1)
+_NOT_RULE = {"replay": "a replay", "manual_test": "a destination test"}
+
+
+def _delivery_not_found(delivery_id: str) -> NotFoundError:
+    return NotFoundError(f"delivery {delivery_id!r} not found")
+
+
+async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -> DeliveryRetry:
+    """One more attempt of the delivery's event to its destination, due now."""
+    require_write(principal)
+    if not ids.is_id(delivery_id, "dlv"):
+        raise _delivery_not_found(delivery_id)
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        delivery = await db_retries.delivery_for_account(conn, principal.account_id, delivery_id)
+        if delivery is None:
+            raise _delivery_not_found(delivery_id)
+        if delivery["task_id"] is None:
+            what = _NOT_RULE.get(delivery["source"], delivery["source"])
+            raise ValidationError(
+                f"delivery_id: {delivery_id!r} is {what} (source {delivery['source']!r}), not a rule delivery; send "
+                f"the event again with POST /v1/events/{delivery['event_id']}/replay"
+            )
+        task = await db_tasks.lock_for_retry(conn, delivery["task_id"])
+        if task is None:
+            raise NotFoundError(f"destination {delivery['destination_id']!r} of delivery {delivery_id!r} was deleted")
+        if not task["event_found"]:
+            raise NotFoundError(f"event {delivery['event_id']!r} of delivery {delivery_id!r} is no longer stored")
+        if task["status"] == "in_flight":
+            raise ConflictError(
+                f"delivery {delivery_id!r} has attempt {task['attempts']} in flight; retry once its outcome is "
+                "recorded, if it failed",
+                code="attempt_in_flight",
+            )
+        due = await db_tasks.make_due(conn, task["id"])
+    assert due is not None  # locked above and not in flight
+    return DeliveryRetry(
+        delivery_id=delivery_id,
+        event_id=task["event_id"],
+        destination_id=task["destination_id"],
+        rule_id=task["rule_id"],
+        previous_status=task["status"],
+        status="pending",
+        attempt_number=due["attempts"] + 1,
+        due_at=due["next_attempt_at"],
+    )
+
+
+def _filters_key(filters: EventFilters, destination_id: str | None) -> str:
+    """The canonical text of normalised filters: equal for requests that select the same deliveries."""
+    return msgspec.json.encode(
+        [
+            filters.since,
+            filters.before,
+            filters.provider,
+            filters.event_type,
+            filters.method,
+            filters.signature_valid,
+            filters.q,
+            destination_id,
+        ]
+    ).decode()
+
+
+def job_filters(row: asyncpg.Record) -> EventFilters:
+    """The event filters of a job, as the event list applies them (``q`` made into its SQL form here, by the
+    same function as for the list)."""
+    return dataclasses.replace(
+        events_service.event_filters(q=row["q"]),
+        since=row["since"],
+        before=row["received_before"],
+        provider=row["provider"],
+        event_type=row["event_type"],
+        method=row["method"],
+        signature_valid=row["signature_valid"],
+    )
+
+
+def _job(row: asyncpg.Record) -> DeliveryRetryJob:
+    before = row["received_before"]
+    return DeliveryRetryJob(
+        id=row["id"],
+        endpoint_id=row["endpoint_id"],
+        state=row["state"],
+        filters=DeliveryRetryFilters(
+            since=row["since"],
+            until=None if before is None else before - _MICRO,
+            provider=row["provider"],
+            type=row["event_type"],
+            method=row["method"],
+            signature_valid=row["signature_valid"],
+            q=row["q"],
+            destination_id=row["destination_id"],
+        ),
+        matched=row["matched"],
+        queued=row["queued"],
+        done=row["done"],
+        failed=row["failed"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        completed_at=row["completed_at"],
+    )
+
+
+async def retry_deliveries(
+    ctx: Context,
+    principal: Principal,
+    endpoint_id: str,
+    filters: EventFilters,
+    *,
+    destination_id: str | None = None,
+    success: bool | None = None,
+) -> tuple[DeliveryRetryJob, bool]:
+    """(the job, True when this call created it): a new job, or the endpoint's unfinished one with the same
+    filters (a repeated request while it runs starts nothing more)."""
+    require_write(principal)
+    if success:
+        raise ValidationError(
+            "success: only false (deliveries whose latest attempt failed) is retried in bulk; resend a succeeded "
+            "delivery with POST /v1/deliveries/{id}/retry"
+        )
+    if destination_id is not None and not ids.is_id(destination_id, "dst"):
+        raise ValidationError(f"destination_id: {destination_id[:100]!r} is not a destination id (dst_ and a ULID)")
+    key = _filters_key(filters, destination_id)
+    async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
+        if destination_id is not None and not await db_destinations.existing_ids(conn, endpoint_id, [destination_id]):
+            raise NotFoundError(f"destination {destination_id!r} not found on endpoint {endpoint_id!r}")
+        # A running job that completes between the refused insert and the read leaves room: insert again.
+        for _ in range(3):
+            job_id = ids.new_id(JOB_PREFIX)
+            created = await db_retries.create_job(
+                conn, job_id=job_id, endpoint_id=endpoint_id, filters=filters, destination_id=destination_id, key=key
+            )
+            if created is not None:
+                return _job(created), True
+            running = await db_retries.running_job(conn, endpoint_id, key)
+            if running is not None:
+                return _job(running), False
+    raise ConflictError("a bulk retry with these filters kept finishing while this one started; send it again")
+
+
+async def get_delivery_retry(ctx: Context, principal: Principal, retry_id: str) -> DeliveryRetryJob:
+    row = None
+    if ids.is_id(retry_id, JOB_PREFIX):
+        async with ctx.pool.acquire() as conn:
+            row = await db_retries.get_job(conn, principal.account_id, retry_id)
+    if row is None:
+        raise NotFoundError(f"delivery retry {retry_id!r} not found")
+    return _job(row)
