@@ -26,21 +26,33 @@ from control.api.llms import llms_txt
 from control.api.openapi import StrictStructSchemaPlugin
 from control.api.provisioning import provisioning_routes
 from control.api.public import AddressLimits
+from control.api.request_ids import RequestIdMiddleware, add_request_id
 from control.db import create_pool
 from control.errors import EXCEPTION_HANDLERS, error_response
 from control.mcp import McpMount
+from control.metrics import CONTROL, live, publishing
 from control.ratelimit import RateLimiter
 from control.records import Health, HealthDetails
 from control.service import Context, dead_letters
+from control.service.sealed import keyring_of
 from control.service.waiters import Wakeups
 from shared import redis_client
 from shared.errors import ConfigError
 from shared.keys import Keys
+from shared.metrics import CONTENT_TYPE
 from shared.settings import Settings, load_settings
 
 __all__ = ("create_app",)
 
 log = logging.getLogger("hookyard.control")
+
+
+@get("/metrics", include_in_schema=False)
+async def metrics(ctx: NamedDependency[Context]) -> Response[bytes]:
+    """Prometheus text: this server's counters summed over its granian workers, and the deployment-wide
+    gauges read now (``control.metrics``)."""
+    body = CONTROL.render(await live(ctx))
+    return Response(body, media_type=CONTENT_TYPE)
 
 
 @get("/healthz", include_in_schema=False)
@@ -60,6 +72,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     settings = settings or load_settings()
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the control plane (hookyard up sets them)")
+    keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first request
 
     @contextlib.asynccontextmanager
     async def resources(app: Litestar) -> AsyncIterator[None]:
@@ -72,11 +85,16 @@ def create_app(settings: Settings | None = None) -> Litestar:
         app.state.limiter = RateLimiter(redis, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
         app.state.address_limits = AddressLimits.create(redis, settings)  # /api/start, /api/register
         app.state.wakeups = Wakeups(settings.redis_url, ctx.keys)  # connects on the first events/wait
+        wakeups = app.state.wakeups
+        CONTROL.gauge(
+            "hookyard_wait_waiters", "Long polls waiting (events/wait)", (), lambda: [((), wakeups.waiter_count())]
+        )
         # What exists now lives as long as the app: out of the collector's sight, a full collection scans
         # only what requests made (with 1,000 long polls parked: 60-120 ms -> mostly 15-35 ms).
         gc.freeze()
         try:
-            yield
+            async with publishing(CONTROL, settings.metrics_dir):
+                yield
         finally:
             gc.unfreeze()
             await app.state.wakeups.aclose()
@@ -85,13 +103,14 @@ def create_app(settings: Settings | None = None) -> Litestar:
 
     mcp = McpMount()
     return Litestar(
-        route_handlers=[healthz, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
+        route_handlers=[healthz, metrics, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
         lifespan=[resources, mcp.lifespan],
         exception_handlers=EXCEPTION_HANDLERS,
         plugins=[StrictStructSchemaPlugin()],
         request_class=StrictJSONRequest,
-        middleware=[AllowMiddleware()],
+        middleware=[RequestIdMiddleware(), AllowMiddleware()],
+        before_send=[add_request_id],
         request_max_body_size=max(1_048_576, 2 * settings.max_body_bytes),
         openapi_config=OpenAPIConfig(
             title="hookyard",

@@ -1,5 +1,5 @@
 """The ``hookyard`` command: ``up``, ``edge``, ``control``, ``worker``, ``migrate``, ``account create``,
-``dead-letters``.
+``dead-letters``, ``rotate-encryption-key``.
 
 Expected failures end as one line on stderr, ``hookyard: <message>``, never a traceback: exit 2 for a bad
 setting (the message names the variable), 1 for anything else that stopped the command.
@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     migrate = commands.add_parser("migrate", help="apply database migrations (idempotent)")
     migrate.set_defaults(handler=_migrate)
+    rotate = commands.add_parser(
+        "rotate-encryption-key", help="re-seal every stored secret under the first HOOKYARD_ENCRYPTION_KEYS key"
+    )
+    rotate.set_defaults(handler=_rotate_encryption_key)
 
     account = commands.add_parser("account", help="manage accounts")
     account_commands = account.add_subparsers(dest="account_command", required=True, metavar="ACTION")
@@ -130,13 +134,9 @@ def _add_parent_pid(parser: argparse.ArgumentParser) -> None:
 
 def _settings(**overrides: object) -> Settings:
     settings = load_settings(None, **overrides)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for noisy in ("pgserver", "httpx", "httpcore"):  # one line per command / request at INFO
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    from shared.logs import configure
+
+    configure(settings.log_level, settings.log_format)
     return settings
 
 
@@ -177,14 +177,30 @@ def _serve(args: argparse.Namespace) -> int:
     port = getattr(settings, port_field)
     # The app reads its settings from the environment; make it agree with the flags.
     env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
+    # One metrics directory per server start, shared by its granian workers (shared.metrics).
+    from shared.metrics import metrics_dir
+
+    env[env_name("metrics_dir")] = metrics_dir(settings.metrics_dir, args.command)
     argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory"]
     argv += ["--host", settings.host, "--port", str(port), "--workers", str(args.workers), "--loop", "uvloop"]
-    argv += ["--log-level", settings.log_level]
+    argv += ["--log-level", settings.log_level, "--log-config", _granian_log_config(settings)]
     argv += ["--http", "1", "--no-ws", "edge.app:create_app"] if edge else ["control.app:create_app"]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)  # noqa: S606 - becoming granian is the point
     return 0  # not reached: execve replaced this process
+
+
+def _granian_log_config(settings: Settings) -> str:
+    """A file for granian's ``--log-config``: the app's lines in ``HOOKYARD_LOG_FORMAT`` in every worker."""
+    import tempfile
+
+    from shared.logs import granian_config
+
+    fd, path = tempfile.mkstemp(prefix="hookyard-log-", suffix=".json")
+    with os.fdopen(fd, "w") as out:
+        json.dump(granian_config(settings.log_level, settings.log_format), out)
+    return path
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -220,12 +236,49 @@ def _with_postgres(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
 
 def _migrate(args: argparse.Namespace) -> int:
     from control.db.migrate import migrate
+    from control.service.sealed import keyring_of
 
     settings = _settings()
     dsn = _database_url(settings)
+    keys = _encryption_keys(settings)
+    keyring_of(keys)  # a malformed key stops here, before any migration
     applied = _with_postgres(lambda: migrate(dsn))
     print("\n".join(f"applied {version}" for version in applied) if applied else "up to date")
+    resealed = _with_postgres(lambda: _reseal(dsn, keys))
+    if any(resealed.values()):
+        print("sealed " + ", ".join(f"{count} {column}" for column, count in resealed.items()))
     return 0
+
+
+def _rotate_encryption_key(args: argparse.Namespace) -> int:
+    settings = _settings()
+    dsn = _database_url(settings)
+    keys = _encryption_keys(settings)
+    if not keys:
+        raise ConfigError("HOOKYARD_ENCRYPTION_KEYS: not set; list the new key first, then the old ones")
+    print(json.dumps(_with_postgres(lambda: _reseal(dsn, keys))))
+    return 0
+
+
+def _encryption_keys(settings: Settings) -> tuple[str, ...]:
+    """HOOKYARD_ENCRYPTION_KEYS, else (no DATABASE_URL: a `hookyard up` instance) the keys in its data dir."""
+    if settings.encryption_keys or settings.database_url:
+        return settings.encryption_keys
+    from control.keyring import data_dir_keys
+
+    return data_dir_keys(Path(settings.data_dir).resolve(), create=False)
+
+
+async def _reseal(database_url: str, keys: tuple[str, ...]) -> dict[str, int]:
+    from control.db import connect
+    from control.service.sealed import keyring_of, reseal
+
+    ring = keyring_of(keys)
+    conn = await connect(database_url)
+    try:
+        return await reseal(conn, ring)
+    finally:
+        await conn.close()
 
 
 def _account_create(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
+from control.metrics import RATE_LIMITED
 from shared.errors import RateLimitedError
 
 __all__ = ("RateLimiter",)
@@ -48,9 +49,11 @@ class RateLimiter:
         self._burst = burst
         rate = f"{rate_per_s:g}/s" if rate_per_s >= 1 else f"{rate_per_s * 60:g}/min"
         self._message = f"rate limit of {rate} (burst {burst}) exceeded for {subject}"
+        self._subject = subject
 
     async def hit(self, key: str) -> None:
         """Takes one token or raises ``RateLimitedError`` with the seconds until one is available."""
         wait_ms = int(await self._script(keys=[key], args=[repr(float(self._rate)), self._burst]))
         if wait_ms > 0:
+            RATE_LIMITED.inc((self._subject,))
             raise RateLimitedError(self._message, retry_after_s=max(1, -(-wait_ms // 1000)))

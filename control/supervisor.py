@@ -36,7 +36,9 @@ from control.db import accounts as db_accounts
 from control.db import connect
 from control.db.migrate import migrate
 from control.embedded import EmbeddedServers, start_embedded
+from control.keyring import data_dir_keys
 from control.service.accounts import create_account, hash_key, issue_key
+from control.service.sealed import keyring_of, reseal
 from shared.errors import ConfigError, HookyardError
 from shared.settings import Settings
 
@@ -178,6 +180,13 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
             return 0
         try:
             applied = await migrate(database_url)
+            # Secrets at rest: HOOKYARD_ENCRYPTION_KEYS, else a key made on the first run and kept here.
+            encryption_keys = settings.encryption_keys or data_dir_keys(data_dir, create=True)
+            conn = await connect(database_url)
+            try:
+                await reseal(conn, keyring_of(encryption_keys))
+            finally:
+                await conn.close()
             key, new_key = await ensure_local_key(database_url, data_dir / "api_key")
         except (OSError, asyncpg.PostgresError) as exc:
             raise StartupError(f"cannot prepare the database: {type(exc).__name__}: {exc}") from exc
@@ -192,6 +201,7 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
             "HOOKYARD_CONTROL_PORT": str(settings.control_port),
             "HOOKYARD_DATA_DIR": str(data_dir),
             "HOOKYARD_EGRESS": settings.egress,
+            "HOOKYARD_ENCRYPTION_KEYS": ",".join(encryption_keys),
         }
         for name in ("edge", "control", "worker"):
             if stop.is_set():

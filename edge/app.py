@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import gc
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -21,12 +22,14 @@ import redis.asyncio as aioredis
 from edge.cluster import ClusterRespConnection
 from edge.config import EndpointCache
 from edge.ingest import Ingest
+from edge.metrics import EDGE
 from edge.resp import RespConnection
 from edge.respond import send_error, send_internal_error, send_json
 from edge.stream import StreamWriter
 from shared import redis_client
 from shared.clientip import ClientIP
 from shared.keys import Keys
+from shared.metrics import CONTENT_TYPE, metrics_dir
 from shared.settings import Settings, load_settings
 from shared.uri import uri_text
 
@@ -52,6 +55,7 @@ class EdgeApp:
         self.stream_redis: RespConnection | ClusterRespConnection | None = None
         self.ingest: Ingest | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._metrics_task: asyncio.Task[None] | None = None
 
     def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Awaitable[None]:
         """A plain method that hands back the handler's coroutine: no wrapper coroutine per request.
@@ -68,6 +72,8 @@ class EdgeApp:
                     return self.ingest(scope, receive, send)  # type: ignore[misc]
                 if path == b"/healthz":
                     return self._healthz(scope, send)
+                if path == b"/metrics":
+                    return self._metrics(scope, send)
                 return self._not_found(scope, send)
             if kind == "lifespan":
                 return self._lifespan(receive, send)
@@ -85,6 +91,22 @@ class EdgeApp:
             await send_json(send, 200, _OK)
         except Exception as exc:  # noqa: BLE001 - never the server's bare 500
             await send_internal_error(scope, send, exc)
+
+    async def _metrics(self, scope: dict[str, Any], send: Any) -> None:
+        """Prometheus text, summed over this server's granian workers (``shared.metrics``)."""
+        try:
+            body = await asyncio.to_thread(EDGE.render)
+            headers = [(b"content-type", CONTENT_TYPE.encode()), (b"content-length", str(len(body)).encode())]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+        except Exception as exc:  # noqa: BLE001 - never the server's bare 500
+            await send_internal_error(scope, send, exc)
+
+    async def _publish_metrics(self) -> None:
+        """This worker's totals into the shared directory once a second, for whichever worker is scraped."""
+        while True:
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(EDGE.write)
 
     async def _not_found(self, scope: dict[str, Any], send: Any) -> None:
         try:
@@ -132,11 +154,18 @@ class EdgeApp:
         writer = StreamWriter(self.stream_redis, self.keys, high_water=settings.stream_high_water)
         self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies))
         self._listener = asyncio.create_task(cache.listen(), name="edge-config-listener")
+        if settings.metrics_dir:
+            EDGE.directory = Path(metrics_dir(settings.metrics_dir, "edge"))
+            self._metrics_task = asyncio.create_task(self._publish_metrics(), name="edge-metrics")
         # Serve only once invalidations flow, so no change made from now on can be missed.
         async with asyncio.timeout(10):
             await cache.listening.wait()
 
     async def shutdown(self) -> None:
+        if self._metrics_task is not None:
+            self._metrics_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._metrics_task
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):

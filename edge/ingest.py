@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from edge.config import EndpointCache
+from edge.metrics import LATENCY, REQUESTS
 from edge.respond import JSON_HEADER as _JSON
 from edge.respond import send_error, send_internal_error
 from edge.stream import StreamWriter
@@ -201,6 +202,8 @@ class Ingest:
                 }
             )
             await send({"type": "http.response.body", "body": b'{"ok":true,"id":"' + encoded_id + b'"}'})
+            REQUESTS.inc(("accepted", attribution.provider or ""))
+            LATENCY.observe(time.time() - now)
         except Exception as exc:  # noqa: BLE001 - never the server's bare 500
             await send_internal_error(scope, send, exc)
 

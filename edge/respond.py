@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from edge.metrics import REQUESTS
 from shared.errors import envelope
 
 __all__ = ("JSON_HEADER", "send_error", "send_internal_error", "send_json")
@@ -29,6 +30,7 @@ async def send_json(send: Any, status: int, body: bytes, headers: list[tuple[byt
 async def send_error(
     send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
+    REQUESTS.inc((code, ""))
     await send_json(send, status, _encoder.encode(envelope(code, message)), headers)
 
 
@@ -46,6 +48,7 @@ async def send_internal_error(scope: dict[str, Any], send: Any, exc: BaseExcepti
         scope.get("raw_path", scope.get("path", "?")),
         exc_info=(type(exc), exc, exc.__traceback__),
     )
+    REQUESTS.inc(("internal_error", ""))
     try:
         await send_json(send, 500, _INTERNAL_ERROR)
     except Exception as late:  # noqa: BLE001 - response already under way, or the sender is gone

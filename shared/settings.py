@@ -24,7 +24,7 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 # Variables without the HOOKYARD_ prefix: the ones every hosting platform already sets.
 _UNPREFIXED = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL"}
 # Settings given as comma-separated lists in the environment.
-_LISTS = {"trusted_proxies", "retry_schedule_s"}
+_LISTS = {"trusted_proxies", "retry_schedule_s", "encryption_keys"}
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -116,7 +116,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Requests a minute from one client address (an IPv6 client: its /64) to ``/api/start``, and as many to
     ``/api/register``, each in its own bucket, with bursts of as many; over it: 429 with Retry-After."""
     db_pool_max: Annotated[int, msgspec.Meta(ge=2, le=200)] = 10
+    encryption_keys: tuple[str, ...] = ()
+    """``kid:base64-of-32-bytes`` keys sealing secrets at rest (AES-256-GCM): the first seals, all open, so
+    a key rotates by adding one in front and running ``hookyard rotate-encryption-key``. Unset: secrets
+    are stored in clear (``hookyard up`` makes a key in its data dir)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["plain", "json"] = "plain"
+    """``json``: one JSON object a line (time, level, logger, message, and request_id, event_id, endpoint_id,
+    delivery_id where the line has them), for log shippers; ``plain`` stays the default for ``hookyard up``."""
+    metrics_dir: str | None = None
+    """Where the granian workers of one edge or control server leave their metric totals for each other
+    (``/metrics`` on any worker sums them); unset: ``hookyard edge``/``control`` make a fresh one per start."""
+    worker_metrics_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
+    """Port of ``hookyard worker``'s ``/metrics`` (on ``host``); 0: none."""
 
     def __post_init__(self) -> None:
         if self.database_url is not None and not self.database_url.startswith(("postgres://", "postgresql://")):

@@ -9,6 +9,7 @@ template database; each test gets ``CREATE DATABASE ... TEMPLATE`` (fast, and an
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shutil
 import tempfile
@@ -118,10 +119,20 @@ async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
         await client.aclose()
 
 
+TEST_ENCRYPTION_KEY = "test1:" + base64.b64encode(b"hookyard-tests-key-32-bytes-long").decode()
+
+
 @pytest.fixture
 def settings(redis_url: str, database_url: str, redis_prefix: str) -> Settings:
     """Settings for this test only; built from an empty environment so the machine's env cannot leak in."""
-    return load_settings({}, database_url=database_url, redis_url=redis_url, redis_prefix=redis_prefix, egress="any")
+    return load_settings(
+        {},
+        database_url=database_url,
+        redis_url=redis_url,
+        redis_prefix=redis_prefix,
+        egress="any",
+        encryption_keys=(TEST_ENCRYPTION_KEY,),  # every test stores its secrets sealed, as production should
+    )
 
 
 @pytest.fixture

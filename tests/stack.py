@@ -43,6 +43,8 @@ class Stack:
         base = {k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_")}
         for field in ("database_url", "redis_url", "redis_prefix"):
             base[env_name(field)] = str(getattr(settings, field))
+        if settings.encryption_keys:
+            base[env_name("encryption_keys")] = ",".join(settings.encryption_keys)
         base.update(
             HOOKYARD_EDGE_PORT=str(self.edge_port),
             HOOKYARD_CONTROL_PORT=str(self.control_port),

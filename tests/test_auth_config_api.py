@@ -24,6 +24,7 @@ from tests.helpers import (  # noqa: F401 - fixtures
     parse_ts,
     redis_connection,
     token_of,
+    unsealed,
 )
 
 DEFAULTS = {
@@ -94,7 +95,11 @@ async def test_patch_sets_every_field_and_never_returns_the_secret(client, accou
         assert made["signing_secret"] not in text
     async with db(database_url) as conn:
         row = await conn.fetchrow("SELECT secret, header_name FROM auth_configs WHERE endpoint_id = $1", made["id"])
-    assert tuple(row) == (PROVIDER_SECRET, "x-my-signature")
+    assert row["secret"].startswith("hyenc:")  # sealed at rest (tests/test_secrets_at_rest.py)
+    assert (unsealed(row["secret"], "auth_configs.secret", made["id"]), row["header_name"]) == (
+        PROVIDER_SECRET,
+        "x-my-signature",
+    )
 
 
 async def test_patch_changes_only_the_fields_given(client, account):
@@ -231,7 +236,7 @@ async def test_rotate_returns_a_new_secret_each_time_with_the_endpoint(client, a
         secrets_seen.add(body["signing_secret"])
         async with db(database_url) as conn:
             stored = await conn.fetchval("SELECT signing_secret FROM endpoints WHERE id = $1", made["id"])
-        assert stored == body["signing_secret"]
+        assert unsealed(stored, "endpoints.signing_secret", made["id"]) == body["signing_secret"]
         for url in (path(made), f"/v1/endpoints/{made['id']}", "/v1/endpoints"):
             got = await client.get(url, headers=account.headers)
             assert not any(s in got.text for s in secrets_seen), url
@@ -311,7 +316,7 @@ async def test_every_route_answers_401_without_a_valid_key(client, account, data
         row = await conn.fetchrow("SELECT hmac_enabled FROM auth_configs WHERE endpoint_id = $1", made["id"])
         secret = await conn.fetchval("SELECT signing_secret FROM endpoints WHERE id = $1", made["id"])
     assert row["hmac_enabled"] is False
-    assert secret == made["signing_secret"]
+    assert unsealed(secret, "endpoints.signing_secret", made["id"]) == made["signing_secret"]
 
 
 async def test_another_accounts_endpoint_is_404_on_every_route(client, account, other_account, database_url, subtests):
@@ -331,7 +336,7 @@ async def test_another_accounts_endpoint_is_404_on_every_route(client, account, 
         row = await conn.fetchrow("SELECT hmac_enabled FROM auth_configs WHERE endpoint_id = $1", mine["id"])
         secret = await conn.fetchval("SELECT signing_secret FROM endpoints WHERE id = $1", mine["id"])
     assert row["hmac_enabled"] is False
-    assert secret == mine["signing_secret"]
+    assert unsealed(secret, "endpoints.signing_secret", mine["id"]) == mine["signing_secret"]
 
 
 async def test_a_read_only_key_reads_but_cannot_change(client, account, database_url, subtests):
@@ -349,7 +354,7 @@ async def test_a_read_only_key_reads_but_cannot_change(client, account, database
                 assert_error(resp, 403, "forbidden")
     async with db(database_url) as conn:
         secret = await conn.fetchval("SELECT signing_secret FROM endpoints WHERE id = $1", made["id"])
-    assert secret == made["signing_secret"]
+    assert unsealed(secret, "endpoints.signing_secret", made["id"]) == made["signing_secret"]
 
 
 # -- OpenAPI --------------------------------------------------------------------------------------

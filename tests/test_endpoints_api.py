@@ -25,6 +25,7 @@ from tests.helpers import (
     module_database_url,  # noqa: F401 - fixtures
     parse_ts,
     token_of,
+    unsealed,
     utcnow,
 )
 
@@ -67,7 +68,7 @@ async def test_create_returns_the_record_with_ingest_url_and_signing_secret(clie
         auth = await conn.fetchrow("SELECT * FROM auth_configs WHERE endpoint_id = $1", body["id"])
     assert row["account_id"] == account.id
     assert row["ingest_token"] == token
-    assert row["signing_secret"] == secret
+    assert unsealed(row["signing_secret"], "endpoints.signing_secret", body["id"]) == secret
     assert (row["name"], row["environment"], row["external_ref"]) == ("Orders", "staging", "shop-1")
     assert auth is not None, "an endpoint is created with its auth config"
     assert auth["hmac_enabled"] is False, "verification is opt-in"

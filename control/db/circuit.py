@@ -16,7 +16,13 @@ from collections.abc import Sequence
 
 import asyncpg
 
-__all__ = ("record_outcomes", "take_probe")
+__all__ = ("count_by_state", "record_outcomes", "take_probe")
+
+
+async def count_by_state(conn: asyncpg.Connection) -> dict[str, int]:
+    """Destinations per circuit state (closed, open, half_open), for the metrics."""
+    rows = await conn.fetch("SELECT circuit, count(*) AS n FROM destinations GROUP BY circuit")
+    return {row["circuit"]: row["n"] for row in rows}
 
 
 async def take_probe(conn: asyncpg.Connection, destination_id: str, *, cooldown_s: float) -> bool:

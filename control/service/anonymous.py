@@ -30,7 +30,7 @@ from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
 from control.records.anonymous import StartRequest, TemporaryEndpoint
 from control.records.events import Provider
-from control.service import Context, edge_config
+from control.service import Context, edge_config, sealed
 from control.service.accounts import TEMPORARY_LIFETIME, issue_key
 from control.service.endpoints import ingest_url
 from control.service.text import check_external_ref
@@ -121,7 +121,7 @@ async def start(ctx: Context, *, session: str | None, data: StartRequest) -> Sta
                     row = None
             reused = row is not None
             if row is None:
-                row = await _create(conn, account_id, ref, data.provider_hint, now)
+                row = await _create(ctx, conn, account_id, ref, data.provider_hint, now)
             token = await issue_key(conn, account_id, kind="temporary")
             await db_accounts.revoke_surplus_temporary_keys(conn, account_id, keep=MAX_TOKENS)
         for deleted in gone:
@@ -144,17 +144,18 @@ async def start(ctx: Context, *, session: str | None, data: StartRequest) -> Sta
 
 
 async def _create(
-    conn: asyncpg.Connection, account_id: str, ref: str | None, provider_hint: str | None, now: datetime
+    ctx: Context, conn: asyncpg.Connection, account_id: str, ref: str | None, provider_hint: str | None, now: datetime
 ) -> asyncpg.Record:
+    endpoint_id = ids.new_id("ep")
     return await db_endpoints.insert(
         conn,
-        endpoint_id=ids.new_id("ep"),
+        endpoint_id=endpoint_id,
         account_id=account_id,
         name=_name(provider_hint),
         environment="development",
         external_ref=ref,
         ingest_token=ids.ingest_token(),
-        signing_secret=ids.signing_secret(),
+        signing_secret=sealed.seal_endpoint_secret(ctx, endpoint_id, ids.signing_secret()),
         temporary=True,
         expires_at=now + TEMPORARY_LIFETIME,
     )

@@ -31,7 +31,7 @@ from control.records.destinations import (
     DestinationUpdate,
 )
 from control.routing import conditions
-from control.service import Context, Principal
+from control.service import Context, Principal, sealed
 from control.service.endpoints import require_endpoint, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.text import check_name, check_text
@@ -173,14 +173,15 @@ async def create_destination(
             )
         if tree is not None:
             await check_rule_count(conn, endpoint_id)
+        destination_id = ids.new_id("dst")
         row = await db_destinations.insert(
             conn,
-            destination_id=ids.new_id("dst"),
+            destination_id=destination_id,
             endpoint_id=endpoint_id,
             name=data.name,
             url=url,
             headers=headers,
-            signing_secret=secret,
+            signing_secret=sealed.seal_destination_secret(ctx, destination_id, secret),
             sign_deliveries=data.sign_deliveries,
         )
         rule = None
@@ -227,7 +228,8 @@ async def rotate_destination_secret(ctx: Context, principal: Principal, destinat
         raise _not_found(destination_id)
     secret = ids.signing_secret()
     async with ctx.pool.acquire() as conn:
-        row = await db_destinations.rotate_secret(conn, principal.account_id, destination_id, secret)
+        stored = sealed.seal_destination_secret(ctx, destination_id, secret)
+        row = await db_destinations.rotate_secret(conn, principal.account_id, destination_id, stored)
     if row is None:
         raise _not_found(destination_id)
     return DestinationCreated(**msgspec.structs.asdict(_destination(row)), signing_secret=secret)

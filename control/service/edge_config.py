@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from control.context import Context
 from control.db import endpoints as db_endpoints
+from control.service import sealed
 from shared import redis_client
 from shared.wire import ConfigNotice, EdgeAuth, EdgeEndpoint, encode
 
@@ -65,7 +66,10 @@ return 1
 """
 
 
-def _record(row: asyncpg.Record) -> EdgeEndpoint:
+def _record(ctx: Context, row: asyncpg.Record) -> EdgeEndpoint:
+    # The edge verifies with the clear secret: the config in Redis carries it (docs/DECISIONS.md says what
+    # that means for who may read Redis); Postgres holds it sealed.
+    provider_secret = sealed.open_provider_secret(ctx, row["id"], row["secret"])
     return EdgeEndpoint(
         endpoint_id=row["id"],
         account_id=row["account_id"],
@@ -74,7 +78,7 @@ def _record(row: asyncpg.Record) -> EdgeEndpoint:
         auth=EdgeAuth(
             hmac_enabled=row["hmac_enabled"],
             # The provider's own secret when set; else the platform secret, which verifies what hookyard signed.
-            secret=row["secret"] or row["signing_secret"],
+            secret=provider_secret or sealed.open_endpoint_secret(ctx, row["id"], row["signing_secret"]),
             header_name=row["header_name"],
             tolerance_seconds=row["tolerance_seconds"],
             on_failure=row["on_failure"],
@@ -114,7 +118,7 @@ async def sync(ctx: Context, conn: asyncpg.Connection, endpoint_ids: list[str]) 
     rows = await db_endpoints.edge_rows(conn, endpoint_ids)
     if not rows:  # deleted meanwhile: the delete writes its tombstone itself
         return
-    await write(ctx, [(row["ingest_token"], _record(row)) for row in rows])
+    await write(ctx, [(row["ingest_token"], _record(ctx, row)) for row in rows])
     # Announced even when the write found a newer config in place: its writer may not have announced yet.
     await _announce(ctx, [row["ingest_token"] for row in rows], confirm=True)
 
@@ -138,7 +142,7 @@ async def resync_all(ctx: Context) -> tuple[int, int]:
         rows = await db_endpoints.edge_rows(conn)
         # Drawn after the read: above the version of every delete that made a scanned key stale.
         tombstone_version = await db_endpoints.next_config_version(conn)
-    live = [(row["ingest_token"], _record(row)) for row in rows]
+    live = [(row["ingest_token"], _record(ctx, row)) for row in rows]
     wanted = {ctx.keys.endpoint_config(token) for token, _ in live}
     prefix = ctx.keys.endpoint_config("")
     gone = [(key.removeprefix(prefix), _tombstone(tombstone_version)) for key in seen if key not in wanted]

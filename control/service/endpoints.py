@@ -8,11 +8,12 @@ import msgspec
 from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
 from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
-from control.service import Context, Principal, edge_config
+from control.service import Context, Principal, edge_config, sealed
 from control.service.accounts import require_live_key
 from control.service.text import check_external_ref, check_name
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, NotFoundError
+from shared.logs import bind
 
 __all__ = (
     "create_endpoint",
@@ -54,6 +55,7 @@ async def require_endpoint(conn: asyncpg.Connection, principal: Principal, endpo
     row = await db_endpoints.get(conn, principal.account_id, endpoint_id) if ids.is_id(endpoint_id, "ep") else None
     if row is None:
         raise _not_found(endpoint_id)
+    bind(endpoint_id=row["id"])  # the request's log lines name the endpoint from here on
     return row
 
 
@@ -91,16 +93,17 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
             quota = account["endpoint_quota"] if account else None
             if quota is not None and await db_endpoints.count_for_account(conn, principal.account_id) >= quota:
                 raise ForbiddenError(f"this account has reached its quota of {quota} endpoints")
+            endpoint_id = ids.new_id("ep")
             try:
                 row = await db_endpoints.insert(
                     conn,
-                    endpoint_id=ids.new_id("ep"),
+                    endpoint_id=endpoint_id,
                     account_id=principal.account_id,
                     name=data.name,
                     environment=data.environment,
                     external_ref=data.external_ref,
                     ingest_token=ids.ingest_token(),
-                    signing_secret=secret,
+                    signing_secret=sealed.seal_endpoint_secret(ctx, endpoint_id, secret),
                 )
             except asyncpg.UniqueViolationError as exc:
                 if exc.constraint_name == "endpoints_external_ref_unique":

@@ -40,7 +40,7 @@ from control.delivery.send import HOP_BY_HOP, Outcome, delivery_row, forwardable
 from control.delivery.storable import storable
 from control.events_text import captured_headers
 from control.records.replay import ReplayRequest, SendOutcome
-from control.service import Context, Principal
+from control.service import Context, Principal, sealed
 from control.service.bodies import shown_body
 from control.service.destinations import check_url
 from control.service.endpoints import require_write
@@ -208,7 +208,9 @@ async def test_destination(ctx: Context, principal: Principal, destination_id: s
     headers = merge(
         {"content-type": "application/json", "user-agent": "hookyard"},
         row["headers"],
-        signature(event_id, body, row["signing_secret"]) if row["sign_deliveries"] else None,
+        signature(event_id, body, sealed.open_destination_secret(ctx, row["id"], row["signing_secret"]))
+        if row["sign_deliveries"]
+        else None,
         {"x-hookyard-event-id": event_id, "x-hookyard-delivery-attempt": "1", "x-hookyard-test": "true"},
     )
     outcome = await _send(ctx, row["url"], "POST", headers, body)

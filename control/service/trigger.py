@@ -20,7 +20,7 @@ import httpx
 
 from control.db import endpoints as db_endpoints
 from control.records.trigger import TriggerOutcome, TriggerRequest
-from control.service import Context, Principal
+from control.service import Context, Principal, sealed
 from control.service.endpoints import ingest_url, require_endpoint, require_write
 from shared import samples
 from shared.errors import NotFoundError, ValidationError
@@ -46,7 +46,8 @@ async def send_test_webhook(ctx: Context, principal: Principal, data: TriggerReq
     sample = samples.sample(
         data.provider,
         data.event_type,
-        secret=config["secret"] or config["signing_secret"],
+        secret=sealed.open_provider_secret(ctx, config["id"], config["secret"])
+        or sealed.open_endpoint_secret(ctx, config["id"], config["signing_secret"]),
         header_name=config["header_name"],
     )
     url = ingest_url(ctx, endpoint["ingest_token"])

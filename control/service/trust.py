@@ -17,7 +17,7 @@ from control.db import endpoints as db_endpoints
 from control.db import trust as db_trust
 from control.records.endpoints import EndpointCreated
 from control.records.trust import AllowlistEntry, AllowlistList, AuthConfig, AuthConfigUpdate
-from control.service import Context, Principal, edge_config
+from control.service import Context, Principal, edge_config, sealed
 from control.service.endpoints import _endpoint as endpoint_record
 from control.service.endpoints import require_endpoint, require_write
 from control.service.text import check_secret, check_text
@@ -81,6 +81,8 @@ async def update_auth_config(
         changes["header_name"] = changes["header_name"].lower()
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
+        if "secret" in changes:
+            changes["secret"] = sealed.seal_provider_secret(ctx, endpoint_id, changes["secret"])
         row = await db_trust.update_auth_config(conn, endpoint_id, changes)
         if row is None:
             raise NotFoundError(f"endpoint {endpoint_id!r} not found")
@@ -97,7 +99,8 @@ async def rotate_secret(ctx: Context, principal: Principal, endpoint_id: str) ->
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     secret = ids.signing_secret()
     async with ctx.pool.acquire() as conn:
-        row = await db_endpoints.set_signing_secret(conn, principal.account_id, endpoint_id, secret)
+        stored = sealed.seal_endpoint_secret(ctx, endpoint_id, secret)
+        row = await db_endpoints.set_signing_secret(conn, principal.account_id, endpoint_id, stored)
         if row is None:
             raise NotFoundError(f"endpoint {endpoint_id!r} not found")
         await edge_config.sync(ctx, conn, [endpoint_id])

@@ -8,9 +8,11 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from control.db import create_pool
+from control.metrics import serve_worker_metrics
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import Context
+from control.service.sealed import keyring_of
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush
 from control.workers.loop import Loop, install_signal_handlers, run_loops
@@ -54,6 +56,7 @@ LOOP_NAMES = tuple(_FACTORIES)
 async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
+    keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first sync
     pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
     redis = await redis_client.open_client(settings.redis_url, blocking_reads=True)  # cluster-aware
@@ -76,7 +79,7 @@ def build_loops(ctx: Context, names: list[str] | tuple[str, ...]) -> list[Loop]:
 async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, burst: bool = False) -> None:
     """Runs the named loops (all when none is named) until SIGTERM/SIGINT, then drains and returns."""
     stop = asyncio.Event()
-    async with worker_context(settings) as ctx:
+    async with worker_context(settings) as ctx, serve_worker_metrics(ctx):
         loops = build_loops(ctx, names)
         if not burst:
             install_signal_handlers(stop)

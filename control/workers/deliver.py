@@ -56,7 +56,9 @@ from control.delivery.send import Outcome, delivery_row, forwardable, merge, sen
 from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
 from control.events_text import captured_headers
-from control.service import Context
+from control.metrics import DELIVERIES, DELIVERY_SECONDS
+from control.service import Context, sealed
+from shared.logs import bind
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
 
@@ -215,6 +217,8 @@ class Deliver:
         send_task.add_done_callback(done)
 
     async def _attempt(self, task: asyncpg.Record) -> None:
+        # Its own asyncio task: the ids stay with this attempt's log lines only.
+        bind(event_id=task["event_id"], endpoint_id=task["endpoint_id"], delivery_id=task["id"])
         s = self.ctx.settings
         attempt = task["attempts"]
         body = bytes(task["body"] or b"")
@@ -226,12 +230,16 @@ class Deliver:
             headers = merge(
                 forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
                 task["destination_headers"],
-                signature(task["event_id"], body, task["destination_secret"]) if task["sign_deliveries"] else None,
+                signature(task["event_id"], body, self._secret(task)) if task["sign_deliveries"] else None,
                 {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
             )
             url, timeout_s = task["destination_url"], s.deliver_timeout_s
             outcome = await send(self.transport, task["method"], url, headers, body, total_timeout_s=timeout_s)
         status, retry_in_s, error = self._next(outcome, attempt)
+        kind = ("success",) if outcome.success else ("error",) if outcome.status is None else ("failure",)
+        DELIVERIES.inc(kind)
+        DELIVERY_SECONDS.observe(outcome.latency_ms / 1000, kind)
+        log.debug("attempt %d: %s in %d ms (%s)", attempt, outcome.status or outcome.error, outcome.latency_ms, status)
         self.recorder.add(  # synchronous: once the response is in, nothing can cancel its bookkeeping
             Attempt(
                 task_id=task["id"],
@@ -256,6 +264,9 @@ class Deliver:
                 ),
             )
         )
+
+    def _secret(self, task: asyncpg.Record) -> str:
+        return sealed.open_destination_secret(self.ctx, task["destination_id"], task["destination_secret"])
 
     def _next(self, outcome: Outcome, attempt: int) -> tuple[str, float | None, str | None]:
         """(task status, seconds to the retry, last_error) after this attempt."""

@@ -240,7 +240,13 @@ class Flush:
         await self._insert_isolating(batch.records, new, refused)
         for (entry, record), exc in refused:
             reason = f"rejected by Postgres: {describe(exc)}"
-            log.error("flush: event %s of endpoint %s dead-lettered, %s", record.id, record.endpoint_id, reason)
+            log.error(
+                "flush: event %s of endpoint %s dead-lettered, %s",
+                record.id,
+                record.endpoint_id,
+                reason,
+                extra={"event_id": record.id, "endpoint_id": record.endpoint_id},
+            )
             batch.dead.append((entry, record_fields(record, reason, entry[1])))
         if refused:
             gone = {id(pair[1]) for pair, _ in refused}

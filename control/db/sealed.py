@@ -1,0 +1,64 @@
+"""The columns that hold sealed secrets (``control.keyring``), read and re-sealed row by row.
+
+One list names them all, so re-sealing (``hookyard migrate``, ``hookyard rotate-encryption-key``) cannot
+miss a column that the service layer seals. Each replacement is a compare-and-set on the stored value: a
+secret rotated meanwhile through the API is never overwritten by a re-seal of its previous value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import NamedTuple
+
+import asyncpg
+
+__all__ = ("COLUMNS", "DESTINATION", "SealedColumn", "replace", "rows")
+
+
+class SealedColumn(NamedTuple):
+    table: str
+    key: str
+    column: str
+
+    @property
+    def purpose(self) -> str:
+        """The associated data's column part: a value sealed for one column never opens in another."""
+        return f"{self.table}.{self.column}"
+
+
+DESTINATION = SealedColumn("destinations", "id", "signing_secret")
+"""A destination's own signing secret (migration 0013), which signs its rule deliveries."""
+COLUMNS: tuple[SealedColumn, ...] = (
+    SealedColumn("endpoints", "id", "signing_secret"),
+    SealedColumn("auth_configs", "endpoint_id", "secret"),
+    DESTINATION,
+)
+
+_BATCH = 500
+
+
+async def rows(conn: asyncpg.Connection, column: SealedColumn) -> AsyncIterator[tuple[str, str]]:
+    """(row key, stored value) of every row with a value, in key order, in batches (keyset pagination)."""
+    after = ""
+    while True:
+        batch = await conn.fetch(
+            f"SELECT {column.key} AS k, {column.column} AS v FROM {column.table} "
+            f"WHERE {column.column} IS NOT NULL AND {column.key} > $1 ORDER BY {column.key} LIMIT {_BATCH}",
+            after,
+        )
+        for row in batch:
+            yield row["k"], row["v"]
+        if len(batch) < _BATCH:
+            return
+        after = batch[-1]["k"]
+
+
+async def replace(conn: asyncpg.Connection, column: SealedColumn, key: str, old: str, new: str) -> bool:
+    """Sets the value when it is still ``old``; False when it changed meanwhile (or the row is gone)."""
+    status = await conn.execute(
+        f"UPDATE {column.table} SET {column.column} = $3 WHERE {column.key} = $1 AND {column.column} = $2",
+        key,
+        old,
+        new,
+    )
+    return status.endswith(" 1")

@@ -1,0 +1,89 @@
+"""Sealing and opening the secrets the service layer stores, and re-sealing what is stored.
+
+Every write of an endpoint signing secret or a provider secret goes through ``seal_*`` and every read that
+needs the clear value through ``open_*``; ``control.keyring`` says how and why. ``reseal`` brings every
+stored value under the current (first) key: clear values left from before encryption, and values of an
+older key after a rotation. ``hookyard migrate`` runs it after the SQL migrations, so an upgraded
+deployment with a key configured is sealed at its first migration; ``hookyard rotate-encryption-key`` runs
+it on its own and says how many values it changed.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from control.context import Context
+from control.db import sealed as db_sealed
+from control.keyring import Keyring, keyring_for
+from shared.errors import ConfigError
+
+__all__ = (
+    "keyring",
+    "keyring_of",
+    "open_destination_secret",
+    "open_endpoint_secret",
+    "open_provider_secret",
+    "reseal",
+    "seal_destination_secret",
+    "seal_endpoint_secret",
+    "seal_provider_secret",
+)
+
+_ENDPOINT, _PROVIDER = db_sealed.COLUMNS[0].purpose, db_sealed.COLUMNS[1].purpose
+_DESTINATION = db_sealed.DESTINATION.purpose
+
+
+def keyring_of(entries: tuple[str, ...]) -> Keyring:
+    """The keyring of the configured keys; a malformed key list stops the process naming the setting."""
+    try:
+        return keyring_for(entries)
+    except ValueError as exc:
+        raise ConfigError(f"HOOKYARD_ENCRYPTION_KEYS: {exc}") from None
+
+
+def keyring(ctx: Context) -> Keyring:
+    return keyring_of(ctx.settings.encryption_keys)
+
+
+def seal_endpoint_secret(ctx: Context, endpoint_id: str, secret: str) -> str:
+    return keyring(ctx).seal(secret, _ENDPOINT, endpoint_id)
+
+
+def open_endpoint_secret(ctx: Context, endpoint_id: str, stored: str) -> str:
+    return keyring(ctx).open(stored, _ENDPOINT, endpoint_id)
+
+
+def seal_provider_secret(ctx: Context, endpoint_id: str, secret: str | None) -> str | None:
+    return None if secret is None else keyring(ctx).seal(secret, _PROVIDER, endpoint_id)
+
+
+def open_provider_secret(ctx: Context, endpoint_id: str, stored: str | None) -> str | None:
+    return None if stored is None else keyring(ctx).open(stored, _PROVIDER, endpoint_id)
+
+
+def seal_destination_secret(ctx: Context, destination_id: str, secret: str) -> str:
+    return keyring(ctx).seal(secret, _DESTINATION, destination_id)
+
+
+def open_destination_secret(ctx: Context, destination_id: str, stored: str) -> str:
+    return keyring(ctx).open(stored, _DESTINATION, destination_id)
+
+
+async def reseal(conn: asyncpg.Connection, ring: Keyring) -> dict[str, int]:
+    """Re-seals every stored secret not under the current key; returns the changed count per column.
+
+    Without a key it changes nothing (sealed values stay sealed: removing the keys never writes a secret
+    back in clear). A value sealed under a key no longer configured raises ConfigError naming the key.
+    """
+    changed: dict[str, int] = {}
+    if not ring.enabled:
+        return changed
+    for column in db_sealed.COLUMNS:
+        count = 0
+        async for key, stored in db_sealed.rows(conn, column):
+            if ring.is_current(stored):
+                continue
+            fresh = ring.seal(ring.open(stored, column.purpose, key), column.purpose, key)
+            count += await db_sealed.replace(conn, column, key, stored, fresh)
+        changed[column.purpose] = count
+    return changed
