@@ -12,6 +12,7 @@ from control.api.deps import provide_principal
 from control.api.destinations import DestinationController, EndpointDestinationController
 from control.api.endpoints import EndpointController
 from control.api.events import EndpointEventController, EventController
+from control.api.inbox_links import EndpointInboxLinkController
 from control.api.labels import EndpointLabelController, LabelController
 from control.api.replay import DestinationTestController, ReplayController
 from control.api.retries import DeliveryRetryController, DeliveryRetryJobController, EndpointDeliveryRetryController
@@ -27,6 +28,7 @@ def v1_router() -> Router:
         path="/v1",
         route_handlers=[
             EndpointController,
+            EndpointInboxLinkController,
             EndpointEventController,
             EventController,
             DeliveryController,

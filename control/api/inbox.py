@@ -1,40 +1,38 @@
-"""GET /inbox/{endpoint_id}: where `inbox_url` leads. A placeholder until the live inbox page is built.
+"""GET /inbox/{endpoint_id}: where `inbox_url` leads, the live inbox page of one endpoint.
 
-It shows only what the owner already has (the endpoint's id, name, ingest URL and expiry), nothing from
-captured events, every value escaped. The page loads nothing (no script, no external asset) and its
-Content-Security-Policy allows nothing but its own inline style, by hash: no ``unsafe-inline``.
+The page is a shell: the endpoint's id, name, ingest URL and expiry, escaped here, and two assets of the
+package (``/static/inbox.js``, ``/static/inbox.css``) that draw the events from the page's data routes
+(``control.api.inbox_data``). Nothing is loaded from elsewhere, and the Content-Security-Policy says so:
+scripts, styles and connections from this origin only, no ``unsafe-inline``, no framing, no form posts.
+
+``?link=`` carries a signed inbox link (``control.service.inbox_links``): it is traded for a cookie scoped
+to this page's path and answered with a 303 to the same URL without it, so the token leaves the address
+bar and the history before anything renders. A forged or expired link is 401 with the error envelope.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import html
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from litestar import Controller, MediaType, Request, Response, get
+from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 
-from control.api.params import EndpointId
+from control.api.params import EndpointId, query, text_schema
 from control.api.public import described
 from control.records.endpoints import Endpoint
 from control.service import Context
 from control.service.anonymous import SESSION_COOKIE
 from control.service.inbox import inbox_endpoint
+from control.service.inbox_links import LINK_COOKIE, MAX_LINK, redeem_link
 
-__all__ = ("InboxController", "render")
+__all__ = ("HEADERS", "InboxController", "render")
 
-_STYLE = (
-    "body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}"
-    "main{max-width:44rem;margin:3rem auto;padding:0 1.25rem}"
-    "dt{font-weight:600;margin-top:.75rem}dd{margin:0;overflow-wrap:anywhere}"
-    "code{font:14px ui-monospace,monospace}"
-)
-_STYLE_HASH = base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode()
 HEADERS = {
     "content-security-policy": (
-        f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; img-src 'none'; base-uri 'none'; "
-        "form-action 'none'; frame-ancestors 'none'"
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
@@ -46,21 +44,21 @@ HEADERS = {
 
 def render(endpoint: Endpoint) -> str:
     expires = endpoint.expires_at.strftime("%Y-%m-%d %H:%M UTC") if endpoint.expires_at else "never (permanent)"
-    rows = (
-        ("Endpoint", f"<code>{html.escape(endpoint.id)}</code>"),
-        ("Name", html.escape(endpoint.name)),
-        ("Ingest URL", f"<code>{html.escape(endpoint.ingest_url)}</code>"),
-        ("Expires", html.escape(expires)),
-    )
-    items = "".join(f"<dt>{label}</dt><dd>{value}</dd>" for label, value in rows)
+    kind = "Temporary endpoint" if endpoint.temporary else "Endpoint"
+    e = html.escape
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="robots" content="noindex">'
-        f"<title>hookyard inbox</title><style>{_STYLE}</style></head><body><main>"
-        "<h1>Inbox</h1><p>Requests sent to the ingest URL are captured. This page will show them live; until "
-        "then, read them over the MCP server (<code>/mcp</code>) with your <code>api_token</code>, or over "
-        "<code>/v1</code> with an API key.</p>"
-        f"<dl>{items}</dl></main></body></html>"
+        '<title>hookyard inbox</title><link rel="stylesheet" href="/static/inbox.css">'
+        '<script src="/static/inbox.js" defer></script></head>'
+        f'<body data-endpoint="{e(endpoint.id)}" data-ingest="{e(endpoint.ingest_url)}">'
+        f'<header><h1>Inbox <span class="name">{e(endpoint.name)}</span></h1>'
+        f'<dl class="meta"><dt>{kind}</dt><dd><code>{e(endpoint.id)}</code></dd>'
+        f"<dt>Ingest URL</dt><dd><code>{e(endpoint.ingest_url)}</code></dd>"
+        f"<dt>Expires</dt><dd>{e(expires)}</dd></dl>"
+        '<p id="status" role="status">connecting…</p></header>'
+        "<noscript><p>This page needs JavaScript to list events; the same data is at <code>/v1</code> and "
+        "<code>/mcp</code>.</p></noscript><main></main></body></html>"
     )
 
 
@@ -72,24 +70,51 @@ class InboxController(Controller):
         "/{endpoint_id:str}",
         operation_id="OpenInbox",
         media_type=MediaType.HTML,
-        security=[{"bearer": []}, {"session": []}],
+        security=[{"bearer": []}, {"session": []}, {"inboxLink": []}],
         responses=described(
             {
+                303: "A valid `link` was traded for the `hy_inbox` cookie: the page again, without `link`",
                 400: "Invalid request: `validation_error`",
-                401: "`unauthorized`: neither the /api/start session cookie nor a usable key or token",
+                401: "`unauthorized`: no session cookie, link cookie, key or token; or a forged or expired `link`",
                 404: "`not_found`: unknown endpoint, or one of another account",
             }
         ),
     )
     async def inbox(
-        self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId
+        self,
+        ctx: NamedDependency[Context],
+        request: Request[Any, Any, Any],
+        endpoint_id: EndpointId,
+        link: Annotated[
+            str | None,
+            query(
+                "A signed inbox link's token (`POST /v1/endpoints/{id}/inbox-link`); traded for a cookie and "
+                "removed from the URL by a 303",
+                **text_schema(MAX_LINK),
+            ),
+        ] = None,
     ) -> Response[str]:
-        """The endpoint's inbox page (HTML), for its owner: the browser that called `/api/start` (its
-        `hy_session` cookie), or `Authorization: Bearer` with the `api_token` or an API key of the account."""
+        """The endpoint's live inbox page (HTML), for its owner: the browser that called `/api/start` (its
+        `hy_session` cookie), a signed inbox link (its `hy_inbox` cookie), or `Authorization: Bearer` with the
+        `api_token` or an API key of the account."""
+        if link is not None:
+            redeemed = await redeem_link(ctx, endpoint_id, link)
+            cookie = Cookie(
+                key=LINK_COOKIE,
+                value=redeemed.cookie,
+                max_age=redeemed.max_age_s,
+                path=f"/inbox/{endpoint_id}",
+                httponly=True,
+                samesite="lax",
+                secure=ctx.settings.control_url.startswith("https://"),
+            )
+            headers = {**HEADERS, "location": f"/inbox/{endpoint_id}"}
+            return Response("", status_code=303, media_type=MediaType.HTML, headers=headers, cookies=[cookie])
         endpoint = await inbox_endpoint(
             ctx,
             endpoint_id,
             authorization=request.headers.get("authorization"),
             session=request.cookies.get(SESSION_COOKIE),
+            link=request.cookies.get(LINK_COOKIE),
         )
         return Response(render(endpoint), media_type=MediaType.HTML, headers=HEADERS)

@@ -1,30 +1,78 @@
-"""Who may open ``/inbox/{endpoint_id}`` (the page a human follows from ``inbox_url``), and what it shows.
+"""Who may open ``/inbox/{endpoint_id}`` (the page a human follows from ``inbox_url``), and what its data
+routes answer.
 
-The owner, two ways: the browser that called /api/start (its ``hy_session`` cookie, while its account is
-anonymous: once registered, the account is reached with its keys), or any usable key of the endpoint's
-account in ``Authorization`` (``hy_tmp_`` tokens included, never on /v1). Like /v1, no credentials (or bad
-ones) is 401 and another account's endpoint is the same 404 as an unknown one.
+The owner, three ways: a signed-link cookie for this very endpoint (``hy_inbox``, from
+``control.service.inbox_links``), the browser that called /api/start (its ``hy_session`` cookie, while its
+account is anonymous: once registered, the account is reached with its keys or links), or any usable key of
+the endpoint's account in ``Authorization`` (``hy_tmp_`` tokens included, never on /v1). Like /v1, no
+credentials (or bad ones) is 401 and another account's endpoint is the same 404 as an unknown one.
+
+The session and the link cookie may replay (the page's replay button) unless the link was made with a
+read-only key: they are the owner in a browser, as the token is the owner in an agent.
+
+The data functions are the /v1 ones (``control.service.events``, ``control.service.replay``) narrowed to
+the endpoint the page is about: a cookie scoped to ``/inbox/A`` must not read or replay an event of the
+account's endpoint B, although its principal is the whole account.
 """
 
 from __future__ import annotations
 
+import base64
+
 from control.db import accounts as db_accounts
 from control.records.endpoints import Endpoint
+from control.records.events import Event, EventWithDeliveries
+from control.records.inbox import InboxEvent, InboxEventList
+from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal
+from control.service import events as service_events
+from control.service import replay as service_replay
 from control.service.accounts import authenticate
 from control.service.anonymous import session_hash
 from control.service.endpoints import get_endpoint
-from shared.errors import UnauthorizedError
+from control.service.events import EventFilters
+from control.service.inbox_links import cookie_principal
+from shared.errors import NotFoundError, UnauthorizedError
 
-__all__ = ("inbox_endpoint",)
+__all__ = (
+    "DENIED",
+    "body_bytes",
+    "inbox_body",
+    "inbox_endpoint",
+    "inbox_event",
+    "inbox_events",
+    "inbox_principal",
+    "inbox_replay",
+)
+
+DENIED = (
+    "open the inbox from the browser that called /api/start, or with an inbox link "
+    "(POST /v1/endpoints/{id}/inbox-link, the MCP tool create_inbox_link, or `hookyard open`), or send "
+    "`Authorization: Bearer <api_token or API key>`"
+)
 
 
-async def inbox_endpoint(ctx: Context, endpoint_id: str, *, authorization: str | None, session: str | None) -> Endpoint:
+async def inbox_principal(
+    ctx: Context, endpoint_id: str, *, authorization: str | None, session: str | None, link: str | None
+) -> Principal:
+    """The caller, once it is known to own the endpoint (401 without credentials, 404 for another's)."""
+    return (await _owner(ctx, endpoint_id, authorization=authorization, session=session, link=link))[0]
+
+
+async def inbox_endpoint(
+    ctx: Context, endpoint_id: str, *, authorization: str | None, session: str | None, link: str | None = None
+) -> Endpoint:
+    return (await _owner(ctx, endpoint_id, authorization=authorization, session=session, link=link))[1]
+
+
+async def _owner(
+    ctx: Context, endpoint_id: str, *, authorization: str | None, session: str | None, link: str | None
+) -> tuple[Principal, Endpoint]:
     if authorization:
         principal = await authenticate(ctx, authorization, allow_temporary=True)
     else:
-        principal = await _session_principal(ctx, session)
-    return await get_endpoint(ctx, principal, endpoint_id)
+        principal = await cookie_principal(ctx, endpoint_id, link) or await _session_principal(ctx, session)
+    return principal, await get_endpoint(ctx, principal, endpoint_id)
 
 
 async def _session_principal(ctx: Context, session: str | None) -> Principal:
@@ -34,7 +82,60 @@ async def _session_principal(ctx: Context, session: str | None) -> Principal:
         async with ctx.pool.acquire() as conn:
             account = await db_accounts.session_account(conn, stored, lock=False)
     if account is None or account["kind"] != "anonymous":
-        raise UnauthorizedError(
-            "open the inbox from the browser that called /api/start, or send `Authorization: Bearer <api_token>`"
-        )
-    return Principal(account_id=account["id"], key_id="", kind="temporary", read_only=True)
+        raise UnauthorizedError(DENIED)
+    return Principal(account_id=account["id"], key_id="", kind="temporary")
+
+
+def body_bytes(event: Event) -> bytes:
+    """The captured body's exact bytes (``Event.body`` is text or base64, never lossy)."""
+    if event.body is None:
+        return b""
+    return base64.b64decode(event.body) if event.body_encoding == "base64" else event.body.encode()
+
+
+def _row(event: Event) -> InboxEvent:
+    return InboxEvent(
+        id=event.id,
+        method=event.method,
+        path=event.path,
+        query=event.query,
+        content_type=event.content_type,
+        provider=event.provider,
+        event_type=event.event_type,
+        signature_valid=event.signature_valid,
+        signature_failure_reason=event.signature_failure_reason,
+        ip_allowed=event.ip_allowed,
+        received_at=event.received_at,
+        size=len(body_bytes(event)),
+        body_encoding=event.body_encoding,
+        labels=event.labels,
+    )
+
+
+async def inbox_events(
+    ctx: Context, principal: Principal, endpoint_id: str, filters: EventFilters, *, limit: int, cursor: str | None
+) -> InboxEventList:
+    """The list of /v1 ``ListEvents``, each event without its headers and body."""
+    page = await service_events.list_events(ctx, principal, endpoint_id, filters, limit=limit, cursor=cursor)
+    return InboxEventList(events=[_row(e) for e in page.events], next_cursor=page.next_cursor)
+
+
+async def inbox_event(ctx: Context, principal: Principal, endpoint_id: str, event_id: str) -> EventWithDeliveries:
+    """/v1 ``GetEvent``, 404 for an event of another endpoint."""
+    event = await service_events.get_event(ctx, principal, event_id)
+    if event.endpoint_id != endpoint_id:
+        raise NotFoundError(f"event {event_id!r} not found")
+    return event
+
+
+async def inbox_body(ctx: Context, principal: Principal, endpoint_id: str, event_id: str) -> tuple[Event, bytes]:
+    event = await inbox_event(ctx, principal, endpoint_id, event_id)
+    return event, body_bytes(event)
+
+
+async def inbox_replay(
+    ctx: Context, principal: Principal, endpoint_id: str, event_id: str, data: ReplayRequest
+) -> SendOutcome:
+    """/v1 ``ReplayEvent``, once the event is known to be this endpoint's."""
+    await inbox_event(ctx, principal, endpoint_id, event_id)
+    return await service_replay.replay_event(ctx, principal, event_id, data)

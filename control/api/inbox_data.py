@@ -1,0 +1,141 @@
+"""The inbox page's data routes, under ``/inbox/{endpoint_id}/`` so the link cookie (scoped to that path)
+reaches them: the event list, one event, its raw body, a replay, and the live stream.
+
+Each is a /v1 operation (``control.service.inbox`` narrows the /v1 service functions to the endpoint),
+authorised as the page is (``control.service.inbox``): a browser cannot send a Bearer key, so the page's
+cookies must be able to read. They are the page's own, not an API: undocumented in ``/schema``, /v1 and
+/mcp serve every client that is not this page.
+
+Live: ``GET .../stream`` is server-sent events. It subscribes to the endpoint's event channel (the long
+poll's ``Wakeups``), says ``sync`` once the subscription is live, and ``events`` with the ids whenever a
+commit is announced; the page answers either by reloading its first page with its filters. Subscribing
+before the first load is what makes it gapless: a commit between the page's load and the stream cannot be
+missed, since the page loads after ``sync``. The stream ends after ``STREAM_S`` so that a browser re-checks
+its credentials (``EventSource`` reconnects by itself and is told ``sync`` again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, ClassVar
+from urllib.parse import urlsplit
+
+from litestar import Controller, MediaType, Request, Response, get, post
+from litestar.di import NamedDependency, Provide
+from litestar.params import JSONBody, QueryParameter
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+from control.api.events import provide_filters
+from control.api.params import Cursor, EndpointId, EventId
+from control.db.events import EventFilters
+from control.records.events import EventWithDeliveries
+from control.records.inbox import InboxEventList
+from control.records.replay import ReplayRequest, SendOutcome
+from control.service import Context, Principal
+from control.service import inbox as service
+from control.service.anonymous import SESSION_COOKIE
+from control.service.inbox_links import LINK_COOKIE
+from shared.errors import ForbiddenError
+
+__all__ = ("STREAM_S", "InboxDataController")
+
+STREAM_S = 300.0
+KEEPALIVE_S = 15.0
+"""A comment this often keeps proxies from closing an idle stream."""
+_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
+
+
+async def _principal(ctx: Context, request: Request[Any, Any, Any], endpoint_id: str) -> Principal:
+    return await service.inbox_principal(
+        ctx,
+        endpoint_id,
+        authorization=request.headers.get("authorization"),
+        session=request.cookies.get(SESSION_COOKIE),
+        link=request.cookies.get(LINK_COOKIE),
+    )
+
+
+def _same_origin(request: Request[Any, Any, Any]) -> None:
+    """A write with the page's cookies must come from the page: SameSite=Lax already keeps them off another
+    site's POST; a foreign ``Origin`` is refused as well."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        raise ForbiddenError("origin: the inbox accepts writes from its own page only")
+
+
+async def _stream(request: Request[Any, Any, Any], ctx: Context, endpoint_id: str) -> AsyncIterator[Any]:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + STREAM_S
+    with request.app.state.wakeups.watch(ctx.keys.event_channel(endpoint_id)) as waiter:
+        await waiter.ready(2.0)
+        waiter.take()
+        yield ServerSentEventMessage(event="sync", data="")
+        while (left := end - loop.time()) > 0:
+            if await waiter.wait(min(KEEPALIVE_S, left)):
+                _, ids = waiter.take()
+                yield ServerSentEventMessage(event="events", data=",".join(ids))
+            else:
+                yield ServerSentEventMessage(comment="keepalive")
+
+
+class InboxDataController(Controller):
+    path = "/inbox/{endpoint_id:str}"
+    include_in_schema = False
+    dependencies: ClassVar[dict[str, Provide]] = {"filters": Provide(provide_filters, sync_to_thread=False)}
+
+    @get("/events")
+    async def events(
+        self,
+        ctx: NamedDependency[Context],
+        request: Request[Any, Any, Any],
+        endpoint_id: EndpointId,
+        filters: NamedDependency[EventFilters],
+        limit: Annotated[int, QueryParameter(ge=1, le=100)] = 50,
+        cursor: Cursor = None,
+    ) -> Response[InboxEventList]:
+        principal = await _principal(ctx, request, endpoint_id)
+        page = await service.inbox_events(ctx, principal, endpoint_id, filters, limit=limit, cursor=cursor)
+        return Response(page, headers=_HEADERS)
+
+    @get("/events/{event_id:str}")
+    async def event(
+        self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId, event_id: EventId
+    ) -> Response[EventWithDeliveries]:
+        principal = await _principal(ctx, request, endpoint_id)
+        return Response(await service.inbox_event(ctx, principal, endpoint_id, event_id), headers=_HEADERS)
+
+    @get("/events/{event_id:str}/body", media_type=MediaType.TEXT)
+    async def body(
+        self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId, event_id: EventId
+    ) -> Response[bytes]:
+        """The raw body as an attachment: never rendered, whatever it holds (octet-stream, a sandbox CSP)."""
+        principal = await _principal(ctx, request, endpoint_id)
+        event, raw = await service.inbox_body(ctx, principal, endpoint_id, event_id)
+        json = (event.content_type or "").split(";")[0].strip().lower().endswith("json")
+        headers = {
+            **_HEADERS,
+            "content-disposition": f'attachment; filename="{event.id}.{"json" if json else "bin"}"',
+            "content-security-policy": "default-src 'none'; sandbox",
+        }
+        return Response(raw, media_type="application/octet-stream", headers=headers)
+
+    @post("/events/{event_id:str}/replay", status_code=200)
+    async def replay(
+        self,
+        ctx: NamedDependency[Context],
+        request: Request[Any, Any, Any],
+        endpoint_id: EndpointId,
+        event_id: EventId,
+        data: JSONBody[ReplayRequest],
+    ) -> Response[SendOutcome]:
+        _same_origin(request)
+        principal = await _principal(ctx, request, endpoint_id)
+        return Response(await service.inbox_replay(ctx, principal, endpoint_id, event_id, data), headers=_HEADERS)
+
+    @get("/stream")
+    async def stream(
+        self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId
+    ) -> ServerSentEvent:
+        await _principal(ctx, request, endpoint_id)
+        return ServerSentEvent(_stream(request, ctx, endpoint_id), headers={**_HEADERS, "x-accel-buffering": "no"})

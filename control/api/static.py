@@ -1,0 +1,54 @@
+"""GET /static/{name}: the few files the control plane's pages load, shipped in the package
+(``control/static``) so the pages work with no network beyond this server.
+
+- ``inbox.js``, ``inbox.css``: the inbox page (``control.api.inbox``), written here, no framework.
+- ``redoc.standalone.js``: the OpenAPI page at ``/schema``, Redoc pinned at the version in ``VENDORED``
+  (MIT, its licence beside it). A page that loads its script from a CDN is blank offline and changes under
+  its users when the CDN's "latest" does.
+
+Only the names listed are served; each answer carries a strong ETag (the content's hash) and ``no-cache``,
+so a browser revalidates with one 304 and an upgrade is picked up at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from litestar import Request, Response, get
+from litestar.params import FromPath
+
+from shared.errors import NotFoundError
+
+__all__ = ("VENDORED", "static_file")
+
+VENDORED = {
+    "redoc.standalone.js": "redoc 2.5.4 (npm), bundles/redoc.standalone.js (3.x ships an ES module instead), with one "
+    'change: its footer logo, its only remote asset, is `src:"data:,"` (the image hides itself when it fails)'
+}
+_TYPES = {
+    "inbox.js": "text/javascript; charset=utf-8",
+    "inbox.css": "text/css; charset=utf-8",
+    "redoc.standalone.js": "text/javascript; charset=utf-8",
+    "redoc.LICENSE.txt": "text/plain; charset=utf-8",
+}
+
+
+@cache
+def _load(name: str) -> tuple[bytes, str]:
+    content = resources.files("control").joinpath("static", name).read_bytes()
+    return content, '"' + hashlib.sha256(content).hexdigest()[:32] + '"'
+
+
+@get("/static/{name:str}", include_in_schema=False, sync_to_thread=False)
+def static_file(name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
+    kind = _TYPES.get(name)
+    if kind is None:
+        raise NotFoundError(f"no static file {name!r}")
+    content, etag = _load(name)
+    headers = {"etag": etag, "cache-control": "no-cache", "x-content-type-options": "nosniff"}
+    if request.headers.get("if-none-match") == etag:
+        return Response(b"", status_code=304, headers=headers)
+    return Response(content, media_type=kind, headers=headers)

@@ -1,0 +1,18 @@
+"""The deployment's own secret keys (table ``instance_keys``): read, or made once by the first caller."""
+
+from __future__ import annotations
+
+import asyncpg
+
+__all__ = ("get_or_create",)
+
+
+async def get_or_create(conn: asyncpg.Connection, name: str, candidate: bytes) -> bytes:
+    """The key called ``name``; ``candidate`` becomes it when there is none yet.
+
+    Two statements, not one: when two processes race, the loser's INSERT waits for the winner's commit and
+    does nothing, and only a new statement's snapshot sees the winner's row."""
+    await conn.execute(
+        "INSERT INTO instance_keys (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", name, candidate
+    )
+    return await conn.fetchval("SELECT secret FROM instance_keys WHERE name = $1", name)

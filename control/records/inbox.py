@@ -1,0 +1,48 @@
+"""Inbox records: the signed link that opens an endpoint's inbox page, and the rows of the page's live list.
+
+A row is an event without its headers and body (which the detail view loads one at a time): a list of
+100 events with bodies of up to 1 MiB each must not travel to a browser that shows one line per event."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from control.records.events import Label, Provider
+
+__all__ = ("InboxEvent", "InboxEventList", "InboxLink")
+
+
+class InboxLink(msgspec.Struct, kw_only=True):
+    url: str
+    """Open it in a browser before `expires_at`: it sets a cookie for this endpoint's inbox only (valid for 12
+    hours) and redirects to the inbox page. It works for whoever holds it, any number of times until it
+    expires: hand it only to the person who should see the endpoint's events."""
+    expires_at: datetime
+
+
+class InboxEvent(msgspec.Struct, kw_only=True):
+    """One line of the inbox list."""
+
+    id: str
+    method: str
+    path: str
+    query: str
+    content_type: str | None
+    provider: Provider | None
+    event_type: str | None
+    signature_valid: bool | None
+    signature_failure_reason: str | None
+    ip_allowed: bool | None
+    received_at: datetime
+    size: int
+    """The body's length in bytes (0 when empty)."""
+    body_encoding: Literal["utf8", "base64"]
+    labels: list[Label]
+
+
+class InboxEventList(msgspec.Struct, kw_only=True):
+    events: list[InboxEvent]
+    next_cursor: str | None

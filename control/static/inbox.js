@@ -1,0 +1,375 @@
+// hookyard inbox page: the live list of one endpoint's captured requests and their detail.
+//
+// Everything captured is hostile data: it reaches the document only as text (textContent, text nodes,
+// element properties), never as markup: no HTML is ever parsed from a string here, and the page's CSP allows
+// scripts from this origin only. Data comes from /inbox/{id}/events... (the /v1 service functions behind
+// the page's cookie); new events are announced on /inbox/{id}/stream (server-sent events).
+"use strict";
+
+(() => {
+  const endpointId = document.body.dataset.endpoint;
+  const ingestUrl = document.body.dataset.ingest || "";
+  const base = `/inbox/${encodeURIComponent(endpointId)}`;
+  const PAGE = 50;
+  const HOP = new Set(["host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te",
+    "trailer", "proxy-connection", "proxy-authorization", "proxy-authenticate", "expect"]);
+
+  const state = { events: new Map(), cursor: null, selected: null, loading: false, again: false, filterKey: "" };
+
+  // -- DOM helpers: text only ------------------------------------------------------------------------
+  function h(tag, props, ...children) {
+    const el = document.createElement(tag);
+    for (const [key, value] of Object.entries(props || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key === "dataset") Object.assign(el.dataset, value);
+      else if (key === "on") for (const [ev, fn] of Object.entries(value)) el.addEventListener(ev, fn);
+      else el[key] = value;
+    }
+    append(el, children);
+    return el;
+  }
+  function append(el, children) {
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+  }
+  function clear(el) { while (el.firstChild) el.firstChild.remove(); }
+  const status = document.getElementById("status");
+  function say(text, kind) { status.textContent = text; status.className = kind || ""; }
+
+  // -- data ------------------------------------------------------------------------------------------
+  async function api(path, options) {
+    const resp = await fetch(base + path, { credentials: "same-origin", cache: "no-store", ...options });
+    if (!resp.ok) {
+      let message = `HTTP ${resp.status}`;
+      try {
+        const body = await resp.json();
+        if (body && body.error) message = `${body.error.code}: ${body.error.message}`;
+      } catch (_) { /* not the envelope */ }
+      const error = new Error(message);
+      error.status = resp.status;
+      throw error;
+    }
+    return resp.json();
+  }
+
+  function filterQuery() {
+    const params = new URLSearchParams();
+    const q = form.q.value.trim(), type = form.type.value.trim();
+    if (q) params.set("q", q);
+    if (form.provider.value) params.set("provider", form.provider.value);
+    if (type) params.set("type", type);
+    if (form.signature.value) params.set("signature_valid", form.signature.value);
+    return params;
+  }
+
+  function bytes(text, encoding) {
+    if (text === null || text === undefined) return new Uint8Array(0);
+    if (encoding === "base64") return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+    return new TextEncoder().encode(text);
+  }
+  function toBase64(data) {
+    let binary = "";
+    for (let i = 0; i < data.length; i += 0x8000) binary += String.fromCharCode(...data.subarray(i, i + 0x8000));
+    return btoa(binary);
+  }
+  function size(n) {
+    if (n < 1024) return `${n} B`;
+    if (n < 1048576) return `${(n / 1024).toFixed(1)} KiB`;
+    return `${(n / 1048576).toFixed(1)} MiB`;
+  }
+  function when(iso) {
+    const d = new Date(iso);
+    return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { hour12: false });
+  }
+  function verdict(valid, reason) {
+    if (valid === true) return h("span", { className: "verdict ok" }, "signature valid");
+    if (valid === false) return h("span", { className: "verdict bad", title: reason || "" }, "invalid", reason ? `: ${reason}` : "");
+    return h("span", { className: "verdict none" }, "not checked");
+  }
+  function labelChips(labels) {
+    return (labels || []).map((label) => {
+      const chip = h("span", { className: "label" }, `${label.key}: ${label.value}`);
+      if (/^#[0-9a-fA-F]{6}$/.test(label.color || "")) {
+        chip.style.borderColor = label.color;
+        chip.style.backgroundColor = `${label.color}22`;
+      }
+      return chip;
+    });
+  }
+
+  // -- the list --------------------------------------------------------------------------------------
+  const main = document.querySelector("main");
+  const form = h("form", { className: "filters", role: "search", on: { submit: (e) => e.preventDefault() } });
+  append(form, [
+    h("input", { name: "q", type: "search", placeholder: "search body, type, labels…", ariaLabel: "search" }),
+    h("select", { name: "provider", ariaLabel: "provider" },
+      h("option", { value: "" }, "any provider"),
+      ["identity", "commerce", "payments", "code_host"].map((p) => h("option", { value: p }, p))),
+    h("input", { name: "type", placeholder: "event type", ariaLabel: "event type" }),
+    h("select", { name: "signature", ariaLabel: "signature" },
+      h("option", { value: "" }, "any signature"),
+      h("option", { value: "true" }, "valid"),
+      h("option", { value: "false" }, "invalid")),
+  ]);
+  const list = h("ol", { id: "events", className: "events" });
+  const older = h("button", { type: "button", id: "older", hidden: true, on: { click: () => loadOlder() } }, "older events");
+  const empty = h("p", { id: "empty", className: "empty", hidden: true },
+    "No events yet. Send a request to the ingest URL; it appears here as it arrives.");
+  const detail = h("section", { id: "detail", className: "detail" },
+    h("p", { className: "empty" }, "Select an event to see its headers, body and deliveries."));
+  main.append(h("div", { className: "columns" }, h("section", { className: "list" }, form, empty, list, older), detail));
+
+  let debounce = null;
+  form.addEventListener("input", () => {
+    clearTimeout(debounce);
+    debounce = setTimeout(() => refresh(true), 250);
+  });
+
+  function ordered() {
+    return [...state.events.values()].sort((a, b) =>
+      a.received_at < b.received_at ? 1 : a.received_at > b.received_at ? -1 : a.id < b.id ? 1 : -1);
+  }
+
+  function row(event, fresh) {
+    const where = event.path ? `/${event.path}` : "/";
+    const li = h("li", {
+      className: `event${fresh ? " new" : ""}${state.selected === event.id ? " selected" : ""}`,
+      tabIndex: 0, dataset: { id: event.id },
+      on: { click: () => select(event.id), keydown: (e) => { if (e.key === "Enter") select(event.id); } },
+    },
+    h("span", { className: "method" }, event.method),
+    h("span", { className: "path" }, where + (event.query ? `?${event.query}` : "")),
+    h("span", { className: "provider" }, event.provider || "unattributed"),
+    h("span", { className: "type" }, event.event_type || ""),
+    verdict(event.signature_valid, event.signature_failure_reason),
+    h("time", { className: "time", dateTime: event.received_at }, when(event.received_at)),
+    h("span", { className: "size" }, size(event.size)),
+    h("span", { className: "labels" }, labelChips(event.labels)));
+    return li;
+  }
+
+  function draw(freshIds) {
+    clear(list);
+    for (const event of ordered()) list.append(row(event, freshIds.has(event.id)));
+    empty.hidden = state.events.size > 0;
+    older.hidden = !state.cursor;
+  }
+
+  async function refresh(reset) {
+    const key = filterQuery().toString();
+    if (state.loading) { state.again = state.again || reset || "yes"; return; }
+    state.loading = true;
+    try {
+      const params = filterQuery();
+      params.set("limit", String(PAGE));
+      const page = await api(`/events?${params}`);
+      const fresh = new Set();
+      if (reset || key !== state.filterKey) {
+        state.events.clear();
+        state.cursor = page.next_cursor;
+        state.filterKey = key;
+      } else if (state.events.size === 0) {
+        state.cursor = page.next_cursor;
+      }
+      for (const event of page.events) {
+        if (!state.events.has(event.id) && !reset && list.childElementCount) fresh.add(event.id);
+        state.events.set(event.id, event);
+      }
+      draw(fresh);
+      say(`live · ${state.events.size} shown`, "live");
+    } catch (error) {
+      say(error.message, "error");
+    } finally {
+      state.loading = false;
+      if (state.again) { const r = state.again === true; state.again = false; refresh(r); }
+    }
+  }
+
+  async function loadOlder() {
+    if (!state.cursor) return;
+    const params = filterQuery();
+    params.set("limit", String(PAGE));
+    params.set("cursor", state.cursor);
+    try {
+      const page = await api(`/events?${params}`);
+      for (const event of page.events) state.events.set(event.id, event);
+      state.cursor = page.next_cursor;
+      draw(new Set());
+    } catch (error) {
+      say(error.message, "error");
+    }
+  }
+
+  // -- live ------------------------------------------------------------------------------------------
+  function connect() {
+    const source = new EventSource(`${base}/stream`);
+    source.addEventListener("sync", () => refresh(false));
+    source.addEventListener("events", () => refresh(false));
+    source.addEventListener("error", () => {
+      if (source.readyState !== EventSource.CLOSED) { say("reconnecting…", "warn"); return; }
+      // Refused (an expired link cookie, the endpoint gone): a plain request says why.
+      api("/events?limit=1").then(() => setTimeout(connect, 2000), (error) => {
+        say(error.status === 401 ? `${error.message} (open a new inbox link)` : error.message, "error");
+        if (error.status !== 401 && error.status !== 404) setTimeout(connect, 5000);
+      });
+    });
+  }
+
+  // -- the detail ------------------------------------------------------------------------------------
+  function table(rows, headings) {
+    return h("table", {},
+      h("thead", {}, h("tr", {}, headings.map((name) => h("th", { scope: "col" }, name)))),
+      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))));
+  }
+
+  function shellQuote(text) { return `'${String(text).replace(/'/g, "'\\''")}'`; }
+
+  function curl(event) {
+    const url = ingestUrl + (event.path ? `/${event.path}` : "") + (event.query ? `?${event.query}` : "");
+    const parts = ["curl", "-X", event.method, shellQuote(url)];
+    for (const [name, value] of Object.entries(event.headers)) {
+      if (HOP.has(name.toLowerCase()) || event.header_encodings[name]) continue;
+      parts.push("-H", shellQuote(`${name}: ${value}`));
+    }
+    if (event.body === null) return parts.join(" ");
+    if (event.body_encoding === "base64") {
+      return `printf %s ${shellQuote(event.body)} | base64 -d | ${parts.join(" ")} --data-binary @-`;
+    }
+    return `${parts.join(" ")} --data-binary ${shellQuote(event.body)}`;
+  }
+
+  function bodyViews(event) {
+    const raw = bytes(event.body, event.body_encoding);
+    const views = [];
+    if (event.body !== null && event.body_encoding === "utf8") {
+      try {
+        views.push(["pretty", JSON.stringify(JSON.parse(event.body), null, 2)]);
+      } catch (_) { /* not JSON: no pretty view */ }
+      views.push(["raw", event.body]);
+    } else if (event.body !== null) {
+      views.push(["raw", `(${size(raw.length)} that are not UTF-8 text: see base64)`]);
+    }
+    views.push(["base64", toBase64(raw)]);
+    const pre = h("pre", { className: "body", id: "body-view" });
+    const tabs = h("div", { className: "tabs", role: "tablist" });
+    const show = (name, text) => {
+      pre.textContent = text;
+      for (const tab of tabs.children) tab.setAttribute("aria-selected", String(tab.dataset.view === name));
+    };
+    for (const [name, text] of views) {
+      tabs.append(h("button", { type: "button", role: "tab", dataset: { view: name }, on: { click: () => show(name, text) } }, name));
+    }
+    show(views[0][0], views[0][1]);
+    const download = h("a", { href: `${base}/events/${encodeURIComponent(event.id)}/body`, download: "", className: "download" },
+      `download raw body (${size(raw.length)})`);
+    return [h("h3", {}, "Body"), tabs, pre, download];
+  }
+
+  function deliveries(event) {
+    if (!event.deliveries.length) return [h("h3", {}, "Deliveries"), h("p", { className: "empty" }, "No delivery attempts.")];
+    const rows = event.deliveries.map((d) => [
+      when(d.created_at), d.source, `#${d.attempt_number}`, d.destination_name || d.destination_url || "",
+      d.response_status === null ? "no response" : String(d.response_status),
+      d.latency_ms === null ? "" : `${d.latency_ms} ms`,
+      d.success ? "ok" : (d.error || "failed"),
+    ]);
+    return [h("h3", {}, "Deliveries"), table(rows, ["time", "source", "attempt", "destination", "status", "latency", "outcome"])];
+  }
+
+  function replayForm(event) {
+    const url = h("input", { name: "url", type: "url", required: true, placeholder: "https://example.com/webhooks", ariaLabel: "replay URL" });
+    const resign = h("input", { name: "resign", type: "checkbox" });
+    const secret = h("input", { name: "secret", type: "password", placeholder: "signing secret (16+ chars)", ariaLabel: "signing secret", autocomplete: "off" });
+    const header = h("input", { name: "signature_header", value: "x-signature", ariaLabel: "signature header" });
+    const outcome = h("div", { className: "outcome", id: "replay-outcome", role: "status" });
+    const send = h("button", { type: "submit" }, "Replay");
+    const formEl = h("form", { className: "replay", on: { submit: async (e) => {
+      e.preventDefault();
+      const request = { url: url.value.trim() };
+      if (resign.checked) Object.assign(request, { resign_with: secret.value, signature_header: header.value.trim() });
+      send.disabled = true;
+      outcome.textContent = "sending…";
+      try {
+        const result = await api(`/events/${encodeURIComponent(event.id)}/replay`, {
+          method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request),
+        });
+        clear(outcome);
+        outcome.className = `outcome ${result.success ? "ok" : "bad"}`;
+        append(outcome, [
+          h("strong", {}, result.success ? "delivered" : "failed"), " · ",
+          result.status === null ? "no response" : `HTTP ${result.status}`, ` · ${result.latency_ms} ms`,
+          result.error ? h("div", {}, result.error) : null,
+          result.response_body ? h("pre", { className: "body" }, result.response_body) : null,
+        ]);
+        const again = await api(`/events/${encodeURIComponent(event.id)}`);
+        const old = detail.querySelector(".deliveries");
+        if (old && state.selected === event.id) { clear(old); append(old, deliveries(again)); }
+      } catch (error) {
+        outcome.className = "outcome bad";
+        outcome.textContent = error.message;
+      } finally {
+        send.disabled = false;
+      }
+    } } },
+    h("label", {}, "URL ", url),
+    h("label", {}, resign, " re-sign with ", secret, " in header ", header),
+    send, outcome);
+    return [h("h3", {}, "Replay"), formEl];
+  }
+
+  async function select(id) {
+    state.selected = id;
+    for (const li of list.children) li.classList.toggle("selected", li.dataset.id === id);
+    if (location.hash !== `#${id}`) history.replaceState(null, "", `#${id}`);
+    clear(detail);
+    detail.append(h("p", { className: "empty" }, "loading…"));
+    let event;
+    try {
+      event = await api(`/events/${encodeURIComponent(id)}`);
+    } catch (error) {
+      clear(detail);
+      detail.append(h("p", { className: "error" }, error.message));
+      return;
+    }
+    if (state.selected !== id) return;
+    clear(detail);
+    const allow = event.ip_allowed === true ? "allowed by the allowlist"
+      : event.ip_allowed === false ? "NOT on the allowlist" : "no allowlist";
+    const summary = [
+      ["id", event.id], ["received", when(event.received_at)], ["request", `${event.method} /${event.path}`],
+      ["provider", event.provider || "unattributed"], ["type", event.event_type || ""],
+      ["signature", verdict(event.signature_valid, event.signature_failure_reason)],
+      ["source IP", `${event.source_ip || "unknown"} · ${allow}`], ["content type", event.content_type || ""],
+      ["idempotency key", event.idempotency_key || ""], ["labels", h("span", {}, labelChips(event.labels))],
+    ];
+    const dl = h("dl", { className: "summary" }, summary.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+    const headerRows = Object.entries(event.headers).map(([name, value]) =>
+      [name, event.header_encodings[name] ? `${value} (base64)` : value]);
+    const queryRows = event.query ? [...new URLSearchParams(event.query)].map(([k, v]) => [k, v]) : [];
+    const command = curl(event);
+    const curlBox = h("pre", { className: "curl", id: "curl" }, command);
+    const copy = h("button", { type: "button", id: "copy-curl", on: { click: async () => {
+      try { await navigator.clipboard.writeText(command); copy.textContent = "copied"; } catch (_) {
+        const range = document.createRange(); range.selectNodeContents(curlBox);
+        getSelection().removeAllRanges(); getSelection().addRange(range); copy.textContent = "selected: press Ctrl+C";
+      }
+    } } }, "copy as curl");
+    append(detail, [
+      h("h2", {}, `${event.method} `, h("span", { className: "path" }, `/${event.path}`)), dl,
+      h("h3", {}, "Headers"), table(headerRows, ["name", "value"]),
+      h("h3", {}, "Query"), queryRows.length ? table(queryRows, ["name", "value"]) : h("p", { className: "empty" }, "none"),
+      bodyViews(event),
+      h("div", { className: "deliveries" }, deliveries(event)),
+      h("h3", {}, "Copy as curl"), copy, curlBox,
+      replayForm(event),
+    ]);
+  }
+
+  refresh(true).then(() => {
+    const wanted = location.hash.slice(1);
+    if (/^evt_[0-9A-Za-z]+$/.test(wanted)) select(wanted);
+  });
+  connect();
+})();
