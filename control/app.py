@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from litestar import Litestar, Response, get
 from litestar.di import NamedDependency, Provide
 from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from control.api import v1_router
@@ -118,12 +118,23 @@ def create_app(settings: Settings | None = None) -> Litestar:
             description="Webhook capture, routing and replay. Every non-2xx body is `{error: {code, message}}`.",
             path="/schema",
             use_handler_docstrings=True,
-            render_plugins=[ScalarRenderPlugin(), JsonRenderPlugin()],
+            # Redoc from the package (control/static), not a CDN: the page works offline, pinned.
+            render_plugins=[
+                RedocRenderPlugin(
+                    js_url="/static/redoc.standalone.js",
+                    google_fonts=False,
+                    favicon="<link rel='icon' href='data:,'>",
+                    path="/redoc",
+                ),
+                JsonRenderPlugin(),
+            ],
             components=Components(
                 security_schemes={
                     "bearer": SecurityScheme(type="http", scheme="bearer"),
                     # The browser session of /api/start, which also opens the inbox page.
                     "session": SecurityScheme(type="apiKey", name="hy_session", security_scheme_in="cookie"),
+                    # The cookie a signed inbox link (POST /v1/endpoints/{id}/inbox-link) is traded for.
+                    "inboxLink": SecurityScheme(type="apiKey", name="hy_inbox", security_scheme_in="cookie"),
                 }
             ),
         ),
