@@ -73,12 +73,11 @@ def cluster_round(bench: Bench, secret: str, body: bytes, headers: dict[str, str
         return {"cluster": "skipped_no_redis_7"}
     round_s = 2.0
     rounds = max(2, round(seconds / (2 * round_s)))
-    keys = Keys(bench.settings.redis_prefix, SHARDS)
     root = Path(tempfile.mkdtemp(prefix="hookyard-bench-cluster-"))
     cluster = ClusterNodes(*binaries, root)
     try:
         cluster.start()
-        return _rounds(bench, cluster, keys, secret, body, headers, rounds, round_s)
+        return _rounds(bench, cluster, secret, body, headers, rounds, round_s)
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -87,7 +86,6 @@ def cluster_round(bench: Bench, secret: str, body: bytes, headers: dict[str, str
 def _rounds(
     bench: Bench,
     cluster: ClusterNodes,
-    keys: Keys,
     secret: str,
     body: bytes,
     headers: dict[str, str],
@@ -96,9 +94,13 @@ def _rounds(
 ) -> dict:
     with ExitStack() as running:
         targets: dict[str, list[str]] = {}
+        keys = {
+            "one": Keys(bench.settings.redis_prefix, SHARDS),
+            "cluster": Keys(bench.settings.redis_prefix, SHARDS, cluster=True),  # the names hookyard picks there
+        }
         for name, url in (("one", bench.settings.redis_url), ("cluster", cluster.url)):
             settings = msgspec.structs.replace(bench.settings, redis_url=url, stream_shards=SHARDS)
-            endpoints = asyncio.run(_endpoints_on_two_masters(settings, keys, secret))
+            endpoints = asyncio.run(_endpoints_on_two_masters(settings, keys[name], secret))
             env = {**bench.env, "REDIS_URL": url, "HOOKYARD_STREAM_SHARDS": str(SHARDS)}
             targets[name] = []
             for endpoint in endpoints:
@@ -112,9 +114,9 @@ def _rounds(
         results: dict[str, list[list[WrkResult]]] = {"one": [], "cluster": []}
         for _ in range(rounds):
             for name in ("one", "cluster"):
-                asyncio.run(_stored(urls[name], keys, empty=True))
+                asyncio.run(_stored(urls[name], keys[name], empty=True))
                 results[name].append(_both(targets[name], body, headers, round_s))
-        stored = asyncio.run(_stored(cluster.url, keys, empty=False))
+        stored = asyncio.run(_stored(cluster.url, keys["cluster"], empty=False))
     last = results["cluster"][-1]
     rps = {name: statistics.mean(sum(r.rps for r in pair) for pair in runs) for name, runs in results.items()}
     return {

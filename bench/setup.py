@@ -40,7 +40,8 @@ async def create_endpoint(
     account_id, key = account
     pool = await create_pool(settings.database_url, max_size=2)
     redis = await redis_client.open_client(settings.redis_url)  # a cluster client on a Redis Cluster
-    ctx = Context(settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards))
+    keys = Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis))
+    ctx = Context(settings=settings, pool=pool, redis=redis, keys=keys)
     try:
         created = await create(
             ctx, Principal(account_id=account_id, key_id="bench", kind="live"), EndpointCreate(name="bench")

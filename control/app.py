@@ -79,7 +79,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
         pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
         redis = await redis_client.open_client(settings.redis_url)  # a cluster client on a Redis Cluster
         ctx = Context(
-            settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards)
+            settings=settings,
+            pool=pool,
+            redis=redis,
+            keys=Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis)),
         )
         app.state.ctx = ctx
         app.state.limiter = RateLimiter(redis, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)

@@ -26,6 +26,7 @@ from typing import Any
 import asyncpg
 import redis
 
+from control import cli_open
 from shared.errors import ConfigError, HookyardError
 from shared.settings import Settings, env_name, load_settings
 
@@ -100,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--email", required=True)
     create.add_argument("--read-only", action="store_true", help="the key can read but not change anything")
     create.set_defaults(handler=_account_create)
+
+    cli_open.add_parser(commands)
 
     dead = commands.add_parser("dead-letters", help="records the flush could not store: list, show, retry")
     dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="ACTION")

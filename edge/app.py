@@ -145,6 +145,7 @@ class EdgeApp:
         if await redis_client.is_cluster(settings.redis_url):
             cluster = redis_client.connect(settings.redis_url, cluster=True)
             self.redis = cluster
+            self.keys = Keys(settings.redis_prefix, settings.stream_shards, cluster=True)  # shards spread
             await cluster.initialize()  # type: ignore[attr-defined] - the slot map the writer routes by
             self.stream_redis = ClusterRespConnection(settings.redis_url, cluster)  # type: ignore[arg-type]
         else:

@@ -1,13 +1,24 @@
 """Every Redis key and channel name hookyard uses, in one place.
 
 Names start with the settings' ``redis_prefix`` (default ``hy:``) so several deployments, or every test,
-can share one Redis. The ingest stream shards carry a Redis Cluster hash tag (``{ingest:N}``) so a cluster
-spreads them over nodes; an endpoint always maps to the same shard.
+can share one Redis. The ingest stream shards carry a Redis Cluster hash tag so a cluster spreads them over
+nodes; an endpoint always maps to the same shard, and a shard's dead letters share its tag (one slot).
+
+On one Redis the tag is ``{ingest:N}``. On a Redis Cluster (``cluster=True``: every process asks the server,
+so all agree) the slots of ``{ingest:0}``, ``{ingest:1}``, ... bunch up (three shards: two on one master of
+an evenly split cluster), so shard N's tag is the first of ``ingest:N``, ``ingest:N:1``, ``ingest:N:2``, ...
+whose slot lies in the middle of the N-th of ``shards`` equal parts of the slot range: with the even split
+``redis-cli --cluster create`` and managed clusters make, any ``shards`` >= masters puts a shard on every
+master, as evenly as the counts allow. The names depend on ``shards`` there: change it only with the
+streams drained (docs/SCALING.md).
 """
 
 from __future__ import annotations
 
 import zlib
+from functools import cache
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 __all__ = ("FLUSH_GROUP", "Keys")
 
@@ -15,29 +26,45 @@ FLUSH_GROUP = "flush"
 """Consumer group of the flush workers on every ingest shard."""
 
 
-class Keys:
-    __slots__ = ("prefix", "shards")
+@cache
+def _spread_tag(shard: int, shards: int) -> str:
+    """The first tag of shard ``shard`` whose slot is in the middle half of its part of the slot range."""
+    low = (4 * shard + 1) * REDIS_CLUSTER_HASH_SLOTS // (4 * shards)
+    high = max(low + 1, (4 * shard + 3) * REDIS_CLUSTER_HASH_SLOTS // (4 * shards))
+    candidate, n = f"ingest:{shard}", 0
+    while not low <= key_slot(candidate.encode()) < high:
+        n += 1
+        candidate = f"ingest:{shard}:{n}"
+    return candidate
 
-    def __init__(self, prefix: str, shards: int = 1) -> None:
+
+class Keys:
+    __slots__ = ("cluster", "prefix", "shards")
+
+    def __init__(self, prefix: str, shards: int = 1, *, cluster: bool = False) -> None:
         if not prefix:
             raise ValueError("redis prefix must not be empty")
         if shards < 1:
             raise ValueError("stream shards must be >= 1")
         self.prefix = prefix
         self.shards = shards
+        self.cluster = cluster
 
     # -- ingest ----------------------------------------------------------------------------------
     def shard_for(self, endpoint_id: str) -> int:
         return zlib.crc32(endpoint_id.encode()) % self.shards
 
+    def _tag(self, shard: int) -> str:
+        return _spread_tag(shard, self.shards) if self.cluster else f"ingest:{shard}"
+
     def ingest_stream(self, shard: int) -> str:
-        return f"{self.prefix}{{ingest:{shard}}}"
+        return f"{self.prefix}{{{self._tag(shard)}}}"
 
     def ingest_streams(self) -> list[str]:
         return [self.ingest_stream(s) for s in range(self.shards)]
 
     def dead_letter_stream(self, shard: int) -> str:
-        return f"{self.prefix}{{ingest:{shard}}}:dead"
+        return f"{self.prefix}{{{self._tag(shard)}}}:dead"
 
     # -- edge configuration ----------------------------------------------------------------------
     def endpoint_config(self, ingest_token: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 
 import httpx
 import pytest
@@ -49,14 +50,17 @@ async def test_hookyard_tells_a_cluster_from_one_redis(redis_cluster: ClusterNod
         await client.aclose()
 
 
-def test_each_shards_keys_share_a_slot_and_four_shards_reach_every_master(redis_cluster: ClusterNodes) -> None:
-    """With ``redis-cli --cluster create``'s even split of three masters, shards 0-3 land on 2, 1, 1 and 0
-    (docs/SCALING.md: three shards reach only two of them; moving a slot fixes that)."""
-    keys = Keys("hy:", shards=4)
-    for shard in range(4):  # the MULTI of the flush's dead letters names both
+@pytest.mark.parametrize("shards", [3, 4, 6, 12])
+def test_each_shards_keys_share_a_slot_and_the_shards_spread_evenly_over_the_masters(
+    redis_cluster: ClusterNodes, shards: int
+) -> None:
+    keys = Keys("hy:", shards=shards, cluster=True)
+    for shard in range(shards):  # the MULTI of the flush's dead letters names both
         assert key_slot(keys.ingest_stream(shard).encode()) == key_slot(keys.dead_letter_stream(shard).encode())
-    owners = {redis_cluster.owner(key_slot(stream.encode())) for stream in keys.ingest_streams()}
-    assert owners == set(redis_cluster.ports)
+    per_master = Counter(redis_cluster.owner(key_slot(stream.encode())) for stream in keys.ingest_streams())
+    assert set(per_master) == set(redis_cluster.ports)
+    assert max(per_master.values()) - min(per_master.values()) <= 1
+    assert Keys("hy:", shards=shards).ingest_stream(1) == "hy:{ingest:1}"  # one Redis keeps its names
 
 
 async def test_a_long_poll_is_woken_by_a_webhook_through_the_cluster(
@@ -101,7 +105,7 @@ async def test_resharding_an_ingest_slot_during_load_loses_nothing(
     account = await make_account(database_url)
     endpoint = _create_endpoint(stack, account)
     token = endpoint["ingest_url"].rsplit("/", 1)[-1]
-    keys = Keys(stack.env["HOOKYARD_REDIS_PREFIX"], shards=3)
+    keys = Keys(stack.env["HOOKYARD_REDIS_PREFIX"], shards=3, cluster=True)
     stream = keys.ingest_stream(keys.shard_for(endpoint["id"]))
     slot = key_slot(stream.encode())
     source = redis_cluster.owner(slot)

@@ -62,7 +62,10 @@ async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     redis = await redis_client.open_client(settings.redis_url, blocking_reads=True)  # cluster-aware
     try:
         yield Context(
-            settings=settings, pool=pool, redis=redis, keys=Keys(settings.redis_prefix, settings.stream_shards)
+            settings=settings,
+            pool=pool,
+            redis=redis,
+            keys=Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis)),
         )
     finally:
         await redis.aclose()
