@@ -336,7 +336,7 @@ async def _dead_letters_command(args: argparse.Namespace, settings: Settings, re
     from shared.keys import Keys
 
     redis = await redis_client.open_client(redis_url)
-    keys = Keys(settings.redis_prefix, settings.stream_shards)
+    keys = Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis))
     try:
         if args.dead_command == "show":
             return msgspec.json.format(msgspec.json.encode(await dead_letters.show(redis, keys, args.id))).decode()
