@@ -107,8 +107,15 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "forward_all": False,
             "condition_tree": TREE,
             "rule_name": "r",
+            "sign_deliveries": True,
         },
-        "UpdateDestination": {"url": "https://example.com/other", "name": "n", "headers": {"x-a": "b"}},
+        "UpdateDestination": {
+            "url": "https://example.com/other",
+            "name": "n",
+            "headers": {"x-a": "b"},
+            "sign_deliveries": False,
+        },
+        "SendTestWebhook": {"provider": "payments", "event_type": "invoice.paid"},
         "CreateRule": {
             "name": "n",
             "condition_tree": TREE,

@@ -180,6 +180,8 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert [d["id"] for d in (await t.ok("list_destinations", endpoint_id=ep))["destinations"]] == [dst]
         assert (await t.ok("get_destination", destination_id=dst))["url"] == sink.url
         await t.ok("update_destination", destination_id=dst, headers={"x-team": "billing"})
+        rotated = await t.ok("rotate_destination_secret", destination_id=dst)
+        assert rotated["signing_secret"].startswith("whsec_")
         before = len(sink.requests)
         assert (await t.ok("test_destination", destination_id=dst))["success"] is True
         assert (await sink.wait_for(before + 1))[-1].headers["x-hookyard-test"] == "true"

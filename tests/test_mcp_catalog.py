@@ -64,7 +64,6 @@ def test_every_v1_operation_has_its_tool(document: dict[str, Any], catalog: Cata
     assert names == list(dict.fromkeys(names)), "a tool is listed twice"
     assert set(names) == set(TOOLS)
     assert names[:2] == ["list_endpoints", "create_endpoint"], "listed in the document's order"
-    assert names[-1] == "send_test_webhook", "tools of their own come last"
 
 
 def test_names_are_snake_case_verbs(catalog: Catalog) -> None:
@@ -166,7 +165,7 @@ def test_input_schemas_are_the_documents(document: dict[str, Any], catalog: Cata
 
 def test_send_test_webhook_schema_lists_each_providers_events(catalog: Catalog) -> None:
     schema = next(tool for tool in catalog.tools if tool.name == "send_test_webhook").input_schema
-    assert schema["required"] == ["endpoint_id", "provider", "event_type"]
+    assert sorted(schema["required"]) == ["endpoint_id", "event_type", "provider"]
     validator = jsonschema.Draft202012Validator(schema)
     base = {"endpoint_id": "ep_01KAAAAAAAAAAAAAAAAAAAAAAA"}
     assert validator.is_valid({**base, "provider": "commerce", "event_type": "orders/paid"})

@@ -18,6 +18,7 @@ from control.api.replay import DestinationTestController, ReplayController
 from control.api.retries import DeliveryRetryController, DeliveryRetryJobController, EndpointDeliveryRetryController
 from control.api.rules import EndpointRuleController, RuleController
 from control.api.schemas import EndpointSchemaController, SchemaController
+from control.api.trigger import EndpointTriggerController
 from control.auth import bearer_auth
 
 __all__ = ("v1_router",)
@@ -46,6 +47,7 @@ def v1_router() -> Router:
             LabelController,
             ReplayController,
             DestinationTestController,
+            EndpointTriggerController,
             SchemaController,
             EndpointSchemaController,
         ],

@@ -63,7 +63,8 @@ class DestinationTestController(Controller):
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
     ) -> SendOutcome:
         """Sends a small synthetic JSON event (`{"id", "type": "hookyard.test", "created_at", "data"}`) to the
-        destination with its headers, signed with the endpoint's platform secret (Standard Webhooks:
+        destination with its headers, signed as rule deliveries are, with the destination's own `signing_secret`
+        unless `sign_deliveries` is off (Standard Webhooks:
         `webhook-id`, `webhook-timestamp`, `webhook-signature`), and records a delivery with
         `source: "manual_test"`. Answers the outcome in the same shape as a replay; failures of the request
         are `success: false` with `error`."""

@@ -6,22 +6,16 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from control.records.text import id_pattern
 from shared.samples import EVENT_TYPES
 
-__all__ = ("TriggerOutcome", "TriggerRequest")
+__all__ = ("TriggerOutcome", "TriggerSample")
 
 _ALL_EVENT_TYPES = sorted({name for names in EVENT_TYPES.values() for name in names})
 
 
-class TriggerRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    endpoint_id: Annotated[
-        str,
-        # Documented, not checked: an id of another shape names nothing, a 404 like an unknown id.
-        msgspec.Meta(
-            description="The endpoint's id (`ep_` and a ULID)", extra_json_schema={"pattern": id_pattern("ep")}
-        ),
-    ]
+class TriggerSample(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Which provider's sample to send: the body of ``POST /v1/endpoints/{id}/test-webhook``."""
+
     provider: Annotated[
         Literal["identity", "commerce", "payments", "code_host"],
         msgspec.Meta(description="Whose webhook to imitate, signed and shaped as that provider sends it"),

@@ -19,7 +19,7 @@ import json
 import httpx
 
 from control.db import endpoints as db_endpoints
-from control.records.trigger import TriggerOutcome, TriggerRequest
+from control.records.trigger import TriggerOutcome, TriggerSample
 from control.service import Context, Principal, sealed
 from control.service.endpoints import ingest_url, require_endpoint, require_write
 from shared import samples
@@ -30,7 +30,10 @@ __all__ = ("send_test_webhook",)
 _TIMEOUT_S = 10.0
 
 
-async def send_test_webhook(ctx: Context, principal: Principal, data: TriggerRequest) -> TriggerOutcome:
+async def send_test_webhook(
+    ctx: Context, principal: Principal, endpoint_id: str, data: TriggerSample
+) -> TriggerOutcome:
+    """For ``POST /v1/endpoints/{id}/test-webhook``, the MCP tool and ``hookyard trigger`` alike."""
     require_write(principal)
     names = samples.EVENT_TYPES.get(data.provider)
     if names is None:
@@ -38,10 +41,10 @@ async def send_test_webhook(ctx: Context, principal: Principal, data: TriggerReq
     if data.event_type not in names:
         raise ValidationError(f"event_type: {data.provider} sends no {data.event_type!r}; one of {', '.join(names)}")
     async with ctx.pool.acquire() as conn:
-        endpoint = await require_endpoint(conn, principal, data.endpoint_id)
+        endpoint = await require_endpoint(conn, principal, endpoint_id)
         rows = await db_endpoints.edge_rows(conn, [endpoint["id"]])
     if not rows:  # deleted between the two reads
-        raise NotFoundError(f"endpoint {data.endpoint_id!r} not found")
+        raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     config = rows[0]
     sample = samples.sample(
         data.provider,

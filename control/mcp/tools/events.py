@@ -45,8 +45,8 @@ class EventWaited(msgspec.Struct, kw_only=True):
     """The first matching event; null when none arrived within `timeout` seconds."""
     timed_out: bool
     message: str
-    cursor: str | None = None
-    """With `after`: the position to pass as `after` next (after `event`, or as far as the wait looked)."""
+    cursor: str | msgspec.UnsetType = msgspec.UNSET
+    """With `after` only: the position to pass as `after` next (after `event`, or as far as the wait looked)."""
 
 
 @tool("ListEvents", read_only=True)
