@@ -437,6 +437,7 @@ async def test_bulk_retry_errors(client, account, other_account, ctx: Context, d
     assert_error(await post({}, endpoint_url="/v1/endpoints/ep_nope/deliveries/retry"), 404, "not_found")
     read_only = await make_account(ctx.settings.database_url, read_only=True)
     assert_error(await post({}, read_only), 403, "forbidden")
+    assert_error(await client.post(url), 401, "unauthorized")
 
     created = (await post({})).json()
     for job_id in ("retry_01KAAAAAAAAAAAAAAAAAAAAAAA", "retry_x", made["endpoint"]):
@@ -444,3 +445,4 @@ async def test_bulk_retry_errors(client, account, other_account, ctx: Context, d
     resp = await client.get(f"/v1/delivery-retries/{created['id']}", headers=other_account.headers)
     assert_error(resp, 404, "not_found")
     assert (await _job(client, account, created["id"]))["id"] == created["id"]
+    assert_error(await client.get(f"/v1/delivery-retries/{created['id']}"), 401, "unauthorized")
