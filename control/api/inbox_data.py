@@ -81,10 +81,9 @@ async def _stream(request: Request[Any, Any, Any], ctx: Context, endpoint_id: st
 
 class InboxDataController(Controller):
     path = "/inbox/{endpoint_id:str}"
-    include_in_schema = False
     dependencies: ClassVar[dict[str, Provide]] = {"filters": Provide(provide_filters, sync_to_thread=False)}
 
-    @get("/events")
+    @get("/events", include_in_schema=False)
     async def events(
         self,
         ctx: NamedDependency[Context],
@@ -98,14 +97,14 @@ class InboxDataController(Controller):
         page = await service.inbox_events(ctx, principal, endpoint_id, filters, limit=limit, cursor=cursor)
         return Response(page, headers=_HEADERS)
 
-    @get("/events/{event_id:str}")
+    @get("/events/{event_id:str}", include_in_schema=False)
     async def event(
         self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId, event_id: EventId
     ) -> Response[EventWithDeliveries]:
         principal = await _principal(ctx, request, endpoint_id)
         return Response(await service.inbox_event(ctx, principal, endpoint_id, event_id), headers=_HEADERS)
 
-    @get("/events/{event_id:str}/body", media_type=MediaType.TEXT)
+    @get("/events/{event_id:str}/body", media_type=MediaType.TEXT, include_in_schema=False)
     async def body(
         self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId, event_id: EventId
     ) -> Response[bytes]:
@@ -120,7 +119,7 @@ class InboxDataController(Controller):
         }
         return Response(raw, media_type="application/octet-stream", headers=headers)
 
-    @post("/events/{event_id:str}/replay", status_code=200)
+    @post("/events/{event_id:str}/replay", status_code=200, include_in_schema=False)
     async def replay(
         self,
         ctx: NamedDependency[Context],
@@ -133,7 +132,7 @@ class InboxDataController(Controller):
         principal = await _principal(ctx, request, endpoint_id)
         return Response(await service.inbox_replay(ctx, principal, endpoint_id, event_id, data), headers=_HEADERS)
 
-    @get("/stream")
+    @get("/stream", include_in_schema=False)
     async def stream(
         self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId
     ) -> ServerSentEvent:
