@@ -69,6 +69,30 @@ async def rules_of(client, account, endpoint: dict[str, Any]) -> list[dict[str, 
     return resp.json()["rules"]
 
 
+IDLE_HEALTH = {
+    "attempts": 0,
+    "succeeded": 0,
+    "failed": 0,
+    "success_rate": None,
+    "latency_ms": {"p50": None, "p95": None, "p99": None},
+    "last_status": None,
+    "last_attempt_at": None,
+    "consecutive_failures": 0,
+    "circuit": "closed",
+    "reopens_at": None,
+}
+"""The ``health`` of a destination nothing was delivered to (tests/test_stats.py covers the rest)."""
+
+
+async def fetched(client, headers: dict[str, str], destination_id: str) -> dict[str, Any]:
+    """GET /v1/destinations/{id}: the record without its ``health``, which must be that of an idle one."""
+    resp = await client.get(f"/v1/destinations/{destination_id}", headers=headers)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body.pop("health") == IDLE_HEALTH
+    return body
+
+
 # -- create, list, get ------------------------------------------------------------------------------------
 
 
@@ -89,9 +113,7 @@ async def test_create_returns_the_record_and_no_rule(client, account):
     assert created == parse_ts(body["updated_at"])
     assert before - timedelta(seconds=5) <= created <= utcnow() + timedelta(seconds=5)
     assert await listed(client, account, made) == [body]
-    got = await client.get(f"/v1/destinations/{body['id']}", headers=account.headers)
-    assert got.status_code == 200
-    assert got.json() == body
+    assert await fetched(client, account.headers, body["id"]) == body
     assert await rules_of(client, account, made) == []
 
 
@@ -117,9 +139,7 @@ async def test_forward_all_also_creates_a_rule_matching_everything(client, accou
     assert await rules_of(client, account, made) == [rule]
     assert (await client.get(f"/v1/rules/{rule['id']}", headers=account.headers)).json() == rule
     # the destination's own record carries no rule
-    assert set((await client.get(f"/v1/destinations/{body['id']}", headers=account.headers)).json()) == (
-        DESTINATION_FIELDS
-    )
+    assert set(await fetched(client, account.headers, body["id"])) == DESTINATION_FIELDS
 
 
 async def test_condition_tree_creates_a_rule_with_the_normalised_tree_and_rule_name(client, account):
@@ -268,7 +288,7 @@ async def test_patch_changes_only_the_given_fields_and_moves_updated_at(client, 
     assert body["url"] == "http://10.0.0.1:8080/new"
     assert (body["name"], body["headers"], body["created_at"]) == ("old", {"x-a": "1"}, dest["created_at"])
     assert parse_ts(body["updated_at"]) > parse_ts(dest["updated_at"])
-    assert (await client.get(f"/v1/destinations/{dest['id']}", headers=account.headers)).json() == body
+    assert await fetched(client, account.headers, dest["id"]) == body
 
 
 async def test_patch_headers_replaces_them_and_null_clears_name_and_headers(client, account):
@@ -323,7 +343,7 @@ async def test_patch_rejects_invalid_bodies_and_changes_nothing(client, account,
     dest = await added(client, account, made, name="keep", headers={"x-a": "1"})
     resp = await client.patch(f"/v1/destinations/{dest['id']}", json=body, headers=account.headers)
     assert_error(resp, 400, "validation_error", field=field)
-    assert (await client.get(f"/v1/destinations/{dest['id']}", headers=account.headers)).json() == dest
+    assert await fetched(client, account.headers, dest["id"]) == dest
 
 
 # -- delete -----------------------------------------------------------------------------------------------
@@ -506,7 +526,7 @@ async def test_a_read_only_key_reads_but_cannot_change(client, account, database
     async with db(database_url) as conn:
         ro = {"Authorization": f"Bearer {await issue_key(conn, account.id, read_only=True)}"}
     assert (await client.get(list_path(made), headers=ro)).json() == {"destinations": [dest]}
-    assert (await client.get(f"/v1/destinations/{dest['id']}", headers=ro)).json() == dest
+    assert await fetched(client, ro, dest["id"]) == dest
     for method, url, payload in (
         ("POST", list_path(made), {"url": "https://example.com/", "forward_all": True}),
         ("PATCH", f"/v1/destinations/{dest['id']}", {"name": "x"}),
@@ -528,3 +548,6 @@ async def test_openapi_documents_the_destination_routes(client):
     assert {"200", "400", "401", "403", "404"} <= set(one["patch"]["responses"])
     assert {"200", "401", "403", "404"} <= set(one["delete"]["responses"])
     assert set(schema["components"]["schemas"]["Destination"]["properties"]) == DESTINATION_FIELDS
+    detail = schema["components"]["schemas"]["DestinationDetail"]["properties"]
+    assert set(detail) == DESTINATION_FIELDS | {"health"}
+    assert set(schema["components"]["schemas"]["DestinationHealth"]["properties"]) == set(IDLE_HEALTH)

@@ -253,6 +253,18 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         rule_deliveries = await t.ok("list_deliveries", endpoint_id=ep, source="rule", success=True)
         assert [d["event_id"] for d in rule_deliveries["deliveries"]] == [event["id"]]
 
+        # Stats: the one event and its one rule attempt (the destination test is not counted).
+        stats = await t.ok("get_endpoint_stats", endpoint_id=ep)
+        assert stats["events"]["total"] == 1
+        assert stats["events"]["by_event_type"] == [
+            {"provider": "payments", "event_type": "charge.refunded", "count": 1}
+        ]
+        assert [stats["deliveries"][k] for k in ("attempted", "succeeded", "success_rate")] == [1, 1, 1.0]
+        (health,) = stats["destinations"]
+        assert (health["destination_id"], health["last_status"], health["circuit"]) == (dst, 200, "closed")
+        shown = (await t.ok("get_destination", destination_id=dst))["health"]
+        assert shown == {k: v for k, v in health.items() if k not in ("destination_id", "name", "url")}
+
         # Retries: one delivery again now (here a deliberate resend), and a bulk retry of failures as a job.
         before = len(sink.requests)
         again = await t.ok("retry_delivery", delivery_id=rule_deliveries["deliveries"][0]["id"])
@@ -433,6 +445,7 @@ async def test_a_key_sees_its_own_account_only(running: Stack, account: Account,
             ("get_event", {"event_id": sent["event_id"]}),
             ("replay_event", {"event_id": sent["event_id"], "url": "http://127.0.0.1:9/"}),
             ("get_auth_config", {"endpoint_id": ep}),
+            ("get_endpoint_stats", {"endpoint_id": ep}),
             ("send_test_webhook", {"endpoint_id": ep, "provider": "payments", "event_type": "invoice.paid"}),
         ]:
             assert (await theirs.error(tool, **arguments))["code"] == "not_found", tool

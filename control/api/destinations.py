@@ -15,6 +15,7 @@ from control.records.destinations import (
     DestinationCreate,
     DestinationCreated,
     DestinationDeleted,
+    DestinationDetail,
     DestinationList,
     DestinationUpdate,
 )
@@ -57,7 +58,9 @@ class DestinationController(Controller):
     @get("/{destination_id:str}", operation_id="GetDestination", responses=errors(401, 404, 429))
     async def get_destination(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
-    ) -> Destination:
+    ) -> DestinationDetail:
+        """The destination with its `health`: the last 24 hours' rule delivery attempts (success rate,
+        latency), the latest attempt, and its circuit breaker (open: deliveries wait until `reopens_at`)."""
         return await service.get_destination(ctx, principal, destination_id)
 
     @post(

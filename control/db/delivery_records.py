@@ -2,13 +2,17 @@
 replay and the destination test need.
 
 Inserts are idempotent on the row's id: a group commit whose COMMIT went through but whose answer was lost
-(the connection died) is written again by the recorder, and must neither fail nor duplicate its rows."""
+(the connection died) is written again by the recorder, and must neither fail nor duplicate its rows. The
+rule attempts among the rows an insert actually stored (its RETURNING) are added to the stats counters in
+the same transaction (``control.db.stats``), so a batch written twice is counted once."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import asyncpg
+
+from control.db import stats
 
 __all__ = ("COLUMNS", "destination_for_account", "destination_with_url", "insert", "insert_many", "reduced")
 
@@ -34,7 +38,8 @@ COLUMNS = (
 )
 _INSERT = f"""INSERT INTO deliveries ({", ".join(COLUMNS)})
     VALUES ({", ".join(f"${i}" for i in range(1, len(COLUMNS) + 1))})
-    ON CONFLICT (id) DO NOTHING"""
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id"""
 
 _KEPT = frozenset(
     {
@@ -54,6 +59,8 @@ _KEPT = frozenset(
 )
 """What a reduced row keeps: the attempt's identity and outcome, all of it values hookyard made itself."""
 _ERROR = COLUMNS.index("error")
+_COUNTED = tuple(COLUMNS.index(c) for c in ("endpoint_id", "destination_id", "created_at", "success", "latency_ms"))
+_SOURCE, _DESTINATION = COLUMNS.index("source"), COLUMNS.index("destination_id")
 _MAX_REASON = 300
 
 
@@ -69,13 +76,25 @@ def reduced(row: Sequence[object], reason: str) -> tuple[object, ...]:
 
 async def insert(conn: asyncpg.Connection, row: Sequence[object]) -> None:
     """One attempt, values in ``COLUMNS`` order."""
-    await conn.execute(_INSERT, *row)
+    await insert_many(conn, [row])
 
 
 async def insert_many(conn: asyncpg.Connection, rows: Sequence[Sequence[object]]) -> None:
-    """Attempts in ``COLUMNS`` order, pipelined (atomic within the caller's transaction)."""
-    if rows:
-        await conn.executemany(_INSERT, rows)
+    """Attempts in ``COLUMNS`` order, pipelined, and their count: atomic within the caller's transaction
+    (or one of their own)."""
+    if not rows:
+        return
+    if not conn.is_in_transaction():
+        async with conn.transaction():
+            await insert_many(conn, rows)
+        return
+    stored = {r[0] for r in await conn.fetchmany(_INSERT, rows)}
+    counted = [
+        tuple(row[i] for i in _COUNTED)
+        for row in rows
+        if row[0] in stored and row[_SOURCE] == "rule" and row[_DESTINATION] is not None
+    ]
+    await stats.count_deliveries(conn, counted)  # type: ignore[arg-type]
 
 
 async def destination_for_account(

@@ -10,6 +10,9 @@ second staging table, and the same statement that inserts the events inserts the
 are actually new: a re-processed entry creates neither again, without a round trip to learn which events
 were new in between. COPY rather than array parameters: asyncpg checks every array element against
 abstract base classes, which cost more than the rest of the tasks' encoding.
+
+Both statements also add the new events to the stats counters (``control.db.stats``): counted from the
+RETURNING of the insert, in the same transaction, a re-processed entry is never counted twice.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import NamedTuple
 
 import asyncpg
 
+from control.db.stats import events_counted
 from control.db.tasks import NOTIFY_CHANNEL
 
 __all__ = ("COLUMNS", "TASK_COLUMNS", "Stored", "store_batch")
@@ -69,7 +73,7 @@ INSERT INTO events ({", ".join(COLUMNS)})
 SELECT {", ".join("s." + c + ("::inet" if c == "source_ip" else "") for c in COLUMNS)}
   FROM {_STAGING} s JOIN endpoints e ON e.id = s.endpoint_id
 ON CONFLICT (id, received_at) DO NOTHING
-RETURNING id, endpoint_id, received_at, ip_allowed
+RETURNING id, endpoint_id, received_at, ip_allowed, provider, event_type, signature_failure_reason
 """
 # The staged tasks are joined to the new events (RETURNING), so an event already stored gets no task, and
 # an event from a blocked address never gets one. delivery_tasks has no foreign keys (migration 0003):
@@ -81,6 +85,7 @@ RETURNING id, endpoint_id, received_at, ip_allowed
 # wakeup's payload) and, in every row, the number of new tasks.
 _STORE = f"""
 WITH ins AS ({_INSERT_EVENTS}),
+stats AS ({events_counted("ins")}),
 routed AS (
     SELECT t.task_id, i.endpoint_id, i.id AS event_id, i.received_at, t.rule_id, t.destination_id
       FROM {_TASK_STAGING} t JOIN ins i ON i.id = t.event_id
@@ -102,7 +107,8 @@ SELECT endpoint_id, string_agg(id, ',') AS event_ids, (SELECT n FROM notified) A
   FROM ins GROUP BY endpoint_id
 """
 _STORE_UNROUTED = f"""
-WITH ins AS ({_INSERT_EVENTS})
+WITH ins AS ({_INSERT_EVENTS}),
+stats AS ({events_counted("ins")})
 SELECT endpoint_id, string_agg(id, ',') AS event_ids, 0::bigint AS tasks FROM ins GROUP BY endpoint_id
 """
 

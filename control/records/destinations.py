@@ -9,6 +9,7 @@ import msgspec
 
 from control.records import Deleted
 from control.records.rules import OptionalConditionTree, Rule, RuleName
+from control.records.stats import DestinationHealth
 from control.records.text import Name, text
 
 __all__ = (
@@ -20,6 +21,7 @@ __all__ = (
     "DestinationCreate",
     "DestinationCreated",
     "DestinationDeleted",
+    "DestinationDetail",
     "DestinationList",
     "DestinationUpdate",
     "Url",
@@ -155,6 +157,13 @@ class DestinationCreated(Destination, kw_only=True):
     """``whsec_`` + base64 of 32 random bytes: the destination verifies hookyard's deliveries with it (any
     Standard Webhooks library)."""
     rule: Rule | msgspec.UnsetType = msgspec.UNSET
+
+
+class DestinationDetail(Destination, kw_only=True):
+    """One destination as GET /v1/destinations/{id} shows it: with its delivery health."""
+
+    health: DestinationHealth
+    """As in the endpoint's stats: the last 24 hours' rule attempts, the latest one, the circuit breaker."""
 
 
 class DestinationList(msgspec.Struct, kw_only=True):

@@ -27,6 +27,7 @@ from control.records.destinations import (
     DestinationCreate,
     DestinationCreated,
     DestinationDeleted,
+    DestinationDetail,
     DestinationList,
     DestinationUpdate,
 )
@@ -34,6 +35,7 @@ from control.routing import conditions
 from control.service import Context, Principal, sealed
 from control.service.endpoints import require_endpoint, require_write
 from control.service.rules import check_rule_count, rule_record
+from control.service.stats import destination_health
 from control.service.text import check_name, check_text
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -129,14 +131,16 @@ async def list_destinations(ctx: Context, principal: Principal, endpoint_id: str
     return DestinationList(destinations=[_destination(r) for r in rows])
 
 
-async def get_destination(ctx: Context, principal: Principal, destination_id: str) -> Destination:
+async def get_destination(ctx: Context, principal: Principal, destination_id: str) -> DestinationDetail:
+    """The destination with its health (``control.service.stats``)."""
     if not ids.is_id(destination_id, "dst"):
         raise _not_found(destination_id)
     async with ctx.pool.acquire() as conn:
         row = await db_destinations.get(conn, principal.account_id, destination_id)
-    if row is None:
+        health = None if row is None else await destination_health(ctx, conn, row["endpoint_id"], destination_id)
+    if row is None or health is None:  # unknown, another account's, or deleted meanwhile
         raise _not_found(destination_id)
-    return _destination(row)
+    return DestinationDetail(**msgspec.structs.asdict(_destination(row)), health=health)
 
 
 def _rule_tree(data: DestinationCreate) -> dict[str, Any] | None:

@@ -8,7 +8,8 @@
 - builds the ``q`` search index of each day's partition once the day is over, and of today's up to its
   last whole hour (``control.db.partitions``);
 - removes expired temporary endpoints and the anonymous accounts they leave empty
-  (``control.service.expiry``), every round.
+  (``control.service.expiry``), every round;
+- removes the stats counters older than the stats window (``control.service.stats.prune``), every round.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from control.context import Context
 from control.db import partitions
 from control.service.edge_config import resync_all
 from control.service.expiry import expire_temporary
+from control.service.stats import prune as prune_stats
 
 __all__ = ("Sweep",)
 
@@ -69,5 +71,7 @@ class Sweep:
                     expired.endpoints,
                     expired.accounts,
                 )
+            pruned = await prune_stats(self.ctx)
+            log.debug("sweep: %d stats counter rows past the window removed", pruned)
             self._next_round = time.monotonic() + self.interval_s
         return 0  # housekeeping is never "more work waiting": wait for the next check

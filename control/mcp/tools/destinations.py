@@ -8,6 +8,7 @@ from control.records.destinations import (
     DestinationCreate,
     DestinationCreated,
     DestinationDeleted,
+    DestinationDetail,
     DestinationList,
     DestinationUpdate,
 )
@@ -27,8 +28,8 @@ async def create_destination(call: Call, endpoint_id: str, data: DestinationCrea
 
 
 @tool("GetDestination", read_only=True)
-async def get_destination(call: Call, destination_id: str) -> Destination:
-    """Read one destination: its URL, name and extra headers."""
+async def get_destination(call: Call, destination_id: str) -> DestinationDetail:
+    """Read one destination: its URL, name, extra headers and delivery health (success rate, circuit)."""
     return await service.get_destination(call.ctx, call.principal, destination_id)
 
 

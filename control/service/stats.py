@@ -1,0 +1,156 @@
+"""Stats: an endpoint's last 24 hours and its destinations' health, read from the counters the flush and
+the delivery recorder keep (``control.db.stats``), never from the events or deliveries themselves, so the
+answer costs the same with a million of each in the window."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+
+from control import histogram
+from control.db import stats as db_stats
+from control.records.stats import (
+    DeliveryStats,
+    DestinationHealth,
+    DestinationStats,
+    EndpointStats,
+    EventStats,
+    EventTypeCount,
+    HourCount,
+    LatencyPercentiles,
+    ProviderCount,
+    SignatureFailures,
+)
+from control.service import Context, Principal
+from control.service.endpoints import require_endpoint
+
+__all__ = ("KEEP", "WINDOW_HOURS", "destination_health", "endpoint_stats", "prune")
+
+WINDOW_HOURS = 24
+KEEP = timedelta(hours=WINDOW_HOURS + 1)
+"""Counters starting earlier than this before now are never read again (a window starts 24 hours and at most
+a minute back); the sweep removes them, with an hour to spare."""
+
+
+def _rate(succeeded: int, attempts: int) -> float | None:
+    return round(succeeded / attempts, 4) if attempts else None
+
+
+def _latency(counts: Sequence[int] | None) -> LatencyPercentiles:
+    counts = counts or ()
+    return LatencyPercentiles(
+        p50=histogram.percentile(counts, 0.50),
+        p95=histogram.percentile(counts, 0.95),
+        p99=histogram.percentile(counts, 0.99),
+    )
+
+
+def _events(rows: Sequence[asyncpg.Record], window: db_stats.Window) -> EventStats:
+    hours: dict[datetime, int] = {}
+    providers: list[ProviderCount] = []
+    types: list[EventTypeCount] = []
+    failures: dict[str, int] = {}
+    for row in rows:
+        grouped, count = row["grouped"], row["count"]
+        if grouped == db_stats.EVENTS_BY_HOUR:
+            hours[row["hour"]] = count
+        elif grouped == db_stats.EVENTS_BY_PROVIDER:
+            providers.append(ProviderCount(provider=row["provider"], count=count))
+        elif grouped == db_stats.EVENTS_BY_TYPE:
+            types.append(EventTypeCount(provider=row["provider"], event_type=row["event_type"], count=count))
+        elif grouped == db_stats.EVENTS_BY_FAILURE and row["failure"] is not None:
+            failures[row["failure"]] = count
+    first = window.since.replace(minute=0)
+    last = window.until.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    per_hour = []
+    hour = first
+    while hour <= last:
+        per_hour.append(HourCount(hour=hour, count=hours.get(hour, 0)))
+        hour += timedelta(hours=1)
+    return EventStats(
+        total=sum(hours.values()),
+        per_hour=per_hour,
+        by_provider=sorted(providers, key=lambda p: (-p.count, p.provider is None, p.provider or "")),
+        by_event_type=sorted(
+            types,
+            key=lambda t: (-t.count, t.provider is None, t.provider or "", t.event_type is None, t.event_type or ""),
+        ),
+        signature_failures=SignatureFailures(**failures),
+    )
+
+
+def _reopens_at(ctx: Context, circuit: str, opened_at: datetime | None) -> datetime | None:
+    if circuit == "closed" or opened_at is None:
+        return None
+    return opened_at + timedelta(seconds=ctx.settings.circuit_cooldown_s)
+
+
+def _health(ctx: Context, state: asyncpg.Record, counts: asyncpg.Record | None) -> dict[str, object]:
+    attempts = counts["attempts"] if counts else 0
+    succeeded = counts["succeeded"] if counts else 0
+    return {
+        "attempts": attempts,
+        "succeeded": succeeded,
+        "failed": attempts - succeeded,
+        "success_rate": _rate(succeeded, attempts),
+        "latency_ms": _latency(counts["latency"] if counts else None),
+        "last_status": state["last_status"],
+        "last_attempt_at": state["last_attempt_at"],
+        "consecutive_failures": state["consecutive_failures"],
+        "circuit": state["circuit"],
+        "reopens_at": _reopens_at(ctx, state["circuit"], state["circuit_opened_at"]),
+    }
+
+
+async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -> EndpointStats:
+    now = datetime.now(UTC)
+    window = db_stats.Window.last(WINDOW_HOURS, now)
+    async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
+        event_rows = await db_stats.event_counts(conn, endpoint_id, window)
+        delivery_rows = await db_stats.delivery_counts(conn, endpoint_id, window)
+        states = await db_stats.destination_states(conn, endpoint_id)
+    overall = next((r for r in delivery_rows if r["overall"]), None)
+    by_destination = {r["destination_id"]: r for r in delivery_rows if not r["overall"]}
+    attempted = overall["attempts"] if overall else 0
+    succeeded = overall["succeeded"] if overall else 0
+    return EndpointStats(
+        endpoint_id=endpoint_id,
+        from_=window.since,
+        to=now,
+        events=_events(event_rows, window),
+        deliveries=DeliveryStats(
+            attempted=attempted,
+            succeeded=succeeded,
+            failed=attempted - succeeded,
+            success_rate=_rate(succeeded, attempted),
+            latency_ms=_latency(overall["latency"] if overall else None),
+        ),
+        destinations=[
+            DestinationStats(
+                destination_id=s["id"], name=s["name"], url=s["url"], **_health(ctx, s, by_destination.get(s["id"]))
+            )
+            for s in states
+        ],
+    )
+
+
+async def destination_health(
+    ctx: Context, conn: asyncpg.Connection, endpoint_id: str, destination_id: str
+) -> DestinationHealth | None:
+    """The health of one destination of ``endpoint_id`` (None if it is gone), on the caller's connection."""
+    window = db_stats.Window.last(WINDOW_HOURS, datetime.now(UTC))
+    states = await db_stats.destination_states(conn, endpoint_id, destination_id)
+    if not states:
+        return None
+    rows = await db_stats.delivery_counts(conn, endpoint_id, window, destination_id)
+    counts = next((r for r in rows if not r["overall"]), None)
+    return DestinationHealth(**_health(ctx, states[0], counts))
+
+
+async def prune(ctx: Context) -> int:
+    """Removes the counters no window reads any more (the sweep calls it every round); how many rows went."""
+    async with ctx.pool.acquire() as conn:
+        return await db_stats.prune(conn, keep=KEEP)
