@@ -17,8 +17,8 @@ from control.api.labels import EndpointLabelController, LabelController
 from control.api.replay import DestinationTestController, ReplayController
 from control.api.retries import DeliveryRetryController, DeliveryRetryJobController, EndpointDeliveryRetryController
 from control.api.rules import EndpointRuleController, RuleController
-from control.api.stats import EndpointStatsController
 from control.api.schemas import EndpointSchemaController, SchemaController
+from control.api.stats import EndpointStatsController
 from control.api.trigger import EndpointTriggerController
 from control.auth import bearer_auth
 
