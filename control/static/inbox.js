@@ -11,6 +11,7 @@
   const ingestUrl = document.body.dataset.ingest || "";
   const base = `/inbox/${encodeURIComponent(endpointId)}`;
   const PAGE = 50;
+  const LIVE = 10;
   const HOP = new Set(["host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te",
     "trailer", "proxy-connection", "proxy-authorization", "proxy-authenticate", "expect"]);
 
@@ -157,25 +158,33 @@
     older.hidden = !state.cursor;
   }
 
+  // A full load (first, or the filters changed) takes PAGE events and remembers where older ones continue.
+  // A live refresh asks only for the newest LIVE events, and for more only while a whole page is new to the
+  // list: a burst is caught up without sending every known body again at each announcement.
   async function refresh(reset) {
-    const key = filterQuery().toString();
-    if (state.loading) { state.again = state.again || reset || "yes"; return; }
+    if (state.loading) { state.again = state.again === true || reset === true ? true : "live"; return; }
     state.loading = true;
     try {
+      const key = filterQuery().toString();
+      const full = reset || key !== state.filterKey || state.events.size === 0;
       const params = filterQuery();
-      params.set("limit", String(PAGE));
-      const page = await api(`/events?${params}`);
+      params.set("limit", String(full ? PAGE : LIVE));
+      let page = await api(`/events?${params}`);
       const fresh = new Set();
-      if (reset || key !== state.filterKey) {
+      if (full) {
         state.events.clear();
         state.cursor = page.next_cursor;
         state.filterKey = key;
-      } else if (state.events.size === 0) {
-        state.cursor = page.next_cursor;
       }
-      for (const event of page.events) {
-        if (!state.events.has(event.id) && !reset && list.childElementCount) fresh.add(event.id);
-        state.events.set(event.id, event);
+      for (let pages = 1; ; pages++) {
+        const known = page.events.filter((event) => state.events.has(event.id)).length;
+        for (const event of page.events) {
+          if (!full && !state.events.has(event.id)) fresh.add(event.id);
+          state.events.set(event.id, event);
+        }
+        if (full || known || !page.next_cursor || pages >= PAGE / LIVE) break;
+        params.set("cursor", page.next_cursor);
+        page = await api(`/events?${params}`);
       }
       draw(fresh);
       say(`live · ${state.events.size} shown`, "live");
