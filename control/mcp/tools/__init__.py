@@ -16,8 +16,8 @@ from control.mcp.tools import (
     replay,
     retries,
     rules,
-    stats,
     schemas,
+    stats,
     trigger,
     trust,
 )
@@ -32,8 +32,8 @@ __all__ = (
     "replay",
     "retries",
     "rules",
-    "stats",
     "schemas",
+    "stats",
     "trigger",
     "trust",
 )
