@@ -7,6 +7,7 @@ the environment variable, so a typo stops the process before it serves anything.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 from collections.abc import Mapping
@@ -121,6 +122,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     a key rotates by adding one in front and running ``hookyard rotate-encryption-key``. Unset: secrets
     are stored in clear (``hookyard up`` makes a key in its data dir)."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_activity: bool = False
+    """One line at ``info`` per event stored and per delivery attempt (logger ``hookyard.activity``);
+    ``hookyard up`` turns it on, a busy production worker would rather not."""
     log_format: Literal["plain", "json"] = "plain"
     """``json``: one JSON object a line (time, level, logger, message, and request_id, event_id, endpoint_id,
     delivery_id where the line has them), for log shippers; ``plain`` stays the default for ``hookyard up``."""
@@ -171,6 +175,13 @@ _FIELDS = {env_name(f): f for f in Settings.__struct_fields__}
 _OPTIONAL = {f: d is None for f, d in zip(Settings.__struct_fields__, Settings.__struct_defaults__, strict=True)}
 
 
+def _suggestion(name: str) -> str:
+    """`` - did you mean HOOKYARD_EDGE_PORT?`` for a misspelt name, else the list of known ones."""
+    known = sorted(n for n in _FIELDS if n.startswith("HOOKYARD_"))
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Build the settings from ``environ`` (default ``os.environ``); ``overrides`` win (CLI flags)."""
     env = os.environ if environ is None else environ
@@ -182,8 +193,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
                 continue  # VAR= (as compose's ${X:-} writes it) means unset, not an invalid value
             raw[field] = [v.strip() for v in value.split(",") if v.strip()] if field in _LISTS else value
         elif name.startswith("HOOKYARD_"):
-            known = ", ".join(sorted(n for n in _FIELDS if n.startswith("HOOKYARD_")))
-            raise ConfigError(f"{name}: unknown setting (known: {known})")
+            raise ConfigError(f"{name}: unknown setting{_suggestion(name)}")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return msgspec.convert(raw, Settings, strict=False)

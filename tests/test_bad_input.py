@@ -98,7 +98,7 @@ async def document(client) -> dict[str, Any]:
 def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
     """A valid body of every operation that takes one, with every documented field present."""
     return {
-        "CreateEndpoint": {"name": "n", "environment": "staging", "external_ref": "ref-1"},
+        "CreateEndpoint": {"name": "n", "environment": "staging", "external_ref": "ref-1", "temporary": False},
         "UpdateEndpoint": {"name": "n", "environment": "staging", "external_ref": "ref-2"},
         "CreateDestination": {
             "url": "https://example.com/hook",

@@ -177,3 +177,21 @@ def test_an_empty_optional_variable_means_unset() -> None:
     assert settings.public_edge_url is None
     assert settings.database_url is None
     assert settings.edge_url == "http://127.0.0.1:9000"
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("HOOKYARD_EGDE_PORT", "HOOKYARD_EDGE_PORT"), ("HOOKYARD_LOG_LEVL", "HOOKYARD_LOG_LEVEL")],
+)
+def test_a_misspelt_setting_suggests_the_closest_name(typed: str, meant: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({typed: "1"})
+    assert str(info.value) == f"{typed}: unknown setting; did you mean {meant}?"
+
+
+def test_a_name_like_no_setting_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({"HOOKYARD_ZZZ": "1"})
+    assert "did you mean" not in str(info.value)
+    assert "(known: " in str(info.value)
+    assert "HOOKYARD_EDGE_PORT" in str(info.value)

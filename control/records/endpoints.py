@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -25,6 +25,13 @@ class EndpointCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name: Name
     environment: Environment = "production"
     external_ref: ExternalRef | None = None
+    temporary: Annotated[
+        bool,
+        msgspec.Meta(
+            description="Expire in 3 days like an /api/start endpoint (410, then removed with its events); "
+            "`hookyard listen --start` makes one"
+        ),
+    ] = False
 
 
 class EndpointUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import asyncpg
 import msgspec
 
@@ -9,7 +11,7 @@ from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
 from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
 from control.service import Context, Principal, edge_config, sealed
-from control.service.accounts import require_live_key
+from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
 from control.service.text import check_external_ref, check_name
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, NotFoundError
@@ -103,6 +105,8 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
                     environment=data.environment,
                     external_ref=data.external_ref,
                     ingest_token=ids.ingest_token(),
+                    temporary=data.temporary,
+                    expires_at=datetime.now(UTC) + TEMPORARY_LIFETIME if data.temporary else None,
                     signing_secret=sealed.seal_endpoint_secret(ctx, endpoint_id, secret),
                 )
             except asyncpg.UniqueViolationError as exc:

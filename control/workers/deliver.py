@@ -48,6 +48,7 @@ from collections import Counter
 
 import asyncpg
 
+from control import activity
 from control.db import tasks as db_tasks
 from control.delivery import egress, retry
 from control.delivery.claim import claim
@@ -236,6 +237,9 @@ class Deliver:
             url, timeout_s = task["destination_url"], s.deliver_timeout_s
             outcome = await send(self.transport, task["method"], url, headers, body, total_timeout_s=timeout_s)
         status, retry_in_s, error = self._next(outcome, attempt)
+        if activity.enabled(s.log_activity):
+            url = task["destination_url"]
+            activity.delivered(task["event_id"], url, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
         kind = ("success",) if outcome.success else ("error",) if outcome.status is None else ("failure",)
         DELIVERIES.inc(kind)
         DELIVERY_SECONDS.observe(outcome.latency_ms / 1000, kind)

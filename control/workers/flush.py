@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import msgspec
 from redis.exceptions import RedisError, ResponseError
 
+from control import activity
 from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
 from control.events_text import event_row
@@ -146,6 +147,8 @@ class Flush:
             batch.new = await self._store(batch)
         await self._finish(batch)
         self._held = None
+        if activity.enabled(self.ctx.settings.log_activity):
+            activity.stored((r for _, r in batch.records), {i for _, ids in batch.new for i in ids.split(",")})
         FLUSH_BATCH.observe(len(batch.records) + len(batch.dead))
         FLUSH_SECONDS.observe(time.monotonic() - batch.held_since)
         if batch.dead:

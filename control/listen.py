@@ -1,0 +1,277 @@
+"""``hookyard listen`` and ``hookyard tail``: an endpoint's traffic in a terminal.
+
+``listen`` forwards every new event of an endpoint to a local URL, as ``stripe listen`` does, verbatim (the
+provider's method, headers and body, so its signature still verifies) or re-signed with ``--resign-with``
+(``shared.signatures.resign``: the event's own scheme and message id, a fresh timestamp). It follows the
+endpoint with ``events/wait?after=`` (``control.service.follow``) and writes the cursor after each event
+to a state file in the data dir, keyed by control URL, endpoint and target. So it misses nothing and
+forwards nothing twice across dropped connections, control-plane restarts and its own restart: a new run
+resumes after the last event the previous one forwarded. (Killed with SIGKILL between a forward and the
+write, that one event is forwarded again: at least once, like every webhook.) Ctrl-C lets the forward in
+progress finish, saves, and exits 0. ``--events`` skips other types on this side; the cursor moves past
+them all the same.
+
+``tail`` prints one line per arriving event (following each endpoint from now) and per delivery attempt
+(the endpoint's deliveries list, polled every second; only attempts made after it started).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import httpx
+
+from control.delivery.send import forwardable, merge
+from control.remote import ApiError, Remote, Unreachable
+from shared.signatures import resign
+
+__all__ = ("listen", "tail")
+
+T = TypeVar("T")
+_WAIT_S = 25
+_BACKOFF_S = (0.2, 5.0)
+_FORWARD_TIMEOUT_S = 30.0
+
+
+class _Out:
+    """One line per thing that happened; colours only on a terminal (and never under ``NO_COLOR``)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.colour = stream.isatty() and "NO_COLOR" not in os.environ
+
+    def paint(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
+
+    def status(self, status: int | None, error: str | None = None) -> str:
+        if status is None:
+            return self.paint(f"ERR {error or ''}".strip(), "31")
+        return self.paint(str(status), "32" if 200 <= status < 300 else "33" if status < 500 else "31")
+
+    def line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+
+def _now() -> str:
+    return datetime.now().strftime("%H:%M:%S")
+
+
+async def _until(stop: asyncio.Event, work: Awaitable[T]) -> T | None:
+    """``work``'s result, or None (``work`` cancelled) once ``stop`` is set."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    return None
+
+
+def _signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+
+class _Follow:
+    """One endpoint followed by position; ``state`` keeps the cursor between runs (None: from now)."""
+
+    def __init__(self, remote: Remote, endpoint_id: str, state: Path | None) -> None:
+        self.remote, self.endpoint_id, self.state = remote, endpoint_id, state
+        self.cursor = "now"
+        if state is not None and state.exists():
+            self.cursor = json.loads(state.read_text())["cursor"]
+
+    def save(self, cursor: str) -> None:
+        self.cursor = cursor
+        if self.state is not None:
+            tmp = self.state.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"endpoint_id": self.endpoint_id, "cursor": cursor}))
+            os.replace(tmp, self.state)
+
+    async def next(self) -> tuple[dict[str, Any] | None, str]:
+        """(event or None on a timeout, the cursor after it); raises Unreachable and ApiError."""
+        resp = await self.remote.call(
+            "GET",
+            f"/v1/endpoints/{self.endpoint_id}/events/wait",
+            params={"after": self.cursor, "timeout": _WAIT_S},
+            timeout_s=_WAIT_S + 15,
+        )
+        cursor = resp.headers["hookyard-cursor"]
+        return (resp.json()["event"] if resp.status_code == 200 else None), cursor
+
+
+async def _patiently(
+    stop: asyncio.Event, out: _Out, call: Callable[[], Awaitable[T]], what: str
+) -> tuple[bool, T | None]:
+    """(True, result) once ``call`` answers; (False, None) when stopped. Waits out an unreachable control
+    plane and 429s with backoff, saying so once per outage; any other error is raised."""
+    delay, told = _BACKOFF_S[0], False
+    while not stop.is_set():
+        try:
+            result = await _until(stop, call())
+        except Unreachable as exc:
+            if not told:
+                out.line(out.paint(f"{_now()}  {what}: {exc}; retrying", "33"))
+                told = True
+        except ApiError as exc:
+            if exc.status != 429:
+                raise
+        else:
+            if told and not stop.is_set():
+                out.line(out.paint(f"{_now()}  {what}: reconnected", "32"))
+            return (not stop.is_set()), result
+        await _until(stop, asyncio.sleep(delay))
+        delay = min(delay * 2, _BACKOFF_S[1])
+    return False, None
+
+
+def _request(event: dict[str, Any], resign_with: str | None) -> tuple[str, dict[str, Any], bytes]:
+    """The captured request as it arrived (headers minus hop-by-hop ones), or re-signed."""
+    body_text = event.get("body") or ""
+    body = base64.b64decode(body_text) if event.get("body_encoding") == "base64" else body_text.encode()
+    encodings = event.get("header_encodings") or {}
+    text = forwardable({k: v for k, v in event["headers"].items() if k not in encodings})
+    headers: dict[str, Any] = dict(text)
+    for name in encodings:
+        if name in forwardable({name: ""}):
+            headers[name] = base64.b64decode(event["headers"][name])
+    if resign_with is not None:
+        signed, replaced = resign(text, event.get("provider"), body, resign_with)
+        if replaced is not None:
+            headers.pop(replaced, None)
+        headers = {**merge(headers, signed)}
+    return event["method"], headers, body
+
+
+async def _forward(
+    client: httpx.AsyncClient, url: str, event: dict[str, Any], resign_with: str | None
+) -> tuple[int | None, int, str | None]:
+    method, headers, body = _request(event, resign_with)
+    started = time.perf_counter()
+    try:
+        resp = await client.request(method, url, headers=headers, content=body)
+        status, error = resp.status_code, None
+    except httpx.HTTPError as exc:
+        status, error = None, f"{type(exc).__name__}: {exc}"[:120]
+    return status, round((time.perf_counter() - started) * 1000), error
+
+
+def state_file(data_dir: str, control_url: str, endpoint_id: str, forward_to: str) -> Path:
+    key = hashlib.sha256(f"{control_url}\n{endpoint_id}\n{forward_to}".encode()).hexdigest()[:20]
+    folder = Path(data_dir) / "listen"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder / f"{endpoint_id}-{key}.json"
+
+
+async def listen(
+    remote: Remote,
+    *,
+    data_dir: str,
+    endpoint_ref: str | None,
+    forward_to: str,
+    events: frozenset[str],
+    resign_with: str | None,
+    stream: TextIO = sys.stdout,
+) -> int:
+    out, stop = _Out(stream), asyncio.Event()
+    _signals(stop)
+    if endpoint_ref is None:
+        endpoint = (
+            await remote.call("POST", "/v1/endpoints", json={"name": "hookyard listen", "temporary": True})
+        ).json()
+        out.line(f"Ready. Send webhooks to {endpoint['ingest_url']}")
+        out.line(f"  endpoint {endpoint['id']} (temporary, expires {endpoint['expires_at']})")
+        out.line(f"  restart with: hookyard listen {endpoint['id']} --forward-to {forward_to}")
+    else:
+        endpoint = await remote.endpoint(endpoint_ref)
+        out.line(f"Ready. Send webhooks to {endpoint['ingest_url']} (endpoint {endpoint['id']})")
+    follow = _Follow(remote, endpoint["id"], state_file(data_dir, remote.base_url, endpoint["id"], forward_to))
+    resumed = "resuming after the last event forwarded" if follow.cursor != "now" else "new events from now"
+    out.line(f"Forwarding to {forward_to}, {resumed}. Ctrl-C stops.")
+    async with httpx.AsyncClient(timeout=_FORWARD_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+        while True:
+            ok, answer = await _patiently(stop, out, follow.next, "control plane")
+            if not ok or answer is None:
+                break
+            event, cursor = answer
+            if event is not None and (not events or event.get("event_type") in events):
+                status, latency, error = await _forward(client, forward_to, event, resign_with)
+                out.line(
+                    f"{_now()}  {event.get('provider') or '-':<9}  {event.get('event_type') or '-':<32}  "
+                    f"→ {out.status(status, error)}  {latency:>5} ms  {event['id']}"
+                )
+            follow.save(cursor)
+    out.line("stopped")
+    return 0
+
+
+async def tail(remote: Remote, *, endpoint_ref: str | None, stream: TextIO = sys.stdout) -> int:
+    out, stop = _Out(stream), asyncio.Event()
+    _signals(stop)
+    if endpoint_ref is not None:
+        endpoints = [await remote.endpoint(endpoint_ref)]
+    else:
+        endpoints = (await remote.call("GET", "/v1/endpoints")).json()["endpoints"]
+    out.line(f"Following {len(endpoints)} endpoint(s): events and delivery attempts. Ctrl-C stops.")
+    async with asyncio.TaskGroup() as group:
+        for endpoint in endpoints:
+            group.create_task(_tail_events(remote, endpoint, out, stop))
+            group.create_task(_tail_deliveries(remote, endpoint, out, stop))
+    out.line("stopped")
+    return 0
+
+
+async def _tail_events(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> None:
+    follow = _Follow(remote, endpoint["id"], None)
+    while True:
+        ok, answer = await _patiently(stop, out, follow.next, "control plane")
+        if not ok or answer is None:
+            return
+        event, cursor = answer
+        follow.save(cursor)
+        if event is not None:
+            verdict = {True: out.paint("signed ✓", "32"), False: out.paint("signature ✗", "31")}.get(
+                event.get("signature_valid"), "unsigned"
+            )
+            reason = f" ({event['signature_failure_reason']})" if event.get("signature_failure_reason") else ""
+            out.line(
+                f"{_now()}  {out.paint('event', '36')}     {endpoint['id']}  {event.get('provider') or '-':<9}  "
+                f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}{reason}  {event['id']}"
+            )
+
+
+async def _tail_deliveries(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> None:
+    seen: set[str] | None = None
+    path = f"/v1/endpoints/{endpoint['id']}/deliveries"
+    while not stop.is_set():
+        ok, resp = await _patiently(stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries")
+        if not ok or resp is None:
+            return
+        page = resp.json()["deliveries"]
+        if seen is not None:
+            for d in reversed([d for d in page if d["id"] not in seen]):
+                out.line(
+                    f"{_now()}  {out.paint('delivery', '35')}  {endpoint['id']}  {d['source']:<9}  "
+                    f"{d.get('destination_url') or '-':<32}  → {out.status(d['response_status'], d.get('error'))}  "
+                    f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  {d['event_id']}"
+                )
+        seen = (seen or set()) | {d["id"] for d in page}
+        await _until(stop, asyncio.sleep(1.0))

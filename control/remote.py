@@ -1,0 +1,82 @@
+"""The API as the webhook commands (``listen``, ``trigger``, ``tail``) call it: /v1 over HTTP with a key.
+
+The key is ``HOOKYARD_API_KEY``, else the data dir's ``api_key`` file that ``hookyard up`` writes (as for
+``hookyard open``), so on a laptop the commands work with no setup; the control plane is
+``HOOKYARD_PUBLIC_CONTROL_URL`` (else ``http://{host}:{control port}``) or ``--control-url``. Answers that
+are not 2xx become ``ApiError`` carrying the envelope's code and message; an unreachable or restarting
+control plane is ``Unreachable``, which ``listen`` and ``tail`` wait out rather than fail on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from shared.errors import ConfigError, HookyardError
+from shared.settings import Settings
+
+__all__ = ("ApiError", "Remote", "Unreachable", "api_key")
+
+_RETRYABLE = frozenset({502, 503, 504})
+
+
+class ApiError(HookyardError):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{message} ({status} {code})")
+        self.status, self.code = status, code
+
+
+class Unreachable(HookyardError):
+    """The control plane did not answer (down, restarting) or answered 502-504: worth retrying."""
+
+
+def api_key(settings: Settings) -> str:
+    """The key ``hookyard open`` reads too (``control.cli_open.api_key``); a temporary ``hy_tmp_`` token is
+    refused here, as /v1 would refuse it, saying what to do instead."""
+    from control.cli_open import api_key as saved_key
+
+    key = saved_key(settings)
+    if key.startswith("hy_tmp_"):
+        raise ConfigError("HOOKYARD_API_KEY: a temporary hy_tmp_ token works on /mcp only; register for a key")
+    return key
+
+
+class Remote:
+    def __init__(self, base_url: str, key: str, *, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"authorization": f"Bearer {key}", "user-agent": "hookyard-cli"},
+            timeout=httpx.Timeout(timeout_s, connect=5.0),
+            trust_env=False,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def call(self, method: str, path: str, *, timeout_s: float | None = None, **kwargs: Any) -> httpx.Response:
+        """The 2xx answer; ``ApiError`` for an error envelope, ``Unreachable`` for no answer or a 502-504."""
+        extra = {} if timeout_s is None else {"timeout": httpx.Timeout(timeout_s, connect=5.0)}
+        try:
+            resp = await self._client.request(method, path, **kwargs, **extra)
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"{self.base_url} did not answer ({type(exc).__name__}: {exc})") from exc
+        if resp.is_success:
+            return resp
+        if resp.status_code in _RETRYABLE:
+            raise Unreachable(f"{self.base_url} answered {resp.status_code}")
+        try:
+            error = resp.json()["error"]
+            raise ApiError(resp.status_code, error["code"], error["message"])
+        except (ValueError, KeyError, TypeError):
+            raise ApiError(resp.status_code, "http_error", resp.text[:200] or resp.reason_phrase) from None
+
+    async def endpoint(self, ref: str) -> dict[str, Any]:
+        """An endpoint by id, or by its ``external_ref``."""
+        if ref.startswith("ep_"):
+            return (await self.call("GET", f"/v1/endpoints/{ref}")).json()
+        found = (await self.call("GET", "/v1/endpoints", params={"external_ref": ref})).json()["endpoints"]
+        if not found:
+            raise HookyardError(f"no endpoint with id or external_ref {ref!r}")
+        return found[0]
