@@ -67,7 +67,7 @@ async def _job(client: Any, account: Any, job_id: str) -> dict[str, Any]:
     return resp.json()
 
 
-async def _completed(client: Any, account: Any, job_id: str, timeout: float = 30) -> dict[str, Any]:
+async def _completed(client: Any, account: Any, job_id: str, timeout: float = 90) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
         job = await _job(client, account, job_id)
         return job if job["state"] == "completed" else None
@@ -95,7 +95,7 @@ async def test_a_delivery_the_schedule_gave_up_on_gets_one_more_attempt(
             destination_id=made["destinations"][0],
         )
     async with workers(ctx):
-        await settled(ctx, task_id, "failed")
+        await settled(ctx, task_id, "failed", timeout=30)
     first, second = await deliveries_of(ctx, ev.id)
     assert [(d["attempt_number"], d["success"]) for d in (first, second)] == [(1, False), (2, False)]
 
@@ -114,7 +114,7 @@ async def test_a_delivery_the_schedule_gave_up_on_gets_one_more_attempt(
         "attempt_number": 3,
     }
     async with workers(ctx):
-        await settled(ctx, task_id, "succeeded")
+        await settled(ctx, task_id, "succeeded", timeout=30)
         sent = await destination.wait_for(3)
     assert len(destination.requests) == 3
     assert sent[2].headers["x-hookyard-delivery-attempt"] == "3"
@@ -132,7 +132,7 @@ async def test_a_delivery_the_schedule_gave_up_on_gets_one_more_attempt(
     assert (resp.json()["previous_status"], resp.json()["attempt_number"]) == ("succeeded", 4)
     async with workers(ctx):
         await destination.wait_for(4)
-        await wait_for(lambda: _attempts(ctx, task_id, 4))
+        await wait_for(lambda: _attempts(ctx, task_id, 4), timeout=30)
     assert (await task_status(ctx, task_id))["status"] == "succeeded"
 
 
@@ -167,7 +167,7 @@ async def test_a_scheduled_retry_comes_forward_and_an_attempt_in_flight_is_409(
         assert failed.delivery_id in err["message"]
         assert "attempt 2 in flight" in err["message"]
         destination.release()
-        await settled(ctx, failed.task_id, "succeeded")
+        await settled(ctx, failed.task_id, "succeeded", timeout=30)
     assert len(destination.requests) == 1
 
 
@@ -249,7 +249,7 @@ async def test_thousands_of_failed_deliveries_are_each_retried_once_within_the_c
 
     destination.hold()  # nothing answers: what is in flight at once is what the cap lets through
     async with workers(ctx, page=500):
-        await destination.wait_for(8)
+        await destination.wait_for(8, timeout=30)
         await asyncio.sleep(0.5)
         assert len(destination.requests) == 8, "more requests in flight to one destination than its cap"
         again = await client.post(url, params={"success": "false"}, headers=account.headers)
@@ -294,7 +294,7 @@ async def test_a_thousand_failures_retried_to_a_sink_that_comes_back_up_each_suc
     patient = msgspec.structs.replace(settings, circuit_failure_threshold=1_000_000)
     patient_ctx = dataclasses.replace(ctx, settings=patient)
     async with workers(patient_ctx):
-        await wait_for(lambda: _all_failed(ctx, made["endpoint"], count), timeout=40, interval=0.1)
+        await wait_for(lambda: _all_failed(ctx, made["endpoint"], count), timeout=90, interval=0.1)
     assert len(destination.requests) == 2 * count
     outage = len(destination.requests)
 
@@ -302,7 +302,7 @@ async def test_a_thousand_failures_retried_to_a_sink_that_comes_back_up_each_suc
     first = (await client.post(url, params={"success": "false"}, headers=account.headers)).json()
     async with workers(ctx):
         # Still down: after the circuit opens, the job's attempts wait instead of failing one by one.
-        await wait_for(lambda: _circuit(ctx, made["destinations"][0], "open"), timeout=10)
+        await wait_for(lambda: _circuit(ctx, made["destinations"][0], "open"), timeout=30)
         await asyncio.sleep(0.2)
         during = len(destination.requests) - outage
         destination.reply(default=Reply(status=200))

@@ -86,7 +86,7 @@ async def test_a_worker_killed_mid_job_is_resumed_where_it_left_off(
                     )
                     return row["matched"] == 1000 and waiting == 1
 
-                await wait_for(stuck_in_second_page, timeout=30, interval=0.05)
+                await wait_for(stuck_in_second_page, timeout=60, interval=0.05)
                 stack.kill("first", signal.SIGKILL)
                 left = await conn.fetchrow("SELECT * FROM delivery_retry_jobs WHERE id = $1", job["id"])
                 assert (left["state"], left["matched"], left["queued"], left["done"]) == ("scanning", 1000, 1000, 0)
@@ -99,7 +99,7 @@ async def test_a_worker_killed_mid_job_is_resumed_where_it_left_off(
                 row = await conn.fetchrow("SELECT * FROM delivery_retry_jobs WHERE id = $1", job["id"])
                 return row if row["state"] == "completed" else None
 
-            done = await wait_for(completed, timeout=40, interval=0.1)
+            done = await wait_for(completed, timeout=90, interval=0.1)
         finally:
             stack.stop_all()
     assert (done["matched"], done["queued"], done["done"], done["failed"]) == (count, count, count, 0)
@@ -167,7 +167,7 @@ async def test_the_retry_tools(
                 _, got = await _call(mcp, "get_delivery_retry", retry_id=job["id"])
                 return got if got["state"] == "completed" else None
 
-            finished = await wait_for(completed, timeout=20, interval=0.05)
+            finished = await wait_for(completed, timeout=60, interval=0.05)
         assert (finished["matched"], finished["done"], finished["failed"]) == (2, 2, 0)
         is_error, refused = await _call(mcp, "retry_deliveries", endpoint_id=made["endpoint"], success=True)
         assert is_error
