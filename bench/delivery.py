@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sys
 import time
@@ -179,7 +180,9 @@ async def _latency(
 def run(seconds: float) -> dict[str, object]:
     hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
     total = int(max(5_000, min(100_000, seconds * 2_500)))
-    with bench_env(egress="any") as bench:
+    # BENCH_DELIVER_TRANSPORT=aiohttp measures the candidate transport (issue 18) against the built-in one.
+    transport = os.environ.get("BENCH_DELIVER_TRANSPORT", "builtin")
+    with bench_env(egress="any", deliver_transport=transport) as bench:
         sink_port, edge_port = free_port(), free_port()
         sink = f"http://127.0.0.1:{sink_port}/hook"
         database_url = bench.settings.database_url or ""
@@ -207,6 +210,7 @@ def run(seconds: float) -> dict[str, object]:
                     )
     high, low = latencies
     return {
+        "transport": transport,
         "deliveries": delivered,
         "seconds": round(elapsed, 2),
         "deliveries_per_s": round(delivered / elapsed),
