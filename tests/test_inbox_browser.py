@@ -16,6 +16,7 @@ import re
 import shutil
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,8 +24,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from shared import redis_client
+from shared.keys import Keys
+from shared.settings import Settings
 from tests.conftest import make_account
 from tests.destination import serving
+from tests.events_support import Ev, store
+from tests.helpers import db
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -99,7 +105,9 @@ def _running(stack: Stack) -> Stack:
     return stack
 
 
-async def test_live_list_hostile_content_and_replay(browser: Any, stack: Stack, database_url: str) -> None:
+async def test_live_list_hostile_content_and_replay(
+    browser: Any, stack: Stack, database_url: str, settings: Settings
+) -> None:
     from playwright.async_api import expect
 
     _running(stack)
@@ -195,6 +203,16 @@ async def test_live_list_hostile_content_and_replay(browser: Any, stack: Stack, 
     async with httpx.AsyncClient(timeout=10) as sender:
         await asyncio.gather(*(sender.post(endpoint["ingest_url"], content=b'{"n": %d}' % n) for n in range(25)))
     await expect(page.locator("li.event")).to_have_count(27, timeout=5_000)
+
+    # Committed late, received early (another shard's batch): it lands below what is listed, and still shows.
+    late = Ev(ep, received_at=datetime.now(UTC) - timedelta(minutes=5), body=b'{"late": true}')
+    redis = redis_client.connect(settings.redis_url)
+    try:
+        async with db(database_url) as conn:
+            await store(conn, redis, Keys(settings.redis_prefix, settings.stream_shards), [late])
+    finally:
+        await redis.aclose()
+    await expect(page.locator("li.event").last).to_have_attribute("data-id", late.id, timeout=2_000)
 
     assert await page.evaluate("window.__pwned") is None
     assert foreign == []

@@ -15,7 +15,9 @@
   const HOP = new Set(["host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te",
     "trailer", "proxy-connection", "proxy-authorization", "proxy-authenticate", "expect"]);
 
-  const state = { events: new Map(), cursor: null, selected: null, loading: false, again: false, filterKey: "" };
+  const state = {
+    events: new Map(), cursor: null, selected: null, loading: false, again: null, filterKey: "", pending: new Set(),
+  };
 
   // -- DOM helpers: text only ------------------------------------------------------------------------
   function h(tag, props, ...children) {
@@ -125,7 +127,7 @@
   let debounce = null;
   form.addEventListener("input", () => {
     clearTimeout(debounce);
-    debounce = setTimeout(() => refresh(true), 250);
+    debounce = setTimeout(() => refresh("reset"), 250);
   });
 
   function ordered() {
@@ -142,12 +144,13 @@
     },
     h("span", { className: "method" }, event.method),
     h("span", { className: "path" }, where + (event.query ? `?${event.query}` : "")),
-    h("span", { className: "provider" }, event.provider || "unattributed"),
-    h("span", { className: "type" }, event.event_type || ""),
-    verdict(event.signature_valid, event.signature_failure_reason),
     h("time", { className: "time", dateTime: event.received_at }, when(event.received_at)),
-    h("span", { className: "size" }, size(event.size)),
-    h("span", { className: "labels" }, labelChips(event.labels)));
+    h("span", { className: "sub" },
+      h("span", { className: "provider" }, event.provider || "unattributed"),
+      event.event_type ? h("span", { className: "type" }, event.event_type) : null,
+      verdict(event.signature_valid, event.signature_failure_reason),
+      h("span", { className: "size" }, size(event.size))),
+    event.labels.length ? h("span", { className: "labels" }, labelChips(event.labels)) : null);
     return li;
   }
 
@@ -158,31 +161,40 @@
     older.hidden = !state.cursor;
   }
 
-  // A full load (first, or the filters changed) takes PAGE events and remembers where older ones continue.
-  // A live refresh asks only for the newest LIVE events, and for more only while a whole page is new to the
-  // list: a burst is caught up without sending every known body again at each announcement.
-  async function refresh(reset) {
-    if (state.loading) { state.again = state.again === true || reset === true ? true : "live"; return; }
+  // "reset" (first load, filters changed) replaces the list with the newest PAGE events and remembers where
+  // older ones continue; "sync" (the stream is (re)connected: anything may have been missed) merges the newest
+  // PAGE; "live" asks for the newest LIVE events and pages on only while an announced id is still unseen.
+  // Announced ids, not "a whole page is new", decide: commits are not in received_at order across shards,
+  // so an event committed late can sit below events already listed. An id that never shows (it does not
+  // match the filters) costs at most PAGE events read.
+  const rank = { live: 0, sync: 1, reset: 2 };
+  async function refresh(mode) {
+    if (state.loading) {
+      if (!state.again || rank[mode] > rank[state.again]) state.again = mode;
+      return;
+    }
     state.loading = true;
     try {
       const key = filterQuery().toString();
-      const full = reset || key !== state.filterKey || state.events.size === 0;
+      if (key !== state.filterKey || state.events.size === 0) mode = "reset";
+      const wanted = state.pending;
+      state.pending = new Set();
       const params = filterQuery();
-      params.set("limit", String(full ? PAGE : LIVE));
+      params.set("limit", String(mode === "live" ? LIVE : PAGE));
       let page = await api(`/events?${params}`);
       const fresh = new Set();
-      if (full) {
+      if (mode === "reset") {
         state.events.clear();
         state.cursor = page.next_cursor;
         state.filterKey = key;
       }
       for (let pages = 1; ; pages++) {
-        const known = page.events.filter((event) => state.events.has(event.id)).length;
         for (const event of page.events) {
-          if (!full && !state.events.has(event.id)) fresh.add(event.id);
+          if (mode !== "reset" && !state.events.has(event.id)) fresh.add(event.id);
           state.events.set(event.id, event);
+          wanted.delete(event.id);
         }
-        if (full || known || !page.next_cursor || pages >= PAGE / LIVE) break;
+        if (mode !== "live" || !wanted.size || !page.next_cursor || pages >= PAGE / LIVE) break;
         params.set("cursor", page.next_cursor);
         page = await api(`/events?${params}`);
       }
@@ -192,7 +204,7 @@
       say(error.message, "error");
     } finally {
       state.loading = false;
-      if (state.again) { const r = state.again === true; state.again = false; refresh(r); }
+      if (state.again) { const next = state.again; state.again = null; refresh(next); }
     }
   }
 
@@ -214,8 +226,11 @@
   // -- live ------------------------------------------------------------------------------------------
   function connect() {
     const source = new EventSource(`${base}/stream`);
-    source.addEventListener("sync", () => refresh(false));
-    source.addEventListener("events", () => refresh(false));
+    source.addEventListener("sync", () => refresh("sync"));
+    source.addEventListener("events", (message) => {
+      for (const id of message.data.split(",")) if (id) state.pending.add(id);
+      refresh("live");
+    });
     source.addEventListener("error", () => {
       if (source.readyState !== EventSource.CLOSED) { say("reconnecting…", "warn"); return; }
       // Refused (an expired link cookie, the endpoint gone): a plain request says why.
@@ -376,7 +391,7 @@
     ]);
   }
 
-  refresh(true).then(() => {
+  refresh("reset").then(() => {
     const wanted = location.hash.slice(1);
     if (/^evt_[0-9A-Za-z]+$/.test(wanted)) select(wanted);
   });
