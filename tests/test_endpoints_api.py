@@ -6,7 +6,7 @@ import asyncio
 import base64
 import re
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from litestar.testing import AsyncTestClient
 
@@ -119,9 +119,19 @@ INVALID_CREATES = [
     ({"name": "x", "external_ref": ""}, "external_ref"),
     ({"name": "x", "external_ref": " padded"}, "external_ref"),
     ({"name": "x", "external_ref": 7}, "external_ref"),
-    ({"name": "x", "temporary": True}, "temporary"),
+    ({"name": "x", "temporary": "yes"}, "temporary"),
     ({"name": "x", "id": "ep_mine"}, "id"),
 ]
+
+
+async def test_temporary_true_makes_an_endpoint_that_expires_in_three_days(client, account):
+    """What `hookyard listen --start` asks for: like /api/start's, but in the key's own account."""
+    resp = await client.post("/v1/endpoints", json={"name": "listen", "temporary": True}, headers=account.headers)
+    assert resp.status_code == 201, resp.text
+    body = resp.json()
+    assert body["temporary"] is True
+    left = datetime.fromisoformat(body["expires_at"].replace("Z", "+00:00")) - datetime.now(UTC)
+    assert timedelta(days=3) - timedelta(minutes=1) < left <= timedelta(days=3)
 
 
 async def test_create_rejects_invalid_bodies_naming_the_field(client, account, database_url, subtests):

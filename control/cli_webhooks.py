@@ -1,0 +1,107 @@
+"""The webhook commands of ``hookyard``: ``listen``, ``trigger`` and ``tail`` (``control.listen`` does the
+following and forwarding, ``control.remote`` the API calls). Like ``hookyard open`` (``control.cli_open``),
+they are clients of a running control plane: the key comes from ``HOOKYARD_API_KEY`` or the data dir."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from shared.errors import ConfigError
+from shared.settings import Settings, load_settings
+
+__all__ = ("add_parsers",)
+
+
+def add_parsers(commands: Any) -> None:
+    listen = commands.add_parser("listen", help="forward an endpoint's new events to a local URL, like stripe listen")
+    listen.add_argument("endpoint", nargs="?", metavar="ENDPOINT", help="endpoint id or external_ref")
+    listen.add_argument("--start", action="store_true", help="make a temporary endpoint and print its ingest URL")
+    listen.add_argument("--forward-to", required=True, metavar="URL", help="where each event is sent")
+    listen.add_argument("--events", metavar="T,..", help="only these event types (comma-separated)")
+    listen.add_argument("--resign-with", metavar="SECRET", help="re-sign each event with this secret")
+    _add_control_url(listen)
+    listen.set_defaults(handler=_listen)
+
+    trigger = commands.add_parser("trigger", help="send a realistic signed sample webhook to an endpoint")
+    trigger.add_argument("provider", metavar="PROVIDER", help="identity, commerce, payments or code_host")
+    trigger.add_argument("event_type", metavar="EVENT_TYPE", help="e.g. payment_intent.succeeded")
+    trigger.add_argument("--endpoint", required=True, metavar="EP", help="endpoint id or external_ref")
+    _add_control_url(trigger)
+    trigger.set_defaults(handler=_trigger)
+
+    tail = commands.add_parser("tail", help="follow arriving events and delivery outcomes, one line each")
+    tail.add_argument("endpoint", nargs="?", metavar="ENDPOINT", help="endpoint id or external_ref (default: all)")
+    _add_control_url(tail)
+    tail.set_defaults(handler=_tail)
+
+
+def _add_control_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--control-url", metavar="URL", help="the control plane (default: as `hookyard up` runs it)")
+
+
+def _remote(args: argparse.Namespace) -> tuple[Settings, Any]:
+    from control.remote import Remote, api_key
+
+    # HOOKYARD_API_KEY is the client's, not a setting of the servers (as for `hookyard open`).
+    settings = load_settings({k: v for k, v in os.environ.items() if k != "HOOKYARD_API_KEY"})
+    return settings, Remote(args.control_url or settings.control_url, api_key(settings))
+
+
+def _webhook_command(args: argparse.Namespace, command: Callable[[Settings, Any], Coroutine[Any, Any, int]]) -> int:
+    settings, remote = _remote(args)
+
+    async def run() -> int:
+        try:
+            return await command(settings, remote)
+        finally:
+            await remote.aclose()
+
+    return asyncio.run(run())
+
+
+def _listen(args: argparse.Namespace) -> int:
+    from control.listen import listen
+
+    if args.start == (args.endpoint is not None):
+        raise ConfigError("listen: name an ENDPOINT, or --start for a new temporary one (not both)")
+    if not args.forward_to.startswith(("http://", "https://")):
+        raise ConfigError(f"--forward-to: {args.forward_to!r} is not an http(s) URL")
+    types = frozenset(t.strip() for t in (args.events or "").split(",") if t.strip())
+    return _webhook_command(
+        args,
+        lambda settings, remote: listen(
+            remote,
+            data_dir=settings.data_dir,
+            endpoint_ref=args.endpoint,
+            forward_to=args.forward_to,
+            events=types,
+            resign_with=args.resign_with,
+        ),
+    )
+
+
+def _tail(args: argparse.Namespace) -> int:
+    from control.listen import tail
+
+    return _webhook_command(args, lambda settings, remote: tail(remote, endpoint_ref=args.endpoint))
+
+
+def _trigger(args: argparse.Namespace) -> int:
+    async def send(settings: Settings, remote: Any) -> int:
+        endpoint = await remote.endpoint(args.endpoint)
+        body = {"provider": args.provider, "event_type": args.event_type}
+        sent = (await remote.call("POST", f"/v1/endpoints/{endpoint['id']}/test-webhook", json=body)).json()
+        if sent["accepted"]:
+            print(f"sent {args.provider} {args.event_type} to {endpoint['id']}: {sent['status']}, {sent['event_id']}")
+            return 0
+        refusal = sent["error"] or json.dumps(sent["response"])
+        print(f"hookyard: the edge refused the sample: {sent['status']} {refusal}", file=sys.stderr)
+        return 1
+
+    return _webhook_command(args, send)
