@@ -15,8 +15,9 @@ that answered it, so following them can neither lose nor repeat a write:
 - ``ASK slot host:port``: the slot is being migrated and the key is already on the target. The command is
   sent there once, behind ``ASKING``; the map is left alone until the migration ends in a MOVED.
 
-A node that cannot be reached fails the call (the edge answers 503, nothing was acknowledged) and has the
-client reload the whole map, so the next batch goes to whichever node took over the slot.
+A node that cannot be reached fails its own commands (their replies are the ``ConnectionError``; the edge
+answers those shards' requests 503, nothing of them acknowledged; the other nodes' commands stand) and has
+the client reload the whole map, so the next batch goes to whichever node took over the slot.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class ClusterRespConnection:
 
     async def execute(self, commands: list[Command]) -> list[Any]:
         """Every command's reply, in order; error replies (a redirection followed too often included) are
-        :class:`RespError` values in the list, as from ``RespConnection``."""
+        :class:`RespError` values in the list, as from ``RespConnection``, and the commands of a node that
+        did not answer have its exception as their reply."""
         replies: list[Any] = [None] * len(commands)
         asking: dict[int, Address] = {}
         todo = list(range(len(commands)))
@@ -81,8 +83,12 @@ class ClusterRespConnection:
             todo, asking = [], {}
             for (_, idx), result in zip(sent, results, strict=True):
                 if isinstance(result, BaseException):
+                    if not isinstance(result, Exception):  # cancellation and the like end the call
+                        raise result
                     self._reload()
-                    raise result
+                    for i in idx:
+                        replies[i] = result
+                    continue
                 for i, reply in zip(idx, result, strict=True):
                     replies[i] = reply
                     if isinstance(reply, RespError):

@@ -5,7 +5,9 @@ sends one pipeline (one XADD per shard, each entry a msgpack array of records, p
 every waiting request with the outcome. Requests that arrive while a write is in flight form the next
 batch, so batches grow with load and latency at low load stays one round trip.
 
-The sender is only answered after its XADD returned: a request is acknowledged once Redis holds it.
+The sender is only answered after its XADD returned: a request is acknowledged once Redis holds it. Each
+shard of a batch has its own outcome: on a Redis Cluster a master that fails (or fails over) costs the
+requests of its shards a 503, not those of the shards the other masters hold.
 
 Backpressure reads the stream lengths each write returns. Once a shard is over its high-water mark no write
 reaches it, so nothing would refresh that reading: while any shard is over, a recount (XLEN of every shard)
@@ -19,7 +21,7 @@ import logging
 import time
 
 from edge.cluster import ClusterRespConnection
-from edge.resp import Command, RespConnection, RespError
+from edge.resp import Command, RespConnection
 from shared.keys import Keys
 from shared.wire import IngestRecord, encode_records
 
@@ -43,15 +45,29 @@ class _Batch(asyncio.Future):
         return False
 
 
+class _Shard:
+    """One shard's part of the pending batch: its records and the future its requests await."""
+
+    __slots__ = ("done", "records")
+
+    def __init__(self, record: IngestRecord) -> None:
+        self.records = [record]
+        self.done = _Batch()
+
+
+def _failed(done: _Batch, exc: BaseException) -> None:
+    done.set_exception(exc)
+    done.exception()  # retrieved here, so a batch whose senders all left logs no warning
+
+
 class StreamWriter:
     def __init__(self, redis: RespConnection | ClusterRespConnection, keys: Keys, *, high_water: int) -> None:
         self._redis = redis
         self._keys = keys
         self.high_water = high_water
         self._streams = [keys.ingest_stream(shard).encode() for shard in range(keys.shards)]
-        self._pending: dict[int, list[IngestRecord]] = {}
-        self._done: _Batch | None = None
-        """Resolved when the pending batch is written: one future per batch, shared by its requests."""
+        self._pending: dict[int, _Shard] = {}
+        """The next write, by shard; each shard's future is shared by its requests."""
         self._writer: asyncio.Task[None] | None = None
         self.backlog = [0] * keys.shards
         """Entries per shard as of the last write or recount; the edge sheds load (503) at the high-water
@@ -84,43 +100,44 @@ class StreamWriter:
             self._recount = None
 
     def append(self, shard: int, record: IngestRecord) -> asyncio.Future[None]:
-        """The batch's future, for the caller to await (a plain method: no coroutine per request)."""
+        """The future of the shard's part of the batch, for the caller to await (a plain method: no coroutine
+        per request)."""
         pending = self._pending.get(shard)
         if pending is None:
-            self._pending[shard] = [record]
+            pending = self._pending[shard] = _Shard(record)
         else:
-            pending.append(record)
-        done = self._done
-        if done is None:
-            done = self._done = _Batch()
+            pending.records.append(record)
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_all())
-        return done
+        return pending.done
 
     async def _write_all(self) -> None:
         try:
             while self._pending:
-                by_shard, done = self._pending, self._done
-                self._pending, self._done = {}, None
-                await self._write(by_shard, done)  # type: ignore[arg-type]
+                by_shard, self._pending = self._pending, {}
+                await self._write(by_shard)
         finally:
             self._writer = None
 
-    async def _write(self, by_shard: dict[int, list[IngestRecord]], done: _Batch) -> None:
+    async def _write(self, by_shard: dict[int, _Shard]) -> None:
         commands: list[Command] = []
         try:  # encoding inside: whatever fails, every waiter is answered (503), none waits forever
-            for shard, records in by_shard.items():
+            for shard, pending in by_shard.items():
                 stream = self._streams[shard]
-                commands.append((b"XADD", stream, b"*", b"r", encode_records(records)))
+                commands.append((b"XADD", stream, b"*", b"r", encode_records(pending.records)))
                 commands.append((b"XLEN", stream))
             replies = await self._redis.execute(commands)
-            failed = next((r for r in replies if isinstance(r, RespError)), None)
-            if failed is not None:
-                raise failed
         except Exception as exc:  # noqa: BLE001 - every waiter gets the failure and answers 503
-            done.set_exception(exc)
-            done.exception()  # retrieved here, so a batch whose senders all left logs no warning
+            for pending in by_shard.values():
+                _failed(pending.done, exc)
             return
-        for i, shard in enumerate(by_shard):
-            self.backlog[shard] = replies[2 * i + 1]
-        done.set_result(None)
+        # A shard's XADD reply decides its requests; an error reply (RespError, or a cluster node's
+        # ConnectionError) fails that shard's requests only. XLEN only feeds the backpressure reading.
+        for i, (shard, pending) in enumerate(by_shard.items()):
+            added, length = replies[2 * i], replies[2 * i + 1]
+            if isinstance(added, Exception):
+                _failed(pending.done, added)
+                continue
+            if isinstance(length, int):
+                self.backlog[shard] = length
+            pending.done.set_result(None)

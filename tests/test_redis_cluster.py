@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from redis.crc import key_slot
 from shared import redis_client
 from shared.keys import Keys
 from tests.conftest import make_account
-from tests.redis_cluster import ClusterNodes
+from tests.redis_cluster import ClusterNodes, redis_server_7
 from tests.stack import Stack
 from tests.test_capture_e2e import _create_endpoint, _events, running  # noqa: F401 - fixture reused
 from tests.test_capture_e2e import test_requests_are_captured_verbatim as test_capture_on_a_cluster  # noqa: F401
@@ -192,3 +193,45 @@ async def test_the_config_channel_moving_to_another_master_leaves_no_edge_servin
         await asyncio.sleep(0.05)
     assert listeners(source) == 0
     deleted_and_refused()
+
+
+async def test_a_master_that_dies_costs_only_its_own_shards_requests(
+    stack: Stack, database_url: str, tmp_path: Path
+) -> None:
+    """A cluster of its own (this one loses a master): with one master gone, the requests of the shards it
+    held are refused (503, nothing acknowledged) and those of the other masters' shards, sent at the same
+    moment and so written in the same batches, are all stored."""
+    binaries = redis_server_7()
+    assert binaries is not None  # the session cluster fixture skipped already otherwise
+    cluster = ClusterNodes(*binaries, tmp_path / "cluster")
+    (tmp_path / "cluster").mkdir()
+    cluster.start()
+    try:
+        for port in cluster.ports:  # the surviving masters keep serving their own slots
+            assert cluster.call(port, "config", "set", "cluster-require-full-coverage", "no") == "OK"
+        stack.env.update(REDIS_URL=cluster.url, HOOKYARD_STREAM_SHARDS="3")
+        stack.start_control()
+        stack.start_edge()
+        account = await make_account(database_url)
+        keys = Keys(stack.env["HOOKYARD_REDIS_PREFIX"], shards=3, cluster=True)
+        by_shard: dict[int, str] = {}
+        while len(by_shard) < 3:
+            endpoint = _create_endpoint(stack, account)
+            by_shard.setdefault(keys.shard_for(endpoint["id"]), endpoint["ingest_url"].rsplit("/", 1)[-1])
+        config_master = cluster.owner(key_slot(keys.config_channel.encode()))
+        doomed = next(s for s in range(3) if cluster.owner(key_slot(keys.ingest_stream(s).encode())) != config_master)
+        async with httpx.AsyncClient(timeout=10) as client:
+            for token in by_shard.values():  # every config cached while the edge listens
+                assert (await client.post(f"{stack.edge_url}/h/{token}", content=b"{}")).status_code == 200
+            cluster.call(cluster.owner(key_slot(keys.ingest_stream(doomed).encode())), "shutdown", "nosave")
+
+            async def send(shard: int) -> int:
+                return (await client.post(f"{stack.edge_url}/h/{by_shard[shard]}", content=b"{}")).status_code
+
+            answers = await asyncio.gather(*(send(shard) for _ in range(40) for shard in range(3)))
+        by_answer = Counter(zip([s for _ in range(40) for s in range(3)], answers, strict=True))
+        for shard in range(3):
+            expected = 503 if shard == doomed else 200
+            assert by_answer[(shard, expected)] == 40, by_answer
+    finally:
+        cluster.stop()
