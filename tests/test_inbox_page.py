@@ -237,7 +237,7 @@ async def test_the_data_routes_are_the_v1_operations_of_this_endpoint_only(clien
     assert_error(await client.get(f"{inbox}/events/evt_01J00000000000000000000000"), 404, "not_found")
 
 
-async def test_replay_from_the_page_reaches_the_url_and_is_recorded(client, database_url):
+async def test_replay_from_the_page_reaches_the_url_and_is_recorded(client, database_url, settings):
     started = await _start(client)
     ep = started["endpoint_id"]
     inbox = f"/inbox/{ep}"
@@ -262,6 +262,9 @@ async def test_replay_from_the_page_reaches_the_url_and_is_recorded(client, data
     assert_error(await client.post(replay, json={"url": sink.url, "nope": 1}), 400, "validation_error")
     foreign = await client.post(replay, json={"url": sink.url}, headers={"origin": "https://evil.example"})
     assert_error(foreign, 403, "forbidden", field="origin")
+    with serving() as sink:  # the public control URL is the page's origin too (a proxy may rewrite Host)
+        public = await client.post(replay, json={"url": sink.url}, headers={"origin": settings.control_url})
+        assert public.json()["success"] is True
 
 
 async def test_what_the_shell_shows_is_escaped_and_holds_nothing_captured(client, database_url):

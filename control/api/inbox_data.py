@@ -56,11 +56,15 @@ async def _principal(ctx: Context, request: Request[Any, Any, Any], endpoint_id:
     )
 
 
-def _same_origin(request: Request[Any, Any, Any]) -> None:
+def _same_origin(ctx: Context, request: Request[Any, Any, Any]) -> None:
     """A write with the page's cookies must come from the page: SameSite=Lax already keeps them off another
-    site's POST; a foreign ``Origin`` is refused as well."""
+    site's POST; a foreign ``Origin`` is refused as well. Own is the Host asked for or, behind a proxy that
+    rewrites it, the public control URL (``HOOKYARD_PUBLIC_CONTROL_URL``)."""
     origin = request.headers.get("origin")
-    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+    if origin is None:
+        return
+    own = {request.headers.get("host"), urlsplit(ctx.settings.control_url).netloc}
+    if urlsplit(origin).netloc not in own:
         raise ForbiddenError("origin: the inbox accepts writes from its own page only")
 
 
@@ -128,7 +132,7 @@ class InboxDataController(Controller):
         event_id: EventId,
         data: JSONBody[ReplayRequest],
     ) -> Response[SendOutcome]:
-        _same_origin(request)
+        _same_origin(ctx, request)
         principal = await _principal(ctx, request, endpoint_id)
         return Response(await service.inbox_replay(ctx, principal, endpoint_id, event_id, data), headers=_HEADERS)
 
