@@ -22,7 +22,6 @@ from typing import Any
 __all__ = (
     "MAX_DEPTH",
     "MAX_ITEMS",
-    "TYPE_NAMES",
     "Shape",
     "Shapes",
     "is_id_like",
@@ -37,8 +36,8 @@ MAX_PATHS = 500
 """Paths one shape contributes; a body with more (a map keyed by data) is learned in part."""
 _MAX_CACHED = 20_000
 
-_CODE = {str: "s", int: "i", float: "n", bool: "b", type(None): "z"}
-TYPE_NAMES = {"s": "string", "i": "integer", "n": "number", "b": "boolean", "z": "null", "o": "object", "a": "array"}
+_NAMES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+"""Scalars stand in a signature as their Python type (``map(type, ...)`` gets them at C speed)."""
 _OPAQUE_OBJECT, _OPAQUE_ARRAY, _EMPTY_ARRAY = "o", "a", "[]"
 _ID_NAME = re.compile(
     r"(?:^|[_-])(?:id|uuid|guid)$|[a-z0-9](?:Id|ID|Uuid|UUID)$|^e?mail$|^email_address$"
@@ -49,22 +48,33 @@ _ID_NAME = re.compile(
 
 
 def signature(value: Any, depth: int = 0) -> Any:
-    """The shape of a decoded JSON value as nested tuples: ``(keys, value signatures)`` for an object,
-    ``("[", frozenset of item signatures)`` for an array, a one-letter code for a scalar."""
+    """The shape of a decoded JSON value as nested tuples: ``(keys, child signatures)`` for an object,
+    ``("[", frozenset of item signatures)`` for an array, the Python type for a scalar. Objects and arrays
+    holding only scalars cost one ``map(type, ...)``; only containers inside them are walked."""
     t = type(value)
     if t is dict:
-        if depth >= MAX_DEPTH:
-            return _OPAQUE_OBJECT
-        code = _CODE.get
-        return (tuple(value), tuple([code(type(v)) or signature(v, depth + 1) for v in value.values()]))
+        kinds = tuple(map(type, value.values()))
+        if dict in kinds or list in kinds:
+            if depth >= MAX_DEPTH:
+                return _OPAQUE_OBJECT
+            kinds = tuple(
+                [
+                    signature(v, depth + 1) if k is dict or k is list else k
+                    for k, v in zip(kinds, value.values(), strict=True)
+                ]
+            )
+        return (tuple(value), kinds)
     if t is list:
         if not value:
             return _EMPTY_ARRAY
-        if depth >= MAX_DEPTH:
-            return _OPAQUE_ARRAY
-        code = _CODE.get
-        return ("[", frozenset([code(type(v)) or signature(v, depth + 1) for v in value[:MAX_ITEMS]]))
-    return _CODE.get(t, "z")
+        items = value[:MAX_ITEMS]
+        kinds = frozenset(map(type, items))
+        if dict in kinds or list in kinds:
+            if depth >= MAX_DEPTH:
+                return _OPAQUE_ARRAY
+            kinds = frozenset([signature(v, depth + 1) if type(v) in (dict, list) else type(v) for v in items])
+        return ("[", kinds)
+    return t
 
 
 def join_key(prefix: str, key: str) -> str:
@@ -137,27 +147,27 @@ class _Compiler:
         self.partial: set[str] = set()
         self.ids: list[tuple[str, tuple[str, ...]]] = []
 
-    def add(self, path: str, type_code: str) -> bool:
+    def add(self, path: str, type_name: str) -> bool:
         seen = self.types.get(path)
         if seen is None:
             if len(self.types) >= MAX_PATHS:
                 return False
             seen = self.types[path] = set()
-        seen.add(TYPE_NAMES[type_code])
+        seen.add(type_name)
         return True
 
     def walk(self, sig: Any, path: str, keys: tuple[str, ...] | None) -> None:
         """``keys``: the key path from the body when no array lies between (for id getters), else None."""
-        if isinstance(sig, str):
-            code = {"[]": "a", "o": "o", "a": "a"}.get(sig, sig)
-            if self.add(path, code) and code in "si" and keys and is_id_like(path):
+        if not isinstance(sig, tuple):
+            name = _NAMES.get(sig) or ("object" if sig == _OPAQUE_OBJECT else "array")
+            if self.add(path, name) and name in ("string", "integer") and keys and is_id_like(path):
                 self.ids.append((path, keys))
             return
         if sig[0] == "[":
-            self.add(path, "a")
+            self.add(path, "array")
             self.items(sig[1], path + "[]")
             return
-        if path and not self.add(path, "o"):
+        if path and not self.add(path, "object"):
             return
         self.objects.add(path)
         for key, child in zip(sig[0], sig[1], strict=True):
