@@ -7,11 +7,13 @@ cookies must be able to read. They are the page's own, not an API: undocumented 
 /mcp serve every client that is not this page.
 
 Live: ``GET .../stream`` is server-sent events. It subscribes to the endpoint's event channel (the long
-poll's ``Wakeups``), says ``sync`` once the subscription is live, and ``events`` with the ids whenever a
-commit is announced; the page answers either by reloading its first page with its filters. Subscribing
-before the first load is what makes it gapless: a commit between the page's load and the stream cannot be
-missed, since the page loads after ``sync``. The stream ends after ``STREAM_S`` so that a browser re-checks
-its credentials (``EventSource`` reconnects by itself and is told ``sync`` again).
+poll's ``Wakeups``), says ``sync`` once the subscription is live (and again when the pub/sub connection
+comes back, as announcements may have been missed), and ``events`` with the ids of each announced commit.
+The page answers ``sync`` by merging its newest page and ``events`` by reading until it has seen every
+announced id (``control/static/inbox.js``). Subscribing before the first load is what makes it gapless: a
+commit between the page's load and the stream cannot be missed, since the page loads after ``sync``. The
+stream ends after ``STREAM_S`` so that a browser re-checks its credentials (``EventSource`` reconnects by
+itself and is told ``sync`` again).
 """
 
 from __future__ import annotations
@@ -77,8 +79,11 @@ async def _stream(request: Request[Any, Any, Any], ctx: Context, endpoint_id: st
         yield ServerSentEventMessage(event="sync", data="")
         while (left := end - loop.time()) > 0:
             if await waiter.wait(min(KEEPALIVE_S, left)):
-                _, ids = waiter.take()
-                yield ServerSentEventMessage(event="events", data=",".join(ids))
+                resync, ids = waiter.take()
+                if resync:  # the pub/sub connection came back: announcements may have been missed
+                    yield ServerSentEventMessage(event="sync", data="")
+                elif ids:
+                    yield ServerSentEventMessage(event="events", data=",".join(ids))
             else:
                 yield ServerSentEventMessage(comment="keepalive")
 
