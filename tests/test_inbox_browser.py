@@ -44,23 +44,38 @@ HOSTILE_BODY = (
 HOSTILE_HEADER = '<img src=x onerror="window.__pwned = 4">'
 
 
-def _missing() -> str | None:
+def _missing(chromium: str = CHROMIUM) -> str | None:
     try:
         import playwright.async_api  # noqa: F401
     except ImportError:
         return "the playwright package is missing: pip install -e '.[dev]'"
-    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        return f"{CHROMIUM} is missing: apt-get install -y chromium (Playwright drives Debian's browser)"
+    if not (Path(chromium).exists() or shutil.which(Path(chromium).name)):
+        return f"{chromium} is missing: apt-get install -y chromium (Playwright drives Debian's browser)"
     return None
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    missing = _missing()
+def _require_browser(chromium: str = CHROMIUM) -> None:
+    """Skips with the way to install the browser, or fails under CI=true, where skipping would pass CI."""
+    missing = _missing(chromium)
     if missing:
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests cannot run: {missing}")
         pytest.skip(f"browser tests need Chromium: {missing}")
+
+
+def test_without_the_browser_it_says_how_to_install_it_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    absent = "/nonexistent/chromium-for-this-test"
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"apt-get install -y chromium"):
+        _require_browser(absent)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"cannot run: .*apt-get install -y chromium"):
+        _require_browser(absent)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    _require_browser()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     from playwright.async_api import async_playwright
 
