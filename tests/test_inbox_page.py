@@ -4,6 +4,7 @@ routes answer. What the page does in a browser is tests/test_inbox_browser.py.""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -294,3 +295,29 @@ async def test_static_files_are_the_packaged_ones_and_nothing_else(client):
     assert '<script src="/static/redoc.standalone.js"' in docs.text
     assert "https://" not in docs.text.split("Redoc.init(")[0]  # nothing from a CDN or a font service
     assert (await client.get("/static/redoc.standalone.js")).status_code == 200
+
+
+async def test_an_agent_with_a_temporary_token_gets_a_link_over_mcp(client, settings):
+    started = await _start(client)
+    client.cookies.clear()  # the agent is not the browser that called /api/start
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "create_inbox_link", "arguments": {"endpoint_id": started["endpoint_id"]}},
+    }
+    headers = {
+        "Authorization": f"Bearer {started['api_token']}",
+        "Accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-06-18",
+    }
+    resp = await client.post("/mcp", json=call, headers=headers)
+    assert resp.status_code == 200, resp.text
+    # JSON, or one server-sent event when the answer was not ready at once (control.mcp.mount)
+    body = resp.text if resp.headers["content-type"].startswith("application/json") else resp.text.split("data: ")[1]
+    result = json.loads(body)["result"]
+    assert result.get("isError") is not True, result
+    url = result["structuredContent"]["url"]
+    opened = await _open(client, url, settings)
+    assert opened.status_code == 303
+    _assert_page(await client.get(f"/inbox/{started['endpoint_id']}"), started["endpoint_id"])
