@@ -219,6 +219,10 @@ async def test_the_data_routes_are_the_v1_operations_of_this_endpoint_only(clien
     ]
     assert_error(await client.get(f"{inbox}/events", params={"provider": "nope"}), 400, "validation_error")
     assert_error(await client.get(f"{inbox}/events", params={"q": "a\x00b"}), 400, "validation_error")
+    for bad in ({"limit": "0"}, {"limit": "101"}, {"cursor": "garbage"}, {"signature_valid": "maybe"}):
+        assert_error(await client.get(f"{inbox}/events", params=bad), 400, "validation_error")
+    assert_error(await client.get(f"{inbox}/events", params={"type": "x" * 201}), 400, "validation_error")
+    assert_error(await client.get(f"{inbox}/events/nonsense"), 404, "not_found")
     paged = (await client.get(f"{inbox}/events", params={"limit": 2})).json()
     assert paged["next_cursor"]
     rest = (await client.get(f"{inbox}/events", params={"cursor": paged["next_cursor"]})).json()
