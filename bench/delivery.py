@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import sys
 import time
@@ -180,9 +179,7 @@ async def _latency(
 def run(seconds: float) -> dict[str, object]:
     hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
     total = int(max(5_000, min(100_000, seconds * 2_500)))
-    # BENCH_DELIVER_TRANSPORT=aiohttp measures the candidate transport (issue 18) against the built-in one.
-    transport = os.environ.get("BENCH_DELIVER_TRANSPORT", "builtin")
-    with bench_env(egress="any", deliver_transport=transport) as bench:
+    with bench_env(egress="any") as bench:
         sink_port, edge_port = free_port(), free_port()
         sink = f"http://127.0.0.1:{sink_port}/hook"
         database_url = bench.settings.database_url or ""
@@ -210,7 +207,6 @@ def run(seconds: float) -> dict[str, object]:
                     )
     high, low = latencies
     return {
-        "transport": transport,
         "deliveries": delivered,
         "seconds": round(elapsed, 2),
         "deliveries_per_s": round(delivered / elapsed),

@@ -74,9 +74,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Longest one outbound exchange may take, connect to the end of the (bounded) response."""
     deliver_connect_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 5.0
     """Longest wait for the connection (resolution, TCP and TLS) to a destination."""
-    deliver_transport: Literal["builtin", "aiohttp"] = "builtin"
-    """The deliver worker's HTTP client: ``builtin`` (control/delivery/transport.py) or ``aiohttp`` (the
-    measured candidate of issue 18, docs/DECISIONS.md)."""
     deliver_lease_s: Annotated[float, msgspec.Meta(gt=0)] = 60.0
     """How long a claimed task belongs to its worker; after that (the worker died) it is due again. Must
     exceed ``deliver_timeout_s`` so a live worker's slow request is never sent twice."""

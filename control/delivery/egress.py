@@ -134,7 +134,6 @@ def client(
     connect_timeout_s: float,
     max_connections: int,
     ssl_context: ssl.SSLContext | None = None,
-    kind: str = "builtin",
 ) -> Transport:
     """The outbound transport (see ``control.delivery.send``): pooled, egress checked, no redirects, and no
     proxies from the environment (nothing reads them).
@@ -142,15 +141,6 @@ def client(
     ``timeout_s`` bounds each read and write and the wait for a free connection; callers bound the whole
     exchange themselves. ``ssl_context`` replaces the default verification (certifi's CAs), for tests.
     """
-    if kind == "aiohttp":  # the measured candidate (control.delivery.aiohttp_transport)
-        from control.delivery.aiohttp_transport import AiohttpTransport
-
-        return AiohttpTransport(  # type: ignore[return-value]
-            egress,
-            ssl_context=ssl_context or _default_ssl_context,
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            max_connections=max_connections,
-        )
     return Transport(
         connector(egress),
         ssl_context=ssl_context or _default_ssl_context,

@@ -84,7 +84,6 @@ class Deliver:
             timeout_s=s.deliver_timeout_s,
             connect_timeout_s=s.deliver_connect_timeout_s,
             max_connections=s.deliver_concurrency,
-            kind=s.deliver_transport,
         )
         self._half = s.deliver_per_destination // 2
         self._batch = max(1, s.deliver_concurrency // 8)
