@@ -24,7 +24,7 @@ def enabled(on: bool) -> bool:
 
 def _verdict(valid: bool | None, reason: str | None) -> str:
     if valid is None:
-        return "unsigned"
+        return "not verified"
     return "signature valid" if valid else f"signature invalid ({reason})"
 
 
@@ -35,7 +35,7 @@ def stored(records: Iterable[IngestRecord], new_ids: set[str]) -> None:
             what = f"{r.provider or '-'} {r.event_type or '-'}"
             blocked = "  blocked by the allowlist" if r.ip_allowed is False else ""
             log.info(
-                "event     %s  %s  %s %s/%s  %s%s",
+                "event     %s  %s  %s  %s /%s  %s%s",
                 r.id,
                 r.endpoint_id,
                 what,

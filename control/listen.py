@@ -249,7 +249,7 @@ async def _tail_events(remote: Remote, endpoint: dict[str, Any], out: _Out, stop
         follow.save(cursor)
         if event is not None:
             verdict = {True: out.paint("signed ✓", "32"), False: out.paint("signature ✗", "31")}.get(
-                event.get("signature_valid"), "unsigned"
+                event.get("signature_valid"), "not verified"
             )
             reason = f" ({event['signature_failure_reason']})" if event.get("signature_failure_reason") else ""
             out.line(

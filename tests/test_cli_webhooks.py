@@ -266,7 +266,7 @@ def test_tail_prints_a_line_per_event_and_per_delivery(
     time.sleep(1.5)  # the deliveries poller's first page (what happened before tail started) is not printed
     webhook = sample("payments", "invoice.paid", secret=PROVIDER_SECRET)
     event_id = httpx.post(endpoint["ingest_url"], content=webhook.body, headers=webhook.headers).json()["id"]
-    proc.wait_for_output(rf"event .*{endpoint['id']}  payments  +invoice\.paid .* POST unsigned  {event_id}")
+    proc.wait_for_output(rf"event .*{endpoint['id']}  payments  +invoice\.paid .* POST not verified  {event_id}")
     proc.wait_for_output(rf"delivery .*rule .*{re.escape(destination.url)} .*→ 200 .*attempt 1  {event_id}")
     assert proc.interrupt() == 0
 
@@ -301,7 +301,9 @@ def test_up_prints_a_line_per_event_and_per_delivery(
         api.post(f"/v1/endpoints/{endpoint['id']}/destinations", json={"url": destination.url, "forward_all": True})
     webhook = sample("payments", "invoice.paid", secret=PROVIDER_SECRET)
     event_id = httpx.post(endpoint["ingest_url"], content=webhook.body, headers=webhook.headers).json()["id"]
-    up.wait_for_output(rf"INFO hookyard\.activity: event +{event_id}  {endpoint['id']}  payments invoice\.paid POST/")
+    ep = endpoint["id"]
+    stored = rf"INFO hookyard\.activity: event +{event_id}  {ep}  payments invoice\.paid  POST /  not verified"
+    up.wait_for_output(stored)
     up.wait_for_output(rf"INFO hookyard\.activity: delivery +{event_id}  -> {re.escape(destination.url)}  200 in")
     assert up.interrupt() == 0
 
