@@ -209,3 +209,20 @@ async def test_schemas_outlive_the_endpoint_and_stay_in_their_account(ctx: Conte
     (schema,) = (await service.list_schemas(ctx, principal(account.id))).schemas
     assert [f.path for f in schema.fields] == ["id", "type"]
     assert (await service.list_schemas(ctx, principal(other.id))).schemas == []
+
+
+async def test_a_learning_failure_never_blocks_ingestion(ctx: Context, database_url: str, caplog: Any) -> None:
+    account = await make_account(database_url)
+    endpoint_id = await make_endpoint(database_url, account.id)
+    learner = Learner()
+    await flush(ctx, [record(endpoint_id, {"type": "t", "a": 1})], learner)
+    conn = await asyncpg.connect(database_url)
+    try:  # a state no decoder reads (written by who knows what): learning from it fails
+        await conn.execute("UPDATE schemas SET state = '\\x00ff'::bytea, revision = revision + 1")
+        later = record(endpoint_id, {"type": "t", "a": 2})
+        await flush(ctx, [later], learner)
+        assert await conn.fetchval("SELECT count(*) FROM events WHERE id = $1", later.id) == 1
+        assert await conn.fetchval("SELECT sample_count FROM schemas") == 1
+    finally:
+        await conn.close()
+    assert "learning from 1 new events failed" in caplog.text
