@@ -91,6 +91,8 @@ async def test_every_process_exposes_its_metrics(settings: Settings, tmp_path: P
             async def edge_counted() -> dict | None:
                 found = await scrape(stack.edge_url)
                 done = value(found, "hookyard_edge_requests_total", outcome="accepted", provider="code_host") == sent
+                # one file per granian worker (each writes its own once a second); a scrape sums them all
+                done = done and len(list((tmp_path / "metrics").glob("edge-*.mp"))) == 2
                 return (
                     found
                     if done
@@ -101,8 +103,6 @@ async def test_every_process_exposes_its_metrics(settings: Settings, tmp_path: P
             edge = await wait_for(edge_counted, timeout=10)
             assert value(edge, "hookyard_edge_request_duration_seconds_count") == sent
             assert value(edge, "hookyard_edge_request_duration_seconds_bucket", le="+Inf") == sent
-            # One file per granian worker; a scrape of either sums both.
-            assert len(list((tmp_path / "metrics").glob("edge-*.mp"))) == 2
 
             async def delivered() -> dict | None:
                 async with httpx.AsyncClient() as client:
