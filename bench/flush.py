@@ -13,6 +13,10 @@ Three variants, each on a fresh database so none inherits the others' rows:
   content-type contains application/json`` (every event matches: its body is parsed and both leaves run).
 - ``none``: no rules at all (the secondary ``norule_events_per_s``).
 
+Schema learning (``control.schemas.learn``) runs in every variant, as the worker runs it; ``forward_all`` is
+drained without it too, in the same run (on and off alternate twice, each keeping its best), and
+``learn_ratio`` (printed last) is learning on over off: DESIGN.md section 6 and issue 16 want 0.9 or more.
+
 No deliver worker runs: the bench owns its database, and it checks afterwards that every event is stored and
 that every routed variant holds exactly one pending, never-attempted task per event.
 """
@@ -31,6 +35,7 @@ from bench.setup import create_endpoint
 from control.db import partitions
 from control.records.destinations import DestinationCreate
 from control.routing.route import Router
+from control.schemas.learn import Learner
 from control.service import Principal
 from control.service.destinations import create_destination
 from control.workers import worker_context
@@ -138,11 +143,12 @@ async def _prefix_index(settings: Settings) -> None:
         await conn.close()
 
 
-async def _drain(settings: Settings, lanes: int) -> tuple[int, float]:
-    """Runs the worker's flush lanes (one process, one shared router) until the stream is empty."""
+async def _drain(settings: Settings, lanes: int, learn: bool) -> tuple[int, float]:
+    """Runs the worker's flush lanes (one process, one shared router and learner) until the stream is empty."""
     async with worker_context(settings) as ctx:
         router = Router(ctx)
-        flushes = [Flush(ctx, consumer=f"bench-{i}", block_ms=50, router=router) for i in range(lanes)]
+        learner = Learner() if learn else None
+        flushes = [Flush(ctx, consumer=f"bench-{i}", block_ms=50, router=router, learner=learner) for i in range(lanes)]
 
         async def lane(flush: Flush) -> int:
             total = 0
@@ -178,16 +184,27 @@ async def _check(settings: Settings, total: int, routed: bool) -> int:
     return tasks
 
 
-def _variant(variant: str, total: int) -> tuple[float, int, int, int]:
+async def _learned(settings: Settings) -> int:
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        return await conn.fetchval("SELECT coalesce(sum(sample_count), 0) FROM schemas")
+    finally:
+        await conn.close()
+
+
+def _variant(variant: str, total: int, learn: bool = True) -> tuple[float, int, int, int]:
     """(seconds, events, tasks, lanes) of one drain on a fresh database."""
     with bench_env() as bench:
         made = [asyncio.run(create_endpoint(bench.settings)) for _ in range(ENDPOINTS)]
         asyncio.run(_add_rules(bench.settings, [(e.id, e.account_id) for e in made], variant))
         asyncio.run(_prefix_index(bench.settings))
         asyncio.run(_fill(bench.settings, [e.id for e in made], total))
-        flushed, elapsed = asyncio.run(_drain(bench.settings, bench.settings.flush_lanes))
+        flushed, elapsed = asyncio.run(_drain(bench.settings, bench.settings.flush_lanes, learn))
         if flushed != total:
             raise SystemExit(f"{variant}: flushed {flushed} of {total} events")
+        learned = asyncio.run(_learned(bench.settings))
+        if learned != (total if learn else 0):
+            raise SystemExit(f"{variant}: {learned} events learned, expected {total if learn else 0}")
         tasks = asyncio.run(_check(bench.settings, total, routed=variant != "none"))
         return elapsed, flushed, tasks, bench.settings.flush_lanes
 
@@ -195,11 +212,16 @@ def _variant(variant: str, total: int) -> tuple[float, int, int, int]:
 def run(seconds: float) -> dict[str, object]:
     total = int(max(20_000, min(400_000, seconds * 20_000)))
     figures: dict[str, tuple[float, int, int, int]] = {}
-    for variant in ("forward_all", "condition", "none"):
-        figures[variant] = _variant(variant, total)
-        elapsed, flushed, tasks, _ = figures[variant]
+    # Learning on and off alternate, twice each, and each keeps its best drain: on a shared machine a single
+    # pair measures the neighbours as much as the learner.
+    for variant in ("forward_all", "learn_off", "forward_all", "learn_off", "condition", "none"):
+        figure = _variant("forward_all", total, learn=False) if variant == "learn_off" else _variant(variant, total)
+        if variant not in figures or figure[0] < figures[variant][0]:
+            figures[variant] = figure
+        elapsed, flushed, tasks, _ = figure
         print(f"flush {variant}: {flushed} events, {tasks} tasks in {elapsed:.2f} s", flush=True)
     routed, cond, none = figures["forward_all"], figures["condition"], figures["none"]
+    off = figures["learn_off"]
     return {
         "events": total,
         "seconds": round(routed[0], 2),
@@ -209,4 +231,6 @@ def run(seconds: float) -> dict[str, object]:
         "cond_events_per_s": round(cond[1] / cond[0]),
         "cond_tasks_per_s": round(cond[2] / cond[0]),
         "norule_events_per_s": round(none[1] / none[0]),
+        "learn_off_events_per_s": round(off[1] / off[0]),
+        "learn_ratio": round((routed[1] / routed[0]) / (off[1] / off[0]), 3),
     }
