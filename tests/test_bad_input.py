@@ -36,6 +36,7 @@ from shared.settings import Settings, load_settings
 from tests.events_support import Ev, store, store_delivery
 from tests.helpers import assert_error, db
 from tests.stack import free_port
+from tests.test_schema_learning import flush, record
 
 Path = tuple[str | int, ...]
 TREE = {"op": "AND", "children": [{"field": "header.x-a", "operator": "equals", "value": "v"}]}
@@ -60,7 +61,7 @@ def settings(servers, database_url: str, redis_prefix: str) -> Settings:
 
 
 @pytest.fixture
-async def made(client, account, database_url) -> dict[str, str]:
+async def made(client, account, database_url, ctx) -> dict[str, str]:
     """One of each object, so every route reaches its validation instead of a 404."""
     h = account.headers
     endpoint = (await client.post("/v1/endpoints", json={"name": "e"}, headers=h)).json()
@@ -73,6 +74,9 @@ async def made(client, account, database_url) -> dict[str, str]:
     async with db(database_url) as conn:
         (event_id,) = await store(conn, None, None, [Ev(endpoint["id"])])
         delivery_id = await store_delivery(conn, endpoint["id"], event_id, created_at=datetime.now(UTC), success=False)
+    await flush(ctx, [record(endpoint["id"], {"type": "t", "id": "1"})])  # a learned schema
+    async with db(database_url) as conn:
+        schema_id = await conn.fetchval("SELECT id FROM schemas")
     retry = (await client.post(f"{base}/deliveries/retry", headers=h)).json()
     started = (await client.post("/api/start")).json()
     return {
@@ -82,6 +86,7 @@ async def made(client, account, database_url) -> dict[str, str]:
         "rule_id": rule["id"],
         "entry_id": entry["id"],
         "label_id": label["id"],
+        "schema_id": schema_id,
         "event_id": event_id,
         "delivery_id": delivery_id,
         "retry_id": retry["id"],
