@@ -81,6 +81,7 @@ class Learner:
             async with conn.transaction():
                 await self._learn(conn, [r for r in rows if r[_ID] in new])
         except Exception as exc:
+            self._states.clear()  # a state may be half merged: read them all again
             infrastructure = isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError)
             if infrastructure and not is_record_fault(exc):
                 raise  # the infrastructure's: the flush retries the batch
