@@ -130,6 +130,10 @@ class Learner:
                 continue
             if type(doc) is not dict:
                 continue
+            try:
+                shape = shape_of(doc)
+            except RecursionError:  # nested deeper than any event a provider sends
+                continue
             endpoint_id = row[_ENDPOINT]
             account_id = accounts.get(endpoint_id)
             if account_id is None:
@@ -140,20 +144,18 @@ class Learner:
             if batch is None:
                 batch = batches[key] = Batch()
                 batch.first_at = row[_RECEIVED]
-            shape = shape_of(doc)
             batch.count += 1
             shapes = batch.shapes
             shapes[shape] = shapes.get(shape, 0) + 1
             endpoints = batch.endpoints
             endpoints[endpoint_id] = endpoints.get(endpoint_id, 0) + 1
             batch.last_at = row[_RECEIVED]
-            if shape.ids:
-                values = batch.values
-                for path, get in shape.ids:  # strings and integers only (control.schemas.shape)
-                    found = values.get(path)
-                    if found is None:
-                        found = values[path] = set()
-                    found.add(get(doc))
+            id_values = shape.id_values
+            if id_values is not None:  # strings and integers only (control.schemas.shape)
+                found = batch.values.get(shape)
+                if found is None:
+                    found = batch.values[shape] = []
+                found.append(id_values(doc))
         return batches
 
     async def _apply(self, conn: asyncpg.Connection, batches: dict[tuple[str, str], tuple[Batch, tuple]]) -> None:

@@ -88,8 +88,9 @@ class Batch:
     def __init__(self) -> None:
         self.count = 0
         self.shapes: dict[Shape, int] = {}
-        self.values: dict[str, set[Any]] = {}
-        """Distinct values of each id-like field (its occurrences are counted from the shapes)."""
+        self.values: dict[Shape, list[tuple[Any, ...]]] = {}
+        """Per shape, the values of its id-like fields (``Shape.ids``) in each sample; occurrences are counted
+        from the shapes."""
         self.endpoints: dict[str, int] = {}
         self.first_at: Any = None
         self.last_at: Any = None
@@ -172,7 +173,15 @@ def merge(state: State, batch: Batch, hash_value: Any) -> None:
         container = _container(path)
         if not is_live(p, end) or (container and (container not in paths or paths[container].gone)):
             p.gone = True
-    for path, values in batch.values.items():
+    distinct: dict[str, set[Any]] = {}
+    for shape, rows in batch.values.items():
+        for path, column in zip(shape.ids, zip(*rows, strict=True), strict=True):
+            found = distinct.get(path)
+            if found is None:
+                distinct[path] = set(column)
+            else:
+                found.update(column)
+    for path, values in distinct.items():
         sketch = state.keys.get(path)
         if sketch is None:
             sketch = state.keys[path] = Sketch()
