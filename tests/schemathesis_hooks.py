@@ -12,6 +12,9 @@ Each hook covers something the OpenAPI document cannot state, narrowly, with the
   makes up. Any other is left for the server to refuse, so a negative case stays negative.
 - ``until`` earlier than ``since`` is refused (400): a relation between two parameters, which OpenAPI cannot
   state. Such cases are not generated.
+- A label rule's ``path`` is a dot path when ``source`` is ``body`` and a header name (an HTTP token) when it
+  is ``header``: a relation between two fields of one body. The document states the body form; a header
+  rule whose path is not a header name is not generated (the server's own check decides).
 
 The real ids come in the environment (``HOOKYARD_ST_*``), set by the test.
 """
@@ -29,6 +32,7 @@ from hypothesis import strategies as st
 from control.routing import conditions
 from control.service.destinations import check_url
 from control.service.events import event_filters
+from control.service.labels import check_path
 from shared.errors import ValidationError
 
 _DESTINATION_ID = re.compile(r"^dst_[0-7][0-9A-HJKMNP-TV-Z]{25}$")
@@ -100,8 +104,22 @@ def _sent_to(url: object) -> bool:
     return True
 
 
+def _header_label_ok(body: object) -> bool:
+    """False for a label rule body naming ``source: header`` with a path the server's check refuses as a
+    header name (any other body is left as generated, negative cases included)."""
+    if not isinstance(body, dict) or body.get("source") != "header" or not isinstance(body.get("path"), str):
+        return True
+    try:
+        check_path("header", body["path"])
+    except ValidationError as exc:
+        return "is not a header name" not in exc.message
+    return True
+
+
 @schemathesis.hook
 def filter_case(context: Any, case: Any) -> bool:
+    if _operation_id(context) in ("CreateLabelRule", "UpdateLabelRule"):
+        return _header_label_ok(case.body)
     if _operation_id(context) not in ("ListEvents", "GetLatestEvent", "WaitForEvent", "RetryDeliveries"):
         return True
     query = case.query or {}

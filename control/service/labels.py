@@ -27,7 +27,16 @@ from control.service.text import check_text
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
-__all__ = ("MAX_LABEL_RULES", "PALETTE", "create_label", "delete_label", "get_label", "list_labels", "update_label")
+__all__ = (
+    "MAX_LABEL_RULES",
+    "PALETTE",
+    "check_path",
+    "create_label",
+    "delete_label",
+    "get_label",
+    "list_labels",
+    "update_label",
+)
 
 MAX_LABEL_RULES = 50
 """Per endpoint: each is evaluated on every event the endpoint receives."""
@@ -58,7 +67,7 @@ def _not_found(label_id: str) -> NotFoundError:
     return NotFoundError(f"label rule {label_id!r} not found")
 
 
-def _check_path(source: str, path: str) -> str:
+def check_path(source: str, path: str) -> str:
     """The path as stored: a body path as given (no empty segment), a header name lowercased."""
     check_text(path, "path")
     if not 1 <= len(path) <= MAX_FIELD_LENGTH:
@@ -113,7 +122,7 @@ async def get_label(ctx: Context, principal: Principal, label_id: str) -> LabelR
 
 async def create_label(ctx: Context, principal: Principal, endpoint_id: str, data: LabelRuleCreate) -> LabelRule:
     require_write(principal)
-    path = _check_path(data.source, data.path)
+    path = check_path(data.source, data.path)
     output_key = _check_key(data.output_key)
     color = default_color(output_key) if data.color is None else _check_color(data.color)
     async with ctx.pool.acquire() as conn, conn.transaction():
@@ -154,9 +163,7 @@ async def update_label(ctx: Context, principal: Principal, label_id: str, data: 
         if current is None:
             raise _not_found(label_id)
         if "source" in changes or "path" in changes:
-            changes["path"] = _check_path(
-                changes.get("source", current["source"]), changes.get("path", current["path"])
-            )
+            changes["path"] = check_path(changes.get("source", current["source"]), changes.get("path", current["path"]))
         if "output_key" in changes:
             await _check_unique(conn, current["endpoint_id"], changes["output_key"], label_id)
         row = await db_labels.update(conn, label_id, changes)
