@@ -452,13 +452,17 @@ async def _attach_everything(conn, account_id: str, endpoint_id: str, tag: str) 
         "INSERT INTO allowlist_entries (id, endpoint_id, cidr) VALUES ($1, $2, '10.0.0.0/8')", f"al_{tag}", endpoint_id
     )
     await conn.execute(
-        "INSERT INTO schemas (id, account_id, provider, event_type) VALUES ($1, $2, 'payments', $3)",
+        "INSERT INTO schemas (id, account_id, scope_key, provider, event_type) VALUES ($1, $2, $3, 'payments', $4)",
         f"sch_{tag}",
         account_id,
+        f"p:payments:type.{tag}",
         f"type.{tag}",
     )
     await conn.execute(
-        "INSERT INTO schema_endpoints (schema_id, endpoint_id) VALUES ($1, $2)", f"sch_{tag}", endpoint_id
+        """INSERT INTO schema_endpoints (schema_id, endpoint_id, first_seen_at, last_seen_at)
+           VALUES ($1, $2, now(), now())""",
+        f"sch_{tag}",
+        endpoint_id,
     )
 
 
