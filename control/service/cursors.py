@@ -30,13 +30,16 @@ def _checksum(payload: bytes) -> bytes:
 
 def encode_cursor(kind: str, at: datetime, row_id: str) -> str:
     micros = (at - _EPOCH) // timedelta(microseconds=1)
-    payload = f"{kind}|{micros}|{row_id}".encode()
+    return _seal(f"{kind}|{micros}|{row_id}".encode())
+
+
+def _seal(payload: bytes) -> str:
+    """The token of ``payload``: unpadded URL-safe base64 of the payload and its checksum."""
     return base64.urlsafe_b64encode(payload + _checksum(payload)).decode().rstrip("=")
 
 
-def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
-    """(timestamp, id) of the row the previous page ended with; ValidationError for anything else."""
-    invalid = ValidationError("cursor: not a cursor of this list; pass `next_cursor` from the previous page unchanged")
+def _opened(token: str, invalid: ValidationError) -> bytes:
+    """The payload of a token ``_seal`` made; ``invalid`` for anything else (length, base64, checksum)."""
     if not token or len(token) > _MAX_LEN:
         raise invalid
     try:
@@ -46,6 +49,13 @@ def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
     payload, check = raw[:-_CHECK], raw[-_CHECK:]
     if len(raw) <= _CHECK or check != _checksum(payload):
         raise invalid
+    return payload
+
+
+def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
+    """(timestamp, id) of the row the previous page ended with; ValidationError for anything else."""
+    invalid = ValidationError("cursor: not a cursor of this list; pass `next_cursor` from the previous page unchanged")
+    payload = _opened(token, invalid)
     try:
         got_kind, micros, row_id = payload.decode().split("|", 2)
         at = _EPOCH + timedelta(microseconds=int(micros))
@@ -59,8 +69,7 @@ def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
 def encode_position(xid: int, event_id: str) -> str:
     """A place in an endpoint's events in the order they were stored (``events/wait?after=``): the storing
     transaction's id and the event id; ``event_id`` empty means before every event of that transaction."""
-    payload = f"pos|{xid}|{event_id}".encode()
-    return base64.urlsafe_b64encode(payload + _checksum(payload)).decode().rstrip("=")
+    return _seal(f"pos|{xid}|{event_id}".encode())
 
 
 def decode_position(token: str, *, field: str = "after") -> tuple[int, str]:
@@ -68,15 +77,7 @@ def decode_position(token: str, *, field: str = "after") -> tuple[int, str]:
     invalid = ValidationError(
         f"{field}: not a position; pass `now`, or the `cursor` of a previous answer of this endpoint unchanged"
     )
-    if not token or len(token) > _MAX_LEN:
-        raise invalid
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    except (binascii.Error, ValueError):
-        raise invalid from None
-    payload, check = raw[:-_CHECK], raw[-_CHECK:]
-    if len(raw) <= _CHECK or check != _checksum(payload):
-        raise invalid
+    payload = _opened(token, invalid)
     try:
         kind, xid, event_id = payload.decode().split("|", 2)
         number = int(xid)
