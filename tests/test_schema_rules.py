@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from control.schemas.diff import diff
-from control.schemas.learn import hash_value
 from control.schemas.shape import Shapes, join_key, split_path
 from control.schemas.state import WARMUP, WINDOW, Batch, State, fields, merge, next_version
 
@@ -47,7 +46,7 @@ def _learn(state: State, shapes: Shapes, docs: list[dict[str, Any]]) -> tuple[in
         batch.count += 1
         batch.shapes[shape] = batch.shapes.get(shape, 0) + 1
     start = state.total + 1
-    merge(state, batch, hash_value)
+    merge(state, batch)
     return next_version(state, fields(state), start)
 
 

@@ -17,7 +17,7 @@ from control.schemas.state import SKETCH, Sketch, State
 
 __all__ = ("candidates",)
 
-_SPACE = float(1 << 32)  # control.schemas.learn.hash_value
+_SPACE = float(1 << 32)  # control.schemas.state.hash_value
 
 
 def _distinct(sketch: Sketch) -> float:

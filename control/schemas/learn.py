@@ -9,9 +9,11 @@ does) is logged and skipped for that batch.
 
 What is learned: JSON object bodies of events that were not refused (a failed signature or a blocked
 address could be anyone's shape). The schema is the account's (provider, event type); traffic with no
-provider has one schema per endpoint. Per event the cost is a decode, a signature walk and dict lookups
-(``control.schemas.shape``); per batch and schema one merge (``control.schemas.state``), and for the
-batch a few statements (``control.db.schemas``). Each worker process caches the schemas' states, keyed by
+provider has one schema per endpoint. Per event the cost is one decode: a sender (endpoint, provider,
+event type) repeating a shape has its bodies decoded into that shape's Struct, which checks the shape in C
+(``control.schemas.typed``); other bodies are decoded to dicts and walked into their signature
+(``control.schemas.shape``). Per batch and schema there is one merge (``control.schemas.state``), and for
+the batch a few statements (``control.db.schemas``). Each worker process caches the schemas' states, keyed by
 the random revision of their last write, so a state is read from Postgres only when another process wrote
 it since.
 """
@@ -19,8 +21,8 @@ it since.
 from __future__ import annotations
 
 import logging
+import operator
 import random
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,11 +32,12 @@ import msgspec
 from control.db import schemas as db
 from control.db.faults import is_record_fault
 from control.db.flush import COLUMNS, Stored
-from control.schemas.shape import Shapes
+from control.schemas.shape import Shape, Shapes
 from control.schemas.state import Batch, State, decode_state, encode_state, fields, merge, next_version
+from control.schemas.typed import Typed, typed
 from shared.ids import new_id
 
-__all__ = ("Learner", "hash_value", "scope_key")
+__all__ = ("Learner", "scope_key")
 
 log = logging.getLogger("hookyard.schemas")
 
@@ -43,8 +46,13 @@ _ID, _ENDPOINT, _RECEIVED, _BODY, _PROVIDER, _TYPE, _SIG, _IP = (
     for c in ("id", "endpoint_id", "received_at", "body", "provider", "event_type", "signature_valid", "ip_allowed")
 )
 _decode = msgspec.json.Decoder().decode
+_body_of = operator.itemgetter(_BODY)
+_sender_of = operator.itemgetter(_ENDPOINT, _PROVIDER, _TYPE)
 _json = msgspec.json.Encoder()
 _MAX_CACHED = 50_000
+_MAX_STRUCTS = 2_000
+_Invalid = msgspec.ValidationError
+_Undecodable = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 
 def scope_key(provider: str | None, event_type: str | None, endpoint_id: str) -> str:
@@ -54,12 +62,20 @@ def scope_key(provider: str | None, event_type: str | None, endpoint_id: str) ->
     return f"p:{provider}" if event_type is None else f"p:{provider}:{event_type}"
 
 
-def hash_value(value: Any) -> int:
-    """A stable 32-bit hash of an id-like value (the same in every process: sketches are merged and compared).
-    CRC-32: spread evenly enough for a 256-value sketch, and a few times cheaper than a cryptographic hash."""
-    if isinstance(value, str):
-        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
-    return zlib.crc32(b"#%d" % value)
+def _by_sender(rows: list[tuple]) -> dict[tuple[str, Any, Any], list[tuple]]:
+    """The rows learning looks at, by sender (endpoint, provider, event type), in arrival order: JSON-ish
+    bodies of events that were not refused (a failed signature or a blocked address could be anyone's shape)."""
+    groups: dict[tuple[str, Any, Any], list[tuple]] = {}
+    for row in rows:
+        if not row[_BODY] or row[_SIG] is False or row[_IP] is False:
+            continue
+        sender = _sender_of(row)
+        group = groups.get(sender)
+        if group is None:
+            groups[sender] = [row]
+        else:
+            group.append(row)
+    return groups
 
 
 class Learner:
@@ -70,22 +86,35 @@ class Learner:
         self._accounts: dict[str, str] = {}
         self._ids: dict[tuple[str, str], str] = {}
         self._states: dict[str, tuple[int, State]] = {}
+        self._typed: dict[tuple[str, Any, Any], Typed] = {}
+        """Per sender (endpoint, provider, event type): the Struct decoder tried first on its bodies."""
+        self._last: dict[tuple[str, Any, Any], Shape] = {}
+        """Per sender: the shape of its last body that took the general path."""
+        self._structs: dict[Shape, Typed | None] = {}
 
     async def learn(self, conn: asyncpg.Connection, rows: Sequence[tuple], stored: Stored) -> None:
         if not stored.by_endpoint:
             return
-        new: set[str] = set()
-        for _, event_ids in stored.by_endpoint:
-            new.update(event_ids.split(","))
+        if stored.events == len(rows):  # all new (a row repeated in the batch would make it fewer)
+            new_rows = list(rows)
+        else:
+            new: set[str] = set()
+            for _, event_ids in stored.by_endpoint:
+                new.update(event_ids.split(","))
+            new_rows = []
+            for r in rows:
+                if r[_ID] in new:
+                    new.discard(r[_ID])  # each new event once, even if its record came twice
+                    new_rows.append(r)
         try:
             async with conn.transaction():
-                await self._learn(conn, [r for r in rows if r[_ID] in new])
+                await self._learn(conn, new_rows)
         except Exception as exc:
             self._states.clear()  # a state may be half merged: read them all again
             infrastructure = isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError)
             if infrastructure and not is_record_fault(exc):
                 raise  # the infrastructure's: the flush retries the batch
-            log.exception("schemas: learning from %d new events failed; they are stored, not learned", len(new))
+            log.exception("schemas: learning from %d new events failed; they are stored, not learned", len(new_rows))
 
     async def _schema_ids(
         self, conn: asyncpg.Connection, batches: dict[tuple[str, str], tuple[Batch, tuple]]
@@ -100,13 +129,14 @@ class Learner:
         return {self._ids[k]: batch for k, batch in batches.items() if k in self._ids}
 
     async def _learn(self, conn: asyncpg.Connection, rows: list[tuple]) -> None:
+        senders = _by_sender(rows)
         accounts = self._accounts
-        unknown = list({r[_ENDPOINT] for r in rows} - accounts.keys())
+        unknown = list({endpoint_id for endpoint_id, _, _ in senders} - accounts.keys())
         if unknown:
             if len(accounts) > _MAX_CACHED:
                 accounts.clear()
             accounts.update(await db.accounts_of(conn, unknown))
-        gathered = self._gather(rows, accounts)
+        gathered = self._gather(senders, accounts)
         if gathered:
             batches = {}
             for (account_id, provider, which), batch in gathered.items():
@@ -114,49 +144,101 @@ class Learner:
                 batches[(account_id, scope_key(provider, scope[1], which))] = (batch, scope)
             await self._apply(conn, batches)
 
-    def _gather(self, rows: list[tuple], accounts: dict[str, str]) -> dict[tuple[str, Any, Any], Batch]:
+    def _gather(
+        self, senders: dict[tuple[str, Any, Any], list[tuple]], accounts: dict[str, str]
+    ) -> dict[tuple[str, Any, Any], Batch]:
         """The cheap per-event part: (account, provider, event type) or (account, None, endpoint) → batch."""
         batches: dict[tuple[str, Any, Any], Batch] = {}
-        shape_of = self.shapes.of
-        for row in rows:
-            body = row[_BODY]
-            if not body or row[_SIG] is False or row[_IP] is False:
-                continue
-            if body[0] != 123 and body.lstrip()[:1] != b"{":  # 123: "{"
-                continue
-            try:
-                doc = _decode(body)
-            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-                continue
-            if type(doc) is not dict:
-                continue
-            try:
-                shape = shape_of(doc)
-            except RecursionError:  # nested deeper than any event a provider sends
-                continue
-            endpoint_id = row[_ENDPOINT]
+        for sender, group in senders.items():
+            endpoint_id, provider, event_type = sender
             account_id = accounts.get(endpoint_id)
             if account_id is None:
                 continue
-            provider = row[_PROVIDER]
-            key = (account_id, provider, row[_TYPE]) if provider is not None else (account_id, None, endpoint_id)
+            key = (account_id, provider, event_type) if provider is not None else (account_id, None, endpoint_id)
             batch = batches.get(key)
+            created = batch is None
             if batch is None:
                 batch = batches[key] = Batch()
-                batch.first_at = row[_RECEIVED]
-            batch.count += 1
-            shapes = batch.shapes
-            shapes[shape] = shapes.get(shape, 0) + 1
-            endpoints = batch.endpoints
-            endpoints[endpoint_id] = endpoints.get(endpoint_id, 0) + 1
-            batch.last_at = row[_RECEIVED]
-            id_values = shape.id_values
-            if id_values is not None:  # strings and integers only (control.schemas.shape)
-                found = batch.values.get(shape)
-                if found is None:
-                    found = batch.values[shape] = []
-                found.append(id_values(doc))
+            learned = self._shapes(sender, list(map(_body_of, group)), batch)
+            if not learned:
+                if created:
+                    del batches[key]
+                continue
+            batch.count += learned
+            batch.endpoints[endpoint_id] = batch.endpoints.get(endpoint_id, 0) + learned
+            first, last = group[0][_RECEIVED], group[-1][_RECEIVED]  # the sender's, within this batch
+            batch.first_at = first if created else min(batch.first_at, first)
+            batch.last_at = last if created else max(batch.last_at, last)
         return batches
+
+    def _shapes(self, sender: tuple[str, Any, Any], bodies: list[bytes], batch: Batch) -> int:
+        """Adds the shapes (and id-like values) of one sender's bodies to ``batch``; how many were learned.
+
+        When the sender has a Struct (``control.schemas.typed``) it decodes them all in one pass, and the
+        shape is known. Otherwise, or when it refuses a body, each body is decoded on its own: with the
+        Struct first when there is one, else to dicts, walked into a signature."""
+        fast = self._typed.get(sender)
+        if fast is not None:
+            try:
+                docs = list(map(fast.decode, bodies))
+            except _Undecodable:
+                pass  # one of them is another shape, or no JSON: body by body
+            else:
+                batch.add(fast.shape, len(docs), [map(get, docs) for get in fast.id_getters])
+                return len(docs)
+        learned: dict[Shape, list[Any]] = {}  # shape → the id-like values of each of its samples
+        shape_of = self.shapes.of
+        for body in bodies:
+            shape = None
+            if fast is not None:
+                try:
+                    doc = fast.decode(body)
+                except _Invalid:  # not this shape (or not an object): the general path decides
+                    pass
+                except _Undecodable:
+                    continue
+                else:
+                    shape, ids = fast.shape, fast.id_values
+            if shape is None:
+                if body[0] != 123 and body.lstrip()[:1] != b"{":  # 123: "{"
+                    continue
+                try:
+                    doc = _decode(body)
+                    if type(doc) is not dict:
+                        continue
+                    shape = shape_of(doc)
+                except _Undecodable:  # RecursionError: nested deeper than any event a provider sends
+                    continue
+                ids = shape.id_values
+                fast = self._seen(sender, shape) or fast
+            samples = learned.get(shape)
+            if samples is None:
+                samples = learned[shape] = []
+            samples.append(ids(doc) if ids is not None else None)
+        for shape, samples in learned.items():
+            batch.add(shape, len(samples), zip(*samples, strict=True) if shape.ids else None)
+        return sum(map(len, learned.values()))
+
+    def _seen(self, sender: tuple[str, Any, Any], shape: Shape) -> Typed | None:
+        """A general-path shape: the second in a row from one sender makes that shape the sender's Struct
+        (returned), when a Struct can state it."""
+        if self._last.get(sender) is not shape:
+            if len(self._last) > _MAX_CACHED:
+                self._last.clear()
+            self._last[sender] = shape
+            return None
+        structs = self._structs
+        if shape not in structs:
+            if len(structs) >= _MAX_STRUCTS:
+                structs.clear()
+                self._typed.clear()
+            structs[shape] = typed(shape)
+        found = structs[shape]
+        if found is not None:
+            if len(self._typed) > _MAX_CACHED:
+                self._typed.clear()
+            self._typed[sender] = found
+        return found
 
     async def _apply(self, conn: asyncpg.Connection, batches: dict[tuple[str, str], tuple[Batch, tuple]]) -> None:
         by_id = await self._schema_ids(conn, batches)
@@ -174,7 +256,7 @@ class Learner:
             state = decode_state(loaded[schema_id]) if schema_id in loaded else self._states[schema_id][1]
             batch, _ = by_id[schema_id]
             start = state.total + 1
-            merge(state, batch, hash_value)
+            merge(state, batch)
             field_list = fields(state)
             cut = next_version(state, field_list, start)
             if cut is not None:

@@ -127,6 +127,10 @@ class Shape:
     """Paths of the id-like scalar fields outside arrays: their values feed correlations."""
     id_values: Callable[[Any], tuple[Any, ...]] | None
     """The body's values at ``ids``, in that order (one compiled function); None when there are none."""
+    id_keys: tuple[tuple[str, ...], ...]
+    """The key path from the body to each of ``ids`` (``control.schemas.typed`` reads them from Structs)."""
+    signature: Any
+    """The signature it was compiled from."""
 
 
 class _Compiler:
@@ -191,6 +195,8 @@ def compile_shape(sig: Any) -> Shape:
         partial=frozenset(c.partial),
         ids=tuple(p for p, _ in c.ids),
         id_values=_id_values([k for _, k in c.ids]),
+        id_keys=tuple(k for _, k in c.ids),
+        signature=sig,
     )
 
 

@@ -23,6 +23,7 @@ too few to tell an optional field from a late one.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,7 +31,17 @@ import msgspec
 
 from control.schemas.shape import Shape
 
-__all__ = ("WARMUP", "WINDOW", "Batch", "PathStat", "State", "decode_state", "encode_state")
+__all__ = (
+    "WARMUP",
+    "WINDOW",
+    "Batch",
+    "PathStat",
+    "State",
+    "decode_state",
+    "encode_state",
+    "hash_value",
+    "hash_values",
+)
 
 WINDOW = 1000
 """Samples: the least a field must be missing to be removed, or present without a miss to become required."""
@@ -88,12 +99,44 @@ class Batch:
     def __init__(self) -> None:
         self.count = 0
         self.shapes: dict[Shape, int] = {}
-        self.values: dict[Shape, list[tuple[Any, ...]]] = {}
-        """Per shape, the values of its id-like fields (``Shape.ids``) in each sample; occurrences are counted
-        from the shapes."""
+        self.values: dict[str, set[Any]] = {}
+        """Per id-like path (``Shape.ids``), the distinct values it had; occurrences are counted from the
+        shapes."""
         self.endpoints: dict[str, int] = {}
         self.first_at: Any = None
         self.last_at: Any = None
+
+    def add(self, shape: Shape, count: int, columns: Iterable[Iterable[Any]] | None) -> None:
+        """``count`` samples of ``shape``; ``columns``: the values of each of its ``ids`` in them."""
+        self.shapes[shape] = self.shapes.get(shape, 0) + count
+        if columns is not None:
+            values = self.values
+            for path, column in zip(shape.ids, columns, strict=True):
+                found = values.get(path)
+                if found is None:
+                    values[path] = set(column)
+                else:
+                    found.update(column)
+
+
+def hash_value(value: Any) -> int:
+    """A stable 32-bit hash of an id-like value (the same in every process: sketches are merged and compared).
+    CRC-32: spread evenly enough for a 256-value sketch, and a few times cheaper than a cryptographic hash."""
+    if isinstance(value, str):
+        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+    return zlib.crc32(b"#%d" % value)
+
+
+_crc32, _encode = zlib.crc32, str.encode
+
+
+def hash_values(values: Iterable[Any]) -> list[int]:
+    """``hash_value`` of each; all strings (the usual case) are hashed without a Python call per value."""
+    values = list(values)
+    try:
+        return list(map(_crc32, map(_encode, values)))
+    except (TypeError, UnicodeEncodeError):  # an integer, or a lone surrogate
+        return [hash_value(v) for v in values]
 
 
 def _types(raw: Iterable[str]) -> list[str]:
@@ -103,14 +146,27 @@ def _types(raw: Iterable[str]) -> list[str]:
     return sorted(types)
 
 
-def _parent(path: str) -> str:
-    """The object path a field hangs from ('' for the body); an array item's parent is its array's item."""
+def _find_parent(path: str) -> str:
     i = len(path) - 1
     while i >= 0:
         if path[i] == "." and (i == 0 or path[i - 1] != "\\"):
             return path[:i]
         i -= 1
     return ""
+
+
+_parents: dict[str, str] = {}
+
+
+def _parent(path: str) -> str:
+    """The object path a field hangs from ('' for the body); an array item's parent is its array's item.
+    Remembered: every batch asks it of every path of its schemas."""
+    found = _parents.get(path)
+    if found is None:
+        if len(_parents) >= 100_000:
+            _parents.clear()
+        found = _parents[path] = _find_parent(path)
+    return found
 
 
 def _container(path: str) -> str:
@@ -131,7 +187,7 @@ def is_live(p: PathStat, total: int) -> bool:
     return not p.gone and total - p.last < max(WINDOW, GAPS * _mean_gap(p.last, p.n))
 
 
-def merge(state: State, batch: Batch, hash_value: Any) -> None:
+def merge(state: State, batch: Batch) -> None:
     """Adds a batch's samples to ``state`` (in place)."""
     start, end = state.total + 1, state.total + batch.count
     present: dict[str, int] = {}
@@ -156,7 +212,9 @@ def merge(state: State, batch: Batch, hash_value: Any) -> None:
             p = paths[path] = PathStat(n=0, first=start, last=end, absent_last=missed, absences=missed)
         p.n += count
         p.last = end
-        p.types = _types([*p.types, *types[path]])
+        kinds = types[path]
+        if not kinds.issubset(p.types):
+            p.types = _types([*p.types, *kinds])
     for path, p in paths.items():
         if p.gone or path.endswith("[]"):  # an array's items are never "missing", only the array
             continue
@@ -166,28 +224,26 @@ def merge(state: State, batch: Batch, hash_value: Any) -> None:
             p.absent_last = end
             p.absences += absent
     state.total = end
-    for path in sorted(paths, key=len):  # containers before what they contain
+    # Only a path missing from this batch can have gone (one present is live, and so is its container).
+    idle = [path for path, p in paths.items() if not p.gone and path not in present]
+    for path in sorted(idle, key=len):  # containers before what they contain
         p = paths[path]
-        if p.gone:
-            continue
         container = _container(path)
         if not is_live(p, end) or (container and (container not in paths or paths[container].gone)):
             p.gone = True
-    distinct: dict[str, set[Any]] = {}
-    for shape, rows in batch.values.items():
-        for path, column in zip(shape.ids, zip(*rows, strict=True), strict=True):
-            found = distinct.get(path)
-            if found is None:
-                distinct[path] = set(column)
-            else:
-                found.update(column)
-    for path, values in distinct.items():
+    for path, values in batch.values.items():
         sketch = state.keys.get(path)
         if sketch is None:
             sketch = state.keys[path] = Sketch()
         sketch.occurrences += present.get(path, 0)
+        new = hash_values(values)
+        if len(sketch.hashes) >= SKETCH:  # full: only hashes below its largest can enter
+            cutoff = sketch.hashes[-1]
+            new = [h for h in new if h < cutoff]
+            if not new:
+                continue
         hashes = set(sketch.hashes)
-        hashes.update(hash_value(v) for v in values)
+        hashes.update(new)
         sketch.hashes = sorted(hashes)[:SKETCH]
 
 
