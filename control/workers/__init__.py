@@ -15,7 +15,7 @@ from control.service import Context
 from control.service.sealed import keyring_of
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush
-from control.workers.loop import Loop, install_signal_handlers, run_loops
+from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
 from control.workers.retries import RetryJobs
 from control.workers.sweep import Sweep
 from shared import redis_client
@@ -87,7 +87,8 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
         if not burst:
             install_signal_handlers(stop)
         try:
-            await run_loops(loops, stop, burst=burst)
+            with frozen_start():
+                await run_loops(loops, stop, burst=burst)
         finally:
             await close_loops(loops)
 
