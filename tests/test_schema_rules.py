@@ -47,7 +47,7 @@ def _learn(state: State, shapes: Shapes, docs: list[dict[str, Any]]) -> tuple[in
         batch.shapes[shape] = batch.shapes.get(shape, 0) + 1
     start = state.total + 1
     merge(state, batch)
-    return next_version(state, fields(state), start)
+    return next_version(state, start)
 
 
 def test_a_field_becomes_required_only_after_its_recent_window() -> None:

@@ -257,11 +257,11 @@ class Learner:
             batch, _ = by_id[schema_id]
             start = state.total + 1
             merge(state, batch)
-            field_list = fields(state)
-            cut = next_version(state, field_list, start)
+            cut = next_version(state, start)
             if cut is not None:
                 version, is_new = cut
-                versions.append((schema_id, version, start - 1 if is_new else 0, _json.encode(field_list).decode()))
+                field_json = _json.encode(fields(state)).decode()
+                versions.append((schema_id, version, start - 1 if is_new else 0, field_json))
             revision = random.getrandbits(62)
             self._states[schema_id] = (revision, state)
             updates.append(

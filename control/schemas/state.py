@@ -263,14 +263,17 @@ def fields(state: State) -> list[dict[str, Any]]:
     ]
 
 
-def structure(field_list: list[dict[str, Any]]) -> list[Any]:
-    return [[f["path"], f["types"], f["optional"]] for f in field_list]
+def structure(state: State) -> list[Any]:
+    """What a version is made of: ``[path, types, optional]`` of each field (``fields`` without the presence
+    ratios, which change with every batch; built for every batch, so without a dict per field)."""
+    total = state.total
+    return [[path, p.types, not is_required(p, total)] for path, p in sorted(state.paths.items()) if not p.gone]
 
 
-def next_version(state: State, field_list: list[dict[str, Any]], start: int) -> tuple[int, bool] | None:
+def next_version(state: State, start: int) -> tuple[int, bool] | None:
     """(version to write, whether it is new) when the fields changed, else None; updates ``state``.
     ``start``: the sample index the batch began at (a batch begun within the warm-up amends version 1)."""
-    cut = structure(field_list)
+    cut = structure(state)
     if state.version and cut == state.cut:
         return None
     state.cut = cut
