@@ -168,6 +168,18 @@ async def test_generated_code_compiles_validates_and_handles(ctx: Context, datab
     ):
         with pytest.raises(jsonschema.ValidationError):
             validator.validate(wrong)
+    # Its union over the endpoint's event types: every captured envelope passes; a wrong one fails.
+    assert set(doc["$defs"]) == {"PaymentsPaymentIntentSucceeded", "PaymentsChargeRefunded", "PaymentsEvent"}
+    union = jsonschema.Draft202012Validator({"$defs": doc["$defs"], "$ref": "#/$defs/PaymentsEvent"})
+    for body in intents + refunds:
+        union.validate({"event_type": body["type"], "payload": body})
+    for wrong in (
+        {"event_type": "payment_intent.succeeded", "payload": {**intents[0], "livemode": "no"}},
+        {"event_type": "charge.disputed", "payload": refunds[0]},
+        {"payload": intents[0]},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            union.validate(wrong)
 
 
 CHECK = """
