@@ -14,8 +14,9 @@ Three variants, each on a fresh database so none inherits the others' rows:
 - ``none``: no rules at all (the secondary ``norule_events_per_s``).
 
 Schema learning (``control.schemas.learn``) runs in every variant, as the worker runs it; ``forward_all`` is
-drained without it too, in the same run: on and off alternate in ``PAIRS`` pairs, and ``learn_ratio``
-(printed last) is the median of the pairs' on/off ratios (the headline figures keep each one's best drain).
+drained without it too, in the same run: ``PAIRS`` pairs of back-to-back drains (both databases filled
+first), half of them learning first, and ``learn_ratio`` (printed last) is the geometric mean of the two
+orders' median on/off ratios (the headline figures keep each one's best drain).
 DESIGN.md section 6 and issue 16 want 0.9 or more.
 
 No deliver worker runs: the bench owns its database, and it checks afterwards that every event is stored and
@@ -25,14 +26,17 @@ that every routed variant holds exactly one pending, never-attempted task per ev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import math
 import statistics
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import asyncpg
 
-from bench.infra import bench_env
+from bench.infra import Bench, bench_env
 from bench.setup import create_endpoint
 from control.db import partitions
 from control.records.destinations import DestinationCreate
@@ -51,7 +55,7 @@ __all__ = ("run",)
 
 ENDPOINTS = 20
 EVENT_TYPE = "payment_intent.succeeded"
-PAIRS = 3
+PAIRS = 4
 """Learning on/off pairs of drains behind ``learn_ratio``."""
 SINK = "http://127.0.0.1:9/sink"  # the discard port: nothing would answer, and nothing is sent anyway
 CONDITION = {
@@ -198,41 +202,83 @@ async def _learned(settings: Settings) -> int:
         await conn.close()
 
 
-def _variant(variant: str, total: int, learn: bool = True) -> tuple[float, int, int, int]:
-    """(seconds, events, tasks, lanes) of one drain on a fresh database."""
+@contextlib.contextmanager
+def _prepared(variant: str, total: int) -> Iterator[Bench]:
+    """A fresh database with the variant's endpoints and rules, and its stream filled with ``total`` events."""
     with bench_env() as bench:
         made = [asyncio.run(create_endpoint(bench.settings)) for _ in range(ENDPOINTS)]
         asyncio.run(_add_rules(bench.settings, [(e.id, e.account_id) for e in made], variant))
         asyncio.run(_prefix_index(bench.settings))
         asyncio.run(_fill(bench.settings, [e.id for e in made], total))
-        flushed, elapsed = asyncio.run(_drain(bench.settings, bench.settings.flush_lanes, learn))
-        if flushed != total:
-            raise SystemExit(f"{variant}: flushed {flushed} of {total} events")
-        learned = asyncio.run(_learned(bench.settings))
-        if learned != (total if learn else 0):
-            raise SystemExit(f"{variant}: {learned} events learned, expected {total if learn else 0}")
-        tasks = asyncio.run(_check(bench.settings, total, routed=variant != "none"))
-        return elapsed, flushed, tasks, bench.settings.flush_lanes
+        yield bench
+
+
+def _drained(bench: Bench, variant: str, total: int, learn: bool) -> tuple[float, int, int, int]:
+    """(seconds, events, tasks, lanes) of draining a prepared database, checked afterwards."""
+    flushed, elapsed = asyncio.run(_drain(bench.settings, bench.settings.flush_lanes, learn))
+    if flushed != total:
+        raise SystemExit(f"{variant}: flushed {flushed} of {total} events")
+    learned = asyncio.run(_learned(bench.settings))
+    if learned != (total if learn else 0):
+        raise SystemExit(f"{variant}: {learned} events learned, expected {total if learn else 0}")
+    tasks = asyncio.run(_check(bench.settings, total, routed=variant != "none"))
+    return elapsed, flushed, tasks, bench.settings.flush_lanes
+
+
+def _variant(variant: str, total: int, learn: bool = True) -> tuple[float, int, int, int]:
+    """(seconds, events, tasks, lanes) of one drain on a fresh database."""
+    with _prepared(variant, total) as bench:
+        return _drained(bench, variant, total, learn)
+
+
+async def _checkpoint(settings: Settings) -> None:
+    """Writes out what earlier drains left dirty, so each drain starts from the same clean server."""
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        await conn.execute("CHECKPOINT")
+    except asyncpg.InsufficientPrivilegeError:
+        pass  # not a superuser: the alternated order still cancels what the drain before leaves
+    finally:
+        await conn.close()
+
+
+def _pair(total: int, learn_first: bool) -> dict[bool, tuple[float, int, int, int]]:
+    """forward_all drained with learning on and off, back to back: both databases are prepared first, so the
+    two drains lie seconds apart and meet the same neighbours. The first database is dropped and the server
+    checkpointed before the second drain, which would otherwise pay for the first one's writes."""
+    drains = {}
+    with _prepared("forward_all", total) as second:
+        with _prepared("forward_all", total) as first:
+            asyncio.run(_checkpoint(first.settings))
+            drains[learn_first] = _drained(first, "forward_all", total, learn_first)
+        asyncio.run(_checkpoint(second.settings))
+        drains[not learn_first] = _drained(second, "forward_all", total, not learn_first)
+    return drains
 
 
 def run(seconds: float) -> dict[str, object]:
     total = int(max(20_000, min(400_000, seconds * 20_000)))
     figures: dict[str, tuple[float, int, int, int]] = {}
-    # Learning on and off alternate in PAIRS pairs, each pair's order the reverse of the last; learn_ratio is
-    # the median of the pairs' ratios. On a shared machine one drain can run 20% off its neighbours, so a
-    # single pair (or the best of each) measures the neighbours as much as the learner.
-    ratios: list[float] = []
+    # Learning on and off are drained in PAIRS back-to-back pairs, half of them learning first. Whichever
+    # drains second in a pair measured up to 20% slower (checkpoints and autovacuum of the first), so
+    # learn_ratio is the geometric mean of the two orders' median ratios: the order's effect cancels.
+    by_order: dict[bool, list[float]] = {True: [], False: []}
     for pair in range(PAIRS):
-        drains = {}
-        for learn in (True, False) if pair % 2 == 0 else (False, True):
+        learn_first = pair % 2 == 0
+        drains = _pair(total, learn_first)
+        for learn, figure in drains.items():
             variant = "forward_all" if learn else "learn_off"
-            drains[learn] = figure = _variant("forward_all", total, learn=learn)
             if variant not in figures or figure[0] < figures[variant][0]:
                 figures[variant] = figure
             elapsed, flushed, tasks, _ = figure
             print(f"flush {variant}: {flushed} events, {tasks} tasks in {elapsed:.2f} s", flush=True)
-        ratios.append(drains[False][0] / drains[True][0])  # same events: the ratio of events/s
-        print(f"flush learn_ratio of pair {pair + 1}: {ratios[-1]:.3f}", flush=True)
+        by_order[learn_first].append(drains[False][0] / drains[True][0])  # same events: the ratio of events/s
+        print(
+            f"flush learn_ratio of pair {pair + 1} (learning {'first' if learn_first else 'second'}): "
+            f"{by_order[learn_first][-1]:.3f}",
+            flush=True,
+        )
+    learn_ratio = math.sqrt(statistics.median(by_order[True]) * statistics.median(by_order[False]))
     for variant in ("condition", "none"):
         figures[variant] = figure = _variant(variant, total)
         elapsed, flushed, tasks, _ = figure
@@ -249,5 +295,5 @@ def run(seconds: float) -> dict[str, object]:
         "cond_tasks_per_s": round(cond[2] / cond[0]),
         "norule_events_per_s": round(none[1] / none[0]),
         "learn_off_events_per_s": round(off[1] / off[0]),
-        "learn_ratio": round(statistics.median(ratios), 3),
+        "learn_ratio": round(learn_ratio, 3),
     }

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -72,19 +73,40 @@ class Bench:
     env: dict[str, str]
 
 
+_running: list[Any] = []
+"""The embedded servers of the outermost open ``bench_env``, shared by any opened inside it."""
+
+
 @contextlib.contextmanager
-def bench_env(**overrides: object) -> Iterator[Bench]:
-    """A fresh migrated database and Redis prefix for one bench run; dropped afterwards."""
-    OUT.mkdir(exist_ok=True)
+def _servers() -> Iterator[tuple[str, str]]:
+    """(database URL, Redis URL): the environment's, else embedded servers (one set, however nested)."""
     database_url = os.environ.get("DATABASE_URL")
     redis_url = os.environ.get("REDIS_URL")
-    embedded = None
-    if not database_url or not redis_url:
-        from control.embedded import start_embedded
+    if (database_url and redis_url) or _running:
+        yield (database_url or _running[0].database_url, redis_url or _running[0].redis_url)
+        return
+    from control.embedded import start_embedded
 
-        embedded = start_embedded(OUT / "embedded", postgres=not database_url, redis=not redis_url)
-        database_url = database_url or embedded.database_url
-        redis_url = redis_url or embedded.redis_url
+    embedded = start_embedded(OUT / "embedded", postgres=not database_url, redis=not redis_url)
+    _running.append(embedded)
+    try:
+        yield (database_url or embedded.database_url, redis_url or embedded.redis_url)
+    finally:
+        _running.clear()
+        embedded.stop()
+
+
+@contextlib.contextmanager
+def bench_env(**overrides: object) -> Iterator[Bench]:
+    """A fresh migrated database and Redis prefix for one bench run; dropped afterwards. May be nested (two
+    databases side by side)."""
+    OUT.mkdir(exist_ok=True)
+    with _servers() as (database_url, redis_url), _database(database_url, redis_url, overrides) as bench:
+        yield bench
+
+
+@contextlib.contextmanager
+def _database(database_url: str, redis_url: str, overrides: dict[str, object]) -> Iterator[Bench]:
     name = f"hy_bench_{uuid.uuid4().hex[:10]}"
     admin_dsn = urlunsplit(urlsplit(database_url)._replace(path="/postgres"))
     db_dsn = urlunsplit(urlsplit(database_url)._replace(path="/" + name))
@@ -114,8 +136,6 @@ def bench_env(**overrides: object) -> Iterator[Bench]:
             client.delete(*keys)
         client.close()
         asyncio.run(admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        if embedded is not None:
-            embedded.stop()
 
 
 def granian(target: str, port: int, *, factory: bool = True, workers: int = 1) -> list[str]:
