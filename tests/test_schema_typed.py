@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from control.db.flush import COLUMNS
-from control.schemas.learn import Learner, _by_sender
+from control.schemas.learn import Learner
 from control.schemas.shape import Shapes
 from control.schemas.state import Batch, State, fields, merge
 from control.schemas.typed import typed
@@ -124,7 +124,7 @@ def _view(batch: Batch) -> tuple[Counter[Any], dict[str, set[Any]]]:
 
 
 def _learned(learner: Learner, rows: list[tuple]) -> Batch:
-    (batch,) = learner._gather(_by_sender(rows), {"ep_1": "acc_1"}).values()
+    (batch,) = learner.read(rows).values()
     return batch
 
 

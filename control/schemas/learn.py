@@ -92,11 +92,25 @@ class Learner:
         """Per sender: the shape of its last body that took the general path."""
         self._structs: dict[Shape, Typed | None] = {}
 
+    def read(self, rows: Sequence[tuple]) -> dict[tuple[str, Any, Any], Batch]:
+        """The CPU part, without I/O: each sender's (endpoint, provider, event type) learned samples."""
+        out: dict[tuple[str, Any, Any], Batch] = {}
+        for sender, group in _by_sender(rows).items():
+            batch = Batch()
+            learned = self._shapes(sender, list(map(_body_of, group)), batch)
+            if learned:
+                batch.count = learned
+                batch.endpoints[sender[0]] = learned
+                batch.first_at, batch.last_at = group[0][_RECEIVED], group[-1][_RECEIVED]
+                out[sender] = batch
+        return out
+
     async def learn(self, conn: asyncpg.Connection, rows: Sequence[tuple], stored: Stored) -> None:
+        """Learns the new events among ``rows`` (``stored``: what the insert reported)."""
         if not stored.by_endpoint:
             return
         if stored.events == len(rows):  # all new (a row repeated in the batch would make it fewer)
-            new_rows = list(rows)
+            new_rows = rows
         else:
             new: set[str] = set()
             for _, event_ids in stored.by_endpoint:
@@ -107,8 +121,9 @@ class Learner:
                     new.discard(r[_ID])  # each new event once, even if its record came twice
                     new_rows.append(r)
         try:
+            senders = self.read(new_rows)
             async with conn.transaction():
-                await self._learn(conn, new_rows)
+                await self._learn(conn, senders)
         except Exception as exc:
             self._states.clear()  # a state may be half merged: read them all again
             infrastructure = isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError)
@@ -128,48 +143,28 @@ class Learner:
             self._ids.update(await db.ids_for(conn, missing))
         return {self._ids[k]: batch for k, batch in batches.items() if k in self._ids}
 
-    async def _learn(self, conn: asyncpg.Connection, rows: list[tuple]) -> None:
-        senders = _by_sender(rows)
+    async def _learn(self, conn: asyncpg.Connection, senders: dict[tuple[str, Any, Any], Batch]) -> None:
         accounts = self._accounts
         unknown = list({endpoint_id for endpoint_id, _, _ in senders} - accounts.keys())
         if unknown:
             if len(accounts) > _MAX_CACHED:
                 accounts.clear()
             accounts.update(await db.accounts_of(conn, unknown))
-        gathered = self._gather(senders, accounts)
-        if gathered:
-            batches = {}
-            for (account_id, provider, which), batch in gathered.items():
-                scope = (provider, which, None) if provider is not None else (None, None, which)
-                batches[(account_id, scope_key(provider, scope[1], which))] = (batch, scope)
-            await self._apply(conn, batches)
-
-    def _gather(
-        self, senders: dict[tuple[str, Any, Any], list[tuple]], accounts: dict[str, str]
-    ) -> dict[tuple[str, Any, Any], Batch]:
-        """The cheap per-event part: (account, provider, event type) or (account, None, endpoint) → batch."""
-        batches: dict[tuple[str, Any, Any], Batch] = {}
-        for sender, group in senders.items():
-            endpoint_id, provider, event_type = sender
+        batches: dict[tuple[str, str], tuple[Batch, tuple]] = {}
+        for (endpoint_id, provider, event_type), batch in senders.items():
             account_id = accounts.get(endpoint_id)
-            if account_id is None:
+            if account_id is None:  # the endpoint is gone
                 continue
-            key = (account_id, provider, event_type) if provider is not None else (account_id, None, endpoint_id)
-            batch = batches.get(key)
-            created = batch is None
-            if batch is None:
-                batch = batches[key] = Batch()
-            learned = self._shapes(sender, list(map(_body_of, group)), batch)
-            if not learned:
-                if created:
-                    del batches[key]
-                continue
-            batch.count += learned
-            batch.endpoints[endpoint_id] = batch.endpoints.get(endpoint_id, 0) + learned
-            first, last = group[0][_RECEIVED], group[-1][_RECEIVED]  # the sender's, within this batch
-            batch.first_at = first if created else min(batch.first_at, first)
-            batch.last_at = last if created else max(batch.last_at, last)
-        return batches
+            # The schema: the account's (provider, event type), or the endpoint's for unattributed traffic.
+            scope = (provider, event_type, None) if provider is not None else (None, None, endpoint_id)
+            key = (account_id, scope_key(provider, event_type, endpoint_id))
+            found = batches.get(key)
+            if found is None:
+                batches[key] = (batch, scope)
+            else:
+                found[0].absorb(batch)
+        if batches:
+            await self._apply(conn, batches)
 
     def _shapes(self, sender: tuple[str, Any, Any], bodies: list[bytes], batch: Batch) -> int:
         """Adds the shapes (and id-like values) of one sender's bodies to ``batch``; how many were learned.

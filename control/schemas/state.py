@@ -106,6 +106,22 @@ class Batch:
         self.first_at: Any = None
         self.last_at: Any = None
 
+    def absorb(self, other: Batch) -> None:
+        """Adds another sender's samples of the same schema (same batch)."""
+        self.count += other.count
+        for shape, n in other.shapes.items():
+            self.shapes[shape] = self.shapes.get(shape, 0) + n
+        for path, values in other.values.items():
+            found = self.values.get(path)
+            if found is None:
+                self.values[path] = values
+            else:
+                found.update(values)
+        for endpoint_id, n in other.endpoints.items():
+            self.endpoints[endpoint_id] = self.endpoints.get(endpoint_id, 0) + n
+        self.first_at = min(self.first_at, other.first_at)
+        self.last_at = max(self.last_at, other.last_at)
+
     def add(self, shape: Shape, count: int, columns: Iterable[Iterable[Any]] | None) -> None:
         """``count`` samples of ``shape``; ``columns``: the values of each of its ``ids`` in them."""
         self.shapes[shape] = self.shapes.get(shape, 0) + count
