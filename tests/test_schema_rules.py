@@ -10,7 +10,7 @@ import pytest
 
 from control.schemas.diff import diff
 from control.schemas.shape import Shapes, join_key, split_path
-from control.schemas.state import WARMUP, WINDOW, Batch, State, fields, merge, next_version
+from control.schemas.state import WARMUP, WINDOW, Batch, State, fields, hash_value, hash_values, merge, next_version
 
 
 def _field(path: str, types: list[str], optional: bool = False) -> dict[str, Any]:
@@ -79,3 +79,15 @@ def test_warm_up_amends_version_one() -> None:
 def test_paths_round_trip_through_their_escapes(key: str) -> None:
     path = join_key(join_key("top", key), "leaf") + "[]"
     assert split_path(path) == [("top", 0), (key, 0), ("leaf", 1)]
+
+
+def test_hash_values_is_hash_value_of_each() -> None:
+    """The batch hasher (strings in one pass) gives every value's own hash: integers and lone surrogates too,
+    and, with ``below``, only the hashes under it."""
+    values = {"cus_1", "évt", 42, "\ud800x"}
+    hashes = {hash_value(v) for v in values}
+    assert sorted(hash_values(values)) == sorted(hashes)
+    assert sorted(hash_values({"cus_1", "évt"})) == sorted(hash_value(v) for v in ("cus_1", "évt"))
+    below = sorted(hashes)[2]
+    assert sorted(hash_values(values, below)) == sorted(h for h in hashes if h < below)
+    assert hash_values({"cus_1"}, 0) == []

@@ -24,7 +24,7 @@ too few to tell an optional field from a late one.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import msgspec
@@ -146,13 +146,14 @@ def hash_value(value: Any) -> int:
 _crc32, _encode = zlib.crc32, str.encode
 
 
-def hash_values(values: Iterable[Any]) -> list[int]:
-    """``hash_value`` of each; all strings (the usual case) are hashed without a Python call per value."""
-    values = list(values)
+def hash_values(values: Collection[Any], below: int | None = None) -> list[int]:
+    """``hash_value`` of each, only those under ``below`` when given. All strings (the usual case) are hashed
+    and filtered without a Python call per value."""
     try:
-        return list(map(_crc32, map(_encode, values)))
+        hashed = map(_crc32, map(_encode, values))
+        return list(hashed if below is None else filter(below.__gt__, hashed))
     except (TypeError, UnicodeEncodeError):  # an integer, or a lone surrogate
-        return [hash_value(v) for v in values]
+        return [h for h in map(hash_value, values) if below is None or h < below]
 
 
 def _types(raw: Iterable[str]) -> list[str]:
@@ -252,15 +253,12 @@ def merge(state: State, batch: Batch) -> None:
         if sketch is None:
             sketch = state.keys[path] = Sketch()
         sketch.occurrences += present.get(path, 0)
-        new = hash_values(values)
-        if len(sketch.hashes) >= SKETCH:  # full: only hashes below its largest can enter
-            cutoff = sketch.hashes[-1]
-            new = [h for h in new if h < cutoff]
-            if not new:
-                continue
-        hashes = set(sketch.hashes)
-        hashes.update(new)
-        sketch.hashes = sorted(hashes)[:SKETCH]
+        full = len(sketch.hashes) >= SKETCH
+        new = set(hash_values(values, sketch.hashes[-1] if full else None))  # full: only those below its largest
+        new.difference_update(sketch.hashes)  # values seen before (a customer's next event) change nothing
+        if new:
+            new.update(sketch.hashes)
+            sketch.hashes = sorted(new)[:SKETCH]
 
 
 def fields(state: State) -> list[dict[str, Any]]:
