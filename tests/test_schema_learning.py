@@ -177,6 +177,20 @@ async def test_unattributed_is_per_endpoint_and_learned_once(ctx: Context, datab
     assert [s.endpoint_id for s in on_first.schemas] == [first]
 
 
+async def test_a_batch_of_stored_and_new_events_learns_the_new_ones_once(ctx: Context, database_url: str) -> None:
+    """The flush reads a batch's shapes before its insert says which events are new; a batch that mixes
+    events stored before with new ones is learned from the new ones alone."""
+    account = await make_account(database_url)
+    endpoint_id = await make_endpoint(database_url, account.id)
+    stored = [record(endpoint_id, {"type": "t", "a": 1}) for _ in range(3)]
+    await flush(ctx, stored)
+    new = [record(endpoint_id, {"type": "t", "a": 1, "b": "x"}) for _ in range(2)]
+    await flush(ctx, stored + new)  # one entry: three stored before, two new
+    (schema,) = (await service.list_schemas(ctx, principal(account.id))).schemas
+    assert schema.sample_count == 5
+    assert {f.path: f.presence for f in schema.fields} == {"a": 1.0, "b": 0.4, "type": 1.0}
+
+
 async def test_not_learned_from_refused_or_non_object_bodies(ctx: Context, database_url: str) -> None:
     account = await make_account(database_url)
     endpoint_id = await make_endpoint(database_url, account.id)

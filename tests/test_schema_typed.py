@@ -112,7 +112,7 @@ def _general(bodies: list[bytes]) -> Batch:
     return batch
 
 
-def _view(batch: Batch) -> tuple[Counter[Any], dict[str, set[Any]]]:
+def _view(batch: Batch) -> tuple[Counter[Any], dict[str, set[int]]]:
     """What a batch teaches, independent of key order: its samples' paths with their types (an integer and
     a number alike, the one difference a Struct may make), objects and partial items; its id-like values."""
     shapes: Counter[Any] = Counter()
@@ -120,7 +120,7 @@ def _view(batch: Batch) -> tuple[Counter[Any], dict[str, set[Any]]]:
         numeric = {"integer": "number"}
         present = frozenset((p, frozenset(numeric.get(k, k) for k in kinds)) for p, kinds in shape.present)
         shapes[(present, shape.objects, shape.partial)] += n
-    return shapes, batch.values
+    return shapes, batch.hashes
 
 
 def _learned(learner: Learner, rows: list[tuple]) -> Batch:
@@ -158,8 +158,8 @@ def test_stable_traffic_takes_the_struct_path() -> None:
     assert list(second.shapes) == [fast.shape] == list(first.shapes)
     assert second.count == second.shapes[fast.shape] == 200
     # Id-like values read from Structs are the values the general path reads from dicts.
-    expected = _general([json.dumps(_charge(i)).encode() for i in range(200, 400)]).values
-    assert second.values == expected
+    expected = _general([json.dumps(_charge(i)).encode() for i in range(200, 400)]).hashes
+    assert second.hashes == expected
     assert fast.id_values is not None
     assert fast.id_values(fast.decode(json.dumps(_charge(200)).encode())) == (
         "evt_200",

@@ -105,13 +105,30 @@ class Learner:
                 out[sender] = batch
         return out
 
-    async def learn(self, conn: asyncpg.Connection, rows: Sequence[tuple], stored: Stored) -> None:
-        """Learns the new events among ``rows`` (``stored``: what the insert reported)."""
+    def prepare(self, rows: Sequence[tuple]) -> dict[tuple[str, Any, Any], Batch] | None:
+        """``read`` of every row, made while the flush still has them fresh in the CPU's caches (before its
+        insert); ``learn`` uses it when every row turns out new. None when reading failed (``learn`` tries
+        again, and reports it)."""
+        try:
+            return self.read(rows)
+        except Exception:  # noqa: BLE001 - learning never stops ingestion; learn() logs its own attempt
+            return None
+
+    async def learn(
+        self,
+        conn: asyncpg.Connection,
+        rows: Sequence[tuple],
+        stored: Stored,
+        prepared: dict[tuple[str, Any, Any], Batch] | None = None,
+    ) -> None:
+        """Learns the new events among ``rows`` (``stored``: what the insert reported; ``prepared``: this
+        learner's ``prepare(rows)``, if made)."""
         if not stored.by_endpoint:
             return
         if stored.events == len(rows):  # all new (a row repeated in the batch would make it fewer)
             new_rows = rows
         else:
+            prepared = None  # it counted rows stored before: read the new ones alone
             new: set[str] = set()
             for _, event_ids in stored.by_endpoint:
                 new.update(event_ids.split(","))
@@ -121,7 +138,7 @@ class Learner:
                     new.discard(r[_ID])  # each new event once, even if its record came twice
                     new_rows.append(r)
         try:
-            senders = self.read(new_rows)
+            senders = prepared if prepared is not None else self.read(new_rows)
             async with conn.transaction():
                 await self._learn(conn, senders)
         except Exception as exc:
@@ -179,7 +196,7 @@ class Learner:
             except _Undecodable:
                 pass  # one of them is another shape, or no JSON: body by body
             else:
-                batch.add(fast.shape, len(docs), [map(get, docs) for get in fast.id_getters])
+                batch.add(fast.shape, len(docs), [list(map(get, docs)) for get in fast.id_getters])
                 return len(docs)
         learned: dict[Shape, list[Any]] = {}  # shape → the id-like values of each of its samples
         shape_of = self.shapes.of

@@ -24,7 +24,7 @@ too few to tell an optional field from a late one.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -94,14 +94,14 @@ def decode_state(data: bytes | None) -> State:
 class Batch:
     """One batch's samples of one schema, gathered event by event (the cheap part)."""
 
-    __slots__ = ("count", "endpoints", "first_at", "last_at", "shapes", "values")
+    __slots__ = ("count", "endpoints", "first_at", "hashes", "last_at", "shapes")
 
     def __init__(self) -> None:
         self.count = 0
         self.shapes: dict[Shape, int] = {}
-        self.values: dict[str, set[Any]] = {}
-        """Per id-like path (``Shape.ids``), the distinct values it had; occurrences are counted from the
-        shapes."""
+        self.hashes: dict[str, set[int]] = {}
+        """Per id-like path (``Shape.ids``), the hashes of the values it had (``hash_value``: what sketches
+        keep, taken while the bodies are fresh in the cache); occurrences are counted from the shapes."""
         self.endpoints: dict[str, int] = {}
         self.first_at: Any = None
         self.last_at: Any = None
@@ -111,12 +111,12 @@ class Batch:
         self.count += other.count
         for shape, n in other.shapes.items():
             self.shapes[shape] = self.shapes.get(shape, 0) + n
-        for path, values in other.values.items():
-            found = self.values.get(path)
+        for path, hashes in other.hashes.items():
+            found = self.hashes.get(path)
             if found is None:
-                self.values[path] = values
+                self.hashes[path] = hashes
             else:
-                found.update(values)
+                found.update(hashes)
         for endpoint_id, n in other.endpoints.items():
             self.endpoints[endpoint_id] = self.endpoints.get(endpoint_id, 0) + n
         self.first_at = min(self.first_at, other.first_at)
@@ -126,13 +126,13 @@ class Batch:
         """``count`` samples of ``shape``; ``columns``: the values of each of its ``ids`` in them."""
         self.shapes[shape] = self.shapes.get(shape, 0) + count
         if columns is not None:
-            values = self.values
+            hashes = self.hashes
             for path, column in zip(shape.ids, columns, strict=True):
-                found = values.get(path)
+                found = hashes.get(path)
                 if found is None:
-                    values[path] = set(column)
+                    hashes[path] = set(hash_values(column))
                 else:
-                    found.update(column)
+                    found.update(hash_values(column))
 
 
 def hash_value(value: Any) -> int:
@@ -146,14 +146,13 @@ def hash_value(value: Any) -> int:
 _crc32, _encode = zlib.crc32, str.encode
 
 
-def hash_values(values: Collection[Any], below: int | None = None) -> list[int]:
-    """``hash_value`` of each, only those under ``below`` when given. All strings (the usual case) are hashed
-    and filtered without a Python call per value."""
+def hash_values(values: Iterable[Any]) -> list[int]:
+    """``hash_value`` of each; all strings (the usual case) are hashed without a Python call per value."""
+    values = values if isinstance(values, list | tuple | set) else list(values)
     try:
-        hashed = map(_crc32, map(_encode, values))
-        return list(hashed if below is None else filter(below.__gt__, hashed))
+        return list(map(_crc32, map(_encode, values)))
     except (TypeError, UnicodeEncodeError):  # an integer, or a lone surrogate
-        return [h for h in map(hash_value, values) if below is None or h < below]
+        return list(map(hash_value, values))
 
 
 def _types(raw: Iterable[str]) -> list[str]:
@@ -248,13 +247,13 @@ def merge(state: State, batch: Batch) -> None:
         container = _container(path)
         if not is_live(p, end) or (container and (container not in paths or paths[container].gone)):
             p.gone = True
-    for path, values in batch.values.items():
+    for path, hashes in batch.hashes.items():
         sketch = state.keys.get(path)
         if sketch is None:
             sketch = state.keys[path] = Sketch()
         sketch.occurrences += present.get(path, 0)
         full = len(sketch.hashes) >= SKETCH
-        new = set(hash_values(values, sketch.hashes[-1] if full else None))  # full: only those below its largest
+        new = set(filter(sketch.hashes[-1].__gt__, hashes)) if full else set(hashes)  # full: only those below
         new.difference_update(sketch.hashes)  # values seen before (a customer's next event) change nothing
         if new:
             new.update(sketch.hashes)

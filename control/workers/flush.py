@@ -287,9 +287,11 @@ class Flush:
         rows = [event_row(r) for r in records]
         async with self.ctx.pool.acquire() as conn, conn.transaction():
             rows, tasks = await self.router.route(conn, rows)  # labelled; tasks commit with their events
+            learner = self.learner
+            prepared = learner.prepare(rows) if learner is not None else None  # the rows are fresh in cache now
             stored = await store_batch(conn, rows, tasks)
-            if self.learner is not None:  # the new events only, in this transaction: each is learned once
-                await self.learner.learn(conn, rows, stored)
+            if learner is not None:  # the new events only, in this transaction: each is learned once
+                await learner.learn(conn, rows, stored, prepared)
             return stored.by_endpoint
 
     async def _finish(self, batch: _Batch) -> None:
