@@ -127,6 +127,13 @@ def run(seconds: float) -> dict[str, object]:
             ok if float(f["events_per_s"]) >= 20000 else "missed",
         ),
         _row(
+            "flush with schema learning on vs off (median pairs, both orders)",
+            "≥ 0.9×",
+            f"{f['events_per_s']} vs {f['learn_off_events_per_s']} events/s (best drains)",
+            f"{f['learn_ratio']}",
+            ok if float(f["learn_ratio"]) >= 0.9 else "missed",
+        ),
+        _row(
             "events list with filters, 1M events, p99",
             "≤ 25 ms",
             f"{li['filters_p99_ms']} ms",
