@@ -46,6 +46,7 @@ class _Driver:
             "type": "http",
             "method": "POST",
             "path": path,
+            "raw_path": path.encode(),  # what granian passes, and what the edge routes on
             "query_string": b"",
             "headers": [(b"host", b"127.0.0.1"), (b"content-length", str(len(body)).encode()), *raw],
             "client": ("127.0.0.1", 40000),
