@@ -1,7 +1,9 @@
 """The flush's learning step: the shapes of a stored batch's new events, added to their schemas.
 
-Called by the flush worker right after ``store_batch``, in the same transaction and on the same
-connection, with the rows and what the insert reported as new. So an event is learned exactly once: a
+The flush worker reads its batch's shapes first (``prepare``, before its insert, while the rows are fresh in
+the CPU's caches), then calls ``learn`` right after ``store_batch``, in the same transaction and on the same
+connection, with the rows and what the insert reported as new; the early read is used only when every row
+was new, else the new rows are read again alone. So an event is learned exactly once: a
 re-processed stream entry (its events already stored) teaches nothing again, and a batch whose transaction
 rolls back is learned again when it is retried. Learning never stops ingestion: it runs under a savepoint,
 and a failure of its own (anything but the infrastructure's, which retries the batch as any flush failure
@@ -63,8 +65,8 @@ def scope_key(provider: str | None, event_type: str | None, endpoint_id: str) ->
 
 
 def _by_sender(rows: list[tuple]) -> dict[tuple[str, Any, Any], list[tuple]]:
-    """The rows learning looks at, by sender (endpoint, provider, event type), in arrival order: JSON-ish
-    bodies of events that were not refused (a failed signature or a blocked address could be anyone's shape)."""
+    """The rows learning looks at, by sender (endpoint, provider, event type), in arrival order: those with a
+    body, of events that were not refused (a failed signature or a blocked address could be anyone's shape)."""
     groups: dict[tuple[str, Any, Any], list[tuple]] = {}
     for row in rows:
         if not row[_BODY] or row[_SIG] is False or row[_IP] is False:
@@ -101,6 +103,7 @@ class Learner:
             if learned:
                 batch.count = learned
                 batch.endpoints[sender[0]] = learned
+                # The sender's first and last rows in this batch (one of them may be a body not learned).
                 batch.first_at, batch.last_at = group[0][_RECEIVED], group[-1][_RECEIVED]
                 out[sender] = batch
         return out
