@@ -1,5 +1,6 @@
-"""Secrets at rest: endpoint signing secrets and provider secrets are sealed (AES-256-GCM) before they reach
-Postgres, so a dump of the database alone reveals none of them.
+"""Secrets at rest: endpoint, provider and destination signing secrets and the deployment's own keys (the
+inbox link key) are sealed (AES-256-GCM) before they reach Postgres, so a dump of the database alone reveals
+none of them (``control.db.sealed`` lists the columns).
 
 Keys come from ``HOOKYARD_ENCRYPTION_KEYS`` (``kid:base64-of-32-bytes``, comma separated). The first key
 seals; every listed key opens, so a key rotates without downtime: add the new key in front, restart, run

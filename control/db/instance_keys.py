@@ -1,4 +1,7 @@
-"""The deployment's own secret keys (table ``instance_keys``): read, or made once by the first caller."""
+"""The deployment's own secret keys (table ``instance_keys``): read, or made once by the first caller.
+
+The values are stored as the service layer hands them over: sealed (``control.service.sealed``), or clear
+base64 on a deployment without encryption keys. This module neither seals nor opens them."""
 
 from __future__ import annotations
 
@@ -7,8 +10,8 @@ import asyncpg
 __all__ = ("get_or_create",)
 
 
-async def get_or_create(conn: asyncpg.Connection, name: str, candidate: bytes) -> bytes:
-    """The key called ``name``; ``candidate`` becomes it when there is none yet.
+async def get_or_create(conn: asyncpg.Connection, name: str, candidate: str) -> str:
+    """The stored key called ``name``; ``candidate`` becomes it when there is none yet.
 
     Two statements, not one: when two processes race, the loser's INSERT waits for the winner's commit and
     does nothing, and only a new statement's snapshot sees the winner's row."""

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-__all__ = ("COLUMNS", "DESTINATION", "SealedColumn", "replace", "rows")
+__all__ = ("COLUMNS", "DESTINATION", "INSTANCE_KEY", "SealedColumn", "replace", "rows")
 
 
 class SealedColumn(NamedTuple):
@@ -28,10 +28,13 @@ class SealedColumn(NamedTuple):
 
 DESTINATION = SealedColumn("destinations", "id", "signing_secret")
 """A destination's own signing secret (migration 0013), which signs its rule deliveries."""
+INSTANCE_KEY = SealedColumn("instance_keys", "name", "secret")
+"""A deployment's own key by name (migration 0015): the inbox link key, which signs links and page cookies."""
 COLUMNS: tuple[SealedColumn, ...] = (
     SealedColumn("endpoints", "id", "signing_secret"),
     SealedColumn("auth_configs", "endpoint_id", "secret"),
     DESTINATION,
+    INSTANCE_KEY,
 )
 
 _BATCH = 500

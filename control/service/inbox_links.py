@@ -8,9 +8,11 @@ different purpose in the MAC, so neither passes for the other) scoped to ``/inbo
 clean URL, so the token leaves the address bar and the history.
 
 Nothing is stored per link: the key (``instance_keys``, made once per deployment) is what all control
-processes share. The price is that one link cannot be revoked alone; it lives ``LINK_LIFETIME``, its cookie
-``COOKIE_LIFETIME``, and deleting the endpoint (or the key row) ends both. Every use still checks that the
-endpoint exists and belongs to the account. A link is not single-use on purpose: chat apps fetch a URL to
+processes share. Whoever has that key makes a link or cookie for any endpoint, so it is stored sealed like
+every other secret (``control.service.sealed``): a dump of the database alone does not give it away. The
+price of storing nothing per link is that one link cannot be revoked alone; it lives ``LINK_LIFETIME``, its
+cookie ``COOKIE_LIFETIME``, and deleting the endpoint (or the key row) ends both. Every use still checks that
+the endpoint exists and belongs to the account. A link is not single-use on purpose: chat apps fetch a URL to
 preview it, which would spend a single-use link before its human clicks it.
 """
 
@@ -31,6 +33,7 @@ from control.records.inbox import InboxLink
 from control.service import Context, Principal
 from control.service.anonymous import inbox_url
 from control.service.endpoints import require_endpoint
+from control.service.sealed import open_instance_key, seal_instance_key
 from control.service.text import check_text
 from shared import ids
 from shared.errors import UnauthorizedError, ValidationError
@@ -67,8 +70,10 @@ async def _key(ctx: Context) -> bytes:
     cached = _cached
     if cached is not None and cached[0] is ctx.pool:
         return cached[1]
+    candidate = seal_instance_key(ctx, _KEY_NAME, secrets.token_bytes(32))
     async with ctx.pool.acquire() as conn:
-        key = await instance_keys.get_or_create(conn, _KEY_NAME, secrets.token_bytes(32))
+        stored = await instance_keys.get_or_create(conn, _KEY_NAME, candidate)
+    key = open_instance_key(ctx, _KEY_NAME, stored)
     _cached = (ctx.pool, key)
     return key
 

@@ -1,14 +1,18 @@
 """Sealing and opening the secrets the service layer stores, and re-sealing what is stored.
 
-Every write of an endpoint signing secret or a provider secret goes through ``seal_*`` and every read that
-needs the clear value through ``open_*``; ``control.keyring`` says how and why. ``reseal`` brings every
-stored value under the current (first) key: clear values left from before encryption, and values of an
-older key after a rotation. ``hookyard migrate`` runs it after the SQL migrations, so an upgraded
-deployment with a key configured is sealed at its first migration; ``hookyard rotate-encryption-key`` runs
+Every write of an endpoint signing secret, a provider secret, a destination signing secret or a deployment
+key (``instance_keys``) goes through ``seal_*`` and every read that needs the clear value through
+``open_*``; ``control.keyring`` says how and why. ``reseal`` brings every stored value under the current
+(first) key: clear values left from before encryption, and values of an older key after a rotation.
+``hookyard migrate`` runs it after the SQL migrations, so an upgraded deployment with a key configured is
+sealed at its first migration (``hookyard up`` runs both on start); ``hookyard rotate-encryption-key`` runs
 it on its own and says how many values it changed.
 """
 
 from __future__ import annotations
+
+import base64
+import binascii
 
 import asyncpg
 
@@ -22,15 +26,18 @@ __all__ = (
     "keyring_of",
     "open_destination_secret",
     "open_endpoint_secret",
+    "open_instance_key",
     "open_provider_secret",
     "reseal",
     "seal_destination_secret",
     "seal_endpoint_secret",
+    "seal_instance_key",
     "seal_provider_secret",
 )
 
 _ENDPOINT, _PROVIDER = db_sealed.COLUMNS[0].purpose, db_sealed.COLUMNS[1].purpose
 _DESTINATION = db_sealed.DESTINATION.purpose
+_INSTANCE_KEY = db_sealed.INSTANCE_KEY.purpose
 
 
 def keyring_of(entries: tuple[str, ...]) -> Keyring:
@@ -67,6 +74,20 @@ def seal_destination_secret(ctx: Context, destination_id: str, secret: str) -> s
 
 def open_destination_secret(ctx: Context, destination_id: str, stored: str) -> str:
     return keyring(ctx).open(stored, _DESTINATION, destination_id)
+
+
+def seal_instance_key(ctx: Context, name: str, key: bytes) -> str:
+    """The stored form of a deployment key: its base64, sealed (clear base64 without encryption keys)."""
+    return keyring(ctx).seal(base64.b64encode(key).decode(), _INSTANCE_KEY, name)
+
+
+def open_instance_key(ctx: Context, name: str, stored: str) -> bytes:
+    """The key's bytes; ConfigError when it does not open, or when what opens is no base64 (an edited row)."""
+    clear = keyring(ctx).open(stored, _INSTANCE_KEY, name)
+    try:
+        return base64.b64decode(clear, validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError(f"instance_keys: the stored key {name!r} is not base64 (edited by hand?)") from None
 
 
 async def reseal(conn: asyncpg.Connection, ring: Keyring) -> dict[str, int]:
