@@ -95,7 +95,7 @@ async def test_patch_sets_every_field_and_never_returns_the_secret(client, accou
         assert made["signing_secret"] not in text
     async with db(database_url) as conn:
         row = await conn.fetchrow("SELECT secret, header_name FROM auth_configs WHERE endpoint_id = $1", made["id"])
-    assert row["secret"].startswith("hyenc:")  # sealed at rest (tests/test_secrets_at_rest.py)
+    assert row["secret"].startswith("hyenc:")  # sealed at rest (tests/security/test_secrets_at_rest.py)
     assert (unsealed(row["secret"], "auth_configs.secret", made["id"]), row["header_name"]) == (
         PROVIDER_SECRET,
         "x-my-signature",

@@ -1,55 +1,43 @@
-"""Secrets at rest: a real ``pg_dump`` of the database reveals no endpoint signing secret, provider secret
-or destination signing secret; the edge config in Redis still carries what the edge verifies with;
-``hookyard migrate`` seals clear values left from before; ``hookyard rotate-encryption-key`` moves every
-value to the first key; a value moved to another row, or sealed with a key no longer configured, does not
-open."""
+"""Secrets at rest: a real ``pg_dump`` of the database holds nothing from which a credential can be made (no
+API key, temporary token or session cookie, no endpoint, provider or destination signing secret, no inbox
+link or link cookie, nor the key that signs those); the edge config in Redis still carries what the edge
+verifies with; ``hookyard migrate`` seals clear values left from before; ``hookyard rotate-encryption-key``
+moves every value, the inbox link key included, to the first key; a value moved to another row, or sealed
+with a key no longer configured, does not open. How a dump fares against a forged link cookie is
+test_link_key_at_rest.py."""
 
 from __future__ import annotations
 
 import base64
-import importlib.util
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import msgspec
 import pytest
 
 from control.app import create_app
 from control.keyring import PREFIX, Keyring, generate_key, parse_keys
+from control.service.inbox_links import LINK_COOKIE, _key
 from shared.errors import ConfigError
 from tests.helpers import create_endpoint, db, redis_connection, token_of  # noqa: F401 - fixtures
+from tests.security.dumps import dump, encodings, hookyard
 from tests.test_auth_config_api import edge_config
 
 PROVIDER_SECRET = "whsec_provider-own-secret-at-rest-0123456789"
 
 
-def _pg_dump() -> str:
-    """A pg_dump at least as new as either server the tests may use (the machine's, or pgserver's 16)."""
-    spec = importlib.util.find_spec("pgserver")  # located, not imported (its import warns without XDG dirs)
-    if spec is not None and spec.submodule_search_locations:
-        bundled = Path(spec.submodule_search_locations[0]) / "pginstall" / "bin" / "pg_dump"
-        if bundled.exists():
-            return str(bundled)
-    return shutil.which("pg_dump") or "pg_dump"
+async def _inbox_cookie(client, headers: dict[str, str], endpoint_id: str, settings) -> tuple[str, str]:
+    """(the link's token, the page cookie it is traded for) of a new inbox link to the endpoint."""
+    resp = await client.post(f"/v1/endpoints/{endpoint_id}/inbox-link", headers=headers)
+    assert resp.status_code == 200, resp.text
+    url = resp.json()["url"]
+    opened = await client.get(url.removeprefix(settings.control_url), follow_redirects=False)
+    assert opened.status_code == 303, opened.text
+    return url.split("?link=", 1)[1], opened.cookies[LINK_COOKIE]
 
 
-def dump(database_url: str) -> str:
-    done = subprocess.run(
-        [_pg_dump(), "--no-owner", "--data-only", database_url], capture_output=True, check=True, timeout=60
-    )
-    return done.stdout.decode()
-
-
-def hookyard(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_")}
-    exe = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
-    return subprocess.run([exe, *args], env={**base, **env}, capture_output=True, text=True, timeout=60)
-
-
-async def test_a_database_dump_reveals_no_secret(client, account, settings, database_url, redis):
+async def test_a_database_dump_holds_no_credential(client, account, settings, database_url, redis, ctx):
+    started = await client.post("/api/start")
+    assert started.status_code == 200, started.text
+    session = client.cookies["hy_session"]
     made = await create_endpoint(client, account.headers)
     other = await create_endpoint(client, account.headers)
     resp = await client.patch(
@@ -68,13 +56,20 @@ async def test_a_database_dump_reveals_no_secret(client, account, settings, data
     assert moved.status_code == 200, moved.text
     secrets = [made["signing_secret"], other["signing_secret"], rotated.json()["signing_secret"], PROVIDER_SECRET]
     secrets += [destination.json()["signing_secret"], moved.json()["signing_secret"]]
+    link, cookie = await _inbox_cookie(client, account.headers, made["id"], settings)
+    secrets += [account.key, started.json()["api_token"], session, link, cookie]
+    secrets += [mac for value in (link, cookie) for mac in value.rsplit(".", 1)[1:]]
+    link_key = await _key(ctx)  # what signs every link and cookie: with it, anyone makes one
 
     text = dump(database_url)
     assert made["id"] in text  # the dump holds the rows...
     for secret in secrets:  # ...but none of the secrets, nor the key material of one
         assert secret not in text
-        assert secret.removeprefix("whsec_") not in text
-    assert text.count(PREFIX) >= 4
+        for prefix in ("whsec_", "hy_live_", "hy_tmp_"):
+            assert secret.removeprefix(prefix) not in text
+    for written in encodings(link_key):
+        assert written not in text
+    assert text.count(PREFIX) >= 5
 
     # The edge verifies with the clear secret: Redis carries it (DECISIONS.md: who may read Redis).
     assert (await edge_config(redis, settings, made)).auth.secret == PROVIDER_SECRET
@@ -99,6 +94,7 @@ async def test_migrate_seals_clear_values_and_rotation_moves_every_value_to_the_
     text = dump(database_url)
     assert "whsec_legacyclear" not in text
     assert PROVIDER_SECRET not in text
+    _, cookie = await _inbox_cookie(client, account.headers, made["id"], settings)  # the link key now exists
 
     new_key = generate_key("k2")
     rotated = hookyard(
@@ -108,9 +104,11 @@ async def test_migrate_seals_clear_values_and_rotation_moves_every_value_to_the_
     counts = msgspec.json.decode(rotated.stdout)
     assert counts["endpoints.signing_secret"] >= 1
     assert counts["auth_configs.secret"] == 1
+    assert counts["instance_keys.secret"] == 1
     async with db(database_url) as conn:
         stored = [r[0] for r in await conn.fetch("SELECT signing_secret FROM endpoints")]
         stored += [r[0] for r in await conn.fetch("SELECT secret FROM auth_configs WHERE secret IS NOT NULL")]
+        stored += [r[0] for r in await conn.fetch("SELECT secret FROM instance_keys")]
     assert stored
     assert all(value.startswith(PREFIX + "k2:") for value in stored)
     again = hookyard("rotate-encryption-key", env={**env, "HOOKYARD_ENCRYPTION_KEYS": new_key})
@@ -126,6 +124,9 @@ async def test_migrate_seals_clear_values_and_rotation_moves_every_value_to_the_
             f"/v1/endpoints/{made['id']}/auth-config", headers=account.headers, json={"tolerance_seconds": 60}
         )
         assert resp.status_code == 200, resp.text
+        # The link key is the same key under a new seal: a cookie issued before the rotation still opens.
+        page = await fresh.get(f"/inbox/{made['id']}", headers={"cookie": f"{LINK_COOKIE}={cookie}"})
+        assert page.status_code == 200, page.text
     assert (await edge_config(redis, settings, made)).auth.secret == PROVIDER_SECRET
 
     # The old key alone cannot open what the new one sealed, and says which key is missing.
