@@ -12,24 +12,21 @@ counted afterwards: every record in the cluster's streams against the 2xx wrk sa
 from __future__ import annotations
 
 import asyncio
-import shutil
 import statistics
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from pathlib import Path
 
 import msgspec
 from redis.crc import key_slot
 
 from bench.infra import Bench, free_port, granian, run_process
+from bench.redis_cluster import ClusterNodes, redis_server_7, running_cluster  # the tests' cluster too
 from bench.setup import BenchEndpoint, create_endpoint
 from bench.wrk import WrkResult, run_wrk
 from shared import redis_client
 from shared.keys import Keys
 from shared.settings import Settings
 from shared.wire import decode_records
-from tests.redis_cluster import ClusterNodes, redis_server_7  # the tests' cluster, started the same way
 
 __all__ = ("cluster_round",)
 
@@ -73,14 +70,8 @@ def cluster_round(bench: Bench, secret: str, body: bytes, headers: dict[str, str
         return {"cluster": "skipped_no_redis_7"}
     round_s = 2.0
     rounds = max(2, round(seconds / (2 * round_s)))
-    root = Path(tempfile.mkdtemp(prefix="hookyard-bench-cluster-"))
-    cluster = ClusterNodes(*binaries, root)
-    try:
-        cluster.start()
+    with running_cluster(*binaries, prefix="hookyard-bench-cluster-") as cluster:
         return _rounds(bench, cluster, secret, body, headers, rounds, round_s)
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _rounds(

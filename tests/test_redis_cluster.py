@@ -17,10 +17,10 @@ import httpx
 import pytest
 from redis.crc import key_slot
 
+from bench.redis_cluster import ClusterNodes, redis_server_7
 from shared import redis_client
 from shared.keys import Keys
 from tests.conftest import make_account
-from tests.redis_cluster import ClusterNodes, redis_server_7
 from tests.stack import Stack
 from tests.test_capture_e2e import _create_endpoint, _events, running  # noqa: F401 - fixture reused
 from tests.test_capture_e2e import test_requests_are_captured_verbatim as test_capture_on_a_cluster  # noqa: F401
