@@ -38,7 +38,8 @@ def _assert_page(resp, endpoint_id: str) -> str:
     page = resp.text
     assert page.startswith("<!doctype html>")
     assert f'data-endpoint="{endpoint_id}"' in page
-    assert re.findall(r"<script[^>]*>", page) == ['<script src="/static/inbox.js" defer>']  # no inline script
+    scripts = ['<script src="/static/curl.js" defer>', '<script src="/static/inbox.js" defer>']
+    assert re.findall(r"<script[^>]*>", page) == scripts  # no inline script
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external asset
     return page
 

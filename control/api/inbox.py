@@ -50,7 +50,7 @@ def render(endpoint: Endpoint) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="robots" content="noindex">'
         '<title>hookyard inbox</title><link rel="stylesheet" href="/static/inbox.css">'
-        '<script src="/static/inbox.js" defer></script></head>'
+        '<script src="/static/curl.js" defer></script><script src="/static/inbox.js" defer></script></head>'
         f'<body data-endpoint="{e(endpoint.id)}" data-ingest="{e(endpoint.ingest_url)}">'
         f'<header><h1>Inbox <span class="name">{e(endpoint.name)}</span></h1>'
         f'<dl class="meta"><dt>{kind}</dt><dd><code>{e(endpoint.id)}</code></dd>'

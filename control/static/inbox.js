@@ -12,8 +12,6 @@
   const base = `/inbox/${encodeURIComponent(endpointId)}`;
   const PAGE = 50;
   const LIVE = 10;
-  const HOP = new Set(["host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te",
-    "trailer", "proxy-connection", "proxy-authorization", "proxy-authenticate", "expect"]);
 
   const state = {
     events: new Map(), cursor: null, selected: null, loading: false, again: null, filterKey: "", pending: new Set(),
@@ -248,22 +246,6 @@
       h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))));
   }
 
-  function shellQuote(text) { return `'${String(text).replace(/'/g, "'\\''")}'`; }
-
-  function curl(event) {
-    const url = ingestUrl + (event.path ? `/${event.path}` : "") + (event.query ? `?${event.query}` : "");
-    const parts = ["curl", "-X", event.method, shellQuote(url)];
-    for (const [name, value] of Object.entries(event.headers)) {
-      if (HOP.has(name.toLowerCase()) || event.header_encodings[name]) continue;
-      parts.push("-H", shellQuote(`${name}: ${value}`));
-    }
-    if (event.body === null) return parts.join(" ");
-    if (event.body_encoding === "base64") {
-      return `printf %s ${shellQuote(event.body)} | base64 -d | ${parts.join(" ")} --data-binary @-`;
-    }
-    return `${parts.join(" ")} --data-binary ${shellQuote(event.body)}`;
-  }
-
   function bodyViews(event) {
     const raw = bytes(event.body, event.body_encoding);
     const views = [];
@@ -372,7 +354,7 @@
     const headerRows = Object.entries(event.headers).map(([name, value]) =>
       [name, event.header_encodings[name] ? `${value} (base64)` : value]);
     const queryRows = event.query ? [...new URLSearchParams(event.query)].map(([k, v]) => [k, v]) : [];
-    const command = curl(event);
+    const command = hookyardCurl.curlCommand(ingestUrl, event);
     const curlBox = h("pre", { className: "curl", id: "curl" }, command);
     const copy = h("button", { type: "button", id: "copy-curl", on: { click: async () => {
       try { await navigator.clipboard.writeText(command); copy.textContent = "copied"; } catch (_) {
