@@ -3,7 +3,8 @@
 Logged at ``info`` on the logger ``hookyard.activity`` by the flush and deliver loops, only when the
 setting ``log_activity`` is on (``hookyard up`` turns it on; a production worker storing thousands of
 events a second would rather not), so ``HOOKYARD_LOG_LEVEL=warning`` silences them like any info line and
-they share the process's one log format (``shared.logs``).
+they share the process's one log format (``shared.logs``). A delivery line names its destination by id and
+``safe_url`` (scheme, host, port): the rest of a destination URL is often its secret.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from shared.logs import safe_url
 from shared.wire import IngestRecord
 
 __all__ = ("delivered", "enabled", "stored")
@@ -48,6 +50,7 @@ def stored(records: Iterable[IngestRecord], new_ids: set[str]) -> None:
 
 def delivered(
     event_id: str,
+    destination_id: str,
     url: str,
     attempt: int,
     status: int | None,
@@ -57,4 +60,13 @@ def delivered(
 ) -> None:
     outcome = f"{status}" if status is not None else f"failed: {error}"
     then = f", retry in {retry_in_s:.0f}s" if retry_in_s is not None else ""
-    log.info("delivery  %s  -> %s  %s in %d ms (attempt %d%s)", event_id, url, outcome, latency_ms, attempt, then)
+    log.info(
+        "delivery  %s  -> %s %s  %s in %d ms (attempt %d%s)",
+        event_id,
+        destination_id,
+        safe_url(url),
+        outcome,
+        latency_ms,
+        attempt,
+        then,
+    )

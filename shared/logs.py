@@ -8,6 +8,13 @@ A JSON line has ``time``, ``level``, ``logger``, ``message`` and, where the line
 secrets, ``hy_live_``/``hy_tmp_`` keys, sealed values, signature header values) by a marker: the code logs
 no secret on purpose, and a value that reaches a log by accident (an exception quoting a header) still
 does not (tests/test_logs.py greps the logs of a whole run for every secret it used).
+
+A URL that hookyard sends to (a destination's, a replay's) is named in logs, metric labels and error
+messages by ``safe_url`` only: scheme, host and port. Its user info, path and query are where webhook URLs
+carry their secrets (a chat incoming-webhook path, an ``access_token`` parameter, ``user:password@``), so
+they never leave the record that stores the URL; ``redact`` also drops the user info of any URL that
+reaches a line by accident (an exception quoting one), and tests/security/test_url_redaction.py greps a run
+with such a URL in both formats.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -31,6 +39,7 @@ __all__ = (
     "granian_config",
     "log_context",
     "redact",
+    "safe_url",
 )
 
 IDS = ("request_id", "event_id", "endpoint_id", "delivery_id")
@@ -43,12 +52,31 @@ _SECRET = re.compile(
     r"|\bv1,[A-Za-z0-9+/=]{16,}"  # Standard Webhooks signatures
     r"|\bv[01]=[0-9a-f]{32,}"  # payments-style signatures
     r"|\bsha256=[0-9a-f]{32,}"  # code-host signatures
+    r"|(?<=://)[^\s/?#'\"]+(?=@)"  # the user info of a URL (user:password@, up to its last @)
 )
 _PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def redact(text: str) -> str:
     return _SECRET.sub("[redacted]", text)
+
+
+def safe_url(url: str) -> str:
+    """``scheme://host[:port]`` of ``url``, nothing else: how a URL is named wherever it is not the data
+    itself (logs, metric labels, error messages). Never raises; a URL without a usable host says so."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # an unbalanced IPv6 bracket
+        return "(an invalid URL)"
+    if not host:
+        return "(a URL without a host)"
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: not shown, it may be a misplaced password
+        port = None
+    shown = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme.lower()}://{shown}" + (f":{port}" if port is not None else "")
 
 
 @contextlib.contextmanager

@@ -11,6 +11,19 @@ through a proxy the connected address would be the proxy's.
 Refused (``public``): loopback, private (RFC 1918, ULA), link-local, CGNAT 100.64/10, multicast,
 unspecified, reserved and every other non-global range, cloud metadata (169.254.169.254,
 fd00:ec2::254), and IPv6 forms that embed such an IPv4 address (mapped, 6to4, NAT64).
+
+What the caller learns (``public``): a refused address and a name that does not resolve are one answer,
+``REFUSED``, word for word, and both are permanent failures. Anything else (which address a name resolved
+to, which range refused it, whether the name exists) would let any account, a temporary token too, map the
+internal network through replays and destination tests. The detail goes to the server log instead (host
+and port only: the connector never sees a URL's user info, path or query). A connection that fails after a
+public address was chosen names the host and port and the system's reason, never the address. A temporary
+resolver failure (``EAI_AGAIN``) stays a retryable connection failure, without the address either: making
+it permanent would turn every DNS hiccup into a lost delivery.
+
+Under ``any`` nothing is refused, and connection errors keep their detail (the addresses tried): whoever
+can send there can already reach every internal address and read its answers, so hiding them would
+protect nothing and only slow down the local debugging ``any`` is for.
 """
 
 from __future__ import annotations
@@ -18,6 +31,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
+import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -26,7 +41,12 @@ import httpx
 
 from control.delivery.transport import Connector, Transport
 
-__all__ = ("EgressRefusedError", "client", "connector", "refusal")
+__all__ = ("REFUSED", "EgressRefusedError", "client", "connector", "refusal")
+
+log = logging.getLogger("hookyard.control.egress")
+
+REFUSED = "egress refused: the host does not resolve to a public address (HOOKYARD_EGRESS=public)"
+"""The one message of every refusal under ``public``: no host, no address, no reason (see above)."""
 
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -76,8 +96,10 @@ def refusal(address: str) -> str | None:
     return f"{ip} is {kind}"
 
 
-def _refused(address: str) -> EgressRefusedError:
-    return EgressRefusedError(f"egress refused: {refusal(address)} (HOOKYARD_EGRESS=public)")
+def _refused(host: str, port: int, detail: str) -> EgressRefusedError:
+    """The caller's ``REFUSED``; the operator's log line with the detail (ids come from the log context)."""
+    log.warning("egress refused: %s:%d %s", f"[{host}]" if ":" in host else host, port, detail)
+    return EgressRefusedError(REFUSED)
 
 
 async def _connect_any(
@@ -93,27 +115,38 @@ async def _connect_public(
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise OSError(f"cannot resolve {host}: {exc}") from exc
+    except socket.gaierror as exc:
+        if exc.errno == socket.EAI_AGAIN:
+            log.info("egress: resolving %s failed for now (%s)", host, exc.strerror)
+            raise OSError("the host name could not be resolved just now (a temporary DNS failure)") from None
+        # Not "does not exist": that would tell an internal name (refused below) from an unknown one.
+        raise _refused(host, port, f"does not resolve ({exc.strerror})") from None
+    except OSError as exc:  # not an answer about the name: the resolver itself failed
+        log.info("egress: resolving %s failed (%s)", host, exc)
+        raise OSError("the host name could not be resolved just now (the resolver failed)") from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses:
+        raise _refused(host, port, "resolved to no address")
     for address in addresses:
-        if refusal(address) is not None:
+        if (reason := refusal(address)) is not None:
             # One internal answer refuses the name: picking only the public ones would let a name that
             # mixes both probe whether the internal one is up.
-            raise _refused(address)
-    last: OSError = OSError(f"{host} resolved to no address")
+            raise _refused(host, port, f"resolved to {reason}")
+    failure = "no address answered"
     for address in addresses:
         try:
             transport, protocol = await loop.create_connection(factory, address, port)
         except OSError as exc:
-            last = exc
+            # The system's reason without the address it quotes ("Connect call failed ('203.0.113.7', 443)").
+            failure = os.strerror(exc.errno) if exc.errno else type(exc).__name__
             continue
         peer = transport.get_extra_info("peername")
-        if peer is None or refusal(str(peer[0])) is not None:
+        reason = refusal(str(peer[0])) if peer is not None else "an unknown peer"
+        if reason is not None:
             transport.abort()
-            raise _refused(str(peer[0]) if peer else address)
+            raise _refused(host, port, f"connected to {reason}")
         return transport, protocol
-    raise last
+    raise OSError(f"{host}:{port}: {failure}")
 
 
 def connector(egress: str) -> Connector:

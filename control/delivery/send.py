@@ -8,6 +8,8 @@ exactly the given headers plus ``host`` and ``content-length``.
 
 Nothing here raises for a failed exchange: refused egress, connect errors, timeouts, a dropped connection
 and non-2xx answers all come back as an :class:`Outcome`, with ``error`` saying why when no response came.
+An ``error`` names the URL by ``shared.logs.safe_url`` at most: it is stored in delivery records and shown in
+listings and logs, where a URL's user info, path and query (often its secret) do not belong.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from control.delivery.egress import EgressRefusedError
 from control.delivery.storable import storable
 from control.delivery.transport import Transport
 from shared import ids
+from shared.logs import safe_url
 from shared.signatures import sign
 
 __all__ = (
@@ -290,7 +293,10 @@ async def send(
 
     try:
         request, sent = _request(method, url, headers, body)
-    except (httpx.InvalidURL, ValueError, UnicodeError) as exc:
+    except httpx.InvalidURL:  # its message quotes a piece of the URL (a port that may be a password)
+        error = f"invalid request: not a valid URL ({safe_url(url)})"
+        return outcome(status=None, sent_headers=dict(headers), error=error, permanent=True)
+    except (ValueError, UnicodeError) as exc:
         return outcome(status=None, sent_headers=dict(headers), error=f"invalid request: {exc}", permanent=True)
     try:
         async with asyncio.timeout(total_timeout_s):

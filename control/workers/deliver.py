@@ -238,8 +238,8 @@ class Deliver:
             outcome = await send(self.transport, task["method"], url, headers, body, total_timeout_s=timeout_s)
         status, retry_in_s, error = self._next(outcome, attempt)
         if activity.enabled(s.log_activity):
-            url = task["destination_url"]
-            activity.delivered(task["event_id"], url, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
+            where = (task["destination_id"], task["destination_url"])
+            activity.delivered(task["event_id"], *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
         kind = ("success",) if outcome.success else ("error",) if outcome.status is None else ("failure",)
         DELIVERIES.inc(kind)
         DELIVERY_SECONDS.observe(outcome.latency_ms / 1000, kind)

@@ -1,0 +1,151 @@
+"""Issue 23, item 5: under ``HOOKYARD_EGRESS=public`` the outbound paths cannot map the internal network.
+
+A loopback name, an IPv6 loopback literal, a private IP literal, a name that does not resolve (``.invalid``
+is reserved for that) and the cloud metadata address, each tried every way an account can send: a replay
+over /v1, a replay over MCP with a temporary token, a destination test over both, and a rule delivery
+through the deliver worker. Every answer and every stored record says the same words, with no address in
+them, and every refusal is equally final (one attempt); the server log keeps the detail for operators,
+without the URL's path or query.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+from litestar.testing import AsyncTestClient
+
+from control.delivery.egress import REFUSED
+from control.service import Context
+from shared.settings import Settings
+from tests.conftest import Account
+from tests.destination import (
+    FAST_DELIVERY,
+    Destination,
+    add_destination,
+    deliveries_of,
+    make_task,
+    running,
+    serving,
+    settled,
+)
+from tests.events_support import Ev, store
+from tests.helpers import create_endpoint, db
+
+QUERY = "?access_token=Q-3vx81k"
+ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\[?[0-9a-f]*::[0-9a-f:]*\]?", re.IGNORECASE)
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return msgspec.structs.replace(settings, egress="public", **FAST_DELIVERY)
+
+
+@pytest.fixture
+def destination() -> Iterator[Destination]:
+    """A real listener on loopback: what the loopback targets point at, and must never hear from."""
+    with serving() as server:
+        yield server
+
+
+def targets(port: int) -> dict[str, str]:
+    """What each one is, by URL; the host as the refusal's log line names it."""
+    return {
+        f"http://localhost:{port}/hook{QUERY}": f"localhost:{port}",
+        f"http://[::1]:{port}/hook{QUERY}": f"[::1]:{port}",
+        f"http://10.20.30.40/hook{QUERY}": "10.20.30.40:80",
+        f"http://internal-db.invalid/hook{QUERY}": "internal-db.invalid:80",
+        f"http://169.254.169.254/latest/meta-data/{QUERY}": "169.254.169.254:80",
+    }
+
+
+async def _mcp(client: AsyncTestClient, token: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2025-06-18",
+    }
+    resp = await client.post("/mcp", json=call, headers=headers)
+    assert resp.status_code == 200, resp.text
+    # JSON, or one server-sent event when the answer was not ready at once (control.mcp.mount)
+    body = resp.text if resp.headers["content-type"].startswith("application/json") else resp.text.split("data: ")[1]
+    result = json.loads(body)["result"]
+    assert result.get("isError") is not True, result
+    return result["structuredContent"]
+
+
+async def test_every_refusal_reads_the_same_and_names_no_address(
+    settings: Settings,
+    ctx: Context,
+    client: AsyncTestClient,
+    account: Account,
+    destination: Destination,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    urls = targets(destination.port)
+    endpoint = (await create_endpoint(client, account.headers))["id"]
+    started = await client.post("/api/start")
+    assert started.status_code == 200, started.text
+    temporary, token = started.json()["endpoint_id"], started.json()["api_token"]
+    client.cookies.clear()  # the agent holds the token only
+    ours, theirs = Ev(endpoint_id=endpoint), Ev(endpoint_id=temporary)
+    async with db(settings.database_url) as conn:  # type: ignore[arg-type]
+        await store(conn, None, None, [ours, theirs])
+        on_temporary = {url: await add_destination(conn, temporary, url) for url in urls}
+
+    answers: dict[str, list[dict[str, Any]]] = {url: [] for url in urls}
+    for url in urls:
+        replayed = await client.post(f"/v1/events/{ours.id}/replay", json={"url": url}, headers=account.headers)
+        assert replayed.status_code == 200, replayed.text
+        made = await client.post(f"/v1/endpoints/{endpoint}/destinations", json={"url": url}, headers=account.headers)
+        assert made.status_code == 201, made.text
+        tested = await client.post(f"/v1/destinations/{made.json()['id']}/test", headers=account.headers)
+        assert tested.status_code == 200, tested.text
+        answers[url] += [replayed.json(), tested.json()]
+        answers[url].append(await _mcp(client, token, "replay_event", event_id=theirs.id, url=url))
+        answers[url].append(await _mcp(client, token, "test_destination", destination_id=on_temporary[url]))
+
+    tasks = {url: await make_task(ctx, url) for url in urls}
+    async with running(ctx):
+        finished = {url: await settled(ctx, made["task"], "failed") for url, made in tasks.items()}
+
+    texts: list[str] = []
+    for url, outcomes in answers.items():
+        for outcome in outcomes:
+            assert (outcome["success"], outcome["status"]) == (False, None), outcome
+            texts.append(outcome["error"])
+            if "[" not in url and not ADDRESS.search(url):  # a name: what it resolved to appears nowhere
+                assert not ADDRESS.search(json.dumps(outcome)), outcome
+    for url, task in finished.items():
+        assert task["attempts"] == 1, (url, task)  # as final for a name that does not resolve as for the rest
+        texts.append(task["last_error"])
+        texts += [row["error"] for row in await deliveries_of(ctx, tasks[url]["event"])]
+    listed = await client.get(f"/v1/endpoints/{endpoint}/deliveries?limit=100", headers=account.headers)
+    assert listed.status_code == 200, listed.text
+    assert len(listed.json()["deliveries"]) == 2 * len(urls)
+    texts += [d["error"] for d in listed.json()["deliveries"]]
+    seen_by_token = await _mcp(client, token, "list_deliveries", endpoint_id=temporary, limit=100)
+    assert len(seen_by_token["deliveries"]) == 2 * len(urls)
+    texts += [d["error"] for d in seen_by_token["deliveries"]]
+    assert len(texts) == (4 + 1 + 1 + 2 + 2) * len(urls)  # answers, task, its record, listed, temporary
+    assert set(texts) == {REFUSED}
+    assert not ADDRESS.search(REFUSED)
+    assert destination.requests == []
+
+    # The operator's side: one server log line per refusal, with the host and why, never the path or query.
+    refusals = [r.getMessage() for r in caplog.records if r.name == "hookyard.control.egress"]
+    assert len(refusals) == 5 * len(urls)
+    for host in urls.values():
+        assert sum(line.startswith(f"egress refused: {host} ") for line in refusals) == 5, host
+    assert any("does not resolve" in line for line in refusals)
+    assert any("is a cloud metadata address" in line for line in refusals)
+    for record in caplog.records:
+        assert "access_token" not in record.getMessage()
+        assert "/hook" not in record.getMessage()
