@@ -76,8 +76,9 @@ def run(seconds: float) -> dict[str, object]:
         except ModuleNotFoundError:
             continue
         started = time.monotonic()
-        # The edge gets 20 alternated rounds: single rounds' ratios spread by ±30% on two cores shared with
-        # wrk, and the mean of 10 still moved by ±0.04 from run to run.
+        # Tuning note: the edge gets 20 alternated rounds: single rounds' ratios spread by ±30% on two cores
+        # shared with wrk, and the mean of 10 still moved by ±0.04 from run to run (why rounds at all:
+        # docs/adr/0007-edge-judged-by-python-cpu-per-request.md).
         figures[name] = module.run({"list": 2, "edge": 120}.get(name, short))
         figures[name]["_s"] = round(time.monotonic() - started)
     baseline_rps = _baseline(short / 2)

@@ -3,8 +3,9 @@
 Why not redis-py here: on the hot path its pipeline machinery (connection-pool checkout, retry wrapper,
 command packing, per-command response callbacks) costs more than the XADD itself. Measured on the 2-core
 bench machine, a granian app whose requests wait for their batch's XADD served 27.9k req/s through a
-redis-py pipeline and 36.2k through this connection (bare app 47.9k, see docs/DECISIONS.md). Everything
-else on the edge (config reads, pub/sub, health) still uses redis-py.
+redis-py pipeline and 36.2k through this connection (bare app 47.9k, see
+docs/adr/0006-own-resp-writer-for-stream-writes.md). Everything else on the edge (config reads, pub/sub,
+health) still uses redis-py.
 
 The connection speaks RESP2 only as far as the edge needs: commands are arrays of bulk strings written in
 one ``transport.write``; replies are parsed by hiredis (a dependency of ``redis[hiredis]``), error replies

@@ -2,8 +2,8 @@
  *
  * Why C: the edge runs attribution and one signature check per request on granian's single Python thread,
  * and that thread's time per request is what bounds the edge (DESIGN.md section 6). In Python the two cost
- * about 1.9 us per request in a tight loop; here about 0.5 us (docs/DECISIONS.md, "The common case of
- * attribution and verification is C").
+ * about 1.9 us per request in a tight loop; here about 0.5 us (see
+ * docs/adr/0008-native-fast-path-for-signatures-and-attribution.md).
  *
  * What is here, and the contract that keeps every rule defined once:
  *

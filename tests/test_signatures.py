@@ -642,7 +642,7 @@ if signatures._Hmac is not signatures._PyHmac:
 def test_the_compiled_parts_are_built_here(implementation: str) -> None:
     """The install builds shared/_native.c where a compiler and OpenSSL's headers exist, as on this machine
     and in CI; a build that silently fell back to Python would cost the edge a few points of its ratio to bare
-    granian (docs/DECISIONS.md)."""
+    granian (docs/adr/0008-native-fast-path-for-signatures-and-attribution.md)."""
     import shared._native
 
     assert signatures._Hmac is shared._native.Mac

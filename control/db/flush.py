@@ -64,8 +64,9 @@ _PREPARE = (
     f" CREATE TEMP TABLE IF NOT EXISTS {_TASK_STAGING} ("
     + ", ".join(f"{c} text" for c in TASK_COLUMNS)
     + ") ON COMMIT DELETE ROWS;"
-    # Staging tables have no statistics, so the planner guesses thousands of rows per page and, on the
-    # routed statement, costs enough to JIT-compile it: ~25 ms of compilation for a ~100 ms statement.
+    # Tuning note: staging tables have no statistics, so the planner guesses thousands of rows per page and,
+    # on the routed statement, costs enough to JIT-compile it: ~25 ms of compilation for a ~100 ms statement
+    # (it overestimated and JIT-compiled every routed insert, about 24 ms per batch). JIT is off here only.
     " SET LOCAL jit = off"
 )
 _INSERT_EVENTS = f"""

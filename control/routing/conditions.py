@@ -1,7 +1,7 @@
 """Condition trees: validated on write, compiled once into nested closures, run on every event.
 
 A tree is a group ``{"op": "AND"|"OR", "children": [...]}`` or a leaf ``{"field", "operator", "value"?}``,
-nested to any depth within the limits below. Semantics (docs/DECISIONS.md, "Condition trees"):
+nested to any depth within the limits below. Semantics (docs/reference/routing.md):
 
 - ``field``: ``body`` (the whole parsed body), ``body.<dot.path>`` (a numeric segment indexes an array,
   and is an ordinary key on an object), ``header.<name>`` (case-insensitive; stored lowercased) or

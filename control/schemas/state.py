@@ -4,7 +4,7 @@ Everything is counted in samples (learned events), in arrival order; a batch's s
 together at its end. Per path the state keeps how often it was present, when it was first and last seen,
 when it was last absent (its parent object present, the key missing) and how often, and every type it had.
 
-The version rule (docs/DECISIONS.md, "Learned schemas"): the fields of a schema are derived from its state,
+The version rule (docs/reference/schemas.md): the fields of a schema are derived from its state,
 and a new version is cut exactly when they differ from the current version's, which happens only when
 
 - a field appears (``added``);

@@ -67,8 +67,8 @@ return 1
 
 
 def _record(ctx: Context, row: asyncpg.Record) -> EdgeEndpoint:
-    # The edge verifies with the clear secret: the config in Redis carries it (docs/DECISIONS.md says what
-    # that means for who may read Redis); Postgres holds it sealed.
+    # The edge verifies with the clear secret: the config in Redis carries it (what that means for who may
+    # read Redis: docs/adr/0027-sealed-secrets-at-rest.md); Postgres holds it sealed.
     provider_secret = sealed.open_provider_secret(ctx, row["id"], row["secret"])
     return EdgeEndpoint(
         endpoint_id=row["id"],

@@ -74,8 +74,8 @@ def frozen_start() -> Iterator[None]:
     """What start-up made (modules, pools, caches) lives as long as the worker: frozen, full collections stop
     scanning it, as control and the edge do. Each flushed event leaves a few hundred short-lived objects, so
     full collections come every second or so; unfrozen they took a fifth of a flush worker's time (bench
-    flush: +14% events/s frozen, docs/DECISIONS.md). Undone on exit: a worker run inside a test process
-    leaves the interpreter as it found it."""
+    flush: +14% events/s frozen, docs/adr/0010-freeze-the-startup-heap.md). Undone on exit: a worker run
+    inside a test process leaves the interpreter as it found it."""
     gc.freeze()
     try:
         yield

@@ -71,7 +71,8 @@ async def test_a_database_dump_holds_no_credential(client, account, settings, da
         assert written not in text
     assert text.count(PREFIX) >= 5
 
-    # The edge verifies with the clear secret: Redis carries it (DECISIONS.md: who may read Redis).
+    # The edge verifies with the clear secret: Redis carries it (docs/adr/0027-sealed-secrets-at-rest.md:
+    # who may read Redis).
     assert (await edge_config(redis, settings, made)).auth.secret == PROVIDER_SECRET
     assert (await edge_config(redis, settings, other)).auth.secret == rotated.json()["signing_secret"]
 
