@@ -152,10 +152,11 @@ async def test_condition_tree_creates_a_rule_with_the_normalised_tree_and_rule_n
     assert await rules_of(client, account, made) == [rule]
 
 
-async def test_default_rule_name_uses_the_url_without_a_name(client, account):
+async def test_default_rule_name_uses_the_url_host_without_a_name(client, account):
+    """Only scheme and host: the rest of a URL may be its secret (a Slack webhook's path, ``?token=``)."""
     made = await create_endpoint(client, account.headers)
-    body = await added(client, account, made, url="http://127.0.0.1:9/in", forward_all=True)
-    assert body["rule"]["name"] == "forward to http://127.0.0.1:9/in"
+    body = await added(client, account, made, url="http://alice:pw@127.0.0.1:9/T0/SECRET?token=Q", forward_all=True)
+    assert body["rule"]["name"] == "forward to http://127.0.0.1:9"
 
 
 async def test_forward_all_false_and_null_tree_create_no_rule(client, account):

@@ -39,6 +39,7 @@ from control.service.stats import destination_health
 from control.service.text import check_name, check_text
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
+from shared.logs import safe_url
 
 __all__ = (
     "FORWARD_ALL",
@@ -190,7 +191,8 @@ async def create_destination(
         )
         rule = None
         if tree is not None:
-            rule_name = data.rule_name or f"forward to {data.name or url}"
+            # Not the whole URL: a rule name is shown and logged, and the URL may be the secret (Slack, ?token=).
+            rule_name = data.rule_name or f"forward to {data.name or safe_url(url)}"
             rule = await db_rules.insert(
                 conn,
                 rule_id=ids.new_id("rule"),
