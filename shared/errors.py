@@ -8,6 +8,7 @@
     + UnauthorizedError      - 401 unauthorized
     + ForbiddenError         - 403 forbidden / temporary_token
     + NotFoundError          - 404 not_found (also: another account's id)
+    + GoneError              - 410 endpoint_expired (a temporary endpoint past its expiry)
     + ConflictError          - 409 external_ref_taken, ...
     + RateLimitedError       - 429 rate_limited (retry_after_s)
     + PayloadTooLargeError   - 413 payload_too_large
@@ -24,6 +25,7 @@ __all__ = (
     "ErrorBody",
     "ErrorEnvelope",
     "ForbiddenError",
+    "GoneError",
     "HookyardError",
     "NotFoundError",
     "PayloadTooLargeError",
@@ -89,6 +91,14 @@ class ForbiddenError(ServiceError):
 class NotFoundError(ServiceError):
     status = 404
     code = "not_found"
+
+
+class GoneError(ServiceError):
+    """The object existed and is not coming back: a temporary endpoint past its ``expires_at``, whose data
+    only waits for the sweep."""
+
+    status = 410
+    code = "gone"
 
 
 class ConflictError(ServiceError):

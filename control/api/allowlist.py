@@ -23,7 +23,7 @@ class EndpointAllowlistController(Controller):
     path = "/endpoints/{endpoint_id:str}/allowlist"
     tags: ClassVar[list[str]] = ["allowlist"]
 
-    @get("/", operation_id="ListAllowlist", responses=errors(401, 404, 429))
+    @get("/", operation_id="ListAllowlist", responses=errors(401, 404, 410, 429))
     async def list_allowlist(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> AllowlistList:
@@ -40,7 +40,7 @@ class EndpointAllowlistController(Controller):
                 description="The range was already on the allowlist: the existing entry, nothing changed",
                 generate_examples=False,
             ),
-            **errors(400, 401, 403, 404, 429),
+            **errors(400, 401, 403, 404, 410, 429),
         },
     )
     async def add_allowlist_entry(
@@ -64,7 +64,10 @@ class AllowlistController(Controller):
     tags: ClassVar[list[str]] = ["allowlist"]
 
     @delete(
-        "/{entry_id:str}", operation_id="DeleteAllowlistEntry", status_code=200, responses=errors(401, 403, 404, 429)
+        "/{entry_id:str}",
+        operation_id="DeleteAllowlistEntry",
+        status_code=200,
+        responses=errors(401, 403, 404, 410, 429),
     )
     async def delete_allowlist_entry(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], entry_id: AllowlistEntryId

@@ -31,7 +31,7 @@ class AuthConfigController(Controller):
     path = "/endpoints/{endpoint_id:str}/auth-config"
     tags: ClassVar[list[str]] = ["verification"]
 
-    @get("/", operation_id="GetAuthConfig", responses=errors(401, 404, 429))
+    @get("/", operation_id="GetAuthConfig", responses=errors(401, 404, 410, 429))
     async def get_auth_config(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> AuthConfig:
@@ -39,7 +39,7 @@ class AuthConfigController(Controller):
         one was set (otherwise the platform signing secret is used)."""
         return await service.get_auth_config(ctx, principal, endpoint_id)
 
-    @patch("/", operation_id="UpdateAuthConfig", responses=errors(400, 401, 403, 404, 429))
+    @patch("/", operation_id="UpdateAuthConfig", responses=errors(400, 401, 403, 404, 410, 429))
     async def update_auth_config(
         self,
         ctx: NamedDependency[Context],
@@ -61,7 +61,7 @@ class AuthConfigController(Controller):
         status_code=200,
         summary="Rotate the platform signing secret",
         description=_ROTATE_DESCRIPTION,
-        responses=errors(401, 403, 404, 429),
+        responses=errors(401, 403, 404, 410, 429),
     )
     async def rotate_secret(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId

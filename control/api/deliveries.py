@@ -22,7 +22,7 @@ class DeliveryController(Controller):
     path = "/endpoints/{endpoint_id:str}/deliveries"
     tags: ClassVar[list[str]] = ["deliveries"]
 
-    @get("/", operation_id="ListDeliveries", responses=errors(400, 401, 404, 429))
+    @get("/", operation_id="ListDeliveries", responses=errors(400, 401, 404, 410, 429))
     async def list_deliveries(
         self,
         ctx: NamedDependency[Context],

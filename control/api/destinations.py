@@ -29,14 +29,14 @@ class EndpointDestinationController(Controller):
     path = "/endpoints/{endpoint_id:str}/destinations"
     tags: ClassVar[list[str]] = ["destinations"]
 
-    @get("/", operation_id="ListDestinations", responses=errors(401, 404, 429))
+    @get("/", operation_id="ListDestinations", responses=errors(401, 404, 410, 429))
     async def list_destinations(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> DestinationList:
         """The endpoint's destinations, oldest first."""
         return await service.list_destinations(ctx, principal, endpoint_id)
 
-    @post("/", operation_id="CreateDestination", responses=errors(400, 401, 403, 404, 429))
+    @post("/", operation_id="CreateDestination", responses=errors(400, 401, 403, 404, 410, 429))
     async def create_destination(
         self,
         ctx: NamedDependency[Context],
@@ -55,7 +55,7 @@ class DestinationController(Controller):
     path = "/destinations"
     tags: ClassVar[list[str]] = ["destinations"]
 
-    @get("/{destination_id:str}", operation_id="GetDestination", responses=errors(401, 404, 429))
+    @get("/{destination_id:str}", operation_id="GetDestination", responses=errors(401, 404, 410, 429))
     async def get_destination(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
     ) -> DestinationDetail:
@@ -67,7 +67,7 @@ class DestinationController(Controller):
         "/{destination_id:str}/rotate-secret",
         operation_id="RotateDestinationSecret",
         status_code=200,
-        responses=errors(401, 403, 404, 429),
+        responses=errors(401, 403, 404, 410, 429),
     )
     async def rotate_destination_secret(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
@@ -76,7 +76,7 @@ class DestinationController(Controller):
         and on create); the next attempt is signed with it."""
         return await service.rotate_destination_secret(ctx, principal, destination_id)
 
-    @patch("/{destination_id:str}", operation_id="UpdateDestination", responses=errors(400, 401, 403, 404, 429))
+    @patch("/{destination_id:str}", operation_id="UpdateDestination", responses=errors(400, 401, 403, 404, 410, 429))
     async def update_destination(
         self,
         ctx: NamedDependency[Context],
@@ -89,7 +89,10 @@ class DestinationController(Controller):
         return await service.update_destination(ctx, principal, destination_id, data)
 
     @delete(
-        "/{destination_id:str}", operation_id="DeleteDestination", status_code=200, responses=errors(401, 403, 404, 429)
+        "/{destination_id:str}",
+        operation_id="DeleteDestination",
+        status_code=200,
+        responses=errors(401, 403, 404, 410, 429),
     )
     async def delete_destination(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId

@@ -42,13 +42,13 @@ class EndpointController(Controller):
         `signing_secret`, which is shown here and on rotation only."""
         return await service.create_endpoint(ctx, principal, data)
 
-    @get("/{endpoint_id:str}", operation_id="GetEndpoint", responses=errors(401, 404, 429))
+    @get("/{endpoint_id:str}", operation_id="GetEndpoint", responses=errors(401, 404, 410, 429))
     async def get_endpoint(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> Endpoint:
         return await service.get_endpoint(ctx, principal, endpoint_id)
 
-    @patch("/{endpoint_id:str}", operation_id="UpdateEndpoint", responses=errors(400, 401, 403, 404, 409, 429))
+    @patch("/{endpoint_id:str}", operation_id="UpdateEndpoint", responses=errors(400, 401, 403, 404, 409, 410, 429))
     async def update_endpoint(
         self,
         ctx: NamedDependency[Context],
@@ -59,7 +59,9 @@ class EndpointController(Controller):
         """Changes `name`, `environment` or `external_ref`; fields left out stay; `external_ref: null` clears it."""
         return await service.update_endpoint(ctx, principal, endpoint_id, data)
 
-    @delete("/{endpoint_id:str}", operation_id="DeleteEndpoint", status_code=200, responses=errors(401, 403, 404, 429))
+    @delete(
+        "/{endpoint_id:str}", operation_id="DeleteEndpoint", status_code=200, responses=errors(401, 403, 404, 410, 429)
+    )
     async def delete_endpoint(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> Deleted:

@@ -197,7 +197,7 @@ class EndpointEventController(Controller):
         "wakeups": Provide(provide_wakeups, sync_to_thread=False),
     }
 
-    @get("/", operation_id="ListEvents", responses=errors(400, 401, 404, 429))
+    @get("/", operation_id="ListEvents", responses=errors(400, 401, 404, 410, 429))
     async def list_events(
         self,
         ctx: NamedDependency[Context],
@@ -211,7 +211,7 @@ class EndpointEventController(Controller):
         pages are keyset-based, so events arriving meanwhile neither shift nor repeat later pages."""
         return await service.list_events(ctx, principal, endpoint_id, filters, limit=limit, cursor=cursor)
 
-    @get("/latest", operation_id="GetLatestEvent", responses=errors(400, 401, 404, 429))
+    @get("/latest", operation_id="GetLatestEvent", responses=errors(400, 401, 404, 410, 429))
     async def latest_event(
         self,
         ctx: NamedDependency[Context],
@@ -232,7 +232,7 @@ class EndpointEventController(Controller):
                 description="The timeout elapsed without a match; no body. With `after`, the header "
                 f"`{CURSOR_HEADER}` carries the position to continue from",
             ),
-            **errors(400, 401, 404, 429),
+            **errors(400, 401, 404, 410, 429),
         },
     )
     async def wait_for_event(
@@ -286,7 +286,7 @@ class EventController(Controller):
     path = "/events"
     tags: ClassVar[list[str]] = ["events"]
 
-    @get("/{event_id:str}", operation_id="GetEvent", responses=errors(401, 404, 429))
+    @get("/{event_id:str}", operation_id="GetEvent", responses=errors(401, 404, 410, 429))
     async def get_event(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], event_id: EventId
     ) -> EventWithDeliveries:

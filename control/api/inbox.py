@@ -77,6 +77,7 @@ class InboxController(Controller):
                 400: "Invalid request: `validation_error`",
                 401: "`unauthorized`: no session cookie, link cookie, key or token; or a forged or expired `link`",
                 404: "`not_found`: unknown endpoint, or one of another account",
+                410: "`endpoint_expired`: a temporary endpoint past its `expires_at`",
             }
         ),
     )

@@ -21,7 +21,7 @@ class EndpointInboxLinkController(Controller):
     path = "/endpoints/{endpoint_id:str}/inbox-link"
     tags: ClassVar[list[str]] = ["endpoints"]
 
-    @post("/", operation_id="CreateInboxLink", status_code=200, responses=errors(401, 404, 429))
+    @post("/", operation_id="CreateInboxLink", status_code=200, responses=errors(401, 404, 410, 429))
     async def create_inbox_link(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> InboxLink:

@@ -22,14 +22,14 @@ class EndpointLabelController(Controller):
     path = "/endpoints/{endpoint_id:str}/labels"
     tags: ClassVar[list[str]] = ["labels"]
 
-    @get("/", operation_id="ListLabelRules", responses=errors(401, 404, 429))
+    @get("/", operation_id="ListLabelRules", responses=errors(401, 404, 410, 429))
     async def list_labels(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> LabelRuleList:
         """The endpoint's label rules, oldest first (the order labels appear on an event)."""
         return await service.list_labels(ctx, principal, endpoint_id)
 
-    @post("/", operation_id="CreateLabelRule", responses=errors(400, 401, 403, 404, 429))
+    @post("/", operation_id="CreateLabelRule", responses=errors(400, 401, 403, 404, 410, 429))
     async def create_label(
         self,
         ctx: NamedDependency[Context],
@@ -48,14 +48,14 @@ class LabelController(Controller):
     path = "/labels"
     tags: ClassVar[list[str]] = ["labels"]
 
-    @get("/{label_id:str}", operation_id="GetLabelRule", responses=errors(401, 404, 429))
+    @get("/{label_id:str}", operation_id="GetLabelRule", responses=errors(401, 404, 410, 429))
     async def get_label(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], label_id: LabelId
     ) -> LabelRule:
         """One label rule."""
         return await service.get_label(ctx, principal, label_id)
 
-    @patch("/{label_id:str}", operation_id="UpdateLabelRule", responses=errors(400, 401, 403, 404, 429))
+    @patch("/{label_id:str}", operation_id="UpdateLabelRule", responses=errors(400, 401, 403, 404, 410, 429))
     async def update_label(
         self,
         ctx: NamedDependency[Context],
@@ -66,7 +66,9 @@ class LabelController(Controller):
         """Changes the given fields, for events stored from now on."""
         return await service.update_label(ctx, principal, label_id, data)
 
-    @delete("/{label_id:str}", operation_id="DeleteLabelRule", status_code=200, responses=errors(401, 403, 404, 429))
+    @delete(
+        "/{label_id:str}", operation_id="DeleteLabelRule", status_code=200, responses=errors(401, 403, 404, 410, 429)
+    )
     async def delete_label(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], label_id: LabelId
     ) -> Deleted:

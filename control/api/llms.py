@@ -104,7 +104,8 @@ _RULES = """**Authentication.** Every /v1 route and /mcp take `Authorization: Be
 (its account's endpoints only), or on /mcp an `api_token` from /api/start. A missing or unknown key is 401. Every \
 error, on /v1 and in MCP tool errors alike, is `{"error": {"code", "message"}}` with a stable snake_case `code` \
 (`validation_error` naming the field, `not_found`, `invalid_condition_tree`, `temporary_token`, `rate_limited` \
-with `Retry-After`...).
+with `Retry-After`...). A temporary endpoint past its `expires_at` is 410 `endpoint_expired` on every route that \
+names it or one of its objects, and left out of lists: call /api/start again for a new one.
 
 **Signatures.** Turn verification on with `PATCH /v1/endpoints/{id}/auth-config` `{"hmac_enabled": true, \
 "secret": "<the provider's own signing secret>"}`; no algorithm is configured, the scheme is detected from the \

@@ -26,6 +26,7 @@ _DESCRIPTIONS = {
     403: "`temporary_token` on /v1, a read-only key writing, or the account's endpoint quota reached: `forbidden`",
     404: "Unknown id, or an id of another account: `not_found`",
     409: "Conflict, e.g. `external_ref_taken`",
+    410: "`endpoint_expired`: the endpoint (of this object) is a temporary one past its `expires_at`",
     413: "Body too large: `payload_too_large`",
     429: "Rate limited: `rate_limited`, with `Retry-After`",
 }

@@ -23,7 +23,10 @@ class ReplayController(Controller):
     tags: ClassVar[list[str]] = ["events"]
 
     @post(
-        "/{event_id:str}/replay", operation_id="ReplayEvent", status_code=200, responses=errors(400, 401, 403, 404, 429)
+        "/{event_id:str}/replay",
+        operation_id="ReplayEvent",
+        status_code=200,
+        responses=errors(400, 401, 403, 404, 410, 429),
     )
     async def replay_event(
         self,
@@ -57,7 +60,7 @@ class DestinationTestController(Controller):
         "/{destination_id:str}/test",
         operation_id="TestDestination",
         status_code=200,
-        responses=errors(401, 403, 404, 429),
+        responses=errors(401, 403, 404, 410, 429),
     )
     async def test_destination(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId

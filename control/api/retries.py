@@ -41,7 +41,7 @@ class DeliveryRetryController(Controller):
         "/{delivery_id:str}/retry",
         operation_id="RetryDelivery",
         status_code=202,
-        responses=errors(400, 401, 403, 404, 409, 429),
+        responses=errors(400, 401, 403, 404, 409, 410, 429),
     )
     async def retry_delivery(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], delivery_id: DeliveryId
@@ -73,7 +73,7 @@ class EndpointDeliveryRetryController(Controller):
                 description="A bulk retry with the same filters is still running: that job (nothing new starts)",
                 generate_examples=False,
             ),
-            **errors(400, 401, 403, 404, 409, 429),
+            **errors(400, 401, 403, 404, 409, 410, 429),
         },
     )
     async def retry_deliveries(
@@ -119,7 +119,7 @@ class DeliveryRetryJobController(Controller):
     path = "/delivery-retries"
     tags: ClassVar[list[str]] = ["deliveries"]
 
-    @get("/{retry_id:str}", operation_id="GetDeliveryRetry", responses=errors(401, 404, 429))
+    @get("/{retry_id:str}", operation_id="GetDeliveryRetry", responses=errors(401, 404, 410, 429))
     async def get_delivery_retry(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], retry_id: RetryId
     ) -> DeliveryRetryJob:

@@ -22,14 +22,14 @@ class EndpointRuleController(Controller):
     path = "/endpoints/{endpoint_id:str}/rules"
     tags: ClassVar[list[str]] = ["rules"]
 
-    @get("/", operation_id="ListRules", responses=errors(401, 404, 429))
+    @get("/", operation_id="ListRules", responses=errors(401, 404, 410, 429))
     async def list_rules(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> RuleList:
         """The endpoint's rules, oldest first. Every active rule whose tree matches an event forwards it."""
         return await service.list_rules(ctx, principal, endpoint_id)
 
-    @post("/", operation_id="CreateRule", responses=errors(400, 401, 403, 404, 429))
+    @post("/", operation_id="CreateRule", responses=errors(400, 401, 403, 404, 410, 429))
     async def create_rule(
         self,
         ctx: NamedDependency[Context],
@@ -47,13 +47,13 @@ class RuleController(Controller):
     path = "/rules"
     tags: ClassVar[list[str]] = ["rules"]
 
-    @get("/{rule_id:str}", operation_id="GetRule", responses=errors(401, 404, 429))
+    @get("/{rule_id:str}", operation_id="GetRule", responses=errors(401, 404, 410, 429))
     async def get_rule(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], rule_id: RuleId
     ) -> Rule:
         return await service.get_rule(ctx, principal, rule_id)
 
-    @patch("/{rule_id:str}", operation_id="UpdateRule", responses=errors(400, 401, 403, 404, 429))
+    @patch("/{rule_id:str}", operation_id="UpdateRule", responses=errors(400, 401, 403, 404, 410, 429))
     async def update_rule(
         self,
         ctx: NamedDependency[Context],
@@ -65,7 +65,7 @@ class RuleController(Controller):
         left out stay. Validated like a create; nothing changes when anything is refused."""
         return await service.update_rule(ctx, principal, rule_id, data)
 
-    @delete("/{rule_id:str}", operation_id="DeleteRule", status_code=200, responses=errors(401, 403, 404, 429))
+    @delete("/{rule_id:str}", operation_id="DeleteRule", status_code=200, responses=errors(401, 403, 404, 410, 429))
     async def delete_rule(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], rule_id: RuleId
     ) -> Deleted:

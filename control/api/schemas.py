@@ -143,7 +143,7 @@ class EndpointSchemaController(Controller):
     path = "/endpoints/{endpoint_id:str}/schemas"
     tags: ClassVar[list[str]] = ["schemas"]
 
-    @get("/", operation_id="ListEndpointSchemas", responses=errors(401, 404, 429))
+    @get("/", operation_id="ListEndpointSchemas", responses=errors(401, 404, 410, 429))
     async def list_endpoint_schemas(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> SchemaList:

@@ -20,7 +20,7 @@ class EndpointStatsController(Controller):
     path = "/endpoints/{endpoint_id:str}/stats"
     tags: ClassVar[list[str]] = ["stats"]
 
-    @get("/", operation_id="GetEndpointStats", responses=errors(401, 404, 429))
+    @get("/", operation_id="GetEndpointStats", responses=errors(401, 404, 410, 429))
     async def get_stats(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> EndpointStats:

@@ -23,7 +23,7 @@ class EndpointTriggerController(Controller):
     path = "/endpoints/{endpoint_id:str}/test-webhook"
     tags: ClassVar[list[str]] = ["events"]
 
-    @post("/", operation_id="SendTestWebhook", status_code=200, responses=errors(400, 401, 403, 404, 429))
+    @post("/", operation_id="SendTestWebhook", status_code=200, responses=errors(400, 401, 403, 404, 410, 429))
     async def send_test_webhook(
         self,
         ctx: NamedDependency[Context],

@@ -14,6 +14,7 @@ __all__ = (
     "delete",
     "delete_expired",
     "edge_rows",
+    "expired_with_ref",
     "get",
     "insert",
     "list_for_account",
@@ -28,6 +29,9 @@ _COLUMNS = (
     "id, account_id, name, environment, external_ref, ingest_token, temporary, expires_at, created_at, updated_at"
 )
 _UPDATABLE = frozenset({"name", "environment", "external_ref"})
+_LIVE = "(expires_at IS NULL OR expires_at > now())"
+"""Not a temporary endpoint past its expiry: an expired one is gone for its account (410 on every route,
+left out of lists and quotas) while its rows wait for the sweep (``control.service.expiry``)."""
 
 
 async def insert(
@@ -64,24 +68,42 @@ async def insert(
 
 
 async def count_for_account(conn: asyncpg.Connection, account_id: str) -> int:
-    return await conn.fetchval("SELECT count(*) FROM endpoints WHERE account_id = $1", account_id)
+    """The account's live endpoints (what its quota counts)."""
+    return await conn.fetchval(f"SELECT count(*) FROM endpoints WHERE account_id = $1 AND {_LIVE}", account_id)
 
 
 async def list_for_account(
     conn: asyncpg.Connection, account_id: str, *, external_ref: str | None = None
 ) -> list[asyncpg.Record]:
+    """The account's live endpoints, newest first (with ``external_ref``: the one that carries it, if live)."""
     if external_ref is not None:
         return await conn.fetch(
-            f"SELECT {_COLUMNS} FROM endpoints WHERE account_id = $1 AND external_ref = $2", account_id, external_ref
+            f"SELECT {_COLUMNS} FROM endpoints WHERE account_id = $1 AND external_ref = $2 AND {_LIVE}",
+            account_id,
+            external_ref,
         )
     return await conn.fetch(
-        f"SELECT {_COLUMNS} FROM endpoints WHERE account_id = $1 ORDER BY created_at DESC, id DESC", account_id
+        f"SELECT {_COLUMNS} FROM endpoints WHERE account_id = $1 AND {_LIVE} ORDER BY created_at DESC, id DESC",
+        account_id,
     )
 
 
 async def get(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> asyncpg.Record | None:
+    """The account's endpoint, expired or not; ``expired`` says which, by the database's clock (as lists
+    and the sweep judge it)."""
     return await conn.fetchrow(
-        f"SELECT {_COLUMNS} FROM endpoints WHERE id = $1 AND account_id = $2", endpoint_id, account_id
+        f"SELECT {_COLUMNS}, NOT {_LIVE} AS expired FROM endpoints WHERE id = $1 AND account_id = $2",
+        endpoint_id,
+        account_id,
+    )
+
+
+async def expired_with_ref(conn: asyncpg.Connection, account_id: str, external_ref: str) -> str | None:
+    """The id of the account's expired endpoint that still holds ``external_ref`` until the sweep."""
+    return await conn.fetchval(
+        f"SELECT id FROM endpoints WHERE account_id = $1 AND external_ref = $2 AND NOT {_LIVE}",
+        account_id,
+        external_ref,
     )
 
 

@@ -138,6 +138,8 @@ async def get_destination(ctx: Context, principal: Principal, destination_id: st
         raise _not_found(destination_id)
     async with ctx.pool.acquire() as conn:
         row = await db_destinations.get(conn, principal.account_id, destination_id)
+        if row is not None:
+            await require_endpoint(conn, principal, row["endpoint_id"])
         health = None if row is None else await destination_health(ctx, conn, row["endpoint_id"], destination_id)
     if row is None or health is None:  # unknown, another account's, or deleted meanwhile
         raise _not_found(destination_id)
@@ -170,6 +172,7 @@ async def create_destination(
     if not ids.is_id(endpoint_id, "ep"):
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     async with ctx.pool.acquire() as conn, conn.transaction():
+        await require_endpoint(conn, principal, endpoint_id)
         if not await db_rules.lock_routing(conn, principal.account_id, endpoint_id):
             raise NotFoundError(f"endpoint {endpoint_id!r} not found")
         if await db_destinations.count_for_endpoint(conn, endpoint_id) >= MAX_DESTINATIONS:
@@ -220,10 +223,11 @@ async def update_destination(
         changes["headers"] = check_headers(changes["headers"])
     if not ids.is_id(destination_id, "dst"):
         raise _not_found(destination_id)
-    async with ctx.pool.acquire() as conn:
+    async with ctx.pool.acquire() as conn, conn.transaction():
         row = await db_destinations.update(conn, principal.account_id, destination_id, changes)
-    if row is None:
-        raise _not_found(destination_id)
+        if row is None:
+            raise _not_found(destination_id)
+        await require_endpoint(conn, principal, row["endpoint_id"])  # expired: 410, and the change rolls back
     return _destination(row)
 
 
@@ -233,11 +237,12 @@ async def rotate_destination_secret(ctx: Context, principal: Principal, destinat
     if not ids.is_id(destination_id, "dst"):
         raise _not_found(destination_id)
     secret = ids.signing_secret()
-    async with ctx.pool.acquire() as conn:
+    async with ctx.pool.acquire() as conn, conn.transaction():
         stored = sealed.seal_destination_secret(ctx, destination_id, secret)
         row = await db_destinations.rotate_secret(conn, principal.account_id, destination_id, stored)
-    if row is None:
-        raise _not_found(destination_id)
+        if row is None:
+            raise _not_found(destination_id)
+        await require_endpoint(conn, principal, row["endpoint_id"])  # expired: 410, and the change rolls back
     return DestinationCreated(**msgspec.structs.asdict(_destination(row)), signing_secret=secret)
 
 
@@ -251,5 +256,6 @@ async def delete_destination(ctx: Context, principal: Principal, destination_id:
         endpoint_id = await db_destinations.lock(conn, principal.account_id, destination_id)
         if endpoint_id is None:
             raise _not_found(destination_id)
+        await require_endpoint(conn, principal, endpoint_id)
         deleted_rules = await db_destinations.delete(conn, destination_id)
     return DestinationDeleted(id=destination_id, deleted_rule_ids=deleted_rules)

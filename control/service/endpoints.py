@@ -14,12 +14,13 @@ from control.service import Context, Principal, edge_config, sealed
 from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
 from control.service.text import check_external_ref, check_name
 from shared import ids
-from shared.errors import ConflictError, ForbiddenError, NotFoundError
+from shared.errors import ConflictError, ForbiddenError, GoneError, NotFoundError
 from shared.logs import bind
 
 __all__ = (
     "create_endpoint",
     "delete_endpoint",
+    "expired_error",
     "get_endpoint",
     "ingest_url",
     "list_endpoints",
@@ -53,12 +54,30 @@ def require_write(principal: Principal) -> None:
 
 
 async def require_endpoint(conn: asyncpg.Connection, principal: Principal, endpoint_id: str) -> asyncpg.Record:
-    """The caller's endpoint, or 404: another account's id is indistinguishable from an unknown one."""
+    """The caller's endpoint, or 404: another account's id is indistinguishable from an unknown one.
+
+    Every route that names an endpoint, or an object of one (event, destination, rule, label, delivery,
+    allowlist entry, retry job), passes here with that endpoint's id, on /v1, over MCP and in the inbox: so
+    this is the one place that answers 410 ``endpoint_expired`` for a temporary endpoint past its
+    ``expires_at``, as the edge does. Its data stays until the sweep (``control.service.expiry``), unreachable.
+    """
     row = await db_endpoints.get(conn, principal.account_id, endpoint_id) if ids.is_id(endpoint_id, "ep") else None
     if row is None:
         raise _not_found(endpoint_id)
     bind(endpoint_id=row["id"])  # the request's log lines name the endpoint from here on
+    if row["expired"]:
+        raise expired_error(row["id"], row["expires_at"])
     return row
+
+
+def expired_error(endpoint_id: str, expires_at: datetime) -> GoneError:
+    at = expires_at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return GoneError(
+        f"endpoint {endpoint_id!r} expired at {at}: a temporary endpoint lasts "
+        f"{TEMPORARY_LIFETIME.days} days, and its events and settings are deleted soon after; get a new one "
+        "with POST /api/start, or a permanent one with POST /v1/endpoints",
+        code="endpoint_expired",
+    )
 
 
 def _not_found(endpoint_id: str) -> NotFoundError:
@@ -83,6 +102,19 @@ async def get_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> 
         return _endpoint(ctx, await require_endpoint(conn, principal, endpoint_id))
 
 
+async def _free_ref(conn: asyncpg.Connection, account_id: str, ref: str | None) -> list[db_endpoints.Deleted]:
+    """An expired endpoint holds its ``external_ref`` until the sweep, though it is gone for the account: an
+    endpoint that takes the ref now has it deleted first (as /api/start does), else the ref would be 409
+    ``external_ref_taken`` by an endpoint no list shows. The caller tombstones what comes back."""
+    held = await db_endpoints.expired_with_ref(conn, account_id, ref) if ref is not None else None
+    return await db_endpoints.delete_expired(conn, limit=1, endpoint_ids=[held]) if held else []
+
+
+async def _tombstone(ctx: Context, gone: list[db_endpoints.Deleted]) -> None:
+    for deleted in gone:
+        await edge_config.remove(ctx, deleted.ingest_token, deleted.tombstone_version)
+
+
 async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCreate) -> EndpointCreated:
     require_write(principal)
     require_live_key(principal, "create endpoints")
@@ -95,6 +127,7 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
             quota = account["endpoint_quota"] if account else None
             if quota is not None and await db_endpoints.count_for_account(conn, principal.account_id) >= quota:
                 raise ForbiddenError(f"this account has reached its quota of {quota} endpoints")
+            gone = await _free_ref(conn, principal.account_id, data.external_ref)
             endpoint_id = ids.new_id("ep")
             try:
                 row = await db_endpoints.insert(
@@ -113,6 +146,7 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
                 if exc.constraint_name == "endpoints_external_ref_unique":
                     raise _ref_taken(data.external_ref) from None
                 raise
+        await _tombstone(ctx, gone)
         await edge_config.sync(ctx, conn, [row["id"]])
     return EndpointCreated(**msgspec.structs.asdict(_endpoint(ctx, row)), signing_secret=secret)
 
@@ -126,13 +160,17 @@ async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, 
     if not ids.is_id(endpoint_id, "ep"):
         raise _not_found(endpoint_id)
     async with ctx.pool.acquire() as conn:
-        try:
-            row = await db_endpoints.update(conn, principal.account_id, endpoint_id, changes)
-        except asyncpg.UniqueViolationError as exc:
-            if exc.constraint_name == "endpoints_external_ref_unique":
-                # Only a real endpoint can collide, so this is not an existence oracle for other accounts.
-                raise _ref_taken(data.external_ref) from None  # type: ignore[arg-type]
-            raise
+        await require_endpoint(conn, principal, endpoint_id)
+        async with conn.transaction():
+            gone = await _free_ref(conn, principal.account_id, changes.get("external_ref"))
+            try:
+                row = await db_endpoints.update(conn, principal.account_id, endpoint_id, changes)
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name == "endpoints_external_ref_unique":
+                    # Only a real endpoint can collide, so this is not an existence oracle for other accounts.
+                    raise _ref_taken(data.external_ref) from None  # type: ignore[arg-type]
+                raise
+        await _tombstone(ctx, gone)
         if row is None:
             raise _not_found(endpoint_id)
         if "environment" in changes:
@@ -141,10 +179,12 @@ async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, 
 
 
 async def delete_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> str:
+    """Deletes a live endpoint; an expired one is 410 like every other route (the sweep deletes it)."""
     require_write(principal)
     if not ids.is_id(endpoint_id, "ep"):
         raise _not_found(endpoint_id)
     async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
         deleted = await db_endpoints.delete(conn, principal.account_id, endpoint_id)
     if deleted is None:
         raise _not_found(endpoint_id)

@@ -210,6 +210,7 @@ async def get_event(ctx: Context, principal: Principal, event_id: str) -> EventW
         row = await db_events.get_for_account(conn, principal.account_id, event_id) if known else None
         if row is None:
             raise NotFoundError(f"event {event_id!r} not found")
+        await require_endpoint(conn, principal, row["endpoint_id"])
         return await _with_deliveries(conn, row)
 
 

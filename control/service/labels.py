@@ -115,8 +115,9 @@ async def get_label(ctx: Context, principal: Principal, label_id: str) -> LabelR
         raise _not_found(label_id)
     async with ctx.pool.acquire() as conn:
         row = await db_labels.get(conn, principal.account_id, label_id)
-    if row is None:
-        raise _not_found(label_id)
+        if row is None:
+            raise _not_found(label_id)
+        await require_endpoint(conn, principal, row["endpoint_id"])
     return label_record(row)
 
 
@@ -126,7 +127,8 @@ async def create_label(ctx: Context, principal: Principal, endpoint_id: str, dat
     output_key = _check_key(data.output_key)
     color = default_color(output_key) if data.color is None else _check_color(data.color)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        if not ids.is_id(endpoint_id, "ep") or not await db_rules.lock_routing(conn, principal.account_id, endpoint_id):
+        await require_endpoint(conn, principal, endpoint_id)
+        if not await db_rules.lock_routing(conn, principal.account_id, endpoint_id):
             raise NotFoundError(f"endpoint {endpoint_id!r} not found")
         if await db_labels.count_for_endpoint(conn, endpoint_id) >= MAX_LABEL_RULES:
             raise ValidationError(
@@ -162,6 +164,7 @@ async def update_label(ctx: Context, principal: Principal, label_id: str, data: 
         current = await db_labels.lock(conn, principal.account_id, label_id)
         if current is None:
             raise _not_found(label_id)
+        await require_endpoint(conn, principal, current["endpoint_id"])
         if "source" in changes or "path" in changes:
             changes["path"] = check_path(changes.get("source", current["source"]), changes.get("path", current["path"]))
         if "output_key" in changes:
@@ -177,8 +180,10 @@ async def delete_label(ctx: Context, principal: Principal, label_id: str) -> Del
     if not ids.is_id(label_id, "lbl"):
         raise _not_found(label_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        if await db_labels.lock(conn, principal.account_id, label_id) is None or not await db_labels.delete(
-            conn, label_id
-        ):
+        current = await db_labels.lock(conn, principal.account_id, label_id)
+        if current is None:
+            raise _not_found(label_id)
+        await require_endpoint(conn, principal, current["endpoint_id"])
+        if not await db_labels.delete(conn, label_id):
             raise _not_found(label_id)
     return Deleted(id=label_id)

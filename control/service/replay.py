@@ -43,7 +43,7 @@ from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal, sealed
 from control.service.bodies import shown_body
 from control.service.destinations import check_url
-from control.service.endpoints import require_write
+from control.service.endpoints import require_endpoint, require_write
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.signatures import resign
@@ -154,6 +154,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
         )
         if row is None:
             raise NotFoundError(f"event {event_id!r} not found")
+        await require_endpoint(conn, principal, row["endpoint_id"])
         destination = await delivery_records.destination_with_url(conn, row["endpoint_id"], url)
     captured = captured_headers(row["headers"], row["headers_base64"])
     body = _body(data.body) if data.body is not None else bytes(row["body"])
@@ -190,8 +191,9 @@ async def test_destination(ctx: Context, principal: Principal, destination_id: s
             if known
             else None
         )
-    if row is None:
-        raise NotFoundError(f"destination {destination_id!r} not found")
+        if row is None:
+            raise NotFoundError(f"destination {destination_id!r} not found")
+        await require_endpoint(conn, principal, row["endpoint_id"])
     event_id = ids.new_id("evt")
     body = _encode(
         {

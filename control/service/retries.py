@@ -52,6 +52,7 @@ async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -
         delivery = await db_retries.delivery_for_account(conn, principal.account_id, delivery_id)
         if delivery is None:
             raise _delivery_not_found(delivery_id)
+        await require_endpoint(conn, principal, delivery["endpoint_id"])
         if delivery["task_id"] is None:
             what = _NOT_RULE.get(delivery["source"], delivery["source"])
             raise ValidationError(
@@ -178,10 +179,10 @@ async def retry_deliveries(
 
 
 async def get_delivery_retry(ctx: Context, principal: Principal, retry_id: str) -> DeliveryRetryJob:
-    row = None
-    if ids.is_id(retry_id, JOB_PREFIX):
-        async with ctx.pool.acquire() as conn:
-            row = await db_retries.get_job(conn, principal.account_id, retry_id)
-    if row is None:
-        raise NotFoundError(f"delivery retry {retry_id!r} not found")
+    known = ids.is_id(retry_id, JOB_PREFIX)
+    async with ctx.pool.acquire() as conn:
+        row = await db_retries.get_job(conn, principal.account_id, retry_id) if known else None
+        if row is None:
+            raise NotFoundError(f"delivery retry {retry_id!r} not found")
+        await require_endpoint(conn, principal, row["endpoint_id"])
     return _job(row)

@@ -96,8 +96,9 @@ async def get_rule(ctx: Context, principal: Principal, rule_id: str) -> Rule:
         raise _not_found(rule_id)
     async with ctx.pool.acquire() as conn:
         row = await db_rules.get(conn, principal.account_id, rule_id)
-    if row is None:
-        raise _not_found(rule_id)
+        if row is None:
+            raise _not_found(rule_id)
+        await require_endpoint(conn, principal, row["endpoint_id"])
     return rule_record(row)
 
 
@@ -109,6 +110,7 @@ async def create_rule(ctx: Context, principal: Principal, endpoint_id: str, data
     if not ids.is_id(endpoint_id, "ep"):
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     async with ctx.pool.acquire() as conn, conn.transaction():
+        await require_endpoint(conn, principal, endpoint_id)
         if not await db_rules.lock_routing(conn, principal.account_id, endpoint_id):
             raise NotFoundError(f"endpoint {endpoint_id!r} not found")
         await check_destination_ids(conn, endpoint_id, data.destination_ids)
@@ -143,6 +145,7 @@ async def update_rule(ctx: Context, principal: Principal, rule_id: str, data: Ru
         endpoint_id = await db_rules.lock(conn, principal.account_id, rule_id)
         if endpoint_id is None:
             raise _not_found(rule_id)
+        await require_endpoint(conn, principal, endpoint_id)
         if destination_ids is not msgspec.UNSET:
             await check_destination_ids(conn, endpoint_id, destination_ids)
             await db_rules.set_destinations(conn, rule_id, destination_ids)
@@ -161,6 +164,9 @@ async def delete_rule(ctx: Context, principal: Principal, rule_id: str) -> Delet
     async with ctx.pool.acquire() as conn, conn.transaction():
         # Under the endpoint's routing lock, so a concurrent PATCH of the rule never links a deleted rule.
         endpoint_id = await db_rules.lock(conn, principal.account_id, rule_id)
-        if endpoint_id is None or await db_rules.delete(conn, principal.account_id, rule_id) is None:
+        if endpoint_id is None:
+            raise _not_found(rule_id)
+        await require_endpoint(conn, principal, endpoint_id)
+        if await db_rules.delete(conn, principal.account_id, rule_id) is None:
             raise _not_found(rule_id)
     return Deleted(id=rule_id)

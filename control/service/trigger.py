@@ -8,8 +8,9 @@ like any provider's request. Signed even when verification is off, as the provid
 
 The ingest URL is this deployment's own (``HOOKYARD_PUBLIC_EDGE_URL``), never the caller's, so the egress
 policy, which guards outbound requests to URLs callers choose, does not apply. The edge's answer is the
-outcome, refusals included (401 signature, 403 allowlist, 410 expired): they are what the caller is
-testing. Only an edge that cannot be reached is reported as ``error``.
+outcome, refusals included (401 signature, 403 allowlist): they are what the caller is testing. Only an
+edge that cannot be reached is reported as ``error``. An expired endpoint is refused before anything is sent
+(410 ``endpoint_expired``, as on every route that names it).
 """
 
 from __future__ import annotations

@@ -99,6 +99,7 @@ async def rotate_secret(ctx: Context, principal: Principal, endpoint_id: str) ->
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     secret = ids.signing_secret()
     async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
         stored = sealed.seal_endpoint_secret(ctx, endpoint_id, secret)
         row = await db_endpoints.set_signing_secret(conn, principal.account_id, endpoint_id, stored)
         if row is None:
@@ -176,9 +177,11 @@ async def add_allowlist_entry(
 async def delete_allowlist_entry(ctx: Context, principal: Principal, entry_id: str) -> str:
     require_write(principal)
     async with ctx.pool.acquire() as conn:
-        known = ids.is_id(entry_id, "al")
-        endpoint_id = await db_trust.delete_allowlist_entry(conn, principal.account_id, entry_id) if known else None
-        if endpoint_id is None:
-            raise NotFoundError(f"allowlist entry {entry_id!r} not found")
+        async with conn.transaction():
+            known = ids.is_id(entry_id, "al")
+            endpoint_id = await db_trust.delete_allowlist_entry(conn, principal.account_id, entry_id) if known else None
+            if endpoint_id is None:
+                raise NotFoundError(f"allowlist entry {entry_id!r} not found")
+            await require_endpoint(conn, principal, endpoint_id)  # expired: 410, and the delete rolls back
         await edge_config.sync(ctx, conn, [endpoint_id])
     return entry_id
