@@ -31,7 +31,6 @@ from control.db import create_pool
 from control.errors import EXCEPTION_HANDLERS, error_response
 from control.mcp import McpMount
 from control.metrics import CONTROL, live, publishing
-from control.ratelimit import RateLimiter
 from control.records import Health, HealthDetails
 from control.service import Context, dead_letters
 from control.service.sealed import keyring_of
@@ -85,8 +84,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             keys=Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis)),
         )
         app.state.ctx = ctx
-        app.state.limiter = RateLimiter(redis, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
-        app.state.address_limits = AddressLimits.create(redis, settings)  # /api/start, /api/register
+        app.state.address_limits = AddressLimits.create(settings)  # /api/start, /api/register
         app.state.wakeups = Wakeups(settings.redis_url, ctx.keys)  # connects on the first events/wait
         wakeups = app.state.wakeups
         CONTROL.gauge(

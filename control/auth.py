@@ -1,11 +1,12 @@
-"""Bearer authentication for /v1 (and /mcp): resolves the key, then charges the key's rate limit."""
+"""Bearer authentication for /v1 (and /mcp): the key is resolved, and its rate limit charged, by
+``control.service.callers``, as for every authenticated surface."""
 
 from __future__ import annotations
 
 from litestar.connection import ASGIConnection
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult, DefineMiddleware
 
-from control.service.accounts import authenticate
+from control.service.callers import bearer_caller
 
 __all__ = ("bearer_auth",)
 
@@ -16,11 +17,10 @@ class _BearerAuthMiddleware(AbstractAuthenticationMiddleware):
         self.allow_temporary = allow_temporary
 
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
-        state = connection.app.state
-        principal = await authenticate(
-            state.ctx, connection.headers.get("authorization"), allow_temporary=self.allow_temporary
+        ctx = connection.app.state.ctx
+        principal = await bearer_caller(
+            ctx, connection.headers.get("authorization"), allow_temporary=self.allow_temporary
         )
-        await state.limiter.hit(state.ctx.keys.rate_limit(principal.key_id))
         return AuthenticationResult(user=principal, auth=principal.key_id)
 
 

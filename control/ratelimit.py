@@ -1,18 +1,25 @@
-"""Token buckets in Redis, so a limit holds across every control process: per API key on /v1 (and /mcp), per
-client address on the unauthenticated provisioning routes (``/api/start``, ``/api/register``).
+"""Token buckets in Redis, so a limit holds across every control process. The one mechanism behind every
+limit: per credential on the authenticated surfaces and per account for outbound sends
+(``control.service.limits``), per client address on the unauthenticated provisioning routes
+(``control.api.public``).
 
 The bucket refills at ``rate`` tokens a second (a fraction for per-minute limits) up to ``burst``; Redis's own
-clock (``TIME``) is used so control nodes with skewed clocks agree.
+clock (``TIME``) is used so control nodes with skewed clocks agree. The script is run by its SHA, loaded on
+first use by whichever Redis (or cluster node) answers ``NOSCRIPT``.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+
 import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
 
 from control.metrics import RATE_LIMITED
 from shared.errors import RateLimitedError
 
-__all__ = ("RateLimiter",)
+__all__ = ("Limit",)
 
 _SCRIPT = """
 local now_t = redis.call('TIME')
@@ -37,23 +44,37 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
 return wait_ms
 """
+_SHA = hashlib.sha1(_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis names scripts by SHA-1
 
 
-class RateLimiter:
-    def __init__(self, redis: aioredis.Redis, *, rate_per_s: float, burst: int, subject: str = "this API key") -> None:
-        """``subject`` names what one bucket belongs to, in the 429 message."""
-        if rate_per_s <= 0 or burst < 1:
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One kind of limit; each key charged with it is a bucket of its own. ``subject`` names what one bucket
+    belongs to, in the 429 message and as the ``limit`` label of ``hookyard_rate_limited_total``."""
+
+    rate_per_s: float
+    burst: int
+    subject: str
+
+    def __post_init__(self) -> None:
+        if self.rate_per_s <= 0 or self.burst < 1:
             raise ValueError("rate must be > 0 and burst >= 1")
-        self._script = redis.register_script(_SCRIPT)
-        self._rate = rate_per_s
-        self._burst = burst
-        rate = f"{rate_per_s:g}/s" if rate_per_s >= 1 else f"{rate_per_s * 60:g}/min"
-        self._message = f"rate limit of {rate} (burst {burst}) exceeded for {subject}"
-        self._subject = subject
 
-    async def hit(self, key: str) -> None:
-        """Takes one token or raises ``RateLimitedError`` with the seconds until one is available."""
-        wait_ms = int(await self._script(keys=[key], args=[repr(float(self._rate)), self._burst]))
-        if wait_ms > 0:
-            RATE_LIMITED.inc((self._subject,))
-            raise RateLimitedError(self._message, retry_after_s=max(1, -(-wait_ms // 1000)))
+    async def charge(self, redis: aioredis.Redis, key: str) -> None:
+        """Takes one token from ``key``'s bucket, or raises ``RateLimitedError`` saying when one is back."""
+        args = (repr(float(self.rate_per_s)), self.burst)
+        try:
+            wait_ms = await redis.evalsha(_SHA, 1, key, *args)
+        except NoScriptError:
+            await redis.script_load(_SCRIPT)
+            wait_ms = await redis.evalsha(_SHA, 1, key, *args)
+        if int(wait_ms) > 0:
+            RATE_LIMITED.inc((self.subject,))
+            retry_after = max(1, -(-int(wait_ms) // 1000))
+            raise RateLimitedError(
+                f"{self._rate()} exceeded for {self.subject}; retry in {retry_after} s", retry_after_s=retry_after
+            )
+
+    def _rate(self) -> str:
+        rate = f"{self.rate_per_s:g}/s" if self.rate_per_s >= 1 else f"{self.rate_per_s * 60:g}/min"
+        return f"rate limit of {rate} (burst {self.burst})"

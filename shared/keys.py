@@ -94,8 +94,15 @@ class Keys:
         """Pub/sub channel published after events of an endpoint are committed (long-poll wakeups)."""
         return f"{self.prefix}ev:{endpoint_id}"
 
-    def rate_limit(self, subject: str) -> str:
-        return f"{self.prefix}rl:{subject}"
+    def rate_limit(self, credential: str) -> str:
+        """Token bucket of one credential on the authenticated surfaces: an API key's or temporary token's id
+        (``key_...``), ``inbox:<endpoint id>`` for that endpoint's inbox links, ``session:<hash>`` for a
+        browser session (``control.service.callers``)."""
+        return f"{self.prefix}rl:{credential}"
+
+    def send_rate_limit(self, account_id: str) -> str:
+        """Token bucket of one account's outbound sends on demand (replays, tests, retries)."""
+        return f"{self.prefix}rl:send:{account_id}"
 
     def address_rate_limit(self, route: str, address: str) -> str:
         """Token bucket of one client address (an IPv4 address or an IPv6 /64) on an unauthenticated route

@@ -105,7 +105,23 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """How long a configuration change waits for every edge listener to confirm it dropped its cached copy
     before answering anyway (with a warning in the log naming how many did not); 0 does not wait."""
     rate_limit_per_s: Positive = 50
+    """Requests a second per credential on every authenticated surface: ``/v1``, ``/mcp``, the inbox page and
+    its data routes (events, bodies, replay, stream) and the redemption of an inbox link. A credential is an
+    API key, a temporary token (each its own bucket), an inbox link (every link and link cookie of one
+    endpoint: one bucket, as a link can be redeemed again and again), or a browser session of
+    ``/api/start``. Over it: 429 ``rate_limited`` with ``Retry-After``; bad credentials are 401 first and
+    spend nothing."""
     rate_limit_burst: Positive = 100
+    """Requests one credential may make at once before ``rate_limit_per_s`` paces it."""
+    send_rate_per_min: Positive = 60
+    """Outbound requests made on demand, per account whichever credential and surface asks: replays (/v1, MCP,
+    the inbox), destination tests, test webhooks (``send_test_webhook``, ``hookyard trigger``), delivery
+    retries (one each, a bulk retry one per job). Charged on top of ``rate_limit_per_s``, so a key's budget
+    for reads cannot be turned into as many requests to a third party; over it: 429 ``rate_limited`` with
+    ``Retry-After`` (over MCP: a tool error saying when to retry). Rule deliveries are paced by the
+    deliver workers (``deliver_concurrency``, ``deliver_per_destination``), not by this."""
+    send_rate_burst: Positive = 20
+    """Outbound sends one account may make at once before ``send_rate_per_min`` paces it."""
     registration: Literal["open", "closed"] = "open"
     """``open``: anyone may get a temporary endpoint (``POST /api/start``) and a free account
     (``POST /api/register``); ``closed``: both answer 403 ``registration_closed`` (accounts then come from

@@ -153,13 +153,15 @@ async def test_the_control_plane_keeps_to_its_openapi_document(
     settings: Settings, database_url: str, tmp_path: Path, sink: Destination
 ) -> None:
     account = await make_account(database_url)
-    # Thousands of requests in a few seconds: the per-key rate limit, and the per-address one of /api/start and
-    # /api/register, would answer most of them 429.
+    # Thousands of requests in a few seconds: the per-key rate limit, the account's outbound sends (replays,
+    # tests, retries), and the per-address one of /api/start and /api/register would answer most of them 429.
     running = Stack(
         settings,
         tmp_path,
         HOOKYARD_RATE_LIMIT_PER_S=1_000_000,
         HOOKYARD_RATE_LIMIT_BURST=1_000_000,
+        HOOKYARD_SEND_RATE_PER_MIN=1_000_000,
+        HOOKYARD_SEND_RATE_BURST=1_000_000,
         HOOKYARD_START_RATE_PER_MIN=1_000_000,
     )
     try:

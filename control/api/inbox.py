@@ -24,8 +24,9 @@ from control.api.public import described
 from control.records.endpoints import Endpoint
 from control.service import Context
 from control.service.anonymous import SESSION_COOKIE
+from control.service.callers import redeemed_link
 from control.service.inbox import inbox_endpoint
-from control.service.inbox_links import LINK_COOKIE, MAX_LINK, redeem_link
+from control.service.inbox_links import LINK_COOKIE, MAX_LINK
 
 __all__ = ("HEADERS", "InboxController", "render")
 
@@ -99,7 +100,7 @@ class InboxController(Controller):
         `hy_session` cookie), a signed inbox link (its `hy_inbox` cookie), or `Authorization: Bearer` with the
         `api_token` or an API key of the account."""
         if link is not None:
-            redeemed = await redeem_link(ctx, endpoint_id, link)
+            redeemed = await redeemed_link(ctx, endpoint_id, link)
             cookie = Cookie(
                 key=LINK_COOKIE,
                 value=redeemed.cookie,

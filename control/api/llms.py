@@ -21,6 +21,7 @@ from litestar import Litestar, Request, get
 
 from control.mcp.registry import TOOLS
 from control.mcp.server import Catalog
+from shared.settings import Settings
 
 __all__ = ("llms_txt", "render")
 
@@ -131,6 +132,19 @@ change what is sent; `resign_with` (16+ characters) recomputes the signature ove
 `error`) and the attempt is recorded as a delivery with `source: "replay"`."""
 
 
+def _limits(settings: Settings) -> str:
+    """This instance's rate limits (``control.service.limits``), from its settings."""
+    s = settings
+    return (
+        f"**Limits.** Each API key, temporary token, inbox link and browser session may make {s.rate_limit_per_s} "
+        f"requests a second (bursts of {s.rate_limit_burst}) on /v1, /mcp and the inbox. Replays, destination "
+        "tests, test webhooks and delivery retries are also the account's outbound sends, whichever key asks: "
+        f"{s.send_rate_per_min} a minute (bursts of {s.send_rate_burst}). Past either: 429 `rate_limited` with "
+        "`Retry-After` in seconds; over MCP a send past the account's limit is a tool error `rate_limited` whose "
+        "message says when to retry."
+    )
+
+
 def _example(control: str, edge: str, routes: set[tuple[str, str]]) -> str:
     """Steps as prose, each with its own block: a ``#`` comment line would read as a heading to a parser."""
     auth = '-H "Authorization: Bearer $HOOKYARD_KEY"'
@@ -199,6 +213,7 @@ def render(app: Litestar) -> str:
         f"or the MCP server at {control}/mcp: the same operations, the same Bearer keys.",
         _getting_started(control, present),
         _RULES,
+        _limits(settings),
         "**Worked example.**",
         _example(control, edge, present),
         f"**MCP.** Streamable HTTP at `{control}/mcp`, stateless (no session to keep). Authenticate with the "

@@ -14,12 +14,11 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
 from litestar import Request
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import Operation
 
-from control.ratelimit import RateLimiter
+from control.ratelimit import Limit
 from shared.clientip import ClientIP
 from shared.errors import ErrorEnvelope
 from shared.settings import Settings
@@ -32,14 +31,14 @@ class AddressLimits:
     """Held in the app's state for the process's life (``control.app``)."""
 
     client_ip: ClientIP
-    limiter: RateLimiter
+    limit: Limit
 
     @classmethod
-    def create(cls, redis: aioredis.Redis, settings: Settings) -> AddressLimits:
+    def create(cls, settings: Settings) -> AddressLimits:
         per_min = settings.start_rate_per_min
         return cls(
             client_ip=ClientIP(settings.trusted_proxies),
-            limiter=RateLimiter(redis, rate_per_s=per_min / 60, burst=per_min, subject="this client address"),
+            limit=Limit(rate_per_s=per_min / 60, burst=per_min, subject="this client address"),
         )
 
 
@@ -65,7 +64,7 @@ async def charge_address(request: Request[Any, Any, Any], route: str) -> None:
     """Takes one token from the client address's bucket of ``route``; 429 ``rate_limited`` with Retry-After."""
     limits: AddressLimits = request.app.state.address_limits
     ctx = request.app.state.ctx
-    await limits.limiter.hit(ctx.keys.address_rate_limit(route, client_address(request, limits.client_ip)))
+    await limits.limit.charge(ctx.redis, ctx.keys.address_rate_limit(route, client_address(request, limits.client_ip)))
 
 
 def described(responses: dict[int, str]) -> dict[int, ResponseSpec]:

@@ -48,7 +48,8 @@ class ReplayController(Controller):
         `x-signature`); the captured signature header it replaces is not sent.
 
         The outcome is always 200: a refused connection, a timeout or a refused egress is `success: false`
-        with `error`."""
+        with `error`. 429 `rate_limited` (with `Retry-After`) once the account's outbound sends are spent:
+        replays, destination tests, test webhooks and retries share one limit per account."""
         return await service.replay_event(ctx, principal, event_id, data)
 
 
@@ -70,5 +71,6 @@ class DestinationTestController(Controller):
         unless `sign_deliveries` is off (Standard Webhooks:
         `webhook-id`, `webhook-timestamp`, `webhook-signature`), and records a delivery with
         `source: "manual_test"`. Answers the outcome in the same shape as a replay; failures of the request
-        are `success: false` with `error`."""
+        are `success: false` with `error`. 429 `rate_limited` once the account's outbound sends are spent, as
+        for a replay."""
         return await service.test_destination(ctx, principal, destination_id)

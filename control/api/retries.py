@@ -54,7 +54,8 @@ class DeliveryRetryController(Controller):
         (if it fails, the delivery is failed again); one waiting for a scheduled retry has it now; a
         succeeded one is sent again (a deliberate resend). A replay or a destination test is not a rule
         delivery: 400 (replay the event instead). 409 `attempt_in_flight` while an attempt is being made;
-        404 when the destination was deleted or the event is no longer stored."""
+        404 when the destination was deleted or the event is no longer stored; 429 `rate_limited` once the
+        account's outbound sends are spent (a retry is one, as a replay is)."""
         return await service.retry_delivery(ctx, principal, delivery_id)
 
 
@@ -103,7 +104,8 @@ class EndpointDeliveryRetryController(Controller):
 
         The job pages through the deliveries, re-queueing each page for the deliver worker, so the
         destinations' concurrency caps and circuits pace it; each new attempt carries the next attempt
-        number. Deliveries that failed after the job started are not part of it."""
+        number. Deliveries that failed after the job started are not part of it. Starting it is one of the
+        account's outbound sends (429 `rate_limited` once they are spent)."""
         job, created = await service.retry_deliveries(
             ctx,
             principal,

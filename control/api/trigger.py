@@ -36,5 +36,6 @@ class EndpointTriggerController(Controller):
         provider's own when set through auth-config, else the platform signing secret), so it is captured,
         verified, labelled and routed like real traffic. Answers the edge's status and the captured
         `event_id`; a refusal by the edge (signature, allowlist, an expired endpoint) is an answer here, not
-        an error."""
+        an error. 429 `rate_limited` (with `Retry-After`) once the account's outbound sends are spent:
+        replays, destination tests, test webhooks and retries share one limit per account."""
         return await service.send_test_webhook(ctx, principal, endpoint_id, data)

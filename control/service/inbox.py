@@ -13,13 +13,15 @@ read-only key: they are the owner in a browser, as the token is the owner in an 
 The data functions are the /v1 ones (``control.service.events``, ``control.service.replay``) narrowed to
 the endpoint the page is about: a cookie scoped to ``/inbox/A`` must not read or replay an event of the
 account's endpoint B, although its principal is the whole account.
+
+Every request is charged to its credential's rate limit (``control.service.callers``), and a replay to the
+account's outbound sends as well (``control.service.replay``), exactly as over /v1 and /mcp.
 """
 
 from __future__ import annotations
 
 import base64
 
-from control.db import accounts as db_accounts
 from control.records.endpoints import Endpoint
 from control.records.events import Event, EventWithDeliveries
 from control.records.inbox import InboxEvent, InboxEventList
@@ -27,15 +29,12 @@ from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal
 from control.service import events as service_events
 from control.service import replay as service_replay
-from control.service.accounts import authenticate
-from control.service.anonymous import session_hash
+from control.service.callers import inbox_caller
 from control.service.endpoints import get_endpoint
 from control.service.events import EventFilters
-from control.service.inbox_links import cookie_principal
-from shared.errors import NotFoundError, UnauthorizedError
+from shared.errors import NotFoundError
 
 __all__ = (
-    "DENIED",
     "body_bytes",
     "inbox_body",
     "inbox_endpoint",
@@ -43,12 +42,6 @@ __all__ = (
     "inbox_events",
     "inbox_principal",
     "inbox_replay",
-)
-
-DENIED = (
-    "open the inbox from the browser that called /api/start, or with an inbox link "
-    "(POST /v1/endpoints/{id}/inbox-link, the MCP tool create_inbox_link, or `hookyard open`), or send "
-    "`Authorization: Bearer <api_token or API key>`"
 )
 
 
@@ -68,22 +61,9 @@ async def inbox_endpoint(
 async def _owner(
     ctx: Context, endpoint_id: str, *, authorization: str | None, session: str | None, link: str | None
 ) -> tuple[Principal, Endpoint]:
-    if authorization:
-        principal = await authenticate(ctx, authorization, allow_temporary=True)
-    else:
-        principal = await cookie_principal(ctx, endpoint_id, link) or await _session_principal(ctx, session)
+    """Resolved, and charged to the credential's rate limit, by ``control.service.callers``, as on /v1."""
+    principal = await inbox_caller(ctx, endpoint_id, authorization=authorization, session=session, link=link)
     return principal, await get_endpoint(ctx, principal, endpoint_id)
-
-
-async def _session_principal(ctx: Context, session: str | None) -> Principal:
-    stored = session_hash(session)
-    account = None
-    if stored is not None:
-        async with ctx.pool.acquire() as conn:
-            account = await db_accounts.session_account(conn, stored, lock=False)
-    if account is None or account["kind"] != "anonymous":
-        raise UnauthorizedError(DENIED)
-    return Principal(account_id=account["id"], key_id="", kind="temporary")
 
 
 def body_bytes(event: Event) -> bytes:

@@ -19,6 +19,9 @@ the outcome (``success: false``, ``error``), never as HTTP errors. Any body goes
 its exact bytes (NUL included); the outcome shows the response body as the delivery record does, text when
 it is UTF-8 and base64 otherwise (``response_body_encoding``). A record the database still refuses is
 stored reduced (``delivery_records.reduced``) rather than turning a finished request into a 500.
+
+Each is one of the account's outbound sends (``control.service.limits``), charged once the request is
+known to be valid, just before it goes out.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from control.service import Context, Principal, sealed
 from control.service.bodies import shown_body
 from control.service.destinations import check_url
 from control.service.endpoints import require_endpoint, require_write
+from control.service.limits import charge_send
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.signatures import resign
@@ -168,6 +172,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
         if replaced is not None and replaced != signature_header:
             headers.pop(replaced, None)
         headers = merge(headers, signed)
+    await charge_send(ctx, principal)
     outcome = await _send(ctx, url, row["method"], headers, body)
     async with ctx.pool.acquire() as conn:
         return await _record(
@@ -215,6 +220,7 @@ async def test_destination(ctx: Context, principal: Principal, destination_id: s
         else None,
         {"x-hookyard-event-id": event_id, "x-hookyard-delivery-attempt": "1", "x-hookyard-test": "true"},
     )
+    await charge_send(ctx, principal)
     outcome = await _send(ctx, row["url"], "POST", headers, body)
     async with ctx.pool.acquire() as conn:
         return await _record(

@@ -10,6 +10,11 @@ deliveries of a destination's schedule: they are refused (400), and sent again w
 A bulk retry is a job (``control.workers.retries`` advances it): the request only records it and answers
 202, or 200 with the unfinished job that has the very same filters. Its filters are the shared event
 filters, ``destination_id`` and ``success`` (only ``false``: failed deliveries).
+
+Both make outbound requests on demand, so each call is one of the account's outbound sends
+(``control.service.limits``), charged once the request is known to be valid: one retry, one token; a bulk
+retry, one token for the job, whose deliveries the deliver workers then pace (a repeated request that finds
+the job still running is charged too, as it cannot know that before asking).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from control.records.deliveries import DeliveryRetry, DeliveryRetryFilters, Deli
 from control.service import Context, Principal
 from control.service import events as events_service
 from control.service.endpoints import require_endpoint, require_write
+from control.service.limits import charge_send
 from shared import ids
 from shared.errors import ConflictError, NotFoundError, ValidationError
 
@@ -70,6 +76,7 @@ async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -
                 "recorded, if it failed",
                 code="attempt_in_flight",
             )
+        await charge_send(ctx, principal)  # refused: the transaction rolls back, nothing was made due
         due = await db_tasks.make_due(conn, task["id"])
     assert due is not None  # locked above and not in flight
     return DeliveryRetry(
@@ -164,6 +171,7 @@ async def retry_deliveries(
         await require_endpoint(conn, principal, endpoint_id)
         if destination_id is not None and not await db_destinations.existing_ids(conn, endpoint_id, [destination_id]):
             raise NotFoundError(f"destination {destination_id!r} not found on endpoint {endpoint_id!r}")
+        await charge_send(ctx, principal)
         # A running job that completes between the refused insert and the read leaves room: insert again.
         for _ in range(3):
             job_id = ids.new_id(JOB_PREFIX)

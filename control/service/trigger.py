@@ -10,7 +10,8 @@ The ingest URL is this deployment's own (``HOOKYARD_PUBLIC_EDGE_URL``), never th
 policy, which guards outbound requests to URLs callers choose, does not apply. The edge's answer is the
 outcome, refusals included (401 signature, 403 allowlist): they are what the caller is testing. Only an
 edge that cannot be reached is reported as ``error``. An expired endpoint is refused before anything is sent
-(410 ``endpoint_expired``, as on every route that names it).
+(410 ``endpoint_expired``, as on every route that names it). Each sample is one of the account's outbound
+sends (``control.service.limits``), as a replay is.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from control.db import endpoints as db_endpoints
 from control.records.trigger import TriggerOutcome, TriggerSample
 from control.service import Context, Principal, sealed
 from control.service.endpoints import ingest_url, require_endpoint, require_write
+from control.service.limits import charge_send
 from shared import samples
 from shared.errors import NotFoundError, ValidationError
 
@@ -55,6 +57,7 @@ async def send_test_webhook(
         header_name=config["header_name"],
     )
     url = ingest_url(ctx, endpoint["ingest_token"])
+    await charge_send(ctx, principal)
     outcome = TriggerOutcome(
         endpoint_id=endpoint["id"],
         provider=data.provider,
