@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 import redis
 
-from control.embedded import EmbeddedError, running_database_url, start_embedded
+from control.cli.embedded import EmbeddedError, running_database_url, start_embedded
 
 
 async def _pg(dsn: str, sql: str) -> object:

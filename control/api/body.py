@@ -37,7 +37,7 @@ def _struct_decoder(struct: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
 
 
 def decode_json(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
-    """Named as Litestar's own decoder is: ``control.errors`` tells a caller's invalid UTF-8 from an internal
+    """Named as Litestar's own decoder is: ``control.api.errors`` tells a caller's invalid UTF-8 from an internal
     ``UnicodeDecodeError`` by this frame."""
     try:
         return decoder.decode(body)

@@ -19,7 +19,7 @@ from litestar import Request
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import Operation
 
-from control.ratelimit import RateLimiter
+from control.api.ratelimit import RateLimiter
 from shared.clientip import ClientIP
 from shared.errors import ErrorEnvelope
 from shared.settings import Settings

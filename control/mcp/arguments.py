@@ -5,7 +5,7 @@ record such as ``EndpointCreate``) contributes that record's fields as tool argu
 receives the record; every other parameter is a tool argument of its own (the /v1 path and query
 parameters). Both are decoded by the strict JSON decoder of the /v1 bodies (``control.api.body``): no
 ``"true"`` for a boolean, ``300.0`` accepted as an integer, an unknown field refused, a lone surrogate named.
-The failure messages are the ones a /v1 caller reads for the same fields (``control.errors``), and what the
+The failure messages are the ones a /v1 caller reads for the same fields (``control.api.errors``), and what the
 decoder leaves to the service (NUL characters, ranges, id shapes) the service checks for both.
 """
 
@@ -21,7 +21,7 @@ import msgspec
 from litestar.exceptions import SerializationException, ValidationException
 
 from control.api.body import decode_json
-from control.errors import field_messages
+from control.api.errors import field_messages
 from shared.errors import ValidationError
 
 __all__ = ("Arguments", "decode")

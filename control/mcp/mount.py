@@ -35,7 +35,7 @@ from litestar.types import Receive, Scope, Send
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from control.auth import bearer_auth
+from control.api.auth import bearer_auth
 from control.mcp.server import Catalog, catalog, create_server
 from shared.errors import envelope
 

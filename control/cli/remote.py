@@ -32,9 +32,9 @@ class Unreachable(HookyardError):
 
 
 def api_key(settings: Settings) -> str:
-    """The key ``hookyard open`` reads too (``control.cli_open.api_key``); a temporary ``hy_tmp_`` token is
+    """The key ``hookyard open`` reads too (``control.cli.commands.open.api_key``); a temporary ``hy_tmp_`` token is
     refused here, as /v1 would refuse it, saying what to do instead."""
-    from control.cli_open import api_key as saved_key
+    from control.cli.commands.open import api_key as saved_key
 
     key = saved_key(settings)
     if key.startswith("hy_tmp_"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from control.metrics import RATE_LIMITED
+from control.service.metrics import RATE_LIMITED
 from shared.errors import RateLimitedError
 
 __all__ = ("RateLimiter",)

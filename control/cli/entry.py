@@ -26,7 +26,8 @@ from typing import Any
 import asyncpg
 import redis
 
-from control import cli_open, cli_webhooks
+from control.cli.commands import open as open_command
+from control.cli.commands import webhooks
 from shared.errors import ConfigError, HookyardError
 from shared.settings import Settings, env_name, load_settings
 
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parent_pid(worker)
     worker.set_defaults(handler=_worker)
 
-    cli_webhooks.add_parsers(commands)
+    webhooks.add_parsers(commands)
 
     migrate = commands.add_parser("migrate", help="apply database migrations (idempotent)")
     migrate.set_defaults(handler=_migrate)
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--read-only", action="store_true", help="the key can read but not change anything")
     create.set_defaults(handler=_account_create)
 
-    cli_open.add_parser(commands)
+    open_command.add_parser(commands)
 
     dead = commands.add_parser("dead-letters", help="records the flush could not store: list, show, retry")
     dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="ACTION")
@@ -166,7 +167,7 @@ def _run(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from control.supervisor import up
+    from control.cli.up import up
 
     # Locally, destinations are usually other programs on this machine: egress defaults to "any" under `up`.
     egress = None if "HOOKYARD_EGRESS" in os.environ else "any"
@@ -186,7 +187,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
     if args.parent_pid is not None:
-        from control.supervisor import bind_to_parent
+        from control.cli.up import bind_to_parent
 
         bind_to_parent(args.parent_pid)
     port = getattr(settings, port_field)
@@ -223,7 +224,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = _settings()
     if args.parent_pid is not None:
-        from control.supervisor import bind_to_parent
+        from control.cli.up import bind_to_parent
 
         bind_to_parent(args.parent_pid)
     _run(lambda: workers.run(settings, tuple(args.names), burst=args.burst))
@@ -234,7 +235,7 @@ def _database_url(settings: Settings) -> str:
     """DATABASE_URL, else the embedded Postgres of a ``hookyard up`` running on the same data dir."""
     if settings.database_url:
         return settings.database_url
-    from control.embedded import running_database_url
+    from control.cli.embedded import running_database_url
 
     found = running_database_url(Path(settings.data_dir).resolve() / "postgres")
     if found is None:
@@ -279,7 +280,7 @@ def _encryption_keys(settings: Settings) -> tuple[str, ...]:
     """HOOKYARD_ENCRYPTION_KEYS, else (no DATABASE_URL: a `hookyard up` instance) the keys in its data dir."""
     if settings.encryption_keys or settings.database_url:
         return settings.encryption_keys
-    from control.keyring import data_dir_keys
+    from control.db.keyring import data_dir_keys
 
     return data_dir_keys(Path(settings.data_dir).resolve(), create=False)
 
@@ -323,7 +324,7 @@ def _redis_url(settings: Settings) -> str:
     """REDIS_URL, else the embedded Redis of a ``hookyard up`` running on the same data dir."""
     if settings.redis_url:
         return settings.redis_url
-    from control.embedded import running_redis_url
+    from control.cli.embedded import running_redis_url
 
     found = running_redis_url(Path(settings.data_dir).resolve() / "redis")
     if found is None:
@@ -372,7 +373,3 @@ async def _dead_letters_command(args: argparse.Namespace, settings: Settings, re
         return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[4]]) for r in rows)
     finally:
         await redis.aclose()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -33,8 +33,8 @@ from typing import Any, TextIO, TypeVar
 
 import httpx
 
+from control.cli.remote import ApiError, Remote, Unreachable
 from control.delivery.send import forwardable, merge
-from control.remote import ApiError, Remote, Unreachable
 from shared.signatures import resign
 
 __all__ = ("listen", "tail")
