@@ -9,6 +9,8 @@ control plane is ``Unreachable``, which ``listen`` and ``tail`` wait out rather 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +18,7 @@ import httpx
 from shared.errors import ConfigError, HookyardError
 from shared.settings import Settings
 
-__all__ = ("ApiError", "Remote", "Unreachable", "api_key")
+__all__ = ("ApiError", "Remote", "Unreachable", "api_key", "saved_key")
 
 _RETRYABLE = frozenset({502, 503, 504})
 
@@ -31,11 +33,23 @@ class Unreachable(HookyardError):
     """The control plane did not answer (down, restarting) or answered 502-504: worth retrying."""
 
 
-def api_key(settings: Settings) -> str:
-    """The key ``hookyard open`` reads too (``control.cli.commands.open.api_key``); a temporary ``hy_tmp_`` token is
-    refused here, as /v1 would refuse it, saying what to do instead."""
-    from control.cli.commands.open import api_key as saved_key
+def saved_key(settings: Settings) -> str:
+    """``HOOKYARD_API_KEY``, else the key ``hookyard up`` saved in the data dir."""
+    key = os.environ.get("HOOKYARD_API_KEY", "").strip()
+    if key:
+        return key
+    saved = Path(settings.data_dir) / "api_key"
+    if saved.is_file() and (key := saved.read_text().strip()):
+        return key
+    raise ConfigError(
+        f"no API key: set HOOKYARD_API_KEY, or run `hookyard up` once (it saves one in {saved}); "
+        "HOOKYARD_DATA_DIR names another data dir"
+    )
 
+
+def api_key(settings: Settings) -> str:
+    """The key ``hookyard open`` reads too (``saved_key``); a temporary ``hy_tmp_`` token is refused here, as
+    /v1 would refuse it, saying what to do instead."""
     key = saved_key(settings)
     if key.startswith("hy_tmp_"):
         raise ConfigError("HOOKYARD_API_KEY: a temporary hy_tmp_ token works on /mcp only; register for a key")
