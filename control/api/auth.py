@@ -1,11 +1,12 @@
-"""Bearer authentication for /v1 (and /mcp): resolves the key, then charges the key's rate limit."""
+"""Bearer authentication for /v1: the service's credential check (``control.service.accounts.admit``: the key,
+then the key's rate limit) as Litestar middleware. /mcp has its own (``control.mcp.auth``) over the same check."""
 
 from __future__ import annotations
 
 from litestar.connection import ASGIConnection
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult, DefineMiddleware
 
-from control.service.accounts import authenticate
+from control.service.accounts import admit
 
 __all__ = ("bearer_auth",)
 
@@ -17,13 +18,15 @@ class _BearerAuthMiddleware(AbstractAuthenticationMiddleware):
 
     async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
         state = connection.app.state
-        principal = await authenticate(
-            state.ctx, connection.headers.get("authorization"), allow_temporary=self.allow_temporary
+        principal = await admit(
+            state.ctx,
+            connection.headers.get("authorization"),
+            allow_temporary=self.allow_temporary,
+            charge=state.limiter.hit,
         )
-        await state.limiter.hit(state.ctx.keys.rate_limit(principal.key_id))
         return AuthenticationResult(user=principal, auth=principal.key_id)
 
 
 def bearer_auth(*, allow_temporary: bool = False) -> DefineMiddleware:
-    """``allow_temporary`` admits ``hy_tmp_`` tokens (the MCP server and the inbox; never /v1)."""
+    """``allow_temporary`` admits ``hy_tmp_`` tokens (never on /v1)."""
     return DefineMiddleware(_BearerAuthMiddleware, allow_temporary=allow_temporary)

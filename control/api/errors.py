@@ -11,18 +11,15 @@ from __future__ import annotations
 import logging
 import traceback
 
-import asyncpg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from control.db.faults import describe
-from control.records.text import PATTERN_RULES
+from control.db.faults import UNAVAILABLE, describe
+from control.service.decoding import field_message
 from shared.errors import RateLimitedError, ServiceError, envelope
 
-__all__ = ("EXCEPTION_HANDLERS", "UNAVAILABLE", "error_response", "field_messages")
+__all__ = ("EXCEPTION_HANDLERS", "error_response", "field_messages")
 
 log = logging.getLogger("hookyard.control")
 
@@ -43,38 +40,18 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return Response(envelope(code, message), status_code=status, headers=headers, media_type="application/json")
 
 
-_NAMED_FIELD_MESSAGES = {
-    "Object contains unknown field": "unknown field",
-    "Object missing required field": "required field is missing",
-}
-# msgspec says which regex a value missed; the records say what the regex means.
-_PATTERN_MESSAGES = {f"Expected `str` matching regex {pattern!r}": rule for pattern, rule in PATTERN_RULES.items()}
-
-
 def field_messages(exc: ValidationException) -> str:
-    """``name: Expected `str` of length >= 1`` for each problem; the field always leads the message. Also
-    what the MCP tools say of arguments they decode with the same strict decoder (``control.mcp.arguments``)."""
+    """``name: Expected `str` of length >= 1`` for each problem Litestar reports (a path or query parameter);
+    the field always leads the message, worded as the strict body decoder words it
+    (``control.service.decoding``)."""
     parts = []
     for item in exc.extra if isinstance(exc.extra, list) else []:
         if not isinstance(item, dict):
             continue
         key, message = item.get("key"), str(item.get("message", "invalid value"))
-        path = message.rsplit(" - at `$", 1)
-        where = ""
-        if len(path) == 2:
-            message, where = path[0], path[1].rstrip("`").lstrip(".")
-        named = _NAMED_FIELD_MESSAGES.get(message.split("`", 1)[0].strip())
-        if named and "`" in message:  # the problem is a field of the object: name that field, not the object
-            field = message.split("`")[1]
-            parts.append(f"{where}.{field}: {named}" if where else f"{field}: {named}")
-            continue
-        key = where or key
-        if key in (None, "", "data", "body"):
-            key = "body"
         if message == "'data'":  # Litestar's KeyError text when there is no body at all
             message = "a JSON object is required, the request body is empty"
-        message = _PATTERN_MESSAGES.get(message, message)
-        parts.append(f"{key}: {message}")
+        parts.append(field_message(key, message))
     return "; ".join(parts) or str(exc.detail)
 
 
@@ -129,20 +106,6 @@ def _internal(request: Request, exc: Exception) -> Response:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "internal server error; the failure was logged")
 
-
-UNAVAILABLE: tuple[type[Exception], ...] = (
-    # Also what the MCP tools report as `unavailable` (control.mcp.errors).
-    OSError,  # refused, reset, and TimeoutError (a pool that could not hand out a connection in time)
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,  # the connection went away under a query
-    asyncpg.InternalClientError,  # a pooled connection whose backend was terminated, met mid-protocol
-    asyncpg.OperatorInterventionError,  # shutting down, cannot connect now, backend terminated
-    asyncpg.InsufficientResourcesError,  # too many connections
-    asyncpg.ObjectNotInPrerequisiteStateError,  # the database does not accept connections right now
-    asyncpg.TransactionRollbackError,  # deadlock or serialization failure: the same request would succeed
-    RedisConnectionError,
-    RedisTimeoutError,
-)
 
 EXCEPTION_HANDLERS = {
     ServiceError: _service_error,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -15,6 +16,7 @@ from shared.errors import ForbiddenError, UnauthorizedError
 
 __all__ = (
     "TEMPORARY_LIFETIME",
+    "admit",
     "authenticate",
     "create_account",
     "hash_key",
@@ -108,4 +110,15 @@ async def authenticate(ctx: Context, authorization: str | None, *, allow_tempora
             "temporary tokens from /api/start have no /v1 access; register an account (POST /api/register)",
             code="temporary_token",
         )
+    return principal
+
+
+async def admit(
+    ctx: Context, authorization: str | None, *, allow_temporary: bool, charge: Callable[[str], Awaitable[None]]
+) -> Principal:
+    """The credential check of /v1 and /mcp alike: the caller's key (``authenticate``), then one token of that
+    key's rate limit (``charge``: the app's limiter, which raises ``RateLimitedError``). Charged after the key is
+    known, so an unauthenticated flood gets 401s and spends no key's budget."""
+    principal = await authenticate(ctx, authorization, allow_temporary=allow_temporary)
+    await charge(ctx.keys.rate_limit(principal.key_id))
     return principal
