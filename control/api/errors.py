@@ -1,9 +1,9 @@
 """Maps every failure to the error envelope ``{"error": {"code", "message"}}`` with a stable code.
 
-Covers our own ``ServiceError`` tree, Litestar's exceptions (unknown route 404, 405, body-size 413,
-validation 400, malformed JSON 400), Postgres or Redis being unavailable (503 ``unavailable`` with
-``Retry-After``) and anything unexpected (500 ``internal_error``, logged with its traceback, never echoed to
-the caller).
+Covers our own ``ServiceError`` tree (its statuses are said here, by class: ``STATUSES``), Litestar's
+exceptions (unknown route 404, 405, body-size 413, validation 400, malformed JSON 400), Postgres or Redis
+being unavailable (503 ``unavailable`` with ``Retry-After``) and anything unexpected (500
+``internal_error``, logged with its traceback, never echoed to the caller).
 """
 
 from __future__ import annotations
@@ -17,9 +17,19 @@ from redis.exceptions import RedisError
 
 from control.db.faults import UNAVAILABLE, describe
 from control.service.decoding import field_message
-from shared.errors import RateLimitedError, ServiceError, envelope
+from shared.errors import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    PayloadTooLargeError,
+    RateLimitedError,
+    ServiceError,
+    UnauthorizedError,
+    ValidationError,
+    envelope,
+)
 
-__all__ = ("EXCEPTION_HANDLERS", "error_response", "field_messages")
+__all__ = ("EXCEPTION_HANDLERS", "STATUSES", "error_response", "field_messages", "status_of")
 
 log = logging.getLogger("hookyard.control")
 
@@ -34,6 +44,23 @@ _CODES = {
     429: "rate_limited",
     503: "unavailable",
 }
+
+
+STATUSES: dict[type[ServiceError], int] = {
+    ValidationError: 400,
+    UnauthorizedError: 401,
+    ForbiddenError: 403,
+    NotFoundError: 404,
+    ConflictError: 409,
+    PayloadTooLargeError: 413,
+    RateLimitedError: 429,
+}
+"""The status each ``ServiceError`` class answers with; a subclass answers as its nearest listed ancestor
+(``InvalidConditionTree`` is a ``ValidationError``: 400), a bare ``ServiceError`` 400."""
+
+
+def status_of(exc: ServiceError) -> int:
+    return next((STATUSES[cls] for cls in type(exc).__mro__ if cls in STATUSES), 400)
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -87,10 +114,11 @@ def _undecodable(request: Request, exc: UnicodeDecodeError) -> Response:
 
 
 def _service_error(request: Request, exc: ServiceError) -> Response:
+    status = status_of(exc)
     headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, RateLimitedError) else None
-    if exc.status == 401:
+    if status == 401:
         headers = {"www-authenticate": 'Bearer realm="hookyard"'}
-    return error_response(exc.status, exc.code, exc.message, headers)
+    return error_response(status, exc.code, exc.message, headers)
 
 
 def _unavailable(request: Request, exc: Exception) -> Response:

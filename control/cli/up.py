@@ -39,20 +39,16 @@ from control.db.keyring import data_dir_keys
 from control.db.migrate import migrate
 from control.service.accounts import create_account, hash_key, issue_key
 from control.service.sealed import keyring_of, reseal
-from shared.errors import ConfigError, HookyardError
+from shared.errors import ConfigError, StartupError
 from shared.settings import Settings
 
-__all__ = ("LOCAL_EMAIL", "StartupError", "bind_to_parent", "ensure_local_key", "up")
+__all__ = ("LOCAL_EMAIL", "bind_to_parent", "ensure_local_key", "up")
 
 log = logging.getLogger("hookyard.up")
 
 LOCAL_EMAIL = "local@hookyard"
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
-
-
-class StartupError(HookyardError):
-    """A child process died or never became healthy while ``hookyard up`` was starting."""
 
 
 @dataclass

@@ -23,11 +23,11 @@ from typing import Any
 
 import httpx
 
-from control.delivery.egress import EgressRefusedError
 from control.delivery.storable import storable
 from control.delivery.transport import Transport
 from control.records.destinations import HOP_BY_HOP
 from shared import ids
+from shared.errors import EgressRefusedError
 from shared.signatures import sign
 
 __all__ = (
