@@ -3,7 +3,7 @@
 Used by ``python -m bench faults`` (the long scenarios) and by ``tests/test_faults.py`` (the same scenarios,
 shorter). Everything runs on servers of its own, so it can restart them without touching anyone else's:
 
-- Postgres: an embedded (pgserver) cluster in a temp dir, restartable (``control.embedded``);
+- Postgres: an embedded (pgserver) cluster in a temp dir, restartable (``control.cli.embedded``);
 - Redis: ``redis-server`` on a free port, with AOF (``appendfsync everysec``) or without persistence;
 - processes, each killable and restartable: ``edge``, ``control``, ``flush``, ``deliver``, ``sweep`` (the
   hookyard CLI, one worker loop per process) and ``sink``, a destination (``bench.sink``) that appends every
@@ -35,9 +35,9 @@ import asyncpg
 import httpx
 
 from bench.infra import free_port, wait_http
+from control.cli.embedded import EmbeddedServers, start_embedded
 from control.db import connect
 from control.db.migrate import migrate
-from control.embedded import EmbeddedServers, start_embedded
 from control.service.accounts import create_account
 from shared.signatures import sign
 

@@ -85,7 +85,7 @@ def _servers() -> Iterator[tuple[str, str]]:
     if (database_url and redis_url) or _running:
         yield (database_url or _running[0].database_url, redis_url or _running[0].redis_url)
         return
-    from control.embedded import start_embedded
+    from control.cli.embedded import start_embedded
 
     embedded = start_embedded(OUT / "embedded", postgres=not database_url, redis=not redis_url)
     _running.append(embedded)

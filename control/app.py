@@ -22,17 +22,17 @@ from control.api import v1_router
 from control.api.allow import AllowMiddleware
 from control.api.body import StrictJSONRequest
 from control.api.deps import provide_ctx
-from control.api.llms import llms_txt
+from control.api.errors import EXCEPTION_HANDLERS, error_response
 from control.api.openapi import StrictStructSchemaPlugin
 from control.api.provisioning import provisioning_routes
 from control.api.public import AddressLimits
 from control.api.request_ids import RequestIdMiddleware, add_request_id
 from control.db import create_pool
-from control.errors import EXCEPTION_HANDLERS, error_response
 from control.mcp import McpMount
-from control.metrics import CONTROL, live, publishing
+from control.mcp.llms import llms_txt
 from control.records import Health, HealthDetails
 from control.service import Context, dead_letters
+from control.service.metrics import CONTROL, live, publishing
 from control.service.sealed import keyring_of
 from control.service.waiters import Wakeups
 from shared import redis_client
@@ -49,7 +49,7 @@ log = logging.getLogger("hookyard.control")
 @get("/metrics", include_in_schema=False)
 async def metrics(ctx: NamedDependency[Context]) -> Response[bytes]:
     """Prometheus text: this server's counters summed over its granian workers, and the deployment-wide
-    gauges read now (``control.metrics``)."""
+    gauges read now (``control.service.metrics``)."""
     body = CONTROL.render(await live(ctx))
     return Response(body, media_type=CONTENT_TYPE)
 

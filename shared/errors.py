@@ -1,18 +1,31 @@
-"""The service's error tree. No HTTP in here: each transport maps these once.
+"""Every error hookyard raises on purpose, in one tree. No HTTP in here: the transports map these once.
 
-```
+Our exception hierarchy:
+
 * HookyardError
-  x ConfigError              - a bad setting at start; the process exits naming the variable
-  x ServiceError             - a caller's request cannot be served; carries a stable snake_case code
-    + ValidationError        - 400 validation_error (message names the field)
-    + UnauthorizedError      - 401 unauthorized
-    + ForbiddenError         - 403 forbidden / temporary_token
-    + NotFoundError          - 404 not_found (also: another account's id)
-    + GoneError              - 410 endpoint_expired (a temporary endpoint past its expiry)
-    + ConflictError          - 409 external_ref_taken, ...
-    + RateLimitedError       - 429 rate_limited (retry_after_s)
-    + PayloadTooLargeError   - 413 payload_too_large
-```
+  x ConfigError                - a bad setting at start; the process exits naming the variable (exit 2)
+  x MigrationError             - an applied migration was edited since, or a file failed to apply
+  x EmbeddedError              - ``hookyard up``'s embedded Postgres or Redis did not start; an unusable data dir
+  x StartupError               - a child of ``hookyard up`` died or never became healthy
+  x EgressRefusedError         - a destination resolves to an address the egress policy forbids (permanent)
+  x ApiError                   - the control plane refused a command's call (its envelope's code and message)
+  x Unreachable                - the control plane did not answer, or answered 502-504: worth retrying
+  x ServiceError               - a caller's request cannot be served; carries a stable snake_case ``code``
+    + ValidationError          - validation_error (the message names the field)
+      - InvalidConditionTree   - invalid_condition_tree (control.routing.conditions)
+    + UnauthorizedError        - unauthorized
+    + ForbiddenError           - forbidden / temporary_token
+    + NotFoundError            - not_found (also: another account's id)
+    + GoneError                - endpoint_expired (a temporary endpoint past its expiry)
+    + ConflictError            - external_ref_taken, ...
+    + RateLimitedError         - rate_limited (``retry_after_s``)
+    + PayloadTooLargeError     - payload_too_large
+
+The HTTP status of a ``ServiceError`` is the surface's to say, by class: ``control.api.errors.STATUSES``
+for /v1 and the control plane's pages (MCP carries the code alone, in a tool error). The edge answers its
+few errors itself, status and code at the call (``edge.respond.send_error``), and raises none of these.
+Exceptions that never leave their module (``_TooLarge`` in ``edge.ingest``...) are signals, not errors,
+and stay out of the tree.
 """
 
 from __future__ import annotations
@@ -20,18 +33,24 @@ from __future__ import annotations
 import msgspec
 
 __all__ = (
+    "ApiError",
     "ConfigError",
     "ConflictError",
+    "EgressRefusedError",
+    "EmbeddedError",
     "ErrorBody",
     "ErrorEnvelope",
     "ForbiddenError",
     "GoneError",
     "HookyardError",
+    "MigrationError",
     "NotFoundError",
     "PayloadTooLargeError",
     "RateLimitedError",
     "ServiceError",
+    "StartupError",
     "UnauthorizedError",
+    "Unreachable",
     "ValidationError",
     "envelope",
 )
@@ -60,10 +79,40 @@ class ConfigError(HookyardError):
     """A setting is missing or malformed; raised before anything starts serving."""
 
 
-class ServiceError(HookyardError):
-    """A request that cannot be served; ``status`` and ``code`` are the public contract."""
+class MigrationError(HookyardError):
+    """An applied migration no longer matches its file, or a file failed to apply."""
 
-    status: int = 400
+
+class EmbeddedError(HookyardError):
+    """An embedded server could not be started or the data dir cannot be used."""
+
+
+class StartupError(HookyardError):
+    """A child process died or never became healthy while ``hookyard up`` was starting."""
+
+
+class EgressRefusedError(HookyardError):
+    """The destination resolves to an address the egress policy forbids; a permanent failure."""
+
+
+class ApiError(HookyardError):
+    """The control plane answered a command's call with an error: ``code`` is its envelope's. ``rate_limited``
+    tells the refusals worth waiting out (``listen`` and ``tail`` do) from the ones to report."""
+
+    def __init__(self, message: str, *, code: str, rate_limited: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.rate_limited = rate_limited
+
+
+class Unreachable(HookyardError):
+    """The control plane did not answer (down, restarting) or answered 502-504: worth retrying."""
+
+
+class ServiceError(HookyardError):
+    """A request that cannot be served; ``code`` and the message are the public contract, and the class
+    decides the status a transport answers with."""
+
     code: str = "bad_request"
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
@@ -74,22 +123,18 @@ class ServiceError(HookyardError):
 
 
 class ValidationError(ServiceError):
-    status = 400
     code = "validation_error"
 
 
 class UnauthorizedError(ServiceError):
-    status = 401
     code = "unauthorized"
 
 
 class ForbiddenError(ServiceError):
-    status = 403
     code = "forbidden"
 
 
 class NotFoundError(ServiceError):
-    status = 404
     code = "not_found"
 
 
@@ -97,22 +142,18 @@ class GoneError(ServiceError):
     """The object existed and is not coming back: a temporary endpoint past its ``expires_at``, whose data
     only waits for the sweep."""
 
-    status = 410
     code = "gone"
 
 
 class ConflictError(ServiceError):
-    status = 409
     code = "conflict"
 
 
 class PayloadTooLargeError(ServiceError):
-    status = 413
     code = "payload_too_large"
 
 
 class RateLimitedError(ServiceError):
-    status = 429
     code = "rate_limited"
 
     def __init__(self, message: str, *, retry_after_s: int) -> None:

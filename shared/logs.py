@@ -48,7 +48,7 @@ _context: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("hooky
 _SECRET = re.compile(
     r"whsec_[A-Za-z0-9+/=_-]{8,}"  # signing secrets (platform, destination, provider)
     r"|hy_(?:live|tmp)_[A-Za-z0-9]{8,}"  # API keys and temporary tokens
-    r"|hyenc:v1:[A-Za-z0-9_-]+:[A-Za-z0-9_-]+"  # sealed secrets (control.keyring)
+    r"|hyenc:v1:[A-Za-z0-9_-]+:[A-Za-z0-9_-]+"  # sealed secrets (control.db.keyring)
     r"|\bv1,[A-Za-z0-9+/=]{16,}"  # Standard Webhooks signatures
     r"|\bv[01]=[0-9a-f]{32,}"  # payments-style signatures
     r"|\bsha256=[0-9a-f]{32,}"  # code-host signatures

@@ -56,7 +56,7 @@ def servers() -> Iterator[Servers]:
     redis_url = os.environ.get("REDIS_URL") or None
     embedded = None
     if database_url is None or redis_url is None:
-        from control.embedded import start_embedded
+        from control.cli.embedded import start_embedded
 
         # Not under pytest's tmp root: every new pytest session resets that to 0700, which would lock the
         # embedded Postgres (running as its own user) out of its files mid-run.

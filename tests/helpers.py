@@ -217,8 +217,8 @@ async def refusing_connections(servers: Any, database_url: str) -> AsyncIterator
 
 
 def unsealed(stored: str | None, column: str, row_id: str) -> str | None:
-    """A secret as Postgres holds it (sealed under the tests' key, ``control.keyring``), opened."""
-    from control.keyring import keyring_for
+    """A secret as Postgres holds it (sealed under the tests' key, ``control.db.keyring``), opened."""
+    from control.db.keyring import keyring_for
     from tests.conftest import TEST_ENCRYPTION_KEY
 
     return None if stored is None else keyring_for((TEST_ENCRYPTION_KEY,)).open(stored, column, row_id)

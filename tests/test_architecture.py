@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
-import textwrap
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,9 +43,25 @@ def _importlinter_config() -> str:
 def test_contracts_cover_what_design_requires():
     config = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]
     assert config["include_external_packages"] is True, "external packages must be visible to forbid them"
-    forbidden = {tuple(c["source_modules"]): set(c["forbidden_modules"]) for c in config["contracts"]}
+    forbidden = {
+        tuple(c["source_modules"]): set(c["forbidden_modules"]) for c in config["contracts"] if c["type"] == "forbidden"
+    }
     assert {"control", "litestar", "asyncpg", "httpx"} <= forbidden[("edge",)]
     assert {"edge", "control"} <= forbidden[("shared",)]
+    layers = {c["containers"][0]: c for c in config["contracts"] if c["type"] == "layers"}
+    assert layers["control"]["layers"] == [
+        "cli",
+        "app",
+        "api | mcp",
+        "workers",
+        "service",
+        "delivery | routing | schemas",
+        "db",
+        "records",
+    ]
+    assert layers["control"]["exhaustive"] is True, "a new loose module of control must be given a layer"
+    assert layers["control.cli"]["exhaustive"] is True
+    assert any(c["type"] == "acyclic_siblings" and c["ancestors"] == ["control"] for c in config["contracts"])
 
 
 def test_import_contracts_are_kept():
@@ -54,25 +70,40 @@ def test_import_contracts_are_kept():
     assert re.search(r"Contracts: \d+ kept, 0 broken", done.stdout), done.stdout
 
 
+# One violation per contract, added to a copy of the real tree: (file, line appended to it).
+VIOLATIONS = [
+    ("edge/app.py", "import httpx"),
+    ("edge/app.py", "import control"),
+    ("shared/keys.py", "import edge.app"),
+    ("control/records/replay.py", "from control.delivery.send import send"),  # a lower layer, a higher one
+    ("control/api/events.py", "from control.mcp.registry import TOOLS"),  # api and mcp are siblings
+    ("control/loose.py", "import control.app"),  # a module at the top of control with no layer
+    # the import-cycle dodge remote.py once had: a late import counts as much as one at the top
+    ("control/cli/remote.py", "def _late():\n    from control.cli.commands.open import add_parser"),
+    ("control/service/accounts.py", "import control.service.registration"),  # registration imports accounts
+]
+
+
 def test_import_contracts_catch_violations(tmp_path):
-    """The same configuration fails a tree that breaks the layering, so a green run means something."""
+    """The same configuration fails a copy of this tree with one broken rule per contract, so a green run
+    means something."""
     (tmp_path / "pyproject.toml").write_text(_importlinter_config(), encoding="utf-8")
-    files = {
-        "edge/__init__.py": "",
-        "edge/app.py": "import httpx\nfrom control import thing\n",
-        "control/__init__.py": "thing = 1\n",
-        "shared/__init__.py": "",
-        "shared/keys.py": "import edge.app\n",
-    }
-    for name, body in files.items():
-        (tmp_path / name).parent.mkdir(exist_ok=True)
-        (tmp_path / name).write_text(textwrap.dedent(body), encoding="utf-8")
+    for package in ("edge", "control", "shared"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__", "static"))
+    for name, line in VIOLATIONS:
+        with (tmp_path / name).open("a", encoding="utf-8") as out:
+            out.write(f"\n{line}\n")
     done = _lint(tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "0 kept, 2 broken" in done.stdout, done.stdout
+    assert "0 kept, 5 broken" in done.stdout, done.stdout
     assert "edge.app -> httpx" in done.stdout
     assert "edge.app -> control" in done.stdout
     assert "shared.keys -> edge.app" in done.stdout
+    assert "control.records is not allowed to import control.delivery" in done.stdout
+    assert "control.api is not allowed to import control.mcp" in done.stdout
+    assert "control.loose" in done.stdout
+    assert "control.cli.remote is not allowed to import control.cli.commands" in done.stdout
+    assert "No cycles are allowed in control.service." in done.stdout
 
 
 def test_importing_the_edge_loads_no_control_plane_module():

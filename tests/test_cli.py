@@ -26,10 +26,10 @@ import httpx
 import psutil
 import pytest
 
+from control.cli.embedded import running_database_url
+from control.cli.up import LOCAL_EMAIL, ensure_local_key
 from control.db.migrate import available
-from control.embedded import running_database_url
 from control.service.accounts import hash_key
-from control.supervisor import LOCAL_EMAIL, ensure_local_key
 from tests.conftest import Servers, with_database
 
 CLI = [sys.executable, "-m", "control.cli"]

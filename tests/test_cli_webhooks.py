@@ -27,7 +27,7 @@ import standardwebhooks
 import stripe
 import svix
 
-from control import activity
+from control.workers import activity
 from shared.samples import sample
 from tests.conftest import make_account
 from tests.destination import Destination, serving

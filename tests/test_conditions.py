@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from control.api.errors import status_of
 from control.routing import conditions
 from control.routing.conditions import (
     MAX_DEPTH,
@@ -572,7 +573,7 @@ def test_invalid_trees_are_refused_naming_the_path(tree, message):
     assert caught.value.message == message
     assert str(caught.value) == message
     assert caught.value.code == "invalid_condition_tree"
-    assert caught.value.status == 400
+    assert status_of(caught.value) == 400
     assert isinstance(caught.value, ValidationError)
 
 

@@ -14,7 +14,8 @@ import asyncpg
 import pytest
 import redis
 
-from control.embedded import EmbeddedError, running_database_url, start_embedded
+from control.cli.embedded import running_database_url, start_embedded
+from shared.errors import EmbeddedError
 
 
 async def _pg(dsn: str, sql: str) -> object:

@@ -14,8 +14,8 @@ from litestar import Litestar, get
 from litestar.routes import HTTPRoute
 from litestar.testing import AsyncTestClient
 
-from control.api.llms import _getting_started
 from control.app import create_app
+from control.mcp.llms import _getting_started
 from shared.settings import Settings
 
 CONTROL = "https://hooks.example.com"

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from control.db.migrate import MigrationError, available, migrate
+from control.db.migrate import available, migrate
+from shared.errors import MigrationError
 from tests.conftest import with_database
 
 

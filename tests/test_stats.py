@@ -14,8 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from control import histogram
-from control.db import delivery_records
+from control.db import delivery_records, histogram
 from control.db import stats as db_stats
 from control.db.flush import store_batch
 from control.events_text import event_row

@@ -6,6 +6,7 @@ from litestar import Router
 from litestar.di import Provide
 
 from control.api.allowlist import AllowlistController, EndpointAllowlistController
+from control.api.auth import bearer_auth
 from control.api.auth_config import AuthConfigController
 from control.api.deliveries import DeliveryController
 from control.api.deps import provide_principal
@@ -20,7 +21,6 @@ from control.api.rules import EndpointRuleController, RuleController
 from control.api.schemas import EndpointSchemaController, SchemaController
 from control.api.stats import EndpointStatsController
 from control.api.trigger import EndpointTriggerController
-from control.auth import bearer_auth
 
 __all__ = ("v1_router",)
 

@@ -17,10 +17,10 @@ from litestar.types import Receive, Scope, Send
 
 from control.api.openapi import errors
 from control.api.params import Cursor, EndpointId, EventId, boolean, instant_schema, query, text_schema
-from control.db.events import EventFilters
 from control.records.events import Event, EventList, EventWait, EventWithDeliveries, Provider
 from control.service import Context, Principal
 from control.service import events as service
+from control.service.events import EventFilters
 from control.service.follow import NOW, follow_events
 from control.service.waiters import Wakeups
 

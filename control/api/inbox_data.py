@@ -30,13 +30,13 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from control.api.events import provide_filters
 from control.api.params import Cursor, EndpointId, EventId
-from control.db.events import EventFilters
 from control.records.events import EventWithDeliveries
 from control.records.inbox import InboxEventList
 from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal
 from control.service import inbox as service
 from control.service.anonymous import SESSION_COOKIE
+from control.service.events import EventFilters
 from control.service.inbox_links import LINK_COOKIE
 from shared.errors import ForbiddenError
 

@@ -13,11 +13,11 @@ from litestar.params import PathParameter
 from control.api.events import provide_filters
 from control.api.openapi import errors
 from control.api.params import EndpointId, boolean, query
-from control.db.events import EventFilters
 from control.records.deliveries import DeliveryRetry, DeliveryRetryJob
 from control.records.text import id_pattern
 from control.service import Context, Principal
 from control.service import retries as service
+from control.service.events import EventFilters
 
 __all__ = ("DeliveryRetryController", "DeliveryRetryJobController", "EndpointDeliveryRetryController")
 

@@ -25,10 +25,28 @@ from __future__ import annotations
 import random
 
 import asyncpg
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ("backoff_s", "describe", "is_record_fault")
+__all__ = ("UNAVAILABLE", "backoff_s", "describe", "is_record_fault")
 
 _RECORD_CLASSES = ("22", "23")
+
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    OSError,  # refused, reset, and TimeoutError (a pool that could not hand out a connection in time)
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,  # the connection went away under a query
+    asyncpg.InternalClientError,  # a pooled connection whose backend was terminated, met mid-protocol
+    asyncpg.OperatorInterventionError,  # shutting down, cannot connect now, backend terminated
+    asyncpg.InsufficientResourcesError,  # too many connections
+    asyncpg.ObjectNotInPrerequisiteStateError,  # the database does not accept connections right now
+    asyncpg.TransactionRollbackError,  # deadlock or serialization failure: the same request would succeed
+    RedisConnectionError,
+    RedisTimeoutError,
+)
+"""A store away, restarting, refusing or out of connections, met while serving a caller: the request is fine
+and will work once the store is back (/v1 answers 503 ``unavailable``, ``control.api.errors``; MCP the same
+code in a tool error, ``control.mcp.errors``)."""
 
 
 def is_record_fault(exc: BaseException) -> bool:

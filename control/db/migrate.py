@@ -12,16 +12,12 @@ from importlib import resources
 
 import asyncpg
 
-from shared.errors import HookyardError
+from shared.errors import MigrationError
 
-__all__ = ("MigrationError", "available", "migrate")
+__all__ = ("available", "migrate")
 
 # Any constant works; this one spells "hookyard" in hex-ish and keeps clear of other apps' locks.
 _LOCK_KEY = 0x686F6F6B79617264
-
-
-class MigrationError(HookyardError):
-    """An applied migration no longer matches its file, or a file failed to apply."""
 
 
 def available() -> list[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""The columns that hold sealed secrets (``control.keyring``), read and re-sealed row by row.
+"""The columns that hold sealed secrets (``control.db.keyring``), read and re-sealed row by row.
 
 One list names them all, so re-sealing (``hookyard migrate``, ``hookyard rotate-encryption-key``) cannot
 miss a column that the service layer seals. Each replacement is a compare-and-set on the stored value: a

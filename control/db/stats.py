@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from control.histogram import BOUNDS_MS, SIZE, bucket
+from control.db.histogram import BOUNDS_MS, SIZE, bucket
 
 __all__ = (
     "EVENT_TYPE_CHARS",

@@ -40,8 +40,9 @@ from collections.abc import Callable
 import httpx
 
 from control.delivery.transport import Connector, Transport
+from shared.errors import EgressRefusedError
 
-__all__ = ("REFUSED", "EgressRefusedError", "client", "connector", "refusal")
+__all__ = ("REFUSED", "client", "connector", "refusal")
 
 log = logging.getLogger("hookyard.control.egress")
 
@@ -53,10 +54,6 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-class EgressRefusedError(Exception):
-    """The destination resolves to an address the egress policy forbids; a permanent failure."""
 
 
 def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:

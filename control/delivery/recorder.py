@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from control.db import circuit as db_circuit
 from control.db import delivery_records
 from control.db import tasks as db_tasks
+from control.db.context import Context
 from control.db.faults import backoff_s, describe, is_record_fault
 from control.delivery.circuit import summarize
-from control.service import Context
 
 __all__ = ("RETRY_CAP_S", "Attempt", "Recorder")
 

@@ -25,15 +25,15 @@ from typing import Any
 
 import httpx
 
-from control.delivery.egress import EgressRefusedError
 from control.delivery.storable import storable
 from control.delivery.transport import Transport
+from control.records.destinations import HOP_BY_HOP
 from shared import ids
+from shared.errors import EgressRefusedError
 from shared.logs import safe_url
 from shared.signatures import sign
 
 __all__ = (
-    "HOP_BY_HOP",
     "MAX_RESPONSE_BYTES",
     "Outcome",
     "delivery_row",
@@ -45,26 +45,6 @@ __all__ = (
 
 MAX_RESPONSE_BYTES = 65_536
 """Response bodies are stored up to 64 KiB (DESIGN.md); the rest is never read."""
-
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        # Not hop-by-hop, but describe the inbound connection rather than the payload: the outbound
-        # request gets its own (httpx sets host and content-length; an expectation is never forwarded).
-        "host",
-        "content-length",
-        "expect",
-    }
-)
 
 
 @dataclass(slots=True)

@@ -3,10 +3,10 @@
 A tool's parameters (after ``call``) are of two kinds. A parameter typed with a msgspec Struct (a request
 record such as ``EndpointCreate``) contributes that record's fields as tool arguments, flattened, and
 receives the record; every other parameter is a tool argument of its own (the /v1 path and query
-parameters). Both are decoded by the strict JSON decoder of the /v1 bodies (``control.api.body``): no
-``"true"`` for a boolean, ``300.0`` accepted as an integer, an unknown field refused, a lone surrogate named.
-The failure messages are the ones a /v1 caller reads for the same fields (``control.errors``), and what the
-decoder leaves to the service (NUL characters, ranges, id shapes) the service checks for both.
+parameters). Both are decoded by the strict JSON decoder of the /v1 bodies (``control.service.decoding``):
+no ``"true"`` for a boolean, ``300.0`` accepted as an integer, an unknown field refused, a lone surrogate
+named. The failure messages are the ones a /v1 caller reads for the same fields, and what the decoder
+leaves to the service (NUL characters, ranges, id shapes) the service checks for both.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from functools import cache
 from typing import Any, TypeVar
 
 import msgspec
-from litestar.exceptions import SerializationException, ValidationException
 
-from control.api.body import decode_json
-from control.errors import field_messages
+from control.service.decoding import decode_json
 from shared.errors import ValidationError
 
 __all__ = ("Arguments", "decode")
@@ -39,9 +37,7 @@ def decode(record: type[T], values: Mapping[str, Any]) -> T:
     (lone surrogates escaped, as a client sends them) and read back by the /v1 body decoder itself."""
     try:
         return decode_json(_decoder(record), json.dumps(values).encode())
-    except ValidationException as exc:
-        raise ValidationError(field_messages(exc)) from None
-    except SerializationException as exc:  # a value JSON cannot carry (NaN, Infinity)
+    except msgspec.DecodeError as exc:  # a value JSON cannot carry (NaN, Infinity)
         raise ValidationError(f"arguments: not valid JSON ({exc})") from None
 
 

@@ -7,7 +7,7 @@ envelope /v1 answers with, ``{"error": {"code", "message"}}`` (and its structure
 object), with the same stable code:
 
 - ``shared.errors.ServiceError`` (validation, not found, forbidden, conflict...): its code and message;
-- Postgres or Redis away (``control.errors.UNAVAILABLE``): ``unavailable``, retry shortly (503 on /v1);
+- Postgres or Redis away (``control.db.faults.UNAVAILABLE``): ``unavailable``, retry shortly (503 on /v1);
 - anything else: ``internal_error``, logged with its traceback and never echoed (500 on /v1).
 """
 
@@ -19,8 +19,7 @@ import mcp_types as types
 import msgspec
 from redis.exceptions import RedisError
 
-from control.db.faults import describe
-from control.errors import UNAVAILABLE
+from control.db.faults import UNAVAILABLE, describe
 from shared.errors import ServiceError, envelope
 
 __all__ = ("error_result", "failure_result")

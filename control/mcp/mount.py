@@ -7,9 +7,9 @@
 - **SSE for slow answers.** ``json_response=False``: an answer ready at once is sent as plain JSON, a slow
   one (``wait_for_event``) as an event stream with keep-alive pings, so proxies do not cut a long poll;
   a client that disconnects cancels its call.
-- **Authentication** is the /v1 middleware with temporary tokens admitted (``hy_tmp_`` from
-  ``POST /api/start``): a missing or bad key is our 401 envelope before the SDK sees the request, and every
-  request is charged to the key's rate limit. Account scoping is the service layer's, as on /v1.
+- **Authentication** is the /v1 credential check with temporary tokens admitted (``hy_tmp_`` from
+  ``POST /api/start``; ``control.mcp.auth``): a missing or bad key is our 401 envelope before the SDK sees
+  the request, and every request is charged to the key's rate limit. Account scoping is the service layer's, as on /v1.
 - **DNS-rebinding protection off.** The SDK turns it on for a server bound to localhost, checking ``Host``
   and ``Origin`` against a list. It defends unauthenticated local servers from web pages that rebind a
   name to 127.0.0.1; here every request needs a Bearer key such a page cannot know (browsers send no
@@ -35,7 +35,7 @@ from litestar.types import Receive, Scope, Send
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
-from control.auth import bearer_auth
+from control.mcp.auth import mcp_auth
 from control.mcp.server import Catalog, catalog, create_server
 from shared.errors import envelope
 
@@ -71,7 +71,7 @@ class McpMount:
         )
         transport = StreamableHTTPASGIApp(self.manager)
 
-        @asgi("/mcp", is_mount=True, copy_scope=True, middleware=[bearer_auth(allow_temporary=True)])
+        @asgi("/mcp", is_mount=True, copy_scope=True, middleware=[mcp_auth()])
         async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["method"] != "POST":
                 await _not_post(scope, send)

@@ -13,6 +13,7 @@ from control.records.stats import DestinationHealth
 from control.records.text import Name, text
 
 __all__ = (
+    "HOP_BY_HOP",
     "MAX_HEADERS",
     "MAX_HEADER_VALUE",
     "RESERVED_HEADERS",
@@ -49,6 +50,27 @@ RESERVED_HEADERS = frozenset(
     }
 )
 """Header names a destination cannot set (any case): every delivery sets them itself."""
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        # Not hop-by-hop, but describe the inbound connection rather than the payload: the outbound
+        # request gets its own (httpx sets host and content-length; an expectation is never forwarded).
+        "host",
+        "content-length",
+        "expect",
+    }
+)
+"""Header names of a captured request that a delivery, a replay or ``hookyard listen`` never forwards: the
+HTTP connection owns them (a replay request may not set them either, ``control.records.replay``)."""
 RESERVED_PREFIX = "x-hookyard-"
 HEADER_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]"
 """One character of an RFC 9110 field-name (a token)."""

@@ -4,7 +4,7 @@ The request is documented as the replay service (``control.service.replay``) che
 its own messages name the field, so the patterns below are documentation (``extra_json_schema``), not msgspec
 checks. They differ from a destination's on purpose: a replay resends a captured request, whose header
 values may be any text (sent as UTF-8), and it adds no ``x-hookyard-*`` header of its own, so a caller may
-set one. Only the names the HTTP connection owns (``control.delivery.send.HOP_BY_HOP``) are refused.
+set one. Only the names the HTTP connection owns (``control.records.destinations.HOP_BY_HOP``) are refused.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from control.delivery.send import HOP_BY_HOP
-from control.records.destinations import HEADER_TOKEN, MAX_HEADER_NAME, Url, any_case
+from control.records.destinations import HEADER_TOKEN, HOP_BY_HOP, MAX_HEADER_NAME, Url, any_case
 
 __all__ = ("REPLAY_HEADER_NAME", "REPLAY_HEADER_VALUE", "ReplayRequest", "SendOutcome")
 

@@ -29,9 +29,9 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from control.context import Context
 from control.db import labels as db_labels
 from control.db import routing as db_routing
+from control.db.context import Context
 from control.db.flush import COLUMNS
 from control.routing.conditions import ALWAYS, LABEL_PREFIX, META_KEYS, MISSING, EventView, compile_tree
 from control.routing.labels import LabelRule, compile_label, labels_of, with_labels

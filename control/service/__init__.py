@@ -6,6 +6,6 @@ operations, the caller's ``Principal``; they return public records and raise ``s
 
 from __future__ import annotations
 
-from control.context import Context, Principal
+from control.db.context import Context, Principal
 
 __all__ = ("Context", "Principal")

@@ -1,8 +1,9 @@
 """Who is calling: the one place any authenticated surface turns a presented credential into a ``Principal``,
 and charges that credential's rate limit (``control.service.limits``) as it does.
 
-``/v1`` and ``/mcp`` come here through the Bearer middleware (``control.auth``), the inbox page, its data
-routes and the redemption of an inbox link through ``control.service.inbox`` and ``control.api.inbox``.
+``/v1`` and ``/mcp`` come here through their Bearer middlewares (``control.api.auth``, ``control.mcp.auth``),
+the inbox page, its data routes and the redemption of an inbox link through ``control.service.inbox`` and
+``control.api.inbox``.
 Nothing else resolves credentials (``tests/security/test_rate_limits.py`` checks the imports), so a new
 surface cannot be outside the limit without going around this module on purpose.
 

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 import asyncpg
 from redis.exceptions import RedisError
 
-from control.context import Context
 from control.db import endpoints as db_endpoints
+from control.db.context import Context
 from control.service import sealed
 from shared import redis_client
 from shared.wire import ConfigNotice, EdgeAuth, EdgeEndpoint, encode

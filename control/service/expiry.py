@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from control.context import Context
 from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
+from control.db.context import Context
 from control.service import edge_config
 
 __all__ = ("Expired", "expire_temporary")

@@ -39,9 +39,10 @@ from control.db import delivery_records
 from control.db import events as db_events
 from control.db.faults import describe, is_record_fault
 from control.delivery import egress
-from control.delivery.send import HOP_BY_HOP, Outcome, delivery_row, forwardable, merge, send, signature
+from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
 from control.delivery.storable import storable
 from control.events_text import captured_headers
+from control.records.destinations import HOP_BY_HOP
 from control.records.replay import ReplayRequest, SendOutcome
 from control.service import Context, Principal, sealed
 from control.service.bodies import shown_body

@@ -2,7 +2,7 @@
 
 Every write of an endpoint signing secret, a provider secret, a destination signing secret or a deployment
 key (``instance_keys``) goes through ``seal_*`` and every read that needs the clear value through
-``open_*``; ``control.keyring`` says how and why. ``reseal`` brings every stored value under the current
+``open_*``; ``control.db.keyring`` says how and why. ``reseal`` brings every stored value under the current
 (first) key: clear values left from before encryption, and values of an older key after a rotation.
 ``hookyard migrate`` runs it after the SQL migrations, so an upgraded deployment with a key configured is
 sealed at its first migration (``hookyard up`` runs both on start); ``hookyard rotate-encryption-key`` runs
@@ -16,9 +16,9 @@ import binascii
 
 import asyncpg
 
-from control.context import Context
 from control.db import sealed as db_sealed
-from control.keyring import Keyring, keyring_for
+from control.db.context import Context
+from control.db.keyring import Keyring, keyring_for
 from shared.errors import ConfigError
 
 __all__ = (

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from control import histogram
+from control.db import histogram
 from control.db import stats as db_stats
 from control.records.stats import (
     DeliveryStats,

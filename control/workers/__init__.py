@@ -8,10 +8,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from control.db import create_pool
-from control.metrics import serve_worker_metrics
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import Context
+from control.service.metrics import serve_worker_metrics
 from control.service.sealed import keyring_of
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush

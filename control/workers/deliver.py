@@ -48,7 +48,6 @@ from collections import Counter
 
 import asyncpg
 
-from control import activity
 from control.db import tasks as db_tasks
 from control.delivery import egress, retry
 from control.delivery.claim import claim
@@ -57,8 +56,9 @@ from control.delivery.send import Outcome, delivery_row, forwardable, merge, sen
 from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
 from control.events_text import captured_headers
-from control.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.service import Context, sealed
+from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
+from control.workers import activity
 from shared.logs import bind
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")

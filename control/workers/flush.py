@@ -42,15 +42,15 @@ from dataclasses import dataclass, field
 import msgspec
 from redis.exceptions import RedisError, ResponseError
 
-from control import activity
 from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
 from control.events_text import event_row
-from control.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import Context
 from control.service.dead_letters import fields_for, record_fields
+from control.service.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
+from control.workers import activity
 from shared import redis_client
 from shared.keys import FLUSH_GROUP
 from shared.wire import IngestRecord, decode_records

@@ -23,8 +23,8 @@ import logging
 
 import asyncpg
 
-from control.context import Context
 from control.db import retries as db_retries
+from control.db.context import Context
 from control.service.retries import job_filters
 
 __all__ = ("RetryJobs",)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import time
 
-from control.context import Context
 from control.db import partitions
+from control.db.context import Context
 from control.service.edge_config import resync_all
 from control.service.expiry import expire_temporary
 from control.service.stats import prune as prune_stats

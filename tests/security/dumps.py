@@ -19,7 +19,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from control.context import Principal
+from control.db.context import Principal
 from control.service.inbox_links import COOKIE_LIFETIME, _sign
 
 __all__ = ("copied_rows", "dump", "encodings", "forged_cookie", "hookyard", "keys_an_attacker_tries")

@@ -17,8 +17,8 @@ import msgspec
 from litestar.testing import AsyncTestClient
 
 from control.app import create_app
+from control.db.keyring import PREFIX
 from control.db.migrate import available, migrate
-from control.keyring import PREFIX
 from control.service.inbox_links import LINK_COOKIE, _key
 from tests.conftest import make_account
 from tests.helpers import assert_error, create_endpoint

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from control.app import create_app
-from control.keyring import PREFIX, Keyring, generate_key, parse_keys
+from control.db.keyring import PREFIX, Keyring, generate_key, parse_keys
 from control.service.inbox_links import LINK_COOKIE, _key
 from shared.errors import ConfigError
 from tests.helpers import create_endpoint, db, redis_connection, token_of  # noqa: F401 - fixtures
@@ -163,7 +163,7 @@ def test_a_malformed_key_stops_the_process_without_echoing_it(tmp_path):
 
 
 def test_up_keeps_its_key_in_the_data_dir(tmp_path):
-    from control.keyring import data_dir_keys
+    from control.db.keyring import data_dir_keys
 
     assert data_dir_keys(tmp_path, create=False) == ()
     made = data_dir_keys(tmp_path, create=True)

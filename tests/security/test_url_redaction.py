@@ -20,8 +20,8 @@ from litestar.testing import AsyncTestClient
 
 from control.delivery import egress
 from control.delivery.send import send
-from control.metrics import CONTROL, WORKER
 from control.service import Context
+from control.service.metrics import CONTROL, WORKER
 from shared.logs import JsonFormatter, PlainFormatter, redact, safe_url
 from shared.settings import Settings
 from tests.conftest import Account

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import msgspec
 
-from control.db.events import EventFilters
 from control.mcp.registry import Call, tool
 from control.records.events import Event, EventList, EventWithDeliveries
 from control.service import events as service
+from control.service.events import EventFilters
 from control.service.follow import follow_events
 from control.service.waiters import Wakeups
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from prometheus_client.core import GaugeMetricFamily
 from redis.exceptions import RedisError
 
-from control.context import Context
 from control.db import circuit as db_circuit
+from control.db.context import Context
 from shared.metrics import CONTENT_TYPE, SIZE_BUCKETS, Metrics, metrics_dir
 
 __all__ = ("CONTROL", "LIVE_GAUGES", "WORKER", "live", "publishing", "serve_worker_metrics")

@@ -1,9 +1,9 @@
 """Maps every failure to the error envelope ``{"error": {"code", "message"}}`` with a stable code.
 
-Covers our own ``ServiceError`` tree, Litestar's exceptions (unknown route 404, 405, body-size 413,
-validation 400, malformed JSON 400), Postgres or Redis being unavailable (503 ``unavailable`` with
-``Retry-After``) and anything unexpected (500 ``internal_error``, logged with its traceback, never echoed to
-the caller).
+Covers our own ``ServiceError`` tree (its statuses are said here, by class: ``STATUSES``), Litestar's
+exceptions (unknown route 404, 405, body-size 413, validation 400, malformed JSON 400), Postgres or Redis
+being unavailable (503 ``unavailable`` with ``Retry-After``) and anything unexpected (500
+``internal_error``, logged with its traceback, never echoed to the caller).
 """
 
 from __future__ import annotations
@@ -11,18 +11,26 @@ from __future__ import annotations
 import logging
 import traceback
 
-import asyncpg
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from control.db.faults import describe
-from control.records.text import PATTERN_RULES
-from shared.errors import RateLimitedError, ServiceError, envelope
+from control.db.faults import UNAVAILABLE, describe
+from control.service.decoding import field_message
+from shared.errors import (
+    ConflictError,
+    ForbiddenError,
+    GoneError,
+    NotFoundError,
+    PayloadTooLargeError,
+    RateLimitedError,
+    ServiceError,
+    UnauthorizedError,
+    ValidationError,
+    envelope,
+)
 
-__all__ = ("EXCEPTION_HANDLERS", "UNAVAILABLE", "error_response", "field_messages")
+__all__ = ("EXCEPTION_HANDLERS", "STATUSES", "error_response", "field_messages", "status_of")
 
 log = logging.getLogger("hookyard.control")
 
@@ -33,48 +41,47 @@ _CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    410: "gone",
     413: "payload_too_large",
     429: "rate_limited",
     503: "unavailable",
 }
 
 
+STATUSES: dict[type[ServiceError], int] = {
+    ValidationError: 400,
+    UnauthorizedError: 401,
+    ForbiddenError: 403,
+    NotFoundError: 404,
+    GoneError: 410,
+    ConflictError: 409,
+    PayloadTooLargeError: 413,
+    RateLimitedError: 429,
+}
+"""The status each ``ServiceError`` class answers with; a subclass answers as its nearest listed ancestor
+(``InvalidConditionTree`` is a ``ValidationError``: 400), a bare ``ServiceError`` 400."""
+
+
+def status_of(exc: ServiceError) -> int:
+    return next((STATUSES[cls] for cls in type(exc).__mro__ if cls in STATUSES), 400)
+
+
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
     return Response(envelope(code, message), status_code=status, headers=headers, media_type="application/json")
 
 
-_NAMED_FIELD_MESSAGES = {
-    "Object contains unknown field": "unknown field",
-    "Object missing required field": "required field is missing",
-}
-# msgspec says which regex a value missed; the records say what the regex means.
-_PATTERN_MESSAGES = {f"Expected `str` matching regex {pattern!r}": rule for pattern, rule in PATTERN_RULES.items()}
-
-
 def field_messages(exc: ValidationException) -> str:
-    """``name: Expected `str` of length >= 1`` for each problem; the field always leads the message. Also
-    what the MCP tools say of arguments they decode with the same strict decoder (``control.mcp.arguments``)."""
+    """``name: Expected `str` of length >= 1`` for each problem Litestar reports (a path or query parameter);
+    the field always leads the message, worded as the strict body decoder words it
+    (``control.service.decoding``)."""
     parts = []
     for item in exc.extra if isinstance(exc.extra, list) else []:
         if not isinstance(item, dict):
             continue
         key, message = item.get("key"), str(item.get("message", "invalid value"))
-        path = message.rsplit(" - at `$", 1)
-        where = ""
-        if len(path) == 2:
-            message, where = path[0], path[1].rstrip("`").lstrip(".")
-        named = _NAMED_FIELD_MESSAGES.get(message.split("`", 1)[0].strip())
-        if named and "`" in message:  # the problem is a field of the object: name that field, not the object
-            field = message.split("`")[1]
-            parts.append(f"{where}.{field}: {named}" if where else f"{field}: {named}")
-            continue
-        key = where or key
-        if key in (None, "", "data", "body"):
-            key = "body"
         if message == "'data'":  # Litestar's KeyError text when there is no body at all
             message = "a JSON object is required, the request body is empty"
-        message = _PATTERN_MESSAGES.get(message, message)
-        parts.append(f"{key}: {message}")
+        parts.append(field_message(key, message))
     return "; ".join(parts) or str(exc.detail)
 
 
@@ -110,10 +117,11 @@ def _undecodable(request: Request, exc: UnicodeDecodeError) -> Response:
 
 
 def _service_error(request: Request, exc: ServiceError) -> Response:
+    status = status_of(exc)
     headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, RateLimitedError) else None
-    if exc.status == 401:
+    if status == 401:
         headers = {"www-authenticate": 'Bearer realm="hookyard"'}
-    return error_response(exc.status, exc.code, exc.message, headers)
+    return error_response(status, exc.code, exc.message, headers)
 
 
 def _unavailable(request: Request, exc: Exception) -> Response:
@@ -129,20 +137,6 @@ def _internal(request: Request, exc: Exception) -> Response:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "internal server error; the failure was logged")
 
-
-UNAVAILABLE: tuple[type[Exception], ...] = (
-    # Also what the MCP tools report as `unavailable` (control.mcp.errors).
-    OSError,  # refused, reset, and TimeoutError (a pool that could not hand out a connection in time)
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,  # the connection went away under a query
-    asyncpg.InternalClientError,  # a pooled connection whose backend was terminated, met mid-protocol
-    asyncpg.OperatorInterventionError,  # shutting down, cannot connect now, backend terminated
-    asyncpg.InsufficientResourcesError,  # too many connections
-    asyncpg.ObjectNotInPrerequisiteStateError,  # the database does not accept connections right now
-    asyncpg.TransactionRollbackError,  # deadlock or serialization failure: the same request would succeed
-    RedisConnectionError,
-    RedisTimeoutError,
-)
 
 EXCEPTION_HANDLERS = {
     ServiceError: _service_error,

@@ -33,8 +33,9 @@ from typing import Any, TextIO, TypeVar
 
 import httpx
 
+from control.cli.remote import Remote
 from control.delivery.send import forwardable, merge
-from control.remote import ApiError, Remote, Unreachable
+from shared.errors import ApiError, Unreachable
 from shared.signatures import resign
 
 __all__ = ("listen", "tail")
@@ -132,7 +133,7 @@ async def _patiently(
                 out.line(out.paint(f"{_now()}  {what}: {exc}; retrying", "33"))
                 told = True
         except ApiError as exc:
-            if exc.status != 429:
+            if not exc.rate_limited:
                 raise
         else:
             if told and not stop.is_set():

@@ -13,15 +13,15 @@ import argparse
 import os
 import sys
 import webbrowser
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from shared.errors import ConfigError, HookyardError
+from control.cli.remote import saved_key
+from shared.errors import HookyardError
 from shared.settings import Settings, load_settings
 
-__all__ = ("add_parser", "api_key", "inbox_link")
+__all__ = ("add_parser", "inbox_link")
 
 
 def add_parser(commands: Any) -> None:
@@ -29,20 +29,6 @@ def add_parser(commands: Any) -> None:
     opened.add_argument("endpoint", metavar="EP", help="endpoint id (ep_...) or its external_ref")
     opened.add_argument("--no-browser", action="store_true", help="only print the link")
     opened.set_defaults(handler=_open)
-
-
-def api_key(settings: Settings) -> str:
-    """``HOOKYARD_API_KEY``, else the key ``hookyard up`` saved in the data dir."""
-    key = os.environ.get("HOOKYARD_API_KEY", "").strip()
-    if key:
-        return key
-    saved = Path(settings.data_dir) / "api_key"
-    if saved.is_file() and (key := saved.read_text().strip()):
-        return key
-    raise ConfigError(
-        f"no API key: set HOOKYARD_API_KEY, or run `hookyard up` once (it saves one in {saved}); "
-        "HOOKYARD_DATA_DIR names another data dir"
-    )
 
 
 def _answer(resp: httpx.Response) -> Any:
@@ -78,7 +64,7 @@ def inbox_link(settings: Settings, key: str, endpoint: str) -> dict[str, Any]:
 def _open(args: argparse.Namespace) -> int:
     # HOOKYARD_API_KEY is the client's, not a setting of the servers: settings refuse unknown HOOKYARD_* names.
     settings = load_settings({k: v for k, v in os.environ.items() if k != "HOOKYARD_API_KEY"})
-    link = inbox_link(settings, api_key(settings), args.endpoint)
+    link = inbox_link(settings, saved_key(settings), args.endpoint)
     print(link["url"])
     print(f"valid until {link['expires_at']}; anyone holding it can open the page until then", file=sys.stderr)
     if not args.no_browser:

@@ -1,5 +1,5 @@
-"""The webhook commands of ``hookyard``: ``listen``, ``trigger`` and ``tail`` (``control.listen`` does the
-following and forwarding, ``control.remote`` the API calls). Like ``hookyard open`` (``control.cli_open``),
+"""The webhook commands of ``hookyard``: ``listen``, ``trigger`` and ``tail`` (``control.cli.listen`` does the
+following and forwarding, ``control.cli.remote`` the API calls). Like ``hookyard open`` (``control.cli.commands.open``),
 they are clients of a running control plane: the key comes from ``HOOKYARD_API_KEY`` or the data dir."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _add_control_url(parser: argparse.ArgumentParser) -> None:
 
 
 def _remote(args: argparse.Namespace) -> tuple[Settings, Any]:
-    from control.remote import Remote, api_key
+    from control.cli.remote import Remote, api_key
 
     # HOOKYARD_API_KEY is the client's, not a setting of the servers (as for `hookyard open`).
     settings = load_settings({k: v for k, v in os.environ.items() if k != "HOOKYARD_API_KEY"})
@@ -66,7 +66,7 @@ def _webhook_command(args: argparse.Namespace, command: Callable[[Settings, Any]
 
 
 def _listen(args: argparse.Namespace) -> int:
-    from control.listen import listen
+    from control.cli.listen import listen
 
     if args.start == (args.endpoint is not None):
         raise ConfigError("listen: name an ENDPOINT, or --start for a new temporary one (not both)")
@@ -87,7 +87,7 @@ def _listen(args: argparse.Namespace) -> int:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    from control.listen import tail
+    from control.cli.listen import tail
 
     return _webhook_command(args, lambda settings, remote: tail(remote, endpoint_ref=args.endpoint))
 

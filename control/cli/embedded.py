@@ -37,9 +37,9 @@ from urllib.parse import quote
 
 import psutil
 
-from shared.errors import HookyardError
+from shared.errors import EmbeddedError
 
-__all__ = ("EmbeddedError", "EmbeddedServers", "running_database_url", "running_redis_url", "start_embedded")
+__all__ = ("EmbeddedServers", "running_database_url", "running_redis_url", "start_embedded")
 
 log = logging.getLogger("hookyard.embedded")
 
@@ -49,10 +49,6 @@ _PG_ATTEMPTS = 4
 # pgserver serialises its own starts with an inter-process lock; this one covers our mode bookkeeping.
 _pg_lock = threading.Lock()
 _SEARCH = stat.S_IXGRP | stat.S_IXOTH
-
-
-class EmbeddedError(HookyardError):
-    """An embedded server could not be started or the data dir cannot be used."""
 
 
 class EmbeddedServers:

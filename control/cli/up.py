@@ -32,27 +32,23 @@ import httpx
 import redis
 import redis.asyncio as aioredis
 
+from control.cli.embedded import EmbeddedServers, start_embedded
 from control.db import accounts as db_accounts
 from control.db import connect
+from control.db.keyring import data_dir_keys
 from control.db.migrate import migrate
-from control.embedded import EmbeddedServers, start_embedded
-from control.keyring import data_dir_keys
 from control.service.accounts import create_account, hash_key, issue_key
 from control.service.sealed import keyring_of, reseal
-from shared.errors import ConfigError, HookyardError
+from shared.errors import ConfigError, StartupError
 from shared.settings import Settings
 
-__all__ = ("LOCAL_EMAIL", "StartupError", "bind_to_parent", "ensure_local_key", "up")
+__all__ = ("LOCAL_EMAIL", "bind_to_parent", "ensure_local_key", "up")
 
 log = logging.getLogger("hookyard.up")
 
 LOCAL_EMAIL = "local@hookyard"
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
-
-
-class StartupError(HookyardError):
-    """A child process died or never became healthy while ``hookyard up`` was starting."""
 
 
 @dataclass
@@ -201,7 +197,7 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
             "HOOKYARD_CONTROL_PORT": str(settings.control_port),
             "HOOKYARD_DATA_DIR": str(data_dir),
             "HOOKYARD_EGRESS": settings.egress,
-            # a line per event and per delivery attempt (control.activity), unless set otherwise
+            # a line per event and per delivery attempt (control.workers.activity), unless set otherwise
             "HOOKYARD_LOG_ACTIVITY": environ.get("HOOKYARD_LOG_ACTIVITY", "true"),
             "HOOKYARD_ENCRYPTION_KEYS": ",".join(encryption_keys),
         }

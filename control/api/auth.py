@@ -1,5 +1,6 @@
-"""Bearer authentication for /v1 (and /mcp): the key is resolved, and its rate limit charged, by
-``control.service.callers``, as for every authenticated surface."""
+"""Bearer authentication for /v1 as Litestar middleware: the key is resolved, and its rate limit charged, by
+``control.service.callers``, as for every authenticated surface (/mcp has its own middleware,
+``control.mcp.auth``, over the same function)."""
 
 from __future__ import annotations
 
@@ -25,5 +26,5 @@ class _BearerAuthMiddleware(AbstractAuthenticationMiddleware):
 
 
 def bearer_auth(*, allow_temporary: bool = False) -> DefineMiddleware:
-    """``allow_temporary`` admits ``hy_tmp_`` tokens (the MCP server and the inbox; never /v1)."""
+    """``allow_temporary`` admits ``hy_tmp_`` tokens (never on /v1)."""
     return DefineMiddleware(_BearerAuthMiddleware, allow_temporary=allow_temporary)

@@ -9,37 +9,47 @@ control plane is ``Unreachable``, which ``listen`` and ``tail`` wait out rather 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from shared.errors import ConfigError, HookyardError
+from shared.errors import ApiError, ConfigError, HookyardError, Unreachable
 from shared.settings import Settings
 
-__all__ = ("ApiError", "Remote", "Unreachable", "api_key")
+__all__ = ("Remote", "api_key", "saved_key")
 
 _RETRYABLE = frozenset({502, 503, 504})
 
 
-class ApiError(HookyardError):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{message} ({status} {code})")
-        self.status, self.code = status, code
-
-
-class Unreachable(HookyardError):
-    """The control plane did not answer (down, restarting) or answered 502-504: worth retrying."""
+def saved_key(settings: Settings) -> str:
+    """``HOOKYARD_API_KEY``, else the key ``hookyard up`` saved in the data dir."""
+    key = os.environ.get("HOOKYARD_API_KEY", "").strip()
+    if key:
+        return key
+    saved = Path(settings.data_dir) / "api_key"
+    if saved.is_file() and (key := saved.read_text().strip()):
+        return key
+    raise ConfigError(
+        f"no API key: set HOOKYARD_API_KEY, or run `hookyard up` once (it saves one in {saved}); "
+        "HOOKYARD_DATA_DIR names another data dir"
+    )
 
 
 def api_key(settings: Settings) -> str:
-    """The key ``hookyard open`` reads too (``control.cli_open.api_key``); a temporary ``hy_tmp_`` token is
-    refused here, as /v1 would refuse it, saying what to do instead."""
-    from control.cli_open import api_key as saved_key
-
+    """The key ``hookyard open`` reads too (``saved_key``); a temporary ``hy_tmp_`` token is refused here, as
+    /v1 would refuse it, saying what to do instead."""
     key = saved_key(settings)
     if key.startswith("hy_tmp_"):
         raise ConfigError("HOOKYARD_API_KEY: a temporary hy_tmp_ token works on /mcp only; register for a key")
     return key
+
+
+def _refusal(status: int, code: str, message: str) -> ApiError:
+    """An error answer as the commands meet it: the status is told in the message, and a 429 (the key's rate
+    limit, or a proxy's) is one to wait out."""
+    return ApiError(f"{message} ({status} {code})", code=code, rate_limited=status == 429)
 
 
 class Remote:
@@ -68,9 +78,9 @@ class Remote:
             raise Unreachable(f"{self.base_url} answered {resp.status_code}")
         try:
             error = resp.json()["error"]
-            raise ApiError(resp.status_code, error["code"], error["message"])
+            raise _refusal(resp.status_code, error["code"], error["message"])
         except (ValueError, KeyError, TypeError):
-            raise ApiError(resp.status_code, "http_error", resp.text[:200] or resp.reason_phrase) from None
+            raise _refusal(resp.status_code, "http_error", resp.text[:200] or resp.reason_phrase) from None
 
     async def endpoint(self, ref: str) -> dict[str, Any]:
         """An endpoint by id, or by its ``external_ref``."""

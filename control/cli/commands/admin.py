@@ -1,0 +1,126 @@
+"""The administration commands: ``migrate``, ``rotate-encryption-key`` and ``account create``.
+
+They need only Postgres: ``DATABASE_URL``, else the embedded Postgres of a ``hookyard up`` running on the same
+data dir (and its encryption keys), so they work beside a laptop's ``hookyard up`` with no setup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from control.cli.runtime import command_settings, run
+from shared.errors import ConfigError, HookyardError
+from shared.settings import Settings
+
+__all__ = ("add_parsers",)
+
+
+def add_parsers(commands: Any) -> None:
+    migrate = commands.add_parser("migrate", help="apply database migrations (idempotent)")
+    migrate.set_defaults(handler=_migrate)
+    rotate = commands.add_parser(
+        "rotate-encryption-key", help="re-seal every stored secret under the first HOOKYARD_ENCRYPTION_KEYS key"
+    )
+    rotate.set_defaults(handler=_rotate_encryption_key)
+
+    account = commands.add_parser("account", help="manage accounts")
+    account_commands = account.add_subparsers(dest="account_command", required=True, metavar="ACTION")
+    create = account_commands.add_parser("create", help='print {"account_id", "api_key"} as JSON')
+    create.add_argument("--email", required=True)
+    create.add_argument("--read-only", action="store_true", help="the key can read but not change anything")
+    create.set_defaults(handler=_account_create)
+
+
+def _database_url(settings: Settings) -> str:
+    """DATABASE_URL, else the embedded Postgres of a ``hookyard up`` running on the same data dir."""
+    if settings.database_url:
+        return settings.database_url
+    from control.cli.embedded import running_database_url
+
+    found = running_database_url(Path(settings.data_dir).resolve() / "postgres")
+    if found is None:
+        raise ConfigError(f"DATABASE_URL: not set, and no `hookyard up` is running on data dir {settings.data_dir}")
+    return found
+
+
+def _with_postgres(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    try:
+        return run(coro_fn)
+    except OSError as exc:  # refused, unknown host, timeout: say which setting to look at
+        raise HookyardError(f"cannot reach Postgres (DATABASE_URL): {type(exc).__name__}: {exc}") from exc
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from control.db.migrate import migrate
+    from control.service.sealed import keyring_of
+
+    settings = command_settings()
+    dsn = _database_url(settings)
+    keys = _encryption_keys(settings)
+    keyring_of(keys)  # a malformed key stops here, before any migration
+    applied = _with_postgres(lambda: migrate(dsn))
+    print("\n".join(f"applied {version}" for version in applied) if applied else "up to date")
+    resealed = _with_postgres(lambda: _reseal(dsn, keys))
+    if any(resealed.values()):
+        print("sealed " + ", ".join(f"{count} {column}" for column, count in resealed.items()))
+    return 0
+
+
+def _rotate_encryption_key(args: argparse.Namespace) -> int:
+    settings = command_settings()
+    dsn = _database_url(settings)
+    keys = _encryption_keys(settings)
+    if not keys:
+        raise ConfigError("HOOKYARD_ENCRYPTION_KEYS: not set; list the new key first, then the old ones")
+    print(json.dumps(_with_postgres(lambda: _reseal(dsn, keys))))
+    return 0
+
+
+def _encryption_keys(settings: Settings) -> tuple[str, ...]:
+    """HOOKYARD_ENCRYPTION_KEYS, else (no DATABASE_URL: a `hookyard up` instance) the keys in its data dir."""
+    if settings.encryption_keys or settings.database_url:
+        return settings.encryption_keys
+    from control.db.keyring import data_dir_keys
+
+    return data_dir_keys(Path(settings.data_dir).resolve(), create=False)
+
+
+async def _reseal(database_url: str, keys: tuple[str, ...]) -> dict[str, int]:
+    from control.db import connect
+    from control.service.sealed import keyring_of, reseal
+
+    ring = keyring_of(keys)
+    conn = await connect(database_url)
+    try:
+        return await reseal(conn, ring)
+    finally:
+        await conn.close()
+
+
+def _account_create(args: argparse.Namespace) -> int:
+    if "@" not in args.email or args.email.strip() != args.email:
+        raise ConfigError(f"--email: {args.email!r} is not an email address")
+    settings = command_settings()
+    dsn = _database_url(settings)
+    account_id, key = _with_postgres(lambda: _create_account(dsn, args.email, args.read_only))
+    print(json.dumps({"account_id": account_id, "api_key": key}))
+    return 0
+
+
+async def _create_account(database_url: str, email: str, read_only: bool) -> tuple[str, str]:
+    from control.db import connect
+    from control.service.accounts import create_account
+
+    conn = await connect(database_url)
+    try:
+        return await create_account(conn, email=email, read_only=read_only)
+    except asyncpg.UniqueViolationError:
+        raise HookyardError(f"an account with email {email} already exists") from None
+    finally:
+        await conn.close()

@@ -1,0 +1,124 @@
+"""The serving commands: ``up`` (everything, in the foreground), ``edge`` and ``control`` (granian), ``worker``.
+
+``edge`` and ``control`` validate the settings here and then replace this process with granian's CLI
+(``os.execve``) rather than embedding ``granian.Granian``: the process a supervisor or container runtime
+signals is then granian itself, with its own tested signal and worker handling and no Python layer in
+between, and every granian flag stays reachable through ``GRANIAN_*`` variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from control.cli.runtime import command_settings, run
+from shared.errors import ConfigError
+from shared.settings import Settings, env_name
+
+__all__ = ("add_parsers",)
+
+
+def add_parsers(commands: Any) -> None:
+    up = commands.add_parser("up", help="run everything in the foreground (embedded Postgres/Redis when unset)")
+    up.add_argument("--data-dir", help="where embedded data and the api_key file live (default .hookyard)")
+    _add_host(up)
+    up.add_argument("--edge-port", type=int, help="edge port (default 8080)")
+    up.add_argument("--control-port", type=int, help="control plane port (default 8000)")
+    up.set_defaults(handler=_up)
+
+    for name, default_port in (("edge", 8080), ("control", 8000)):
+        what = "edge (ingest)" if name == "edge" else "control plane (API)"
+        serve = commands.add_parser(name, help=f"serve the {what} with granian (default port {default_port})")
+        _add_host(serve)
+        serve.add_argument("--port", type=int, help=f"port (default {default_port})")
+        serve.add_argument("--workers", type=int, default=1, help="granian worker processes (default 1)")
+        _add_parent_pid(serve)
+        serve.set_defaults(handler=_serve)
+
+    worker = commands.add_parser("worker", help="run worker loops (all of them when none is named)")
+    worker.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="loops to run: flush, deliver, sweep, retries (bulk delivery retries) (default: all)",
+    )
+    worker.add_argument("--burst", action="store_true", help="return once every loop has nothing to do")
+    _add_parent_pid(worker)
+    worker.set_defaults(handler=_worker)
+
+
+def _add_host(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="address to bind (default 127.0.0.1; 0.0.0.0 in containers)")
+
+
+def _add_parent_pid(parser: argparse.ArgumentParser) -> None:
+    # Set by `hookyard up` for its children: they exit when it dies (see control.cli.up.bind_to_parent).
+    parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from control.cli.up import up
+
+    # Locally, destinations are usually other programs on this machine: egress defaults to "any" under `up`.
+    egress = None if "HOOKYARD_EGRESS" in os.environ else "any"
+    settings = command_settings(
+        host=args.host, edge_port=args.edge_port, control_port=args.control_port, data_dir=args.data_dir, egress=egress
+    )
+    return up(settings, os.environ)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    edge = args.command == "edge"
+    port_field = "edge_port" if edge else "control_port"
+    settings = command_settings(host=args.host, **{port_field: args.port})
+    if not settings.redis_url or not (edge or settings.database_url):
+        needed = "REDIS_URL" if edge else "DATABASE_URL and REDIS_URL"
+        raise ConfigError(f"{needed} must be set for `hookyard {args.command}` (`hookyard up` sets them)")
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, not {args.workers}")
+    if args.parent_pid is not None:
+        from control.cli.up import bind_to_parent
+
+        bind_to_parent(args.parent_pid)
+    port = getattr(settings, port_field)
+    # The app reads its settings from the environment; make it agree with the flags.
+    env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
+    # One metrics directory per server start, shared by its granian workers (shared.metrics).
+    from shared.metrics import metrics_dir
+
+    env[env_name("metrics_dir")] = metrics_dir(settings.metrics_dir, args.command)
+    argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory"]
+    argv += ["--host", settings.host, "--port", str(port), "--workers", str(args.workers), "--loop", "uvloop"]
+    argv += ["--log-level", settings.log_level, "--log-config", _granian_log_config(settings)]
+    argv += ["--http", "1", "--no-ws", "edge.app:create_app"] if edge else ["control.app:create_app"]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, env)  # noqa: S606 - becoming granian is the point
+    return 0  # not reached: execve replaced this process
+
+
+def _granian_log_config(settings: Settings) -> str:
+    """A file for granian's ``--log-config``: the app's lines in ``HOOKYARD_LOG_FORMAT`` in every worker."""
+    import tempfile
+
+    from shared.logs import granian_config
+
+    fd, path = tempfile.mkstemp(prefix="hookyard-log-", suffix=".json")
+    with os.fdopen(fd, "w") as out:
+        json.dump(granian_config(settings.log_level, settings.log_format), out)
+    return path
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from control import workers
+
+    settings = command_settings()
+    if args.parent_pid is not None:
+        from control.cli.up import bind_to_parent
+
+        bind_to_parent(args.parent_pid)
+    run(lambda: workers.run(settings, tuple(args.names), burst=args.burst))
+    return 0

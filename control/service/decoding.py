@@ -1,0 +1,111 @@
+"""A caller's JSON decoded strictly into a request record, with messages that name the field: the /v1
+bodies (``control.api.body``) and the MCP tools' arguments (``control.mcp.arguments``) alike, so both say
+the same thing of the same mistake.
+
+Strict, as the OpenAPI document describes the records: no ``"true"`` for a boolean, no ``"300"`` for an
+integer (but ``300.0`` is one, as JSON Schema says), an unknown field refused, a lone surrogate named. The
+message leads with the field (``limit: Expected `int`, got `str```), and says what a record's regex
+means rather than quoting it (``control.records.text.PATTERN_RULES``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from control.records.text import PATTERN_RULES
+from shared.errors import ValidationError
+
+__all__ = ("decode_json", "field_message")
+
+_NAMED_FIELD_MESSAGES = {
+    "Object contains unknown field": "unknown field",
+    "Object missing required field": "required field is missing",
+}
+# msgspec says which regex a value missed; the records say what the regex means.
+_PATTERN_MESSAGES = {f"Expected `str` matching regex {pattern!r}": rule for pattern, rule in PATTERN_RULES.items()}
+
+
+def field_message(key: str | None, message: str) -> str:
+    """``name: problem`` for one problem that msgspec (or a framework repeating it) reports at ``key``; a
+    path in the message (`` - at `$.a.b` ``) wins over the key, and the field always leads."""
+    path = message.rsplit(" - at `$", 1)
+    where = ""
+    if len(path) == 2:
+        message, where = path[0], path[1].rstrip("`").lstrip(".")
+    named = _NAMED_FIELD_MESSAGES.get(message.split("`", 1)[0].strip())
+    if named and "`" in message:  # the problem is a field of the object: name that field, not the object
+        field = message.split("`")[1]
+        return f"{where}.{field}: {named}" if where else f"{field}: {named}"
+    key = where or key
+    if key in (None, "", "data", "body"):
+        key = "body"
+    message = _PATTERN_MESSAGES.get(message, message)
+    return f"{key}: {message}"
+
+
+def decode_json(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
+    """``body`` decoded by ``decoder`` (strict), or ``ValidationError`` naming the field; ``msgspec.DecodeError``
+    when it is not JSON at all, which each caller words its own way. Named as Litestar's own decoder is:
+    ``control.api.errors`` tells a caller's invalid UTF-8 from an internal ``UnicodeDecodeError`` by this frame."""
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        error = exc
+    except msgspec.DecodeError as exc:
+        where = _lone_surrogate(body)
+        if where is not None:  # msgspec's own words for it are "Input data was truncated" or "invalid utf-16"
+            raise ValidationError(field_message(where, _SURROGATE)) from exc
+        raise
+    if "got `float`" in str(error):
+        # JSON Schema's "integer" is a number without a fraction, so 300.0 is one; msgspec's strict mode
+        # wants the literal 300. Read again with integral numbers as integers (lax mode would also take "300").
+        try:
+            return msgspec.convert(_integral(msgspec.json.decode(body)), decoder.type, strict=True)
+        except msgspec.ValidationError as exc:
+            error = exc
+    raise ValidationError(field_message("body", str(error))) from error
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
+
+
+_SURROGATE = (
+    "must not contain lone UTF-16 surrogates (an unpaired \\ud800 to \\udfff escape); they are not Unicode text"
+)
+
+
+def _unpaired(text: str) -> bool:
+    return not text.isascii() and any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def _lone_surrogate(body: bytes) -> str | None:
+    """Where the body has a string with an unpaired surrogate escape (``"\\ud800"``), which msgspec refuses
+    and Python's ``json`` reads: the field's path, ``body`` for the top level; None when that is not why."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if _unpaired(item):
+                return path or "body"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if _unpaired(key):
+                    return path or "body"
+                stack.append((f"{path}.{key}" if path else key, child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+    return None
