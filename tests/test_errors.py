@@ -204,6 +204,7 @@ WIRE = {
     "UnauthorizedError": (401, "unauthorized"),
     "ForbiddenError": (403, "forbidden"),
     "NotFoundError": (404, "not_found"),
+    "GoneError": (410, "gone"),
     "ConflictError": (409, "conflict"),
     "PayloadTooLargeError": (413, "payload_too_large"),
     "RateLimitedError": (429, "rate_limited"),
