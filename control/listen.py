@@ -170,7 +170,7 @@ def _standard_too(signed: dict[str, str]) -> dict[str, str]:
     for names in HEADERS["identity"].values():
         values = [signed.get(name or "") for name in names]
         if all(values):
-            return {**signed, **{name: value for name, value in zip(standard, values, strict=True) if name and value}}
+            return {**signed, **{str(name): str(value) for name, value in zip(standard, values, strict=True)}}
     return signed
 
 
