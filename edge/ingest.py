@@ -147,7 +147,7 @@ class Ingest:
 
             attribution = attribute(raw, body)
             verifier = served.verifier
-            if verifier is None:  # hmac disabled: nothing checked, signature_valid stays null
+            if verifier is None:  # no secret: nothing checked, signature_valid stays null
                 signature_valid = reason = None
             else:
                 # A repeated header (two copies of any name) is the only way the dict can be shorter.
@@ -157,8 +157,10 @@ class Ingest:
                     else _verify_repeated(verifier, headers, raw, body, now, endpoint.auth.header_name)
                 )
                 signature_valid, reason, _ = verdict
+                if not signature_valid and not served.checks:  # verification off: only a proof is recorded
+                    signature_valid = reason = None
                 # on_failure=reject: 401 and nothing stored (a blocked source logged below is refused anyway)
-                if not signature_valid and served.rejects and ip_allowed is not False:
+                elif not signature_valid and served.rejects and ip_allowed is not False:
                     await send_error(send, 401, "signature_invalid", f"signature verification failed: {reason}")
                     return
             event_id = "evt_" + ulid(int(now * 1000))

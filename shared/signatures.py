@@ -91,6 +91,7 @@ __all__ = (
     "Verifier",
     "detect_family",
     "detect_scheme",
+    "prover",
     "repeated_header",
     "resign",
     "sign",
@@ -421,6 +422,25 @@ def verifier(secret: str, *, tolerance_s: int = 300, header_name: str | None = N
     if _native is None or header_name or not 0 <= tolerance_s < _EXACT_FLOAT:
         return check
     return _compiled(secret, tolerance_s, check)
+
+
+_UNPROVEN: Final = Verdict(False, None, None)
+
+
+def _unproven(headers: RawHeaders, body: bytes, now: float | None = None) -> Verdict:
+    return _UNPROVEN
+
+
+def prover(secret: str, *, tolerance_s: int = 300, header_name: str | None = None) -> Check:
+    """A check that only proves, for an endpoint whose verification is off: a request signed with
+    ``secret`` (what hookyard signs itself, e.g. its samples) is valid; for anything else the verdict is
+    not valid and means nothing (the edge stores "not checked"). What hookyard signs is always the usual
+    form, which the compiled path proves alone, so a real provider's request signed with its own secret
+    costs one MAC in C and no Python; without the compiled path, or with a custom ``header_name``, the
+    Python check answers."""
+    if _native is None or header_name or not 0 <= tolerance_s < _EXACT_FLOAT:
+        return Verifier(secret, tolerance_s=tolerance_s, header_name=header_name)
+    return _compiled(secret, tolerance_s, _unproven)
 
 
 def _compiled(secret: str, tolerance_s: int, fallback: Check) -> Check:

@@ -240,7 +240,7 @@ def test_trigger_sends_each_providers_signed_sample(running) -> None:
         ("commerce", "orders/paid"),
         ("code_host", "push"),
     ):
-        done = _cli(env, "trigger", provider, event_type, "--endpoint", "cli-trigger")
+        done = _cli(env, "trigger", provider, event_type, "--endpoint", "cli-trigger", "--headers", "neutral")
         assert done.returncode == 0, done.stderr
         event_id = re.search(r"sent .*: 200, (evt_\w+)$", done.stdout.strip()).group(1)
         event = _until(
@@ -266,7 +266,7 @@ def test_tail_prints_a_line_per_event_and_per_delivery(
     time.sleep(1.5)  # the deliveries poller's first page (what happened before tail started) is not printed
     webhook = sample("payments", "invoice.paid", secret=PROVIDER_SECRET)
     event_id = httpx.post(endpoint["ingest_url"], content=webhook.body, headers=webhook.headers).json()["id"]
-    proc.wait_for_output(rf"event .*{endpoint['id']}  payments  +invoice\.paid .* POST not verified  {event_id}")
+    proc.wait_for_output(rf"event .*{endpoint['id']}  payments  +invoice\.paid .* POST not checked  {event_id}")
     proc.wait_for_output(rf"delivery .*rule .*{re.escape(destination.url)} .*→ 200 .*attempt 1  {event_id}")
     assert proc.interrupt() == 0
 
@@ -304,7 +304,7 @@ def test_up_prints_a_line_per_event_and_per_delivery(
     webhook = sample("payments", "invoice.paid", secret=PROVIDER_SECRET)
     event_id = httpx.post(endpoint["ingest_url"], content=webhook.body, headers=webhook.headers).json()["id"]
     ep = endpoint["id"]
-    stored = rf"INFO hookyard\.activity: event +{event_id}  {ep}  payments invoice\.paid  POST /  not verified"
+    stored = rf"INFO hookyard\.activity: event +{event_id}  {ep}  payments invoice\.paid  POST /  not checked"
     up.wait_for_output(stored)
     # The destination by id and origin: its path and query (a webhook URL's usual secret) are not logged.
     where = f"{created['id']} http://127.0.0.1:{destination.port}"

@@ -209,7 +209,7 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="payments", event_type="charge.refunded")
         assert (sent["status"], sent["accepted"]) == (200, True), sent
         assert sent["response"] == {"ok": True, "id": sent["event_id"]}
-        assert sent["signature_header"] == "pay-signature"
+        assert sent["signature_header"] == "stripe-signature"  # the real provider's names by default
         waited = await asyncio.wait_for(waiting, 30)
         assert waited["timed_out"] is False
         event = waited["event"]
@@ -279,7 +279,7 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert (replayed["success"], replayed["status"]) == (True, 200)
         resent = (await sink.wait_for(before + 1))[-1]
         assert resent.body == forwarded.body
-        assert resent.headers["pay-signature"] == forwarded.headers["pay-signature"]
+        assert resent.headers["stripe-signature"] == forwarded.headers["stripe-signature"]
         assert resent.headers["x-replayed"] == "1"
         replays = await t.ok("list_deliveries", endpoint_id=ep, source="replay")
         assert [d["id"] for d in replays["deliveries"]] == [replayed["id"]]
@@ -311,7 +311,7 @@ async def test_a_provider_secret_and_custom_header_sign_the_sample(running: Stac
             assert sent["accepted"], sent
             event = (await t.ok("wait_for_event", endpoint_id=ep, type=event_type, since=_iso(started)))["event"]
             assert (event["signature_valid"], event["signature_failure_reason"]) == (True, None)
-            assert event["headers"]["relay-id"] == sent["idempotency_key"]
+            assert event["headers"]["svix-id"] == sent["idempotency_key"]
         await t.ok("update_auth_config", endpoint_id=ep, header_name="X-Acme-Signature", on_failure="reject")
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="code_host", event_type="push")
         assert (sent["status"], sent["signature_header"]) == (200, "x-acme-signature")

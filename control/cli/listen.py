@@ -35,8 +35,9 @@ import httpx
 
 from control.cli.remote import Remote
 from control.delivery.send import forwardable, merge
+from control.records.verdict import verdict_text
 from shared.errors import ApiError, Unreachable
-from shared.signatures import resign
+from shared.signatures import HEADERS, resign
 
 __all__ = ("listen", "tail")
 
@@ -158,8 +159,20 @@ def _request(event: dict[str, Any], resign_with: str | None) -> tuple[str, dict[
         signed, replaced = resign(text, event.get("provider"), body, resign_with)
         if replaced is not None:
             headers.pop(replaced, None)
-        headers = {**merge(headers, signed)}
+        headers = {**merge(headers, _standard_too(signed))}
     return event["method"], headers, body
+
+
+def _standard_too(signed: dict[str, str]) -> dict[str, str]:
+    """An identity re-signature also under the Standard Webhooks names (``webhook-*``): the ``svix`` library
+    reads ``svix-*`` first, ``standardwebhooks`` only ``webhook-*``, and the local app may use either. The
+    signature covers id, timestamp and body, not the names, so the values are the same."""
+    standard = HEADERS["identity"]["standard"]
+    for names in HEADERS["identity"].values():
+        values = [signed.get(name or "") for name in names]
+        if all(values):
+            return {**signed, **{str(name): str(value) for name, value in zip(standard, values, strict=True)}}
+    return signed
 
 
 async def _forward(
@@ -249,13 +262,12 @@ async def _tail_events(remote: Remote, endpoint: dict[str, Any], out: _Out, stop
         event, cursor = answer
         follow.save(cursor)
         if event is not None:
-            verdict = {True: out.paint("signed ✓", "32"), False: out.paint("signature ✗", "31")}.get(
-                event.get("signature_valid"), "not verified"
-            )
-            reason = f" ({event['signature_failure_reason']})" if event.get("signature_failure_reason") else ""
+            valid = event.get("signature_valid")
+            verdict = verdict_text(valid, event.get("signature_failure_reason"))
+            verdict = out.paint(verdict, "32" if valid else "31") if valid is not None else verdict
             out.line(
                 f"{_now()}  {out.paint('event', '36')}     {endpoint['id']}  {event.get('provider') or '-':<9}  "
-                f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}{reason}  {event['id']}"
+                f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}  {event['id']}"
             )
 
 

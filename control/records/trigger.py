@@ -30,6 +30,15 @@ class TriggerSample(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             extra_json_schema={"enum": _ALL_EVENT_TYPES},
         ),
     ]
+    headers: Annotated[
+        Literal["provider", "neutral"],
+        msgspec.Meta(
+            description="Header names: `provider` (default) the real provider's, which its own library reads "
+            "(`Stripe-Signature`; `svix-id`/`svix-timestamp`/`svix-signature`; `X-Shopify-*`; `X-GitHub-Event`, "
+            "`X-GitHub-Delivery`, `X-Hub-Signature-256`); `neutral` the spec's (`Pay-Signature`, `relay-*`, "
+            "`X-Shop-*`, `X-CodeHost-*`)"
+        ),
+    ] = "provider"
 
     # Which names each provider sends, as the service checks it.
     openapi_extra: ClassVar[dict[str, Any]] = {

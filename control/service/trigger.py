@@ -1,10 +1,12 @@
 """Send a realistic, signed sample of a provider's webhook to one of the caller's endpoints.
 
 So that a whole flow (capture, verification, labels, routing, replay) can be tried without the real
-provider: the sample (``shared.samples``) is signed with the secret the endpoint verifies with (the
-provider's own when one is set through auth-config, else the platform signing secret), in the endpoint's
-custom signature header when it has one, and posted to the endpoint's public ingest URL, through the edge
-like any provider's request. Signed even when verification is off, as the providers always sign.
+provider: the sample (``shared.samples``) carries the real provider's header names, which its own library
+reads (``headers: "neutral"`` asks for the spec's), is signed with the secret the endpoint verifies with
+(the provider's own when one is set through auth-config, else the platform signing secret), in the
+endpoint's custom signature header when it has one, and posted to the endpoint's public ingest URL, through
+the edge like any provider's request. Signed even when verification is off, as the providers always sign;
+the edge proves it with the endpoint's secret even then (``edge.trust``), so it reads "verified".
 
 The ingest URL is this deployment's own (``HOOKYARD_PUBLIC_EDGE_URL``), never the caller's, so the egress
 policy, which guards outbound requests to URLs callers choose, does not apply. The edge's answer is the
@@ -55,6 +57,7 @@ async def send_test_webhook(
         secret=sealed.open_provider_secret(ctx, config["id"], config["secret"])
         or sealed.open_endpoint_secret(ctx, config["id"], config["signing_secret"]),
         header_name=config["header_name"],
+        family="vendor" if data.headers == "provider" else "neutral",
     )
     url = ingest_url(ctx, endpoint["ingest_token"])
     await charge_send(ctx, principal)

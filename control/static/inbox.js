@@ -85,7 +85,8 @@
     return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { hour12: false });
   }
   function verdict(valid, reason) {
-    if (valid === true) return h("span", { className: "verdict ok" }, "signature valid");
+    // The same words as `hookyard tail` and `hookyard up` (control/records/verdict.py).
+    if (valid === true) return h("span", { className: "verdict ok" }, "verified");
     if (valid === false) return h("span", { className: "verdict bad", title: reason || "" }, "invalid", reason ? `: ${reason}` : "");
     return h("span", { className: "verdict none" }, "not checked");
   }

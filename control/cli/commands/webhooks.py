@@ -29,9 +29,15 @@ def add_parsers(commands: Any) -> None:
     listen.set_defaults(handler=_listen)
 
     trigger = commands.add_parser("trigger", help="send a realistic signed sample webhook to an endpoint")
-    trigger.add_argument("provider", metavar="PROVIDER", help="identity, commerce, payments or code_host")
+    trigger.add_argument("provider", metavar="PROVIDER", help=_trigger_providers())
     trigger.add_argument("event_type", metavar="EVENT_TYPE", help="e.g. payment_intent.succeeded")
     trigger.add_argument("--endpoint", required=True, metavar="EP", help="endpoint id or external_ref")
+    trigger.add_argument(
+        "--headers",
+        choices=("provider", "neutral"),
+        default="provider",
+        help="the real provider's header names, which its library reads (default), or the spec's neutral ones",
+    )
     _add_control_url(trigger)
     trigger.set_defaults(handler=_trigger)
 
@@ -92,13 +98,26 @@ def _tail(args: argparse.Namespace) -> int:
     return _webhook_command(args, lambda settings, remote: tail(remote, endpoint_ref=args.endpoint))
 
 
+def _trigger_providers() -> str:
+    from shared.samples import ALIASES, PROVIDERS
+
+    named = ", ".join(f"{alias} ({provider})" for alias, provider in ALIASES.items())
+    return f"{', '.join(PROVIDERS)}, or by its name: {named}"
+
+
 def _trigger(args: argparse.Namespace) -> int:
+    from shared.samples import provider_name
+
+    provider = provider_name(args.provider)
+    if provider is None:
+        raise ConfigError(f"PROVIDER: {args.provider!r} is not a provider; one of {_trigger_providers()}")
+
     async def send(settings: Settings, remote: Any) -> int:
         endpoint = await remote.endpoint(args.endpoint)
-        body = {"provider": args.provider, "event_type": args.event_type}
+        body = {"provider": provider, "event_type": args.event_type, "headers": args.headers}
         sent = (await remote.call("POST", f"/v1/endpoints/{endpoint['id']}/test-webhook", json=body)).json()
         if sent["accepted"]:
-            print(f"sent {args.provider} {args.event_type} to {endpoint['id']}: {sent['status']}, {sent['event_id']}")
+            print(f"sent {provider} {args.event_type} to {endpoint['id']}: {sent['status']}, {sent['event_id']}")
             return 0
         refusal = sent["error"] or json.dumps(sent["response"])
         print(f"hookyard: the edge refused the sample: {sent['status']} {refusal}", file=sys.stderr)
