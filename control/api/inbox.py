@@ -1,9 +1,10 @@
 """GET /inbox/{endpoint_id}: where `inbox_url` leads, the live inbox page of one endpoint.
 
-The page is a shell: the endpoint's id, name, ingest URL and expiry, escaped here, and two assets of the
-package (``/static/inbox.js``, ``/static/inbox.css``) that draw the events from the page's data routes
-(``control.api.inbox_data``). Nothing is loaded from elsewhere, and the Content-Security-Policy says so:
-scripts, styles and connections from this origin only, no ``unsafe-inline``, no framing, no form posts.
+The page is a shell: the endpoint's id, name, ingest URL and expiry, escaped here, and the package's
+assets (``/static/inbox.js`` with ``curl.js`` and ``hexdump.js``, ``/static/inbox.css``) that draw the events
+from the page's data routes (``control.api.inbox_data``). Nothing is loaded from elsewhere, and the
+Content-Security-Policy says so: scripts, styles and connections from this origin only, no
+``unsafe-inline``, no framing, no form posts.
 
 ``?link=`` carries a signed inbox link (``control.service.inbox_links``): it is traded for a cookie scoped
 to this page's path and answered with a 303 to the same URL without it, so the token leaves the address
