@@ -165,6 +165,7 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert (await t.ok("update_endpoint", endpoint_id=ep, environment="staging"))["environment"] == "staging"
         link = await t.ok("create_inbox_link", endpoint_id=ep)
         assert f"/inbox/{ep}?link=" in link["url"]
+        assert (await t.ok("rotate_inbox_links", endpoint_id=ep))["url"] != link["url"]
 
         # Verification on, rejecting: the sample must carry a valid signature to be captured at all.
         await t.ok("update_auth_config", endpoint_id=ep, hmac_enabled=True, on_failure="reject")

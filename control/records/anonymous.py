@@ -68,6 +68,9 @@ class TemporaryEndpoint(msgspec.Struct, kw_only=True, frozen=True):
 
     endpoint_id: str
     inbox_url: str
+    """For a human: opens the live inbox page in any browser until the endpoint expires (a signed link,
+    traded for a cookie and dropped from the address bar on opening). Whoever holds it sees the events:
+    `rotate_inbox_links` (MCP) ends it and every page opened with it, and answers its replacement."""
     ingest_url: str
     expires_at: datetime
     expires_in_days: int

@@ -2,9 +2,10 @@
 
 A browser cannot send an API key, so the CLI asks the control plane for a short-lived signed link
 (``POST /v1/endpoints/{id}/inbox-link``) with the key it reads from ``HOOKYARD_API_KEY`` or, as ``hookyard
-up`` leaves it, ``<data dir>/api_key``. ``EP`` is an endpoint id or its ``external_ref``. The link is
-printed first, so it also works over SSH or in a container where no browser opens; ``--no-browser`` only
-prints.
+up`` leaves it, ``<data dir>/api_key``. A temporary token (``hy_tmp_``) has no /v1 access, so with one the
+same operations are asked of /mcp (``create_inbox_link``; ``list_endpoints`` for an ``external_ref``).
+``EP`` is an endpoint id or its ``external_ref``. The link is printed first, so it also works over SSH or in
+a container where no browser opens; ``--no-browser`` only prints.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def _answer(resp: httpx.Response) -> Any:
 def inbox_link(settings: Settings, key: str, endpoint: str) -> dict[str, Any]:
     """The control plane's ``InboxLink`` answer for ``endpoint`` (an id, or an ``external_ref``)."""
     base = settings.control_url
+    if key.startswith("hy_tmp_"):
+        return _inbox_link_over_mcp(base, key, endpoint)
     try:
         with httpx.Client(base_url=base, headers={"authorization": f"Bearer {key}"}, timeout=10) as client:
             endpoint_id = endpoint
@@ -59,6 +62,18 @@ def inbox_link(settings: Settings, key: str, endpoint: str) -> dict[str, Any]:
             f"cannot reach the control plane at {base} ({type(exc).__name__}: {exc}); is `hookyard up` running? "
             "HOOKYARD_PUBLIC_CONTROL_URL or HOOKYARD_CONTROL_PORT name another"
         ) from exc
+
+
+def _inbox_link_over_mcp(base: str, key: str, endpoint: str) -> dict[str, Any]:
+    from control.mcp.client import call_tool
+
+    endpoint_id = endpoint
+    if not endpoint.startswith("ep_"):
+        found = call_tool(base, key, "list_endpoints", {"external_ref": endpoint})["endpoints"]
+        if not found:
+            raise HookyardError(f"no endpoint has the id or external_ref {endpoint!r}")
+        endpoint_id = found[0]["id"]
+    return call_tool(base, key, "create_inbox_link", {"endpoint_id": endpoint_id})
 
 
 def _open(args: argparse.Namespace) -> int:
