@@ -35,8 +35,10 @@ INSTRUCTIONS = """hookyard captures webhooks sent to an endpoint's ingest URL, v
 replays them. Every tool is the same operation as a /v1 route, with the same validation and error codes; a
 refused call is a tool error whose text is {"error": {"code", "message"}}.
 A first flow: create_endpoint (or list_endpoints) -> send_test_webhook (a signed sample of a real provider's
-event) -> wait_for_event -> replay_event to your own URL. wait_for_event blocks until a matching event
-arrives (timeout 1-55 s); no event in time is not an error, call it again."""
+event; it answers once the event is stored, with a `cursor`) -> wait_for_event with `after` set to that
+`cursor` (it answers the sample itself, and the `cursor` to wait for the next event from) -> replay_event to
+your own URL. wait_for_event blocks until a matching event arrives (timeout 1-55 s); no event in time is not
+an error, call it again."""
 
 
 class Catalog:
