@@ -68,8 +68,7 @@ class Catalog:
                 method, path, operation = find_operation(document, spec.operation)
                 routes[spec.name] = (method.upper(), path)
                 input_schema = operation_input_schema(document, spec.operation)
-                if operation.get("description"):
-                    description += "\n\n" + operation["description"]
+                description = _described(spec, operation.get("description"))
             tools[spec.name] = types.Tool(
                 name=spec.name,
                 title=spec.title,
@@ -108,6 +107,16 @@ class Catalog:
         """For the SDK's check of ``Mcp-Param-*`` headers, which runs before any handler."""
         found = self._built().get(name)
         return None if found is None else found.input_schema
+
+
+def _described(spec: ToolSpec, operation: str | None) -> str:
+    """A mirrored tool's description: the operation's own (the one text of what it does, also the /v1
+    reader's) and after it the tool's notes for MCP (its docstring past the summary); the summary itself,
+    the same thing said shorter, only where the operation has no description."""
+    if not operation:
+        return spec.doc
+    notes = spec.doc.split("\n\n", 1)[1:]
+    return "\n\n".join([operation, *notes])
 
 
 def _call(ctx: ServerRequestContext[Any, Any]) -> Call:
