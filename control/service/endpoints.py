@@ -85,7 +85,7 @@ async def get_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> 
 
 async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCreate) -> EndpointCreated:
     require_write(principal)
-    require_live_key(principal, "create endpoints")
+    await require_live_key(ctx, principal, "create endpoints")
     check_name(data.name, "name")
     check_external_ref(data.external_ref)
     secret = ids.signing_secret()
