@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import re
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -162,6 +165,29 @@ async def test_send_then_wait_over_v1(running: Stack, account: Account) -> None:
         assert took < WAIT_S / 2
         after = await api.get(f"/v1/endpoints/{ep}/events/wait", params={"after": resp.json()["cursor"], "timeout": 1})
         assert after.status_code == 204
+
+
+def _run(command: str, **env: str) -> dict[str, Any]:
+    done = subprocess.run(
+        ["bash", "-c", command], env={"PATH": os.environ["PATH"], **env}, capture_output=True, text=True, timeout=40
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def test_the_llms_txt_steps_run_as_written(running: Stack, account: Account) -> None:
+    """The worked example's send and wait steps, copied from this instance's /llms.txt and run by a shell."""
+    text = httpx.get(f"{running.control_url}/llms.txt", timeout=10).text
+    blocks = re.findall(r"```sh\n(.*?)\n```", text, flags=re.DOTALL)
+    (send,) = [block for block in blocks if "/test-webhook" in block]
+    (wait,) = [block for block in blocks if "/events/wait" in block]
+    assert "after=$CURSOR" in wait
+    ep = httpx.post(f"{running.control_url}/v1/endpoints", json={"name": "llms"}, headers=account.headers).json()["id"]
+    sent = await asyncio.to_thread(_run, send, HOOKYARD_KEY=account.key, ENDPOINT_ID=ep)
+    assert sent["stored"] is True, sent
+    waited = await asyncio.to_thread(_run, wait, HOOKYARD_KEY=account.key, ENDPOINT_ID=ep, CURSOR=sent["cursor"])
+    assert waited["event"]["id"] == sent["event_id"]
+    assert waited["cursor"]
 
 
 async def test_a_refused_sample_has_no_cursor(running: Stack, account: Account) -> None:
