@@ -83,6 +83,7 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
             time.sleep(0.05)
         retry = api.post(f"{path}/deliveries/retry", params={"success": "false"})
         assert retry.status_code == 202, retry.text
+        position = api.get(f"{path}/events/wait", params={"after": "now", "timeout": 1}).headers["hookyard-cursor"]
     return {
         "endpoint_id": endpoint["id"],
         "doomed_endpoint_id": doomed["id"],
@@ -100,6 +101,7 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         "delivery_cursor": deliveries["next_cursor"],
         "delivery_id": routed[0]["id"],
         "retry_id": retry.json()["id"],
+        "wait_position": position,
     }
 
 
@@ -140,9 +142,8 @@ Authorization = "Bearer {key}"
 {operation("ListEvents", **{"query.cursor": ids["event_cursor"]})}
 {operation("ListDeliveries", **{"query.cursor": ids["delivery_cursor"]})}
 # Every wait that matches nothing lasts its whole timeout: the shortest one, and no coverage phase (whose
-# dozens of filter combinations would each wait a second). `after` is a position the server handed out (as
-# a cursor is): a made-up one of the right shape is a 400, which the document cannot state.
-{operation("WaitForEvent", **{"query.timeout": 1, "query.after": "now"})}phases.coverage.enabled = false
+# dozens of filter combinations would each wait a second).
+{operation("WaitForEvent", **{"query.timeout": 1, "query.after": ids["wait_position"]})}phases.coverage.enabled = false
 """
 
 

@@ -17,10 +17,12 @@ from typing import Annotated, Any
 import msgspec
 
 __all__ = (
+    "EMAIL",
     "NO_NUL",
     "PATTERN_RULES",
     "REF",
     "SECRET",
+    "TEMPORARY_TOKEN",
     "VISIBLE",
     "DocumentedAs",
     "ExternalRef",
@@ -39,6 +41,14 @@ REF = r"^[^\x00-\x20\x7f](?:[^\x00-\x1f\x7f]*[^\x00-\x20\x7f])?$"
 """No control characters (NUL included), and no space at either end."""
 SECRET = r"^[^\x00-\x20\x7f](?:[^\x00]*[^\x00-\x20\x7f])?$"
 """No NUL, and neither whitespace nor a control character at either end (a pasted newline)."""
+EMAIL = (
+    r"^[^\x00-\x20\x7f@\"(),:;<>\[\\\]]+"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
+)
+"""An address as registration takes it: a local part without spaces, control characters or the specials that
+would need quoting, then a host name with at least one dot (internationalised domains in their ``xn--``
+form). Checked again in full by the service (Python's ``$`` would also take a trailing newline)."""
+TEMPORARY_TOKEN = r"^hy_tmp_[0-9A-Za-z]{32}$"
 
 
 def id_pattern(prefix: str) -> str:
@@ -50,6 +60,8 @@ def id_pattern(prefix: str) -> str:
 PATTERN_RULES: dict[str, str] = {
     NO_NUL: "must not contain NUL characters",
     VISIBLE: "must contain a visible character (not only spaces or control characters)",
+    EMAIL: "must be an e-mail address: a local part, @, and a host name with a dot (you@example.com)",
+    TEMPORARY_TOKEN: "must be the `api_token` of /api/start: hy_tmp_ and 32 letters or digits",
 }
 """What a pattern means, for the 400 message when msgspec reports a value that does not match it."""
 

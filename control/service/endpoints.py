@@ -117,7 +117,7 @@ async def _tombstone(ctx: Context, gone: list[db_endpoints.Deleted]) -> None:
 
 async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCreate) -> EndpointCreated:
     require_write(principal)
-    require_live_key(principal, "create endpoints")
+    await require_live_key(ctx, principal, "create endpoints")
     check_name(data.name, "name")
     check_external_ref(data.external_ref)
     secret = ids.signing_secret()

@@ -59,10 +59,11 @@ async def follow_events(
     timeout_s: float,
 ) -> Followed:
     """The first match stored after ``after`` (``now``, or a cursor of a previous answer), or None with
-    the cursor to continue from once ``timeout_s`` passes."""
+    the cursor to continue from once ``timeout_s`` passes. A cursor of ``test-webhook`` is inclusive: its
+    first answer is the sample that call sent."""
     if not 1 <= timeout_s <= 55:
         raise ValidationError("timeout: must be between 1 and 55 seconds")
-    position = None if after == NOW else decode_position(after)
+    position = None if after == NOW else decode_position(after)  # (xid, event id, inclusive)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     async with ctx.pool.acquire() as conn:
@@ -75,9 +76,9 @@ async def follow_events(
             async with ctx.pool.acquire() as conn:
                 if position is None:
                     horizon, _ = await db_events.first_stored_after(conn, endpoint_id, filters, xid=None)
-                    position = (horizon, "")
+                    position = (horizon, "", False)
                 horizon, row = await db_events.first_stored_after(
-                    conn, endpoint_id, filters, xid=position[0], event_id=position[1]
+                    conn, endpoint_id, filters, xid=position[0], event_id=position[1], inclusive=position[2]
                 )
             if row is not None and row["position_xid"] < horizon:
                 return Followed(event_record(row), encode_position(row["position_xid"], row["id"]))
@@ -86,9 +87,9 @@ async def follow_events(
                 unsafe_pause = min(unsafe_pause * 2, _UNSAFE_MAX_S)
             else:
                 if horizon > position[0]:  # nothing matched below the horizon: move past it
-                    position = (horizon, "")
+                    position = (horizon, "", False)
                 pause = _SAFETY_S
             remaining = deadline - loop.time()
             if remaining <= 0:
-                return Followed(None, encode_position(*position))
+                return Followed(None, encode_position(position[0], position[1], inclusive=position[2]))
             await waiter.wait(min(pause, remaining))
