@@ -56,8 +56,8 @@ from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
 from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
-from control.events_text import captured_headers
 from control.metrics import DELIVERIES, DELIVERY_SECONDS
+from control.records.storable import captured_headers
 from control.service import Context, sealed
 from shared.logs import bind
 

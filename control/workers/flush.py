@@ -45,8 +45,8 @@ from redis.exceptions import RedisError, ResponseError
 from control import activity
 from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
-from control.events_text import event_row
 from control.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
+from control.records.storable import event_row
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import Context
