@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 
 from control.delivery.egress import EgressRefusedError
-from control.delivery.storable import storable
 from control.delivery.transport import Transport
+from control.records.storable import storable
 from shared import ids
 from shared.signatures import sign
 

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import re2
 
-from control.records.text import text_problem
+from control.records.storable import text_problem
 from control.routing.conditions.tree import LABEL_PREFIX, META_KEYS, OPERATORS, InvalidConditionTree
 
 __all__ = (
