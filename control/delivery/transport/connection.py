@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
 from control.delivery.transport.messages import closed_error, invalid
 
-if TYPE_CHECKING:
-    from control.delivery.transport.pool import Pool
-
-__all__ = ("HIGH_WATER", "MAX_HEAD", "Connection", "Connector")
+__all__ = ("HIGH_WATER", "MAX_HEAD", "Connection", "Connector", "Parking")
 
 Connector = Callable[[str, int, Callable[[], asyncio.Protocol]], Awaitable[tuple[asyncio.BaseTransport, Any]]]
 """``(host, port, protocol_factory) → (transport, protocol)``: a TCP connection, policy checks included."""
@@ -34,6 +31,13 @@ HIGH_WATER = 256 * 1024
 _LOW_WATER = 64 * 1024
 
 
+class Parking(Protocol):
+    """Where an idle connection is parked (``pool.Pool``), told when the peer closes it: a protocol here, so
+    the pool depends on the connection and not the other way round."""
+
+    def forget(self, conn: Connection, /) -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection: what arrived is buffered here, waits are futures with a timer."""
 
@@ -43,7 +47,7 @@ class Connection(asyncio.Protocol):
         self.buffer = bytearray()
         self.eof = False
         self.error: Exception | None = None
-        self.pool: Pool | None = None
+        self.pool: Parking | None = None
         """Set while parked in the pool, so a peer closing an idle connection frees its slot at once."""
         self.holds_slot = True
         """Counted in the pool's open connections until discarded."""
