@@ -19,9 +19,9 @@ scheme         signature header (neutral / real provider)       rule
 ``code_host``  ``x-codehost-signature-256`` / ``x-hub-...``     ``sha256=<hex>`` HMAC-SHA256 of the body
 =============  ===============================================  ==========================================
 
-Keys: ``identity`` derives its key from a ``whsec_`` secret (``identity``); every other scheme uses the
-whole secret string as UTF-8 (for ``payments`` that includes the ``whsec_`` prefix, as the real provider
-does).
+Keys: ``identity`` decodes its key from the base64 after ``whsec_`` (the ``identity`` module says how
+leniently); every other scheme uses the whole secret string as UTF-8 (for ``payments`` that includes the
+``whsec_`` prefix, as the real provider does).
 
 Verification order and failure reasons (exactly SPEC.md's):
 
