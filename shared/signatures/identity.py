@@ -39,6 +39,7 @@ __all__ = ("identity_mac", "sign_identity", "verify_identity")
 
 @lru_cache(maxsize=4096)
 def identity_mac(secret: str) -> Hmac:
+    """The keyed MAC of ``secret``'s identity key (cached: the edge builds one per endpoint)."""
     if secret.startswith("whsec_"):
         try:
             # The same lenient decoding as the svix / standardwebhooks libraries (extra padding is skipped).
