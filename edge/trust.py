@@ -12,15 +12,12 @@ never a failure and never refused: nobody asked for the check.
 
 from __future__ import annotations
 
-import ipaddress
-
 from shared.keys import Keys
+from shared.networks import IPNetwork, covers, network
 from shared.signatures import prover, verifier
 from shared.wire import EdgeEndpoint
 
 __all__ = ("ServedEndpoint",)
-
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class ServedEndpoint:
@@ -30,7 +27,7 @@ class ServedEndpoint:
 
     def __init__(self, config: EdgeEndpoint, keys: Keys) -> None:
         self.config = config
-        self.networks: tuple[IPNetwork, ...] = tuple(_network(c) for c in config.allowlist)
+        self.networks: tuple[IPNetwork, ...] = tuple(network(c) for c in config.allowlist)
         self.shard = keys.shard_for(config.endpoint_id)
         auth = config.auth
         self.checks = auth.hmac_enabled
@@ -48,20 +45,4 @@ class ServedEndpoint:
         """None when the endpoint has no allowlist (nothing was checked); else whether an entry covers ip."""
         if not self.networks:
             return None
-        if ip is None:
-            return False
-        try:
-            addr = ipaddress.ip_address(ip)
-        except ValueError:
-            return False
-        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-            addr = addr.ipv4_mapped
-        return any(addr in net for net in self.networks)
-
-
-def _network(cidr: str) -> IPNetwork:
-    net = ipaddress.ip_network(cidr, strict=False)
-    if isinstance(net, ipaddress.IPv6Network) and net.network_address.ipv4_mapped is not None:
-        mapped = net.network_address.ipv4_mapped
-        return ipaddress.ip_network(f"{mapped}/{max(0, net.prefixlen - 96)}", strict=False)
-    return net
+        return ip is not None and covers(self.networks, ip)

@@ -16,7 +16,7 @@ from litestar.testing import AsyncTestClient
 from control.db import delivery_records
 from control.db.migrate import available, migrate
 from control.delivery.send import Outcome, delivery_row
-from control.delivery.storable import storable
+from control.records.storable import storable
 from control.service import Context
 from control.service.bodies import shown_body
 from shared import ids

@@ -241,8 +241,7 @@ def test_every_error_class_is_in_the_one_tree_drawn_in_shared_errors():
     drawn = re.findall(r"^ *[*x+\-·] (\w+)", shared.errors.__doc__, flags=re.MULTILINE)
     assert sorted(drawn) == sorted(classes), "shared/errors.py's tree and the classes differ"
     elsewhere = sorted(n for n, c in classes.items() if c.__module__ != "shared.errors")
-    # control.routing.conditions keeps its own until that module is split (it is drawn, with its module)
-    assert elsewhere == ["InvalidConditionTree"], elsewhere
+    assert elsewhere == [], elsewhere
 
 
 def test_statuses_are_the_edges_not_the_trees():

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from shared import attribution, signatures
 from shared.attribution import Attribution
-from shared.signatures import HEADERS, SCHEMES, Verdict, sign
+from shared.signatures import HEADERS, SCHEMES, Verdict, check, schemes, sign
+from shared.signatures import mac as signature_mac
 
 _native = pytest.importorskip("shared._native", reason="tests/test_signatures.py fails the run when it is missing")
 
@@ -55,7 +56,7 @@ def compiled_verifier(secret: str = SECRET, tolerance_s: int = 300) -> tuple[Any
     """The edge's compiled check, built as signatures.verifier builds it, with a spy as its fallback."""
     python = signatures.Verifier(secret, tolerance_s=tolerance_s)
     spy = Spy(python)
-    return signatures._compiled(secret, tolerance_s, spy), spy, python
+    return check.compiled(secret, tolerance_s, spy), spy, python
 
 
 def compiled_attributor() -> tuple[Any, Spy]:
@@ -242,7 +243,7 @@ def test_no_reference_or_memory_leaks() -> None:
     failing = {b"stripe-signature": b"t=1,v1=" + b"0" * 64}
     unusual = {b"stripe-signature": b"x"}
     body, now = BODY, float(NOW)
-    watched = [body, now, failing, unusual, *valid.values(), *signatures._VALID.values(), attribution._NONE]
+    watched = [body, now, failing, unusual, *valid.values(), *schemes.VALID.values(), attribution._NONE]
 
     def round_() -> None:
         for headers in (*valid.values(), failing, unusual):
@@ -268,7 +269,7 @@ def test_no_reference_or_memory_leaks() -> None:
 
 
 def test_constructors_check_their_tables() -> None:
-    mac = signatures._plain_mac("k")
+    mac = signature_mac.plain_mac("k")
     with pytest.raises(ValueError, match="unknown signature scheme"):
         _native.Verifier(((b"x-sig", "nope", None, None, True),), mac, mac, 300, print)
     with pytest.raises(TypeError):
@@ -286,6 +287,6 @@ def test_constructors_check_their_tables() -> None:
 
 def test_every_scheme_has_a_compiled_rule() -> None:
     """The table the compiled path gets covers every scheme and every signature header name, in order."""
-    table = signatures._NATIVE_TABLE
-    assert [entry[0] for entry in table] == list(signatures._SIGNATURE_HEADERS)
+    table = check.NATIVE_TABLE
+    assert [entry[0] for entry in table] == list(schemes.SIGNATURE_HEADERS)
     assert {entry[1] for entry in table} == set(SCHEMES)

@@ -11,7 +11,7 @@ import pytest
 
 from control.db.flush import store_batch
 from control.db.tasks import NOTIFY_CHANNEL
-from control.events_text import event_row
+from control.records.storable import event_row
 from control.routing import route as route_module
 from control.routing.route import Router
 from control.service import Context

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from shared import attribution, signatures
 from shared.headers import raw_headers
 from shared.signatures import FAILURE_REASONS, HEADERS, SCHEMES, Verdict, sign
+from shared.signatures import mac as signature_mac
 
 # The tests write headers as text, as an HTTP client sends them; the edge hands the scheme code the raw form
 # (lowercased byte names, as ASGI delivers them), which raw_headers gives.
@@ -29,11 +30,11 @@ from shared.signatures import FAILURE_REASONS, HEADERS, SCHEMES, Verdict, sign
 def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every test here runs twice: through the compiled fast path in front of the Python checks (what the
     edge runs), and through the Python checks alone (what runs where shared._native is not built)."""
-    if request.param == "compiled" and signatures._native is None:
+    if request.param == "compiled" and signature_mac.native is None:
         pytest.fail("shared._native is not built here (see test_the_compiled_parts_are_built_here)")
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "python":
-            patch.setattr(signatures, "_native", None)
+            patch.setattr(signature_mac, "native", None)
         yield request.param
 
 
@@ -634,9 +635,9 @@ def test_identity_id_is_signed(body: bytes, secret: str, ts: int, msg_id: str, o
 
 # -- the MAC primitive: compiled and pure-Python --------------------------------------------------------
 
-MACS = [pytest.param(signatures._PyHmac, id="python")]
-if signatures._Hmac is not signatures._PyHmac:
-    MACS.append(pytest.param(signatures._Hmac, id="compiled"))
+MACS = [pytest.param(signature_mac.PyHmac, id="python")]
+if signature_mac.Hmac is not signature_mac.PyHmac:
+    MACS.append(pytest.param(signature_mac.Hmac, id="compiled"))
 
 
 def test_the_compiled_parts_are_built_here(implementation: str) -> None:
@@ -645,7 +646,7 @@ def test_the_compiled_parts_are_built_here(implementation: str) -> None:
     granian (docs/adr/0008-native-fast-path-for-signatures-and-attribution.md)."""
     import shared._native
 
-    assert signatures._Hmac is shared._native.Mac
+    assert signature_mac.Hmac is shared._native.Mac
     assert isinstance(attribution.attribute, shared._native.Attributor)
     compiled = implementation == "compiled"
     assert isinstance(signatures.verifier("whsec_test"), shared._native.Verifier if compiled else signatures.Verifier)
@@ -673,7 +674,7 @@ def test_mac_refuses_text_and_wrong_arity(mac: type) -> None:
         mac("text key")
     with pytest.raises(TypeError):
         mac(b"k")("text", b"body")
-    if mac is not signatures._PyHmac:  # the compiled one checks arity itself
+    if mac is not signature_mac.PyHmac:  # the compiled one checks arity itself
         with pytest.raises(TypeError):
             mac(b"k")(b"only one")
         with pytest.raises(TypeError):

@@ -17,7 +17,7 @@ import pytest
 from control.db import delivery_records, histogram
 from control.db import stats as db_stats
 from control.db.flush import store_batch
-from control.events_text import event_row
+from control.records.storable import event_row
 from control.service import Context
 from control.service.stats import WINDOW_HOURS
 from control.workers.flush import Flush

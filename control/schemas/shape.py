@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from control.records.storable import text_problem
+
 __all__ = (
     "MAX_DEPTH",
     "MAX_ITEMS",
@@ -97,13 +99,8 @@ def split_path(path: str) -> list[tuple[str, int]]:
 
 
 def _storable(key: str) -> bool:
-    if key.isascii():
-        return "\x00" not in key
-    try:
-        key.encode()
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in key
+    """Whether a key can be stored as text (``control.records.storable``: no NUL, no lone surrogate)."""
+    return text_problem(key) is None
 
 
 def is_id_like(path: str) -> bool:

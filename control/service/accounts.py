@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from control.db import accounts as db_accounts
+from control.records.storable import check_text
 from control.service import Context, Principal
-from control.service.text import check_text
 from shared import ids
 from shared.errors import ForbiddenError, UnauthorizedError
 

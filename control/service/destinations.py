@@ -31,12 +31,13 @@ from control.records.destinations import (
     DestinationList,
     DestinationUpdate,
 )
+from control.records.storable import check_text
 from control.routing import conditions
 from control.service import Context, Principal, sealed
 from control.service.endpoints import require_endpoint, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health
-from control.service.text import check_name, check_text
+from control.service.text import check_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url

@@ -21,12 +21,12 @@ from redis.exceptions import RedisError
 from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
 from control.records.anonymous import Registered, RegisterRequest
+from control.records.storable import check_text
 from control.records.text import EMAIL, PATTERN_RULES, TEMPORARY_TOKEN
 from control.service import Context, edge_config
 from control.service.accounts import hash_key, issue_key
 from control.service.anonymous import require_open
 from control.service.endpoints import _endpoint as endpoint_record
-from control.service.text import check_text
 from shared import ids
 from shared.errors import ConflictError, UnauthorizedError, ValidationError
 

@@ -40,10 +40,9 @@ from control.db import events as db_events
 from control.db.faults import describe, is_record_fault
 from control.delivery import egress
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
-from control.delivery.storable import storable
-from control.events_text import captured_headers
 from control.records.destinations import HOP_BY_HOP
 from control.records.replay import ReplayRequest, SendOutcome
+from control.records.storable import captured_headers, storable
 from control.service import Context, Principal, sealed
 from control.service.bodies import shown_body
 from control.service.destinations import check_url

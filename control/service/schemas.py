@@ -26,6 +26,7 @@ from control.records.schemas import (
     SchemaVersion,
     SchemaVersionList,
 )
+from control.records.storable import check_text
 from control.schemas.codegen.handlers import handler
 from control.schemas.codegen.jsonschema import json_schema
 from control.schemas.codegen.tree import Member, build, type_name, unique_names
@@ -35,7 +36,6 @@ from control.schemas.diff import diff
 from control.schemas.state import State, decode_state, fields
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint
-from control.service.text import check_text
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 

@@ -53,9 +53,8 @@ from control.delivery import egress, retry
 from control.delivery.claim import claim
 from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
-from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
-from control.events_text import captured_headers
+from control.records.storable import captured_headers, storable
 from control.service import Context, sealed
 from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.workers import activity

@@ -44,7 +44,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
-from control.events_text import event_row
+from control.records.storable import event_row
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import Context
