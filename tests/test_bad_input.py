@@ -120,7 +120,7 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "headers": {"x-a": "b"},
             "sign_deliveries": False,
         },
-        "SendTestWebhook": {"provider": "payments", "event_type": "invoice.paid"},
+        "SendTestWebhook": {"provider": "payments", "event_type": "invoice.paid", "headers": "neutral"},
         "CreateRule": {
             "name": "n",
             "condition_tree": TREE,

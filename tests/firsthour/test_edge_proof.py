@@ -17,11 +17,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from edge.app import EdgeApp, create_app
-from shared import signatures
 from shared.ids import ingest_token, new_id, signing_secret
 from shared.keys import Keys
 from shared.samples import EVENT_TYPES, sample
 from shared.settings import Settings, load_settings
+from shared.signatures import mac as signature_mac
 from shared.wire import EdgeAuth, EdgeEndpoint, IngestRecord, decode_records, encode
 from tests.helpers import redis_connection  # noqa: F401 - the `redis` fixture
 
@@ -31,11 +31,11 @@ OTHER = signing_secret()
 
 @pytest.fixture(params=["compiled", "python"])
 def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "compiled" and signatures._native is None:
+    if request.param == "compiled" and signature_mac.native is None:
         pytest.fail("shared._native is not built here")
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "python":
-            patch.setattr(signatures, "_native", None)
+            patch.setattr(signature_mac, "native", None)
         yield request.param
 
 
