@@ -19,6 +19,22 @@ __all__ = (
 )
 
 Environment = Literal["production", "staging", "sandbox", "development"]
+ExpectEventWithin = Annotated[
+    int,
+    msgspec.Meta(
+        ge=60,
+        le=30 * 86_400,
+        description="Raise an `endpoint.silent` alert when nothing arrived for this many seconds (null: never)",
+    ),
+]
+SignatureFailureThreshold = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=1_000_000,
+        description="Raise an `endpoint.signature_failures` alert at this many failed signatures in 5 minutes",
+    ),
+]
 
 
 class EndpointCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -40,6 +56,8 @@ class EndpointUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name: Name | msgspec.UnsetType = msgspec.UNSET
     environment: Environment | msgspec.UnsetType = msgspec.UNSET
     external_ref: ExternalRef | msgspec.UnsetType | None = msgspec.UNSET
+    expect_event_within_s: ExpectEventWithin | msgspec.UnsetType | None = msgspec.UNSET
+    signature_failure_alert_threshold: SignatureFailureThreshold | msgspec.UnsetType = msgspec.UNSET
 
 
 class Endpoint(msgspec.Struct, kw_only=True):
@@ -50,6 +68,8 @@ class Endpoint(msgspec.Struct, kw_only=True):
     ingest_url: str
     temporary: bool
     expires_at: datetime | None
+    expect_event_within_s: int | None = None
+    signature_failure_alert_threshold: int = 10
     created_at: datetime
     updated_at: datetime
 

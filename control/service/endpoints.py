@@ -43,6 +43,8 @@ def _endpoint(ctx: Context, row: asyncpg.Record) -> Endpoint:
         ingest_url=ingest_url(ctx, row["ingest_token"]),
         temporary=row["temporary"],
         expires_at=row["expires_at"],
+        expect_event_within_s=row["expect_event_within_s"],
+        signature_failure_alert_threshold=row["signature_failure_alert_threshold"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )

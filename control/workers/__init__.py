@@ -13,6 +13,7 @@ from control.schemas.learn import Learner
 from control.service import Context
 from control.service.metrics import serve_worker_metrics
 from control.service.sealed import keyring_of
+from control.workers.alerts import Alerts
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush
 from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
@@ -48,6 +49,7 @@ _FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
     "deliver": lambda ctx: [Deliver(ctx)],
     "sweep": lambda ctx: [Sweep(ctx)],
     "retries": lambda ctx: [RetryJobs(ctx)],
+    "alerts": lambda ctx: [Alerts(ctx)],
 }
 LOOP_NAMES = tuple(_FACTORIES)
 
