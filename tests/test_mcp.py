@@ -296,6 +296,19 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert removed["deleted_rule_ids"] == [destination["rule"]["id"]]
         assert (await t.ok("delete_endpoint", endpoint_id=ep)) == {"id": ep, "deleted": True}
 
+        # Operational alerts (tests/alerts/ covers their sending): the alert destination tools and the record.
+        made = await t.ok("create_alert_destination", url=sink.url, events=["endpoint.silent"], format="slack")
+        assert made["signing_secret"].startswith("whsec_")
+        adst = made["id"]
+        assert [d["id"] for d in (await t.ok("list_alert_destinations"))["alert_destinations"]] == [adst]
+        assert (await t.ok("get_alert_destination", alert_destination_id=adst))["format"] == "slack"
+        changed = await t.ok("update_alert_destination", alert_destination_id=adst, events=None)
+        assert len(changed["events"]) == 6
+        rotated = await t.ok("rotate_alert_destination_secret", alert_destination_id=adst)
+        assert rotated["signing_secret"] != made["signing_secret"]
+        assert (await t.ok("list_alerts", open=True)) == {"alerts": [], "next_cursor": None}
+        assert (await t.ok("delete_alert_destination", alert_destination_id=adst))["deleted"] is True
+
     assert t.called == listed, f"not called: {sorted(listed - t.called)}"
 
 
