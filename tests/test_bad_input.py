@@ -78,6 +78,7 @@ async def made(client, account, database_url, ctx) -> dict[str, str]:
     async with db(database_url) as conn:
         schema_id = await conn.fetchval("SELECT id FROM schemas")
     retry = (await client.post(f"{base}/deliveries/retry", headers=h)).json()
+    alerts = (await client.post("/v1/alert-destinations", json={"url": "https://example.com/a"}, headers=h)).json()
     started = (await client.post("/api/start")).json()
     return {
         "api_token": started["api_token"],
@@ -90,6 +91,7 @@ async def made(client, account, database_url, ctx) -> dict[str, str]:
         "event_id": event_id,
         "delivery_id": delivery_id,
         "retry_id": retry["id"],
+        "alert_destination_id": alerts["id"],
     }
 
 
@@ -104,7 +106,25 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
     """A valid body of every operation that takes one, with every documented field present."""
     return {
         "CreateEndpoint": {"name": "n", "environment": "staging", "external_ref": "ref-1", "temporary": False},
-        "UpdateEndpoint": {"name": "n", "environment": "staging", "external_ref": "ref-2"},
+        "UpdateEndpoint": {
+            "name": "n",
+            "environment": "staging",
+            "external_ref": "ref-2",
+            "expect_event_within_s": 3600,
+            "signature_failure_alert_threshold": 10,
+        },
+        "CreateAlertDestination": {
+            "url": "https://example.com/alerts",
+            "name": "n",
+            "events": ["destination.circuit_opened"],
+            "format": "slack",
+        },
+        "UpdateAlertDestination": {
+            "url": "https://example.com/other-alerts",
+            "name": "n",
+            "events": ["delivery.exhausted"],
+            "format": "json",
+        },
         "CreateDestination": {
             "url": "https://example.com/hook",
             "name": "n",

@@ -25,6 +25,7 @@ from control.records.alerts import (
     AlertList,
     AlertSend,
 )
+from control.records.storable import check_text
 from control.service import Context, Principal, sealed
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.destinations import check_url
@@ -215,7 +216,7 @@ async def list_alerts(
     before = decode_cursor(_CURSOR, cursor)[1] if cursor else None
     async with ctx.pool.acquire() as conn:
         if endpoint_id is not None:
-            await require_endpoint(conn, principal, endpoint_id)
+            await require_endpoint(conn, principal, check_text(endpoint_id, "endpoint_id"))
         rows = await db_alerts.list_for_account(
             conn, principal.account_id, limit=limit + 1, before=before, endpoint_id=endpoint_id, open_only=open_only
         )

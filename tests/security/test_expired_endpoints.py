@@ -47,8 +47,9 @@ SINK = "http://127.0.0.1:9/hook"  # discard port: nothing listens, and nothing i
 ID_PARAMETERS = {"endpoint_id", "event_id", "destination_id", "rule_id", "label_id", "delivery_id", "entry_id"}
 ID_PARAMETERS |= {"retry_id"}
 """Path parameters that name an endpoint or an object of one: each route with one must answer 410."""
-ACCOUNT_LEVEL = {"schema_id"}
-"""Learned schemas belong to the account and outlive its endpoints (SPEC.md): not an endpoint's object."""
+ACCOUNT_LEVEL = {"schema_id", "alert_destination_id", "alert_id"}
+"""Learned schemas belong to the account and outlive its endpoints (SPEC.md), as do alert destinations and the
+alerts sent to them: not an endpoint's objects."""
 _BODIES: dict[str, dict[str, Any]] = {
     "UpdateEndpoint": {"name": "renamed"},
     "UpdateAuthConfig": {"hmac_enabled": False},
