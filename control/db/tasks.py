@@ -30,6 +30,7 @@ __all__ = (
     "next_due_in_s",
     "release",
     "sweep_expired",
+    "unlease",
 )
 
 NOTIFY_CHANNEL = "hy_tasks"
@@ -186,6 +187,21 @@ async def release(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int]]) ->
         await conn.execute(
             """UPDATE delivery_tasks t SET status = 'pending', lease_expires_at = NULL, next_attempt_at = now(),
                       last_error = 'attempt interrupted (worker shutting down)', updated_at = now()
+                 FROM unnest($1::text[], $2::int[]) AS u(id, attempts)
+                WHERE t.id = u.id AND t.attempts = u.attempts AND t.status = 'in_flight'""",
+            ids,
+            attempts,
+        )
+
+
+async def unlease(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int]]) -> None:
+    """Hands back leased tasks that were never sent (claimed ahead, ``control.delivery.ready``): due as they
+    were, their attempt uncounted, as if never claimed. Fenced on the attempt number they were claimed with."""
+    if tasks:
+        ids, attempts = (list(c) for c in zip(*tasks, strict=True))
+        await conn.execute(
+            """UPDATE delivery_tasks t SET status = 'pending', attempts = t.attempts - 1, lease_expires_at = NULL,
+                      updated_at = now()
                  FROM unnest($1::text[], $2::int[]) AS u(id, attempts)
                 WHERE t.id = u.id AND t.attempts = u.attempts AND t.status = 'in_flight'""",
             ids,

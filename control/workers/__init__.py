@@ -59,7 +59,7 @@ async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
     keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first sync
-    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
+    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max, reset_sessions=False)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
     redis = await redis_client.open_client(settings.redis_url, blocking_reads=True)  # cluster-aware
     try:

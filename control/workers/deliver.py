@@ -51,6 +51,7 @@ import asyncpg
 from control.db import tasks as db_tasks
 from control.delivery import egress, retry
 from control.delivery.claim import claim
+from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
 from control.delivery.wakeup import TaskNotifications
@@ -96,6 +97,11 @@ class Deliver:
         self.recorder = Recorder(ctx, on_written=self._written)
         self._notifications = TaskNotifications(s.database_url or "", self._notified)
         self._sends: dict[asyncio.Task[None], tuple[str, int]] = {}  # send → (task id, attempts)
+        self.ready = Ready(
+            per_destination=s.deliver_per_destination, lease_s=s.deliver_lease_s, send_s=s.deliver_timeout_s
+        )
+        """Tasks claimed ahead of their destination's free slots (``control.delivery.ready``)."""
+        self._handing_back: set[asyncio.Task[None]] = set()
         self._per_destination: Counter[str] = Counter()
         self._next_sweep = 0.0
         self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
@@ -108,7 +114,18 @@ class Deliver:
 
     def _free(self) -> int:
         # Results still waiting to be written count as busy: an outage must not pile them up in memory.
-        return self.concurrency - len(self._sends) - self.recorder.queued
+        # Tasks claimed ahead count too, less what the destinations' pace allows to hold ahead.
+        now = time.monotonic()
+        allowed = sum(self.ready.ahead(d, now) for d in {*self._per_destination, *self.ready.destinations()})
+        return self.concurrency - len(self._sends) - self.recorder.queued - self.ready.count + allowed
+
+    def _held(self, now: float) -> dict[str, int]:
+        """Per destination: its sends in flight and tasks held ahead, less what its pace allows ahead (the
+        count the caps compare, so a destination without pace is capped exactly as before)."""
+        held = dict(self._per_destination)
+        for d in self.ready.destinations():
+            held[d] = held.get(d, 0) + self.ready.held(d)
+        return {d: n - self.ready.ahead(d, now) for d, n in held.items()}
 
     def _notified(self) -> None:
         self._look = True
@@ -145,8 +162,10 @@ class Deliver:
         now = time.monotonic()
         if now >= self._next_sweep and now >= max(self._trouble_at, self.recorder.failed_at) + SWEEP_GRACE_S:
             self._next_sweep = now + s.deliver_sweep_s
+            self.ready.forget_idle(now)
             held = [task_id for task_id, _ in self._sends.values()]
             held.extend(self.recorder.task_ids())
+            held.extend(self.ready.task_ids())
             async with self.ctx.pool.acquire() as conn:
                 swept = await db_tasks.sweep_expired(conn, max_attempts=self.max_attempts, exclude=held)
             if swept:
@@ -156,7 +175,7 @@ class Deliver:
         wait_s = s.deliver_poll_s
         free = self._free()
         if self._look and free >= self._batch:
-            blocked = [d for d, n in self._per_destination.items() if n > self._half]
+            blocked = [d for d, n in self._held(now).items() if n > self._half]
             blocked.extend(self.recorder.failing)
             if blocked and now < self._quiet_until:
                 # Skipping a busy destination's backlog costs a scan of it: at most every 50 ms.
@@ -181,19 +200,55 @@ class Deliver:
 
     async def _claim(self, free: int, blocked: list[str]) -> tuple[list[asyncpg.Record], float | None]:
         s = self.ctx.settings
+        claimed_at = time.monotonic()
         async with self.ctx.pool.acquire() as conn:
             claimed, due_in_s = await claim(
                 conn,
                 free=free,
-                in_flight=self._per_destination,
+                in_flight=self._held(claimed_at),
                 per_destination=s.deliver_per_destination,
                 blocked=blocked,
                 lease_s=s.deliver_lease_s,
                 cooldown_s=s.circuit_cooldown_s,
             )
-        for task in claimed:
-            self._start(task)
+        self.ready.add(claimed, claimed_at)
+        self._start_ready()
         return claimed, due_in_s
+
+    def _start_ready(self, only: str | None = None) -> None:
+        """Starts held tasks while their destination has a free slot and the worker one too."""
+        if not self.ready.count:
+            return
+        cap = self.ctx.settings.deliver_per_destination
+        now = time.monotonic()
+        stale: list[asyncpg.Record] = []
+        for destination_id in [only] if only is not None else self.ready.destinations():
+            if destination_id in self.recorder.failing:  # its circuit decides again, at the next claim
+                stale += self.ready.take_all(destination_id)
+                continue
+            while len(self._sends) < self.concurrency and self._per_destination[destination_id] < cap:
+                task = self.ready.pop(destination_id, now, stale)
+                if task is None:
+                    break
+                self._start(task)
+        if stale:
+            self._hand_back(stale)
+
+    def _hand_back(self, tasks: list[asyncpg.Record]) -> None:
+        """Tasks claimed ahead and never sent go back uncounted (failing, they stay with their lease)."""
+
+        async def unlease() -> None:
+            try:
+                async with self.ctx.pool.acquire() as conn:
+                    await db_tasks.unlease(conn, [(t["id"], t["attempts"]) for t in tasks])
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
+            self._look = True
+            self._wake.set()
+
+        handing = asyncio.create_task(unlease(), name="deliver:unlease")
+        self._handing_back.add(handing)
+        handing.add_done_callback(self._handing_back.discard)
 
     def _start(self, task: asyncpg.Record) -> None:
         send_task = asyncio.create_task(self._attempt(task), name=f"deliver:{task['id']}")
@@ -208,6 +263,12 @@ class Deliver:
                 self._per_destination[destination_id] = left
             else:
                 del self._per_destination[destination_id]
+            now = time.monotonic()
+            self.ready.finished(destination_id, now)
+            if self.ready.count:  # the next held task of this destination at once, another's if it waited
+                self._start_ready(destination_id if self.ready.held(destination_id) else None)
+                left = self._per_destination[destination_id]
+            left += self.ready.held(destination_id) - self.ready.ahead(destination_id, now)
             if left <= self._half:
                 # Claimable again. Not only at the crossing: a claim in flight while this count fell
                 # through half computed its room from the old count and cleared the flag after it.
@@ -292,7 +353,17 @@ class Deliver:
         return "pending", delay, error
 
     async def close(self) -> None:
-        """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back."""
+        """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back, as are the
+        tasks claimed ahead (uncounted: they were never sent)."""
+        unsent = self.ready.take_all()
+        if unsent:
+            try:
+                async with self.ctx.pool.acquire() as conn:
+                    await db_tasks.unlease(conn, [(t["id"], t["attempts"]) for t in unsent])
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(unsent), exc)
+        if self._handing_back:
+            await asyncio.wait(set(self._handing_back))
         if self._sends:
             log.info("deliver: draining %d in-flight sends", len(self._sends))
             _, late = await asyncio.wait(set(self._sends), timeout=self.ctx.settings.deliver_drain_s)
