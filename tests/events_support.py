@@ -36,6 +36,8 @@ EVENT_FIELDS = {
     "header_encodings",
     "body",
     "body_encoding",
+    "body_size",
+    "body_expired",
     "content_type",
     "source_ip",
     "provider",

@@ -112,6 +112,7 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "external_ref": "ref-2",
             "expect_event_within_s": 3600,
             "signature_failure_alert_threshold": 10,
+            "body_retention_days": 7,
         },
         "CreateAlertDestination": {
             "url": "https://example.com/alerts",

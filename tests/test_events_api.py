@@ -72,6 +72,8 @@ async def test_event_record_has_every_field(client, account, endpoint, conn):
         "header_encodings": {},
         "body": '{"type": "invoice.paid", "id": "in_1"}',
         "body_encoding": "utf8",
+        "body_size": 38,
+        "body_expired": False,
         "content_type": "application/json",
         "source_ip": "2001:db8::1",
         "provider": "payments",

@@ -27,10 +27,17 @@ __all__ = (
 
 _COLUMNS = (
     "id, account_id, name, environment, external_ref, ingest_token, temporary, expires_at, created_at, updated_at,"
-    " expect_event_within_s, signature_failure_alert_threshold"
+    " expect_event_within_s, signature_failure_alert_threshold, body_retention_days"
 )
 _UPDATABLE = frozenset(
-    {"name", "environment", "external_ref", "expect_event_within_s", "signature_failure_alert_threshold"}
+    {
+        "name",
+        "environment",
+        "external_ref",
+        "expect_event_within_s",
+        "signature_failure_alert_threshold",
+        "body_retention_days",
+    }
 )
 _LIVE = "(expires_at IS NULL OR expires_at > now())"
 """Not a temporary endpoint past its expiry: an expired one is gone for its account (410 on every route,

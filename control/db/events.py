@@ -27,7 +27,8 @@ __all__ = ("EventFilters", "first_match", "first_stored_after", "get_for_account
 
 _COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.headers, e.headers_base64, e.body,
     e.body_is_utf8, e.content_type, host(e.source_ip) AS source_ip, e.provider, e.event_type, e.idempotency_key,
-    e.signature_valid, e.signature_failure_reason, e.ip_allowed, e.labels"""
+    e.signature_valid, e.signature_failure_reason, e.ip_allowed, e.labels, e.body_expired_at,
+    coalesce(e.body_size, octet_length(e.body)) AS body_size"""
 _CUSTOM_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
 """For the rest of the caller's (or the statement's own) transaction: see the module's docstring."""
 

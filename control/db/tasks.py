@@ -39,7 +39,7 @@ NOTIFY_CHANNEL = "hy_tasks"
 _LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
        e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name, d.url AS destination_url,
        d.headers AS destination_headers, d.signing_secret AS destination_secret, d.sign_deliveries,
-       (e.id IS NOT NULL) AS event_found"""
+       (e.id IS NOT NULL) AS event_found, e.body_expired_at"""
 
 # One statement (one round trip, no explicit transaction): lock the oldest due tasks (SKIP LOCKED),
 # lease those whose destination's circuit is closed within each destination's room, and report how many
@@ -145,7 +145,7 @@ async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: f
            )
            SELECT c.*, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
                   d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
-                  d.sign_deliveries, (e.id IS NOT NULL) AS event_found
+                  d.sign_deliveries, (e.id IS NOT NULL) AS event_found, e.body_expired_at
              FROM claimed c
              JOIN destinations d ON d.id = c.destination_id
              LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at""",
@@ -245,7 +245,9 @@ async def lock_for_retry(conn: asyncpg.Connection, task_id: str) -> asyncpg.Reco
     return await conn.fetchrow(
         """SELECT t.id, t.status, t.attempts, t.event_id, t.rule_id, t.destination_id,
                   EXISTS (SELECT 1 FROM events e WHERE e.id = t.event_id AND e.received_at = t.event_received_at)
-                      AS event_found
+                      AS event_found,
+                  (SELECT e.body_expired_at FROM events e
+                    WHERE e.id = t.event_id AND e.received_at = t.event_received_at) AS body_expired_at
              FROM delivery_tasks t WHERE t.id = $1
               FOR UPDATE OF t""",
         task_id,

@@ -27,6 +27,15 @@ ExpectEventWithin = Annotated[
         description="Raise an `endpoint.silent` alert when nothing arrived for this many seconds (null: never)",
     ),
 ]
+BodyRetentionDays = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=3650,
+        description="Remove event bodies and headers (and their deliveries' bodies) after this many days, "
+        "keeping the event and delivery records until the instance's retention (null: the instance's retention)",
+    ),
+]
 SignatureFailureThreshold = Annotated[
     int,
     msgspec.Meta(
@@ -58,6 +67,7 @@ class EndpointUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     external_ref: ExternalRef | msgspec.UnsetType | None = msgspec.UNSET
     expect_event_within_s: ExpectEventWithin | msgspec.UnsetType | None = msgspec.UNSET
     signature_failure_alert_threshold: SignatureFailureThreshold | msgspec.UnsetType = msgspec.UNSET
+    body_retention_days: BodyRetentionDays | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class Endpoint(msgspec.Struct, kw_only=True):
@@ -70,6 +80,8 @@ class Endpoint(msgspec.Struct, kw_only=True):
     expires_at: datetime | None
     expect_event_within_s: int | None = None
     signature_failure_alert_threshold: int = 10
+    body_retention_days: int | None = None
+    """Days an event keeps its body and headers (null: as long as the event, the instance's retention)."""
     created_at: datetime
     updated_at: datetime
 

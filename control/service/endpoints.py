@@ -45,6 +45,7 @@ def _endpoint(ctx: Context, row: asyncpg.Record) -> Endpoint:
         expires_at=row["expires_at"],
         expect_event_within_s=row["expect_event_within_s"],
         signature_failure_alert_threshold=row["signature_failure_alert_threshold"],
+        body_retention_days=row["body_retention_days"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )

@@ -155,6 +155,8 @@ def event_record(row: asyncpg.Record) -> Event:
         header_encodings=dict.fromkeys(row["headers_base64"] or (), "base64"),
         body=body,
         body_encoding=encoding,
+        body_size=row["body_size"],
+        body_expired=row["body_expired_at"] is not None,
         content_type=row["content_type"],
         source_ip=row["source_ip"],
         provider=row["provider"],

@@ -290,6 +290,14 @@ class Deliver:
             outcome = Outcome(
                 status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
             )
+        elif task["body_expired_at"] is not None:  # the endpoint's body_retention_days passed: nothing to send
+            outcome = Outcome(
+                status=None,
+                latency_ms=0,
+                sent_headers={},
+                error="event body expired (body_retention_days)",
+                permanent=True,
+            )
         else:
             headers = merge(
                 forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
