@@ -1,4 +1,4 @@
--- Retention in three lifetimes (docs/adr/0034-body-retention-by-watermark.md): an endpoint may keep event
+-- Retention in three lifetimes (docs/adr/0040-body-retention-by-watermark.md): an endpoint may keep event
 -- bodies shorter than the instance keeps events. After `body_retention_days` the sweep removes an event's
 -- body and headers and its deliveries' request/response bodies and request headers; the event row and the
 -- delivery records stay until the instance's retention drops the day's partition.
