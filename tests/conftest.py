@@ -102,7 +102,7 @@ async def database_url(servers: Servers, template_database: str) -> AsyncIterato
 
 @pytest.fixture
 def redis_url(servers: Servers) -> str:
-    """The Redis every test uses; ``tests/test_redis_cluster.py`` overrides it with a Redis Cluster node."""
+    """The Redis every test uses; ``tests/e2e/test_redis_cluster.py`` overrides it with a Redis Cluster node."""
     return servers.redis_url
 
 

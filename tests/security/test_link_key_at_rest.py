@@ -21,9 +21,9 @@ from control.db.migrate import available, migrate
 from control.keyring import PREFIX
 from control.service.inbox_links import LINK_COOKIE, _key
 from tests.conftest import make_account
+from tests.control.test_migrations import empty_database  # noqa: F401 - fixture
 from tests.helpers import assert_error, create_endpoint
 from tests.security.dumps import copied_rows, dump, encodings, forged_cookie, hookyard, keys_an_attacker_tries
-from tests.test_migrations import empty_database  # noqa: F401 - fixture
 
 SEALED_IN = "0015_instance_keys_sealed"
 
