@@ -4,6 +4,9 @@ Servers: ``DATABASE_URL`` / ``REDIS_URL`` when set, else embedded ones (the same
 servers ``hookyard up`` uses) started once for the session. Isolation: the schema is migrated once into a
 template database; each test gets ``CREATE DATABASE ... TEMPLATE`` (fast, and any order works) and its own
 ``redis_prefix``, whose keys are deleted afterwards.
+
+Fixtures and record factories that more than one room uses live here (accounts, an empty database, a loopback
+destination, the ingest record the edge writes); each room's conftest holds what only that room shares.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import base64
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -28,10 +33,14 @@ from control.db.migrate import migrate
 from control.service import Context
 from control.service.accounts import create_account
 from control.workers import worker_context
-from shared import redis_client
+from shared import ids, redis_client
 from shared.settings import Settings, load_settings
+from shared.wire import IngestRecord
 from tests.redis_cluster import redis_cluster  # noqa: F401 - a session's Redis Cluster, for the modules that ask
 from tests.stack import stack  # noqa: F401 - the real-process fixture, shared by the e2e modules
+
+if TYPE_CHECKING:
+    from tests.destination import Destination
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,17 @@ def template_database(servers: Servers) -> Iterator[str]:
 async def database_url(servers: Servers, template_database: str) -> AsyncIterator[str]:
     name = f"hy_t_{uuid.uuid4().hex[:16]}"
     await _admin(servers, f"CREATE DATABASE {name} TEMPLATE {template_database}")
+    try:
+        yield with_database(servers.database_url, name)
+    finally:
+        await _admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+async def empty_database(servers: Servers) -> AsyncIterator[str]:
+    """A database with nothing in it, not even the migrations: for what migrate itself does."""
+    name = f"hy_m_{uuid.uuid4().hex[:16]}"
+    await _admin(servers, f"CREATE DATABASE {name}")
     try:
         yield with_database(servers.database_url, name)
     finally:
@@ -175,3 +195,42 @@ async def ctx(settings: Settings) -> AsyncIterator[Context]:
     """A worker-style Context (pool + Redis without socket timeout) on the test's database and prefix."""
     async with worker_context(settings) as context:
         yield context
+
+
+@pytest.fixture
+def destination() -> Iterator[Destination]:
+    """A real HTTP server on a loopback port that records what it receives and answers as told."""
+    from tests.destination import serving  # not at the top: tests.destination imports this module's helpers
+
+    with serving() as server:
+        yield server
+
+
+JSON_HEADERS: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json")]
+
+
+def ingest_record(
+    endpoint_id: str,
+    body: bytes = b'{"a":1}',
+    *,
+    headers: list[tuple[bytes, bytes]] = JSON_HEADERS,
+    at_us: int | None = None,
+    source_ip: str = "127.0.0.1",
+    **fields: object,
+) -> IngestRecord:
+    """A captured POST as the edge writes it to the ingest stream, received now (or at ``at_us``); ``fields``
+    sets any other field of the record (provider, event_type, id, ...)."""
+    at_us = int(time.time() * 1_000_000) if at_us is None else at_us
+    values: dict[str, object] = {
+        "id": ids.new_id("evt", at_us // 1000),
+        "endpoint_id": endpoint_id,
+        "received_at_us": at_us,
+        "method": "POST",
+        "path": "",
+        "query": "",
+        "headers": headers,
+        "body": body,
+        "source_ip": source_ip,
+    }
+    values.update(fields)
+    return IngestRecord(**values)  # type: ignore[arg-type]

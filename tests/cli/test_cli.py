@@ -11,12 +11,10 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -257,15 +255,6 @@ async def test_local_key_survives_a_lost_file_and_a_reset_database(database_url:
 
 
 # --- hookyard up ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def private_dir() -> Iterator[Path]:
-    """A 0700 directory (Postgres's system user must be let through it) outside pytest's temp root, which
-    any pytest session starting meanwhile tightens back to 0700, cutting a running Postgres off its files."""
-    path = Path(tempfile.mkdtemp(prefix="hookyard-test-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

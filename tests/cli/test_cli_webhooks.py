@@ -30,19 +30,13 @@ import svix
 from control import activity
 from shared.samples import sample
 from tests.conftest import make_account
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.stack import Stack, _hookyard, free_port
 
 pytestmark = pytest.mark.slow
 
 PROVIDER_SECRET = "whsec_" + base64.b64encode(b"provider-secret-for-the-cli-tests").decode()
 RESIGN = "whsec_" + base64.b64encode(b"the-local-apps-own-secret-32byte").decode()
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 class Proc:

@@ -4,10 +4,7 @@ directory permissions than Postgres's system user needs."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -23,15 +20,6 @@ async def _pg(dsn: str, sql: str) -> object:
         return await conn.fetchval(sql) if sql.startswith("SELECT") else await conn.execute(sql)
     finally:
         await conn.close()
-
-
-@pytest.fixture
-def private_dir() -> Iterator[Path]:
-    """A 0700 directory (Postgres's system user must be let through it) outside pytest's temp root, which
-    any pytest session starting meanwhile tightens back to 0700, cutting a running Postgres off its files."""
-    path = Path(tempfile.mkdtemp(prefix="hookyard-test-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ from shared.errors import ValidationError
 from shared.settings import Settings, load_settings
 from tests.events_support import Ev, store, store_delivery
 from tests.helpers import assert_error, db
-from tests.schemas.test_schema_learning import flush, record
+from tests.schemas.conftest import flush, record
 from tests.stack import free_port
 
 Path = tuple[str | int, ...]

@@ -7,18 +7,7 @@ from datetime import timedelta
 import pytest
 
 from tests.events_support import DELIVERY_FIELDS, Ev, at, store, store_delivery
-from tests.helpers import assert_error, create_endpoint, db, parse_ts
-
-
-@pytest.fixture
-async def conn(database_url):
-    async with db(database_url) as connection:
-        yield connection
-
-
-@pytest.fixture
-async def endpoint(client, account):
-    return (await create_endpoint(client, account.headers))["id"]
+from tests.helpers import assert_error, create_endpoint, parse_ts
 
 
 @pytest.fixture

@@ -14,17 +14,6 @@ from tests.events_support import EVENT_FIELDS, Ev, at, live_app, series, store, 
 from tests.helpers import assert_error, create_endpoint, db, parse_ts, redis_client
 
 
-@pytest.fixture
-async def conn(database_url):
-    async with db(database_url) as connection:
-        yield connection
-
-
-@pytest.fixture
-async def endpoint(client, account):
-    return (await create_endpoint(client, account.headers))["id"]
-
-
 async def _ids(client, account, endpoint_id, **params):
     resp = await client.get(
         f"/v1/endpoints/{endpoint_id}/events", params={"limit": 100, **params}, headers=account.headers

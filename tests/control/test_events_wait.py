@@ -10,83 +10,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import msgspec
 import pytest
 
 from control.service import Principal
 from control.service import events as service
-from shared.keys import Keys
-from tests.events_support import EVENT_FIELDS, Ev, live_app, store
-from tests.helpers import assert_error, create_endpoint, db, redis_client, wait_for
-
-
-@dataclass
-class Live:
-    client: Any
-    app: Any
-    wakeups: Any
-    endpoint: str
-    channel: str
-    conn: Any
-    redis: Any
-    keys: Keys
-    database_url: str
-
-    async def announce(self, *events):
-        """Stores the events and publishes their ids, as the flush worker does."""
-        return await store(self.conn, self.redis, self.keys, events)
-
-    async def kill_pubsub(self):
-        """Drops the app's pub/sub connection server-side, as a Redis restart or network cut would."""
-        generation = self.wakeups.generation
-        for conn in await self.redis.client_list():
-            if conn.get("name") == self.wakeups.client_name:
-                await self.redis.client_kill_filter(_id=conn["id"])
-        return generation
-
-    async def unsubscribed(self):
-        return (await self.redis.pubsub_numsub(self.channel))[0][1] == 0
+from shared.settings import Settings
+from tests.control.conftest import waiting
+from tests.events_support import EVENT_FIELDS, Ev, store
+from tests.helpers import assert_error, create_endpoint, db, wait_for
 
 
 @pytest.fixture
-async def live(settings, account):
-    # Hundreds of concurrent calls with one key: lift the per-key rate limit, which is not under test here.
-    settings = msgspec.structs.replace(settings, rate_limit_per_s=10_000, rate_limit_burst=10_000)
-    async with (
-        live_app(settings) as (client, app),
-        db(settings.database_url) as conn,
-        redis_client(settings.redis_url) as redis,
-    ):
-        endpoint = (await create_endpoint(client, account.headers))["id"]
-        keys = Keys(settings.redis_prefix)
-        yield Live(
-            client,
-            app,
-            app.state.wakeups,
-            endpoint,
-            keys.event_channel(endpoint),
-            conn,
-            redis,
-            keys,
-            settings.database_url,
-        )
-
-
-def _waiting(live, count=1, calls=()):
-    """A condition: ``count`` waiters are registered on the endpoint and its subscription is live
-    (and none of ``calls`` ended early, which would make the wait for it pointless)."""
-
-    async def check():
-        for call in calls:
-            if call.done():
-                raise AssertionError(f"a wait ended early: {call.result().status_code} {call.result().text}")
-        return live.wakeups.waiter_count(live.channel) >= count and live.wakeups.is_subscribed(live.channel)
-
-    return check
+def settings(settings: Settings) -> Settings:
+    """Hundreds of concurrent calls with one key: the per-key rate limit, not under test here, is lifted."""
+    return msgspec.structs.replace(settings, rate_limit_per_s=10_000, rate_limit_burst=10_000)
 
 
 def _start(live, account, **params):
@@ -107,7 +47,7 @@ async def test_times_out_with_204_and_no_body(live, account):
 
 async def test_returns_an_event_announced_during_the_wait(live, account):
     task = _start(live, account, timeout=30)
-    await wait_for(_waiting(live, calls=[task]))
+    await wait_for(waiting(live, calls=[task]))
     ev = Ev(live.endpoint, event_type="invoice.paid", body=b'{"n": 1}')
     await live.announce(ev)
     resp = await asyncio.wait_for(task, 10)
@@ -121,7 +61,7 @@ async def test_returns_an_event_announced_during_the_wait(live, account):
 
 async def test_non_matching_events_do_not_end_the_wait(live, account):
     task = _start(live, account, timeout=30, type="orders/paid", method="post")
-    await wait_for(_waiting(live))
+    await wait_for(waiting(live))
     await live.announce(Ev(live.endpoint, event_type="orders/create"))
     await live.announce(Ev(live.endpoint, event_type="orders/paid", method="GET"))
     match = Ev(live.endpoint, event_type="orders/paid")
@@ -134,7 +74,7 @@ async def test_non_matching_events_do_not_end_the_wait(live, account):
 async def test_waiters_of_other_endpoints_are_not_woken(live, account):
     other = (await create_endpoint(live.client, account.headers, name="other"))["id"]
     task = _start(live, account, timeout=30)
-    await wait_for(_waiting(live, calls=[task]))
+    await wait_for(waiting(live, calls=[task]))
     await live.announce(Ev(other))
     ev = Ev(live.endpoint)
     await live.announce(ev)
@@ -165,7 +105,7 @@ async def test_since_returns_an_already_stored_match_at_once(live, account):
 async def test_since_in_the_past_still_waits_for_a_new_match(live, account):
     since = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")  # no zone: UTC
     task = _start(live, account, timeout=30, since=since)
-    await wait_for(_waiting(live))
+    await wait_for(waiting(live))
     ev = Ev(live.endpoint)
     await live.announce(ev)
     assert (await asyncio.wait_for(task, 10)).json()["event"]["id"] == ev.id
@@ -181,7 +121,7 @@ async def test_an_event_received_before_the_call_but_stored_during_it_counts(liv
     """It was not visible to a list made just before the wait, so the wait must not skip it."""
     late = Ev(live.endpoint, received_at=datetime.now(UTC) - timedelta(seconds=2))
     task = _start(live, account, timeout=30)
-    await wait_for(_waiting(live, calls=[task]))
+    await wait_for(waiting(live, calls=[task]))
     await live.announce(late)
     resp = await asyncio.wait_for(task, 10)
     assert resp.status_code == 200, resp.text
@@ -190,7 +130,7 @@ async def test_an_event_received_before_the_call_but_stored_during_it_counts(liv
 
 async def test_two_hundred_waiters_are_woken_by_one_event(live, account):
     tasks = [_start(live, account, timeout=30) for _ in range(200)]
-    await wait_for(_waiting(live, 200, tasks), timeout=20)
+    await wait_for(waiting(live, 200, tasks), timeout=20)
     ev = Ev(live.endpoint)
     await live.announce(ev)
     responses = await asyncio.wait_for(asyncio.gather(*tasks), 20)
@@ -205,7 +145,7 @@ async def test_two_hundred_waiters_are_woken_by_one_event(live, account):
 
 async def test_the_wait_survives_a_redis_reconnect(live, account):
     task = _start(live, account, timeout=30, type="wanted")
-    await wait_for(_waiting(live))
+    await wait_for(waiting(live))
     generation = await live.kill_pubsub()
     await live.announce(Ev(live.endpoint, event_type="unwanted"))  # maybe lost with the connection: harmless
 
@@ -222,7 +162,7 @@ async def test_the_wait_survives_a_redis_reconnect(live, account):
 
 async def test_a_match_whose_announcement_was_lost_is_found_after_the_reconnect(live, account):
     task = _start(live, account, timeout=30)
-    await wait_for(_waiting(live, calls=[task]))
+    await wait_for(waiting(live, calls=[task]))
     ev = Ev(live.endpoint)
     await store(live.conn, None, None, [ev])  # committed, announcement lost (never published)
     await live.kill_pubsub()
@@ -261,7 +201,7 @@ async def test_a_client_that_disconnects_frees_its_waiter_at_once(live, account)
         "server": ("testserver.local", 80),
     }
     call = asyncio.create_task(live.app(scope, receive, send))
-    await wait_for(_waiting(live))
+    await wait_for(waiting(live))
     gone.set()
     await asyncio.wait_for(call, 5)
     assert live.wakeups.waiter_count() == 0
@@ -328,7 +268,7 @@ async def test_one_announcement_answers_each_filter_group_and_leaves_the_others_
     paid = [_start(live, account, timeout=30, type="invoice.paid") for _ in range(3)]
     created = [_start(live, account, timeout=30, type="invoice.created") for _ in range(3)]
     refund = _start(live, account, timeout=30, type="refund")
-    await wait_for(_waiting(live, 7, [*paid, *created, refund]))
+    await wait_for(waiting(live, 7, [*paid, *created, refund]))
     a = Ev(live.endpoint, event_type="invoice.created", body=b'{"n": "a"}')
     b = Ev(live.endpoint, event_type="invoice.paid", body=b'{"n": "b"}')
     await live.announce(a, b)  # one PUBLISH carrying both ids
@@ -360,7 +300,7 @@ async def test_waiters_asking_the_same_question_share_one_read(live, account):
 
     same = [call("shared") for _ in range(5)]
     apart = [call("apart") for _ in range(2)]
-    await wait_for(_waiting(live, 7, [*same, *apart]))
+    await wait_for(waiting(live, 7, [*same, *apart]))
     await wait_for(_parked(live, 7))
     one, two = Ev(live.endpoint, event_type="shared"), Ev(live.endpoint, event_type="apart")
     await live.announce(one, two)
@@ -375,7 +315,7 @@ async def test_waiters_asking_the_same_question_share_one_read(live, account):
 
 async def test_a_waiter_leaving_during_a_shared_read_does_not_cancel_the_others(live, account):
     stays, leaves = _start(live, account, timeout=30), _start(live, account, timeout=30)
-    await wait_for(_waiting(live, 2, [stays, leaves]))
+    await wait_for(waiting(live, 2, [stays, leaves]))
     await wait_for(_parked(live, 2))
     ev = Ev(live.endpoint)
     await store(live.conn, None, None, [ev])
@@ -394,7 +334,7 @@ async def test_a_waiter_leaving_during_a_shared_read_does_not_cancel_the_others(
 
 async def test_news_that_arrives_during_a_read_is_read_next(live, account):
     task = _start(live, account, timeout=30, type="wanted")
-    await wait_for(_waiting(live, 1, [task]))
+    await wait_for(waiting(live, 1, [task]))
     await wait_for(_parked(live, 1))
     unwanted, wanted = Ev(live.endpoint, event_type="unwanted"), Ev(live.endpoint, event_type="wanted")
     await store(live.conn, None, None, [unwanted, wanted])

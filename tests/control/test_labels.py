@@ -4,7 +4,6 @@ them (before routing, searchable with ``q``, readable by conditions as ``meta.la
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from control.service.labels import MAX_LABEL_RULES, PALETTE, default_color
 from control.workers.flush import Flush
 from shared import ids
 from shared.wire import IngestRecord, encode_records
-from tests.conftest import make_account
+from tests.conftest import JSON_HEADERS, ingest_record, make_account
 from tests.helpers import assert_error, create_endpoint, parse_ts
 
 LABEL_FIELDS = {"id", "endpoint_id", "source", "path", "output_key", "color", "created_at"}
@@ -138,19 +137,9 @@ async def test_other_accounts_and_read_only_keys(client, account, other_account,
 
 
 def _record(endpoint_id: str, body: object, headers: list[tuple[bytes, bytes]] | None = None) -> IngestRecord:
-    now = time.time()
+    """An ingest record whose body is ``body`` (bytes as they are, anything else as JSON)."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return IngestRecord(
-        id=ids.new_id("evt", int(now * 1000)),
-        endpoint_id=endpoint_id,
-        received_at_us=int(now * 1_000_000),
-        method="POST",
-        path="",
-        query="",
-        headers=headers or [(b"content-type", b"application/json")],
-        body=raw,
-        source_ip="127.0.0.1",
-    )
+    return ingest_record(endpoint_id, raw, headers=headers or JSON_HEADERS)
 
 
 async def _flush(ctx: Context, records: list[IngestRecord]) -> None:

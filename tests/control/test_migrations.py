@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -11,29 +10,12 @@ import asyncpg
 import pytest
 
 from control.db.migrate import MigrationError, available, migrate
-from tests.conftest import with_database
 
 
 @pytest.fixture
-async def empty_database(servers) -> AsyncIterator[str]:
-    name = f"hy_m_{uuid.uuid4().hex[:16]}"
-    admin = await asyncpg.connect(servers.database_url)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-    finally:
-        await admin.close()
-    try:
-        yield with_database(servers.database_url, name)
-    finally:
-        admin = await asyncpg.connect(servers.database_url)
-        try:
-            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        finally:
-            await admin.close()
-
-
-@pytest.fixture
-async def conn(database_url) -> AsyncIterator[asyncpg.Connection]:
+async def utc_conn(database_url) -> AsyncIterator[asyncpg.Connection]:
+    """Unlike the room's ``conn``: a plain asyncpg connection (no jsonb codec) whose session time zone is UTC,
+    so the partition bounds it reads are UTC days."""
     c = await asyncpg.connect(database_url)
     await c.execute("SET TIME ZONE 'UTC'")
     yield c
@@ -51,11 +33,11 @@ def test_available_lists_the_shipped_files_in_order():
     assert versions == sorted(versions)
 
 
-async def test_migrate_is_idempotent(database_url, conn):
+async def test_migrate_is_idempotent(database_url, utc_conn):
     # The test database is a copy of a migrated template: nothing is left to apply, however often we ask.
     assert await migrate(database_url) == []
     assert await migrate(database_url) == []
-    rows = await conn.fetch("SELECT version, checksum FROM hy_schema_migrations ORDER BY version")
+    rows = await utc_conn.fetch("SELECT version, checksum FROM hy_schema_migrations ORDER BY version")
     assert [r["version"] for r in rows] == _versions()
     assert all(len(r["checksum"]) == 64 for r in rows)
 
@@ -74,24 +56,24 @@ async def test_concurrent_runs_on_an_empty_database_apply_each_migration_once(em
     assert await migrate(empty_database) == []
 
 
-async def test_an_edited_applied_migration_stops_the_run(database_url, conn):
-    real = await conn.fetchval("SELECT checksum FROM hy_schema_migrations WHERE version = '0001_init'")
-    await conn.execute("UPDATE hy_schema_migrations SET checksum = 'edited' WHERE version = '0001_init'")
+async def test_an_edited_applied_migration_stops_the_run(database_url, utc_conn):
+    real = await utc_conn.fetchval("SELECT checksum FROM hy_schema_migrations WHERE version = '0001_init'")
+    await utc_conn.execute("UPDATE hy_schema_migrations SET checksum = 'edited' WHERE version = '0001_init'")
     with pytest.raises(MigrationError, match="0001_init"):
         await migrate(database_url)
     # Nothing is held or half-done: put the record right and the next run is clean.
-    await conn.execute("UPDATE hy_schema_migrations SET checksum = $1 WHERE version = '0001_init'", real)
+    await utc_conn.execute("UPDATE hy_schema_migrations SET checksum = $1 WHERE version = '0001_init'", real)
     assert await migrate(database_url) == []
 
 
-async def test_a_failing_migration_raises_and_applies_nothing_of_itself(database_url, conn, monkeypatch):
+async def test_a_failing_migration_raises_and_applies_nothing_of_itself(database_url, utc_conn, monkeypatch):
     shipped = available()
     broken = ("9999_broken", "CREATE TABLE hy_half_done (x int); SELECT 1 / 0;")
     monkeypatch.setattr("control.db.migrate.available", lambda: [*shipped, broken])
     with pytest.raises(MigrationError, match="9999_broken"):
         await migrate(database_url)
-    assert await conn.fetchval("SELECT to_regclass('hy_half_done')") is None
-    assert await conn.fetchval("SELECT count(*) FROM hy_schema_migrations WHERE version = '9999_broken'") == 0
+    assert await utc_conn.fetchval("SELECT to_regclass('hy_half_done')") is None
+    assert await utc_conn.fetchval("SELECT count(*) FROM hy_schema_migrations WHERE version = '9999_broken'") == 0
 
 
 async def _partitions(conn: asyncpg.Connection) -> dict[str, str]:
@@ -103,10 +85,10 @@ async def _partitions(conn: asyncpg.Connection) -> dict[str, str]:
     return {r["relname"]: r["bound"] for r in rows}
 
 
-async def test_events_is_partitioned_by_day_with_a_default_partition(conn):
-    assert await conn.fetchval("SELECT relkind::text FROM pg_class WHERE relname = 'events'") == "p"
-    assert await conn.fetchval("SELECT pg_get_partkeydef('events'::regclass)") == "RANGE (received_at)"
-    parts = await _partitions(conn)
+async def test_events_is_partitioned_by_day_with_a_default_partition(utc_conn):
+    assert await utc_conn.fetchval("SELECT relkind::text FROM pg_class WHERE relname = 'events'") == "p"
+    assert await utc_conn.fetchval("SELECT pg_get_partkeydef('events'::regclass)") == "RANGE (received_at)"
+    parts = await _partitions(utc_conn)
     assert parts["events_default"] == "DEFAULT"
     today = datetime.now(UTC).date()
     for offset in range(0, 8):
@@ -117,7 +99,7 @@ async def test_events_is_partitioned_by_day_with_a_default_partition(conn):
             f"FOR VALUES FROM ('{day:%Y-%m-%d} 00:00:00+00') TO ('{day + timedelta(days=1):%Y-%m-%d} 00:00:00+00')"
         )
     # Creating them again is a no-op.
-    assert await conn.fetchval("SELECT hy_ensure_event_partitions(0, 7)") == 0
+    assert await utc_conn.fetchval("SELECT hy_ensure_event_partitions(0, 7)") == 0
 
 
 async def _endpoint(conn: asyncpg.Connection) -> str:
@@ -139,54 +121,57 @@ async def _insert_event(conn: asyncpg.Connection, event_id: str, received_at: st
     )
 
 
-async def test_rows_land_in_their_day_and_reinserting_is_a_no_op(conn):
-    await _endpoint(conn)
+async def test_rows_land_in_their_day_and_reinserting_is_a_no_op(utc_conn):
+    await _endpoint(utc_conn)
     now = datetime.now(UTC).replace(microsecond=123456)
-    assert await _insert_event(conn, "evt_1", now.isoformat()) == "INSERT 0 1"
-    assert await _insert_event(conn, "evt_1", now.isoformat()) == "INSERT 0 0"
-    assert await conn.fetchval("SELECT count(*) FROM events WHERE id = 'evt_1'") == 1
+    assert await _insert_event(utc_conn, "evt_1", now.isoformat()) == "INSERT 0 1"
+    assert await _insert_event(utc_conn, "evt_1", now.isoformat()) == "INSERT 0 0"
+    assert await utc_conn.fetchval("SELECT count(*) FROM events WHERE id = 'evt_1'") == 1
     assert (
-        await conn.fetchval("SELECT tableoid::regclass::text FROM events WHERE id = 'evt_1'") == f"events_{now:%Y%m%d}"
+        await utc_conn.fetchval("SELECT tableoid::regclass::text FROM events WHERE id = 'evt_1'")
+        == f"events_{now:%Y%m%d}"
     )
     # Far outside the prepared days: the default partition takes it.
-    assert await _insert_event(conn, "evt_far", "2001-01-01T00:00:00Z") == "INSERT 0 1"
-    assert await conn.fetchval("SELECT tableoid::regclass::text FROM events WHERE id = 'evt_far'") == "events_default"
+    assert await _insert_event(utc_conn, "evt_far", "2001-01-01T00:00:00Z") == "INSERT 0 1"
+    assert (
+        await utc_conn.fetchval("SELECT tableoid::regclass::text FROM events WHERE id = 'evt_far'") == "events_default"
+    )
 
 
-async def test_drop_event_partitions_drops_old_days_and_keeps_recent_ones(conn):
-    await _endpoint(conn)
-    await conn.execute(
+async def test_drop_event_partitions_drops_old_days_and_keeps_recent_ones(utc_conn):
+    await _endpoint(utc_conn)
+    await utc_conn.execute(
         """CREATE TABLE events_20000101 PARTITION OF events
            FOR VALUES FROM ('2000-01-01 00:00:00+00') TO ('2000-01-02 00:00:00+00')"""
     )
-    await _insert_event(conn, "evt_ancient", "2000-01-01T12:00:00Z")
-    await _insert_event(conn, "evt_old_default", "1999-06-01T00:00:00Z")
+    await _insert_event(utc_conn, "evt_ancient", "2000-01-01T12:00:00Z")
+    await _insert_event(utc_conn, "evt_old_default", "1999-06-01T00:00:00Z")
     far_future = (datetime.now(UTC) + timedelta(days=60)).isoformat()
-    await _insert_event(conn, "evt_future_default", far_future)
+    await _insert_event(utc_conn, "evt_future_default", far_future)
     now = datetime.now(UTC).isoformat()
-    await _insert_event(conn, "evt_now", now)
-    before = set(await _partitions(conn))
+    await _insert_event(utc_conn, "evt_now", now)
+    before = set(await _partitions(utc_conn))
 
-    assert await conn.fetchval("SELECT hy_drop_event_partitions(30)") == 1
+    assert await utc_conn.fetchval("SELECT hy_drop_event_partitions(30)") == 1
 
-    after = set(await _partitions(conn))
+    after = set(await _partitions(utc_conn))
     assert before - after == {"events_20000101"}
-    assert await conn.fetchval("SELECT to_regclass('events_20000101')") is None
-    ids = {r["id"] for r in await conn.fetch("SELECT id FROM events")}
+    assert await utc_conn.fetchval("SELECT to_regclass('events_20000101')") is None
+    ids = {r["id"] for r in await utc_conn.fetch("SELECT id FROM events")}
     assert ids == {"evt_future_default", "evt_now"}
     # Running it again finds nothing more to drop.
-    assert await conn.fetchval("SELECT hy_drop_event_partitions(30)") == 0
+    assert await utc_conn.fetchval("SELECT hy_drop_event_partitions(30)") == 0
 
 
-async def test_ensure_partitions_leaves_a_day_already_in_the_default_partition(conn):
-    await _endpoint(conn)
+async def test_ensure_partitions_leaves_a_day_already_in_the_default_partition(utc_conn):
+    await _endpoint(utc_conn)
     day = datetime.now(UTC).date() + timedelta(days=9)  # the prepared days end at today + 7
-    await _insert_event(conn, "evt_early", f"{day:%Y-%m-%d}T08:00:00Z")
+    await _insert_event(utc_conn, "evt_early", f"{day:%Y-%m-%d}T08:00:00Z")
     # Preparing that day would fail if it tried to carve the rows out of the default partition; it skips it
     # and creates the two others (today + 8 and today + 10).
-    assert await conn.fetchval("SELECT hy_ensure_event_partitions(0, 10)") == 2
-    assert f"events_{day:%Y%m%d}" not in await _partitions(conn)
-    assert f"events_{day + timedelta(days=1):%Y%m%d}" in await _partitions(conn)
+    assert await utc_conn.fetchval("SELECT hy_ensure_event_partitions(0, 10)") == 2
+    assert f"events_{day:%Y%m%d}" not in await _partitions(utc_conn)
+    assert f"events_{day + timedelta(days=1):%Y%m%d}" in await _partitions(utc_conn)
 
 
 # -- 0005: the config version ----------------------------------------------------------------------
@@ -196,9 +181,9 @@ async def _version(conn: asyncpg.Connection, endpoint_id: str = "ep_1") -> int:
     return await conn.fetchval("SELECT config_version FROM endpoints WHERE id = $1", endpoint_id)
 
 
-async def test_every_change_routing_or_the_edge_reads_bumps_the_config_version(conn):
+async def test_every_change_routing_or_the_edge_reads_bumps_the_config_version(utc_conn):
     """Triggers bump the endpoint's version on each change of what it routes or serves with, and only then."""
-    await _endpoint(conn)
+    await _endpoint(utc_conn)
     statements = {
         "auth config created": "INSERT INTO auth_configs (endpoint_id) VALUES ('ep_1')",
         "auth config changed": "UPDATE auth_configs SET hmac_enabled = true WHERE endpoint_id = 'ep_1'",
@@ -223,59 +208,67 @@ async def test_every_change_routing_or_the_edge_reads_bumps_the_config_version(c
         "destination deleted": "DELETE FROM destinations WHERE id = 'dst_1'",
     }
     for change, sql in statements.items():
-        before = await _version(conn)
-        await conn.execute(sql)
-        assert await _version(conn) > before, change
-    await conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_2', 'ep_1', 'http://a')")
+        before = await _version(utc_conn)
+        await utc_conn.execute(sql)
+        assert await _version(utc_conn) > before, change
+    await utc_conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_2', 'ep_1', 'http://a')")
     unrelated = {
         "circuit breaker": "UPDATE destinations SET consecutive_failures = 3, circuit = 'open' WHERE id = 'dst_2'",
         "same value": "UPDATE endpoints SET environment = environment WHERE id = 'ep_1'",
         "name and ref": "UPDATE endpoints SET name = 'n', external_ref = 'r', updated_at = now() WHERE id = 'ep_1'",
     }
     for change, sql in unrelated.items():
-        before = await _version(conn)
-        await conn.execute(sql)
-        assert await _version(conn) == before, change
+        before = await _version(utc_conn)
+        await utc_conn.execute(sql)
+        assert await _version(utc_conn) == before, change
 
 
-async def test_deleting_an_endpoint_cascades_through_the_version_triggers(conn):
-    await _endpoint(conn)
-    await conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ('ep_1')")
-    await conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_1', 'ep_1', 'http://a')")
-    await conn.execute("INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ('r_1', 'ep_1', 'r', '{}')")
-    await conn.execute("INSERT INTO rule_destinations (rule_id, destination_id) VALUES ('r_1', 'dst_1')")
-    await conn.execute("INSERT INTO allowlist_entries (id, endpoint_id, cidr) VALUES ('al_1', 'ep_1', '10.0.0.1')")
-    await conn.execute("INSERT INTO label_rules (id, endpoint_id, path, output_key) VALUES ('l_1', 'ep_1', 'a', 'b')")
-    last = await _version(conn)
-    tombstone = await conn.fetchval("DELETE FROM endpoints WHERE id = 'ep_1' RETURNING nextval('hy_config_version')")
+async def test_deleting_an_endpoint_cascades_through_the_version_triggers(utc_conn):
+    await _endpoint(utc_conn)
+    await utc_conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ('ep_1')")
+    await utc_conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_1', 'ep_1', 'http://a')")
+    await utc_conn.execute(
+        "INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ('r_1', 'ep_1', 'r', '{}')"
+    )
+    await utc_conn.execute("INSERT INTO rule_destinations (rule_id, destination_id) VALUES ('r_1', 'dst_1')")
+    await utc_conn.execute("INSERT INTO allowlist_entries (id, endpoint_id, cidr) VALUES ('al_1', 'ep_1', '10.0.0.1')")
+    await utc_conn.execute(
+        "INSERT INTO label_rules (id, endpoint_id, path, output_key) VALUES ('l_1', 'ep_1', 'a', 'b')"
+    )
+    last = await _version(utc_conn)
+    tombstone = await utc_conn.fetchval(
+        "DELETE FROM endpoints WHERE id = 'ep_1' RETURNING nextval('hy_config_version')"
+    )
     assert tombstone > last
     for table in ("auth_configs", "destinations", "rules", "rule_destinations", "allowlist_entries", "label_rules"):
-        assert await conn.fetchval(f"SELECT count(*) FROM {table}") == 0, table
-    await conn.execute("DELETE FROM accounts WHERE id = 'acct_1'")  # and an account's endpoints with it
+        assert await utc_conn.fetchval(f"SELECT count(*) FROM {table}") == 0, table
+    await utc_conn.execute("DELETE FROM accounts WHERE id = 'acct_1'")  # and an account's endpoints with it
 
 
-async def test_a_config_change_never_waits_for_the_flushs_locks(conn, database_url):
+async def test_a_config_change_never_waits_for_the_flushs_locks(utc_conn, database_url):
     """The flush holds key-share locks on the batch's endpoints and destinations until it commits; a bump
     (FOR NO KEY UPDATE of the endpoint row) must not wait for them, nor they for it."""
-    await _endpoint(conn)
-    await conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ('ep_1')")
-    await conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_1', 'ep_1', 'http://a')")
+    await _endpoint(utc_conn)
+    await utc_conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ('ep_1')")
+    await utc_conn.execute("INSERT INTO destinations (id, endpoint_id, url) VALUES ('dst_1', 'ep_1', 'http://a')")
     flush = await asyncpg.connect(database_url)
     try:
         async with flush.transaction():
             await flush.execute("SELECT 1 FROM endpoints WHERE id = 'ep_1' FOR KEY SHARE")
             await flush.execute("SELECT 1 FROM destinations WHERE id = 'dst_1' FOR KEY SHARE")
-            before = await _version(conn)
-            async with conn.transaction():
-                await conn.execute("SET LOCAL lock_timeout = '2s'")
-                await conn.execute("UPDATE auth_configs SET hmac_enabled = true WHERE endpoint_id = 'ep_1'")
-                await conn.execute("UPDATE destinations SET url = 'http://b' WHERE id = 'dst_1'")
-                await conn.execute(
+            before = await _version(utc_conn)
+            async with utc_conn.transaction():
+                await utc_conn.execute("SET LOCAL lock_timeout = '2s'")
+                await utc_conn.execute("UPDATE auth_configs SET hmac_enabled = true WHERE endpoint_id = 'ep_1'")
+                await utc_conn.execute("UPDATE destinations SET url = 'http://b' WHERE id = 'dst_1'")
+                await utc_conn.execute(
                     "INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ('r_1', 'ep_1', 'r', '{}')"
                 )
-                await conn.execute("INSERT INTO rule_destinations (rule_id, destination_id) VALUES ('r_1', 'dst_1')")
-                await conn.execute("UPDATE endpoints SET environment = 'sandbox' WHERE id = 'ep_1'")
-            assert await _version(conn) > before
+                await utc_conn.execute(
+                    "INSERT INTO rule_destinations (rule_id, destination_id) VALUES ('r_1', 'dst_1')"
+                )
+                await utc_conn.execute("UPDATE endpoints SET environment = 'sandbox' WHERE id = 'ep_1'")
+            assert await _version(utc_conn) > before
             await flush.execute("SELECT 1 FROM endpoints WHERE id = 'ep_1' FOR KEY SHARE")  # and the reverse
     finally:
         await flush.close()

@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -19,7 +18,7 @@ from svix.webhooks import Webhook as SvixWebhook
 
 from shared.settings import Settings
 from tests.conftest import Account
-from tests.destination import Destination, Reply, add_destination, serving
+from tests.destination import Destination, Reply, add_destination
 from tests.events_support import DELIVERY_FIELDS, Ev, store
 from tests.helpers import assert_error, create_endpoint, db
 from tests.stack import free_port
@@ -41,12 +40,6 @@ OUTCOME_FIELDS = {
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
     return msgspec.structs.replace(settings, deliver_timeout_s=1.0, deliver_lease_s=5.0)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _event(client: AsyncTestClient, account: Account, database_url: str, **fields: Any) -> dict[str, str]:

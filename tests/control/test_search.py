@@ -18,16 +18,10 @@ from control.routing.route import Router
 from control.service import Context
 from control.service.events import event_filters
 from control.workers.flush import Flush
-from shared import ids
 from shared.wire import IngestRecord, encode_records
+from tests.conftest import ingest_record
 from tests.events_support import Ev, store
-from tests.helpers import assert_error, create_endpoint, db
-
-
-@pytest.fixture
-async def conn(database_url):
-    async with db(database_url) as connection:
-        yield connection
+from tests.helpers import assert_error, create_endpoint
 
 
 async def _has_trgm(conn: asyncpg.Connection) -> bool:
@@ -150,17 +144,8 @@ SELECT 'evt_filler' || $2::timestamptz::date || g, $1, $2::timestamptz + (g % 9)
 
 
 def _record(endpoint_id: str, body: object, at_us: int) -> IngestRecord:
-    return IngestRecord(
-        id=ids.new_id("evt", at_us // 1000),
-        endpoint_id=endpoint_id,
-        received_at_us=at_us,
-        method="POST",
-        path="",
-        query="",
-        headers=[(b"content-type", b"application/json")],
-        body=json.dumps(body).encode(),
-        source_ip="127.0.0.1",
-    )
+    """An ingest record of ``body`` as JSON, received at ``at_us`` (the day partition it lands in)."""
+    return ingest_record(endpoint_id, json.dumps(body).encode(), at_us=at_us)
 
 
 async def test_flushed_events_are_found_at_once_around_todays_prefix(client, account, ctx: Context, conn) -> None:

@@ -3,7 +3,6 @@ timeouts, the circuit, egress, per-destination caps, draining and lease recovery
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -13,29 +12,16 @@ from control.service import Context
 from control.workers import worker_context
 from shared.settings import Settings
 from tests.destination import (
-    FAST_DELIVERY,
     Destination,
     Reply,
     deliveries_of,
     fetch_row,
     make_task,
     running,
-    serving,
     settled,
     task_status,
 )
 from tests.helpers import wait_for
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def test_forwards_verbatim_with_destination_headers_on_top(ctx: Context, destination: Destination) -> None:

@@ -7,19 +7,16 @@ import asyncio
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from control.service import Context
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.destination import (
-    FAST_DELIVERY,
     Destination,
     Reply,
     deliveries_of,
@@ -32,17 +29,6 @@ from tests.helpers import db, wait_for
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
 
 
 async def test_a_worker_killed_mid_request_loses_nothing(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -23,12 +22,10 @@ from control.workers import worker_context
 from shared.settings import Settings
 from tests.conftest import Servers
 from tests.destination import (
-    FAST_DELIVERY,
     Destination,
     deliveries_of,
     make_task,
     running,
-    serving,
     settled,
     task_status,
 )
@@ -38,17 +35,6 @@ _COLUMNS = (
     "id, task_id, destination_name, destination_url, source, request_headers, request_body, response_body, "
     "success, error"
 )
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _tasks(ctx: Context, url: str, count: int) -> list[dict[str, str]]:

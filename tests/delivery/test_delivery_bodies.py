@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import uuid
-from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
-import msgspec
-import pytest
 from litestar.testing import AsyncTestClient
 
 from control.db import delivery_records
@@ -20,45 +16,19 @@ from control.delivery.storable import storable
 from control.service import Context
 from control.service.bodies import shown_body
 from shared import ids
-from shared.settings import Settings
-from tests.conftest import Account, Servers, with_database
+from tests.conftest import Account
 from tests.destination import (
-    FAST_DELIVERY,
     Destination,
     Reply,
     add_endpoint,
     deliveries_of,
     make_task,
     running,
-    serving,
     settled,
 )
 
 NUL_TEXT = "caf\u00e9 \x00 nul".encode()
 NOT_UTF8 = b"\xff\xfe\x00binary\x80"
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
-
-
-@pytest.fixture
-async def empty_database(servers: Servers) -> AsyncIterator[str]:
-    name = f"hy_m_{uuid.uuid4().hex[:16]}"
-    admin = await asyncpg.connect(servers.database_url)
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-        yield with_database(servers.database_url, name)
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 def test_the_storable_rule_replaces_nul_and_lone_surrogates_only() -> None:

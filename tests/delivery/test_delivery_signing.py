@@ -4,30 +4,16 @@ Standard Webhooks headers made with the destination's signing secret, checked he
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import msgspec
 import pytest
 import standardwebhooks
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from control.service import Context
-from shared.settings import Settings
-from tests.destination import FAST_DELIVERY, Destination, fetch_row, make_task, running, serving, settled
+from tests.destination import Destination, fetch_row, make_task, running, settled
 from tests.helpers import create_endpoint
 
 STANDARD = ("webhook-id", "webhook-timestamp", "webhook-signature")
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _secret(ctx: Context, destination_id: str) -> str:

@@ -3,21 +3,12 @@ policy's address ranges (HTTP framing and failures: tests/delivery/test_delivery
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from control.delivery import egress
 from control.delivery.send import send
 from tests.destination import Destination, serving
 from tests.helpers import wait_for
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def test_tls_destinations_are_verified(tmp_path: Path) -> None:

@@ -5,26 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import make_account
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.helpers import wait_for
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
 RAW_VALUE = b"caf\xe9 \xff\x80 ok"  # Latin-1 and stray bytes: what some senders do put in a header
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _send_raw(url: str, body: bytes) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,31 +18,22 @@ from shared import ids
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.delivery.retries_support import fail_deliveries, new_tasks, workers
-from tests.destination import FAST_DELIVERY, Destination, Reply, deliveries_of, serving, settled, task_status
+from tests.destination import Destination, Reply, deliveries_of, settled, task_status
 from tests.events_support import Ev, store, store_delivery, store_task
 from tests.helpers import assert_error, db, parse_ts, wait_for
 
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    # Two attempts per task (one scheduled retry), a circuit that opens after 5 failures and probes 0.3 s
-    # later, and 8 requests at most in flight to one destination.
+    """The room's fast delivery settings, and: two attempts per task (one scheduled retry), a circuit that
+    opens after 5 failures and probes 0.3 s later, and 8 requests at most in flight to one destination."""
     return msgspec.structs.replace(
         settings,
-        **FAST_DELIVERY
-        | {
-            "retry_schedule_s": (0.05,),
-            "circuit_failure_threshold": 5,
-            "circuit_cooldown_s": 0.3,
-            "deliver_per_destination": 8,
-        },
+        retry_schedule_s=(0.05,),
+        circuit_failure_threshold=5,
+        circuit_cooldown_s=0.3,
+        deliver_per_destination=8,
     )
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _setup(client: Any, account: Any, url: str, *, destinations: int = 1) -> dict[str, Any]:

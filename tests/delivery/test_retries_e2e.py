@@ -9,12 +9,11 @@ import json
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
-import msgspec
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -22,23 +21,12 @@ from mcp.client.streamable_http import streamable_http_client
 from control.workers import LOOP_NAMES
 from shared.settings import Settings
 from tests.delivery.retries_support import fail_deliveries, workers
-from tests.destination import FAST_DELIVERY, Destination, Reply, serving
+from tests.destination import Destination, Reply
 from tests.events_support import Ev, live_app
 from tests.helpers import db, wait_for
 from tests.stack import Stack, _hookyard
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _endpoint(client: Any, account: Any, url: str) -> dict[str, str]:

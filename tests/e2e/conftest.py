@@ -1,3 +1,49 @@
 """End to end through real processes (``tests.stack``): edge, control and workers together on the test's database
 and Redis prefix: capture, scale-out, faults, logs, metrics, a Redis Cluster, MCP over HTTP, schemathesis and
 a real browser."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import Account, make_account
+from tests.stack import Stack
+
+
+@pytest.fixture
+async def running(stack: Stack, database_url: str) -> tuple[Stack, Account]:
+    """Control, an edge and a flush worker as real processes, and an account: the capture path whole."""
+    stack.start_control()
+    stack.start_edge()
+    stack.start_worker("worker", "flush")
+    return stack, await make_account(database_url)
+
+
+def new_endpoint(stack: Stack, account: Account, **body: object) -> dict:
+    """An endpoint created over the running control plane's /v1."""
+    response = httpx.post(f"{stack.control_url}/v1/endpoints", json={"name": "e2e", **body}, headers=account.headers)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def stored_events(stack: Stack, account: Account, endpoint_id: str, want: int, timeout_s: float = 10) -> list[dict]:
+    """Every event of the endpoint once ``want`` are stored (paging through the whole list)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        events, cursor = [], None
+        while True:
+            params = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+            page = httpx.get(
+                f"{stack.control_url}/v1/endpoints/{endpoint_id}/events", params=params, headers=account.headers
+            )
+            assert page.status_code == 200, page.text
+            events += page.json()["events"]
+            cursor = page.json()["next_cursor"]
+            if not cursor:
+                break
+        if len(events) >= want or time.monotonic() > deadline:
+            return events
+        time.sleep(0.05)

@@ -14,35 +14,10 @@ import pytest
 from control.service import Context, edge_config
 from shared.settings import Settings
 from tests.conftest import Account, Servers, database_name, make_account, with_database
+from tests.e2e.conftest import new_endpoint, stored_events
 from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
-
-
-def _create_endpoint(stack: Stack, account: Account, **body: object) -> dict:
-    response = httpx.post(f"{stack.control_url}/v1/endpoints", json={"name": "e2e", **body}, headers=account.headers)
-    assert response.status_code == 201, response.text
-    return response.json()
-
-
-def _events(stack: Stack, account: Account, endpoint_id: str, want: int, timeout_s: float = 10) -> list[dict]:
-    """Every event of the endpoint once ``want`` are stored (paging through the whole list)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        events, cursor = [], None
-        while True:
-            params = {"limit": 100, **({"cursor": cursor} if cursor else {})}
-            page = httpx.get(
-                f"{stack.control_url}/v1/endpoints/{endpoint_id}/events", params=params, headers=account.headers
-            )
-            assert page.status_code == 200, page.text
-            events += page.json()["events"]
-            cursor = page.json()["next_cursor"]
-            if not cursor:
-                break
-        if len(events) >= want or time.monotonic() > deadline:
-            return events
-        time.sleep(0.05)
 
 
 def _body(event: dict) -> bytes:
@@ -51,17 +26,9 @@ def _body(event: dict) -> bytes:
     return (event["body"] or "").encode()  # an empty body is null
 
 
-@pytest.fixture
-async def running(stack: Stack, database_url: str) -> tuple[Stack, Account]:
-    stack.start_control()
-    stack.start_edge()
-    stack.start_worker("worker", "flush")
-    return stack, await make_account(database_url)
-
-
 async def test_requests_are_captured_verbatim(running: tuple[Stack, Account]) -> None:
     stack, account = running
-    endpoint = _create_endpoint(stack, account)
+    endpoint = new_endpoint(stack, account)
     url = endpoint["ingest_url"]
     assert url.startswith(stack.edge_url + "/h/")
     sent = [
@@ -84,7 +51,7 @@ async def test_requests_are_captured_verbatim(running: tuple[Stack, Account]) ->
             assert response.status_code == 200, response.text
             assert response.json() == {"ok": True, "id": response.headers["x-hookyard-event-id"]}
             acks.append(response.json()["id"])
-    events = _events(stack, account, endpoint["id"], len(sent))
+    events = stored_events(stack, account, endpoint["id"], len(sent))
     assert time.monotonic() - started < 5
     by_id = {e["id"]: e for e in events}
     assert set(by_id) == set(acks)
@@ -108,7 +75,7 @@ async def test_edge_rejections(stack: Stack, ctx: Context, database_url: str) ->
     stack.start_control()
     stack.start_edge()
     account = await make_account(database_url)
-    endpoint = _create_endpoint(stack, account)
+    endpoint = new_endpoint(stack, account)
     url = endpoint["ingest_url"]
     with httpx.Client() as client:
         assert client.post(url, content=b"x" * 1024).status_code == 200
@@ -139,7 +106,7 @@ async def test_a_delete_reaches_every_edge_node_within_a_second(stack: Stack, da
     first = stack.start_edge("edge")
     second = stack.start_edge("edge2", port=free_port())
     account = await make_account(database_url)
-    endpoint = _create_endpoint(stack, account)
+    endpoint = new_endpoint(stack, account)
     token = endpoint["ingest_url"].rsplit("/", 1)[-1]
     with httpx.Client() as client:
         for base in (first, second):  # both nodes now cache the endpoint
@@ -156,7 +123,7 @@ async def test_a_delete_reaches_every_edge_node_within_a_second(stack: Stack, da
 async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(running: tuple[Stack, Account]) -> None:
     stack, account = running
     stack.kill("worker", 9)
-    endpoint = _create_endpoint(stack, account)
+    endpoint = new_endpoint(stack, account)
     total = 3000
     with httpx.Client() as client:
         for i in range(total):
@@ -164,10 +131,10 @@ async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(running: tup
     stack.start_worker("worker", "flush")
     events = []
     while len(events) == 0:  # let it get going, then kill it while the backlog is being flushed
-        events = _events(stack, account, endpoint["id"], 1, timeout_s=10)
+        events = stored_events(stack, account, endpoint["id"], 1, timeout_s=10)
     stack.kill("worker", 9)
     stack.start_worker("worker", "flush")
-    events = _events(stack, account, endpoint["id"], total, timeout_s=30)
+    events = stored_events(stack, account, endpoint["id"], total, timeout_s=30)
     ids = [e["id"] for e in events]
     assert len(ids) == total
     assert len(set(ids)) == total
@@ -178,7 +145,7 @@ async def test_postgres_away_the_edge_keeps_accepting(
     running: tuple[Stack, Account], servers: Servers, settings: Settings
 ) -> None:
     stack, account = running
-    endpoint = _create_endpoint(stack, account)
+    endpoint = new_endpoint(stack, account)
     name = database_name(settings.database_url)
     admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
     try:
@@ -193,7 +160,7 @@ async def test_postgres_away_the_edge_keeps_accepting(
     finally:
         await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
         await admin.close()
-    events = _events(stack, account, endpoint["id"], 200, timeout_s=30)
+    events = stored_events(stack, account, endpoint["id"], 200, timeout_s=30)
     assert len({e["id"] for e in events}) == 200
 
 
@@ -203,7 +170,7 @@ async def test_a_slow_body_gets_408_and_a_full_stream_503(stack: Stack, database
     stack.start_control()
     stack.start_edge()
     account = await make_account(database_url)
-    endpoint = _create_endpoint(stack, account)
+    endpoint = new_endpoint(stack, account)
     path = "/h/" + endpoint["ingest_url"].rsplit("/", 1)[-1]
 
     # Half a body, then silence: answered 408 once the read timeout passes, not held forever.
@@ -235,4 +202,4 @@ async def test_a_slow_body_gets_408_and_a_full_stream_503(stack: Stack, database
             assert time.monotonic() < deadline, "the edge still sheds load after the stream was drained"
             time.sleep(0.1)
     assert status == 200
-    assert len(_events(stack, account, endpoint["id"], 4, timeout_s=15)) == 4
+    assert len(stored_events(stack, account, endpoint["id"], 4, timeout_s=15)) == 4

@@ -9,7 +9,6 @@ The edge, flush and deliver run as processes; the sweep runs here, one step at a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,17 +22,11 @@ from control.service import endpoints as endpoints_service
 from control.service.accounts import authenticate
 from control.workers.sweep import Sweep
 from shared.errors import UnauthorizedError
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.helpers import wait_for
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def sink() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 def _start(client: httpx.Client, control_url: str, **body: Any) -> dict[str, Any]:
@@ -62,7 +55,7 @@ def _answer_within(client: httpx.Client, url: str, status: int, seconds: float =
 
 
 async def test_expired_endpoints_answer_410_then_go_with_everything_theirs(
-    stack: Stack, ctx: Context, sink: Destination
+    stack: Stack, ctx: Context, destination: Destination
 ) -> None:
     stack.start_control()
     stack.start_edge()
@@ -75,7 +68,7 @@ async def test_expired_endpoints_answer_410_then_go_with_everything_theirs(
 
         # What an agent builds over MCP with the token: a destination forwarding every event.
         await destinations_service.create_destination(
-            ctx, principal, doomed["endpoint_id"], DestinationCreate(url=sink.url, forward_all=True)
+            ctx, principal, doomed["endpoint_id"], DestinationCreate(url=destination.url, forward_all=True)
         )
         for n in range(3):
             assert client.post(doomed["ingest_url"], json={"type": "order.paid", "n": n}).status_code == 200

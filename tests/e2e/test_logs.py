@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,19 +16,13 @@ import pytest
 from shared.logs import redact
 from shared.settings import Settings
 from tests.conftest import make_account
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
 PROVIDER_SECRET = "code-host-secret-for-the-log-test-0123456789"
 RESIGN_SECRET = "whsec_cmVzaWduLXNlY3JldC1mb3ItdGhlLWxvZy10ZXN0"
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 def lines(log_dir: Path) -> list[tuple[str, str]]:

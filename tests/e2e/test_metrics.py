@@ -6,7 +6,6 @@ parser, so the text is valid exposition format."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,17 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from shared.metrics import Metrics
 from shared.settings import Settings
 from tests.conftest import make_account
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.helpers import wait_for
 from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

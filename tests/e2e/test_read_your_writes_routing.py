@@ -15,7 +15,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.conftest import make_account
+from tests.conftest import Account
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -61,11 +61,8 @@ class Api:
 
 
 @pytest.fixture
-async def api(stack: Stack, database_url: str) -> AsyncIterator[Api]:
-    stack.start_control()
-    stack.start_edge()
-    stack.start_worker("worker", "flush")
-    account = await make_account(database_url)
+async def api(running: tuple[Stack, Account], database_url: str) -> AsyncIterator[Api]:
+    stack, account = running
     client = Api(stack, account.headers, database_url)
     try:
         yield client

@@ -21,12 +21,12 @@ from bench.redis_cluster import ClusterNodes, redis_server_7
 from shared import redis_client
 from shared.keys import Keys
 from tests.conftest import make_account
-from tests.delivery.test_deliver_e2e import destination, settings  # noqa: F401 - fixtures reused
+from tests.delivery.conftest import settings  # noqa: F401 - the delivery room's fast settings, for its test here
 from tests.delivery.test_deliver_e2e import test_end_to_end_edge_to_destination as test_delivery_on_a_cluster  # noqa: F401
-from tests.e2e.test_capture_e2e import _create_endpoint, _events, running  # noqa: F401 - fixture reused
+from tests.e2e.conftest import new_endpoint, stored_events
 from tests.e2e.test_capture_e2e import test_requests_are_captured_verbatim as test_capture_on_a_cluster  # noqa: F401
 from tests.stack import Stack
-from tests.workers.test_routing_flush import flush  # noqa: F401 - fixture reused
+from tests.workers.conftest import flush  # noqa: F401 - the workers room's flush, for its test here
 from tests.workers.test_routing_flush import (  # noqa: F401
     test_one_task_per_event_rule_and_destination_even_when_reprocessed as test_routing_on_a_cluster,
 )
@@ -71,7 +71,7 @@ async def test_a_long_poll_is_woken_by_a_webhook_through_the_cluster(
     stack.start_edge()
     stack.start_worker("worker", "flush")
     account = await make_account(database_url)
-    endpoint = _create_endpoint(stack, account)
+    endpoint = new_endpoint(stack, account)
     async with httpx.AsyncClient(timeout=30) as client:
         wait = asyncio.create_task(
             client.get(
@@ -104,7 +104,7 @@ async def test_resharding_an_ingest_slot_during_load_loses_nothing(
     stack.start_edge()
     stack.start_worker("worker", "flush")
     account = await make_account(database_url)
-    endpoint = _create_endpoint(stack, account)
+    endpoint = new_endpoint(stack, account)
     token = endpoint["ingest_url"].rsplit("/", 1)[-1]
     keys = Keys(stack.env["HOOKYARD_REDIS_PREFIX"], shards=3, cluster=True)
     stream = keys.ingest_stream(keys.shard_for(endpoint["id"]))
@@ -149,7 +149,7 @@ async def test_resharding_an_ingest_slot_during_load_loses_nothing(
         await asyncio.gather(sender(client), sender(client), reshard())
     assert redis_cluster.owner(slot) == target
 
-    stored = [e["id"] for e in _events(stack, account, endpoint["id"], len(acked), timeout_s=30)]
+    stored = [e["id"] for e in stored_events(stack, account, endpoint["id"], len(acked), timeout_s=30)]
     assert sorted(stored) == sorted(acked), f"sent {sent}, acknowledged {len(acked)}, stored {len(stored)}"
     assert not refused, f"refused during the resharding: {refused}"
     deadline = time.monotonic() + 10
@@ -175,7 +175,7 @@ async def test_the_config_channel_moving_to_another_master_leaves_no_edge_servin
         return int(redis_cluster.call(port, "pubsub", "shardnumsub", channel).split()[-1])
 
     def deleted_and_refused() -> None:
-        endpoint = _create_endpoint(stack, account)
+        endpoint = new_endpoint(stack, account)
         token = endpoint["ingest_url"].rsplit("/", 1)[-1]
         assert httpx.post(f"{edge}/h/{token}", content=b"{}").status_code == 200  # now in the edge's cache
         gone = httpx.delete(f"{stack.control_url}/v1/endpoints/{endpoint['id']}", headers=account.headers)
@@ -216,7 +216,7 @@ async def test_a_master_that_dies_costs_only_its_own_shards_requests(
         keys = Keys(stack.env["HOOKYARD_REDIS_PREFIX"], shards=3, cluster=True)
         by_shard: dict[int, str] = {}
         while len(by_shard) < 3:
-            endpoint = _create_endpoint(stack, account)
+            endpoint = new_endpoint(stack, account)
             by_shard.setdefault(keys.shard_for(endpoint["id"]), endpoint["ingest_url"].rsplit("/", 1)[-1])
         config_master = cluster.owner(key_slot(keys.config_channel.encode()))
         doomed = next(s for s in range(3) if cluster.owner(key_slot(keys.ingest_stream(s).encode())) != config_master)

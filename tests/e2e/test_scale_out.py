@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.conftest import make_account
-from tests.e2e.test_capture_e2e import _create_endpoint, _events
+from tests.e2e.conftest import new_endpoint, stored_events
 from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
@@ -22,7 +22,7 @@ async def test_two_edges_and_two_workers_share_the_load(stack: Stack, database_u
     stack.start_worker("worker-a", "flush")
     stack.start_worker("worker-b", "flush")
     account = await make_account(database_url)
-    endpoints = [_create_endpoint(stack, account) for _ in range(4)]
+    endpoints = [new_endpoint(stack, account) for _ in range(4)]
     per_endpoint = 400
 
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=32)) as client:
@@ -40,7 +40,7 @@ async def test_two_edges_and_two_workers_share_the_load(stack: Stack, database_u
 
     stored: list[str] = []
     for endpoint in endpoints:
-        events = _events(stack, account, endpoint["id"], per_endpoint, timeout_s=30)
+        events = stored_events(stack, account, endpoint["id"], per_endpoint, timeout_s=30)
         assert len(events) == per_endpoint
         stored += [e["id"] for e in events]
     assert sorted(stored) == sorted(acked)  # every acknowledged event, once

@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +28,13 @@ import pytest
 
 from shared.settings import Settings
 from tests.conftest import make_account
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
 MAX_EXAMPLES = 5
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def sink() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 def _schemathesis() -> str:
@@ -150,7 +143,7 @@ def _toml(value: object) -> str:
 
 
 async def test_the_control_plane_keeps_to_its_openapi_document(
-    settings: Settings, database_url: str, tmp_path: Path, sink: Destination
+    settings: Settings, database_url: str, tmp_path: Path, destination: Destination
 ) -> None:
     account = await make_account(database_url)
     # Thousands of requests in a few seconds: the per-key rate limit, and the per-address one of /api/start and
@@ -166,14 +159,14 @@ async def test_the_control_plane_keeps_to_its_openapi_document(
         running.start_control()
         running.start_edge()
         running.start_worker()
-        ids = _seed(running.control_url, account.key, sink.url)
+        ids = _seed(running.control_url, account.key, destination.url)
         config = tmp_path / "schemathesis.toml"
         config.write_text(_config(account.key, ids))
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
             "HOOKYARD_ST_DESTINATION_ID": ids["destination_id"],
-            "HOOKYARD_ST_SINK_URL": sink.url,
+            "HOOKYARD_ST_SINK_URL": destination.url,
             "HOOKYARD_ST_DROPPED_LOG": str(tmp_path / "dropped.txt"),
         }
         command = [_schemathesis(), "--config-file", str(config), "run", "--checks", "all"]

@@ -20,7 +20,7 @@ from standardwebhooks import Webhook as StandardWebhook
 from svix.webhooks import Webhook as SvixWebhook
 
 from shared.ids import signing_secret
-from tests.conftest import Account, make_account
+from tests.conftest import Account
 from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
@@ -125,11 +125,8 @@ def shopify_hmac(body: bytes, secret: str) -> str:
 
 
 @pytest.fixture
-async def api(stack: Stack, database_url: str) -> AsyncIterator[Api]:
-    stack.start_control()
-    stack.start_edge()
-    stack.start_worker("worker", "flush")
-    client = Api(stack, await make_account(database_url))
+async def api(running: tuple[Stack, Account]) -> AsyncIterator[Api]:
+    client = Api(*running)
     yield client
     client.http.close()
 

@@ -11,18 +11,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from edge.app import EDGE_GC_THRESHOLD, EdgeApp, create_app
-from shared.settings import Settings, load_settings
+from shared.settings import load_settings
 from tests.helpers import assert_error
 
 
 @pytest.fixture
-def edge_settings(servers, redis_prefix) -> Settings:
-    # The edge needs Redis only: no database for these tests.
-    return load_settings({}, redis_url=servers.redis_url, redis_prefix=redis_prefix)
-
-
-@pytest.fixture
-async def edge(edge_settings) -> AsyncIterator[httpx.AsyncClient]:
+async def edge_http(edge_settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The edge app started (its lifespan run) behind httpx's ASGI transport: requests as a client sends them."""
     app = create_app(edge_settings)
     await app.startup()
     try:
@@ -32,8 +27,8 @@ async def edge(edge_settings) -> AsyncIterator[httpx.AsyncClient]:
         await app.shutdown()
 
 
-async def test_healthz(edge):
-    resp = await edge.get("/healthz")
+async def test_healthz(edge_http):
+    resp = await edge_http.get("/healthz")
     assert resp.status_code == 200
     assert resp.headers["content-type"] == "application/json"
     assert resp.json() == {"ok": True}
@@ -43,8 +38,8 @@ async def test_healthz(edge):
 @pytest.mark.parametrize(
     ("method", "path"), [("GET", "/"), ("GET", "/nope"), ("POST", "/v1/endpoints"), ("GET", "/hx")]
 )
-async def test_unknown_paths_are_404_in_the_envelope(edge, method, path):
-    resp = await edge.request(method, path)
+async def test_unknown_paths_are_404_in_the_envelope(edge_http, method, path):
+    resp = await edge_http.request(method, path)
     err = assert_error(resp, 404, "not_found")
     assert path in err["message"]
 

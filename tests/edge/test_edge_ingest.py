@@ -37,11 +37,6 @@ from tests.helpers import (
 BODY = b'{"id":"evt_1","type":"invoice.paid"}'
 
 
-@pytest.fixture
-def edge_settings(servers: Any, redis_prefix: str) -> Settings:
-    return load_settings({}, redis_url=servers.redis_url, redis_prefix=redis_prefix)
-
-
 @contextlib.asynccontextmanager
 async def running(settings: Settings) -> AsyncIterator[EdgeApp]:
     app = create_app(settings)

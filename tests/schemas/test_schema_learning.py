@@ -6,73 +6,17 @@ into the test's Postgres; what was learned is read through the service functions
 
 from __future__ import annotations
 
-import json
 import random
-import time
 from typing import Any
 
 import asyncpg
 
-from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.schemas.state import WARMUP, WINDOW
-from control.service import Context, Principal
+from control.service import Context
 from control.service import schemas as service
-from control.workers.flush import Flush
-from shared import ids
-from shared.wire import IngestRecord, encode_records
 from tests.conftest import make_account
-
-
-async def make_endpoint(database_url: str, account_id: str) -> str:
-    conn = await asyncpg.connect(database_url)
-    try:
-        endpoint_id = ids.new_id("ep")
-        await conn.execute(
-            """INSERT INTO endpoints (id, account_id, name, environment, ingest_token, signing_secret)
-               VALUES ($1, $2, 'schemas', 'production', $3, 'whsec_x')""",
-            endpoint_id,
-            account_id,
-            ids.ingest_token(),
-        )
-    finally:
-        await conn.close()
-    return endpoint_id
-
-
-def record(
-    endpoint_id: str, body: Any, provider: str | None = "payments", event_type: str | None = None, **kw: Any
-) -> IngestRecord:
-    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    if event_type is None and provider is not None and isinstance(body, dict):
-        event_type = body.get("type")
-    return IngestRecord(
-        id=ids.new_id("evt"),
-        endpoint_id=endpoint_id,
-        received_at_us=int(time.time() * 1_000_000),
-        method="POST",
-        path="",
-        query="",
-        headers=[(b"content-type", b"application/json")],
-        body=raw,
-        source_ip="203.0.113.9",
-        provider=provider,
-        event_type=event_type,
-        **kw,
-    )
-
-
-async def flush(ctx: Context, records: list[IngestRecord], learner: Learner | None = None, per_entry: int = 50) -> None:
-    for i in range(0, len(records), per_entry):
-        await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": encode_records(records[i : i + per_entry])})
-    step = Flush(ctx, consumer="c", block_ms=5, claim_every_s=0, router=Router(ctx), learner=learner or Learner())
-    await step.ensure_groups()
-    while await step.step():
-        pass
-
-
-def principal(account_id: str) -> Principal:
-    return Principal(account_id=account_id, key_id="test", kind="live")
+from tests.schemas.conftest import flush, make_endpoint, principal, record
 
 
 def paid(i: int, rng: random.Random) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from control.service import Context
 from control.service import schemas as service
 from shared.signatures import sign
 from tests.conftest import make_account
-from tests.schemas.test_schema_learning import flush, make_endpoint, principal, record
+from tests.schemas.conftest import flush, make_endpoint, principal, record
 
 NODE = Path(__file__).resolve().parents[1] / "node"
 SECRET = "whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ="

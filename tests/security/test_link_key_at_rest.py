@@ -21,7 +21,6 @@ from control.db.migrate import available, migrate
 from control.keyring import PREFIX
 from control.service.inbox_links import LINK_COOKIE, _key
 from tests.conftest import make_account
-from tests.control.test_migrations import empty_database  # noqa: F401 - fixture
 from tests.helpers import assert_error, create_endpoint
 from tests.security.dumps import copied_rows, dump, encodings, forged_cookie, hookyard, keys_an_attacker_tries
 
@@ -83,7 +82,7 @@ async def test_a_link_cookie_forged_from_a_dump_is_refused_and_a_real_link_opens
 
 
 async def test_migrate_seals_a_clear_link_key_and_its_cookies_keep_opening(
-    empty_database,  # noqa: F811 - the fixture imported above
+    empty_database,
     settings,
     monkeypatch,
 ):

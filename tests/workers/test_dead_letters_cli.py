@@ -13,7 +13,8 @@ from litestar.testing import AsyncTestClient
 from control.service import Context
 from control.workers.flush import Flush
 from shared.settings import Settings
-from tests.workers.test_flush import _count, _drain, _endpoint, _record, _xadd
+from tests.conftest import ingest_record
+from tests.workers.conftest import drain, endpoint_row, event_count, xadd
 
 CLI = [sys.executable, "-m", "control.cli"]
 
@@ -27,14 +28,14 @@ def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 async def dead(ctx: Context) -> tuple[str, list[str]]:
     """An endpoint with two stored events and two dead letters (a constraint refuses them, for now)."""
-    endpoint_id = await _endpoint(ctx)
+    endpoint_id = await endpoint_row(ctx)
     flush = Flush(ctx, consumer="c1", block_ms=5, claim_every_s=0)
     async with ctx.pool.acquire() as conn:
         await conn.execute("ALTER TABLE events ADD CONSTRAINT test_refuse CHECK (event_type <> 'refused')")
-    refused = [_record(endpoint_id, event_type="refused") for _ in range(2)]
-    await _xadd(ctx, [_record(endpoint_id), refused[0], _record(endpoint_id), refused[1]])
-    await _drain(flush)
-    assert await _count(ctx, endpoint_id) == (2, 2)
+    refused = [ingest_record(endpoint_id, event_type="refused") for _ in range(2)]
+    await xadd(ctx, [ingest_record(endpoint_id), refused[0], ingest_record(endpoint_id), refused[1]])
+    await drain(flush)
+    assert await event_count(ctx, endpoint_id) == (2, 2)
     return endpoint_id, [r.id for r in refused]
 
 
@@ -73,14 +74,14 @@ async def test_list_show_and_retry(ctx: Context, settings: Settings, dead: tuple
     rest = _cli(settings, "dead-letters", "retry", "--all")
     assert rest.stdout.splitlines()[0] == "re-driven through the flush: 1"
     assert _cli(settings, "dead-letters", "list").stdout.strip() == "no dead letters"
-    await _drain(Flush(ctx, consumer="c2", block_ms=5, claim_every_s=0))
-    assert await _count(ctx, endpoint_id) == (4, 4)
+    await drain(Flush(ctx, consumer="c2", block_ms=5, claim_every_s=0))
+    assert await event_count(ctx, endpoint_id) == (4, 4)
 
 
 async def test_healthz_reports_dead_letters_and_backlog(
     client: AsyncTestClient, ctx: Context, dead: tuple[str, list[str]]
 ) -> None:
-    await _xadd(ctx, [_record(dead[0])])  # one entry waiting for the flush
+    await xadd(ctx, [ingest_record(dead[0])])  # one entry waiting for the flush
     resp = await client.get("/healthz")
     assert resp.status_code == 200
     assert resp.json() == {"ok": True, "details": {"dead_letters": 2, "ingest_backlog": 1}}

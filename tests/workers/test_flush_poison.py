@@ -4,7 +4,6 @@ is one record's fate alone (never its batch's, never another tenant's), dead-let
 from __future__ import annotations
 
 import base64
-import time
 
 import pytest
 
@@ -12,32 +11,10 @@ from control.records.events import Event
 from control.service import Context, Principal, dead_letters
 from control.service.events import get_event
 from control.workers.flush import Flush
-from shared import ids
 from shared.errors import NotFoundError
-from shared.wire import IngestRecord, decode_records, encode_records
-from tests.workers.test_flush import _count, _drain, _endpoint, _xadd
-
-
-def _record(endpoint_id: str, **kw: object) -> IngestRecord:
-    now = time.time()
-    fields: dict[str, object] = {
-        "id": ids.new_id("evt", int(now * 1000)),
-        "endpoint_id": endpoint_id,
-        "received_at_us": int(now * 1_000_000),
-        "method": "POST",
-        "path": "",
-        "query": "",
-        "headers": [(b"content-type", b"application/json")],
-        "body": b'{"a":1}',
-        "source_ip": "127.0.0.1",
-    }
-    fields.update(kw)
-    return IngestRecord(**fields)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def flush(ctx: Context) -> Flush:
-    return Flush(ctx, consumer="c1", block_ms=5, claim_every_s=0)
+from shared.wire import decode_records, encode_records
+from tests.conftest import ingest_record
+from tests.workers.conftest import drain, endpoint_row, event_count, xadd
 
 
 async def _principal(ctx: Context, endpoint_id: str) -> Principal:
@@ -65,20 +42,20 @@ UNSTORABLE_POISON = {
 
 
 async def test_poison_in_one_tenants_records_never_touches_another_tenants(ctx: Context, flush: Flush) -> None:
-    a, b = await _endpoint(ctx), await _endpoint(ctx)
+    a, b = await endpoint_row(ctx), await endpoint_row(ctx)
     await flush.ensure_groups()
-    good = [_record(a, body=f'{{"n":{i}}}'.encode()) for i in range(40)]
-    storable = {name: _record(b, **kw) for name, kw in STORABLE_POISON.items()}
-    unstorable = {name: _record(b, **kw) for name, kw in UNSTORABLE_POISON.items()}
+    good = [ingest_record(a, body=f'{{"n":{i}}}'.encode()) for i in range(40)]
+    storable = {name: ingest_record(b, **kw) for name, kw in STORABLE_POISON.items()}
+    unstorable = {name: ingest_record(b, **kw) for name, kw in UNSTORABLE_POISON.items()}
     # Interleaved in the SAME stream entries: an entry is many requests of many tenants.
     mixed = [*good[:15], *unstorable.values(), *good[15:30], *storable.values(), *good[30:]]
-    await _xadd(ctx, mixed[:30])
-    await _xadd(ctx, mixed[30:])
+    await xadd(ctx, mixed[:30])
+    await xadd(ctx, mixed[30:])
 
-    assert await _drain(flush) == len(mixed)
+    assert await drain(flush) == len(mixed)
 
-    assert await _count(ctx, a) == (40, 40)
-    assert await _count(ctx, b) == (len(storable), len(storable))
+    assert await event_count(ctx, a) == (40, 40)
+    assert await event_count(ctx, b) == (len(storable), len(storable))
     dead = await dead_letters.list_dead_letters(ctx.redis, ctx.keys)
     assert sorted(d.event_id for d in dead) == sorted(r.id for r in unstorable.values())
     for letter in dead:
@@ -93,11 +70,11 @@ async def test_poison_in_one_tenants_records_never_touches_another_tenants(ctx: 
 
 
 async def test_storable_poison_comes_back_exactly(ctx: Context, flush: Flush) -> None:
-    b = await _endpoint(ctx)
+    b = await endpoint_row(ctx)
     await flush.ensure_groups()
-    records = {name: _record(b, **kw) for name, kw in STORABLE_POISON.items()}
-    await _xadd(ctx, list(records.values()))
-    await _drain(flush)
+    records = {name: ingest_record(b, **kw) for name, kw in STORABLE_POISON.items()}
+    await xadd(ctx, list(records.values()))
+    await drain(flush)
     principal = await _principal(ctx, b)
 
     async def event(name: str) -> Event:
@@ -127,14 +104,14 @@ async def test_storable_poison_comes_back_exactly(ctx: Context, flush: Flush) ->
 
 
 async def test_dead_letter_retry_redrives_through_the_flush_idempotently(ctx: Context, flush: Flush) -> None:
-    endpoint_id = await _endpoint(ctx)
+    endpoint_id = await endpoint_row(ctx)
     await flush.ensure_groups()
     async with ctx.pool.acquire() as conn:  # a constraint that makes one record unstorable, for now
         await conn.execute("ALTER TABLE events ADD CONSTRAINT test_no_poison CHECK (event_type <> 'poison')")
-    poison = _record(endpoint_id, event_type="poison")
-    await _xadd(ctx, [_record(endpoint_id), poison, _record(endpoint_id)])
-    await _drain(flush)
-    assert await _count(ctx, endpoint_id) == (2, 2)
+    poison = ingest_record(endpoint_id, event_type="poison")
+    await xadd(ctx, [ingest_record(endpoint_id), poison, ingest_record(endpoint_id)])
+    await drain(flush)
+    assert await event_count(ctx, endpoint_id) == (2, 2)
     assert await dead_letters.count(ctx.redis, ctx.keys) == 1
     (letter,) = await dead_letters.list_dead_letters(ctx.redis, ctx.keys)
 
@@ -143,20 +120,20 @@ async def test_dead_letter_retry_redrives_through_the_flush_idempotently(ctx: Co
     assert await dead_letters.retry(ctx.redis, ctx.keys, [letter.id]) == [letter.id]
     assert await dead_letters.retry(ctx.redis, ctx.keys, [letter.id]) == []  # already re-driven: nothing twice
     assert await dead_letters.count(ctx.redis, ctx.keys) == 0
-    await _drain(flush)
-    assert await _count(ctx, endpoint_id) == (3, 3)
+    await drain(flush)
+    assert await event_count(ctx, endpoint_id) == (3, 3)
 
     # the same record re-driven again (say, a dead letter duplicated by a lost EXEC reply) stores nothing twice
     await ctx.redis.xadd(ctx.keys.dead_letter_stream(0), dead_letters.record_fields(poison, "copy", "0-1"))
     assert len(await dead_letters.retry(ctx.redis, ctx.keys)) == 1
-    await _drain(flush)
-    assert await _count(ctx, endpoint_id) == (3, 3)
+    await drain(flush)
+    assert await event_count(ctx, endpoint_id) == (3, 3)
 
 
 async def test_an_undecodable_entry_is_dead_lettered_whole_and_shown(ctx: Context, flush: Flush) -> None:
     await flush.ensure_groups()
     await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": b"\xc1 not msgpack"})
-    await _drain(flush)
+    await drain(flush)
     (letter,) = await dead_letters.list_dead_letters(ctx.redis, ctx.keys)
     shown = await dead_letters.show(ctx.redis, ctx.keys, letter.id)
     assert shown.record is None
@@ -170,11 +147,11 @@ async def test_an_undecodable_entry_is_dead_lettered_whole_and_shown(ctx: Contex
 
 
 async def test_dead_letters_of_a_record_show_what_was_captured(ctx: Context, flush: Flush) -> None:
-    endpoint_id = await _endpoint(ctx)
+    endpoint_id = await endpoint_row(ctx)
     await flush.ensure_groups()
-    bad = _record(endpoint_id, source_ip="nope", body=b"\xff\x00", headers=[(b"x-a", b"\xe9")])
-    await _xadd(ctx, [bad])
-    await _drain(flush)
+    bad = ingest_record(endpoint_id, source_ip="nope", body=b"\xff\x00", headers=[(b"x-a", b"\xe9")])
+    await xadd(ctx, [bad])
+    await drain(flush)
     (letter,) = await dead_letters.list_dead_letters(ctx.redis, ctx.keys)
     shown = await dead_letters.show(ctx.redis, ctx.keys, letter.id)
     assert shown.record is not None
@@ -185,9 +162,9 @@ async def test_dead_letters_of_a_record_show_what_was_captured(ctx: Context, flu
 
 
 async def test_a_bad_record_alone_in_its_batch_is_dead_lettered(ctx: Context, flush: Flush) -> None:
-    endpoint_id = await _endpoint(ctx)
+    endpoint_id = await endpoint_row(ctx)
     await flush.ensure_groups()
-    await _xadd(ctx, [_record(endpoint_id, method="\x00")])
-    assert await _drain(flush) == 1
+    await xadd(ctx, [ingest_record(endpoint_id, method="\x00")])
+    assert await drain(flush) == 1
     assert await dead_letters.count(ctx.redis, ctx.keys) == 1
-    assert await _count(ctx, endpoint_id) == (0, 0)
+    assert await event_count(ctx, endpoint_id) == (0, 0)

@@ -4,7 +4,6 @@ committed with the events, announced to deliver workers by NOTIFY."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import asyncpg
 import pytest
@@ -19,25 +18,17 @@ from control.workers.flush import Flush
 from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord, encode_records
+from tests.conftest import ingest_record
 from tests.destination import add_destination, add_endpoint, add_rule
 from tests.events_support import store_task
 
+SHOP_HEADERS = [(b"content-type", b"application/json"), (b"x-shop-topic", b"orders/paid")]
+
 
 def _record(endpoint_id: str, body: bytes = b'{"type":"order.paid","amount":2000}', **kw: object) -> IngestRecord:
-    now = time.time()
-    headers = kw.pop("headers", [(b"content-type", b"application/json"), (b"x-shop-topic", b"orders/paid")])
-    return IngestRecord(
-        id=ids.new_id("evt", int(now * 1000)),
-        endpoint_id=endpoint_id,
-        received_at_us=int(now * 1_000_000),
-        method="POST",
-        path="",
-        query="",
-        headers=headers,  # type: ignore[arg-type]
-        body=body,
-        source_ip="203.0.113.9",
-        **kw,  # type: ignore[arg-type]
-    )
+    """The ingest record of a shop's order.paid webhook (conditions read its topic header and body)."""
+    headers = kw.pop("headers", SHOP_HEADERS)
+    return ingest_record(endpoint_id, body, headers=headers, source_ip="203.0.113.9", **kw)  # type: ignore[arg-type]
 
 
 async def _flush(ctx: Context, flush: Flush, records: list[IngestRecord]) -> None:
@@ -54,14 +45,6 @@ async def _tasks(ctx: Context, endpoint_id: str) -> list[tuple[str, str, str]]:
             endpoint_id,
         )
     return [tuple(r) for r in rows]
-
-
-@pytest.fixture
-async def flush(ctx: Context):
-    flush = Flush(ctx, consumer="c1", block_ms=5, claim_every_s=0)
-    await flush.ensure_groups()
-    yield flush
-    await flush.close()
 
 
 async def test_one_task_per_event_rule_and_destination_even_when_reprocessed(ctx: Context, flush: Flush) -> None:

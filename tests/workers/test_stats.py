@@ -26,6 +26,7 @@ from control.workers.sweep import Sweep
 from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord, encode_records
+from tests.conftest import ingest_record
 from tests.destination import (
     FAST_DELIVERY,
     Destination,
@@ -59,33 +60,17 @@ def settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture
-async def flush(ctx: Context):
-    flush = Flush(ctx, consumer="c1", block_ms=5, claim_every_s=0)
-    await flush.ensure_groups()
-    yield flush
-    await flush.close()
-
-
-@pytest.fixture
 def sinks() -> Iterator[list[Destination]]:
     with serving() as a, serving() as b, serving() as c:
         yield [a, b, c]
 
 
 def _record(endpoint_id: str, at: datetime, provider: str | None = None, event_type: str | None = None, **kw: Any):
-    return IngestRecord(
-        id=ids.new_id("evt", int(at.timestamp() * 1000)),
-        endpoint_id=endpoint_id,
-        received_at_us=int(at.timestamp() * 1_000_000),
-        method="POST",
-        path="",
-        query="",
-        headers=[(b"content-type", b"application/json")],
-        body=b'{"type":"%s"}' % (event_type or "none").encode(),
-        source_ip="203.0.113.9",
-        provider=provider,
-        event_type=event_type,
-        **kw,
+    """An ingest record received ``at``, attributed to ``provider`` and ``event_type`` (the body names it too)."""
+    body = b'{"type":"%s"}' % (event_type or "none").encode()
+    at_us = int(at.timestamp() * 1_000_000)
+    return ingest_record(
+        endpoint_id, body, at_us=at_us, source_ip="203.0.113.9", provider=provider, event_type=event_type, **kw
     )
 
 
