@@ -7,17 +7,21 @@ exactly once. Signatures are checked with the official libraries (stripe, svix, 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
+import io
 import json
 import logging
 import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +32,15 @@ import stripe
 import svix
 
 from control import activity
+from control.listen import tail
+from control.remote import Remote
+from shared.keys import Keys
 from shared.samples import sample
+from shared.settings import Settings
 from tests.conftest import make_account
 from tests.destination import Destination
+from tests.events_support import Ev, store, store_delivery
+from tests.helpers import db, redis_client
 from tests.stack import Stack, _hookyard, free_port
 
 pytestmark = pytest.mark.slow
@@ -148,11 +158,14 @@ def test_listen_forwards_every_event_once_across_control_and_own_restarts(
     second = listen()
     second.wait_for_output("resuming after the last event forwarded")
     send(range(30, 40))
-    _until(lambda: len(destination.requests) >= 40, what="all 40")
-    time.sleep(1.0)  # a duplicate would arrive right behind the last one
-    assert _numbers(destination) == list(range(40))  # each exactly once
+    _until(lambda: len(api.get(stored, params={"limit": 100}).json()["events"]) == 40, what="all 40 stored")
+    # A sentinel, stored after all 40: listen forwards in stored order, one at a time, so a duplicate of any
+    # of them would reach the destination before it does.
+    send(range(40, 41))
+    _until(lambda: 40 in _numbers(destination), what="the sentinel sent after all 40")
+    assert _numbers(destination) == list(range(41))  # each exactly once
     lines = re.findall(r"^\d\d:\d\d:\d\d  .* → 200 .* ms  (evt_\w+)$", second.output, re.MULTILINE)
-    assert len(lines) == 40 == len(set(lines))  # one line per event, across both runs (same log file)
+    assert len(lines) == 41 == len(set(lines))  # one line per event, across both runs (same log file)
     assert second.interrupt() == 0
 
 
@@ -184,19 +197,26 @@ def test_listen_start_filters_event_types_and_resigns(
     endpoint_id = proc.wait_for_output(r"endpoint (ep_\w+) \(temporary").group(1)
     assert api.get(f"/v1/endpoints/{endpoint_id}").json()["temporary"] is True
     proc.wait_for_output("Forwarding to")
-    sent = {}
+    sent, acked = {}, {}
     for provider, event_type in (
         ("payments", "charge.refunded"),
         ("payments", "invoice.paid"),
         ("identity", "user.created"),
     ):
         webhook = sample(provider, event_type, secret=PROVIDER_SECRET)
-        assert httpx.post(ingest_url, content=webhook.body, headers=webhook.headers).status_code == 200
-        sent[event_type] = webhook
-    _until(lambda: len(destination.requests) >= 2, what="the two events of the listed types")
-    time.sleep(1.0)  # charge.refunded is never forwarded
-    paid, created = destination.requests
-    assert len(destination.requests) == 2
+        ack = httpx.post(ingest_url, content=webhook.body, headers=webhook.headers)
+        assert ack.status_code == 200, ack.text
+        sent[event_type], acked[event_type] = webhook, ack.json()["id"]
+    refunded = f"/v1/events/{acked['charge.refunded']}"
+    _until(lambda: api.get(refunded).status_code == 200, what="charge.refunded stored")
+    # A sentinel of a listed type, stored after charge.refunded: listen goes through the events in stored order,
+    # so once the sentinel is forwarded, charge.refunded was passed over, not merely not reached yet.
+    sentinel = sample("identity", "user.created", secret=PROVIDER_SECRET)
+    assert httpx.post(ingest_url, content=sentinel.body, headers=sentinel.headers).status_code == 200
+    _until(lambda: len(destination.requests) >= 3, what="the two events of the listed types and the sentinel")
+    paid, created, last = destination.requests
+    assert len(destination.requests) == 3
+    assert last.headers["relay-id"] == sentinel.headers["relay-id"]
     assert json.loads(paid.body)["type"] == "invoice.paid"
     stripe.WebhookSignature.verify_header(paid.body.decode(), paid.headers["pay-signature"], RESIGN, tolerance=300)
     with pytest.raises(stripe.SignatureVerificationError):
@@ -205,7 +225,7 @@ def test_listen_start_filters_event_types_and_resigns(
     standardwebhooks.Webhook(RESIGN).verify(created.body, _relay_as("webhook", created.headers))
     svix.Webhook(RESIGN).verify(created.body, _relay_as("svix", created.headers))
     assert proc.interrupt() == 0
-    assert len(re.findall(r"→ 200", proc.output)) == 2
+    assert len(re.findall(r"→ 200", proc.output)) == 3
 
 
 def _verify_sample(provider: str, event: dict[str, Any]) -> None:
@@ -256,8 +276,7 @@ def test_tail_prints_a_line_per_event_and_per_delivery(
     api.post(f"/v1/endpoints/{endpoint['id']}/destinations", json={"url": destination.url, "forward_all": True})
     proc = Proc(["tail", endpoint["id"]], env, tmp_path / "tail.log")
     procs.append(proc)
-    proc.wait_for_output("Following 1 endpoint")
-    time.sleep(1.5)  # the deliveries poller's first page (what happened before tail started) is not printed
+    proc.wait_for_output("Following 1 endpoint")  # said once tail knows where "now" is
     webhook = sample("payments", "invoice.paid", secret=PROVIDER_SECRET)
     event_id = httpx.post(endpoint["ingest_url"], content=webhook.body, headers=webhook.headers).json()["id"]
     proc.wait_for_output(rf"event .*{endpoint['id']}  payments  +invoice\.paid .* POST not verified  {event_id}")
@@ -314,3 +333,54 @@ def test_the_activity_lines_are_info_lines() -> None:
         assert not activity.enabled(False)
     finally:
         logger.setLevel(before)
+
+
+async def test_tail_prints_what_happens_the_moment_it_says_following(
+    stack: Stack, database_url: str, settings: Settings
+) -> None:
+    """An event and a delivery attempt stored from inside the write of the "Following" line, so at the
+    earliest moment a user could act on it, are both printed: tail asked where "now" is and which attempts
+    were already listed before saying so."""
+    stack.start_control()
+    account = await make_account(database_url)
+    with httpx.Client(base_url=stack.control_url, headers=account.headers, timeout=30) as api:
+        endpoint_id = api.post("/v1/endpoints", json={"name": "tailed"}).json()["id"]
+    before = Ev(endpoint_id, event_type="before.start")
+    await _store_with_attempt(settings, before)  # already there: printed by neither poller
+    now = Ev(endpoint_id, event_type="at.following")
+
+    class Terminal(io.StringIO):
+        def write(self, text: str) -> int:
+            if text.startswith("Following"):  # tail is blocked in this call until both rows are committed
+                writer = threading.Thread(target=asyncio.run, args=(_store_with_attempt(settings, now),))
+                writer.start()
+                writer.join()
+            return super().write(text)
+
+    out = Terminal()
+    remote = Remote(stack.control_url, account.key)
+    running = asyncio.create_task(tail(remote, endpoint_ref=endpoint_id, stream=out))
+    loop = asyncio.get_running_loop()
+    try:
+        deadline = loop.time() + 20
+        while not ("at.following" in out.getvalue() and f"attempt 1  {now.id}" in out.getvalue()):
+            assert not running.done(), out.getvalue()
+            assert loop.time() < deadline, f"what happened at 'Following' was not printed:\n{out.getvalue()}"
+            await asyncio.sleep(0.05)
+    finally:
+        if not running.done():
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, caught by tail's handler on this loop
+        code = await asyncio.wait_for(running, 30)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await remote.aclose()
+    assert code == 0
+    assert out.getvalue().endswith("stopped\n")
+    assert before.id not in out.getvalue()
+
+
+async def _store_with_attempt(settings: Settings, event: Ev) -> None:
+    """The event stored and announced as the flush does, and one delivery attempt of it."""
+    async with db(settings.database_url) as conn, redis_client(settings.redis_url) as redis:
+        await store(conn, redis, Keys(settings.redis_prefix), [event])
+        await store_delivery(conn, event.endpoint_id, event.id, created_at=datetime.now(UTC))
