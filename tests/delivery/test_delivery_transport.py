@@ -23,6 +23,7 @@ from control.delivery import send as send_module
 from control.delivery.send import MAX_RESPONSE_BYTES, Outcome, send
 from control.delivery.transport import MAX_HEAD, Transport
 from tests.destination import serving
+from tests.helpers import wait_for
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -369,7 +370,7 @@ async def test_read_timeout() -> None:
         await p.request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\n")  # then nothing
         await writer.drain()
-        await asyncio.sleep(10)
+        await asyncio.Event().wait()  # and nothing more, ever
 
     async with peer(handle) as p, transport(timeout_s=0.2) as t:
         outcome = await post(t, p.url)
@@ -380,7 +381,7 @@ async def test_read_timeout() -> None:
 
 async def test_connect_timeout_covers_the_tls_handshake(tmp_path: Path) -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(10)  # accepts the TCP connection, never answers the TLS client hello
+        await asyncio.Event().wait()  # accepts the TCP connection, never answers the TLS client hello
 
     async with peer(silent) as p, transport(connect_timeout_s=0.2) as t:
         outcome = await post(t, f"https://127.0.0.1:{p.port}/hook")
@@ -404,7 +405,7 @@ async def test_refused_connection_is_a_connect_failure() -> None:
 
 async def test_write_timeout_when_the_peer_reads_nothing() -> None:
     async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(10)
+        await asyncio.Event().wait()  # never reads
 
     async with peer(deaf) as p, transport(timeout_s=0.3) as t:
         outcome = await post(t, p.url, b"x" * (64 * 1024 * 1024), total_s=10)
@@ -431,7 +432,7 @@ async def test_the_pool_limit_queues_requests_and_times_out() -> None:
         )
         async with one:
             slow = asyncio.create_task(post(one, p.url))
-            await asyncio.sleep(0.05)
+            await wait_for(lambda: asyncio.sleep(0, len(p.heads) == 1))  # the only connection is taken
             waited = await post(one, p.url)  # the only connection is busy for longer than the pool timeout
             release.set()
             queued = await asyncio.gather(post(one, p.url), post(one, p.url))

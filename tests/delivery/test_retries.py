@@ -4,7 +4,6 @@ running in process."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -13,12 +12,13 @@ from typing import Any
 import msgspec
 import pytest
 
+from control.db.tasks import NOTIFY_CHANNEL
 from control.service import Context
 from shared import ids
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.delivery.retries_support import fail_deliveries, new_tasks, workers
-from tests.destination import Destination, Reply, deliveries_of, settled, task_status
+from tests.destination import Destination, Reply, deliveries_of, serving, settled, task_status
 from tests.events_support import Ev, store, store_delivery, store_task
 from tests.helpers import assert_error, db, parse_ts, wait_for
 
@@ -240,8 +240,15 @@ async def test_thousands_of_failed_deliveries_are_each_retried_once_within_the_c
     destination.hold()  # nothing answers: what is in flight at once is what the cap lets through
     async with workers(ctx, page=500):
         await destination.wait_for(8, timeout=30)
-        await asyncio.sleep(0.5)
+        await wait_for(lambda: _queued_all(client, account, job["id"], count), timeout=30)
+        # A sentinel: a task due after every one the job queued, to a destination of another endpoint that
+        # answers. The worker claims the oldest due tasks first, so once the sentinel is sent, a ninth request
+        # to the capped destination would have been claimed (leased in Postgres) and sent before it.
+        with serving() as other:
+            await _sentinel(client, account, ctx, other.url)
+            await other.wait_for(1, timeout=30)
         assert len(destination.requests) == 8, "more requests in flight to one destination than its cap"
+        assert await _leased(ctx, made["destinations"][0]) == 8
         again = await client.post(url, params={"success": "false"}, headers=account.headers)
         assert again.status_code == 200, again.text  # the same job, nothing new started
         assert again.json()["id"] == job["id"]
@@ -292,8 +299,10 @@ async def test_a_thousand_failures_retried_to_a_sink_that_comes_back_up_each_suc
     first = (await client.post(url, params={"success": "false"}, headers=account.headers)).json()
     async with workers(ctx):
         # Still down: after the circuit opens, the job's attempts wait instead of failing one by one.
-        await wait_for(lambda: _circuit(ctx, made["destinations"][0], "open"), timeout=30)
-        await asyncio.sleep(0.2)
+        opened_at = await wait_for(lambda: _opened_at(ctx, made["destinations"][0]), timeout=30)
+        # Until a probe after the cool-down (0.3 s) failed and opened the circuit again: for that whole while
+        # the job's due attempts were held back, where without the circuit they would each have failed.
+        await wait_for(lambda: _reopened_after(ctx, made["destinations"][0], opened_at), timeout=30)
         during = len(destination.requests) - outage
         destination.reply(default=Reply(status=200))
         first = await _completed(client, account, first["id"])
@@ -329,9 +338,40 @@ async def _all_failed(ctx: Context, endpoint_id: str, count: int) -> bool:
     return n == count
 
 
-async def _circuit(ctx: Context, destination_id: str, state: str) -> bool:
+async def _opened_at(ctx: Context, destination_id: str) -> datetime | None:
+    """When the destination's circuit opened (or its last probe began), while it is open."""
     async with db(ctx.settings.database_url) as conn:
-        return await conn.fetchval("SELECT circuit FROM destinations WHERE id = $1", destination_id) == state
+        row = await conn.fetchrow("SELECT circuit, circuit_opened_at FROM destinations WHERE id = $1", destination_id)
+    return row["circuit_opened_at"] if row["circuit"] == "open" else None
+
+
+async def _reopened_after(ctx: Context, destination_id: str, opened_at: datetime) -> bool:
+    """The circuit is open again after a probe that failed: opened later than ``opened_at``."""
+    again = await _opened_at(ctx, destination_id)
+    return again is not None and again > opened_at
+
+
+async def _queued_all(client: Any, account: Any, job_id: str, count: int) -> bool:
+    """The bulk job queued every one of its ``count`` deliveries (its scan is over)."""
+    job = await _job(client, account, job_id)
+    return job["queued"] == count and job["state"] != "scanning"
+
+
+async def _sentinel(client: Any, account: Any, ctx: Context, url: str) -> None:
+    """One pending task, due now, to a destination at ``url`` on an endpoint of its own; the deliver worker is
+    told (the NOTIFY the flush sends)."""
+    made = await _setup(client, account, url)
+    async with db(ctx.settings.database_url) as conn:
+        await new_tasks(conn, [Ev(made["endpoint"])], destination_id=made["destinations"][0], rule_id=made["rules"][0])
+        await conn.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+
+
+async def _leased(ctx: Context, destination_id: str) -> int:
+    """The destination's tasks claimed by a deliver worker (in flight) in Postgres."""
+    async with db(ctx.settings.database_url) as conn:
+        return await conn.fetchval(
+            "SELECT count(*) FROM delivery_tasks WHERE destination_id = $1 AND status = 'in_flight'", destination_id
+        )
 
 
 async def test_the_filters_choose_what_is_retried(client, account, ctx: Context, destination: Destination) -> None:

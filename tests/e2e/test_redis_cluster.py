@@ -25,6 +25,7 @@ from tests.delivery.conftest import settings  # noqa: F401 - the delivery room's
 from tests.delivery.test_deliver_e2e import test_end_to_end_edge_to_destination as test_delivery_on_a_cluster  # noqa: F401
 from tests.e2e.conftest import new_endpoint, stored_events
 from tests.e2e.test_capture_e2e import test_requests_are_captured_verbatim as test_capture_on_a_cluster  # noqa: F401
+from tests.helpers import wait_for
 from tests.stack import Stack
 from tests.workers.conftest import flush  # noqa: F401 - the workers room's flush, for its test here
 from tests.workers.test_routing_flush import (  # noqa: F401
@@ -130,17 +131,22 @@ async def test_resharding_an_ingest_slot_during_load_loses_nothing(
             if sent == 150:
                 moving.set()
 
+    async def more_acknowledged(count: int) -> None:
+        """Until ``count`` more requests were acknowledged: the senders wrote through the current step."""
+        start = len(acked)
+        await wait_for(lambda: asyncio.sleep(0, len(acked) >= start + count), timeout=20)
+
     async def reshard() -> None:
         await moving.wait()
         call = redis_cluster.call
         source_id, target_id = redis_cluster.node_id(source), redis_cluster.node_id(target)
         assert call(target, "cluster", "setslot", str(slot), "importing", source_id) == "OK"
         assert call(source, "cluster", "setslot", str(slot), "migrating", target_id) == "OK"
-        await asyncio.sleep(0.2)  # writes meanwhile still land on the source, which holds the key
+        await more_acknowledged(20)  # writes meanwhile still land on the source, which holds the key
         for key in call(source, "cluster", "getkeysinslot", str(slot), "100").split():
             reply = call(source, "migrate", "127.0.0.1", str(target), key, "0", "5000")
             assert reply in ("OK", "NOKEY"), reply
-        await asyncio.sleep(0.2)  # the key is on the target, the slot not yet: the edge meets ASK
+        await more_acknowledged(20)  # the key is on the target, the slot not yet: the edge meets ASK
         for port in sorted(redis_cluster.ports, key=lambda p: (p != target, p != source)):  # as redis-cli does
             assert call(port, "cluster", "setslot", str(slot), "node", target_id) == "OK"
         moved.set()
