@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -21,7 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -59,8 +61,9 @@ def with_database(dsn: str, name: str) -> str:
     return urlunsplit(parts._replace(path="/" + name))
 
 
-@pytest.fixture(scope="session")
-def servers() -> Iterator[Servers]:
+@contextlib.contextmanager
+def _session_servers() -> Iterator[Servers]:
+    """``DATABASE_URL`` / ``REDIS_URL`` when set, else embedded servers started here and stopped after."""
     database_url = os.environ.get("DATABASE_URL") or None
     redis_url = os.environ.get("REDIS_URL") or None
     embedded = None
@@ -79,6 +82,42 @@ def servers() -> Iterator[Servers]:
         if embedded is not None:
             embedded.stop()
             shutil.rmtree(embedded_dir, ignore_errors=True)
+
+
+class _OneSetOfServers:
+    """Under pytest-xdist (``-n``), the controller starts the servers once, before the first worker, and hands
+    their URLs to every worker (``workerinput``): one embedded Postgres and Redis for the run, not one per
+    worker. Each worker still migrates its own template database (named by its pid)."""
+
+    def __init__(self) -> None:
+        self._running: contextlib.ExitStack | None = None
+        self._servers: Servers | None = None
+
+    @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, called in the controller for each worker
+    def pytest_configure_node(self, node: Any) -> None:
+        if self._servers is None:
+            self._running = contextlib.ExitStack()
+            self._servers = self._running.enter_context(_session_servers())
+        node.workerinput["hookyard_servers"] = dataclasses.asdict(self._servers)
+
+    def pytest_unconfigure(self) -> None:
+        if self._running is not None:
+            self._running.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        config.pluginmanager.register(_OneSetOfServers(), "hookyard-one-set-of-servers")
+
+
+@pytest.fixture(scope="session")
+def servers(request: pytest.FixtureRequest) -> Iterator[Servers]:
+    shared = getattr(request.config, "workerinput", {}).get("hookyard_servers")
+    if shared is not None:  # a pytest-xdist worker: the controller runs them
+        yield Servers(**shared)
+        return
+    with _session_servers() as started:
+        yield started
 
 
 async def _admin(servers: Servers, *statements: str) -> None:

@@ -15,6 +15,7 @@ import asyncpg
 import httpx
 import pytest
 
+from shared.settings import Settings
 from tests.conftest import Account
 from tests.stack import Stack
 
@@ -61,9 +62,10 @@ class Api:
 
 
 @pytest.fixture
-async def api(running: tuple[Stack, Account], database_url: str) -> AsyncIterator[Api]:
-    stack, account = running
-    client = Api(stack, account.headers, database_url)
+async def api(shared_stack: tuple[Stack, Account], module_settings: Settings) -> AsyncIterator[Api]:
+    """One stack for the module (its tests each work on endpoints of their own account)."""
+    stack, account = shared_stack
+    client = Api(stack, account.headers, module_settings.database_url)
     try:
         yield client
     finally:

@@ -125,8 +125,9 @@ def shopify_hmac(body: bytes, secret: str) -> str:
 
 
 @pytest.fixture
-async def api(running: tuple[Stack, Account]) -> AsyncIterator[Api]:
-    client = Api(*running)
+async def api(shared_stack: tuple[Stack, Account]) -> AsyncIterator[Api]:
+    """One stack for the module (its tests each work on endpoints of their own account)."""
+    client = Api(*shared_stack)
     yield client
     client.http.close()
 
