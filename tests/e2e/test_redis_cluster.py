@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -38,6 +39,44 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def redis_url(redis_cluster: ClusterNodes) -> str:
     return redis_cluster.url
+
+
+@pytest.fixture(autouse=True)
+def slots_put_back(redis_cluster: ClusterNodes) -> Iterator[None]:
+    """The session's cluster is shared (and the order random): a slot a test moved to another master goes
+    back, keys and all, so the next test meets the evenly split cluster ``redis-cli --cluster create`` made."""
+    before = _owners(redis_cluster)
+    yield
+    for slot, owner in enumerate(_owners(redis_cluster)):
+        if owner != before[slot]:
+            _move_slot(redis_cluster, slot, before[slot])
+
+
+def _owners(cluster: ClusterNodes) -> list[int]:
+    """The port of the master serving each of the 16384 slots."""
+    owners = [0] * 16384
+    for line in cluster.call(cluster.ports[0], "cluster", "nodes").splitlines():
+        fields = line.split()
+        if "master" in fields[2]:
+            port = int(fields[1].split(":")[1].split("@")[0])
+            for span in fields[8:]:
+                if not span.startswith("["):
+                    low, _, high = span.partition("-")
+                    owners[int(low) : int(high or low) + 1] = [port] * (int(high or low) + 1 - int(low))
+    return owners
+
+
+def _move_slot(cluster: ClusterNodes, slot: int, target: int) -> None:
+    """``slot`` and its keys to the master at ``target``, the steps ``redis-cli --cluster reshard`` takes."""
+    call, source = cluster.call, cluster.owner(slot)
+    source_id, target_id = cluster.node_id(source), cluster.node_id(target)
+    assert call(target, "cluster", "setslot", str(slot), "importing", source_id) == "OK"
+    assert call(source, "cluster", "setslot", str(slot), "migrating", target_id) == "OK"
+    while keys := call(source, "cluster", "getkeysinslot", str(slot), "100").split():
+        for key in keys:
+            assert call(source, "migrate", "127.0.0.1", str(target), key, "0", "5000") in ("OK", "NOKEY")
+    for port in sorted(cluster.ports, key=lambda p: (p != target, p != source)):
+        assert call(port, "cluster", "setslot", str(slot), "node", target_id) == "OK"
 
 
 async def test_hookyard_tells_a_cluster_from_one_redis(redis_cluster: ClusterNodes, servers) -> None:
