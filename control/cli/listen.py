@@ -12,7 +12,9 @@ progress finish, saves, and exits 0. ``--events`` skips other types on this side
 them all the same.
 
 ``tail`` prints one line per arriving event (following each endpoint from now) and per delivery attempt
-(the endpoint's deliveries list, polled every second; only attempts made after it started).
+(the endpoint's deliveries list, polled every second; only attempts made after it started). Where "now" is
+and which attempts were already there are both asked before it says "Following": whatever happens after
+that line is printed (one short wait per endpoint, at most ``_BASELINE_WAIT_S``, pins the events' position).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = ("listen", "tail")
 
 T = TypeVar("T")
 _WAIT_S = 25
+_BASELINE_WAIT_S = 1  # the shortest wait events/wait takes: its answer carries the position of "now"
 _BACKOFF_S = (0.2, 5.0)
 _FORWARD_TIMEOUT_S = 30.0
 
@@ -108,13 +111,13 @@ class _Follow:
             tmp.write_text(json.dumps({"endpoint_id": self.endpoint_id, "cursor": cursor}))
             os.replace(tmp, self.state)
 
-    async def next(self) -> tuple[dict[str, Any] | None, str]:
+    async def next(self, wait_s: int = _WAIT_S) -> tuple[dict[str, Any] | None, str]:
         """(event or None on a timeout, the cursor after it); raises Unreachable and ApiError."""
         resp = await self.remote.call(
             "GET",
             f"/v1/endpoints/{self.endpoint_id}/events/wait",
-            params={"after": self.cursor, "timeout": _WAIT_S},
-            timeout_s=_WAIT_S + 15,
+            params={"after": self.cursor, "timeout": wait_s},
+            timeout_s=wait_s + 15,
         )
         cursor = resp.headers["hookyard-cursor"]
         return (resp.json()["event"] if resp.status_code == 200 else None), cursor
@@ -244,23 +247,43 @@ async def tail(remote: Remote, *, endpoint_ref: str | None, stream: TextIO = sys
         endpoints = [await remote.endpoint(endpoint_ref)]
     else:
         endpoints = (await remote.call("GET", "/v1/endpoints")).json()["endpoints"]
-    out.line(f"Following {len(endpoints)} endpoint(s): events and delivery attempts. Ctrl-C stops.")
-    async with asyncio.TaskGroup() as group:
-        for endpoint in endpoints:
-            group.create_task(_tail_events(remote, endpoint, out, stop))
-            group.create_task(_tail_deliveries(remote, endpoint, out, stop))
+    follows = [_Follow(remote, endpoint["id"], None) for endpoint in endpoints]
+    baselines = await asyncio.gather(
+        *(_events_baseline(follow, out, stop) for follow in follows),
+        *(_deliveries_seen(remote, endpoint, out, stop) for endpoint in endpoints),
+    )
+    arrived, seen = baselines[: len(endpoints)], baselines[len(endpoints) :]
+    if not stop.is_set():
+        out.line(f"Following {len(endpoints)} endpoint(s): events and delivery attempts. Ctrl-C stops.")
+        async with asyncio.TaskGroup() as group:
+            for i, endpoint in enumerate(endpoints):
+                group.create_task(_tail_events(endpoint, follows[i], arrived[i], out, stop))
+                group.create_task(_tail_deliveries(remote, endpoint, seen[i], out, stop))
     out.line("stopped")
     return 0
 
 
-async def _tail_events(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> None:
-    follow = _Follow(remote, endpoint["id"], None)
+async def _events_baseline(follow: _Follow, out: _Out, stop: asyncio.Event) -> dict[str, Any] | None:
+    """Pins "now" to a position (the cursor of one short wait); the event that arrived meanwhile, if one did."""
+    ok, answer = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane")
+    if not ok or answer is None:
+        return None
+    event, cursor = answer
+    follow.save(cursor)
+    return event
+
+
+async def _deliveries_seen(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> set[str]:
+    """The attempts already listed, which ``tail`` does not print."""
+    path = f"/v1/endpoints/{endpoint['id']}/deliveries"
+    ok, resp = await _patiently(stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries")
+    return {d["id"] for d in resp.json()["deliveries"]} if ok and resp is not None else set()
+
+
+async def _tail_events(
+    endpoint: dict[str, Any], follow: _Follow, event: dict[str, Any] | None, out: _Out, stop: asyncio.Event
+) -> None:
     while True:
-        ok, answer = await _patiently(stop, out, follow.next, "control plane")
-        if not ok or answer is None:
-            return
-        event, cursor = answer
-        follow.save(cursor)
         if event is not None:
             valid = event.get("signature_valid")
             verdict = verdict_text(valid, event.get("signature_failure_reason"))
@@ -269,22 +292,27 @@ async def _tail_events(remote: Remote, endpoint: dict[str, Any], out: _Out, stop
                 f"{_now()}  {out.paint('event', '36')}     {endpoint['id']}  {event.get('provider') or '-':<9}  "
                 f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}  {event['id']}"
             )
+        ok, answer = await _patiently(stop, out, follow.next, "control plane")
+        if not ok or answer is None:
+            return
+        event, cursor = answer
+        follow.save(cursor)
 
 
-async def _tail_deliveries(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> None:
-    seen: set[str] | None = None
+async def _tail_deliveries(
+    remote: Remote, endpoint: dict[str, Any], seen: set[str], out: _Out, stop: asyncio.Event
+) -> None:
     path = f"/v1/endpoints/{endpoint['id']}/deliveries"
     while not stop.is_set():
+        await _until(stop, asyncio.sleep(1.0))
         ok, resp = await _patiently(stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries")
         if not ok or resp is None:
             return
         page = resp.json()["deliveries"]
-        if seen is not None:
-            for d in reversed([d for d in page if d["id"] not in seen]):
-                out.line(
-                    f"{_now()}  {out.paint('delivery', '35')}  {endpoint['id']}  {d['source']:<9}  "
-                    f"{d.get('destination_url') or '-':<32}  → {out.status(d['response_status'], d.get('error'))}  "
-                    f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  {d['event_id']}"
-                )
-        seen = (seen or set()) | {d["id"] for d in page}
-        await _until(stop, asyncio.sleep(1.0))
+        for d in reversed([d for d in page if d["id"] not in seen]):
+            out.line(
+                f"{_now()}  {out.paint('delivery', '35')}  {endpoint['id']}  {d['source']:<9}  "
+                f"{d.get('destination_url') or '-':<32}  → {out.status(d['response_status'], d.get('error'))}  "
+                f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  {d['event_id']}"
+            )
+        seen |= {d["id"] for d in page}
