@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -134,7 +135,7 @@ async def _patiently(
             result = await _until(stop, call())
         except Unreachable as exc:
             if not told:
-                out.line(out.paint(f"{_now()}  {what}: {exc}; retrying", "33"))
+                out.line(out.paint(f"{_now()}  {exc}; retrying", "33"))
                 told = True
         except ApiError as exc:
             if not exc.rate_limited:
@@ -206,8 +207,10 @@ async def listen(
     forward_to: str,
     events: frozenset[str],
     resign_with: str | None,
+    again: list[str] | None = None,
     stream: TextIO = sys.stdout,
 ) -> int:
+    """``again``: the flags the "restart with:" line repeats (default: ``--forward-to`` alone)."""
     out, stop = _Out(stream), asyncio.Event()
     _signals(stop)
     if endpoint_ref is None:
@@ -216,7 +219,8 @@ async def listen(
         ).json()
         out.line(f"Ready. Send webhooks to {endpoint['ingest_url']}")
         out.line(f"  endpoint {endpoint['id']} (temporary, expires {endpoint['expires_at']})")
-        out.line(f"  restart with: hookyard listen {endpoint['id']} --forward-to {forward_to}")
+        again = ["--forward-to", forward_to] if again is None else again
+        out.line(f"  restart with: {shlex.join(['hookyard', 'listen', endpoint['id'], *again])}")
     else:
         endpoint = await remote.endpoint(endpoint_ref)
         out.line(f"Ready. Send webhooks to {endpoint['ingest_url']} (endpoint {endpoint['id']})")

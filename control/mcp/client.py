@@ -19,20 +19,21 @@ from shared.errors import HookyardError
 __all__ = ("call_tool",)
 
 
-def call_tool(control_url: str, key: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The tool's structured result; a refusal raises ``HookyardError`` with its envelope's code and message."""
-    return asyncio.run(_call(control_url, key, name, arguments))
+def call_tool(control_url: str, key: str, name: str, arguments: dict[str, Any], *, source: str = "") -> dict[str, Any]:
+    """The tool's structured result; a refusal raises ``HookyardError`` with its envelope's code and message.
+    ``source``: where ``control_url`` came from, named when it does not answer."""
+    return asyncio.run(_call(control_url, key, name, arguments, source))
 
 
-async def _call(control_url: str, key: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+async def _call(control_url: str, key: str, name: str, arguments: dict[str, Any], source: str) -> dict[str, Any]:
     try:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30))
         async with http, Client(streamable_http_client(f"{control_url}/mcp", http_client=http)) as client:
             result = await client.call_tool(name, arguments)
     except Exception as exc:  # the SDK raises transport errors inside task groups: any of them means "no answer"
+        where = f"{control_url} (from {source})" if source else control_url
         raise HookyardError(
-            f"MCP {name} at {control_url}/mcp did not answer ({type(exc).__name__}: {exc}); is `hookyard up` "
-            "running? HOOKYARD_PUBLIC_CONTROL_URL or HOOKYARD_CONTROL_PORT name another"
+            f"cannot reach the control plane at {where}: MCP {name}: {type(exc).__name__}: {exc}"
         ) from exc
     if result.is_error:
         text = result.content[0].text if result.content and hasattr(result.content[0], "text") else ""

@@ -13,7 +13,8 @@ transaction's id (``events.stored_xid``, migration 0013) and the event id; a mat
 its transaction is below the snapshot's xmin, that is once every transaction that could still add an
 event before it has finished (``control.db.events.first_stored_after``). A match not yet safe is looked at
 again shortly (usually the next commit, milliseconds away); new commits on the endpoint wake the waiter
-through the same pub/sub as the plain wait.
+through the same pub/sub as the plain wait. A server that is stopping answers as a timeout does, after one
+look, so the caller resumes from the cursor on the next server.
 """
 
 from __future__ import annotations
@@ -90,6 +91,6 @@ async def follow_events(
                     position = (horizon, "", False)
                 pause = _SAFETY_S
             remaining = deadline - loop.time()
-            if remaining <= 0:
+            if remaining <= 0 or waiter.stopped:  # time is up, or the server is stopping: answer with the cursor
                 return Followed(None, encode_position(position[0], position[1], inclusive=position[2]))
             await waiter.wait(min(pause, remaining))

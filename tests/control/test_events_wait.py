@@ -370,3 +370,22 @@ async def test_a_match_being_read_when_the_timeout_ends_is_still_returned(live, 
     resp = await asyncio.wait_for(task, 10)
     assert resp.status_code == 200, resp.text
     assert resp.json()["event"]["id"] == ev.id
+
+
+async def test_a_stopping_server_answers_every_wait_at_once(live, account):
+    """``Wakeups.stop`` (the control app calls it on SIGINT/SIGTERM, before granian drains): parked waits,
+    plain and positioned, answer 204 now (the positioned one with its cursor), and so does a wait that
+    arrives after it."""
+    plain = _start(live, account, timeout=50)
+    followed = _start(live, account, timeout=50, after="now")
+    await wait_for(_waiting(live, count=2, calls=[plain, followed]))
+    started = time.monotonic()
+    live.wakeups.stop()
+    answers = await asyncio.wait_for(asyncio.gather(plain, followed), 10)
+    assert time.monotonic() - started < 5
+    assert [a.status_code for a in answers] == [204, 204]
+    cursor = answers[1].headers["hookyard-cursor"]
+    assert cursor
+    late = await asyncio.wait_for(_start(live, account, timeout=50, after=cursor), 10)
+    assert late.status_code == 204
+    assert late.headers["hookyard-cursor"]

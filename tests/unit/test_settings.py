@@ -54,6 +54,12 @@ def test_unrelated_environment_variables_are_ignored():
     assert s.edge_port == 8080
 
 
+def test_the_client_commands_variables_are_no_typo():
+    """A shell that exports HOOKYARD_CONTROL_URL and HOOKYARD_API_KEY for `hookyard listen` runs `up` too."""
+    s = load_settings({"HOOKYARD_CONTROL_URL": "http://127.0.0.1:9100", "HOOKYARD_API_KEY": "hy_live_x"})
+    assert s.control_url == "http://127.0.0.1:8000"  # the servers' own: the clients read theirs themselves
+
+
 def test_unknown_hookyard_variable_fails_naming_it_and_listing_the_known_ones():
     with pytest.raises(ConfigError) as info:
         load_settings({"HOOKYARD_EDGE_PROT": "9090"})
