@@ -378,7 +378,7 @@ async def test_a_stopping_server_answers_every_wait_at_once(live, account):
     arrives after it."""
     plain = _start(live, account, timeout=50)
     followed = _start(live, account, timeout=50, after="now")
-    await wait_for(_waiting(live, count=2, calls=[plain, followed]))
+    await wait_for(waiting(live, count=2, calls=[plain, followed]))
     started = time.monotonic()
     live.wakeups.stop()
     answers = await asyncio.wait_for(asyncio.gather(plain, followed), 10)
