@@ -63,6 +63,7 @@ DELIVERY_FIELDS = {
     "latency_ms",
     "success",
     "error",
+    "duplicate_of",
     "created_at",
 }
 

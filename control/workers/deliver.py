@@ -45,14 +45,17 @@ import logging
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 
 import asyncpg
+from redis.exceptions import RedisError
 
 from control.db import tasks as db_tasks
-from control.delivery import egress, retry
+from control.delivery import egress, ordering, retry
 from control.delivery.claim import claim
 from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
+from control.delivery.shaping import Shaper
 from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
 from control.events_text import captured_headers
@@ -95,6 +98,8 @@ class Deliver:
         self._due_at: float | None = None  # monotonic time the next pending task falls due, when known
         self._wake = asyncio.Event()
         self.recorder = Recorder(ctx, on_written=self._written)
+        # Rate-limited sends wait for their start, then send: both within the lease.
+        self.shaper = Shaper(ctx, horizon_s=min(1.0, (s.deliver_lease_s - s.deliver_timeout_s) / 2))
         self._notifications = TaskNotifications(s.database_url or "", self._notified)
         self._sends: dict[asyncio.Task[None], tuple[str, int]] = {}  # send → (task id, attempts)
         self._per_destination: Counter[str] = Counter()
@@ -159,6 +164,7 @@ class Deliver:
         if self._look and free >= self._batch:
             blocked = [d for d, n in self._per_destination.items() if n > self._half]
             blocked.extend(self.recorder.failing)
+            blocked.extend(self.shaper.blocked(now))
             if blocked and now < self._quiet_until:
                 # Skipping a busy destination's backlog costs a scan of it: at most every 50 ms.
                 wait_s = self._quiet_until - now
@@ -191,13 +197,22 @@ class Deliver:
                 blocked=blocked,
                 lease_s=s.deliver_lease_s,
                 cooldown_s=s.circuit_cooldown_s,
+                caps=self.shaper.caps,
+                watermarks=self._watermarks,
             )
-        for task in claimed:
-            self._start(task)
+        for task, wait_s in await self.shaper.shape(claimed):
+            self._start(task, wait_s)
         return claimed, due_in_s
 
-    def _start(self, task: asyncpg.Record) -> None:
-        send_task = asyncio.create_task(self._attempt(task), name=f"deliver:{task['id']}")
+    async def _watermarks(self) -> Sequence[str | None] | None:
+        try:
+            return await ordering.watermarks(self.ctx.redis, self.ctx.keys)
+        except (RedisError, OSError) as exc:
+            log.warning("deliver: no stream watermarks from Redis (%s); FIFO deliveries wait", exc)
+            return None
+
+    def _start(self, task: asyncpg.Record, wait_s: float = 0.0) -> None:
+        send_task = asyncio.create_task(self._attempt(task, wait_s), name=f"deliver:{task['id']}")
         self._sends[send_task] = (task["id"], task["attempts"])
         destination_id = task["destination_id"]
         self._per_destination[destination_id] += 1
@@ -220,9 +235,15 @@ class Deliver:
 
         send_task.add_done_callback(done)
 
-    async def _attempt(self, task: asyncpg.Record) -> None:
+    async def _attempt(self, task: asyncpg.Record, wait_s: float = 0.0) -> None:
         # Its own asyncio task: the ids stay with this attempt's log lines only.
         bind(event_id=task["event_id"], endpoint_id=task["endpoint_id"], delivery_id=task["id"])
+        if wait_s > 0:  # a rate-limited send waits for its reserved start (control.delivery.shaping)
+            await asyncio.sleep(wait_s)
+            paused_s = self.shaper.paused_for(task["destination_id"])
+            if paused_s > 0:
+                await self.shaper.hand_back([(task["id"], task["attempts"], paused_s)])
+                return
         s = self.ctx.settings
         attempt = task["attempts"]
         body = bytes(task["body"] or b"")
@@ -240,6 +261,9 @@ class Deliver:
             url, timeout_s = task["destination_url"], s.deliver_timeout_s
             outcome = await send(self.transport, task["method"], url, headers, body, total_timeout_s=timeout_s)
         status, retry_in_s, error = self._next(outcome, attempt)
+        pause_s = retry.parse_retry_after(outcome.retry_after) if outcome.retry_after is not None else None
+        if pause_s:  # the destination asked for a pause as a whole (docs/reference/delivery.md)
+            self.shaper.pause(task["destination_id"], pause_s)
         if activity.enabled(s.log_activity):
             where = (task["destination_id"], task["destination_url"])
             activity.delivered(task["event_id"], *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
@@ -269,8 +293,11 @@ class Deliver:
                     source="rule",
                     attempt=attempt,
                 ),
+                pause_s=pause_s,
             )
         )
+        if pause_s and task["rate_limit_per_s"] is not None:
+            await self.shaper.share_pause(task["destination_id"], pause_s)
 
     def _secret(self, task: asyncpg.Record) -> str:
         return sealed.open_destination_secret(self.ctx, task["destination_id"], task["destination_secret"])

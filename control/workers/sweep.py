@@ -9,7 +9,8 @@
   last whole hour (``control.db.partitions``);
 - removes expired temporary endpoints and the anonymous accounts they leave empty
   (``control.service.expiry``), every round;
-- removes the stats counters older than the stats window (``control.service.stats.prune``), every round.
+- removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
+- removes the deduplication keys whose window is over (``control.db.dedup.prune``), every round.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 
-from control.db import partitions
+from control.db import dedup, partitions
 from control.db.context import Context
 from control.service.edge_config import resync_all
 from control.service.expiry import expire_temporary
@@ -73,5 +74,8 @@ class Sweep:
                 )
             pruned = await prune_stats(self.ctx)
             log.debug("sweep: %d stats counter rows past the window removed", pruned)
+            async with self.ctx.pool.acquire() as conn:
+                keys = await dedup.prune(conn)
+            log.debug("sweep: %d deduplication keys past their window removed", keys)
             self._next_round = time.monotonic() + self.interval_s
         return 0  # housekeeping is never "more work waiting": wait for the next check
