@@ -17,6 +17,7 @@ Postgres for everyone's claims (``control.db.circuit.pause``).
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
@@ -56,13 +57,13 @@ _SHA = hashlib.sha1(_SCRIPT.encode()).hexdigest()  # noqa: S324 - Redis names sc
 class Grant:
     count: int
     """Starts reserved (0: none within the horizon)."""
-    first_s: float
-    """Seconds from now to the first reserved start; with none, to the destination's next free start."""
+    first_at: float
+    """``time.monotonic()`` of the first reserved start; with none, of the destination's next free start."""
     interval_s: float
 
-    def start_s(self, index: int) -> float:
-        """Seconds from now to the ``index``-th reserved start."""
-        return self.first_s + index * self.interval_s
+    def start_at(self, index: int) -> float:
+        """``time.monotonic()`` of the ``index``-th reserved start."""
+        return self.first_at + index * self.interval_s
 
 
 async def _run(redis: aioredis.Redis, key: str, *args: object) -> tuple[int, float]:
@@ -78,7 +79,8 @@ async def reserve(redis: aioredis.Redis, key: str, *, rate_per_s: float, wanted:
     """Up to ``wanted`` start times at ``rate_per_s``, none later than ``horizon_s`` from now."""
     interval_ms = 1000.0 / rate_per_s
     count, first_s = await _run(redis, key, repr(interval_ms), wanted, repr(horizon_s * 1000), 0)
-    return Grant(count, first_s, interval_ms / 1000)
+    # Taken as the answer arrives, so what the worker does next (handing back the rest) delays no start.
+    return Grant(count, time.monotonic() + first_s, interval_ms / 1000)
 
 
 async def pause(redis: aioredis.Redis, key: str, seconds: float) -> None:

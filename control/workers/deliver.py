@@ -55,7 +55,7 @@ from control.delivery import egress, ordering, retry
 from control.delivery.claim import claim
 from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
-from control.delivery.shaping import Shaper
+from control.delivery.shaping import LATE_S, Shaper
 from control.delivery.storable import storable
 from control.delivery.wakeup import TaskNotifications
 from control.events_text import captured_headers
@@ -200,8 +200,8 @@ class Deliver:
                 caps=self.shaper.caps,
                 watermarks=self._watermarks,
             )
-        for task, wait_s in await self.shaper.shape(claimed):
-            self._start(task, wait_s)
+        for task, start_at in await self.shaper.shape(claimed):
+            self._start(task, start_at)
         return claimed, due_in_s
 
     async def _watermarks(self) -> Sequence[str | None] | None:
@@ -211,8 +211,8 @@ class Deliver:
             log.warning("deliver: no stream watermarks from Redis (%s); FIFO deliveries wait", exc)
             return None
 
-    def _start(self, task: asyncpg.Record, wait_s: float = 0.0) -> None:
-        send_task = asyncio.create_task(self._attempt(task, wait_s), name=f"deliver:{task['id']}")
+    def _start(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
+        send_task = asyncio.create_task(self._attempt(task, start_at), name=f"deliver:{task['id']}")
         self._sends[send_task] = (task["id"], task["attempts"])
         destination_id = task["destination_id"]
         self._per_destination[destination_id] += 1
@@ -235,15 +235,11 @@ class Deliver:
 
         send_task.add_done_callback(done)
 
-    async def _attempt(self, task: asyncpg.Record, wait_s: float = 0.0) -> None:
+    async def _attempt(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
         # Its own asyncio task: the ids stay with this attempt's log lines only.
         bind(event_id=task["event_id"], endpoint_id=task["endpoint_id"], delivery_id=task["id"])
-        if wait_s > 0:  # a rate-limited send waits for its reserved start (control.delivery.shaping)
-            await asyncio.sleep(wait_s)
-            paused_s = self.shaper.paused_for(task["destination_id"])
-            if paused_s > 0:
-                await self.shaper.hand_back([(task["id"], task["attempts"], paused_s)])
-                return
+        if start_at and not await self._started(task, start_at):
+            return
         s = self.ctx.settings
         attempt = task["attempts"]
         body = bytes(task["body"] or b"")
@@ -298,6 +294,22 @@ class Deliver:
         )
         if pause_s and task["rate_limit_per_s"] is not None:
             await self.shaper.share_pause(task["destination_id"], pause_s)
+
+    async def _started(self, task: asyncpg.Record, start_at: float) -> bool:
+        """A rate-limited send waits for its reserved start (``control.delivery.shaping``); False when it
+        went back unsent instead (its destination paused meanwhile, or no start was left for it)."""
+        while True:
+            await asyncio.sleep(start_at - time.monotonic())
+            paused_s = self.shaper.paused_for(task["destination_id"])
+            if paused_s > 0:
+                await self.shaper.hand_back([(task["id"], task["attempts"], paused_s)])
+                return False
+            if time.monotonic() - start_at <= LATE_S:
+                return True
+            again = await self.shaper.start_again(task)
+            if again is None:
+                return False
+            start_at = again
 
     def _secret(self, task: asyncpg.Record) -> str:
         return sealed.open_destination_secret(self.ctx, task["destination_id"], task["destination_secret"])
