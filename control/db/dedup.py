@@ -1,4 +1,5 @@
-"""Deduplication by the provider's idempotency key, per destination (issue 27; docs/adr/0033).
+"""Deduplication by the provider's idempotency key, per destination (issue 27; the design:
+docs/adr/0034-delivery-shaping-state.md).
 
 ``delivery_dedup`` says which task owns an idempotency key at a destination. Before a claimed task of a
 deduplicating destination is sent, one statement per claimed batch asks for its key (``decide``):

@@ -1,17 +1,19 @@
-"""FIFO destinations' tasks: claimed only at the head of their queue (issue 27; docs/adr/0033).
+"""FIFO destinations' tasks: claimed only at the head of their line (issue 27; the design:
+docs/adr/0034-delivery-shaping-state.md).
 
-A queue is a destination's tasks with one ``order_key`` (``control.routing.shaping``) that are not finished,
-in the order of their ``order_pos`` (the stream position of their event). Its head is the first of them; the
-others wait. A head is claimed when it is pending and due, its destination not blocked, and the stream
-watermark of its shard has passed it (every earlier entry of the shard is committed, so no earlier event of
-its queue can still turn up); a head in flight, or pending with a retry later, holds its queue back. Once it
-succeeds or fails for good it leaves the index and the next task is the head.
+A line is a destination's unfinished tasks with one ``order_key`` (``control.routing.shaping``), in the
+order of their ``order_pos`` (the stream position of their event). Its head is the first of them; the others
+wait. A head is claimed when it is pending and due, its destination not blocked, and the stream watermark of
+its shard has passed it (every earlier entry of the shard is committed, so no earlier event of its line can
+still turn up); a head in flight, or pending with a retry later, holds its line back. Once it succeeds or
+fails for good it leaves the index and the next task is the head.
 
-Heads are found through ``delivery_tasks_fifo`` (only unfinished FIFO tasks), so nothing here reads an
-unordered task, and the claim statement below runs only when some FIFO task is pending (the unordered claim
-says so). Correct under concurrency without locks of its own: a worker computes heads from its snapshot and
-locks them with SKIP LOCKED, rechecking ``status = 'pending'``; a task becomes a head only once the task
-before it finished, which no worker's older snapshot can show finished too early.
+Heads are found through ``delivery_tasks_fifo`` (only unfinished FIFO tasks), one index probe per line, so
+nothing here reads an unordered task or the tail of a line, and the claim statement below runs only when
+some FIFO task is pending (the unordered claim says so). Correct under concurrency without locks of its own:
+a worker computes heads from its snapshot and locks them with SKIP LOCKED, rechecking ``status =
+'pending'``; a task becomes a head only once the task before it finished, which no worker's older snapshot
+can show finished too early.
 """
 
 from __future__ import annotations
@@ -36,12 +38,25 @@ def entry_position(entry_id: str) -> str:
     return position(0, entry_id)[6:]
 
 
-# The first unfinished task of every queue.
-_HEADS = """
-    SELECT DISTINCT ON (destination_id, order_key) id, destination_id, status, next_attempt_at, order_pos
-      FROM delivery_tasks
-     WHERE order_key IS NOT NULL AND status IN ('pending', 'in_flight')
-     ORDER BY destination_id, order_key, order_pos, event_received_at, event_id, id"""
+_UNFINISHED = "order_key IS NOT NULL AND status IN ('pending', 'in_flight')"
+"""The predicate of ``delivery_tasks_fifo``, written as there."""
+
+# The lines with unfinished tasks, found by skipping through the index (one probe per line, however long
+# the line), then the first task of each: the work is linear in lines, not in the tasks waiting in them.
+_HEADS_CTES = f"""RECURSIVE lines AS (
+    (SELECT destination_id, order_key FROM delivery_tasks WHERE {_UNFINISHED}
+      ORDER BY destination_id, order_key LIMIT 1)
+    UNION ALL
+    SELECT n.destination_id, n.order_key
+      FROM lines l, LATERAL (SELECT destination_id, order_key FROM delivery_tasks
+                              WHERE {_UNFINISHED} AND (destination_id, order_key) > (l.destination_id, l.order_key)
+                              ORDER BY destination_id, order_key LIMIT 1) n
+), heads AS (
+    SELECT h.* FROM lines l, LATERAL (
+        SELECT id, destination_id, status, next_attempt_at, order_pos FROM delivery_tasks
+         WHERE {_UNFINISHED} AND destination_id = l.destination_id AND order_key = l.order_key
+         ORDER BY order_pos, event_received_at, event_id, id LIMIT 1) h
+), """
 
 
 def _beyond(watermarks: str) -> str:
@@ -69,7 +84,7 @@ _CLAIM_HEADS = claim_statement(
               FROM heads WHERE status = 'pending' AND next_attempt_at > now()) AS next_due_in_s,
            (SELECT count(*) FROM heads h
              WHERE h.status = 'pending' AND h.next_attempt_at <= now() AND {_beyond("$8")}) AS held""",
-    ctes=f"heads AS ({_HEADS}), ",
+    ctes=_HEADS_CTES,
 )
 
 
@@ -109,7 +124,7 @@ async def head_candidates(
     """The released heads as ``control.db.tasks.due_candidates`` gives unordered tasks: locked until the
     caller's transaction ends, with their destination's circuit, ``open_for_s`` and ``paused_for_s``."""
     return await conn.fetch(
-        f"""WITH heads AS ({_HEADS})
+        f"""WITH {_HEADS_CTES.removesuffix(", ")}
             SELECT t.id, t.destination_id, d.circuit, {CANDIDATE_GATE}
               FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id
              WHERE {_released("$1", "$2")} AND t.status = 'pending'

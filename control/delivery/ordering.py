@@ -1,4 +1,4 @@
-"""The stream watermarks a FIFO claim needs (issue 27; docs/adr/0033-delivery-shaping-state.md).
+"""The stream watermarks a FIFO claim needs (issue 27; docs/adr/0034-delivery-shaping-state.md).
 
 FIFO order is the order events entered the ingest stream (``control.routing.shaping``). The flush commits
 entries in batches, and two lanes (or workers) may commit neighbouring batches in either order, so an event

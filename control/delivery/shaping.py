@@ -1,5 +1,5 @@
 """What a deliver worker does with a claimed batch before sending it, for destinations that shape their
-deliveries (issue 27; docs/adr/0033-delivery-shaping-state.md): deduplication, then the rate limit. A batch
+deliveries (issue 27; docs/adr/0034-delivery-shaping-state.md): deduplication, then the rate limit. A batch
 without such a destination passes through untouched, after one look at each task's columns.
 
 - **Deduplication** (``control.db.dedup``): one statement for the batch's tasks of deduplicating
@@ -96,6 +96,9 @@ class Shaper:
         """The claimed tasks to send, each with the ``time.monotonic()`` to send it at (0: at once); the
         others are finished (duplicates) or handed back here."""
         if not any(t["rate_limit_per_s"] is not None or t["dedup_key"] is not None for t in claimed):
+            if self._caps:  # a destination whose limit was lifted is claimed for in full again
+                for task in claimed:
+                    self._caps.pop(task["destination_id"], None)
             return [(task, 0.0) for task in claimed]
         back: list[tuple[str, int, float]] = []
         try:
@@ -180,6 +183,8 @@ class Shaper:
         for task in tasks:
             if task["rate_limit_per_s"] is None:
                 out.append((task, 0.0))
+                if self._caps:
+                    self._caps.pop(task["destination_id"], None)
             else:
                 limited.setdefault(task["destination_id"], []).append(task)
         if not limited:

@@ -1,5 +1,5 @@
 """Per-destination rate limits, shared by every deliver worker through one Redis key per destination
-(issue 27; the design: docs/adr/0033-delivery-shaping-state.md).
+(issue 27; the design: docs/adr/0034-delivery-shaping-state.md).
 
 The key holds the time the destination's next send may start (GCRA's theoretical arrival time, in Redis's
 own clock, so workers with skewed clocks agree). A worker that claimed tasks of a limited destination

@@ -1,5 +1,5 @@
 """What the flush writes on a task for a destination that shapes its deliveries (issue 27; the design:
-docs/adr/0033-delivery-shaping-state.md): the FIFO queue it waits in, its place in that queue, and the
+docs/adr/0034-delivery-shaping-state.md): the FIFO queue it waits in, its place in that queue, and the
 idempotency key it is deduplicated by. Tasks of every other destination carry none of it (nulls), and a
 batch whose endpoints have no such destination is routed exactly as before.
 

@@ -1,5 +1,5 @@
 -- Issue 27: shaping deliveries per destination (rate limit, FIFO ordering, deduplication) and the pause a
--- destination asks for with Retry-After. The shared-state design: docs/adr/0033-delivery-shaping-state.md.
+-- destination asks for with Retry-After. The shared-state design: docs/adr/0034-delivery-shaping-state.md.
 --
 -- Every column added to a large table here is nullable without a default (no rewrite), or has a constant
 -- default (Postgres stores it once). The due index is rebuilt under a lock that holds back task writes
