@@ -17,6 +17,12 @@ it off; 2xx is success; anything else is retried on the schedule until the
 attempts run out (refused egress and unusable requests fail at once). Results are written in batches by
 the :class:`~control.delivery.recorder.Recorder`.
 
+Destinations that shape their deliveries (issue 27, docs/reference/delivery.md): the claim takes FIFO
+tasks only at the heads of their lines, released by the ingest stream's watermark; a claimed batch with
+tasks of deduplicating or rate-limited destinations goes through :class:`~control.delivery.shaping.Shaper`
+(duplicates finished, limited sends given their start times, the rest handed back unsent); a 429 or 503
+with ``Retry-After`` pauses the destination for every worker. A batch without such tasks is not touched.
+
 Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish,
 the rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
 
