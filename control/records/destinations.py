@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 
 from control.records import Deleted
-from control.records.rules import OptionalConditionTree, Rule, RuleName
+from control.records.rules import FIELD_PATTERN, OptionalConditionTree, Rule, RuleName
 from control.records.stats import DestinationHealth
 from control.records.text import Name, text
 
@@ -130,6 +130,7 @@ RateLimit = Annotated[
         le=MAX_RATE_LIMIT_PER_S,
         description="Deliveries a second to this destination, retries included, held by every deliver worker "
         "together (fractions allowed: 0.5 is one every 2 s); `null`: no limit",
+        extra_json_schema={"exclusiveMinimum": 0},  # Litestar's document drops msgspec's gt
     ),
 ]
 Ordering = Literal["none", "fifo"]
@@ -145,6 +146,7 @@ OrderingKey = Annotated[
     str,
     text(
         max_length=1000,
+        doc_pattern=FIELD_PATTERN,  # checked by the service (control.routing.conditions), which names the problem
         description="With `ordering: fifo`: a field in the condition-tree syntax (`body.<path>`, `header.<name>`, "
         "`meta.<key>`, e.g. `body.data.object.customer`); events are ordered per value of it, in parallel across "
         "values. `null`: one order for the whole destination",
@@ -192,6 +194,13 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
                 {"required": ["condition_tree"], "properties": {"condition_tree": {"type": "object"}}},
             ]
         },
+        # an ordering_key orders a FIFO destination's deliveries: only with ordering fifo
+        "allOf": [
+            {
+                "if": {"required": ["ordering_key"], "properties": {"ordering_key": {"type": "string"}}},
+                "then": {"required": ["ordering"], "properties": {"ordering": {"const": "fifo"}}},
+            }
+        ],
     }
 
 
