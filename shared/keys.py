@@ -109,5 +109,11 @@ class Keys:
         (``start``, ``register``); apart from the API keys' buckets, which are named by key id."""
         return f"{self.prefix}rl:ip:{route}:{address}"
 
+    def delivery_rate(self, destination_id: str) -> str:
+        """The rate limit of one destination's deliveries (``control.delivery.throttle``): when its next send
+        may start, shared by every deliver worker. Tagged by destination, so on a Redis Cluster each
+        destination's key is one slot and the limiter's script touches nothing else."""
+        return f"{self.prefix}{{dst:{destination_id}}}:rate"
+
     def worker_health(self, name: str) -> str:
         return f"{self.prefix}health:{name}"

@@ -67,6 +67,7 @@ DELIVERY_FIELDS = {
     "latency_ms",
     "success",
     "error",
+    "duplicate_of",
     "created_at",
 }
 

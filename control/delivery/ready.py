@@ -12,7 +12,7 @@ cap). A fast destination gets a deep queue, a slow or new one none (exactly as b
 here much longer than ``WINDOW_S``. The tasks here are leased like those in flight, so a worker killed with
 tasks here loses none (the lease expiry hands them back, as for a send in flight); one that is not sent in
 time (its lease might not outlast its send) or whose destination started failing (its circuit decides
-again, at the next claim) is handed back uncounted (``control.db.tasks.unlease``), never sent late.
+again, at the next claim) is handed back uncounted (``control.db.tasks.hand_back``), never sent late.
 """
 
 from __future__ import annotations

@@ -110,6 +110,11 @@ class DestinationHealth(msgspec.Struct, kw_only=True):
     reopens_at: datetime | None
     """`open`: when the cool-down ends and the next due delivery goes as the probe (in the past: with the next
     one due); `half_open`: when another probe is tried should this one never answer; null when closed."""
+    paused_until: datetime | None
+    """The destination answered 429 or 503 with `Retry-After`: no delivery to it starts before this time (null:
+    not paused, or the pause is over)."""
+    fifo_waiting: int
+    """`ordering: fifo`: deliveries waiting behind an earlier one of the same ordering key (0 otherwise)."""
 
 
 class DestinationStats(DestinationHealth, kw_only=True):

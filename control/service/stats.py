@@ -101,6 +101,8 @@ def _health(ctx: Context, state: asyncpg.Record, counts: asyncpg.Record | None) 
         "consecutive_failures": state["consecutive_failures"],
         "circuit": state["circuit"],
         "reopens_at": _reopens_at(ctx, state["circuit"], state["circuit_opened_at"]),
+        "paused_until": state["paused_until"],
+        "fifo_waiting": state["fifo_waiting"],
     }
 
 

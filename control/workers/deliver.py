@@ -17,6 +17,12 @@ it off; 2xx is success; anything else is retried on the schedule until the
 attempts run out (refused egress and unusable requests fail at once). Results are written in batches by
 the :class:`~control.delivery.recorder.Recorder`.
 
+Destinations that shape their deliveries (issue 27, docs/reference/delivery.md): the claim takes FIFO
+tasks only at the heads of their lines, released by the ingest stream's watermark; a claimed batch with
+tasks of deduplicating or rate-limited destinations goes through :class:`~control.delivery.shaping.Shaper`
+(duplicates finished, limited sends given their start times, the rest handed back unsent); a 429 or 503
+with ``Retry-After`` pauses the destination for every worker. A batch without such tasks is not touched.
+
 Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish,
 the rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
 
@@ -45,15 +51,18 @@ import logging
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 
 import asyncpg
+from redis.exceptions import RedisError
 
 from control.db import tasks as db_tasks
-from control.delivery import egress, retry
+from control.delivery import egress, ordering, retry
 from control.delivery.claim import claim
 from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
+from control.delivery.shaping import LATE_S, Shaper
 from control.delivery.wakeup import TaskNotifications
 from control.records.storable import captured_headers, storable
 from control.service import Context, sealed
@@ -95,6 +104,8 @@ class Deliver:
         self._due_at: float | None = None  # monotonic time the next pending task falls due, when known
         self._wake = asyncio.Event()
         self.recorder = Recorder(ctx, on_written=self._written)
+        # Rate-limited sends wait for their start, then send: both within the lease.
+        self.shaper = Shaper(ctx, horizon_s=min(1.0, (s.deliver_lease_s - s.deliver_timeout_s) / 2))
         self._notifications = TaskNotifications(s.database_url or "", self._notified)
         self._sends: dict[asyncio.Task[None], tuple[str, int]] = {}  # send → (task id, attempts)
         self.ready = Ready(
@@ -177,6 +188,7 @@ class Deliver:
         if self._look and free >= self._batch:
             blocked = [d for d, n in self._held(now).items() if n > self._half]
             blocked.extend(self.recorder.failing)
+            blocked.extend(self.shaper.blocked(now))
             if blocked and now < self._quiet_until:
                 # Skipping a busy destination's backlog costs a scan of it: at most every 50 ms.
                 wait_s = self._quiet_until - now
@@ -210,10 +222,25 @@ class Deliver:
                 blocked=blocked,
                 lease_s=s.deliver_lease_s,
                 cooldown_s=s.circuit_cooldown_s,
+                caps=self.shaper.caps,
+                watermarks=self._watermarks,
             )
-        self.ready.add(claimed, claimed_at)
+        now_held: list[asyncpg.Record] = []
+        for task, start_at in await self.shaper.shape(claimed):
+            if start_at:  # a rate-limited send: its start is reserved, it waits for it in its own task
+                self._start(task, start_at)
+            else:
+                now_held.append(task)
+        self.ready.add(now_held, claimed_at)
         self._start_ready()
         return claimed, due_in_s
+
+    async def _watermarks(self) -> Sequence[str | None] | None:
+        try:
+            return await ordering.watermarks(self.ctx.redis, self.ctx.keys)
+        except (RedisError, OSError) as exc:
+            log.warning("deliver: no stream watermarks from Redis (%s); FIFO deliveries wait", exc)
+            return None
 
     def _start_ready(self, only: str | None = None) -> None:
         """Starts held tasks while their destination has a free slot and the worker one too."""
@@ -240,18 +267,18 @@ class Deliver:
         async def unlease() -> None:
             try:
                 async with self.ctx.pool.acquire() as conn:
-                    await db_tasks.unlease(conn, [(t["id"], t["attempts"]) for t in tasks])
+                    await db_tasks.hand_back(conn, [(t["id"], t["attempts"], None) for t in tasks])
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
             self._look = True
             self._wake.set()
 
-        handing = asyncio.create_task(unlease(), name="deliver:unlease")
+        handing = asyncio.create_task(unlease(), name="deliver:hand-back")
         self._handing_back.add(handing)
         handing.add_done_callback(self._handing_back.discard)
 
-    def _start(self, task: asyncpg.Record) -> None:
-        send_task = asyncio.create_task(self._attempt(task), name=f"deliver:{task['id']}")
+    def _start(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
+        send_task = asyncio.create_task(self._attempt(task, start_at), name=f"deliver:{task['id']}")
         self._sends[send_task] = (task["id"], task["attempts"])
         destination_id = task["destination_id"]
         self._per_destination[destination_id] += 1
@@ -280,9 +307,11 @@ class Deliver:
 
         send_task.add_done_callback(done)
 
-    async def _attempt(self, task: asyncpg.Record) -> None:
+    async def _attempt(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
         # Its own asyncio task: the ids stay with this attempt's log lines only.
         bind(event_id=task["event_id"], endpoint_id=task["endpoint_id"], delivery_id=task["id"])
+        if start_at and not await self._started(task, start_at):
+            return
         s = self.ctx.settings
         attempt = task["attempts"]
         body = bytes(task["body"] or b"")
@@ -308,6 +337,9 @@ class Deliver:
             url, timeout_s = task["destination_url"], s.deliver_timeout_s
             outcome = await send(self.transport, task["method"], url, headers, body, total_timeout_s=timeout_s)
         status, retry_in_s, error = self._next(outcome, attempt)
+        pause_s = retry.parse_retry_after(outcome.retry_after) if outcome.retry_after is not None else None
+        if pause_s:  # the destination asked for a pause as a whole (docs/reference/delivery.md)
+            self.shaper.pause(task["destination_id"], pause_s)
         if activity.enabled(s.log_activity):
             where = (task["destination_id"], task["destination_url"])
             activity.delivered(task["event_id"], *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
@@ -337,8 +369,27 @@ class Deliver:
                     source="rule",
                     attempt=attempt,
                 ),
+                pause_s=pause_s,
             )
         )
+        if pause_s and task["rate_limit_per_s"] is not None:
+            await self.shaper.share_pause(task["destination_id"], pause_s)
+
+    async def _started(self, task: asyncpg.Record, start_at: float) -> bool:
+        """A rate-limited send waits for its reserved start (``control.delivery.shaping``); False when it
+        went back unsent instead (its destination paused meanwhile, or no start was left for it)."""
+        while True:
+            await asyncio.sleep(start_at - time.monotonic())
+            paused_s = self.shaper.paused_for(task["destination_id"])
+            if paused_s > 0:
+                await self.shaper.hand_back([(task["id"], task["attempts"], paused_s)])
+                return False
+            if time.monotonic() - start_at <= LATE_S:
+                return True
+            again = await self.shaper.start_again(task)
+            if again is None:
+                return False
+            start_at = again
 
     def _secret(self, task: asyncpg.Record) -> str:
         return sealed.open_destination_secret(self.ctx, task["destination_id"], task["destination_secret"])
@@ -367,7 +418,7 @@ class Deliver:
         if unsent:
             try:
                 async with self.ctx.pool.acquire() as conn:
-                    await db_tasks.unlease(conn, [(t["id"], t["attempts"]) for t in unsent])
+                    await db_tasks.hand_back(conn, [(t["id"], t["attempts"], None) for t in unsent])
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(unsent), exc)
         if self._handing_back:

@@ -12,6 +12,7 @@
 - removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
 - removes the bodies and headers of events past their endpoint's ``body_retention_days``
   (``control.service.retention``), in short batches within a time budget per round.
+- removes the deduplication keys whose window is over (``control.db.dedup.prune``), every round.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 
-from control.db import partitions
+from control.db import dedup, partitions
 from control.db.context import Context
 from control.service.edge_config import resync_all
 from control.service.expiry import expire_temporary
@@ -84,5 +85,8 @@ class Sweep:
                     bodies.deliveries,
                     "" if bodies.finished else " (more next round)",
                 )
+            async with self.ctx.pool.acquire() as conn:
+                keys = await dedup.prune(conn)
+            log.debug("sweep: %d deduplication keys past their window removed", keys)
             self._next_round = time.monotonic() + self.interval_s
         return 0  # housekeeping is never "more work waiting": wait for the next check

@@ -88,6 +88,7 @@ async def test_delivery_record_has_every_field(client, account, endpoint, conn):
         "latency_ms": 15000,
         "success": False,
         "error": "timeout after 15 s",
+        "duplicate_of": None,
         "created_at": delivery["created_at"],
     }
     assert parse_ts(delivery["created_at"]) == created

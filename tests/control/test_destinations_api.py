@@ -27,7 +27,20 @@ from tests.helpers import (  # noqa: F401 - fixtures
     utcnow,
 )
 
-DESTINATION_FIELDS = {"id", "endpoint_id", "name", "url", "headers", "sign_deliveries", "created_at", "updated_at"}
+DESTINATION_FIELDS = {
+    "id",
+    "endpoint_id",
+    "name",
+    "url",
+    "headers",
+    "sign_deliveries",
+    "rate_limit_per_s",
+    "ordering",
+    "ordering_key",
+    "deduplicate_window_s",
+    "created_at",
+    "updated_at",
+}
 RULE_FIELDS = {"id", "endpoint_id", "name", "condition_tree", "destination_ids", "active", "created_at", "updated_at"}
 TREE = {
     "op": "AND",
@@ -80,6 +93,8 @@ IDLE_HEALTH = {
     "consecutive_failures": 0,
     "circuit": "closed",
     "reopens_at": None,
+    "paused_until": None,
+    "fifo_waiting": 0,
 }
 """The ``health`` of a destination nothing was delivered to (tests/workers/test_stats.py covers the rest)."""
 

@@ -406,6 +406,8 @@ async def test_deliveries_and_destination_health_from_real_attempts(
         "consecutive_failures": 0,
         "circuit": "closed",
         "reopens_at": None,
+        "paused_until": None,
+        "fifo_waiting": 0,
     }
 
     # GET /v1/destinations/{id} carries the same block; another account sees none of it.
