@@ -67,12 +67,13 @@ def test_warm_up_amends_version_one() -> None:
     state, shapes = State(), Shapes()
     assert _learn(state, shapes, [{"a": 1}]) == (1, True)
     assert _learn(state, shapes, [{"a": 1, "b": None}]) == (1, False)
-    assert _learn(state, shapes, [{"a": 1.5}] * WARMUP) == (1, False)
+    # A type change is no question of evidence: it cuts a version at once, in the warm-up too (issue 26).
+    assert _learn(state, shapes, [{"a": 1.5}] * WARMUP) == (2, True)
     assert [(f["path"], f["types"], f["optional"]) for f in fields(state)] == [
         ("a", ["number"], False),
         ("b", ["null"], True),
     ]
-    assert _learn(state, shapes, [{"a": "x"}]) == (2, True)
+    assert _learn(state, shapes, [{"a": "x"}]) == (3, True)
 
 
 @pytest.mark.parametrize("key", ["plain", "a.b", "back\\slash", "x[]", "[0]", "tail\\"])

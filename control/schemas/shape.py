@@ -10,6 +10,11 @@ Paths are dot paths (``data.object.amount``); the items of an array are ``items[
 ``\\`` or or ``[`` has a backslash before each of those (``split_path`` reads it back). Keys that
 cannot be stored as text (NUL, lone surrogates) are left out. Walking stops at ``MAX_DEPTH`` (deeper values
 are typed but not opened) and looks at the first ``MAX_ITEMS`` items of an array.
+
+A body contributes at most ``MAX_PATHS`` paths, as many as its schema can hold (real payloads have up to a few
+hundred: 561 in the largest of GitHub's published examples). Every bound is kept as "not looked at", never as
+"missing": a ``Shape`` lists in ``objects`` only the objects whose every key was recorded, and a field counts as
+absent only where its parent is one of those, so a body cut by a bound is no evidence that a field is absent.
 """
 
 from __future__ import annotations
@@ -26,15 +31,19 @@ __all__ = (
     "Shapes",
     "is_id_like",
     "join_key",
+    "parent_path",
     "signature",
     "split_path",
 )
 
 MAX_DEPTH = 16
 MAX_ITEMS = 32
-MAX_PATHS = 500
-"""Paths one shape contributes; a body with more (a map keyed by data) is learned in part."""
-_MAX_CACHED = 20_000
+MAX_PATHS = 2000
+"""Paths one body contributes, and one schema holds (``control.schemas.state``): a body with more (a map keyed
+by data) is learned in part, and where it was cut nothing counts as absent."""
+_MAX_CACHED_PATHS = 1_000_000
+"""Paths held by the compiled shapes of one process's cache (bounded by what they weigh, not by their count:
+a hostile sender's every body can be a new 2,000-path shape)."""
 
 _CODE: dict[Any, str] = {str: "s", int: "i", float: "n", bool: "b", type(None): "z"}
 _code = _CODE.get
@@ -96,6 +105,24 @@ def split_path(path: str) -> list[tuple[str, int]]:
     return out
 
 
+def parent_path(path: str) -> str:
+    """The object path a field hangs from ('' for the body); an array item field's parent is its array's
+    item (``a.b[].c`` → ``a.b[]``), and an array's item path's is the array's parent."""
+    if "\\" not in path:
+        return path[: max(0, path.rfind("."))]
+    last = 0
+    i, n = 0, len(path)
+    while i < n:
+        c = path[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == ".":
+            last = i
+        i += 1
+    return path[:last]
+
+
 def _storable(key: str) -> bool:
     if key.isascii():
         return "\x00" not in key
@@ -120,7 +147,11 @@ class Shape:
     present: tuple[tuple[str, frozenset[str]], ...]
     """Every path the body has, with the types it has there (items' paths: in any item)."""
     objects: frozenset[str]
-    """Paths holding an object ('' is the body): a known child missing under one of them is absent."""
+    """Paths holding an object ('' is the body) whose every key was recorded: a known child missing under one
+    of them is absent. An object cut by ``MAX_PATHS`` or ``MAX_DEPTH`` is not here."""
+    cut: frozenset[str]
+    """Paths present under an object that is not in ``objects`` (cut by ``MAX_PATHS``): seen, so present, but
+    their siblings' absence there is not known."""
     partial: frozenset[str]
     """Item paths that some object items of their array have and others lack (so: optional)."""
     ids: tuple[str, ...]
@@ -137,6 +168,8 @@ class _Compiler:
     def __init__(self) -> None:
         self.types: dict[str, set[str]] = {}
         self.objects: set[str] = set()
+        self.incomplete: set[str] = set()
+        """Objects (or array items) with a key that was not recorded: past ``MAX_PATHS``."""
         self.partial: set[str] = set()
         self.ids: list[tuple[str, tuple[str, ...]]] = []
 
@@ -149,23 +182,34 @@ class _Compiler:
         seen.add(type_name)
         return True
 
-    def walk(self, sig: Any, path: str, keys: tuple[str, ...] | None, depth: int = 0) -> None:
-        """``keys``: the key path from the body when no array lies between (for id getters), else None."""
+    def walk(self, sig: Any, path: str, keys: tuple[str, ...] | None, depth: int = 0) -> bool:
+        """Records ``path`` and what is under it; whether ``path`` itself was recorded. ``keys``: the key path
+        from the body when no array lies between (for id getters), else None."""
         if not isinstance(sig, tuple):
             name = _NAMES["a" if sig == _EMPTY_ARRAY else sig]
-            if self.add(path, name) and name in ("string", "integer") and keys and is_id_like(path):
+            if not self.add(path, name):
+                return False
+            if name in ("string", "integer") and keys and is_id_like(path):
                 self.ids.append((path, keys))
-            return
+            return True
         if sig[0] == "[":
-            if self.add(path, "array") and depth < MAX_DEPTH:
+            if not self.add(path, "array"):
+                return False
+            if depth < MAX_DEPTH:
                 self.items(sig[1], path + "[]", depth + 1)
-            return
-        if path and (not self.add(path, "object") or depth >= MAX_DEPTH):
-            return
-        self.objects.add(path)
+            return True
+        if path and not self.add(path, "object"):
+            return False
+        if depth >= MAX_DEPTH:  # typed, not opened: not in ``objects``, so none of its keys counts as absent
+            return True
+        complete = True
         for key, child in zip(sig[0], sig[1], strict=True):
-            if _storable(key):
-                self.walk(child, join_key(path, key), (*keys, key) if keys is not None else None, depth + 1)
+            if _storable(key) and not self.walk(
+                child, join_key(path, key), (*keys, key) if keys is not None else None, depth + 1
+            ):
+                complete = False
+        (self.objects if complete else self.incomplete).add(path)
+        return True
 
     def items(self, sigs: frozenset[Any], path: str, depth: int) -> None:
         objects = [s for s in sigs if isinstance(s, tuple) and s[0] != "["]
@@ -189,9 +233,14 @@ def compile_shape(sig: Any) -> Shape:
     c = _Compiler()
     if isinstance(sig, tuple) and sig[0] != "[":
         c.walk(sig, "", ())
+    # An item path walked once completely and once cut (two item shapes) is cut.
+    incomplete = c.incomplete
     return Shape(
         present=tuple((p, frozenset(t)) for p, t in c.types.items()),
-        objects=frozenset(c.objects),
+        objects=frozenset(c.objects - incomplete),
+        cut=frozenset(p for p in c.types if not p.endswith("[]") and parent_path(p) in incomplete)
+        if incomplete
+        else frozenset(),
         partial=frozenset(c.partial),
         ids=tuple(p for p, _ in c.ids),
         id_values=_id_values([k for _, k in c.ids]),
@@ -205,12 +254,17 @@ class Shapes:
 
     def __init__(self) -> None:
         self._cache: dict[Any, Shape] = {}
+        self._paths = 0
+        """Paths of the cached shapes (what bounds the cache)."""
 
     def of(self, doc: dict[str, Any]) -> Shape:
         sig = signature(doc)
         shape = self._cache.get(sig)
         if shape is None:
-            if len(self._cache) >= _MAX_CACHED:
+            shape = compile_shape(sig)
+            if self._paths + len(shape.present) > _MAX_CACHED_PATHS:
                 self._cache.clear()
-            shape = self._cache[sig] = compile_shape(sig)
+                self._paths = 0
+            self._cache[sig] = shape
+            self._paths += len(shape.present)
         return shape

@@ -2,7 +2,11 @@
 
 Everything is counted in samples (learned events), in arrival order; a batch's samples count as arriving
 together at its end. Per path the state keeps how often it was present, when it was first and last seen,
-when it was last absent (its parent object present, the key missing) and how often, and every type it had.
+when it was last absent (its parent object present and looked at, the key missing) and how often, in how
+many samples its parent was looked at (``looked``: what its presence is a share of), how often it was an
+object looked at whole (``opened``: what its children's are counted against), and every type it had.
+Presence and absence are relative to the parent: a field first seen late was missing only from the earlier
+samples that had its parent, and a parent a bound cut (``control.schemas.shape``) was not looked at.
 
 The version rule (docs/reference/schemas.md): the fields of a schema are derived from its state,
 and a new version is cut exactly when they differ from the current version's, which happens only when
@@ -17,8 +21,10 @@ and a new version is cut exactly when they differ from the current version's, wh
   (``became_required``); a required field seen missing again is optional at once (the consumer's type
   widens: reported as ``type_changed``).
 
-The first ``WARMUP`` samples amend version 1 instead of cutting new versions: a schema's first events are
-too few to tell an optional field from a late one.
+The first ``WARMUP`` samples amend version 1 instead of cutting new versions when only fields were added or
+became optional or required: a schema's first events are too few to tell an optional field from a late one.
+A type change (``null`` included) cuts a version at once, in the warm-up too: code generated from version 1
+breaks on it.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 
 import msgspec
 
-from control.schemas.shape import Shape
+from control.schemas.shape import MAX_PATHS, Shape, parent_path
 
 __all__ = (
     "WARMUP",
@@ -62,6 +68,10 @@ class PathStat(msgspec.Struct, array_like=True):
     absences: int = 0
     types: list[str] = []
     gone: bool = False
+    looked: int = 0
+    """Samples whose parent was looked at (or where it was seen): presence is ``n / looked``."""
+    opened: int = 0
+    """Samples in which it was an object looked at whole: what a late child's misses are counted from."""
 
 
 class Sketch(msgspec.Struct, array_like=True):
@@ -72,6 +82,9 @@ class Sketch(msgspec.Struct, array_like=True):
 
 class State(msgspec.Struct, kw_only=True):
     total: int = 0
+    opened: int = -1
+    """Samples whose body was looked at whole (the top-level fields' parent); -1 in a state written before it
+    was counted (``merge`` carries such a state over first)."""
     paths: dict[str, PathStat] = {}
     keys: dict[str, Sketch] = {}
     version: int = 0
@@ -162,26 +175,16 @@ def _types(raw: Iterable[str]) -> list[str]:
     return sorted(types)
 
 
-def _find_parent(path: str) -> str:
-    i = len(path) - 1
-    while i >= 0:
-        if path[i] == "." and (i == 0 or path[i - 1] != "\\"):
-            return path[:i]
-        i -= 1
-    return ""
-
-
 _parents: dict[str, str] = {}
 
 
 def _parent(path: str) -> str:
-    """The object path a field hangs from ('' for the body); an array item's parent is its array's item.
-    Remembered: every batch asks it of every path of its schemas."""
+    """``parent_path``, remembered: every batch asks it of every path of its schemas."""
     found = _parents.get(path)
     if found is None:
         if len(_parents) >= 100_000:
             _parents.clear()
-        found = _parents[path] = _find_parent(path)
+        found = _parents[path] = parent_path(path)
     return found
 
 
@@ -203,13 +206,34 @@ def is_live(p: PathStat, total: int) -> bool:
     return not p.gone and total - p.last < max(WINDOW, GAPS * _mean_gap(p.last, p.n))
 
 
+def _carry_over(state: State) -> None:
+    """A state from before ``looked`` and ``opened`` were counted: what it had counted stands in for them
+    (its late fields' misses were over-counted: they wash out as the recent window passes)."""
+    state.opened = state.total
+    for p in state.paths.values():
+        p.looked = p.n + p.absences
+        if "object" in p.types:
+            p.opened = p.n
+
+
+def _opened(state: State, path: str) -> int:
+    """Samples so far in which ``path`` was an object looked at whole ('' is the body)."""
+    if not path:
+        return state.opened
+    p = state.paths.get(path)
+    return p.opened if p is not None and not p.gone else 0
+
+
 def merge(state: State, batch: Batch) -> None:
     """Adds a batch's samples to ``state`` (in place)."""
+    if state.opened < 0:
+        _carry_over(state)
     start, end = state.total + 1, state.total + batch.count
     present: dict[str, int] = {}
     types: dict[str, set[str]] = {}
     objects: dict[str, int] = {}
     partial: dict[str, int] = {}
+    cut: dict[str, int] = {}
     for shape, n in batch.shapes.items():
         for path, kinds in shape.present:
             present[path] = present.get(path, 0) + n
@@ -218,27 +242,45 @@ def merge(state: State, batch: Batch) -> None:
             objects[path] = objects.get(path, 0) + n
         for path in shape.partial:
             partial[path] = partial.get(path, 0) + n
+        for path in shape.cut:
+            cut[path] = cut.get(path, 0) + n
     paths = state.paths
     for path, count in present.items():
         p = paths.get(path)
         if p is None or p.gone:
-            if p is None and len(paths) >= 2000:
+            if p is None and len(paths) >= MAX_PATHS:
                 continue
-            missed = start - 1  # the schema's samples before this one appeared: absent from all of them
-            p = paths[path] = PathStat(n=0, first=start, last=end, absent_last=missed, absences=missed)
+            # Missed only by the earlier samples that had its parent, looked at whole (an array's item path is
+            # never missing: its array is). A field back from gone keeps the sightings it had.
+            seen = p.n if p is not None else 0
+            looked = seen if path.endswith("[]") else max(seen, _opened(state, _parent(path)))
+            missed = looked - seen
+            p = paths[path] = PathStat(
+                n=seen, first=start, last=end, absent_last=start - 1 if missed else 0, absences=missed, looked=looked
+            )
         p.n += count
         p.last = end
         kinds = types[path]
         if not kinds.issubset(p.types):
             p.types = _types([*p.types, *kinds])
     for path, p in paths.items():
-        if p.gone or path.endswith("[]"):  # an array's items are never "missing", only the array
+        if p.gone:
             continue
-        parent_present = objects.get(_parent(path), 0)
-        absent = parent_present - present.get(path, 0) + partial.get(path, 0)
-        if absent > 0:
-            p.absent_last = end
-            p.absences += absent
+        if path.endswith("[]"):  # an array's items are never "missing", only the array
+            p.looked += present.get(path, 0)
+        else:
+            parent_looked = objects.get(_parent(path), 0)
+            seen_cut = cut.get(path, 0)
+            p.looked += parent_looked + seen_cut
+            absent = parent_looked - (present.get(path, 0) - seen_cut) + partial.get(path, 0)
+            if absent > 0:
+                p.absent_last = end
+                p.absences += absent
+    for path, count in objects.items():
+        if not path:
+            state.opened += count
+        elif (p := paths.get(path)) is not None:
+            p.opened += count
     state.total = end
     # Only a path missing from this batch can have gone (one present is live, and so is its container).
     idle = [path for path, p in paths.items() if not p.gone and path not in present]
@@ -261,15 +303,15 @@ def merge(state: State, batch: Batch) -> None:
 
 
 def fields(state: State) -> list[dict[str, Any]]:
-    """The schema's fields as of its state: ``{path, types, optional, nullable, presence}`` by path."""
-    total = state.total or 1
+    """The schema's fields as of its state: ``{path, types, optional, nullable, presence}`` by path; presence is
+    the share of the samples that looked at its parent in which it was there."""
     return [
         {
             "path": path,
             "types": p.types,
             "optional": not is_required(p, state.total),
             "nullable": "null" in p.types,
-            "presence": round(min(1.0, p.n / total), 4),
+            "presence": round(min(1.0, p.n / p.looked), 4) if p.looked else 1.0,
         }
         for path, p in sorted(state.paths.items())
         if not p.gone
@@ -289,8 +331,14 @@ def next_version(state: State, start: int) -> tuple[int, bool] | None:
     cut = structure(state)
     if state.version and cut == state.cut:
         return None
-    state.cut = cut
-    if state.version == 1 and start <= WARMUP:
+    before, state.cut = state.cut, cut
+    if state.version == 1 and start <= WARMUP and not retyped(before, cut):
         return 1, False
     state.version += 1
     return state.version, True
+
+
+def retyped(before: list[Any], after: list[Any]) -> bool:
+    """Whether a field of both structures has other types (``null`` included) in ``after``."""
+    old = {path: types for path, types, _ in before}
+    return any(path in old and old[path] != types for path, types, _ in after)

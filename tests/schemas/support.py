@@ -1,0 +1,86 @@
+"""Real payloads through the real flush: an endpoint, the records the edge writes for them, and a drain of the
+ingest stream by ``control.workers.flush`` with a Learner (the same steps ``tests/test_schema_learning.py``
+takes; kept here so this folder stands on its own while the tests are being moved)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import asyncpg
+
+from control.routing.route import Router
+from control.schemas.learn import Learner
+from control.service import Context, Principal
+from control.service import schemas as service
+from control.workers.flush import Flush
+from shared import ids
+from shared.wire import IngestRecord, encode_records
+from tests.conftest import make_account
+
+__all__ = ("code_host_record", "flush", "learned", "make_endpoint", "principal")
+
+
+async def make_endpoint(database_url: str, account_id: str) -> str:
+    conn = await asyncpg.connect(database_url)
+    try:
+        endpoint_id = ids.new_id("ep")
+        await conn.execute(
+            """INSERT INTO endpoints (id, account_id, name, environment, ingest_token, signing_secret)
+               VALUES ($1, $2, 'real', 'production', $3, 'whsec_x')""",
+            endpoint_id,
+            account_id,
+            ids.ingest_token(),
+        )
+    finally:
+        await conn.close()
+    return endpoint_id
+
+
+def code_host_record(
+    endpoint_id: str, event_type: str, body: Any, provider: str | None = "code_host", **kw: Any
+) -> IngestRecord:
+    """What the edge writes for a verified delivery of ``body`` with ``X-GitHub-Event: <event_type>``."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return IngestRecord(
+        id=ids.new_id("evt"),
+        endpoint_id=endpoint_id,
+        received_at_us=int(time.time() * 1_000_000),
+        method="POST",
+        path="",
+        query="",
+        headers=[(b"content-type", b"application/json"), (b"x-github-event", event_type.encode())],
+        body=raw,
+        source_ip="203.0.113.9",
+        provider=provider,
+        event_type=event_type if provider else None,
+        signature_valid=True,
+        **kw,
+    )
+
+
+async def flush(ctx: Context, records: list[IngestRecord], per_entry: int = 50) -> None:
+    for i in range(0, len(records), per_entry):
+        await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": encode_records(records[i : i + per_entry])})
+    step = Flush(ctx, consumer="c", block_ms=5, claim_every_s=0, router=Router(ctx), learner=Learner())
+    await step.ensure_groups()
+    while await step.step():
+        pass
+
+
+def principal(account_id: str) -> Principal:
+    return Principal(account_id=account_id, key_id="test", kind="live")
+
+
+async def learned(
+    ctx: Context, database_url: str, *phases: list[tuple[str, dict[str, Any]]]
+) -> tuple[str, dict[str, str]]:
+    """A new account whose one endpoint received the events ((event type, payload)) of each phase in order,
+    each phase flushed and learned before the next: (account id, schema id by event type)."""
+    account = await make_account(database_url)
+    endpoint_id = await make_endpoint(database_url, account.id)
+    for events in phases:
+        await flush(ctx, [code_host_record(endpoint_id, t, p) for t, p in events])
+    schemas = (await service.list_schemas(ctx, principal(account.id))).schemas
+    return account.id, {s.event_type or "": s.id for s in schemas}

@@ -1,0 +1,67 @@
+"""A type change cuts a version at once, in the warm-up too (issue 26): code generated from version 1 must
+not break without a version and a breaking change to show for it. Only fields added or turned optional in
+the warm-up amend version 1 (a schema's first samples cannot tell an optional field from a late one).
+
+Through the real flush, read through the service functions /v1 and MCP call; and a state written before
+presence was counted relative to the parent is carried over."""
+
+from __future__ import annotations
+
+import msgspec
+
+from control.schemas.shape import Shapes
+from control.schemas.state import WARMUP, Batch, decode_state, encode_state, fields, merge
+from control.service import Context
+from control.service import schemas as service
+from tests.schemas.support import learned, principal
+
+
+async def test_a_type_change_in_the_warm_up_cuts_a_breaking_version(ctx: Context, database_url: str) -> None:
+    def issue(i: int, closed_at: object, number: object) -> dict[str, object]:
+        return {"action": "opened", "issue": {"id": i, "number": number, "closed_at": closed_at}}
+
+    first = [("issues", issue(i, "2024-01-01T00:00:00Z", i)) for i in range(40)]
+    nulls = [("issues", {**issue(i, None, i), "label": {"name": "bug"}}) for i in range(40, 50)]
+    strings = [("issues", issue(i, "2024-01-02T00:00:00Z", f"#{i}")) for i in range(50, 60)]
+    assert len(first + nulls + strings) < WARMUP
+    account_id, schemas = await learned(ctx, database_url, first, nulls, strings)
+    me, schema_id = principal(account_id), schemas["issues"]
+
+    versions = await service.schema_versions(ctx, me, schema_id)
+    assert [v.version for v in versions.versions] == [3, 2, 1]
+    assert [v.sample_count for v in versions.versions] == [10, 10, 40]
+    nullable = await service.schema_diff(ctx, me, schema_id, "1", "2")
+    assert [(c.path, c.change, c.breaking) for c in nullable.changes] == [
+        ("issue.closed_at", "became_nullable", True),
+        ("label", "added", False),
+        ("label.name", "added", False),
+    ]
+    retyped = await service.schema_diff(ctx, me, schema_id, "2", "3")
+    assert [(c.path, c.change, c.breaking) for c in retyped.changes] == [("issue.number", "type_changed", True)]
+    current = {f.path: f for f in (await service.get_schema(ctx, me, schema_id)).fields}
+    assert current["issue.number"].types == ["integer", "string"]
+    assert current["label"].optional
+    assert current["label.name"].optional is False
+
+
+def test_a_state_from_before_looked_and_opened_is_carried_over() -> None:
+    """A state as the previous rule wrote it (no ``opened``, path stats of seven items) decodes, and learns on
+    with what it had counted standing in for the new counts."""
+    old = {
+        "total": 10,
+        "paths": {"a": [10, 1, 10, 0, 0, ["object"], False], "a.b": [4, 7, 10, 6, 6, ["string"], False]},
+        "keys": {},
+        "version": 1,
+        "cut": [],
+    }
+    state = decode_state(msgspec.msgpack.encode(old))
+    assert state.opened == -1
+    batch = Batch()
+    batch.add(Shapes().of({"a": {"b": "x", "c": 1}}), 1, None)
+    batch.count = 1
+    merge(state, batch)
+    assert state.opened == 11
+    by_path = {f["path"]: f for f in fields(decode_state(encode_state(state)))}
+    assert by_path["a.b"]["presence"] == round(5 / 11, 4)  # its 4 + 6 old looks, and this one
+    assert by_path["a.c"]["optional"] is True  # missed by the 10 `a` objects before it
+    assert by_path["a.c"]["presence"] == round(1 / 11, 4)
