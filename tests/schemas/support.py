@@ -4,11 +4,19 @@ takes; kept here so this folder stands on its own while the tests are being move
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import subprocess
 import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from control.routing.route import Router
 from control.schemas.learn import Learner
@@ -19,7 +27,18 @@ from shared import ids
 from shared.wire import IngestRecord, encode_records
 from tests.conftest import make_account
 
-__all__ = ("code_host_record", "flush", "learned", "make_endpoint", "principal")
+__all__ = (
+    "NODE",
+    "code_host_record",
+    "flush",
+    "learned",
+    "make_endpoint",
+    "need_node",
+    "node_work",
+    "principal",
+    "run",
+    "tsc",
+)
 
 
 async def make_endpoint(database_url: str, account_id: str) -> str:
@@ -84,3 +103,48 @@ async def learned(
         await flush(ctx, [code_host_record(endpoint_id, t, p) for t, p in events])
     schemas = (await service.list_schemas(ctx, principal(account.id))).schemas
     return account.id, {s.event_type or "": s.id for s in schemas}
+
+
+NODE = Path(__file__).resolve().parents[1] / "node"
+"""The npm packages the generated code is checked with, pinned in its ``package-lock.json`` (``.ci/run``
+installs them)."""
+
+
+def need_node() -> None:
+    if not (NODE / "node_modules" / ".bin" / "tsc").exists() or shutil.which("node") is None:
+        message = "tests/node/node_modules is missing: run `npm ci` in tests/node (.ci/run does)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def run(args: list[str], cwd: Path, timeout: float = 300) -> str:
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+@contextlib.contextmanager
+def node_work() -> Iterator[Path]:
+    """A folder inside tests/node (so imports find its node_modules) with a strict tsconfig, removed after."""
+    work = NODE / f".gen-{uuid.uuid4().hex[:10]}"
+    work.mkdir()
+    try:
+        (work / "package.json").write_text('{"type": "module"}')
+        options = {
+            "strict": True,
+            "module": "nodenext",
+            "moduleResolution": "nodenext",
+            "target": "es2022",
+            "outDir": "out",
+            "skipLibCheck": True,
+            "types": ["node"],
+        }
+        (work / "tsconfig.json").write_text(json.dumps({"compilerOptions": options, "include": ["*.ts"]}))
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def tsc(work: Path) -> str:
+    return run([str(NODE / "node_modules" / ".bin" / "tsc"), "-p", "."], work)
