@@ -136,16 +136,20 @@ class Batch:
         self.last_at = max(self.last_at, other.last_at)
 
     def add(self, shape: Shape, count: int, columns: Iterable[Iterable[Any]] | None) -> None:
-        """``count`` samples of ``shape``; ``columns``: the values of each of its ``ids`` in them."""
+        """``count`` samples of ``shape``; ``columns``: the values of each of its ``ids`` in them. ``""`` and
+        ``0`` are not kept: they say "none", and would link every field that ever carried them."""
         self.shapes[shape] = self.shapes.get(shape, 0) + count
         if columns is not None:
             hashes = self.hashes
             for path, column in zip(shape.ids, columns, strict=True):
+                values = set(column)
+                values.discard("")
+                values.discard(0)
                 found = hashes.get(path)
                 if found is None:
-                    hashes[path] = set(hash_values(column))
+                    hashes[path] = set(hash_values(values))
                 else:
-                    found.update(hash_values(column))
+                    found.update(hash_values(values))
 
 
 def hash_value(value: Any) -> int:
