@@ -82,6 +82,15 @@ def join_key(prefix: str, key: str) -> str:
 def split_path(path: str) -> list[tuple[str, int]]:
     """``a.b\\.c.items[][]`` → ``[("a", 0), ("b.c", 0), ("items", 2)]``: each key and how many array levels
     follow it."""
+    if "\\" not in path:  # no escaped key (the usual case): every "." separates, every "[]" is an array level
+        out = []
+        for part in path.split("."):
+            levels = 0
+            while part.endswith("[]"):
+                part = part[:-2]
+                levels += 1
+            out.append((part, levels))
+        return out
     out: list[tuple[str, int]] = []
     key: list[str] = []
     levels = i = 0

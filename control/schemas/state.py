@@ -42,11 +42,15 @@ __all__ = (
     "WINDOW",
     "Batch",
     "PathStat",
+    "Paths",
     "State",
+    "decode_paths",
     "decode_state",
+    "decode_structure",
     "encode_state",
     "hash_value",
     "hash_values",
+    "structure_bytes",
 )
 
 WINDOW = 1000
@@ -92,8 +96,23 @@ class State(msgspec.Struct, kw_only=True):
     """The current version's fields as ``[path, types, optional]``: what the next batch compares to."""
 
 
+class Paths(msgspec.Struct, kw_only=True):
+    """What ``fields`` reads of a State: decoded without the sketches and the cut, which readers of fields
+    (every schema answer, generated code) do not need and which weigh as much as the rest."""
+
+    total: int = 0
+    paths: dict[str, PathStat] = {}
+
+
+class _Structure(msgspec.Struct):
+    cut: msgspec.Raw = msgspec.Raw(b"\x90")  # an empty list
+
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(State)
+_paths_decoder = msgspec.msgpack.Decoder(Paths)
+_structure_decoder = msgspec.msgpack.Decoder(_Structure)
+_rows_decoder = msgspec.msgpack.Decoder(list[tuple[str, list[str], bool]])
 
 
 def encode_state(state: State) -> bytes:
@@ -102,6 +121,22 @@ def encode_state(state: State) -> bytes:
 
 def decode_state(data: bytes | None) -> State:
     return State() if not data else _decoder.decode(data)
+
+
+def decode_paths(data: bytes | None) -> Paths:
+    return Paths() if not data else _paths_decoder.decode(data)
+
+
+def structure_bytes(data: bytes | None) -> bytes:
+    """The current version's ``(path, types, optional)`` by path, as of the state's last merge (``State.cut``,
+    which every merge leaves equal to ``structure``), still encoded: read without decoding the rest, it is what
+    generated code is made of, and what it is cached by (``control.schemas.codegen.memo``)."""
+    return b"\x90" if not data else bytes(_structure_decoder.decode(data).cut)
+
+
+def decode_structure(raw: bytes) -> list[tuple[str, list[str], bool]]:
+    """``structure_bytes``, decoded."""
+    return _rows_decoder.decode(raw)
 
 
 class Batch:
@@ -306,7 +341,7 @@ def merge(state: State, batch: Batch) -> None:
             sketch.hashes = sorted(new)[:SKETCH]
 
 
-def fields(state: State) -> list[dict[str, Any]]:
+def fields(state: State | Paths) -> list[dict[str, Any]]:
     """The schema's fields as of its state: ``{path, types, optional, nullable, presence}`` by path; presence is
     the share of the samples that looked at its parent in which it was there."""
     return [
