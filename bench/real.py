@@ -15,6 +15,9 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "data" / "real" / 
 
 @cache
 def real_payloads() -> tuple[tuple[str, bytes], ...]:
-    """(event type, body as the provider sends it: JSON, as published) of every example, in their order."""
+    """(event type, body: the example as compact JSON) of every example, in their order."""
     with gzip.open(EXAMPLES) as f:
-        return tuple((e["event_type"], json.dumps(e["payload"], indent=2).encode()) for e in json.load(f))
+        return tuple(
+            (e["event_type"], json.dumps(e["payload"], separators=(",", ":"), ensure_ascii=False).encode())
+            for e in json.load(f)
+        )

@@ -46,8 +46,7 @@ def _learn(state: State, shapes: Shapes, docs: list[dict[str, Any]]) -> tuple[in
         batch.count += 1
         batch.shapes[shape] = batch.shapes.get(shape, 0) + 1
     start = state.total + 1
-    merge(state, batch)
-    return next_version(state, start)
+    return next_version(state, start, merge(state, batch))
 
 
 def test_a_field_becomes_required_only_after_its_recent_window() -> None:

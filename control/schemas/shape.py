@@ -155,6 +155,8 @@ class Shape:
 
     present: tuple[tuple[str, frozenset[str]], ...]
     """Every path the body has, with the types it has there (items' paths: in any item)."""
+    pairs: frozenset[tuple[str, frozenset[str]]]
+    """``present`` as a set (what several shapes of a batch have in common is found in C)."""
     objects: frozenset[str]
     """Paths holding an object ('' is the body) whose every key was recorded: a known child missing under one
     of them is absent. An object cut by ``MAX_PATHS`` or ``MAX_DEPTH`` is not here."""
@@ -173,33 +175,48 @@ class Shape:
     """The signature it was compiled from."""
 
 
+_ONE = {name: frozenset([name]) for name in _NAMES.values()}
+_id_names: dict[str, bool] = {}
+
+
+def _id_name(key: str) -> bool:
+    """``is_id_like`` of a key (remembered: real payloads repeat their key names across shapes)."""
+    found = _id_names.get(key)
+    if found is None:
+        if len(_id_names) >= 100_000:
+            _id_names.clear()
+        found = _id_names[key] = bool(_ID_NAME.search(key))
+    return found
+
+
 class _Compiler:
     def __init__(self) -> None:
-        self.types: dict[str, set[str]] = {}
+        self.types: dict[str, frozenset[str]] = {}
         self.objects: set[str] = set()
         self.incomplete: set[str] = set()
         """Objects (or array items) with a key that was not recorded: past ``MAX_PATHS``."""
         self.partial: set[str] = set()
-        self.ids: list[tuple[str, tuple[str, ...]]] = []
+        self.ids: list[str] = []
 
     def add(self, path: str, type_name: str) -> bool:
         seen = self.types.get(path)
         if seen is None:
             if len(self.types) >= MAX_PATHS:
                 return False
-            seen = self.types[path] = set()
-        seen.add(type_name)
+            self.types[path] = _ONE[type_name]
+        elif type_name not in seen:
+            self.types[path] = seen | _ONE[type_name]
         return True
 
-    def walk(self, sig: Any, path: str, keys: tuple[str, ...] | None, depth: int = 0) -> bool:
-        """Records ``path`` and what is under it; whether ``path`` itself was recorded. ``keys``: the key path
-        from the body when no array lies between (for id getters), else None."""
+    def walk(self, sig: Any, path: str, key: str | None, depth: int = 0) -> bool:
+        """Records ``path`` and what is under it; whether ``path`` itself was recorded. ``key``: its key when
+        no array lies between it and the body (an id-like field's value can be read there), else None."""
         if not isinstance(sig, tuple):
             name = _NAMES["a" if sig == _EMPTY_ARRAY else sig]
             if not self.add(path, name):
                 return False
-            if name in ("string", "integer") and keys and is_id_like(path):
-                self.ids.append((path, keys))
+            if key is not None and (name == "string" or name == "integer") and _id_name(key):
+                self.ids.append(path)
             return True
         if sig[0] == "[":
             if not self.add(path, "array"):
@@ -212,12 +229,30 @@ class _Compiler:
         if depth >= MAX_DEPTH:  # typed, not opened: not in ``objects``, so none of its keys counts as absent
             return True
         complete = True
-        for key, child in zip(sig[0], sig[1], strict=True):
-            if _storable(key) and not self.walk(
-                child, join_key(path, key), (*keys, key) if keys is not None else None, depth + 1
-            ):
+        top = key is not None or not path
+        prefix = path + "." if path else ""
+        for k, child in zip(sig[0], sig[1], strict=True):
+            if not _storable(k):
+                continue
+            child_path = prefix + k if ("." not in k and "\\" not in k and "[" not in k) else join_key(path, k)
+            if not path and type(child) is tuple and self.reuse(child_path, k, child):
+                continue
+            if not self.walk(child, child_path, k if top else None, depth + 1):
                 complete = False
         (self.objects if complete else self.incomplete).add(path)
+        return True
+
+    def reuse(self, path: str, key: str, sig: Any) -> bool:
+        """Records a top-level object or array from the compiled fragment of its signature there, when it fits
+        whole; whether it did (else it is walked)."""
+        fragment = _fragment(path, key, sig)
+        if fragment is None or len(self.types) + len(fragment.types) > MAX_PATHS:
+            return False
+        self.types.update(fragment.types)
+        self.objects.update(fragment.objects)
+        self.incomplete.update(fragment.incomplete)
+        self.partial.update(fragment.partial)
+        self.ids.extend(fragment.ids)
         return True
 
     def items(self, sigs: frozenset[Any], path: str, depth: int) -> None:
@@ -229,31 +264,70 @@ class _Compiler:
             self.partial.update(set().union(*child_sets) - set.intersection(*child_sets))
 
 
-def _id_values(paths: list[tuple[str, ...]]) -> Callable[[Any], tuple[Any, ...]] | None:
-    """``lambda d: (d["id"], d["data"]["object"]["id"])``, compiled once per shape: one call per event. The
-    keys go in as ``repr`` literals, so no key can be anything but a string constant."""
+_fragments: dict[tuple[str, Any], _Compiler] = {}
+_fragment_paths = 0
+_MAX_FRAGMENT_PATHS = 500_000
+
+
+def _fragment(path: str, key: str, sig: Any) -> _Compiler | None:
+    """A top-level field's compiled subtree, by its path and signature (remembered: shapes of one event type
+    differ in a few leaves, and share ``repository``, ``sender`` and the like whole); None when it alone
+    reaches ``MAX_PATHS`` (then it is walked in place, where it is cut)."""
+    global _fragment_paths
+    found = _fragments.get((path, sig))
+    if found is None:
+        found = _Compiler()
+        found.walk(sig, path, key, 1)
+        if len(found.types) >= MAX_PATHS:
+            return None
+        if _fragment_paths + len(found.types) > _MAX_FRAGMENT_PATHS:
+            _fragments.clear()
+            _fragment_paths = 0
+        _fragments[(path, sig)] = found
+        _fragment_paths += len(found.types)
+    return found
+
+
+_getters: dict[tuple[tuple[str, ...], ...], Callable[[Any], tuple[Any, ...]] | None] = {}
+
+
+def _id_values(paths: tuple[tuple[str, ...], ...]) -> Callable[[Any], tuple[Any, ...]] | None:
+    """``lambda d: (d["id"], d["data"]["object"]["id"])``, compiled once per set of key paths (shapes of one
+    event type share theirs): one call per event. The keys go in as ``repr`` literals, so no key can be
+    anything but a string constant."""
     if not paths:
         return None
-    items = ", ".join("d" + "".join(f"[{key!r}]" for key in keys) for keys in paths)
-    return eval(f"lambda d: ({items},)", {"__builtins__": {}})  # noqa: S307
+    found = _getters.get(paths)
+    if found is None:
+        if len(_getters) >= 2_000:
+            _getters.clear()
+        items = ", ".join("d" + "".join(f"[{key!r}]" for key in keys) for keys in paths)
+        found = _getters[paths] = eval(f"lambda d: ({items},)", {"__builtins__": {}})  # noqa: S307
+    return found
+
+
+def _keys(path: str) -> tuple[str, ...]:
+    return tuple(key for key, _ in split_path(path))
 
 
 def compile_shape(sig: Any) -> Shape:
     c = _Compiler()
     if isinstance(sig, tuple) and sig[0] != "[":
-        c.walk(sig, "", ())
+        c.walk(sig, "", None)
     # An item path walked once completely and once cut (two item shapes) is cut.
     incomplete = c.incomplete
+    id_keys = tuple(_keys(p) for p in c.ids)
     return Shape(
-        present=tuple((p, frozenset(t)) for p, t in c.types.items()),
+        present=tuple(c.types.items()),
+        pairs=frozenset(c.types.items()),
         objects=frozenset(c.objects - incomplete),
         cut=frozenset(p for p in c.types if not p.endswith("[]") and parent_path(p) in incomplete)
         if incomplete
         else frozenset(),
         partial=frozenset(c.partial),
-        ids=tuple(p for p, _ in c.ids),
-        id_values=_id_values([k for _, k in c.ids]),
-        id_keys=tuple(k for _, k in c.ids),
+        ids=tuple(c.ids),
+        id_values=_id_values(id_keys),
+        id_keys=id_keys,
         signature=sig,
     )
 

@@ -35,7 +35,15 @@ from control.schemas.codegen.tree import Member, build, rows_of, type_name, uniq
 from control.schemas.codegen.typescript import typescript, zod
 from control.schemas.correlate import candidates
 from control.schemas.diff import diff
-from control.schemas.state import State, decode_paths, decode_state, decode_structure, fields, structure_bytes
+from control.schemas.state import (
+    State,
+    decode_paths,
+    decode_state,
+    fields,
+    stored_digest,
+    structure,
+    structure_digest,
+)
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint
 from control.service.text import check_text
@@ -190,46 +198,52 @@ CODE_CACHE = CodeCache()
 
 
 class _Part(msgspec.Struct, frozen=True):
-    """One event type of an answer: its name, discriminator and structure, still encoded (what the answer is
-    cached by: ``control.schemas.codegen.memo``)."""
+    """One event type of an answer: its name, discriminator and what its structure is known by (the state's
+    digest, or an older version's stored fields): what the answer is cached by (``control.schemas.codegen.memo``)."""
 
     name: str
     event_type: str
-    encoded: bytes
-    json: bool
-    """``encoded`` is an older version's stored fields (JSON), not a state's structure (msgpack)."""
-
-    def member(self, schema_id: str, version: int) -> Member:
-        structure = rows_of(_fields_decoder.decode(self.encoded)) if self.json else decode_structure(self.encoded)
-        return Member(self.name, self.event_type, build(structure), schema_id, version)
+    digest: bytes
+    """``State.digest`` of the current version; empty for an older version (``fields`` says it all)."""
+    fields: bytes = b""
+    """An older version's stored fields (JSON)."""
 
 
-async def _encoded(conn: asyncpg.Connection, row: asyncpg.Record, version: int | None) -> tuple[int, bytes, bool]:
-    """(version, its structure still encoded, whether as JSON fields): the current version's from the state."""
-    if version is None or version == row["current_version"]:
-        return row["current_version"], structure_bytes(row["state"]), False
-    raw = await db.version_fields(conn, row["id"], version)
-    if raw is None:
-        raise NotFoundError(f"schema {row['id']!r} has no version {version} (its current is {row['current_version']})")
-    return version, raw.encode(), True
+def _member(part: _Part, source: asyncpg.Record, version: int) -> Member:
+    """The part's tree: an older version's from its stored fields, the current one's from the state."""
+    if part.fields:
+        built = build(rows_of(_fields_decoder.decode(part.fields)))
+    else:
+        built = build(structure(decode_paths(source["state"])))
+    return Member(part.name, part.event_type, built, source["id"], version)
 
 
 async def _parts(
     conn: asyncpg.Connection, row: asyncpg.Record, version: int | None, union: bool
-) -> tuple[int, list[tuple[_Part, str, int]]]:
-    """(version, [(part, schema id, version)]): the schema (at ``version``) and, with ``union``, the other event
-    types of its provider its endpoints receive."""
-    at, encoded, is_json = await _encoded(conn, row, version)
+) -> tuple[int, list[tuple[_Part, asyncpg.Record, int]]]:
+    """(version, [(part, its schema row, version)]): the schema (at ``version``) and, with ``union``, the other
+    event types of its provider its endpoints receive."""
+    at, old = row["current_version"], b""
+    if version is not None and version != at:
+        raw = await db.version_fields(conn, row["id"], version)
+        if raw is None:
+            raise NotFoundError(f"schema {row['id']!r} has no version {version} (its current is {at})")
+        at, old = version, raw.encode()
     siblings = [r for r in await db.siblings(conn, row["id"]) if r["id"] != row["id"]] if union else []
     siblings.sort(key=lambda r: r["event_type"] or "")
     names = unique_names(
         [type_name(r["provider"], r["event_type"]) if r["provider"] else "EndpointPayload" for r in [row, *siblings]]
     )
-    parts = [(_Part(names[0], row["event_type"] or "", encoded, is_json), row["id"], at)]
+    first = _Part(names[0], row["event_type"] or "", b"" if old else _digest(row["state"]), old)
+    parts = [(first, row, at)]
     for name, r in zip(names[1:], siblings, strict=True):
-        part = _Part(name, r["event_type"] or "", structure_bytes(r["state"]), False)
-        parts.append((part, r["id"], r["current_version"]))
+        parts.append((_Part(name, r["event_type"] or "", _digest(r["state"])), r, r["current_version"]))
     return at, parts
+
+
+def _digest(state: bytes | None) -> bytes:
+    """The current version's ``State.digest``; of a state written before it was kept, computed."""
+    return stored_digest(state) or structure_digest(structure(decode_paths(state)))
 
 
 def _text(lang: str, framework: str | None, provider: str | None, title: str, members: list[Member]) -> str:
@@ -268,7 +282,7 @@ async def schema_types(
     key = (lang, framework, row["provider"], title, tuple(part for part, _, _ in parts))
     text = CODE_CACHE.get(key)
     if text is None:
-        text = _text(lang, framework, row["provider"], title, [part.member(i, v) for part, i, v in parts])
+        text = _text(lang, framework, row["provider"], title, [_member(part, r, v) for part, r, v in parts])
         CODE_CACHE.put(key, text)
     what = " ".join(x for x in (row["provider"] or "unattributed", row["event_type"]) if x)
     header = (

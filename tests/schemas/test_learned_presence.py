@@ -24,8 +24,7 @@ def learn(docs: list[dict[str, Any]], state: State | None = None, per_batch: int
             batch.add(shapes.of(doc), 1, None)
             batch.count += 1
         start = state.total + 1
-        merge(state, batch)
-        next_version(state, start)
+        next_version(state, start, merge(state, batch))
     return state
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from control.schemas.shape import Shapes
-from control.schemas.state import WARMUP, Batch, decode_state, encode_state, fields, merge
+from control.schemas.state import WARMUP, Batch, decode_state, encode_state, fields, merge, next_version
 from control.service import Context
 from control.service import schemas as service
 from tests.schemas.support import learned, principal
@@ -44,24 +44,33 @@ async def test_a_type_change_in_the_warm_up_cuts_a_breaking_version(ctx: Context
     assert current["label.name"].optional is False
 
 
-def test_a_state_from_before_looked_and_opened_is_carried_over() -> None:
-    """A state as the previous rule wrote it (no ``opened``, path stats of seven items) decodes, and learns on
-    with what it had counted standing in for the new counts."""
+def test_a_state_from_before_opened_and_digest_is_carried_over() -> None:
+    """A state as the previous rule wrote it (no ``opened``, path stats of seven items, the structure stored
+    whole in ``cut``) decodes and learns on: what it had counted stands in for the new counts, and the same
+    structure is no new version."""
     old = {
-        "total": 10,
-        "paths": {"a": [10, 1, 10, 0, 0, ["object"], False], "a.b": [4, 7, 10, 6, 6, ["string"], False]},
+        "total": 200,
+        "paths": {"a": [200, 1, 200, 0, 0, ["object"], False], "a.b": [4, 197, 200, 196, 196, ["string"], False]},
         "keys": {},
         "version": 1,
-        "cut": [],
+        "cut": [["a", ["object"], False], ["a.b", ["string"], True]],
     }
     state = decode_state(msgspec.msgpack.encode(old))
     assert state.opened == -1
-    batch = Batch()
-    batch.add(Shapes().of({"a": {"b": "x", "c": 1}}), 1, None)
-    batch.count = 1
-    merge(state, batch)
-    assert state.opened == 11
+
+    def learn(doc: dict[str, object]) -> tuple[int, bool] | None:
+        batch = Batch()
+        batch.add(Shapes().of(doc), 1, None)
+        batch.count = 1
+        start = state.total + 1
+        return next_version(state, start, merge(state, batch))
+
+    assert learn({"a": {"b": "x"}}) is None  # the structure it had: no version
+    assert state.opened == 201
+    assert state.cut == []
+    assert state.digest
+    assert learn({"a": {"b": "x", "c": 1}}) == (2, True)  # past the warm-up: a field added is a version
     by_path = {f["path"]: f for f in fields(decode_state(encode_state(state)))}
-    assert by_path["a.b"]["presence"] == round(5 / 11, 4)  # its 4 + 6 old looks, and this one
-    assert by_path["a.c"]["optional"] is True  # missed by the 10 `a` objects before it
-    assert by_path["a.c"]["presence"] == round(1 / 11, 4)
+    assert by_path["a.b"]["presence"] == round(6 / 202, 4)  # its 4 old sightings and 2 new, of 202 `a`
+    assert by_path["a.c"]["optional"] is True  # missed by the 201 `a` objects before it
+    assert by_path["a.c"]["presence"] == round(1 / 202, 4)
