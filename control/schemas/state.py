@@ -271,10 +271,12 @@ def merge(state: State, batch: Batch) -> int:
             p.types = _types(types[path])
             changed |= CHANGED
         else:
-            kinds = types[path]
-            if not kinds.issubset(p.types):  # a field known before this batch, retyped
-                p.types = _types([*p.types, *kinds])
-                changed |= CHANGED | RETYPED
+            known = p.types
+            for kind in types[path]:
+                if kind not in known:  # a field known before this batch, retyped
+                    p.types = _types([*known, *types[path]])
+                    changed |= CHANGED | RETYPED
+                    break
         p.n += count
         p.last = end
     for path, count in cut.items():
