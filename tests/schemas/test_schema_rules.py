@@ -46,8 +46,7 @@ def _learn(state: State, shapes: Shapes, docs: list[dict[str, Any]]) -> tuple[in
         batch.count += 1
         batch.shapes[shape] = batch.shapes.get(shape, 0) + 1
     start = state.total + 1
-    merge(state, batch)
-    return next_version(state, start)
+    return next_version(state, start, merge(state, batch))
 
 
 def test_a_field_becomes_required_only_after_its_recent_window() -> None:
@@ -67,12 +66,13 @@ def test_warm_up_amends_version_one() -> None:
     state, shapes = State(), Shapes()
     assert _learn(state, shapes, [{"a": 1}]) == (1, True)
     assert _learn(state, shapes, [{"a": 1, "b": None}]) == (1, False)
-    assert _learn(state, shapes, [{"a": 1.5}] * WARMUP) == (1, False)
+    # A type change is no question of evidence: it cuts a version at once, in the warm-up too (issue 26).
+    assert _learn(state, shapes, [{"a": 1.5}] * WARMUP) == (2, True)
     assert [(f["path"], f["types"], f["optional"]) for f in fields(state)] == [
         ("a", ["number"], False),
         ("b", ["null"], True),
     ]
-    assert _learn(state, shapes, [{"a": "x"}]) == (2, True)
+    assert _learn(state, shapes, [{"a": "x"}]) == (3, True)
 
 
 @pytest.mark.parametrize("key", ["plain", "a.b", "back\\slash", "x[]", "[0]", "tail\\"])

@@ -60,7 +60,8 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
 
 
 async def _generate(ctx: Context, account_id: str, schema_id: str, **kw: str) -> str:
-    return (await service.schema_types(ctx, principal(account_id), schema_id, **kw)).text
+    """With the union over the endpoint's event types (asked for: the default is the one type's)."""
+    return (await service.schema_types(ctx, principal(account_id), schema_id, union=True, **kw)).text
 
 
 async def test_generated_code_compiles_validates_and_handles(ctx: Context, database_url: str, tmp_path: Path) -> None:
