@@ -109,5 +109,11 @@ class Keys:
         (``start``, ``register``); apart from the API keys' buckets, which are named by key id."""
         return f"{self.prefix}rl:ip:{route}:{address}"
 
+    def edge_refusals(self, endpoint_id: str, hour: int) -> str:
+        """Hash of the requests the edges refused for one endpoint in one UTC hour (``hour``: Unix time // 3600),
+        field ``<minute of the hour>:<reason>`` (``shared.refusals``). The endpoint id is the hash tag, so a
+        window's keys share a slot on a Redis Cluster."""
+        return f"{self.prefix}refused:{{{endpoint_id}}}:{hour}"
+
     def worker_health(self, name: str) -> str:
         return f"{self.prefix}health:{name}"
