@@ -32,11 +32,20 @@ def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
 
 
 class Proc:
-    def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
+    """A hookyard command (``args`` after ``hookyard``), or with ``raw`` any command line, in its own session."""
+
+    def __init__(
+        self, args: list[str], env: dict[str, str], log: Path, *, raw: bool = False, cwd: Path | None = None
+    ) -> None:
         self.log = log
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
-                [*_hookyard(), *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                args if raw else [*_hookyard(), *args],
+                env=env,
+                cwd=cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     @property
@@ -51,10 +60,16 @@ class Proc:
             raise AssertionError(f"{pattern!r} not in the output of {self.proc.args}:\n{self.output}")
         return found
 
-    def interrupt(self) -> int:
+    def interrupt(self, timeout: float = 20) -> int:
         """Ctrl-C: the exit code."""
         self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(20)
+        return self.proc.wait(timeout)
+
+    def ctrl_c(self, timeout: float = 20) -> int:
+        """Ctrl-C as a terminal sends it, to the whole foreground group (a shell and its command): the exit code."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(timeout)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -67,7 +67,8 @@ async def test_the_path_keeps_its_slash_from_the_edge_to_the_api_and_routing(
         event = (await client.get(f"/v1/events/{event_id}", headers=account.headers)).json()
         assert event["path"] == expected[sent], (sent, event["path"])
     async with ctx.pool.acquire() as conn:
-        routed = [r["event_id"] for r in await conn.fetch("SELECT event_id FROM delivery_tasks WHERE endpoint_id = $1", ep)]
+        rows = await conn.fetch("SELECT event_id FROM delivery_tasks WHERE endpoint_id = $1", ep)
+    routed = [row["event_id"] for row in rows]
     assert [acked[event_id] for event_id in routed] == ["/stripe"]
 
 
