@@ -10,26 +10,20 @@ install commands are not run (the suite runs installed); they are checked agains
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 
 from tests.conftest import Servers
-from tests.destination import Destination, Reply, serving
-from tests.firsthour.clirun import Proc, until
+from tests.firsthour.clirun import until
 from tests.firsthour.docrun import Session
 from tests.firsthour.docshape import commands, fenced_blocks
+from tests.firsthour.upinstance import Instance, running_up
 from tests.helpers import module_database_url
-from tests.stack import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -41,65 +35,20 @@ RUN = "pip install -e . && hookyard up"
 TEST = 'pip install -e ".[dev]" && python -m pytest'
 
 
-@dataclass
-class Instance:
-    home: Path
-    env: dict[str, str]
-    edge_port: int
-    control_port: int
-    app: Destination
-    down_port: int
-
-    @property
-    def substitutions(self) -> dict[str, str]:
-        return {
-            "127.0.0.1:8000": f"127.0.0.1:{self.control_port}",
-            "127.0.0.1:8080": f"127.0.0.1:{self.edge_port}",
-            "localhost:3000": f"localhost:{self.app.port}",
-            "localhost:4000": f"localhost:{self.down_port}",
-        }
-
-
-def up_env(servers: Servers, database_url: str, prefix: str, edge_port: int, control_port: int) -> dict[str, str]:
-    """A person's environment pointing at this test's servers, with the instance on its own ports (the client
-    commands find it through the same variables); ``BROWSER=true`` so ``hookyard open`` opens nothing."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_")}
-    env.update(
-        DATABASE_URL=database_url,
-        REDIS_URL=servers.redis_url,
-        HOOKYARD_REDIS_PREFIX=prefix,
-        HOOKYARD_EDGE_PORT=str(edge_port),
-        HOOKYARD_CONTROL_PORT=str(control_port),
-        BROWSER="true",
-    )
-    return env
+def substitutions(instance: Instance) -> dict[str, str]:
+    """The README's addresses → this instance's."""
+    return {
+        "127.0.0.1:8000": f"127.0.0.1:{instance.control_port}",
+        "127.0.0.1:8080": f"127.0.0.1:{instance.edge_port}",
+        "localhost:3000": f"localhost:{instance.app.port}",
+        "localhost:4000": f"localhost:{instance.down_port}",
+    }
 
 
 @pytest.fixture(scope="module")
 def instance(servers: Servers, database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Instance]:
-    home = tmp_path_factory.mktemp("readme")
-    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
-    edge_port, control_port = free_port(), free_port()
-    env = up_env(servers, database_url, prefix, edge_port, control_port)
-    up = Proc(["up", "--data-dir", str(home / ".hookyard")], env, home / "up.log", cwd=home)
-    try:
-        up.wait_for_output("hookyard is up", timeout=120)
-        with serving() as app:
-            app.default = Reply(body=b"ok")
-            yield Instance(home, env, edge_port, control_port, app, free_port())
-    finally:
-        code = up.interrupt(timeout=30) if up.proc.poll() is None else up.proc.returncode
-        up.kill()
-        asyncio.run(_forget(servers.redis_url, prefix))
-    assert code == 0, up.output
-
-
-async def _forget(redis_url: str, prefix: str) -> None:
-    client = aioredis.Redis.from_url(redis_url)
-    keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
+    with running_up(servers, database_url, tmp_path_factory.mktemp("readme")) as running:
+        yield running
 
 
 def test_the_install_commands_are_the_ones_ci_runs() -> None:
@@ -117,7 +66,7 @@ def _answers(session: Session, fragment: str) -> list[Any]:
 
 
 def test_the_readme_runs_as_written(instance: Instance) -> None:
-    session = Session(instance.home, instance.env, instance.substitutions)
+    session = Session(instance.home, instance.env, substitutions(instance))
     blocks = fenced_blocks(README.read_text())
     try:
         for start, lines in blocks[1:]:  # the first is the install (above)
@@ -136,11 +85,10 @@ def test_the_readme_runs_as_written(instance: Instance) -> None:
     # (each edge writes its counts about once a second, so they may trail the README's stats call).
     (stats,) = _answers(session, "/stats")
     endpoint_id = stats["endpoint_id"]
-    key = (instance.home / ".hookyard" / "api_key").read_text().strip()
 
     def refused() -> dict[str, Any] | None:
-        url = f"http://127.0.0.1:{instance.control_port}/v1/endpoints/{endpoint_id}/stats"
-        answer = httpx.get(url, headers={"authorization": f"Bearer {key}"}, timeout=10).json()["refused"]
+        url = f"{instance.control_url}/v1/endpoints/{endpoint_id}/stats"
+        answer = httpx.get(url, headers={"authorization": f"Bearer {instance.key}"}, timeout=10).json()["refused"]
         return answer if answer["total"] >= 2 else None
 
     counted = until(refused, timeout=15, what="the README's two refusals in the stats")
