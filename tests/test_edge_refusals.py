@@ -1,38 +1,69 @@
 """Issue 25, item 8: the edge counts the requests it refuses (a rejected signature by reason, a source not on
 the allowlist) per endpoint, in process, and adds the counts to Redis about once a second and at shutdown;
 a Redis that is away keeps them for the next round. The edge app runs in this process against the test
-Redis (``tests/test_edge_ingest.py``'s harness); the stats that read these counts: ``test_stats_refused.py``.
+Redis (as in ``test_edge_ingest.py``); the stats that read these counts: ``test_stats_refused.py``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
 import stripe
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from edge.app import EdgeApp, create_app
 from edge.refusals import Refusals
-from shared.ids import new_id
+from shared.ids import ingest_token, new_id
 from shared.keys import Keys
 from shared.refusals import KEEP_S, field
 from shared.settings import Settings, load_settings
+from shared.wire import EdgeAuth, EdgeEndpoint, encode
 from tests.helpers import (
     assert_error,
     redis_connection,  # noqa: F401 - the `redis` fixture
     wait_for,
 )
 from tests.stack import free_port
-from tests.test_edge_ingest import BODY, http, put_endpoint, running
 
 SECRET = "whsec_the_providers_own_secret"
+BODY = b'{"id":"evt_1","type":"invoice.paid"}'
 
 
 @pytest.fixture
 def edge_settings(servers: Any, redis_prefix: str) -> Settings:
     return load_settings({}, redis_url=servers.redis_url, redis_prefix=redis_prefix)
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[EdgeApp]:
+    app = create_app(settings)
+    await app.startup()
+    try:
+        yield app
+    finally:
+        await app.shutdown()
+
+
+@contextlib.asynccontextmanager
+async def http(app: EdgeApp) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edge.test") as client:
+        yield client
+
+
+async def put_endpoint(redis: aioredis.Redis, settings: Settings, **auth: Any) -> str:
+    """A token the edge serves: its config written where control writes it, in control's wire format."""
+    token = ingest_token()
+    config = EdgeEndpoint(
+        endpoint_id=new_id("ep"), account_id=new_id("acct"), environment="production", auth=EdgeAuth(**auth)
+    )
+    await redis.set(Keys(settings.redis_prefix).endpoint_config(token), encode(config))
+    return token
 
 
 def signed(secret: str, timestamp: int | None = None) -> dict[str, str]:

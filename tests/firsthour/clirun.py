@@ -32,20 +32,11 @@ def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
 
 
 class Proc:
-    """A hookyard command (``args`` after ``hookyard``), or with ``raw`` any command line, in its own session."""
-
-    def __init__(
-        self, args: list[str], env: dict[str, str], log: Path, *, raw: bool = False, cwd: Path | None = None
-    ) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path, *, cwd: Path | None = None) -> None:
         self.log = log
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(
-                args if raw else [*_hookyard(), *args],
-                env=env,
-                cwd=cwd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                [*_hookyard(), *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd
             )
 
     @property
@@ -60,16 +51,10 @@ class Proc:
             raise AssertionError(f"{pattern!r} not in the output of {self.proc.args}:\n{self.output}")
         return found
 
-    def interrupt(self, timeout: float = 20) -> int:
+    def interrupt(self) -> int:
         """Ctrl-C: the exit code."""
         self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout)
-
-    def ctrl_c(self, timeout: float = 20) -> int:
-        """Ctrl-C as a terminal sends it, to the whole foreground group (a shell and its command): the exit code."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        return self.proc.wait(timeout)
+        return self.proc.wait(20)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

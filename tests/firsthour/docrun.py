@@ -15,17 +15,18 @@ An answer that is an error envelope fails the command unless the document shows 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.firsthour.clirun import Proc
 from tests.firsthour.docshape import Command, Mismatch, Shape, placeholders, text_lines_match
 
-__all__ = ("Background", "Session")
+__all__ = ("Background", "Session", "Shell")
 
 _ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=(\$\([^()]*\)|\S*)")  # KEY=$(cat f), API=http://...
 _WRITE = re.compile(r"\s-X\s*(POST|PATCH|PUT|DELETE)\b")
@@ -40,10 +41,36 @@ def background(text: str) -> bool:
     return "/events/wait" in text and "after=" not in text
 
 
+class Shell:
+    """A command left running in a terminal of its own (its own process group), its output in ``log``."""
+
+    def __init__(self, script: str, env: dict[str, str], cwd: Path, log: Path) -> None:
+        self.log = log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                ["bash", "-c", script], env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def ctrl_c(self, timeout: float = 20) -> int:
+        """Ctrl-C as a terminal sends it, to the whole group (the shell and its command): the exit code."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
 @dataclass
 class Background:
     command: Command
-    proc: Proc
+    proc: Shell
     matched: int = 0
     lines: list[str] = field(default_factory=list)
 
@@ -91,7 +118,7 @@ class Session:
         if background(text):
             self._logs += 1
             log = self.cwd / f"background-{self._logs}.log"
-            proc = Proc(["bash", "-c", self._script(text)], self.env, log, raw=True, cwd=self.cwd)
+            proc = Shell(self._script(text), self.env, self.cwd, log)
             self.waiting.append(Background(command, proc))
             self._advance()
             return

@@ -65,7 +65,7 @@ def running_up(servers: Servers, database_url: str, home: Path) -> Iterator[Inst
             app.default = Reply(body=b"ok")
             yield Instance(home, env, edge_port, control_port, app, free_port())
     finally:
-        code = up.interrupt(timeout=30) if up.proc.poll() is None else up.proc.returncode
+        code = up.interrupt() if up.proc.poll() is None else up.proc.returncode
         up.kill()
         asyncio.run(_forget(servers.redis_url, prefix))
     assert code == 0, up.output
