@@ -64,7 +64,7 @@ class EdgeApp:
         self.redis: aioredis.Redis | None = None
         self.stream_redis: RespConnection | ClusterRespConnection | None = None
         self.ingest: Ingest | None = None
-        self.refusals = Refusals(self.keys)
+        self.refusals = Refusals(self.keys)  # its key names do not depend on the cluster's tags
         self._refusals_task: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._metrics_task: asyncio.Task[None] | None = None
@@ -166,7 +166,6 @@ class EdgeApp:
             self.stream_redis = RespConnection(settings.redis_url)
         cache = EndpointCache(self.redis, self.keys)
         writer = StreamWriter(self.stream_redis, self.keys, high_water=settings.stream_high_water)
-        self.refusals = Refusals(self.keys)
         self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies), self.refusals)
         self._listener = asyncio.create_task(cache.listen(), name="edge-config-listener")
         self._refusals_task = asyncio.create_task(self.refusals.run(self.redis), name="edge-refusals")
