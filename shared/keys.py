@@ -89,6 +89,13 @@ class Keys:
         """Written by the sweep once it rebuilt the edge configs; its absence means Redis lost its data."""
         return f"{self.prefix}config:marker"
 
+    # -- stats -----------------------------------------------------------------------------------
+    def edge_refusals(self, endpoint_id: str, hour: int) -> str:
+        """Hash of the requests the edges refused for one endpoint in one UTC hour (``hour``: Unix time // 3600),
+        field ``<minute of the hour>:<reason>`` (``shared.refusals``). The endpoint id is the hash tag, so a
+        window's keys share a slot on a Redis Cluster."""
+        return f"{self.prefix}refused:{{{endpoint_id}}}:{hour}"
+
     # -- wakeups and limits ----------------------------------------------------------------------
     def event_channel(self, endpoint_id: str) -> str:
         """Pub/sub channel published after events of an endpoint are committed (long-poll wakeups)."""

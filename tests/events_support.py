@@ -79,7 +79,7 @@ class Ev:
     endpoint_id: str
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     method: str = "POST"
-    path: str = ""
+    path: str = "/"  # as the flush stores it: with its leading slash
     query: str = ""
     headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
     body: bytes = b'{"ok": true}'

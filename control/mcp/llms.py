@@ -84,9 +84,10 @@ def _getting_started(control: str, routes: set[tuple[str, str]]) -> str:
     if ("POST", "/api/start") in routes:
         parts.append(
             f"**Start without an account.** `POST {control}/api/start` (no key, no body needed) answers a temporary "
-            "endpoint that lasts 3 days: `ingest_url` (give it to the provider), `inbox_url` (for a human) and "
-            "`api_token` (`hy_tmp_...`), a token for /mcp that sees and acts on that endpoint only (403 "
-            "`temporary_token` on /v1). Call it once and reuse `ingest_url`."
+            "endpoint that lasts 3 days: `ingest_url` (give it to the provider), `inbox_url` (hand it to your human: "
+            "it opens the endpoint's live inbox in any browser until the endpoint expires; MCP "
+            "`rotate_inbox_links` revokes it) and `api_token` (`hy_tmp_...`), a token for /mcp that sees and acts "
+            "on that endpoint only (403 `temporary_token` on /v1). Call it once and reuse `ingest_url`."
         )
     if ("POST", "/api/register") in routes:
         parts.append(
@@ -175,12 +176,17 @@ def _example(control: str, edge: str, routes: set[tuple[str, str]]) -> str:
             f'curl -s "{control}/v1/endpoints/$ENDPOINT_ID/events/wait?timeout=30&after=$CURSOR" {auth}',
         ),
         (
-            f"What a provider does: any request to the ingest URL (`{edge}/h/<token>`) is captured, and is the next "
-            "answer of that wait:",
+            f"What a provider does: any request to the ingest URL (`{edge}/h/<token>`) is captured; the answer "
+            '`{"ok": true, "id"}` names the event:',
             f'curl -s -X POST "$INGEST_URL" {json_type} -d \'{{"type": "order.created", "id": "ord_1"}}\'',
         ),
         (
-            "Replay it to your own server:",
+            "Wait again, `after` set to the last answer's `cursor`: the answer is that request, with its `path` "
+            "(`/` for the bare ingest URL), headers and exact body:",
+            f'curl -s "{control}/v1/endpoints/$ENDPOINT_ID/events/wait?timeout=30&after=$CURSOR" {auth}',
+        ),
+        (
+            "Replay it (`$EVENT_ID`) to your own server:",
             f"curl -s -X POST {control}/v1/events/$EVENT_ID/replay {auth} {json_type} "
             '-d \'{"url": "https://example.com/webhooks"}\'',
         ),

@@ -25,7 +25,8 @@ class Event(msgspec.Struct, kw_only=True):
     endpoint_id: str
     method: str
     path: str
-    """Sub-path after the ingest token ('' when the provider posted to the bare ingest URL)."""
+    """The path after the ingest token, leading slash included, as the sender wrote it (percent escapes
+    kept): `/stripe` for `/h/<token>/stripe`, `/` for the bare ingest URL."""
     query: str
     """Raw query string without the leading '?'."""
     headers: dict[str, str]

@@ -188,7 +188,9 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
         text, is_utf8 = "", False
     # Inlined, as the flush runs this per event. An attributed field with NUL is null (a decoded record
     # cannot hold a lone surrogate: msgpack strings are UTF-8); a path or query of an older edge (which
-    # stored the decoded path) goes through the edge's rule.
+    # stored the decoded path) goes through the edge's rule. The edge sends the sub-path after the token
+    # without its slash (``IngestRecord.path``); the event keeps it, as the sender wrote it: ``/stripe``,
+    # ``/`` for the bare ingest URL.
     event_type, key, path, query = record.event_type, record.idempotency_key, record.path, record.query
     if event_type is not None and "\x00" in event_type:
         event_type = None
@@ -196,6 +198,7 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
         key = None
     if path and not (path.isascii() and path.isprintable()):
         path = _uri_text(path)
+    path = "/" + path
     if query and not (query.isascii() and query.isprintable()):
         query = _uri_text(query)
     labels = labels or []

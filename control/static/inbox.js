@@ -137,7 +137,7 @@
   // The empty page says how to fill it: a request to paste into a shell (quoted by curl.js, as "copy as
   // curl" is) and the CLI's signed sample of a provider's event.
   const sampleCurl = hookyardCurl.curlCommand(ingestUrl, {
-    method: "POST", path: "", query: "", headers: { "content-type": "application/json" },
+    method: "POST", path: "/", query: "", headers: { "content-type": "application/json" },
     body: '{"type": "hello.world", "message": "hello from curl"}', body_encoding: "utf8",
   });
   const sampleTrigger = `hookyard trigger payments payment_intent.succeeded --endpoint ${endpointId}`;
@@ -167,7 +167,7 @@
   }
 
   function row(event, fresh) {
-    const where = event.path ? `/${event.path}` : "/";
+    const where = event.path || "/"; // stored with its leading slash
     const li = h("li", {
       className: `event${fresh ? " new" : ""}${state.selected === event.id ? " selected" : ""}`,
       tabIndex: 0, dataset: { id: event.id },
@@ -387,7 +387,7 @@
     const allow = event.ip_allowed === true ? "allowed by the allowlist"
       : event.ip_allowed === false ? "NOT on the allowlist" : "no allowlist";
     const summary = [
-      ["id", event.id], ["received", when(event.received_at)], ["request", `${event.method} /${event.path}`],
+      ["id", event.id], ["received", when(event.received_at)], ["request", `${event.method} ${event.path || "/"}`],
       ["provider", event.provider || "unattributed"], ["type", event.event_type || ""],
       ["signature", verdict(event.signature_valid, event.signature_failure_reason)],
       ["source IP", `${event.source_ip || "unknown"} · ${allow}`], ["content type", event.content_type || ""],
@@ -401,7 +401,7 @@
     const curlBox = h("pre", { className: "curl", id: "curl" }, command);
     const copy = copyButton("copy-curl", "copy as curl", command, curlBox);
     append(detail, [
-      h("h2", {}, `${event.method} `, h("span", { className: "path" }, `/${event.path}`)), dl,
+      h("h2", {}, `${event.method} `, h("span", { className: "path" }, event.path || "/")), dl,
       h("h3", {}, "Headers"), table(headerRows, ["name", "value"]),
       h("h3", {}, "Query"), queryRows.length ? table(queryRows, ["name", "value"]) : h("p", { className: "empty" }, "none"),
       bodyViews(event),

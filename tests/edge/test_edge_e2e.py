@@ -145,9 +145,10 @@ async def test_the_raw_path_and_query_are_stored_verbatim(
     stack.start_worker("worker", "flush")
     token = token_of(endpoint["ingest_url"]).encode()
     sent = {
-        b"/h/" + token + b"/a%FFb%e9%00?x=%00&y=\xc3\xa9": ("a%FFb%e9%00", "x=%00&y=%C3%A9"),
-        b"/h/" + token + b"/t\xc3\xa9/%2F/x?": ("t%C3%A9/%2F/x", ""),
-        b"/h/" + token + b"?a=1&a=2&flag": ("", "a=1&a=2&flag"),
+        b"/h/" + token + b"/a%FFb%e9%00?x=%00&y=\xc3\xa9": ("/a%FFb%e9%00", "x=%00&y=%C3%A9"),
+        b"/h/" + token + b"/t\xc3\xa9/%2F/x?": ("/t%C3%A9/%2F/x", ""),
+        b"/h/" + token + b"?a=1&a=2&flag": ("/", "a=1&a=2&flag"),
+        b"/h/" + token + b"//double": ("//double", ""),
     }
     acks = {}
     for target, expected in sent.items():

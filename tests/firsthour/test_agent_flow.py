@@ -180,7 +180,8 @@ async def test_the_llms_txt_steps_run_as_written(running: Stack, account: Accoun
     text = httpx.get(f"{running.control_url}/llms.txt", timeout=10).text
     blocks = re.findall(r"```sh\n(.*?)\n```", text, flags=re.DOTALL)
     (send,) = [block for block in blocks if "/test-webhook" in block]
-    (wait,) = [block for block in blocks if "/events/wait" in block]
+    wait, again = [block for block in blocks if "/events/wait" in block]  # after the sample, after the request
+    assert wait == again
     assert "after=$CURSOR" in wait
     ep = httpx.post(f"{running.control_url}/v1/endpoints", json={"name": "llms"}, headers=account.headers).json()["id"]
     sent = await asyncio.to_thread(_run, send, HOOKYARD_KEY=account.key, ENDPOINT_ID=ep)

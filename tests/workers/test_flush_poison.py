@@ -81,7 +81,7 @@ async def test_storable_poison_comes_back_exactly(ctx: Context, flush: Flush) ->
         return await get_event(ctx, principal, records[name].id)
 
     path = await event("nul_path")
-    assert (path.path, path.query) == ("a%00b", "x=%00")
+    assert (path.path, path.query) == ("/a%00b", "x=%00")
     typed = await event("nul_type_and_id")
     assert (typed.provider, typed.event_type, typed.idempotency_key) == ("payments", None, None)
 

@@ -132,7 +132,7 @@ async def test_event_counts_from_real_flushes(client, account, ctx: Context, flu
     await _flush(ctx, flush, records)  # every entry again, as after a crash between commit and XACK
 
     stats = await _stats(client, account.headers, endpoint_id)
-    assert set(stats) == {"endpoint_id", "from", "to", "events", "deliveries", "destinations"}
+    assert set(stats) == {"endpoint_id", "from", "to", "events", "refused", "deliveries", "destinations"}
     assert stats["endpoint_id"] == endpoint_id
     since, to = parse_ts(stats["from"]), parse_ts(stats["to"])
     assert since == (to - timedelta(hours=WINDOW_HOURS)).replace(second=0, microsecond=0)
