@@ -20,12 +20,14 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from control.service.cursors import encode_cursor
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.destination import Destination
@@ -95,6 +97,9 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         "delivery_id": routed[0]["id"],
         "retry_id": retry.json()["id"],
         "wait_position": position,
+        # No alert has fired here, so no page hands out a cursor: one the server's own encoder makes for its
+        # list (a made-up token of the right shape is a 400, which the document cannot state).
+        "alert_cursor": encode_cursor("alerts", datetime.now(UTC), "alert_01M89VA30593X7C0EME27ZTGF2"),
     }
 
 
@@ -134,6 +139,7 @@ Authorization = "Bearer {key}"
 {operation("DeleteLabelRule", **{"path.label_id": ids["doomed_label_id"]})}
 {operation("ListEvents", **{"query.cursor": ids["event_cursor"]})}
 {operation("ListDeliveries", **{"query.cursor": ids["delivery_cursor"]})}
+{operation("ListAlerts", **{"query.cursor": ids["alert_cursor"]})}
 # Every wait that matches nothing lasts its whole timeout: the shortest one, and no coverage phase (whose
 # dozens of filter combinations would each wait a second).
 {operation("WaitForEvent", **{"query.timeout": 1, "query.after": ids["wait_position"]})}phases.coverage.enabled = false

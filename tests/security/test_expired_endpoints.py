@@ -39,9 +39,9 @@ from control.service.events import event_filters
 from shared.samples import EVENT_TYPES
 from shared.settings import Settings
 from tests.conftest import Account, make_account
+from tests.delivery.retries_support import fail_deliveries
 from tests.events_support import Ev, live_app
 from tests.helpers import assert_error, create_endpoint, db
-from tests.retries_support import fail_deliveries
 
 SINK = "http://127.0.0.1:9/hook"  # discard port: nothing listens, and nothing is sent to an expired endpoint
 ID_PARAMETERS = {"endpoint_id", "event_id", "destination_id", "rule_id", "label_id", "delivery_id", "entry_id"}
