@@ -19,12 +19,13 @@ __all__ = (
     "list_for_endpoint",
     "lock",
     "rotate_secret",
+    "transform_source",
     "update",
 )
 
-_COLUMNS = "d.id, d.endpoint_id, d.name, d.url, d.headers, d.sign_deliveries, d.created_at, d.updated_at"
-_RETURNING = "id, endpoint_id, name, url, headers, sign_deliveries, created_at, updated_at"
-_UPDATABLE = frozenset({"url", "name", "headers", "sign_deliveries"})
+_COLUMNS = "d.id, d.endpoint_id, d.name, d.url, d.headers, d.sign_deliveries, d.created_at, d.updated_at, d.transform"
+_RETURNING = "id, endpoint_id, name, url, headers, sign_deliveries, created_at, updated_at, transform"
+_UPDATABLE = frozenset({"url", "name", "headers", "sign_deliveries", "transform"})
 
 
 async def insert(
@@ -37,11 +38,12 @@ async def insert(
     headers: Mapping[str, str] | None,
     signing_secret: str,
     sign_deliveries: bool = True,
+    transform: str | None = None,
 ) -> asyncpg.Record:
     """The new row (``_RETURNING``); the signing secret is written, never read back here."""
     return await conn.fetchrow(
-        f"""INSERT INTO destinations (id, endpoint_id, name, url, headers, signing_secret, sign_deliveries)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
+        f"""INSERT INTO destinations (id, endpoint_id, name, url, headers, signing_secret, sign_deliveries, transform)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
             RETURNING {_RETURNING}""",
         destination_id,
         endpoint_id,
@@ -50,7 +52,14 @@ async def insert(
         headers,
         signing_secret,
         sign_deliveries,
+        transform,
     )
+
+
+async def transform_source(conn: asyncpg.Connection, destination_id: str) -> asyncpg.Record | None:
+    """The destination's transform and its digest (``transform_digest``), for a deliver worker that has not
+    compiled this version yet; None when the destination is gone."""
+    return await conn.fetchrow("SELECT transform, transform_digest FROM destinations WHERE id = $1", destination_id)
 
 
 async def list_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
@@ -121,7 +130,8 @@ async def lock(conn: asyncpg.Connection, account_id: str, destination_id: str) -
 async def update(
     conn: asyncpg.Connection, account_id: str, destination_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
-    """Sets the given columns (url, name, headers, sign_deliveries) and bumps updated_at when there are any."""
+    """Sets the given columns (url, name, headers, sign_deliveries, transform) and bumps updated_at when there
+    are any."""
     unknown = set(changes) - _UPDATABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")

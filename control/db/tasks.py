@@ -38,7 +38,7 @@ NOTIFY_CHANNEL = "hy_tasks"
 _LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
        e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name, d.url AS destination_url,
        d.headers AS destination_headers, d.signing_secret AS destination_secret, d.sign_deliveries,
-       (e.id IS NOT NULL) AS event_found"""
+       (e.id IS NOT NULL) AS event_found, d.transform_digest, e.provider, e.event_type, e.labels"""
 
 # One statement (one round trip, no explicit transaction): lock the oldest due tasks (SKIP LOCKED),
 # lease those whose destination's circuit is closed within each destination's room, and report how many
@@ -144,7 +144,8 @@ async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: f
            )
            SELECT c.*, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
                   d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
-                  d.sign_deliveries, (e.id IS NOT NULL) AS event_found
+                  d.sign_deliveries, (e.id IS NOT NULL) AS event_found, d.transform_digest, e.provider,
+                  e.event_type, e.labels
              FROM claimed c
              JOIN destinations d ON d.id = c.destination_id
              LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at""",

@@ -11,6 +11,7 @@ from control.records import Deleted
 from control.records.rules import OptionalConditionTree, Rule, RuleName
 from control.records.stats import DestinationHealth
 from control.records.text import Name, text
+from control.records.transforms import TransformSource
 
 __all__ = (
     "HOP_BY_HOP",
@@ -131,6 +132,7 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     condition_tree: OptionalConditionTree | msgspec.UnsetType = msgspec.UNSET
     rule_name: RuleName | None = None
     sign_deliveries: SignDeliveries = True
+    transform: TransformSource | None = None
 
     openapi_extra: ClassVar[dict[str, Any]] = {
         # forward_all is the tree that matches every event: not both
@@ -156,6 +158,8 @@ class DestinationUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     name: Name | msgspec.UnsetType | None = msgspec.UNSET
     headers: Headers | msgspec.UnsetType | None = msgspec.UNSET
     sign_deliveries: SignDeliveries | msgspec.UnsetType = msgspec.UNSET
+    transform: TransformSource | msgspec.UnsetType | None = msgspec.UNSET
+    """Replaces the transform (the next attempt runs the new code); ``null`` removes it."""
 
 
 class Destination(msgspec.Struct, kw_only=True):
@@ -168,6 +172,9 @@ class Destination(msgspec.Struct, kw_only=True):
     """Deliveries carry hookyard's Standard Webhooks signature, made with the destination's signing secret."""
     created_at: datetime
     updated_at: datetime
+    transform: str | None = None
+    """The JavaScript each delivery to this destination runs through (``handler(request, context)``); null
+    when deliveries go out as captured."""
 
 
 class DestinationCreated(Destination, kw_only=True):

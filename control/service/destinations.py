@@ -37,6 +37,7 @@ from control.service.endpoints import require_endpoint, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health
 from control.service.text import check_name, check_text
+from control.service.transforms import check_transform
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url
@@ -74,6 +75,7 @@ def _destination(row: asyncpg.Record) -> Destination:
         sign_deliveries=row["sign_deliveries"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        transform=row["transform"],
     )
 
 
@@ -168,6 +170,7 @@ async def create_destination(
     check_name(data.name, "name")
     headers = check_headers(data.headers)
     tree = _rule_tree(data)
+    transform = await check_transform(data.transform)
     secret = ids.signing_secret()
     if not ids.is_id(endpoint_id, "ep"):
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
@@ -191,6 +194,7 @@ async def create_destination(
             headers=headers,
             signing_secret=sealed.seal_destination_secret(ctx, destination_id, secret),
             sign_deliveries=data.sign_deliveries,
+            transform=transform,
         )
         rule = None
         if tree is not None:
@@ -221,6 +225,8 @@ async def update_destination(
     check_name(changes.get("name"), "name")
     if "headers" in changes:
         changes["headers"] = check_headers(changes["headers"])
+    if "transform" in changes:
+        changes["transform"] = await check_transform(changes["transform"])
     if not ids.is_id(destination_id, "dst"):
         raise _not_found(destination_id)
     async with ctx.pool.acquire() as conn, conn.transaction():

@@ -47,6 +47,7 @@ import time
 from collections import Counter
 
 import asyncpg
+import msgspec
 
 from control.db import tasks as db_tasks
 from control.delivery import egress, retry
@@ -58,7 +59,10 @@ from control.delivery.wakeup import TaskNotifications
 from control.events_text import captured_headers
 from control.service import Context, sealed
 from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
+from control.service.transforms import unsent
+from control.transform.apply import Outgoing
 from control.workers import activity
+from control.workers.transforms import Transforms
 from shared.logs import bind
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
@@ -95,6 +99,7 @@ class Deliver:
         self._due_at: float | None = None  # monotonic time the next pending task falls due, when known
         self._wake = asyncio.Event()
         self.recorder = Recorder(ctx, on_written=self._written)
+        self.transforms = Transforms(ctx)
         self._notifications = TaskNotifications(s.database_url or "", self._notified)
         self._sends: dict[asyncio.Task[None], tuple[str, int]] = {}  # send → (task id, attempts)
         self._per_destination: Counter[str] = Counter()
@@ -226,20 +231,38 @@ class Deliver:
         s = self.ctx.settings
         attempt = task["attempts"]
         body = bytes(task["body"] or b"")
+        transformed = None
         if not task["event_found"]:
             outcome = Outcome(
                 status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
             )
         else:
-            headers = merge(
-                forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
-                task["destination_headers"],
-                signature(task["event_id"], body, self._secret(task)) if task["sign_deliveries"] else None,
-                {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
+            request = Outgoing(
+                task["method"],
+                task["destination_url"],
+                merge(
+                    forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
+                    task["destination_headers"],
+                ),
+                body,
             )
-            url, timeout_s = task["destination_url"], s.deliver_timeout_s
-            outcome = await send(self.transport, task["method"], url, headers, body, total_timeout_s=timeout_s)
-        status, retry_in_s, error = self._next(outcome, attempt)
+            if task["transform_digest"] is not None:  # the signature below is over what the transform returned
+                transformed = await self.transforms.apply(task, request)
+                request = transformed.request if transformed is not None else request
+            if request is not None:
+                body = request.body
+                headers = merge(
+                    request.headers,
+                    signature(task["event_id"], body, self._secret(task)) if task["sign_deliveries"] else None,
+                    {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
+                )
+                url, timeout_s = request.url, s.deliver_timeout_s
+                outcome = await send(self.transport, request.method, url, headers, body, total_timeout_s=timeout_s)
+        if transformed is not None and transformed.request is None:
+            outcome, status, error = unsent(transformed.record)
+            retry_in_s, body = None, b""
+        else:
+            status, retry_in_s, error = self._next(outcome, attempt)
         if activity.enabled(s.log_activity):
             where = (task["destination_id"], task["destination_url"])
             activity.delivered(task["event_id"], *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
@@ -256,6 +279,7 @@ class Deliver:
                 last_error=error,
                 destination_id=task["destination_id"],
                 success=outcome.success,
+                circuit=transformed is None or transformed.request is not None,
                 delivery=delivery_row(
                     outcome,
                     body,
@@ -268,6 +292,7 @@ class Deliver:
                     rule_id=task["rule_id"],
                     source="rule",
                     attempt=attempt,
+                    transform=None if transformed is None else msgspec.to_builtins(transformed.record),
                 ),
             )
         )
@@ -310,3 +335,4 @@ class Deliver:
         await self.recorder.drain(timeout_s=max(5.0, self.ctx.settings.deliver_drain_s))
         await self.transport.aclose()
         await self._notifications.aclose()
+        self.transforms.close()

@@ -19,6 +19,7 @@ from control.mcp.tools import (
     schemas,
     stats,
     trigger,
+    transforms,
     trust,
 )
 
@@ -35,5 +36,6 @@ __all__ = (
     "schemas",
     "stats",
     "trigger",
+    "transforms",
     "trust",
 )

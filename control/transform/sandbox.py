@@ -1,0 +1,276 @@
+"""One transform's code in a V8 isolate of its own (mini-racer), compiled once and called per delivery.
+
+An isolate per compiled transform: its heap limit is the transform's alone, a runaway call stops only its
+own transform's calls, and no two transforms (or accounts) share a heap. Each isolate has its own thread
+(mini-racer's message pump); a call is handed to it and awaited, so the worker's event loop, and every other
+delivery, goes on while JavaScript runs.
+
+Limits of one call: ``TIME_LIMIT_S`` of wall time (then V8's ``TerminateExecution``), ``MEMORY_LIMIT`` of
+V8 heap (mini-racer's hard limit, checked after every garbage collection; memory outside the heap cannot
+be reached, ``control.transform.prelude``), ``MAX_OUTPUT`` characters of returned request and
+``MAX_LOGS`` of ``console`` output. A call that was stopped (time, memory) leaves its isolate behind: it is
+closed, and the next call compiles the source again in a new one.
+
+Promise jobs run after a call returns (V8 drains microtasks between tasks), outside the call's timer: code
+can leave ``(async () => { await 0; for (;;); })()`` behind. Every call is timed, so the next call of the
+transform stops such an isolate; and ``TIME_LIMIT_S`` after the last call, when no call came since, a fence
+(``0``) is sent under the same time limit, and an isolate still busy then is closed. So leftover work runs
+for at most twice the limit, and a steady stream of calls costs no fences.
+
+The call itself is one task on the isolate's thread: the input is the ``this`` of a function compiled once
+(``RUNNER``), and the argument array is made once. mini-racer's public ``call_function_cancelable`` makes a
+new argument array on every call, a blocking round trip to the isolate's thread before the call's own; the
+call here goes through the same method of its ``Context`` that the public one ends in
+(``_run_cancelable_mr_task``), pinned to mini-racer 0.14 in pyproject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from py_mini_racer import JSEvalException, JSOOMException, JSParseException, MiniRacer
+
+from control.transform.prelude import LINE_OFFSET, PRELUDE, RUNNER, body, script
+
+__all__ = (
+    "MAX_LOGS",
+    "MAX_OUTPUT",
+    "MAX_SOURCE",
+    "MEMORY_LIMIT",
+    "TIME_LIMIT_S",
+    "CompileError",
+    "Run",
+    "Sandbox",
+    "check",
+)
+
+MAX_SOURCE = 65_536
+"""Characters of JavaScript a transform may have."""
+TIME_LIMIT_S = 1.0
+MEMORY_LIMIT = 64 * 1024 * 1024
+"""Bytes of V8 heap an isolate may use."""
+MAX_OUTPUT = 4 * 1024 * 1024
+"""Characters of the returned request as JSON (the edge takes bodies of 1 MiB by default)."""
+MAX_LOGS = 4096
+"""Characters of ``console`` output kept per call; what is past them is dropped (``logs_truncated``)."""
+
+_LINE = re.compile(r"(?:<anonymous>|transform\.js):(\d+)")
+_decode = msgspec.json.Decoder().decode
+
+
+class CompileError(Exception):
+    """The source does not compile as a transform: ``message`` (V8's) and the ``line`` it names."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass(slots=True)
+class Run:
+    """What one call did: the returned request (None: skip, or an error), or the error and its line."""
+
+    request: Any = None
+    error: str | None = None
+    line: int | None = None
+    logs: list[str] = field(default_factory=list)
+    logs_truncated: bool = False
+    duration_ms: float = 0.0
+    stopped: bool = False
+    """A limit stopped it (time or memory)."""
+
+
+def _first_line(text: str) -> str:
+    """V8's ``<anonymous>:3: SyntaxError: Unexpected token '}'`` → ``SyntaxError: Unexpected token '}'``."""
+    for line in text.splitlines():
+        line = line.strip()
+        if "Error" in line:
+            return re.sub(r"^(?:<anonymous>|transform\.js):\d+:\s*", "", line)
+    return text.strip().splitlines()[0] if text.strip() else "does not compile"
+
+
+def _syntax_error(mr: MiniRacer, source: str, exc: Exception) -> CompileError:
+    """Where the Function constructor refused the source: its line, from compiling it as a script (never
+    run). A source that compiles as a script but not as a function body closed the function early."""
+    try:
+        mr.eval(script(source))
+    except JSParseException as parsed:
+        match = _LINE.search(str(parsed))
+        return CompileError(_first_line(str(parsed)), int(match.group(1)) if match else None)
+    except JSEvalException:
+        pass
+    return CompileError(_first_line(str(exc)) + " (the source must be the body of a script, not close it)", None)
+
+
+class Sandbox:
+    """A transform's source compiled in its own isolate; ``run`` calls ``handler`` once per input."""
+
+    def __init__(self, source: str) -> None:
+        if len(source) > MAX_SOURCE:
+            raise CompileError(f"longer than {MAX_SOURCE} characters", None)
+        self.source = source
+        self._lock = asyncio.Lock()
+        self._waiting = 0
+        self._fence: asyncio.Task[None] | None = None
+        self._fence_timer: asyncio.TimerHandle | None = None
+        self._last_call = 0.0
+        self._retired = False
+        self._mr: MiniRacer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._call: Any = None
+        self._build()
+
+    def _build(self) -> None:
+        """A new isolate: the prelude, the source compiled as the factory (``CompileError`` when it does not
+        compile), and the runner around it. Blocks for a few milliseconds: once per transform version."""
+        mr = MiniRacer()
+        try:
+            mr.set_hard_memory_limit(MEMORY_LIMIT)
+            mr.eval(PRELUDE)
+            try:
+                factory = mr.eval(f"Function('console', {json.dumps(body(self.source))})")
+            except JSEvalException as exc:
+                raise _syntax_error(mr, self.source, exc) from None
+            runner = mr.eval(RUNNER)(factory, MAX_OUTPUT, MAX_LOGS, LINE_OFFSET)  # type: ignore[operator]
+            ctx = mr._ctx
+            assert ctx is not None
+            self._call = (
+                ctx,
+                ctx._python_to_value_handle(runner),
+                ctx._python_to_value_handle(mr.eval("[]")),
+            )
+        except BaseException:
+            mr.close()
+            raise
+        self._mr, self._loop = mr, asyncio.get_running_loop()
+
+    def close(self) -> None:
+        """Stops whatever runs in the isolate and frees it (its thread joins)."""
+        mr, self._mr, self._call = self._mr, None, None
+        fence, self._fence = self._fence, None
+        if self._fence_timer is not None:
+            self._fence_timer.cancel()
+            self._fence_timer = None
+        if fence is not None and fence is not asyncio.current_task():
+            fence.cancel()
+        if mr is not None:
+            mr.close()
+
+    def retire(self) -> None:
+        """Closes the isolate once no call runs or waits (a newer version replaced this one, or a cache let
+        it go): a delivery that already began with it finishes with it."""
+        self._retired = True
+        if not self._lock.locked() and self._waiting == 0:
+            self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._mr is None
+
+    async def run(self, payload: str) -> Run:
+        """Calls ``handler`` with the JSON ``payload`` ``{"request", "context"}`` within the limits. Never
+        raises for what the code does: a throw, a bad return, a limit reached are a ``Run`` with ``error``."""
+        self._waiting += 1
+        try:
+            await self._lock.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            if self._mr is None or self._loop is not asyncio.get_running_loop():
+                self.close()
+                self._build()  # it compiled before, so it compiles again
+            run = await self._run(payload)
+            self._last_call = time.monotonic()
+            if self._retired and self._waiting == 0:
+                self.close()
+            elif not self.closed and self._fence_timer is None:
+                self._fence_timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S, self._fence_due)
+            return run
+        finally:
+            self._lock.release()
+
+    async def _run(self, payload: str) -> Run:
+        ctx, runner, argv = self._call
+        clock = time.perf_counter()
+        try:
+            async with asyncio.timeout(TIME_LIMIT_S):
+                this = ctx._python_to_value_handle(payload)
+                answer = await ctx._run_cancelable_mr_task(
+                    ctx._dll.mr_call_function,
+                    runner.raw,
+                    this.raw,
+                    argv.raw,
+                )
+        except TimeoutError:
+            self.close()
+            return self._stopped(clock, f"stopped: still running after {TIME_LIMIT_S:g} s")
+        except JSOOMException:
+            self.close()
+            return self._stopped(clock, f"stopped: used more than {MEMORY_LIMIT // 1024 // 1024} MB of memory")
+        except JSEvalException as exc:  # the runner catches what the code throws: this is a termination
+            reached = self._mr is not None and self._mr.was_hard_memory_limit_reached()
+            self.close()
+            if reached:
+                return self._stopped(clock, f"stopped: used more than {MEMORY_LIMIT // 1024 // 1024} MB of memory")
+            return self._stopped(clock, f"stopped: {_first_line(str(exc)) or 'execution terminated'}")
+        duration_ms = (time.perf_counter() - clock) * 1000
+        out = _decode(answer)  # type: ignore[arg-type]
+        error = out["error"]
+        return Run(
+            request=out["request"],
+            error=None if error is None else error["message"],
+            line=None if error is None else error["line"],
+            logs=out["logs"],
+            logs_truncated=out["logs_truncated"],
+            duration_ms=duration_ms,
+        )
+
+    @staticmethod
+    def _stopped(clock: float, error: str) -> Run:
+        return Run(error=error, duration_ms=(time.perf_counter() - clock) * 1000, stopped=True)
+
+    def _fence_due(self) -> None:
+        self._fence_timer = None
+        if self.closed:
+            return
+        quiet_s = time.monotonic() - self._last_call
+        if quiet_s < TIME_LIMIT_S:  # a call came since, and was the fence: look again a limit after it
+            self._fence_timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S - quiet_s, self._fence_due)
+        else:
+            self._fence = asyncio.create_task(self._fenced(), name="transform:fence")
+
+    async def _fenced(self) -> None:
+        """Waits, within the time limit, for the isolate to be idle again (promise jobs the last call left);
+        closes it otherwise."""
+        async with self._lock:
+            mr = self._mr
+            if mr is None:
+                return
+            try:
+                async with asyncio.timeout(TIME_LIMIT_S):
+                    await mr.eval_cancelable("0")
+            except (TimeoutError, JSEvalException):
+                self.close()
+            if self._retired and self._waiting == 0:
+                self.close()
+
+
+async def check(source: str) -> CompileError | None:
+    """Why ``source`` is not a transform, or None: it must compile, and loading it (its top-level code, in
+    the sandbox and within the limits) must define ``handler``. The isolate is made for the check alone."""
+    try:
+        sandbox = Sandbox(source)
+    except CompileError as exc:
+        return exc
+    try:
+        run = await sandbox.run('{"check": true}')
+    finally:
+        sandbox.close()
+    return None if run.error is None else CompileError(run.error, run.line)
