@@ -64,6 +64,7 @@ DELIVERY_FIELDS = {
     "success",
     "error",
     "created_at",
+    "transform",
 }
 
 

@@ -100,6 +100,7 @@ async def test_delivery_record_has_every_field(client, account, endpoint, conn):
         "success": False,
         "error": "timeout after 15 s",
         "created_at": delivery["created_at"],
+        "transform": None,
     }
     assert parse_ts(delivery["created_at"]) == created
     assert resp.json()["next_cursor"] is None

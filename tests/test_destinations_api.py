@@ -27,7 +27,17 @@ from tests.helpers import (  # noqa: F401 - fixtures
     utcnow,
 )
 
-DESTINATION_FIELDS = {"id", "endpoint_id", "name", "url", "headers", "sign_deliveries", "created_at", "updated_at"}
+DESTINATION_FIELDS = {
+    "id",
+    "endpoint_id",
+    "name",
+    "url",
+    "headers",
+    "sign_deliveries",
+    "created_at",
+    "updated_at",
+    "transform",
+}
 RULE_FIELDS = {"id", "endpoint_id", "name", "condition_tree", "destination_ids", "active", "created_at", "updated_at"}
 TREE = {
     "op": "AND",

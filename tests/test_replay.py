@@ -35,6 +35,7 @@ OUTCOME_FIELDS = {
     "response_body",
     "response_body_encoding",
     "error",
+    "transform",
 }
 
 

@@ -1,4 +1,4 @@
-"""Transform tools: set a destination's JavaScript, and run one without sending anything."""
+"""Transform tools: update a destination's JavaScript, and run one without sending anything."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class DestinationTransform(msgspec.Struct, kw_only=True, forbid_unknown_fields=T
     """The new code (checked: it must compile and define `handler`), or null to remove it."""
 
 
-@tool("TestTransformation", read_only=True)
+@tool("TestTransformation", idempotent=True)
 async def test_transformation(call: Call, data: TransformTest) -> TransformTestResult:
     """Dry-run a transform on a stored event (`event_id`, optionally as `destination_id` sees it) or on a
     given `request`; answers the request it returns, its logs and any error, sending nothing."""
@@ -24,7 +24,7 @@ async def test_transformation(call: Call, data: TransformTest) -> TransformTestR
 
 
 @tool(idempotent=True)
-async def set_destination_transform(call: Call, destination_id: str, data: DestinationTransform) -> Destination:
+async def update_destination_transform(call: Call, destination_id: str, data: DestinationTransform) -> Destination:
     """Set (or with null remove) the JavaScript `handler(request, context)` every delivery to a destination
     runs through: it returns the request to send, any field changed, or null to skip the delivery.
 
