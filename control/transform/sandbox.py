@@ -103,7 +103,8 @@ def _syntax_error(mr: MiniRacer, source: str, exc: Exception) -> CompileError:
         mr.eval(script(source))
     except JSParseException as parsed:
         match = _LINE.search(str(parsed))
-        return CompileError(_first_line(str(parsed)), int(match.group(1)) if match else None)
+        last = source.count("\n") + 1  # an error at the wrapper's closing line is one at the source's end
+        return CompileError(_first_line(str(parsed)), min(int(match.group(1)), last) if match else None)
     except JSEvalException:
         pass
     return CompileError(_first_line(str(exc)) + " (the source must be the body of a script, not close it)", None)
