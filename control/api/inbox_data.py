@@ -33,6 +33,7 @@ from control.api.params import Cursor, EndpointId, EventId
 from control.records.events import EventWithDeliveries
 from control.records.inbox import InboxEventList
 from control.records.replay import ReplayRequest, SendOutcome
+from control.records.transforms import TransformTest, TransformTestResult
 from control.service import Context, Principal
 from control.service import inbox as service
 from control.service.anonymous import SESSION_COOKIE
@@ -140,6 +141,21 @@ class InboxDataController(Controller):
         _same_origin(ctx, request)
         principal = await _principal(ctx, request, endpoint_id)
         return Response(await service.inbox_replay(ctx, principal, endpoint_id, event_id, data), headers=_HEADERS)
+
+    @post("/events/{event_id:str}/transform", status_code=200, include_in_schema=False)
+    async def transform(
+        self,
+        ctx: NamedDependency[Context],
+        request: Request[Any, Any, Any],
+        endpoint_id: EndpointId,
+        event_id: EventId,
+        data: JSONBody[TransformTest],
+    ) -> Response[TransformTestResult]:
+        """The editor's dry run on the event shown (``TestTransformation``); sends and stores nothing."""
+        _same_origin(ctx, request)
+        principal = await _principal(ctx, request, endpoint_id)
+        result = await service.inbox_transform_test(ctx, principal, endpoint_id, event_id, data)
+        return Response(result, headers=_HEADERS)
 
     @get("/stream", include_in_schema=False)
     async def stream(

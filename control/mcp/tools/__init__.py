@@ -18,8 +18,8 @@ from control.mcp.tools import (
     rules,
     schemas,
     stats,
-    trigger,
     transforms,
+    trigger,
     trust,
 )
 
@@ -35,7 +35,7 @@ __all__ = (
     "rules",
     "schemas",
     "stats",
-    "trigger",
     "transforms",
+    "trigger",
     "trust",
 )
