@@ -210,3 +210,15 @@ async def test_a_replay_its_transform_skips_or_fails_sends_nothing(
     )
     assert_error(resp, 400, "validation_error")
     assert resp.json()["error"]["message"].startswith("transform: line 1: SyntaxError")
+
+
+async def test_llms_txt_tells_an_agent_how_to_write_and_try_one(client) -> None:
+    text = (await client.get("/llms.txt")).text
+    assert "**Transforms.**" in text
+    for needed in (
+        "function handler(request, context)",
+        "POST /v1/transformations/test",
+        "update_destination_transform",
+    ):
+        assert needed in text
+    assert "[POST /v1/transformations/test]" in text  # listed with the routes, its tool beside it
