@@ -4,7 +4,10 @@ Sink: the bare granian raw-ASGI app of ``bench.hello`` (answers 200 at once), in
 
 1. Throughput: one ``hookyard worker deliver`` process is started and idle; N tasks (400-byte JSON events,
    one destination) are committed in one transaction, which NOTIFYs the worker; the figure is N over the
-   wall time from that commit until the last task is ``succeeded`` (every attempt recorded).
+   wall time from that commit until the last task is ``succeeded`` (every attempt recorded). Side by side in
+   the same worker: rounds without and with a trivial transform (``TRIVIAL``, a header added), alternated,
+   each round a destination of its own; ``transform_us_per_delivery`` is the difference of the best rounds'
+   seconds per delivery (issue 28: at most 150 µs).
 2. Latency: edge, a flush worker process and a deliver worker process; events are POSTed to the ingest URL at
    500/s (paced, not a burst) for the run; the figure is, per event, the first attempt's start
    (``deliveries.created_at``) minus the edge's ``received_at``: stream, flush, routing, commit, NOTIFY,
@@ -13,7 +16,8 @@ Sink: the bare granian raw-ASGI app of ``bench.hello`` (answers 200 at once), in
    The same again at 100 events/s (``at_100_*``): the pipeline's latency when the deliver worker is not
    near its capacity (on a small machine 500 deliveries/s may be).
 
-Targets (DESIGN.md section 6): ≥ 2,000 deliveries/s; ingest → first attempt p50 ≤ 25 ms, p99 ≤ 250 ms.
+Targets (DESIGN.md section 6): ≥ 2,000 deliveries/s; ingest → first attempt p50 ≤ 25 ms, p99 ≤ 250 ms;
+a trivial transform ≤ 150 µs per delivery.
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ __all__ = ("run",)
 
 RATE_PER_S = 500
 LOW_RATE_PER_S = 100
+TRIVIAL = "function handler(request) { request.headers['x-transformed'] = '1'; return request; }"
+"""The trivial transform: compiled once, then one call per delivery, the body passed through unchanged."""
+ROUNDS = 2
+"""Alternated rounds of each kind (without, with): the best of each is compared."""
 """Also measured: the pipeline's own latency, at a rate far from the deliver worker's capacity."""
 _HEADERS = [
     (b"content-type", b"application/json; charset=utf-8"),
@@ -50,16 +58,17 @@ def _body(i: int) -> bytes:
     return json.dumps(doc).encode().ljust(400)
 
 
-async def route_to_sink(database_url: str, endpoint_id: str, url: str) -> tuple[str, str]:
+async def route_to_sink(database_url: str, endpoint_id: str, url: str, transform: str | None = None) -> tuple[str, str]:
     """A destination and a forward-all rule on the endpoint (the rows the destinations API writes)."""
     conn = await connect(database_url)
     try:
         destination_id, rule_id = ids.new_id("dst"), ids.new_id("rule")
         await conn.execute(
-            "INSERT INTO destinations (id, endpoint_id, name, url) VALUES ($1, $2, 'sink', $3)",
+            "INSERT INTO destinations (id, endpoint_id, name, url, transform) VALUES ($1, $2, 'sink', $3, $4)",
             destination_id,
             endpoint_id,
             url,
+            transform,
         )
         await conn.execute(
             "INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ($1, $2, 'all', $3)",
@@ -75,8 +84,10 @@ async def route_to_sink(database_url: str, endpoint_id: str, url: str) -> tuple[
     return destination_id, rule_id
 
 
-async def _throughput(database_url: str, endpoint_id: str, sink: str, total: int) -> tuple[int, float]:
-    destination_id, rule_id = await route_to_sink(database_url, endpoint_id, sink)
+async def _throughput(
+    database_url: str, endpoint_id: str, sink: str, total: int, transform: str | None = None
+) -> tuple[int, float]:
+    destination_id, rule_id = await route_to_sink(database_url, endpoint_id, sink, transform)
     conn = await connect(database_url)
     try:
         now = time.time()
@@ -188,7 +199,13 @@ def run(seconds: float) -> dict[str, object]:
         with run_process(granian("bench.hello:app", sink_port, factory=False), bench.env):
             with run_process([hookyard, "worker", "deliver"], bench.env):
                 time.sleep(2)  # started and idle (LISTENing) before the tasks arrive
-                delivered, elapsed = asyncio.run(_throughput(database_url, throughput_ep.id, sink, total))
+                plain: list[tuple[int, float]] = []
+                transformed: list[tuple[int, float]] = []
+                for _ in range(ROUNDS):
+                    plain.append(asyncio.run(_throughput(database_url, throughput_ep.id, sink, total)))
+                    transformed.append(asyncio.run(_throughput(database_url, throughput_ep.id, sink, total, TRIVIAL)))
+                delivered, elapsed = min(plain, key=lambda r: r[1] / r[0])
+                with_n, with_s = min(transformed, key=lambda r: r[1] / r[0])
             edge = f"http://127.0.0.1:{edge_port}"
             latencies = []
             with (
@@ -210,6 +227,9 @@ def run(seconds: float) -> dict[str, object]:
         "deliveries": delivered,
         "seconds": round(elapsed, 2),
         "deliveries_per_s": round(delivered / elapsed),
+        "transformed_per_s": round(with_n / with_s),
+        "transform_us_per_delivery": round((with_s / with_n - elapsed / delivered) * 1e6, 1),
+        "rounds": ROUNDS,
         "rate_per_s": RATE_PER_S,
         "events": high["n"],
         "first_attempt_p50_ms": high["p50"],
