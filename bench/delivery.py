@@ -7,7 +7,9 @@ Sink: the bare granian raw-ASGI app of ``bench.hello`` (answers 200 at once), in
    wall time from that commit until the last task is ``succeeded`` (every attempt recorded). Side by side in
    the same worker: rounds without and with a trivial transform (``TRIVIAL``, a header added), alternated,
    each round a destination of its own; ``transform_us_per_delivery`` is the difference of the best rounds'
-   seconds per delivery (issue 28: at most 150 µs).
+   seconds per delivery (issue 28: at most 150 µs), and ``*_cpu_us_per_delivery`` the worker process's CPU
+   time per delivery in those rounds (its threads included): the cost that does not depend on how busy the
+   machine's other processes keep its cores.
 2. Latency: edge, a flush worker process and a deliver worker process; events are POSTed to the ingest URL at
    500/s (paced, not a burst) for the run; the figure is, per event, the first attempt's start
    (``deliveries.created_at``) minus the edge's ``received_at``: stream, flush, routing, commit, NOTIFY,
@@ -27,7 +29,11 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from bench.infra import bench_env, free_port, granian, run_process
 from bench.setup import create_endpoint
@@ -187,6 +193,16 @@ async def _latency(
     return {k: round(row[k], 1) if k != "n" else row[k] for k in ("p50", "p99", "max", "n", "flush_p50", "flush_p99")}
 
 
+def _cpu(pid: int, measured: Coroutine[Any, Any, tuple[int, float]]) -> tuple[int, float, float]:
+    """The coroutine's figures and the CPU seconds the worker process (all its threads: a transform's isolate
+    runs on one of its own) spent meanwhile."""
+    worker = psutil.Process(pid)
+    before = worker.cpu_times()
+    count, elapsed = asyncio.run(measured)
+    after = worker.cpu_times()
+    return count, elapsed, (after.user - before.user) + (after.system - before.system)
+
+
 def run(seconds: float) -> dict[str, object]:
     hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
     total = int(max(5_000, min(100_000, seconds * 2_500)))
@@ -197,15 +213,17 @@ def run(seconds: float) -> dict[str, object]:
         throughput_ep = asyncio.run(create_endpoint(bench.settings))
         latency_eps = [asyncio.run(create_endpoint(bench.settings)) for _ in range(2)]
         with run_process(granian("bench.hello:app", sink_port, factory=False), bench.env):
-            with run_process([hookyard, "worker", "deliver"], bench.env):
+            with run_process([hookyard, "worker", "deliver"], bench.env) as worker:
                 time.sleep(2)  # started and idle (LISTENing) before the tasks arrive
-                plain: list[tuple[int, float]] = []
-                transformed: list[tuple[int, float]] = []
+                plain: list[tuple[int, float, float]] = []
+                transformed: list[tuple[int, float, float]] = []
                 for _ in range(ROUNDS):
-                    plain.append(asyncio.run(_throughput(database_url, throughput_ep.id, sink, total)))
-                    transformed.append(asyncio.run(_throughput(database_url, throughput_ep.id, sink, total, TRIVIAL)))
-                delivered, elapsed = min(plain, key=lambda r: r[1] / r[0])
-                with_n, with_s = min(transformed, key=lambda r: r[1] / r[0])
+                    plain.append(_cpu(worker.pid, _throughput(database_url, throughput_ep.id, sink, total)))
+                    transformed.append(
+                        _cpu(worker.pid, _throughput(database_url, throughput_ep.id, sink, total, TRIVIAL))
+                    )
+                delivered, elapsed, cpu_s = min(plain, key=lambda r: r[1] / r[0])
+                with_n, with_s, with_cpu_s = min(transformed, key=lambda r: r[1] / r[0])
             edge = f"http://127.0.0.1:{edge_port}"
             latencies = []
             with (
@@ -229,6 +247,8 @@ def run(seconds: float) -> dict[str, object]:
         "deliveries_per_s": round(delivered / elapsed),
         "transformed_per_s": round(with_n / with_s),
         "transform_us_per_delivery": round((with_s / with_n - elapsed / delivered) * 1e6, 1),
+        "worker_cpu_us_per_delivery": round(cpu_s / delivered * 1e6, 1),
+        "transformed_cpu_us_per_delivery": round(with_cpu_s / with_n * 1e6, 1),
         "rounds": ROUNDS,
         "rate_per_s": RATE_PER_S,
         "events": high["n"],

@@ -15,6 +15,7 @@ a transform reshapes a request, it does not choose where it goes.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -77,9 +78,15 @@ def _text(value: str) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
+def _parts(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)  # a worker sends to few distinct URLs
+    return parts.path or "/", parts.query
+
+
 def view(sent: Outgoing) -> tuple[dict[str, Any], Any]:
     """The request as the transform gets it, and the body as handed in (to tell an unchanged one)."""
-    parts = urlsplit(sent.url)
+    path, query = _parts(sent.url)
     headers = {name: _text(value) for name, value in sent.headers.items()}
     body: Any = None
     if sent.body and _is_json(sent.headers.get("content-type")):
@@ -91,8 +98,8 @@ def view(sent: Outgoing) -> tuple[dict[str, Any], Any]:
         body = sent.body.decode("utf-8", "replace")
     request = {
         "method": sent.method,
-        "path": parts.path or "/",
-        "query": parts.query,
+        "path": path,
+        "query": query,
         "headers": headers,
         "body": body,
     }
@@ -126,6 +133,9 @@ def _headers(returned: Any, sent: Outgoing, shown: Mapping[str, str]) -> dict[st
         raise _Wrong(f"headers: at most {_MAX_HEADERS} headers")
     out: dict[str, str] = {}
     for name, value in returned.items():
+        if value.__class__ is str and value == shown.get(name):  # handed in as it is: already a sendable header
+            out[name] = sent.headers[name]  # the captured value, byte for byte
+            continue
         lower = _header_name(name)
         if isinstance(value, int | float) and not isinstance(value, bool):
             value = str(value)

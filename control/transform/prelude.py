@@ -77,7 +77,7 @@ PRELUDE = r"""
 RUNNER = r"""
 (function (factory, maxOutput, maxLogs, lineOffset) {
   "use strict";
-  const parse = JSON.parse, stringify = JSON.stringify, isArray = Array.isArray;
+  const parse = JSON.parse, stringify = JSON.stringify, isArray = Array.isArray, now = Date.now;
   const describe = (value) => {
     try {
       if (typeof value === "string") return value;
@@ -100,8 +100,8 @@ RUNNER = r"""
       return "uncaught " + describe(e);
     } catch (e2) { return "uncaught exception"; }
   };
-  return function () {
-    const input = parse(this);
+  const one = (input) => {
+    const started = now();
     const logs = [];
     let room = maxLogs, dropped = false;
     const write = (level) => (...args) => {
@@ -119,7 +119,7 @@ RUNNER = r"""
     // The answer is JSON text; the returned request's own JSON is spliced in, not encoded twice.
     const done = (error, request) =>
       '{"error":' + stringify(error) + ',"request":' + request + ',"logs":' + stringify(logs) +
-      ',"logs_truncated":' + dropped + "}";
+      ',"logs_truncated":' + dropped + ',"ms":' + (now() - started) + "}";
     const fail = (text, line) => done({ message: text, line: line === undefined ? null : line }, "null");
     let handler, result;
     try {
@@ -150,6 +150,13 @@ RUNNER = r"""
     }
     if (text.length > maxOutput) return fail("the returned request is larger than " + maxOutput + " characters");
     return done(null, text);
+  };
+  // A batch: the calls that waited while the previous batch ran, in one task on the isolate's thread.
+  return function () {
+    const inputs = parse(this);
+    const out = [];
+    for (const input of inputs) out.push(one(input));
+    return "[" + out.join(",") + "]";
   };
 })
 """

@@ -242,3 +242,17 @@ async def test_calls_of_one_transform_are_serialised_and_each_is_timed_alone(mak
     slow = json.dumps({"request": {**REQUEST, "body": {"ms": 700}}, "context": {}})
     runs = await asyncio.gather(*(sandbox.run(slow) for _ in range(3)))
     assert [r.error for r in runs] == [None, None, None]
+
+
+async def test_in_a_batch_only_the_call_that_ran_away_is_stopped(make) -> None:
+    """Calls that wait while one runs go together as the next batch; a batch that was stopped runs again
+    call by call, so the others get their own results."""
+    sandbox = make("function handler(r) { if (r.body.loop) for (;;) {} return r; }")
+
+    def payload(loop: bool) -> str:
+        return json.dumps({"request": {**REQUEST, "body": {"loop": loop}}, "context": {}})
+
+    first = asyncio.create_task(sandbox.run(payload(False)))  # in flight: the next ones queue behind it
+    runs = await asyncio.gather(first, *(sandbox.run(payload(i == 2)) for i in range(5)))
+    assert [run.stopped for run in runs] == [False, False, False, True, False, False]
+    assert [run.request["body"]["loop"] for run in runs if not run.stopped] == [False] * 5
