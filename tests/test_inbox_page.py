@@ -38,7 +38,11 @@ def _assert_page(resp, endpoint_id: str) -> str:
     page = resp.text
     assert page.startswith("<!doctype html>")
     assert f'data-endpoint="{endpoint_id}"' in page
-    scripts = ['<script src="/static/curl.js" defer>', '<script src="/static/inbox.js" defer>']
+    scripts = [
+        '<script src="/static/curl.js" defer>',
+        '<script src="/static/inbox.js" defer>',
+        '<script src="/static/transform.js" defer>',
+    ]
     assert re.findall(r"<script[^>]*>", page) == scripts  # no inline script
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external asset
     return page

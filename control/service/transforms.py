@@ -28,7 +28,7 @@ from control.service import Context, Principal
 from control.service.endpoints import require_endpoint
 from control.service.text import check_text
 from control.transform.apply import Outgoing, Result, apply, view
-from control.transform.sandbox import MAX_SOURCE, CompileError, Sandbox, check
+from control.transform.sandbox import MAX_SOURCE, Problem, Sandbox, check
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -39,7 +39,7 @@ _NOWHERE = "https://destination.invalid/"
 _encode = msgspec.json.Encoder().encode
 
 
-def _line(error: CompileError) -> str:
+def _line(error: Problem) -> str:
     return f"line {error.line}: {error.message}" if error.line is not None else error.message
 
 
@@ -80,10 +80,9 @@ def event_context(
 async def run_once(source: str, request: Outgoing, context: Mapping[str, Any], *, where: str = "transform") -> Result:
     """One call of ``source`` on ``request``, in an isolate made for it; a source that does not compile is a
     ValidationError naming ``where``."""
-    try:
-        sandbox = Sandbox(source)
-    except CompileError as exc:
-        raise ValidationError(f"{where}: {_line(exc)}") from None
+    sandbox = Sandbox.compile(source)
+    if isinstance(sandbox, Problem):
+        raise ValidationError(f"{where}: {_line(sandbox)}")
     try:
         return await apply(sandbox, request, context)
     finally:
@@ -158,10 +157,9 @@ async def test_transform(ctx: Context, principal: Principal, data: TransformTest
         }
     else:
         request, context = await _stored(ctx, principal, data)
-    try:
-        sandbox = Sandbox(data.transform)
-    except CompileError as exc:
-        error = TransformError(message=exc.message, line=exc.line)
+    sandbox = Sandbox.compile(data.transform)
+    if isinstance(sandbox, Problem):
+        error = TransformError(message=sandbox.message, line=sandbox.line)
         return TransformTestResult(
             request=None, skipped=False, logs=[], logs_truncated=False, error=error, duration_ms=0
         )

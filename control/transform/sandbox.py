@@ -44,7 +44,7 @@ __all__ = (
     "MAX_SOURCE",
     "MEMORY_LIMIT",
     "TIME_LIMIT_S",
-    "CompileError",
+    "Problem",
     "Run",
     "Sandbox",
     "check",
@@ -66,13 +66,21 @@ _LINE = re.compile(r"(?:<anonymous>|transform\.js):(\d+)")
 _decode = msgspec.json.Decoder().decode
 
 
-class CompileError(Exception):
-    """The source does not compile as a transform: ``message`` (V8's) and the ``line`` it names."""
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why a source is not a transform: ``message`` (V8's, or what loading it did) and the ``line`` it names.
+    A value, not an error: the services say which field it came in (``transform: line 3: ...``)."""
 
-    def __init__(self, message: str, line: int | None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line = line
+    message: str
+    line: int | None
+
+
+class _Refused(Exception):
+    """The constructor's way out, turned into a ``Problem`` by ``Sandbox.compile``."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
 
 
 @dataclass(slots=True)
@@ -98,7 +106,7 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "does not compile"
 
 
-def _syntax_error(mr: MiniRacer, source: str, exc: Exception) -> CompileError:
+def _syntax_error(mr: MiniRacer, source: str, exc: Exception) -> Problem:
     """Where the Function constructor refused the source: its line, from compiling it as a script (never
     run). A source that compiles as a script but not as a function body closed the function early."""
     try:
@@ -106,18 +114,27 @@ def _syntax_error(mr: MiniRacer, source: str, exc: Exception) -> CompileError:
     except JSParseException as parsed:
         match = _LINE.search(str(parsed))
         last = source.count("\n") + 1  # an error at the wrapper's closing line is one at the source's end
-        return CompileError(_first_line(str(parsed)), min(int(match.group(1)), last) if match else None)
+        return Problem(_first_line(str(parsed)), min(int(match.group(1)), last) if match else None)
     except JSEvalException:
         pass
-    return CompileError(_first_line(str(exc)) + " (the source must be the body of a script, not close it)", None)
+    return Problem(_first_line(str(exc)) + " (the source must be the body of a script, not close it)", None)
 
 
 class Sandbox:
-    """A transform's source compiled in its own isolate; ``run`` calls ``handler`` once per input."""
+    """A transform's source compiled in its own isolate; ``run`` calls ``handler`` once per input. Made by
+    ``Sandbox.compile``."""
+
+    @classmethod
+    def compile(cls, source: str) -> Sandbox | Problem:
+        """The source compiled in a new isolate, or why it does not compile (nothing is run yet)."""
+        try:
+            return cls(source)
+        except _Refused as refused:
+            return refused.problem
 
     def __init__(self, source: str) -> None:
         if len(source) > MAX_SOURCE:
-            raise CompileError(f"longer than {MAX_SOURCE} characters", None)
+            raise _Refused(Problem(f"longer than {MAX_SOURCE} characters", None))
         self.source = source
         self._lock = asyncio.Lock()
         self._queue: list[tuple[str, asyncio.Future[Run]]] = []
@@ -132,7 +149,7 @@ class Sandbox:
         self._build()
 
     def _build(self) -> None:
-        """A new isolate: the prelude, the source compiled as the factory (``CompileError`` when it does not
+        """A new isolate: the prelude, the source compiled as the factory (``_Refused`` when it does not
         compile), and the runner around it. Blocks for a few milliseconds: once per transform version."""
         mr = MiniRacer()
         try:
@@ -141,7 +158,7 @@ class Sandbox:
             try:
                 factory = mr.eval(f"Function('console', {json.dumps(body(self.source))})")
             except JSEvalException as exc:
-                raise _syntax_error(mr, self.source, exc) from None
+                raise _Refused(_syntax_error(mr, self.source, exc)) from None
             runner = mr.eval(RUNNER)(factory, MAX_OUTPUT, MAX_LOGS, LINE_OFFSET)  # type: ignore[operator]
             ctx = mr._ctx
             assert ctx is not None
@@ -286,15 +303,14 @@ class Sandbox:
                 self.close()
 
 
-async def check(source: str) -> CompileError | None:
+async def check(source: str) -> Problem | None:
     """Why ``source`` is not a transform, or None: it must compile, and loading it (its top-level code, in
     the sandbox and within the limits) must define ``handler``. The isolate is made for the check alone."""
-    try:
-        sandbox = Sandbox(source)
-    except CompileError as exc:
-        return exc
+    sandbox = Sandbox.compile(source)
+    if isinstance(sandbox, Problem):
+        return sandbox
     try:
         run = await sandbox.run('{"check": true}')
     finally:
         sandbox.close()
-    return None if run.error is None else CompileError(run.error, run.line)
+    return None if run.error is None else Problem(run.error, run.line)

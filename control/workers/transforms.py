@@ -20,7 +20,7 @@ from control.records.transforms import TransformError, TransformRecord
 from control.service import Context
 from control.service.transforms import event_context
 from control.transform.apply import Outgoing, Result, apply
-from control.transform.sandbox import CompileError, Sandbox
+from control.transform.sandbox import Problem, Sandbox
 
 __all__ = ("CAPACITY", "Transforms")
 
@@ -40,10 +40,10 @@ a worker compiles its first transform."""
 class Transforms:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self._compiled: OrderedDict[tuple[str, str], Sandbox | CompileError] = OrderedDict()
+        self._compiled: OrderedDict[tuple[str, str], Sandbox | Problem] = OrderedDict()
         self._loading: dict[str, asyncio.Lock] = {}
 
-    async def _sandbox(self, destination_id: str, digest: str) -> Sandbox | CompileError | None:
+    async def _sandbox(self, destination_id: str, digest: str) -> Sandbox | Problem | None:
         """The compiled version; None when the destination no longer has a transform (removed meanwhile)."""
         key = (destination_id, digest)
         found = self._compiled.get(key)
@@ -61,17 +61,15 @@ class Transforms:
                 key = (destination_id, row["transform_digest"])
                 if sys.getswitchinterval() > SWITCH_INTERVAL_S:
                     sys.setswitchinterval(SWITCH_INTERVAL_S)
-                try:
-                    found = Sandbox(row["transform"])
-                except CompileError as exc:  # it compiled when it was written: a V8 of another version?
-                    log.error("deliver: transform of %s does not compile: %s", destination_id, exc.message)
-                    found = exc
+                found = Sandbox.compile(row["transform"])
+                if isinstance(found, Problem):  # it compiled when it was written: a V8 of another version?
+                    log.error("deliver: transform of %s does not compile: %s", destination_id, found.message)
                 self._keep(key, found)
         if len(self._loading) > 4 * CAPACITY:
             self._loading.clear()
         return found
 
-    def _keep(self, key: tuple[str, str], compiled: Sandbox | CompileError) -> None:
+    def _keep(self, key: tuple[str, str], compiled: Sandbox | Problem) -> None:
         for old in [k for k in self._compiled if k[0] == key[0] and k != key]:  # older versions: done with
             self._drop(old)
         self._compiled[key] = compiled
@@ -88,7 +86,7 @@ class Transforms:
         compiled = await self._sandbox(task["destination_id"], task["transform_digest"])
         if compiled is None:
             return None
-        if isinstance(compiled, CompileError):
+        if isinstance(compiled, Problem):
             error = TransformError(message=compiled.message, line=compiled.line)
             return Result(None, TransformRecord(outcome="failed", error=error))
         event = {
