@@ -6,6 +6,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
+from control.records.text import text
+
 __all__ = (
     "MAX_TRANSFORM",
     "TransformError",
@@ -20,8 +22,7 @@ MAX_TRANSFORM = 65_536
 
 TransformSource = Annotated[
     str,
-    msgspec.Meta(
-        min_length=1,
+    text(
         max_length=MAX_TRANSFORM,
         description="JavaScript (at most 64 KB) defining `function handler(request, context)`, which returns the "
         "request to send (`{method, path, query, headers, body}`, any field changed) or `null` to skip. Runs in a "
@@ -71,7 +72,8 @@ class TransformRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 class TransformTest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A dry run: ``transform`` run on a stored event as a delivery would see it (``event_id``, with
-    ``destination_id`` for that destination's URL and headers), or on a ``request`` given here."""
+    ``destination_id`` for that destination's URL and headers), or on a ``request`` given here; with both,
+    on the given request in the stored event's context."""
 
     transform: TransformSource
     event_id: str | None = None
@@ -79,7 +81,13 @@ class TransformTest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     request: TransformRequest | None = None
 
     openapi_extra: ClassVar[dict[str, Any]] = {
-        "oneOf": [{"required": ["event_id"]}, {"required": ["request"]}],
+        # a stored event, a request given here, or both; a destination only with an event (one of its endpoint's)
+        "anyOf": [
+            {"required": ["event_id"], "properties": {"event_id": {"type": "string"}}},
+            {"required": ["request"], "properties": {"request": {"type": "object"}}},
+        ],
+        "if": {"required": ["destination_id"], "properties": {"destination_id": {"type": "string"}}},
+        "then": {"required": ["event_id"], "properties": {"event_id": {"type": "string"}}},
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
@@ -37,6 +38,10 @@ __all__ = ("check_transform", "event_context", "run_once", "test_transform", "un
 _NOWHERE = "https://destination.invalid/"
 """The URL a dry run without a destination shows: path ``/``, no query."""
 _encode = msgspec.json.Encoder().encode
+_NO_EVENT: dict[str, Any] = {
+    "event": {"id": None, "provider": None, "event_type": None, "received_at": None, "labels": []},
+    "destination": None,
+}
 
 
 def _line(error: Problem) -> str:
@@ -89,7 +94,19 @@ async def run_once(source: str, request: Outgoing, context: Mapping[str, Any], *
         sandbox.close()
 
 
-def _given(request: TransformRequest) -> Outgoing:
+def _check_request(request: TransformRequest) -> None:
+    """Every string of a given request is text (a body that is not a string is JSON, text already)."""
+    check_text(request.method, "request.method")
+    check_text(request.path, "request.path")
+    check_text(request.query, "request.query")
+    for name, value in request.headers.items():
+        check_text(name, "request.headers")
+        check_text(value, f"request.headers.{name}")
+    check_text(request.body, "request.body")
+
+
+def _given(request: TransformRequest, url: str) -> Outgoing:
+    """The given request, to the origin of ``url``."""
     headers = {name.lower(): value for name, value in request.headers.items()}
     body = request.body
     if isinstance(body, str):
@@ -101,11 +118,9 @@ def _given(request: TransformRequest) -> Outgoing:
         headers.setdefault("content-type", "application/json")
     query = request.query.removeprefix("?")
     path = request.path if request.path.startswith("/") else "/" + request.path
+    origin = urlunsplit((*urlsplit(url)[:2], "", "", ""))
     return Outgoing(
-        method=request.method.upper(),
-        url=_NOWHERE.rstrip("/") + path + (f"?{query}" if query else ""),
-        headers=headers,
-        body=data,
+        method=request.method.upper(), url=origin + path + (f"?{query}" if query else ""), headers=headers, body=data
     )
 
 
@@ -145,18 +160,19 @@ async def test_transform(ctx: Context, principal: Principal, data: TransformTest
     """Runs ``data.transform`` once and answers what it returned; sends nothing, stores nothing (so a
     read-only credential, such as an inbox link's, may run it)."""
     check_text(data.transform, "transform")
-    if (data.event_id is None) == (data.request is None):
-        raise ValidationError("event_id: give either event_id (a stored event) or request, not both or neither")
+    check_text(data.event_id, "event_id")
+    check_text(data.destination_id, "destination_id")
     if data.request is not None:
-        if data.destination_id is not None:
-            raise ValidationError("destination_id: only with event_id")
-        request = _given(data.request)
-        context = {
-            "event": {"id": None, "provider": None, "event_type": None, "received_at": None, "labels": []},
-            "destination": None,
-        }
-    else:
+        _check_request(data.request)
+    if data.event_id is None and data.request is None:
+        raise ValidationError("event_id: give event_id (a stored event), request, or both")
+    if data.destination_id is not None and data.event_id is None:
+        raise ValidationError("destination_id: only with event_id (a destination of the event's endpoint)")
+    request, context = Outgoing("POST", _NOWHERE, {}, b""), _NO_EVENT
+    if data.event_id is not None:
         request, context = await _stored(ctx, principal, data)
+    if data.request is not None:  # the given request, sent where the event's would go
+        request = _given(data.request, request.url)
     sandbox = Sandbox.compile(data.transform)
     if isinstance(sandbox, Problem):
         error = TransformError(message=sandbox.message, line=sandbox.line)

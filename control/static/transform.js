@@ -64,8 +64,8 @@
     });
     const result = h("div", { className: "transform-result", id: "transform-result", role: "status" });
     const run = h("button", { type: "button", id: "transform-run" }, "Run on this event");
-    const url = h("input", { type: "url", placeholder: "https://example.com/webhooks", ariaLabel: "transform replay URL" });
-    const replay = h("button", { type: "button", id: "transform-replay" }, "Replay with transform");
+    const url = h("input", { type: "url", placeholder: "https://example.com/webhooks", ariaLabel: "where to send the transformed event" });
+    const replay = h("button", { type: "button", id: "transform-replay" }, "Send through transform");
 
     const show = (...children) => { result.replaceChildren(...children.flat().filter(Boolean)); };
     run.addEventListener("click", async () => {

@@ -136,7 +136,6 @@ async def test_the_dry_run_on_a_given_request_reports_errors_and_skips(client, a
     ("body", "field"),
     [
         ({"transform": "function handler(r) { return r; }"}, "event_id"),
-        ({"transform": "function handler(r) { return r; }", "event_id": "evt_x", "request": {}}, "event_id"),
         (
             {"transform": "function handler(r) { return r; }", "request": {}, "destination_id": "dst_1"},
             "destination_id",
@@ -148,6 +147,22 @@ async def test_the_dry_run_refuses_what_it_cannot_run(client, account, body: dic
     resp = await client.post("/v1/transformations/test", json=body, headers=account.headers)
     assert_error(resp, 400, "validation_error")
     assert field in resp.json()["error"]["message"]
+
+
+async def test_the_dry_run_on_a_given_request_in_a_stored_events_context(client, account, database_url) -> None:
+    ids = await _event(client, account, database_url)
+    resp = await client.post(
+        f"/v1/endpoints/{ids['endpoint']}/destinations",
+        json={"url": "https://hooks.example.com/in"},
+        headers=account.headers,
+    )
+    source = "function handler(r, c) { r.body.seen = [c.event.event_type, c.destination.name]; return r; }"
+    request = {"path": "/other", "headers": {"content-type": "application/json"}, "body": '{"n": 1}'}
+    result = await _test(
+        client, account, transform=source, event_id=ids["event"], destination_id=resp.json()["id"], request=request
+    )
+    assert result["request"]["body"] == {"n": 1, "seen": ["invoice.paid", None]}
+    assert result["request"]["path"] == "/other"
 
 
 async def test_the_dry_run_of_another_accounts_event_is_not_found(client, account, other_account, database_url) -> None:

@@ -72,8 +72,8 @@ async def test_the_editor_runs_and_replays_a_transform_on_the_event_shown(
 
     with serving() as sink:
         await source.fill(SLACK)
-        await page.get_by_label("transform replay URL").fill(sink.url)
-        await page.get_by_role("button", name="Replay with transform").click()
+        await page.get_by_label("where to send the transformed event").fill(sink.url)
+        await page.get_by_role("button", name="Send through transform").click()
         await expect(page.locator("#transform-replayed")).to_have_text(
             re.compile("replayed · HTTP 200"), timeout=10_000
         )
