@@ -12,7 +12,7 @@ syntax: generator, async and iterator prototypes), and the global object itself.
   in a loop grew the worker by 470 MB within the 1 s limit);
 - no state from one call to the next: with every shared object frozen, a call cannot leave anything behind
   (``Object.prototype.x = 1`` throws in the strict code the wrapper compiles); the user's own top-level
-  variables live in a factory that runs anew for every call (``WRAPPER``), so each call starts from the
+  variables live in a factory that runs anew for every call (``body``), so each call starts from the
   source as written.
 
 Not removed: ``Date`` and ``Math.random`` (a transform may stamp or sample; neither reaches outside), and

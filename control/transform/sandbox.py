@@ -17,8 +17,9 @@ transform stops such an isolate; and ``TIME_LIMIT_S`` after the last call, when 
 (``0``) is sent under the same time limit, and an isolate still busy then is closed. So leftover work runs
 for at most twice the limit, and a steady stream of calls costs no fences.
 
-The call itself is one task on the isolate's thread: the input is the ``this`` of a function compiled once
-(``RUNNER``), and the argument array is made once. mini-racer's public ``call_function_cancelable`` makes a
+Calls that wait while a batch runs go together as the next one (``run``). A batch is one task on the
+isolate's thread: the inputs are the ``this`` of a function compiled once (``RUNNER``), and the argument
+array is made once. mini-racer's public ``call_function_cancelable`` makes a
 new argument array on every call, a blocking round trip to the isolate's thread before the call's own; the
 call here goes through the same method of its ``Context`` that the public one ends in
 (``_run_cancelable_mr_task``), pinned to mini-racer 0.14 in pyproject.
