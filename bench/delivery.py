@@ -39,7 +39,7 @@ from bench.infra import bench_env, free_port, granian, run_process
 from bench.setup import create_endpoint
 from control.db import connect
 from control.db.flush import store_batch
-from control.events_text import event_row
+from control.records.storable import event_row
 from shared import ids
 from shared.wire import IngestRecord
 

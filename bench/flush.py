@@ -14,9 +14,11 @@ Three variants, each on a fresh database so none inherits the others' rows:
 - ``none``: no rules at all (the secondary ``norule_events_per_s``).
 
 Schema learning (``control.schemas.learn``) runs in every variant, as the worker runs it; ``forward_all`` is
-drained without it too, in the same run: ``PAIRS`` pairs of back-to-back drains (both databases filled
-first), half of them learning first, and ``learn_ratio`` (printed last) is the geometric mean of the two
-orders' median on/off ratios (the headline figures keep each one's best drain).
+drained without it too, in the same run, with real payloads in the mix: one event in ``REAL_EVERY`` is one of
+the provider's published examples (``bench.real``: 329 GitHub payloads over 58 event types, 1-28 KB, up to
+561 paths), in turn, attributed as the edge attributes them: ``PAIRS`` pairs of back-to-back drains (both
+databases filled first), half of them learning first, and ``learn_ratio`` (printed last) is the geometric
+mean of the two orders' median on/off ratios (the headline figures keep each one's best drain).
 DESIGN.md section 6 and issue 16 want 0.9 or more.
 
 No deliver worker runs: the bench owns its database, and it checks afterwards that every event is stored and
@@ -37,6 +39,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from bench.infra import Bench, bench_env
+from bench.real import real_payloads
 from bench.setup import create_endpoint
 from control.db import partitions
 from control.records.destinations import DestinationCreate
@@ -57,6 +60,15 @@ ENDPOINTS = 20
 EVENT_TYPE = "payment_intent.succeeded"
 PAIRS = 4
 """Learning on/off pairs of drains behind ``learn_ratio``."""
+REAL_EVERY = 20
+"""In ``forward_all`` (and its learning-off twin), one event in this many is a real payload."""
+REAL_HEADERS = [
+    (b"host", b"hooks.example.com"),
+    (b"user-agent", b"GitHub-Hookshot/a1b2c3d"),
+    (b"content-type", b"application/json"),
+    (b"x-hub-signature-256", b"sha256=" + b"b" * 64),
+    (b"accept", b"*/*"),
+]
 SINK = "http://127.0.0.1:9/sink"  # the discard port: nothing would answer, and nothing is sent anyway
 CONDITION = {
     "op": "AND",
@@ -105,13 +117,19 @@ async def _add_rules(settings: Settings, endpoints: list[tuple[str, str]], varia
                 raise SystemExit(f"{variant}: no active rule was created for {endpoint_id}")
 
 
-async def _fill(settings: Settings, endpoint_ids: list[str], total: int) -> None:
+async def _fill(settings: Settings, endpoint_ids: list[str], total: int, real: bool = False) -> None:
+    examples = real_payloads()
     async with worker_context(settings) as ctx:
         await Flush(ctx).ensure_groups()
         batch: list[IngestRecord] = []
         async with ctx.redis.pipeline(transaction=False) as pipe:
             for i in range(total):
                 now = time.time()
+                if real and i % REAL_EVERY == REAL_EVERY - 1:
+                    event_type, body = examples[(i // REAL_EVERY) % len(examples)]
+                    provider, headers = "code_host", [*REAL_HEADERS, (b"x-github-event", event_type.encode())]
+                else:
+                    event_type, body, provider, headers = EVENT_TYPE, _body(i), "payments", HEADERS
                 batch.append(
                     IngestRecord(
                         id=ids.new_id("evt"),
@@ -120,11 +138,11 @@ async def _fill(settings: Settings, endpoint_ids: list[str], total: int) -> None
                         method="POST",
                         path="",
                         query="",
-                        headers=HEADERS,
-                        body=_body(i),
+                        headers=headers,
+                        body=body,
                         source_ip="203.0.113.7",
-                        provider="payments",
-                        event_type=EVENT_TYPE,
+                        provider=provider,
+                        event_type=event_type,
                         idempotency_key=f"evt_{i:024d}",
                         signature_valid=True,
                     )
@@ -209,7 +227,7 @@ def _prepared(variant: str, total: int) -> Iterator[Bench]:
         made = [asyncio.run(create_endpoint(bench.settings)) for _ in range(ENDPOINTS)]
         asyncio.run(_add_rules(bench.settings, [(e.id, e.account_id) for e in made], variant))
         asyncio.run(_prefix_index(bench.settings))
-        asyncio.run(_fill(bench.settings, [e.id for e in made], total))
+        asyncio.run(_fill(bench.settings, [e.id for e in made], total, real=variant == "forward_all"))
         yield bench
 
 

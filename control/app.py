@@ -1,8 +1,10 @@
 """The control plane's Litestar app factory.
 
 The lifespan owns the asyncpg pool and the Redis client for this process; handlers reach them through the
-``ctx`` dependency. Served by granian (``hookyard control``) or any ASGI server; ``create_app()`` reads the
-settings from the environment when none are given, so ``granian --factory control.app:create_app`` works.
+``ctx`` dependency. A stop signal ends every long poll and inbox stream at once (``Wakeups.stop``), so the
+server stops as soon as it is asked to. Served by granian (``hookyard control``) or any ASGI server;
+``create_app()`` reads the settings from the environment when none are given, so ``granian --factory
+control.app:create_app`` works.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.metrics import CONTENT_TYPE
 from shared.settings import Settings, load_settings
+from shared.stopping import on_stop_signal
 
 __all__ = ("create_app",)
 
@@ -94,8 +97,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
         # only what requests made (with 1,000 long polls parked: 60-120 ms -> mostly 15-35 ms).
         gc.freeze()
         try:
-            async with publishing(CONTROL, settings.metrics_dir):
-                yield
+            # On the stop signal, not at lifespan shutdown: granian runs that only once every request in
+            # flight has ended, which a parked long poll or an open inbox stream would put off (shared.stopping).
+            with on_stop_signal(wakeups.stop):
+                async with publishing(CONTROL, settings.metrics_dir):
+                    yield
         finally:
             gc.unfreeze()
             await app.state.wakeups.aclose()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from edge.cluster import ClusterRespConnection
 from edge.config import EndpointCache
 from edge.ingest import Ingest
 from edge.metrics import EDGE
+from edge.refusals import Refusals
 from edge.resp import RespConnection
 from edge.respond import send_error, send_internal_error, send_json
 from edge.stream import StreamWriter
@@ -36,6 +38,8 @@ from shared.uri import uri_text
 __all__ = ("EDGE_GC_THRESHOLD", "EdgeApp", "create_app")
 
 _OK = b'{"ok":true}'
+
+log = logging.getLogger("hookyard.edge")
 
 EDGE_GC_THRESHOLD = 100_000
 """Allocations between collections of the youngest generation while the edge serves (Python's default: 700).
@@ -60,6 +64,8 @@ class EdgeApp:
         self.redis: aioredis.Redis | None = None
         self.stream_redis: RespConnection | ClusterRespConnection | None = None
         self.ingest: Ingest | None = None
+        self.refusals = Refusals(self.keys)  # its key names do not depend on the cluster's tags
+        self._refusals_task: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._metrics_task: asyncio.Task[None] | None = None
 
@@ -160,8 +166,9 @@ class EdgeApp:
             self.stream_redis = RespConnection(settings.redis_url)
         cache = EndpointCache(self.redis, self.keys)
         writer = StreamWriter(self.stream_redis, self.keys, high_water=settings.stream_high_water)
-        self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies))
+        self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies), self.refusals)
         self._listener = asyncio.create_task(cache.listen(), name="edge-config-listener")
+        self._refusals_task = asyncio.create_task(self.refusals.run(self.redis), name="edge-refusals")
         if settings.metrics_dir:
             EDGE.directory = Path(metrics_dir(settings.metrics_dir, "edge"))
             self._metrics_task = asyncio.create_task(self._publish_metrics(), name="edge-metrics")
@@ -170,6 +177,15 @@ class EdgeApp:
             await cache.listening.wait()
 
     async def shutdown(self) -> None:
+        if self._refusals_task is not None:
+            self._refusals_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refusals_task
+            try:  # what the last round left: one more write, brief, as the process is going
+                async with asyncio.timeout(1):
+                    await self.refusals.flush(self.redis)
+            except Exception as exc:  # noqa: BLE001 - Redis away at shutdown: those counts are lost
+                log.warning("refusal counts lost at shutdown: %r", exc)
         if self._metrics_task is not None:
             self._metrics_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -12,6 +12,8 @@ What the sender gets when something is wrong: 400 ``body_incomplete`` when the b
 (the sender went away first, a malformed chunked body, fewer bytes than Content-Length); 503 ``unavailable``
 with Retry-After when Redis fails (the config lookup or the stream write); ``500 internal_error`` in the
 envelope for anything unexpected. The ``try`` around the whole handler costs nothing until something raises.
+A signature rejected (401) and a source not on the allowlist (403) are counted for the endpoint's stats
+(``edge.refusals``: a dict entry in this process, nothing on the path of an accepted request).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from edge.config import EndpointCache
 from edge.metrics import LATENCY, REQUESTS
+from edge.refusals import Refusals
 from edge.respond import JSON_HEADER as _JSON
 from edge.respond import send_error, send_internal_error
 from edge.stream import StreamWriter
@@ -30,6 +33,7 @@ from shared.attribution import attribute
 from shared.clientip import ClientIP
 from shared.ids import ulid
 from shared.keys import Keys
+from shared.refusals import IP_NOT_ALLOWED
 from shared.settings import Settings
 from shared.signatures import Check, Verdict, repeated_header
 from shared.uri import uri_text
@@ -64,7 +68,13 @@ def _content_length(declared: bytes) -> int:
 
 class Ingest:
     def __init__(
-        self, settings: Settings, keys: Keys, cache: EndpointCache, writer: StreamWriter, client_ip: ClientIP
+        self,
+        settings: Settings,
+        keys: Keys,
+        cache: EndpointCache,
+        writer: StreamWriter,
+        client_ip: ClientIP,
+        refusals: Refusals,
     ) -> None:
         self.max_body = settings.max_body_bytes
         self.read_timeout_s = settings.body_read_timeout_s
@@ -72,6 +82,7 @@ class Ingest:
         self.cache = cache
         self.writer = writer
         self.client_ip = client_ip
+        self.refusals = refusals
         self._too_large = f"body: request body exceeds the limit of {self.max_body} bytes"
         self._lookup_logged_at = -_UNAVAILABLE_LOG_EVERY_S
 
@@ -113,6 +124,7 @@ class Ingest:
                 source_ip = self.client_ip.resolve(source_ip, headers)
             ip_allowed = served.ip_allowed(source_ip) if served.networks else None
             if ip_allowed is False and not endpoint.auth.log_blocked_ips:
+                self.refusals.add(endpoint.endpoint_id, IP_NOT_ALLOWED, now)
                 await send_error(send, 403, "ip_not_allowed", f"source address {source_ip} is not in the allowlist")
                 return
 
@@ -147,7 +159,7 @@ class Ingest:
 
             attribution = attribute(raw, body)
             verifier = served.verifier
-            if verifier is None:  # hmac disabled: nothing checked, signature_valid stays null
+            if verifier is None:  # no secret: nothing checked, signature_valid stays null
                 signature_valid = reason = None
             else:
                 # A repeated header (two copies of any name) is the only way the dict can be shorter.
@@ -157,8 +169,11 @@ class Ingest:
                     else _verify_repeated(verifier, headers, raw, body, now, endpoint.auth.header_name)
                 )
                 signature_valid, reason, _ = verdict
+                if not signature_valid and not served.checks:  # verification off: only a proof is recorded
+                    signature_valid = reason = None
                 # on_failure=reject: 401 and nothing stored (a blocked source logged below is refused anyway)
-                if not signature_valid and served.rejects and ip_allowed is not False:
+                elif not signature_valid and served.rejects and ip_allowed is not False:
+                    self.refusals.add(endpoint.endpoint_id, reason, now)
                     await send_error(send, 401, "signature_invalid", f"signature verification failed: {reason}")
                     return
             event_id = "evt_" + ulid(int(now * 1000))
@@ -186,6 +201,7 @@ class Ingest:
                 return
             encoded_id = event_id.encode()
             if ip_allowed is False:  # logged because the endpoint asks for it, refused all the same
+                self.refusals.add(endpoint.endpoint_id, IP_NOT_ALLOWED, now)
                 await send_error(
                     send,
                     403,

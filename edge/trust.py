@@ -2,58 +2,47 @@
 
 ``ServedEndpoint`` is an endpoint's config compiled once per cache fill (CIDRs parsed into networks, the
 signature check of :func:`~shared.signatures.verifier` with its keyed MAC states), so the per-request work is a
-membership test and, when verification is on, one HMAC.
+membership test and one HMAC.
+
+With verification off the edge still proves a signature made with the endpoint's own secret
+(:func:`~shared.signatures.prover`): what hookyard signs itself (``hookyard trigger``, ``send_test_webhook``)
+then reads "verified" wherever it is shown, while anything it cannot prove stays "not checked" (null),
+never a failure and never refused: nobody asked for the check.
 """
 
 from __future__ import annotations
 
-import ipaddress
-
 from shared.keys import Keys
-from shared.signatures import verifier
+from shared.networks import IPNetwork, covers, network
+from shared.signatures import prover, verifier
 from shared.wire import EdgeEndpoint
 
 __all__ = ("ServedEndpoint",)
-
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class ServedEndpoint:
     """Also what the hot path would otherwise recompute per request: the shard, whether to verify."""
 
-    __slots__ = ("config", "networks", "rejects", "shard", "verifier")
+    __slots__ = ("checks", "config", "networks", "rejects", "shard", "verifier")
 
     def __init__(self, config: EdgeEndpoint, keys: Keys) -> None:
         self.config = config
-        self.networks: tuple[IPNetwork, ...] = tuple(_network(c) for c in config.allowlist)
+        self.networks: tuple[IPNetwork, ...] = tuple(network(c) for c in config.allowlist)
         self.shard = keys.shard_for(config.endpoint_id)
         auth = config.auth
+        self.checks = auth.hmac_enabled
+        """Whether a failed check counts; with verification off only a proof is recorded (see ``prover``)."""
+        check = verifier if auth.hmac_enabled else prover
         self.verifier = (
-            verifier(auth.secret, tolerance_s=auth.tolerance_seconds, header_name=auth.header_name)
-            if auth.hmac_enabled and auth.secret
+            check(auth.secret, tolerance_s=auth.tolerance_seconds, header_name=auth.header_name)
+            if auth.secret
             else None
         )
         """None when nothing is checked (``signature_valid`` stays null)."""
-        self.rejects = auth.on_failure == "reject"
+        self.rejects = auth.hmac_enabled and auth.on_failure == "reject"
 
     def ip_allowed(self, ip: str | None) -> bool | None:
         """None when the endpoint has no allowlist (nothing was checked); else whether an entry covers ip."""
         if not self.networks:
             return None
-        if ip is None:
-            return False
-        try:
-            addr = ipaddress.ip_address(ip)
-        except ValueError:
-            return False
-        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-            addr = addr.ipv4_mapped
-        return any(addr in net for net in self.networks)
-
-
-def _network(cidr: str) -> IPNetwork:
-    net = ipaddress.ip_network(cidr, strict=False)
-    if isinstance(net, ipaddress.IPv6Network) and net.network_address.ipv4_mapped is not None:
-        mapped = net.network_address.ipv4_mapped
-        return ipaddress.ip_network(f"{mapped}/{max(0, net.prefixlen - 96)}", strict=False)
-    return net
+        return ip is not None and covers(self.networks, ip)

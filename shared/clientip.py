@@ -8,25 +8,21 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
-__all__ = ("ClientIP",)
+from shared.networks import IPNetwork, covers
 
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+__all__ = ("ClientIP",)
 
 
 class ClientIP:
     def __init__(self, trusted_proxies: Iterable[str]) -> None:
+        # Ranges as written: unlike an allowlist entry (``shared.networks.network``), an IPv4-mapped range here
+        # is not read as the IPv4 range it covers, so it matches no peer or hop (both are unmapped).
         self._trusted: tuple[IPNetwork, ...] = tuple(ipaddress.ip_network(c, strict=False) for c in trusted_proxies)
         self.trusts_proxies = bool(self._trusted)
         """False: the socket peer is always the sender, and the hot path skips :meth:`resolve`."""
 
     def _is_trusted(self, host: str) -> bool:
-        try:
-            addr = ipaddress.ip_address(host)
-        except ValueError:
-            return False
-        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-            addr = addr.ipv4_mapped
-        return any(addr in net for net in self._trusted)
+        return covers(self._trusted, host)
 
     def resolve(self, peer: str | None, headers: Sequence[tuple[bytes, bytes]]) -> str | None:
         """Walks X-Forwarded-For right to left past trusted hops; the first untrusted hop is the sender."""

@@ -12,7 +12,7 @@ Our exception hierarchy:
   x Unreachable                - the control plane did not answer, or answered 502-504: worth retrying
   x ServiceError               - a caller's request cannot be served; carries a stable snake_case ``code``
     + ValidationError          - validation_error (the message names the field)
-      - InvalidConditionTree   - invalid_condition_tree (control.routing.conditions)
+      - InvalidConditionTree   - invalid_condition_tree (the message names the node)
     + UnauthorizedError        - unauthorized
     + ForbiddenError           - forbidden / temporary_token
     + NotFoundError            - not_found (also: another account's id)
@@ -43,6 +43,7 @@ __all__ = (
     "ForbiddenError",
     "GoneError",
     "HookyardError",
+    "InvalidConditionTree",
     "MigrationError",
     "NotFoundError",
     "PayloadTooLargeError",
@@ -124,6 +125,13 @@ class ServiceError(HookyardError):
 
 class ValidationError(ServiceError):
     code = "validation_error"
+
+
+class InvalidConditionTree(ValidationError):
+    """A condition tree that cannot be compiled; the message starts with the path of the offending node or
+    key, e.g. ``condition_tree.children[1].operator: unknown operator "gt"``."""
+
+    code = "invalid_condition_tree"
 
 
 class UnauthorizedError(ServiceError):

@@ -27,7 +27,9 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _CROCKFORD_INDEX = {c: i for i, c in enumerate(_CROCKFORD)}
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-PREFIXES = frozenset({"acct", "key", "ep", "evt", "dst", "rule", "lbl", "al", "dlv", "task", "sch", "retry"})
+PREFIXES = frozenset(
+    {"acct", "key", "ep", "evt", "dst", "rule", "lbl", "al", "dlv", "task", "sch", "retry", "adst", "alert", "erase"}
+)
 
 
 _CROCKFORD_BYTES = bytes(ord(_CROCKFORD[b & 31]) for b in range(256))

@@ -89,6 +89,13 @@ class Keys:
         """Written by the sweep once it rebuilt the edge configs; its absence means Redis lost its data."""
         return f"{self.prefix}config:marker"
 
+    # -- stats -----------------------------------------------------------------------------------
+    def edge_refusals(self, endpoint_id: str, hour: int) -> str:
+        """Hash of the requests the edges refused for one endpoint in one UTC hour (``hour``: Unix time // 3600),
+        field ``<minute of the hour>:<reason>`` (``shared.refusals``). The endpoint id is the hash tag, so a
+        window's keys share a slot on a Redis Cluster."""
+        return f"{self.prefix}refused:{{{endpoint_id}}}:{hour}"
+
     # -- wakeups and limits ----------------------------------------------------------------------
     def event_channel(self, endpoint_id: str) -> str:
         """Pub/sub channel published after events of an endpoint are committed (long-poll wakeups)."""
@@ -108,6 +115,12 @@ class Keys:
         """Token bucket of one client address (an IPv4 address or an IPv6 /64) on an unauthenticated route
         (``start``, ``register``); apart from the API keys' buckets, which are named by key id."""
         return f"{self.prefix}rl:ip:{route}:{address}"
+
+    def delivery_rate(self, destination_id: str) -> str:
+        """The rate limit of one destination's deliveries (``control.delivery.throttle``): when its next send
+        may start, shared by every deliver worker. Tagged by destination, so on a Redis Cluster each
+        destination's key is one slot and the limiter's script touches nothing else."""
+        return f"{self.prefix}{{dst:{destination_id}}}:rate"
 
     def worker_health(self, name: str) -> str:
         return f"{self.prefix}health:{name}"

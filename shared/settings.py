@@ -17,7 +17,7 @@ import msgspec
 
 from shared.errors import ConfigError
 
-__all__ = ("Settings", "env_name", "load_settings")
+__all__ = ("CLIENT_VARIABLES", "Settings", "env_name", "load_settings")
 
 Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
@@ -26,6 +26,9 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 _UNPREFIXED = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL"}
 # Settings given as comma-separated lists in the environment.
 _LISTS = {"trusted_proxies", "retry_schedule_s", "encryption_keys"}
+# The client commands' own variables (which key, which control plane): no server setting, but no typo either,
+# so a shell that exports them for `hookyard listen` can still run `hookyard up`.
+CLIENT_VARIABLES = frozenset({"HOOKYARD_API_KEY", "HOOKYARD_CONTROL_URL"})
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -208,7 +211,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
             if value == "" and _OPTIONAL[field]:
                 continue  # VAR= (as compose's ${X:-} writes it) means unset, not an invalid value
             raw[field] = [v.strip() for v in value.split(",") if v.strip()] if field in _LISTS else value
-        elif name.startswith("HOOKYARD_"):
+        elif name.startswith("HOOKYARD_") and name not in CLIENT_VARIABLES:
             raise ConfigError(f"{name}: unknown setting{_suggestion(name)}")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:

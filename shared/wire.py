@@ -103,7 +103,9 @@ class IngestRecord(msgspec.Struct, array_like=True, gc=False):
     path: str
     """Sub-path after the ingest token ('' when none), without the leading slash, as the sender wrote it
     (ASGI ``raw_path``: percent escapes kept, never decoded); any byte outside printable ASCII is
-    percent-encoded (``shared.uri.uri_text``), so it is always text Postgres can hold."""
+    percent-encoded (``shared.uri.uri_text``), so it is always text Postgres can hold. The flush stores
+    the event's path with the slash, ``"/" + path`` (the edge's hot path does not pay for it, and entries
+    written by any edge version read the same)."""
     query: str
     """Query string without the ``?`` ('' when none), as the sender wrote it (ASGI ``query_string``), with
     the same encoding as ``path``."""

@@ -4,19 +4,26 @@ Servers: ``DATABASE_URL`` / ``REDIS_URL`` when set, else embedded ones (the same
 servers ``hookyard up`` uses) started once for the session. Isolation: the schema is migrated once into a
 template database; each test gets ``CREATE DATABASE ... TEMPLATE`` (fast, and any order works) and its own
 ``redis_prefix``, whose keys are deleted afterwards.
+
+Fixtures and record factories that more than one room uses live here (accounts, an empty database, a loopback
+destination, the ingest record the edge writes); each room's conftest holds what only that room shares.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -28,10 +35,14 @@ from control.db.migrate import migrate
 from control.service import Context
 from control.service.accounts import create_account
 from control.workers import worker_context
-from shared import redis_client
+from shared import ids, redis_client
 from shared.settings import Settings, load_settings
+from shared.wire import IngestRecord
 from tests.redis_cluster import redis_cluster  # noqa: F401 - a session's Redis Cluster, for the modules that ask
 from tests.stack import stack  # noqa: F401 - the real-process fixture, shared by the e2e modules
+
+if TYPE_CHECKING:
+    from tests.destination import Destination
 
 
 @dataclass(frozen=True)
@@ -50,8 +61,9 @@ def with_database(dsn: str, name: str) -> str:
     return urlunsplit(parts._replace(path="/" + name))
 
 
-@pytest.fixture(scope="session")
-def servers() -> Iterator[Servers]:
+@contextlib.contextmanager
+def _session_servers() -> Iterator[Servers]:
+    """``DATABASE_URL`` / ``REDIS_URL`` when set, else embedded servers started here and stopped after."""
     database_url = os.environ.get("DATABASE_URL") or None
     redis_url = os.environ.get("REDIS_URL") or None
     embedded = None
@@ -70,6 +82,42 @@ def servers() -> Iterator[Servers]:
         if embedded is not None:
             embedded.stop()
             shutil.rmtree(embedded_dir, ignore_errors=True)
+
+
+class _OneSetOfServers:
+    """Under pytest-xdist (``-n``), the controller starts the servers once, before the first worker, and hands
+    their URLs to every worker (``workerinput``): one embedded Postgres and Redis for the run, not one per
+    worker. Each worker still migrates its own template database (named by its pid)."""
+
+    def __init__(self) -> None:
+        self._running: contextlib.ExitStack | None = None
+        self._servers: Servers | None = None
+
+    @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, called in the controller for each worker
+    def pytest_configure_node(self, node: Any) -> None:
+        if self._servers is None:
+            self._running = contextlib.ExitStack()
+            self._servers = self._running.enter_context(_session_servers())
+        node.workerinput["hookyard_servers"] = dataclasses.asdict(self._servers)
+
+    def pytest_unconfigure(self) -> None:
+        if self._running is not None:
+            self._running.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        config.pluginmanager.register(_OneSetOfServers(), "hookyard-one-set-of-servers")
+
+
+@pytest.fixture(scope="session")
+def servers(request: pytest.FixtureRequest) -> Iterator[Servers]:
+    shared = getattr(request.config, "workerinput", {}).get("hookyard_servers")
+    if shared is not None:  # a pytest-xdist worker: the controller runs them
+        yield Servers(**shared)
+        return
+    with _session_servers() as started:
+        yield started
 
 
 async def _admin(servers: Servers, *statements: str) -> None:
@@ -101,8 +149,19 @@ async def database_url(servers: Servers, template_database: str) -> AsyncIterato
 
 
 @pytest.fixture
+async def empty_database(servers: Servers) -> AsyncIterator[str]:
+    """A database with nothing in it, not even the migrations: for what migrate itself does."""
+    name = f"hy_m_{uuid.uuid4().hex[:16]}"
+    await _admin(servers, f"CREATE DATABASE {name}")
+    try:
+        yield with_database(servers.database_url, name)
+    finally:
+        await _admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
 def redis_url(servers: Servers) -> str:
-    """The Redis every test uses; ``tests/test_redis_cluster.py`` overrides it with a Redis Cluster node."""
+    """The Redis every test uses; ``tests/e2e/test_redis_cluster.py`` overrides it with a Redis Cluster node."""
     return servers.redis_url
 
 
@@ -175,3 +234,42 @@ async def ctx(settings: Settings) -> AsyncIterator[Context]:
     """A worker-style Context (pool + Redis without socket timeout) on the test's database and prefix."""
     async with worker_context(settings) as context:
         yield context
+
+
+@pytest.fixture
+def destination() -> Iterator[Destination]:
+    """A real HTTP server on a loopback port that records what it receives and answers as told."""
+    from tests.destination import serving  # not at the top: tests.destination imports this module's helpers
+
+    with serving() as server:
+        yield server
+
+
+JSON_HEADERS: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json")]
+
+
+def ingest_record(
+    endpoint_id: str,
+    body: bytes = b'{"a":1}',
+    *,
+    headers: list[tuple[bytes, bytes]] = JSON_HEADERS,
+    at_us: int | None = None,
+    source_ip: str = "127.0.0.1",
+    **fields: object,
+) -> IngestRecord:
+    """A captured POST as the edge writes it to the ingest stream, received now (or at ``at_us``); ``fields``
+    sets any other field of the record (provider, event_type, id, ...)."""
+    at_us = int(time.time() * 1_000_000) if at_us is None else at_us
+    values: dict[str, object] = {
+        "id": ids.new_id("evt", at_us // 1000),
+        "endpoint_id": endpoint_id,
+        "received_at_us": at_us,
+        "method": "POST",
+        "path": "",
+        "query": "",
+        "headers": headers,
+        "body": body,
+        "source_ip": source_ip,
+    }
+    values.update(fields)
+    return IngestRecord(**values)  # type: ignore[arg-type]

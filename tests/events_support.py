@@ -20,6 +20,8 @@ import redis.asyncio as aioredis
 from litestar import Litestar
 
 from control.app import create_app
+from control.db import delivery_records
+from control.db.flush import COLUMNS as EVENT_COLUMNS
 from shared import ids
 from shared.keys import Keys
 from shared.settings import Settings
@@ -34,6 +36,8 @@ EVENT_FIELDS = {
     "header_encodings",
     "body",
     "body_encoding",
+    "body_size",
+    "body_expired",
     "content_type",
     "source_ip",
     "provider",
@@ -63,6 +67,7 @@ DELIVERY_FIELDS = {
     "latency_ms",
     "success",
     "error",
+    "duplicate_of",
     "created_at",
     "transform",
 }
@@ -75,7 +80,7 @@ class Ev:
     endpoint_id: str
     received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     method: str = "POST"
-    path: str = ""
+    path: str = "/"  # as the flush stores it: with its leading slash
     query: str = ""
     headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
     body: bytes = b'{"ok": true}'
@@ -91,6 +96,7 @@ class Ev:
     id: str = ""
 
     def row(self) -> tuple[Any, ...]:
+        """The values in ``control.db.flush.COLUMNS`` order, as the flush writes them."""
         if not self.id:
             self.id = ids.new_id("evt", int(self.received_at.timestamp() * 1000))
         try:
@@ -99,36 +105,39 @@ class Ev:
             text, is_utf8 = "", False
         parts = [text, self.content_type or "", self.method, self.event_type or ""]
         parts += [label["value"] for label in self.labels]
-        search = "\n".join(p for p in parts if p).lower()
-        return (
-            self.id,
-            self.endpoint_id,
-            self.received_at,
-            self.method,
-            self.path,
-            self.query,
-            self.headers,
-            self.body,
-            is_utf8,
-            self.content_type,
-            self.source_ip,
-            self.provider,
-            self.event_type,
-            self.idempotency_key,
-            self.signature_valid,
-            self.signature_failure_reason,
-            self.ip_allowed,
-            self.labels,
-            search,
-        )
+        values = {
+            "id": self.id,
+            "endpoint_id": self.endpoint_id,
+            "received_at": self.received_at,
+            "method": self.method,
+            "path": self.path,
+            "query": self.query,
+            "headers": self.headers,
+            "headers_base64": None,
+            "body": self.body,
+            "body_is_utf8": is_utf8,
+            "content_type": self.content_type,
+            "source_ip": self.source_ip,
+            "provider": self.provider,
+            "event_type": self.event_type,
+            "idempotency_key": self.idempotency_key,
+            "signature_valid": self.signature_valid,
+            "signature_failure_reason": self.signature_failure_reason,
+            "ip_allowed": self.ip_allowed,
+            "labels": self.labels,
+            "search_text": "\n".join(p for p in parts if p).lower(),
+        }
+        return tuple(values[column] for column in EVENT_COLUMNS)
 
 
-_INSERT = """
-INSERT INTO events (id, endpoint_id, received_at, method, path, query, headers, body, body_is_utf8, content_type,
-                    source_ip, provider, event_type, idempotency_key, signature_valid, signature_failure_reason,
-                    ip_allowed, labels, search_text)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::inet, $12, $13, $14, $15, $16, $17, $18, $19)
-"""
+def _insert(table: str, columns: tuple[str, ...]) -> str:
+    """An INSERT of every column the workers write, in their order (the db modules own the lists)."""
+    marks = ", ".join(f"${i}" + ("::inet" if column == "source_ip" else "") for i, column in enumerate(columns, 1))
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+
+
+_INSERT = _insert("events", EVENT_COLUMNS)
+_INSERT_DELIVERY = _insert("deliveries", delivery_records.COLUMNS)
 
 
 async def store(
@@ -183,7 +192,18 @@ async def store_delivery(
     **columns: Any,
 ) -> str:
     delivery_id = ids.new_id("dlv", int(created_at.timestamp() * 1000))
-    values = {
+    row: dict[str, Any] = dict.fromkeys(delivery_records.COLUMNS)
+    unknown = set(columns) - set(row)
+    if unknown:
+        raise TypeError(f"not columns of delivery_records.COLUMNS: {sorted(unknown)}")
+    row |= {
+        "id": delivery_id,
+        "endpoint_id": endpoint_id,
+        "event_id": event_id,
+        "source": source,
+        "attempt_number": attempt_number,
+        "success": success,
+        "created_at": created_at,
         "destination_id": None if source == "replay" else "dst_1",
         "destination_name": "sink",
         "destination_url": "http://127.0.0.1:9/hook",
@@ -197,22 +217,9 @@ async def store_delivery(
         **columns,
     }
     for body in ("request_body", "response_body"):  # bytea: text given here is stored as its UTF-8
-        if isinstance(values[body], str):
-            values[body] = values[body].encode()
-    names = ", ".join(values)
-    marks = ", ".join(f"${i}" for i in range(8, 8 + len(values)))
-    await conn.execute(
-        f"""INSERT INTO deliveries (id, endpoint_id, event_id, source, attempt_number, success, created_at, {names})
-            VALUES ($1, $2, $3, $4, $5, $6, $7, {marks})""",
-        delivery_id,
-        endpoint_id,
-        event_id,
-        source,
-        attempt_number,
-        success,
-        created_at,
-        *values.values(),
-    )
+        if isinstance(row[body], str):
+            row[body] = row[body].encode()
+    await conn.execute(_INSERT_DELIVERY, *row.values())
     return delivery_id
 
 

@@ -36,6 +36,9 @@ ENDPOINT_FIELDS = {
     "expires_at",
     "created_at",
     "updated_at",
+    "expect_event_within_s",  # alerts: endpoint.silent
+    "signature_failure_alert_threshold",  # alerts: endpoint.signature_failures
+    "body_retention_days",  # retention: bodies expire before events
 }
 
 

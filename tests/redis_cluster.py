@@ -2,7 +2,7 @@
 after (the cluster code is in bench/ so that ``python -m bench`` runs without pytest).
 
 ``redis_cluster`` yields the running ``ClusterNodes``; a test module opts into it by overriding the
-``redis_url`` fixture (``tests/test_redis_cluster.py``), so the same tests run against one Redis and
+``redis_url`` fixture (``tests/e2e/test_redis_cluster.py``), so the same tests run against one Redis and
 against a cluster.
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Router
 from litestar.di import Provide
 
+from control.api.alerts import AlertController, AlertDestinationController
 from control.api.allowlist import AllowlistController, EndpointAllowlistController
 from control.api.auth import bearer_auth
 from control.api.auth_config import AuthConfigController
@@ -31,6 +32,8 @@ def v1_router() -> Router:
         path="/v1",
         route_handlers=[
             EndpointController,
+            AlertDestinationController,
+            AlertController,
             EndpointInboxLinkController,
             EndpointEventController,
             EventController,

@@ -50,9 +50,8 @@ class EndpointAllowlistController(Controller):
         endpoint_id: EndpointId,
         data: JSONBody[AllowlistCreate],
     ) -> Response[AllowlistEntry]:
-        """Adds an IPv4 or IPv6 address (stored as a /32 or /128) or CIDR range, in canonical form;
-        IPv4-mapped IPv6 (`::ffff:203.0.113.7`) is stored as IPv4. A range with host bits set
-        (`10.0.0.1/8`) is refused rather than widened. The first entry turns the endpoint to deny-by-default.
+        """Adds an entry, in canonical form: IPv4-mapped IPv6 (`::ffff:203.0.113.7`) is stored as IPv4.
+        The first entry turns the endpoint to deny-by-default.
         Adding a range already present answers 200 with the existing entry. Applies on the edge within a
         second."""
         entry, created = await service.add_allowlist_entry(ctx, principal, endpoint_id, data.cidr)

@@ -47,9 +47,8 @@ class AuthConfigController(Controller):
         endpoint_id: EndpointId,
         data: JSONBody[AuthConfigUpdate],
     ) -> AuthConfig:
-        """Changes verification; fields left out stay. `secret` is the provider's own signing secret
-        (write-only, at least 16 characters; `null` falls back to the platform secret). No algorithm is
-        configured: the scheme is detected from the signature header. With `on_failure` `reject` a request
+        """Changes verification; fields left out stay. No algorithm is configured: the scheme is detected
+        from the signature header. With `on_failure` `reject` a request
         that fails verification is refused (401) and not stored; with `accept_log` it is stored with
         `signature_valid: false` and its `signature_failure_reason`. `log_blocked_ips` stores requests the
         allowlist blocks (with `ip_allowed: false`, never routed). Applies on the edge within a second."""

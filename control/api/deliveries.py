@@ -38,8 +38,8 @@ class DeliveryController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=100, description="Page size")] = 20,
         cursor: Cursor = None,
     ) -> DeliveryList:
-        """Every outbound attempt (rule deliveries with their retries, replays, manual tests), newest first,
-        paged with `next_cursor` (null on the last page)."""
+        """Every outbound attempt of the endpoint, a rule delivery's retries included, newest first, paged
+        with `next_cursor` (null on the last page)."""
         return await service.list_deliveries(
             ctx,
             principal,

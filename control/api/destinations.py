@@ -44,10 +44,10 @@ class EndpointDestinationController(Controller):
         endpoint_id: EndpointId,
         data: JSONBody[DestinationCreate],
     ) -> DestinationCreated:
-        """Adds a destination (`url`: absolute http or https). `forward_all: true` also creates a rule that
-        forwards every future event to it; `condition_tree` creates one forwarding the matching events
-        (named `rule_name`, default "forward to <name or scheme://host>"). The rule comes back as `rule`; both are
-        created in one transaction. `forward_all` and `condition_tree` together are refused."""
+        """Adds a destination. `forward_all: true` also creates a rule that forwards every future event to
+        it; `condition_tree` creates one forwarding the matching events (named `rule_name`, default
+        "forward to <name or scheme://host>"). The rule comes back as `rule`; both are created in one
+        transaction. `forward_all` and `condition_tree` together are refused."""
         return await service.create_destination(ctx, principal, endpoint_id, data)
 
 

@@ -249,8 +249,9 @@ class EndpointEventController(Controller):
             str | None,
             query(
                 "Follow the endpoint's events in the order they were stored: `now`, or the `cursor` of a previous "
-                "answer. The answer is the first match stored after that position, however long ago, and carries "
-                "the next `cursor` (also in the header `hookyard-cursor`, on a 204 too)",
+                "answer (or of `test-webhook`, whose sample is then answered first). The answer is the first match "
+                "stored after that position, however long ago, and carries the next `cursor` (also in the header "
+                "`hookyard-cursor`, on a 204 too)",
                 pattern=f"^(?:{NOW}|[A-Za-z0-9_-]{{1,200}})$",
             ),
         ] = None,

@@ -1,13 +1,15 @@
 """GET /inbox/{endpoint_id}: where `inbox_url` leads, the live inbox page of one endpoint.
 
-The page is a shell: the endpoint's id, name, ingest URL and expiry, escaped here, and two assets of the
-package (``/static/inbox.js``, ``/static/inbox.css``) that draw the events from the page's data routes
-(``control.api.inbox_data``). Nothing is loaded from elsewhere, and the Content-Security-Policy says so:
-scripts, styles and connections from this origin only, no ``unsafe-inline``, no framing, no form posts.
+The page is a shell: the endpoint's id, name, ingest URL and expiry, escaped here, and the package's
+assets (``/static/inbox.js`` with ``curl.js`` and ``hexdump.js``, ``/static/inbox.css``) that draw the events
+from the page's data routes (``control.api.inbox_data``). Nothing is loaded from elsewhere, and the
+Content-Security-Policy says so: scripts, styles and connections from this origin only, no
+``unsafe-inline``, no framing, no form posts.
 
 ``?link=`` carries a signed inbox link (``control.service.inbox_links``): it is traded for a cookie scoped
 to this page's path and answered with a 303 to the same URL without it, so the token leaves the address
-bar and the history before anything renders. A forged or expired link is 401 with the error envelope.
+bar and the history before anything renders. A forged, expired or rotated link is 401: a browser reads why
+and how to get a link that works (``control.api.inbox_refusal``), any other client the error envelope.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from litestar import Controller, MediaType, Request, Response, get
 from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 
+from control.api.errors import status_of
+from control.api.inbox_refusal import REFUSED_STATUSES, refusal, wants_html
 from control.api.params import EndpointId, query, text_schema
 from control.api.public import described
 from control.records.endpoints import Endpoint
@@ -27,6 +31,7 @@ from control.service.anonymous import SESSION_COOKIE
 from control.service.callers import redeemed_link
 from control.service.inbox import inbox_endpoint
 from control.service.inbox_links import LINK_COOKIE, MAX_LINK
+from shared.errors import ServiceError
 
 __all__ = ("HEADERS", "InboxController", "render")
 
@@ -51,12 +56,14 @@ def render(endpoint: Endpoint) -> str:
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="robots" content="noindex">'
         '<title>hookyard inbox</title><link rel="stylesheet" href="/static/inbox.css">'
-        '<script src="/static/curl.js" defer></script><script src="/static/inbox.js" defer></script>'
+        '<script src="/static/curl.js" defer></script><script src="/static/hexdump.js" defer></script>'
+        '<script src="/static/inbox.js" defer></script>'
         '<link rel="stylesheet" href="/static/transform.css"><script src="/static/transform.js" defer></script></head>'
-        f'<body data-endpoint="{e(endpoint.id)}" data-ingest="{e(endpoint.ingest_url)}">'
+        f'<body data-endpoint="{e(endpoint.id)}" data-ingest="{e(endpoint.ingest_url)}"'
+        f' data-temporary="{str(endpoint.temporary).lower()}">'
         f'<header><h1>Inbox <span class="name">{e(endpoint.name)}</span></h1>'
         f'<dl class="meta"><dt>{kind}</dt><dd><code>{e(endpoint.id)}</code></dd>'
-        f"<dt>Ingest URL</dt><dd><code>{e(endpoint.ingest_url)}</code></dd>"
+        f'<dt>Ingest URL</dt><dd id="ingest"><code id="ingest-url">{e(endpoint.ingest_url)}</code></dd>'
         f"<dt>Expires</dt><dd>{e(expires)}</dd></dl>"
         '<p id="status" role="status">connecting…</p></header>'
         "<noscript><p>This page needs JavaScript to list events; the same data is at <code>/v1</code> and "
@@ -77,7 +84,8 @@ class InboxController(Controller):
             {
                 303: "A valid `link` was traded for the `hy_inbox` cookie: the page again, without `link`",
                 400: "Invalid request: `validation_error`",
-                401: "`unauthorized`: no session cookie, link cookie, key or token; or a forged or expired `link`",
+                401: "`unauthorized`: no session cookie, link cookie, key or token; or a forged, expired or "
+                "rotated `link`",
                 404: "`not_found`: unknown endpoint, or one of another account",
                 410: "`endpoint_expired`: a temporary endpoint past its `expires_at`",
             }
@@ -97,9 +105,21 @@ class InboxController(Controller):
             ),
         ] = None,
     ) -> Response[str]:
-        """The endpoint's live inbox page (HTML), for its owner: the browser that called `/api/start` (its
-        `hy_session` cookie), a signed inbox link (its `hy_inbox` cookie), or `Authorization: Bearer` with the
-        `api_token` or an API key of the account."""
+        """The endpoint's live inbox page (HTML), for its owner: a signed inbox link (the `inbox_url` of
+        `/api/start`, or one from `CreateInboxLink`; then its `hy_inbox` cookie), the browser that called
+        `/api/start` (its `hy_session` cookie), or `Authorization: Bearer` with the `api_token` or an API key
+        of the account. Refused, a browser (`Accept: text/html`) gets an HTML page that says how to get a
+        link, with the same status; other clients the error envelope."""
+        try:
+            return await self._page(ctx, request, endpoint_id, link)
+        except ServiceError as exc:
+            if status_of(exc) not in REFUSED_STATUSES or not wants_html(request):
+                raise
+            return refusal(ctx, endpoint_id, exc, HEADERS)
+
+    async def _page(
+        self, ctx: Context, request: Request[Any, Any, Any], endpoint_id: str, link: str | None
+    ) -> Response[str]:
         if link is not None:
             redeemed = await redeemed_link(ctx, endpoint_id, link)
             cookie = Cookie(

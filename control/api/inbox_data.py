@@ -13,7 +13,8 @@ The page answers ``sync`` by merging its newest page and ``events`` by reading u
 announced id (``control/static/inbox.js``). Subscribing before the first load is what makes it gapless: a
 commit between the page's load and the stream cannot be missed, since the page loads after ``sync``. The
 stream ends after ``STREAM_S`` so that a browser re-checks its credentials (``EventSource`` reconnects by
-itself and is told ``sync`` again).
+itself and is told ``sync`` again), and at once when the server is asked to stop (``Wakeups.stop``), so a
+page left open never holds a shutdown up.
 """
 
 from __future__ import annotations
@@ -82,7 +83,10 @@ async def _stream(request: Request[Any, Any, Any], ctx: Context, endpoint_id: st
         waiter.take()
         yield ServerSentEventMessage(event="sync", data="")
         while (left := end - loop.time()) > 0:
-            if await waiter.wait(min(KEEPALIVE_S, left)):
+            signalled = await waiter.wait(min(KEEPALIVE_S, left))
+            if waiter.stopped:  # the server is stopping: end the stream cleanly; EventSource reconnects
+                return
+            if signalled:
                 resync, ids = waiter.take()
                 if resync:  # the pub/sub connection came back: announcements may have been missed
                     yield ServerSentEventMessage(event="sync", data="")

@@ -19,6 +19,7 @@ from shared.errors import ValidationError
 __all__ = (
     "CURSOR",
     "FILTER_INSTANT",
+    "AlertDestinationId",
     "AllowlistEntryId",
     "Cursor",
     "DestinationId",
@@ -46,6 +47,7 @@ DestinationId = Annotated[str, _id("dst", "destination")]
 RuleId = Annotated[str, _id("rule", "rule")]
 AllowlistEntryId = Annotated[str, _id("al", "allowlist entry")]
 LabelId = Annotated[str, _id("lbl", "label rule")]
+AlertDestinationId = Annotated[str, _id("adst", "alert destination")]
 
 CURSOR = r"^[A-Za-z0-9_-]{1,200}$"
 """``control.service.cursors``: url-safe base64 without padding, at most 200 characters."""

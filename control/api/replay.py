@@ -35,17 +35,17 @@ class ReplayController(Controller):
         event_id: EventId,
         data: JSONBody[ReplayRequest],
     ) -> SendOutcome:
-        """Re-sends a captured event to `url` (any absolute http or https URL, within the egress policy) and
-        records it as a delivery with `source: "replay"` (its `destination_id` is set only when `url` is
-        one of the endpoint's destinations).
+        """Re-sends a captured event to `url` (any, within the egress policy) and records it as a delivery
+        with `source: "replay"` (its `destination_id` is set only when `url` is one of the endpoint's
+        destinations).
 
         By default the captured method, body and headers go out verbatim, the provider's signature
-        included; hop-by-hop headers, `host` and `content-length` are the connection's own. `headers` adds
-        or overrides headers; `preserve_headers: false` sends only the captured `content-type` plus
-        `headers`; `body` replaces the body. `resign_with` recomputes the signature over what is actually
-        sent, in the event's provider scheme with a fresh timestamp (Standard Webhooks for unattributed
-        events, with `webhook-id` and `webhook-timestamp`), placed in `signature_header` (default
-        `x-signature`); the captured signature header it replaces is not sent.
+        included, but for the headers of the connection itself. `headers` adds or overrides headers;
+        `preserve_headers: false` sends only the captured `content-type` plus `headers`; `body` replaces the
+        body. `resign_with` recomputes the signature over what is actually sent, in the event's provider
+        scheme with a fresh timestamp (Standard Webhooks for unattributed events, with `webhook-id` and
+        `webhook-timestamp`), placed in `signature_header` (default `x-signature`); the captured signature
+        header it replaces is not sent.
 
         The outcome is always 200: a refused connection, a timeout or a refused egress is `success: false`
         with `error`. 429 `rate_limited` (with `Retry-After`) once the account's outbound sends are spent:

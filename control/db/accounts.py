@@ -69,6 +69,11 @@ async def find_key(conn: asyncpg.Connection, key_hash: bytes) -> asyncpg.Record 
     )
 
 
+async def account_kind(conn: asyncpg.Connection, account_id: str) -> str | None:
+    """``anonymous`` (made by /api/start), ``permanent`` (registered or created), None when there is none."""
+    return await conn.fetchval("SELECT kind FROM accounts WHERE id = $1", account_id)
+
+
 async def lock_account(conn: asyncpg.Connection, account_id: str) -> asyncpg.Record | None:
     """Row-locks the account for the transaction, serialising quota checks of concurrent creates."""
     return await conn.fetchrow("SELECT id, endpoint_quota FROM accounts WHERE id = $1 FOR UPDATE", account_id)

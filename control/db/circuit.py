@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-__all__ = ("count_by_state", "record_outcomes", "take_probe")
+__all__ = ("count_by_state", "pause", "record_outcomes", "take_probe")
 
 
 async def count_by_state(conn: asyncpg.Connection) -> dict[str, int]:
@@ -82,3 +82,17 @@ async def record_outcomes(
         threshold,
     )
     return [r["id"] for r in opened if r["circuit"] == "open" and r["opened_now"]]
+
+
+async def pause(conn: asyncpg.Connection, pauses: dict[str, float]) -> None:
+    """Destinations that answered 429 or 503 with ``Retry-After``: no delivery to them is claimed before
+    ``now() + seconds`` (``paused_until``, never moved earlier; the claim pushes their due tasks back)."""
+    rows = sorted(pauses.items())  # locked in id order, as record_outcomes locks them
+    await conn.execute(
+        """UPDATE destinations d
+              SET paused_until = greatest(d.paused_until, now() + make_interval(secs => u.seconds))
+             FROM unnest($1::text[], $2::float8[]) AS u(id, seconds)
+            WHERE d.id = u.id""",
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+    )

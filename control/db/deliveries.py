@@ -9,7 +9,8 @@ import asyncpg
 __all__ = ("for_event", "page")
 
 _COLUMNS = """id, event_id, destination_id, destination_name, destination_url, rule_id, source, attempt_number,
-    request_headers, request_body, response_status, response_body, latency_ms, success, error, created_at, transform"""
+    request_headers, request_body, response_status, response_body, latency_ms, success, error, duplicate_of,
+    created_at, transform"""
 
 
 async def page(

@@ -23,9 +23,15 @@ __all__ = (
     "update",
 )
 
-_COLUMNS = "d.id, d.endpoint_id, d.name, d.url, d.headers, d.sign_deliveries, d.created_at, d.updated_at, d.transform"
-_RETURNING = "id, endpoint_id, name, url, headers, sign_deliveries, created_at, updated_at, transform"
-_UPDATABLE = frozenset({"url", "name", "headers", "sign_deliveries", "transform"})
+_SHAPING = ("rate_limit_per_s", "ordering", "ordering_key", "deduplicate_window_s")
+"""How deliveries to the destination are shaped (migration 0020)."""
+_COLUMNS = (
+    "d.id, d.endpoint_id, d.name, d.url, d.headers, d.sign_deliveries, "
+    + ", ".join(f"d.{c}" for c in _SHAPING)
+    + ", d.created_at, d.updated_at, d.transform"
+)
+_RETURNING = _COLUMNS.replace("d.", "")
+_UPDATABLE = frozenset({"url", "name", "headers", "sign_deliveries", "transform", *_SHAPING})
 
 
 async def insert(
@@ -38,12 +44,17 @@ async def insert(
     headers: Mapping[str, str] | None,
     signing_secret: str,
     sign_deliveries: bool = True,
+    shaping: Mapping[str, object] | None = None,
     transform: str | None = None,
 ) -> asyncpg.Record:
-    """The new row (``_RETURNING``); the signing secret is written, never read back here."""
+    """The new row (``_RETURNING``); the signing secret is written, never read back here. ``shaping``: values
+    of ``rate_limit_per_s``, ``ordering``, ``ordering_key`` and ``deduplicate_window_s`` (the defaults when
+    left out)."""
+    shaping = shaping or {}
     return await conn.fetchrow(
-        f"""INSERT INTO destinations (id, endpoint_id, name, url, headers, signing_secret, sign_deliveries, transform)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        f"""INSERT INTO destinations (id, endpoint_id, name, url, headers, signing_secret, sign_deliveries,
+                                      {", ".join(_SHAPING)}, transform)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, 'none'), $10, $11, $12)
             RETURNING {_RETURNING}""",
         destination_id,
         endpoint_id,
@@ -52,6 +63,7 @@ async def insert(
         headers,
         signing_secret,
         sign_deliveries,
+        *(shaping.get(c) for c in _SHAPING),
         transform,
     )
 
@@ -130,8 +142,8 @@ async def lock(conn: asyncpg.Connection, account_id: str, destination_id: str) -
 async def update(
     conn: asyncpg.Connection, account_id: str, destination_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
-    """Sets the given columns (url, name, headers, sign_deliveries, transform) and bumps updated_at when there
-    are any."""
+    """Sets the given columns (url, name, headers, sign_deliveries, transform and the shaping ones) and bumps
+    updated_at when there are any."""
     unknown = set(changes) - _UPDATABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")

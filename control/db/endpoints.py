@@ -26,9 +26,19 @@ __all__ = (
 )
 
 _COLUMNS = (
-    "id, account_id, name, environment, external_ref, ingest_token, temporary, expires_at, created_at, updated_at"
+    "id, account_id, name, environment, external_ref, ingest_token, temporary, expires_at, created_at, updated_at,"
+    " expect_event_within_s, signature_failure_alert_threshold, body_retention_days"
 )
-_UPDATABLE = frozenset({"name", "environment", "external_ref"})
+_UPDATABLE = frozenset(
+    {
+        "name",
+        "environment",
+        "external_ref",
+        "expect_event_within_s",
+        "signature_failure_alert_threshold",
+        "body_retention_days",
+    }
+)
 _LIVE = "(expires_at IS NULL OR expires_at > now())"
 """Not a temporary endpoint past its expiry: an expired one is gone for its account (410 on every route,
 left out of lists and quotas) while its rows wait for the sweep (``control.service.expiry``)."""
@@ -110,13 +120,15 @@ async def expired_with_ref(conn: asyncpg.Connection, account_id: str, external_r
 async def update(
     conn: asyncpg.Connection, account_id: str, endpoint_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
-    """Sets the given columns (a subset of name, environment, external_ref) and bumps updated_at."""
+    """Sets the given columns (``_UPDATABLE``) and bumps updated_at."""
     unknown = set(changes) - _UPDATABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")
     names = sorted(changes)
     sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(names, start=3))
     sets = f"{sets}, updated_at = now()" if sets else "updated_at = updated_at"
+    if "expect_event_within_s" in changes:  # silence is counted from the setting, not from before it
+        sets += ", expect_event_since = now()"
     return await conn.fetchrow(
         f"UPDATE endpoints SET {sets} WHERE id = $1 AND account_id = $2 RETURNING {_COLUMNS}",
         endpoint_id,

@@ -27,7 +27,8 @@ __all__ = ("EventFilters", "first_match", "first_stored_after", "get_for_account
 
 _COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.headers, e.headers_base64, e.body,
     e.body_is_utf8, e.content_type, host(e.source_ip) AS source_ip, e.provider, e.event_type, e.idempotency_key,
-    e.signature_valid, e.signature_failure_reason, e.ip_allowed, e.labels"""
+    e.signature_valid, e.signature_failure_reason, e.ip_allowed, e.labels, e.body_expired_at,
+    coalesce(e.body_size, octet_length(e.body)) AS body_size"""
 _CUSTOM_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
 """For the rest of the caller's (or the statement's own) transaction: see the module's docstring."""
 
@@ -187,12 +188,18 @@ async def first_match(
 
 
 async def first_stored_after(
-    conn: asyncpg.Connection, endpoint_id: str, filters: EventFilters, *, xid: int | None, event_id: str = ""
+    conn: asyncpg.Connection,
+    endpoint_id: str,
+    filters: EventFilters,
+    *,
+    xid: int | None,
+    event_id: str = "",
+    inclusive: bool = False,
 ) -> tuple[int, asyncpg.Record | None]:
-    """(horizon, the first match stored after the position ``(xid, event_id)``), in storing order
-    (``stored_xid``, then id), read in one snapshot. ``horizon`` is that snapshot's xmin: every transaction
-    below it has finished, so no event with a smaller ``stored_xid`` can appear any more; a match at or
-    above it is visible but not yet safe to move past. With ``xid`` None only the horizon is read.
+    """(horizon, the first match stored after the position ``(xid, event_id)``, or at it when ``inclusive``),
+    in storing order (``stored_xid``, then id), read in one snapshot. ``horizon`` is that snapshot's xmin:
+    every transaction below it has finished, so no event with a smaller ``stored_xid`` can appear any more; a
+    match at or above it is visible but not yet safe to move past. With ``xid`` None only the horizon is read.
 
     The match carries ``position_xid``. Events stored before migration 0013 (no ``stored_xid``) are never
     matched."""
@@ -202,7 +209,7 @@ async def first_stored_after(
     where = _Where(endpoint_id).filters(filters)
     bound = where.arg(xid)
     where.parts.append(f"e.stored_xid >= {bound}::xid8")
-    where.add(f"(e.stored_xid > {bound}::xid8 OR e.id > {{}})", event_id)
+    where.add(f"(e.stored_xid > {bound}::xid8 OR e.id {'>=' if inclusive else '>'} {{}})", event_id)
     row = await conn.fetchrow(
         f"""SELECT h.horizon::text::bigint AS horizon, m.*
               FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon) h
@@ -212,6 +219,15 @@ async def first_stored_after(
         *where.args,
     )
     return row["horizon"], (row if row["id"] is not None else None)
+
+
+async def stored_xid(conn: asyncpg.Connection, endpoint_id: str, event_id: str) -> int | None:
+    """The id of the transaction that stored the endpoint's event; None while the event is not stored."""
+    return await conn.fetchval(
+        "SELECT e.stored_xid::text::bigint FROM events e WHERE e.id = $1 AND e.endpoint_id = $2 LIMIT 1",
+        event_id,
+        endpoint_id,
+    )
 
 
 async def get_for_account(conn: asyncpg.Connection, account_id: str, event_id: str) -> asyncpg.Record | None:

@@ -52,8 +52,10 @@ _STAGING_TYPES = {
     "search_text": "text",
 }
 COLUMNS = tuple(_STAGING_TYPES)
-TASK_COLUMNS = ("task_id", "event_id", "rule_id", "destination_id")
-"""A task to create when its event turns out to be new; endpoint and received_at come from the event."""
+TASK_COLUMNS = ("task_id", "event_id", "rule_id", "destination_id", "order_key", "order_pos", "dedup_key")
+"""A task to create when its event turns out to be new; endpoint and received_at come from the event. The
+last three are the keys of a destination that shapes its deliveries (``control.routing.shaping``): a batch
+without one stages only the first four (the rest stay null)."""
 
 _STAGING = "hy_flush_staging"
 _TASK_STAGING = "hy_flush_task_staging"
@@ -88,14 +90,17 @@ _STORE = f"""
 WITH ins AS ({_INSERT_EVENTS}),
 stats AS ({events_counted("ins")}),
 routed AS (
-    SELECT t.task_id, i.endpoint_id, i.id AS event_id, i.received_at, t.rule_id, t.destination_id
+    SELECT t.task_id, i.endpoint_id, i.id AS event_id, i.received_at, t.rule_id, t.destination_id, t.order_key,
+           t.order_pos, t.dedup_key
       FROM {_TASK_STAGING} t JOIN ins i ON i.id = t.event_id
      WHERE i.ip_allowed IS NOT FALSE
 ), live AS (
     SELECT id, endpoint_id FROM destinations WHERE id = ANY($1::text[]) FOR KEY SHARE
 ), tasks AS (
-    INSERT INTO delivery_tasks (id, endpoint_id, event_id, event_received_at, rule_id, destination_id)
-    SELECT r.task_id, r.endpoint_id, r.event_id, r.received_at, r.rule_id, r.destination_id
+    INSERT INTO delivery_tasks (id, endpoint_id, event_id, event_received_at, rule_id, destination_id, order_key,
+                                order_pos, dedup_key)
+    SELECT r.task_id, r.endpoint_id, r.event_id, r.received_at, r.rule_id, r.destination_id, r.order_key,
+           r.order_pos, r.dedup_key
       FROM routed r JOIN live l ON l.id = r.destination_id AND l.endpoint_id = r.endpoint_id
     ON CONFLICT (event_id, rule_id, destination_id) DO NOTHING
     RETURNING 1
@@ -123,7 +128,8 @@ class Stored(NamedTuple):
 
 async def store_batch(conn: asyncpg.Connection, rows: Sequence[tuple], tasks: Sequence[tuple] = ()) -> Stored:
     """Inserts the events of ``rows`` (tuples in ``COLUMNS`` order) and those of ``tasks`` (tuples in
-    ``TASK_COLUMNS`` order) whose event is new, in the caller's transaction.
+    ``TASK_COLUMNS`` order, all of one length: the first four columns, or all) whose event is new, in the
+    caller's transaction.
 
     Tasks are unique per (event, rule, destination), so even a repeated call with fresh task ids creates
     nothing; a task whose destination is gone or belongs to another endpoint is skipped.
@@ -131,7 +137,7 @@ async def store_batch(conn: asyncpg.Connection, rows: Sequence[tuple], tasks: Se
     await conn.execute(_PREPARE)  # a catalog lookup once the connection has the tables
     await conn.copy_records_to_table(_STAGING, records=rows, columns=COLUMNS)
     if tasks:
-        await conn.copy_records_to_table(_TASK_STAGING, records=tasks, columns=TASK_COLUMNS)
+        await conn.copy_records_to_table(_TASK_STAGING, records=tasks, columns=TASK_COLUMNS[: len(tasks[0])])
         by_endpoint = await conn.fetch(_STORE, list({t[3] for t in tasks}))  # the destinations to lock
     else:
         by_endpoint = await conn.fetch(_STORE_UNROUTED)

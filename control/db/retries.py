@@ -3,7 +3,8 @@
 A job pages through its endpoint's tasks whose latest attempt failed (``delivery_tasks_retryable``, in id
 order), one statement per page: it re-queues those whose event matches the job's filters (the very SQL of
 the event list, ``control.db.events``) and records them as the job's items. The outcome of each item is read back later
-from its task (``check_items``), a bounded chunk at a time. See migration 0010.
+from its task (``check_items``), a bounded chunk at a time. See migration 0010. A re-queued task loses its
+``dedup_key``: a retry by hand is never deduplicated (migration 0020).
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ async def scan_page(conn: asyncpg.Connection, job: asyncpg.Record, filters: Even
                                       AND s.id <> v.id AND s.status = 'succeeded')
             ), queued AS (
                 UPDATE delivery_tasks t
-                   SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL, updated_at = now()
+                   SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL, dedup_key = NULL,
+                       updated_at = now()
                   FROM matched m
                  WHERE t.id = m.id AND {_RETRYABLE}
                 RETURNING t.id, t.attempts

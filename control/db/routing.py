@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 
 import asyncpg
 
-__all__ = ("active_rules", "config_versions")
+__all__ = ("active_rules", "config_versions", "shaping")
 
 
 async def config_versions(conn: asyncpg.Connection, endpoint_ids: Collection[str]) -> dict[str, int]:
@@ -35,5 +35,17 @@ async def active_rules(conn: asyncpg.Connection, endpoint_ids: Sequence[str]) ->
              ) r ON true
             WHERE e.id = ANY($1::text[])
             ORDER BY e.id, r.id""",
+        list(endpoint_ids),
+    )
+
+
+async def shaping(conn: asyncpg.Connection, endpoint_ids: Sequence[str]) -> list[asyncpg.Record]:
+    """The destinations of these endpoints whose tasks carry keys (FIFO ordering or deduplication, migration
+    0020): ``(endpoint_id, destination_id, ordering, ordering_key, deduplicate_window_s)``. Read with the
+    rules, when an endpoint's config version moved (a change of these columns moves it)."""
+    return await conn.fetch(
+        """SELECT endpoint_id, id AS destination_id, ordering, ordering_key, deduplicate_window_s
+             FROM destinations
+            WHERE endpoint_id = ANY($1::text[]) AND (ordering <> 'none' OR deduplicate_window_s IS NOT NULL)""",
         list(endpoint_ids),
     )

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-__all__ = ("COLUMNS", "DESTINATION", "INSTANCE_KEY", "SealedColumn", "replace", "rows")
+__all__ = ("ALERT_DESTINATION", "COLUMNS", "DESTINATION", "INSTANCE_KEY", "SealedColumn", "replace", "rows")
 
 
 class SealedColumn(NamedTuple):
@@ -30,11 +30,14 @@ DESTINATION = SealedColumn("destinations", "id", "signing_secret")
 """A destination's own signing secret (migration 0013), which signs its rule deliveries."""
 INSTANCE_KEY = SealedColumn("instance_keys", "name", "secret")
 """A deployment's own key by name (migration 0015): the inbox link key, which signs links and page cookies."""
+ALERT_DESTINATION = SealedColumn("alert_destinations", "id", "signing_secret")
+"""An alert destination's own signing secret (migration 0022), which signs the alerts sent to it."""
 COLUMNS: tuple[SealedColumn, ...] = (
     SealedColumn("endpoints", "id", "signing_secret"),
     SealedColumn("auth_configs", "endpoint_id", "secret"),
     DESTINATION,
     INSTANCE_KEY,
+    ALERT_DESTINATION,
 )
 
 _BATCH = 500

@@ -175,10 +175,15 @@ SELECT grouping(destination_id) = 1 AS overall, destination_id, coalesce(sum(att
  GROUP BY GROUPING SETS ((destination_id), ())
 """
 
-# The latest rule attempt of each destination, found through deliveries_destination_created.
+# The latest rule attempt of each destination, found through deliveries_destination_created; a pause that is
+# still on; and the FIFO tasks waiting behind the head of their queue (delivery_tasks_fifo: none for others).
 _DESTINATION_STATES = """
 SELECT d.id, d.name, d.url, d.consecutive_failures, d.circuit, d.circuit_opened_at,
-       l.response_status AS last_status, l.created_at AS last_attempt_at
+       l.response_status AS last_status, l.created_at AS last_attempt_at,
+       CASE WHEN d.paused_until > now() THEN d.paused_until END AS paused_until,
+       (SELECT count(*) - count(DISTINCT q.order_key) FROM delivery_tasks q
+         WHERE q.destination_id = d.id AND q.order_key IS NOT NULL AND q.status IN ('pending', 'in_flight'))
+           AS fifo_waiting
   FROM destinations d
   LEFT JOIN LATERAL (SELECT x.response_status, x.created_at FROM deliveries x
                       WHERE x.destination_id = d.id AND x.source = 'rule'
@@ -209,7 +214,8 @@ async def delivery_counts(
 async def destination_states(
     conn: asyncpg.Connection, endpoint_id: str, destination_id: str | None = None
 ) -> list[asyncpg.Record]:
-    """The endpoint's destinations (or the one), oldest first, with their circuit and latest rule attempt."""
+    """The endpoint's destinations (or the one), oldest first, with their circuit, latest rule attempt,
+    pause and FIFO backlog."""
     return await conn.fetch(_DESTINATION_STATES, endpoint_id, destination_id)
 
 

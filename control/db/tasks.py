@@ -10,6 +10,11 @@ Lifecycle (``status``):
 ``attempts`` counts claims and doubles as the fencing token: a result is written only while the task
 still has the attempt number it was claimed with, so a late result never overwrites a newer claim's.
 Every query that writes tasks expects the caller's transaction when it has several statements.
+
+The claim here takes unordered tasks (``order_key`` null). Tasks of a FIFO destination are claimed at the
+head of their queue (``control.db.ordering``, with the same statement's tail), and a destination paused by a
+``Retry-After`` (``paused_until``) is treated like one whose circuit is not closed: its due tasks are pushed
+back until the pause ends (``control.delivery.claim``).
 """
 
 from __future__ import annotations
@@ -19,11 +24,14 @@ from collections.abc import Sequence
 import asyncpg
 
 __all__ = (
+    "LEASED_COLUMNS",
     "NOTIFY_CHANNEL",
     "claim_ready",
+    "claim_statement",
     "defer",
     "due_candidates",
     "finish",
+    "hand_back",
     "lease",
     "lock_for_retry",
     "make_due",
@@ -35,24 +43,33 @@ __all__ = (
 NOTIFY_CHANNEL = "hy_tasks"
 """Postgres channel the flush NOTIFYs (on commit) when it created tasks; deliver workers LISTEN on it."""
 
-_LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
-       e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name, d.url AS destination_url,
-       d.headers AS destination_headers, d.signing_secret AS destination_secret, d.sign_deliveries,
-       (e.id IS NOT NULL) AS event_found, d.transform_digest, e.provider, e.event_type, e.labels"""
+LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
+       c.dedup_key, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
+       d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
+       d.sign_deliveries, d.rate_limit_per_s, d.deduplicate_window_s, e.idempotency_key,
+       (e.id IS NOT NULL) AS event_found, e.body_expired_at, d.transform_digest, e.provider, e.event_type, e.labels"""
+"""What a leased task comes with (``c``: the task, ``e``: its event, ``d``: its destination)."""
 
-# One statement (one round trip, no explicit transaction): lock the oldest due tasks (SKIP LOCKED),
-# lease those whose destination's circuit is closed within each destination's room, and report how many
-# candidates had a circuit that is not closed (the caller handles those in a transaction) and when the
-# next pending task falls due. Always one row more than the claimed tasks: the meta row (null task).
-_CLAIM_READY = f"""
-WITH cand AS (
-    SELECT t.id, t.destination_id, t.next_attempt_at, d.circuit
-      FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
-     WHERE t.status = 'pending' AND t.next_attempt_at <= now() AND t.destination_id <> ALL($3::text[])
-     ORDER BY t.next_attempt_at
-     LIMIT $2
-       FOR UPDATE OF t SKIP LOCKED
-), ranked AS (
+CIRCUIT = "CASE WHEN d.paused_until > now() THEN 'paused' ELSE d.circuit END"
+"""A candidate's gate: its destination's circuit, or ``paused`` while a ``Retry-After`` pause lasts."""
+CANDIDATE_GATE = """CASE WHEN d.circuit = 'closed' THEN NULL
+                       ELSE extract(epoch FROM now() - coalesce(d.circuit_opened_at, now()))::float8 END
+                       AS open_for_s,
+                  CASE WHEN d.paused_until > now() THEN extract(epoch FROM d.paused_until - now())::float8 END
+                       AS paused_for_s"""
+"""What the circuit path decides a candidate by (``due_candidates``), from its destination ``d``."""
+
+
+def claim_statement(cand: str, meta: str, ctes: str = "") -> str:
+    """One claim statement (one round trip, no explicit transaction): ``cand`` locks the candidates (SKIP
+    LOCKED; columns id, destination_id, next_attempt_at, circuit), the rest leases those whose circuit is
+    closed within each destination's room and reports how many candidates had a circuit that is not closed
+    (the caller handles those in a transaction) plus ``meta``'s columns. Always one row more than the claimed
+    tasks: the meta row (null task). Parameters: $1 free, $2 window, $3 blocked destinations, $4/$5 room per
+    destination, $6 the default room, $7 lease seconds. ``ctes``: more common table expressions for both
+    (``name AS (...), ``)."""
+    return f"""
+WITH {ctes}cand AS ({cand}), ranked AS (
     SELECT c.id, c.circuit, c.next_attempt_at, coalesce(r.room, $6) AS room,
            row_number() OVER (PARTITION BY c.destination_id ORDER BY c.next_attempt_at, c.id) AS rn
       FROM cand c LEFT JOIN unnest($4::text[], $5::int[]) AS r(destination_id, room)
@@ -64,20 +81,35 @@ WITH cand AS (
        SET status = 'in_flight', attempts = t.attempts + 1, updated_at = now(),
            lease_expires_at = now() + make_interval(secs => $7)
       FROM picked WHERE t.id = picked.id
-    RETURNING t.id, t.endpoint_id, t.event_id, t.event_received_at, t.rule_id, t.destination_id, t.attempts
+    RETURNING t.id, t.endpoint_id, t.event_id, t.event_received_at, t.rule_id, t.destination_id, t.attempts,
+              t.dedup_key
 ), meta AS (
-    SELECT (SELECT count(*) FROM cand WHERE circuit <> 'closed') AS circuit_candidates,
-           (SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM delivery_tasks
-             WHERE status = 'pending' AND next_attempt_at > now()) AS next_due_in_s
+    SELECT (SELECT count(*) FROM cand WHERE circuit <> 'closed') AS circuit_candidates, {meta}
 )
-SELECT m.circuit_candidates, m.next_due_in_s, x.*
+SELECT m.*, x.*
   FROM meta m LEFT JOIN (
-       SELECT {_LEASED_COLUMNS}
+       SELECT {LEASED_COLUMNS}
          FROM claimed c
          JOIN destinations d ON d.id = c.destination_id
          LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at
   ) x ON true
 """
+
+
+# The oldest due unordered tasks; the meta row also says when the next one falls due and whether any FIFO
+# task is pending (the caller then looks at the heads of the queues: ``control.db.ordering``).
+_CLAIM_READY = claim_statement(
+    f"""SELECT t.id, t.destination_id, t.next_attempt_at, {CIRCUIT} AS circuit
+      FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
+     WHERE t.status = 'pending' AND t.order_key IS NULL AND t.next_attempt_at <= now()
+       AND t.destination_id <> ALL($3::text[])
+     ORDER BY t.next_attempt_at
+     LIMIT $2
+       FOR UPDATE OF t SKIP LOCKED""",
+    """(SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM delivery_tasks
+             WHERE status = 'pending' AND order_key IS NULL AND next_attempt_at > now()) AS next_due_in_s,
+           EXISTS (SELECT 1 FROM delivery_tasks WHERE order_key IS NOT NULL AND status = 'pending') AS fifo_pending""",
+)
 
 
 async def claim_ready(
@@ -89,30 +121,31 @@ async def claim_ready(
     room: dict[str, int],
     per_destination: int,
     lease_s: float,
-) -> tuple[list[asyncpg.Record], int, float | None]:
-    """Leases up to ``free`` due tasks of destinations with a closed circuit, not ``blocked``, at most
-    ``room`` (default ``per_destination``) per destination: (the tasks as ``lease`` returns them, how many
-    due candidates had a circuit that is not closed, seconds until the next pending task is due)."""
+) -> tuple[list[asyncpg.Record], int, float | None, bool]:
+    """Leases up to ``free`` due unordered tasks of destinations with a closed circuit (and no pause), not
+    ``blocked``, at most ``room`` (default ``per_destination``) per destination: (the tasks as ``lease``
+    returns them, how many due candidates had a circuit that is not closed or a pause, seconds until the next
+    pending unordered task is due, whether any FIFO task is pending)."""
     rows = await conn.fetch(
         _CLAIM_READY, free, window, list(blocked), list(room), list(room.values()), per_destination, lease_s
     )
     meta = rows[0]
-    return [r for r in rows if r["id"] is not None], meta["circuit_candidates"], meta["next_due_in_s"]
+    claimed = [r for r in rows if r["id"] is not None]
+    return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["fifo_pending"]
 
 
 async def due_candidates(
     conn: asyncpg.Connection, *, window: int, exclude_destinations: Sequence[str]
 ) -> list[asyncpg.Record]:
-    """Up to ``window`` due pending tasks, oldest due first, locked (SKIP LOCKED: other workers take the
-    rest) until the caller's transaction ends, with their destination's circuit and, unless it is closed,
-    ``open_for_s``: the seconds since it opened (or since its last probe began)."""
+    """Up to ``window`` due pending unordered tasks, oldest due first, locked (SKIP LOCKED: other workers take
+    the rest) until the caller's transaction ends, with their destination's circuit and, unless it is closed,
+    ``open_for_s``: the seconds since it opened (or since its last probe began); ``paused_for_s``: the
+    seconds a ``Retry-After`` pause still lasts (null: none)."""
     return await conn.fetch(
-        """SELECT t.id, t.destination_id, d.circuit,
-                  CASE WHEN d.circuit = 'closed' THEN NULL
-                       ELSE extract(epoch FROM now() - coalesce(d.circuit_opened_at, now()))::float8 END
-                       AS open_for_s
+        f"""SELECT t.id, t.destination_id, d.circuit, {CANDIDATE_GATE}
              FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
-            WHERE t.status = 'pending' AND t.next_attempt_at <= now() AND t.destination_id <> ALL($2::text[])
+            WHERE t.status = 'pending' AND t.order_key IS NULL AND t.next_attempt_at <= now()
+              AND t.destination_id <> ALL($2::text[])
             ORDER BY t.next_attempt_at
             LIMIT $1
               FOR UPDATE OF t SKIP LOCKED""",
@@ -136,16 +169,13 @@ async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: f
     """Marks the tasks in flight for ``lease_s`` and counts the attempt; returns each with what sending it
     needs: the event (null columns when the event is no longer stored) and the destination."""
     return await conn.fetch(
-        """WITH claimed AS (
+        f"""WITH claimed AS (
                UPDATE delivery_tasks SET status = 'in_flight', attempts = attempts + 1,
                       lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
                 WHERE id = ANY($1::text[]) AND status = 'pending'
-               RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts
+               RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts, dedup_key
            )
-           SELECT c.*, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
-                  d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
-                  d.sign_deliveries, (e.id IS NOT NULL) AS event_found, d.transform_digest, e.provider,
-                  e.event_type, e.labels
+           SELECT {LEASED_COLUMNS}
              FROM claimed c
              JOIN destinations d ON d.id = c.destination_id
              LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at""",
@@ -176,6 +206,27 @@ async def finish(
         statuses,
         delays,
         errors,
+    )
+    return int(done.rsplit(" ", 1)[-1])
+
+
+async def hand_back(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int, float | None]]) -> int:
+    """Gives claimed tasks ``(id, attempts, delay_s)`` back unsent: pending again in ``delay_s`` (None: due as
+    they were, as if never claimed), and the claim's attempt uncounted. Nothing went out: a rate limit had no
+    room for it, its destination paused, a duplicate waits for the delivery it may duplicate, or it was claimed
+    ahead (``control.delivery.ready``) and not started in time. Fenced on ``attempts``; how many went back."""
+    if not tasks:
+        return 0
+    ids, attempts, delays = (list(c) for c in zip(*tasks, strict=True))
+    done = await conn.execute(
+        """UPDATE delivery_tasks t
+              SET status = 'pending', attempts = t.attempts - 1, lease_expires_at = NULL, updated_at = now(),
+                  next_attempt_at = coalesce(now() + make_interval(secs => u.delay), t.next_attempt_at)
+             FROM unnest($1::text[], $2::int[], $3::float8[]) AS u(id, attempts, delay)
+            WHERE t.id = u.id AND t.attempts = u.attempts AND t.status = 'in_flight'""",
+        ids,
+        attempts,
+        delays,
     )
     return int(done.rsplit(" ", 1)[-1])
 
@@ -217,7 +268,8 @@ async def sweep_expired(
 
 
 async def next_due_in_s(conn: asyncpg.Connection) -> float | None:
-    """Seconds until the earliest pending task is due (≤ 0: now); None when nothing is pending."""
+    """Seconds until the earliest pending task is due (≤ 0: now), FIFO ones included; None when nothing is
+    pending."""
     return await conn.fetchval(
         """SELECT extract(epoch FROM min(next_attempt_at) - now())::float8
              FROM delivery_tasks WHERE status = 'pending'"""
@@ -230,7 +282,9 @@ async def lock_for_retry(conn: asyncpg.Connection, task_id: str) -> asyncpg.Reco
     return await conn.fetchrow(
         """SELECT t.id, t.status, t.attempts, t.event_id, t.rule_id, t.destination_id,
                   EXISTS (SELECT 1 FROM events e WHERE e.id = t.event_id AND e.received_at = t.event_received_at)
-                      AS event_found
+                      AS event_found,
+                  (SELECT e.body_expired_at FROM events e
+                    WHERE e.id = t.event_id AND e.received_at = t.event_received_at) AS body_expired_at
              FROM delivery_tasks t WHERE t.id = $1
               FOR UPDATE OF t""",
         task_id,
@@ -241,10 +295,11 @@ async def make_due(conn: asyncpg.Connection, task_id: str) -> asyncpg.Record | N
     """A task that is not in flight becomes pending and due at once, no attempt counted: one more attempt,
     whatever it was (succeeded, waiting for a scheduled retry, or failed for good: the schedule has no wait
     after its last attempt, so a failure fails it again). NOTIFYs the deliver workers (sent at commit).
-    Returns ``attempts`` and ``next_attempt_at``; None when the task is in flight or gone."""
+    A retry by hand is never deduplicated: the task's ``dedup_key`` goes. Returns ``attempts`` and
+    ``next_attempt_at``; None when the task is in flight or gone."""
     row = await conn.fetchrow(
         """UPDATE delivery_tasks SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL,
-                  updated_at = now()
+                  dedup_key = NULL, updated_at = now()
             WHERE id = $1 AND status <> 'in_flight'
            RETURNING attempts, next_attempt_at""",
         task_id,

@@ -4,22 +4,34 @@ Candidates are locked with SKIP LOCKED, so concurrent workers split the due task
 worker leaves (over a cap) are simply not taken and stay due for the next look. The common case, every
 circuit closed, is one statement. Only when due tasks of a destination whose circuit is not closed turn
 up does a transaction handle them: pushed back (not attempted, no attempt counted) while it cools down,
-and the one that wins the half-open probe is taken.
+and the one that wins the half-open probe is taken. A destination paused by ``Retry-After`` is handled
+the same way: its due tasks are pushed back to the end of the pause.
+
+Tasks of FIFO destinations are claimed by a second statement, at the heads of their queues
+(``control.db.ordering``), and only when the first one says some are pending: a batch of unordered tasks
+costs one statement, as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 import asyncpg
 
 from control.db import circuit as db_circuit
+from control.db import ordering as db_ordering
 from control.db import tasks as db_tasks
 from control.delivery.circuit import PROBE_WAIT_S, gate
 
-__all__ = ("claim",)
+__all__ = ("HELD_RECHECK_S", "Watermarks", "claim")
 
 _MIN_WINDOW = 16
+HELD_RECHECK_S = 0.05
+"""A FIFO head held back only by the stream watermark (its flush batch not yet acknowledged) is looked at
+again this soon: nothing wakes the worker when the flush acknowledges."""
+
+Watermarks = Callable[[], Awaitable[Sequence[str | None] | None]]
+"""Reads the stream watermarks for a FIFO claim (``control.delivery.ordering``); None: cannot tell now."""
 
 
 async def claim(
@@ -31,22 +43,46 @@ async def claim(
     blocked: Collection[str],
     lease_s: float,
     cooldown_s: float,
+    caps: Mapping[str, int] | None = None,
+    watermarks: Watermarks | None = None,
 ) -> tuple[list[asyncpg.Record], float | None]:
     """Up to ``free`` tasks leased to this worker, none for a ``blocked`` destination and at most
-    ``per_destination`` minus its ``in_flight`` requests for the others (each with what sending it needs,
-    see ``control.db.tasks.lease``), and the seconds until the next pending task falls due."""
+    ``per_destination`` (or its entry in ``caps``) minus its ``in_flight`` requests for the others (each
+    with what sending it needs, see ``control.db.tasks.lease``), and the seconds until the next pending
+    task falls due. FIFO tasks are looked at only with ``watermarks``."""
     if free <= 0:
         return [], None
-    room = {d: max(0, per_destination - n) for d, n in in_flight.items()}
-    claimed, circuit_candidates, next_due_in_s = await db_tasks.claim_ready(
+    caps = caps or {}
+    room = {d: max(0, caps.get(d, per_destination) - in_flight.get(d, 0)) for d in {*in_flight, *caps}}
+    window = max(2 * free, _MIN_WINDOW)
+    claimed, circuit_candidates, next_due_in_s, fifo_pending = await db_tasks.claim_ready(
         conn,
         free=free,
-        window=max(2 * free, _MIN_WINDOW),
+        window=window,
         blocked=list(blocked),
         room=room,
         per_destination=per_destination,
         lease_s=lease_s,
     )
+    marks = None
+    if fifo_pending and watermarks is not None and len(claimed) < free:
+        marks = await watermarks()
+    if marks is not None:
+        heads, head_candidates, heads_due_in_s, held = await db_ordering.claim_heads(
+            conn,
+            free=free - len(claimed),
+            window=window,
+            blocked=list(blocked),
+            room=_less(room, claimed, caps, per_destination),
+            per_destination=per_destination,
+            lease_s=lease_s,
+            watermarks=marks,
+        )
+        claimed += heads
+        circuit_candidates += head_candidates
+        for due_in_s in (heads_due_in_s, HELD_RECHECK_S if held else None):
+            if due_in_s is not None:
+                next_due_in_s = due_in_s if next_due_in_s is None else min(next_due_in_s, due_in_s)
     if circuit_candidates and len(claimed) < free:
         taken = dict(in_flight)
         for task in claimed:
@@ -56,11 +92,24 @@ async def claim(
             free=free - len(claimed),
             in_flight=taken,
             per_destination=per_destination,
+            caps=caps,
             blocked=blocked,
             lease_s=lease_s,
             cooldown_s=cooldown_s,
+            watermarks=marks,
         )
     return claimed, next_due_in_s
+
+
+def _less(
+    room: Mapping[str, int], claimed: Sequence[asyncpg.Record], caps: Mapping[str, int], per_destination: int
+) -> dict[str, int]:
+    """The room per destination left after ``claimed``."""
+    left = dict(room)
+    for task in claimed:
+        destination_id = task["destination_id"]
+        left[destination_id] = max(0, left.get(destination_id, caps.get(destination_id, per_destination)) - 1)
+    return left
 
 
 async def _claim_through_circuits(
@@ -69,14 +118,19 @@ async def _claim_through_circuits(
     free: int,
     in_flight: Mapping[str, int],
     per_destination: int,
+    caps: Mapping[str, int],
     blocked: Collection[str],
     lease_s: float,
     cooldown_s: float,
+    watermarks: Sequence[str | None] | None,
 ) -> list[asyncpg.Record]:
     async with conn.transaction():
-        candidates = await db_tasks.due_candidates(
-            conn, window=max(2 * free, _MIN_WINDOW), exclude_destinations=list(blocked)
-        )
+        window = max(2 * free, _MIN_WINDOW)
+        candidates = await db_tasks.due_candidates(conn, window=window, exclude_destinations=list(blocked))
+        if watermarks is not None:
+            candidates += await db_ordering.head_candidates(
+                conn, window=window, exclude_destinations=list(blocked), watermarks=watermarks
+            )
         room: dict[str, int] = {}
         probes: dict[str, bool] = {}
         take: list[str] = []
@@ -86,6 +140,10 @@ async def _claim_through_circuits(
             if len(take) >= free:
                 break
             destination_id = candidate["destination_id"]
+            if candidate["paused_for_s"] is not None:  # the destination asked for no deliveries until then
+                deferred.append(candidate["id"])
+                delays.append(candidate["paused_for_s"])
+                continue
             action, wait_s = gate(candidate["circuit"], candidate["open_for_s"], cooldown_s)
             if action == "probe":
                 if destination_id not in probes:
@@ -98,7 +156,8 @@ async def _claim_through_circuits(
                 deferred.append(candidate["id"])
                 delays.append(wait_s)
                 continue
-            left = room.setdefault(destination_id, per_destination - in_flight.get(destination_id, 0))
+            cap = caps.get(destination_id, per_destination)
+            left = room.setdefault(destination_id, cap - in_flight.get(destination_id, 0))
             if left > 0:
                 room[destination_id] = left - 1
                 take.append(candidate["id"])

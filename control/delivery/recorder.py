@@ -72,6 +72,8 @@ class Attempt:
     """The ``deliveries`` row in ``delivery_records.COLUMNS`` order."""
     circuit: bool = True
     """Whether it tells about the destination's health (a transform that failed or skipped does not)."""
+    pause_s: float | None = None
+    """The destination answered 429 or 503 with ``Retry-After``: no delivery to it for this long."""
 
 
 class Recorder:
@@ -219,6 +221,9 @@ class Recorder:
             opened = await db_circuit.record_outcomes(
                 conn, succeeded=succeeded, failed=failed, threshold=self.ctx.settings.circuit_failure_threshold
             )
+            pauses = {a.destination_id: a.pause_s for a in batch if a.pause_s}
+            if pauses:
+                await db_circuit.pause(conn, pauses)
         for destination_id in opened:
             log.warning(
                 "deliver: circuit of %s opened after %d consecutive failures; its tasks wait %gs for a probe",

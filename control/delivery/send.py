@@ -25,9 +25,9 @@ from typing import Any
 
 import httpx
 
-from control.delivery.storable import storable
 from control.delivery.transport import Transport
 from control.records.destinations import HOP_BY_HOP
+from control.records.storable import storable
 from shared import ids
 from shared.errors import EgressRefusedError
 from shared.logs import safe_url
@@ -159,7 +159,7 @@ def _request(method: str, url: str, headers: Mapping[str, str], body: bytes) -> 
     if body or method.upper() in ("POST", "PUT", "PATCH"):
         sent["content-length"] = str(len(body))
     # Values are UTF-8 text, or a captured value's exact bytes carried as surrogateescape
-    # (``control.events_text.captured_headers``): this encoding gives back the bytes that arrived.
+    # (``control.records.storable.captured_headers``): this encoding gives back the bytes that arrived.
     wire = [(name.encode("latin-1"), value.encode("utf-8", "surrogateescape")) for name, value in sent.items()]
     request = httpx.Request(method, target, headers=wire, stream=httpx.ByteStream(body))
     request.read()

@@ -84,9 +84,10 @@ def _getting_started(control: str, routes: set[tuple[str, str]]) -> str:
     if ("POST", "/api/start") in routes:
         parts.append(
             f"**Start without an account.** `POST {control}/api/start` (no key, no body needed) answers a temporary "
-            "endpoint that lasts 3 days: `ingest_url` (give it to the provider), `inbox_url` (for a human) and "
-            "`api_token` (`hy_tmp_...`), a token for /mcp that sees and acts on that endpoint only (403 "
-            "`temporary_token` on /v1). Call it once and reuse `ingest_url`."
+            "endpoint that lasts 3 days: `ingest_url` (give it to the provider), `inbox_url` (hand it to your human: "
+            "it opens the endpoint's live inbox in any browser until the endpoint expires; MCP "
+            "`rotate_inbox_links` revokes it) and `api_token` (`hy_tmp_...`), a token for /mcp that sees and acts "
+            "on that endpoint only (403 `temporary_token` on /v1). Call it once and reuse `ingest_url`."
         )
     if ("POST", "/api/register") in routes:
         parts.append(
@@ -121,9 +122,12 @@ verification of a real provider, which keeps its own secret.
 
 **Long poll.** `GET /v1/endpoints/{id}/events/wait?timeout=30` (1 to 55 s; MCP `wait_for_event`) blocks until \
 an event matching the filters arrives: 200 `{"event": ...}`, or 204 when the timeout passes (MCP: \
-`timed_out: true`, not an error). Events that do not match do not end the wait. With `since`, a match already \
-stored at or after it returns at once: note the time, trigger the webhook, then wait with `since`, and nothing \
-is missed. Filters everywhere: `since`, `until`, `provider`, `type`, `method`, `signature_valid`, `q`.
+`timed_out: true`, not an error). Events that do not match do not end the wait. To miss nothing, wait with \
+`after`: the `cursor` that `POST /v1/endpoints/{id}/test-webhook` (MCP `send_test_webhook`) answers once its \
+sample is stored (the wait answers that sample first), or `now` (what is stored from then on). Every answer \
+carries the next `cursor` (also the header `hookyard-cursor`, on a 204 too): passed back as `after`, each match is \
+answered once, in the order stored, however long ago. Without `after` only events arriving during the call count. \
+Filters everywhere: `since`, `until`, `provider`, `type`, `method`, `signature_valid`, `q`.
 
 **Replay.** `POST /v1/events/{id}/replay {"url": ...}` (MCP `replay_event`) re-sends a captured request to any \
 URL: method, body and headers verbatim by default, the provider's signature included. `body` and `headers` \
@@ -172,15 +176,29 @@ def _example(control: str, edge: str, routes: set[tuple[str, str]]) -> str:
             f'curl -s -X POST {control}/v1/endpoints {auth} {json_type} -d \'{{"name": "orders"}}\'',
         ),
         (
-            f"What a provider does: any request to the ingest URL (`{edge}/h/<token>`) is captured:",
+            "Send it a correctly signed sample of a provider's webhook; the answer comes once the event is stored, "
+            "with its `event_id` and a `cursor`:",
+            f"curl -s -X POST {control}/v1/endpoints/$ENDPOINT_ID/test-webhook {auth} {json_type} "
+            '-d \'{"provider": "payments", "event_type": "invoice.paid"}\'',
+        ),
+        (
+            'Wait with `after` set to that `cursor`: the answer is the sample itself, `{"event", "cursor"}`. '
+            "Call again with `after` set to each answer's `cursor` to receive the events stored after it, none "
+            "missed:",
+            f'curl -s "{control}/v1/endpoints/$ENDPOINT_ID/events/wait?timeout=30&after=$CURSOR" {auth}',
+        ),
+        (
+            f"What a provider does: any request to the ingest URL (`{edge}/h/<token>`) is captured; the answer "
+            '`{"ok": true, "id"}` names the event:',
             f'curl -s -X POST "$INGEST_URL" {json_type} -d \'{{"type": "order.created", "id": "ord_1"}}\'',
         ),
         (
-            "Wait for the next event of that type (start it before the send, or pass `since`):",
-            f'curl -s "{control}/v1/endpoints/$ENDPOINT_ID/events/wait?timeout=30&type=order.created" {auth}',
+            "Wait again, `after` set to the last answer's `cursor`: the answer is that request, with its `path` "
+            "(`/` for the bare ingest URL), headers and exact body:",
+            f'curl -s "{control}/v1/endpoints/$ENDPOINT_ID/events/wait?timeout=30&after=$CURSOR" {auth}',
         ),
         (
-            "Replay it to your own server:",
+            "Replay it (`$EVENT_ID`) to your own server:",
             f"curl -s -X POST {control}/v1/events/$EVENT_ID/replay {auth} {json_type} "
             '-d \'{"url": "https://example.com/webhooks"}\'',
         ),
@@ -230,8 +248,9 @@ def render(app: Litestar) -> str:
         _example(control, edge, present),
         f"**MCP.** Streamable HTTP at `{control}/mcp`, stateless (no session to keep). Authenticate with the "
         "`api_token` from /api/start or an `hy_live_` key. A first session: `create_endpoint` (or the endpoint "
-        "of /api/start), `send_test_webhook` (a correctly signed sample of a real provider's event), "
-        "`wait_for_event`, then `replay_event` to your own URL.",
+        "of /api/start), `send_test_webhook` (a correctly signed sample of a real provider's event, answered once "
+        "it is stored, with a `cursor`), `wait_for_event` with `after` set to that `cursor` (its answer is the "
+        "sample itself, with the `cursor` to wait for the next event from), then `replay_event` to your own URL.",
         _mcp_configs(control),
         "## Docs",
         "\n".join(

@@ -19,6 +19,10 @@
 - **POST only.** Stateless, there is no session to end (DELETE) and nothing the server would ever send on a
   standalone stream (GET), which the SDK would otherwise hold open forever; both are 405 with
   ``Allow: OPTIONS, POST``, as the MCP specification allows, and OPTIONS answers 204 like every route.
+- **No line per request.** Stateless, the SDK makes a transport for each POST and ends it after the answer,
+  logging ``Terminating session: None`` at INFO each time (logger ``mcp.server.streamable_http``, whose only
+  INFO line it is; the SDK has no option for it): that logger is set to WARNING, so its warnings and errors
+  still show.
 - The session manager's ``run()`` (its task group) is entered by the app's lifespan, once per app: Litestar
   does not run a mounted app's own lifespan.
 """
@@ -26,6 +30,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 import msgspec
@@ -42,6 +47,7 @@ from shared.errors import envelope
 __all__ = ("McpMount",)
 
 _ALLOW = (b"allow", b"OPTIONS, POST")
+_TRANSPORT_LOGGER = "mcp.server.streamable_http"
 
 
 async def _not_post(scope: Scope, send: Send) -> None:
@@ -62,6 +68,7 @@ class McpMount:
     """One app's MCP server: its route handler and its lifespan (a session manager runs once)."""
 
     def __init__(self) -> None:
+        logging.getLogger(_TRANSPORT_LOGGER).setLevel(logging.WARNING)  # see the module docstring
         self.catalog: Catalog = catalog()
         self.manager = StreamableHTTPSessionManager(
             app=create_server(self.catalog),

@@ -10,8 +10,11 @@ call into the service layer. Everything else is derived, so nothing is stated tw
   that record's fields, decoded strictly into it as the /v1 body is (``control.mcp.arguments``);
 - the input schema is the /v1 operation's, from the app's OpenAPI document, or for a tool without one
   the argument records' (``control.mcp.schemas``); the output schema is the return type's;
-- the one-line summary (the tool list in /llms.txt) is the docstring's first paragraph, and the description
-  the whole docstring followed by the operation's own description.
+- the one-line summary (the tool list in /llms.txt) is the docstring's first paragraph; the description is,
+  for a /v1 operation that has one, that operation's description followed by the docstring's further
+  paragraphs (what only the tool has: ``timed_out`` instead of a 204...), else the whole docstring. So a
+  tool's docstring says in one line what the operation's description says in full, and a parameter's
+  meaning is its schema's ``description``, stated there only (tests/firsthour/test_tool_descriptions.py).
 
 Adding a tool is a decorated function in a module of ``control.mcp.tools``.
 """

@@ -35,8 +35,10 @@ INSTRUCTIONS = """hookyard captures webhooks sent to an endpoint's ingest URL, v
 replays them. Every tool is the same operation as a /v1 route, with the same validation and error codes; a
 refused call is a tool error whose text is {"error": {"code", "message"}}.
 A first flow: create_endpoint (or list_endpoints) -> send_test_webhook (a signed sample of a real provider's
-event) -> wait_for_event -> replay_event to your own URL. wait_for_event blocks until a matching event
-arrives (timeout 1-55 s); no event in time is not an error, call it again."""
+event; it answers once the event is stored, with a `cursor`) -> wait_for_event with `after` set to that
+`cursor` (it answers the sample itself, and the `cursor` to wait for the next event from) -> replay_event to
+your own URL. wait_for_event blocks until a matching event arrives (timeout 1-55 s); no event in time is not
+an error, call it again."""
 
 
 class Catalog:
@@ -66,8 +68,7 @@ class Catalog:
                 method, path, operation = find_operation(document, spec.operation)
                 routes[spec.name] = (method.upper(), path)
                 input_schema = operation_input_schema(document, spec.operation)
-                if operation.get("description"):
-                    description += "\n\n" + operation["description"]
+                description = _described(spec, operation.get("description"))
             tools[spec.name] = types.Tool(
                 name=spec.name,
                 title=spec.title,
@@ -106,6 +107,16 @@ class Catalog:
         """For the SDK's check of ``Mcp-Param-*`` headers, which runs before any handler."""
         found = self._built().get(name)
         return None if found is None else found.input_schema
+
+
+def _described(spec: ToolSpec, operation: str | None) -> str:
+    """A mirrored tool's description: the operation's own (the one text of what it does, also the /v1
+    reader's) and after it the tool's notes for MCP (its docstring past the summary); the summary itself,
+    the same thing said shorter, only where the operation has no description."""
+    if not operation:
+        return spec.doc
+    notes = spec.doc.split("\n\n", 1)[1:]
+    return "\n\n".join([operation, *notes])
 
 
 def _call(ctx: ServerRequestContext[Any, Any]) -> Call:

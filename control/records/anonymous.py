@@ -10,7 +10,7 @@ import msgspec
 
 from control.records.endpoints import Endpoint
 from control.records.events import Provider
-from control.records.text import REF, text
+from control.records.text import EMAIL, REF, TEMPORARY_TOKEN, text
 
 __all__ = (
     "EMAIL",
@@ -20,15 +20,6 @@ __all__ = (
     "StartRequest",
     "TemporaryEndpoint",
 )
-
-EMAIL = (
-    r"^[^\x00-\x20\x7f@\"(),:;<>\[\\\]]+"
-    r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
-)
-"""An address as registration takes it: a local part without spaces, control characters or the specials that
-would need quoting, then a host name with at least one dot (internationalised domains in their ``xn--``
-form). Checked again in full by the service (Python's ``$`` would also take a trailing newline)."""
-TEMPORARY_TOKEN = r"^hy_tmp_[0-9A-Za-z]{32}$"
 
 Ref = Annotated[
     str,
@@ -68,6 +59,9 @@ class TemporaryEndpoint(msgspec.Struct, kw_only=True, frozen=True):
 
     endpoint_id: str
     inbox_url: str
+    """For a human: opens the live inbox page in any browser until the endpoint expires (a signed link,
+    traded for a cookie and dropped from the address bar on opening). Whoever holds it sees the events:
+    `rotate_inbox_links` (MCP) ends it and every page opened with it, and answers its replacement."""
     ingest_url: str
     expires_at: datetime
     expires_in_days: int

@@ -47,6 +47,10 @@ class Delivery(msgspec.Struct, kw_only=True):
     latency_ms: int | None
     success: bool
     error: str | None
+    duplicate_of: str | None
+    """Set on a rule delivery that was not sent: its destination deduplicates (``deduplicate_window_s``) and
+    had already been delivered the event with this id, which has the same provider idempotency key. Such a
+    record is a success with no request and no response."""
     created_at: datetime
     transform: TransformRecord | None = None
     """What the destination's (or the replay's) transform did on this attempt; null when none ran. A

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
 from control.records import Deleted
-from control.records.rules import OptionalConditionTree, Rule, RuleName
+from control.records.rules import FIELD_PATTERN, OptionalConditionTree, Rule, RuleName
 from control.records.stats import DestinationHealth
 from control.records.text import Name, text
 from control.records.transforms import TransformSource
@@ -26,6 +26,7 @@ __all__ = (
     "DestinationDetail",
     "DestinationList",
     "DestinationUpdate",
+    "Ordering",
     "Url",
     "any_case",
 )
@@ -120,6 +121,49 @@ SignDeliveries = Annotated[
     ),
 ]
 
+MAX_RATE_LIMIT_PER_S = 10_000
+MAX_DEDUPLICATE_WINDOW_S = 7 * 86_400
+
+RateLimit = Annotated[
+    float,
+    msgspec.Meta(
+        gt=0,
+        le=MAX_RATE_LIMIT_PER_S,
+        description="Deliveries a second to this destination, retries included, held by every deliver worker "
+        "together (fractions allowed: 0.5 is one every 2 s); `null`: no limit",
+        extra_json_schema={"exclusiveMinimum": 0},  # Litestar's document drops msgspec's gt
+    ),
+]
+Ordering = Literal["none", "fifo"]
+OrderingField = Annotated[
+    Ordering,
+    msgspec.Meta(
+        description="`fifo`: deliveries happen in the order the events were received, one in flight at a time "
+        "(per `ordering_key` value, when given), a failing one holding back those behind it until it succeeds or "
+        "runs out of attempts; default `none`"
+    ),
+]
+OrderingKey = Annotated[
+    str,
+    text(
+        max_length=1000,
+        doc_pattern=FIELD_PATTERN,  # checked by the service (control.routing.conditions), which names the problem
+        description="With `ordering: fifo`: a field in the condition-tree syntax (`body.<path>`, `header.<name>`, "
+        "`meta.<key>`, e.g. `body.data.object.customer`); events are ordered per value of it, in parallel across "
+        "values. `null`: one order for the whole destination",
+    ),
+]
+DeduplicateWindow = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=MAX_DEDUPLICATE_WINDOW_S,
+        description="Seconds (up to 7 days): an event whose provider idempotency key (`idempotency_key`) was "
+        "already delivered to this destination within this window is not sent again; its delivery record names "
+        "the event it duplicates (`duplicate_of`). Replays and retries by hand are never deduplicated. `null`: off",
+    ),
+]
+
 
 class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``forward_all`` or ``condition_tree`` also creates a rule forwarding to the new destination (in the same
@@ -132,6 +176,10 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     condition_tree: OptionalConditionTree | msgspec.UnsetType = msgspec.UNSET
     rule_name: RuleName | None = None
     sign_deliveries: SignDeliveries = True
+    rate_limit_per_s: RateLimit | None = None
+    ordering: OrderingField = "none"
+    ordering_key: OrderingKey | None = None
+    deduplicate_window_s: DeduplicateWindow | None = None
     transform: TransformSource | None = None
 
     openapi_extra: ClassVar[dict[str, Any]] = {
@@ -148,16 +196,29 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
                 {"required": ["condition_tree"], "properties": {"condition_tree": {"type": "object"}}},
             ]
         },
+        # an ordering_key orders a FIFO destination's deliveries: only with ordering fifo
+        "allOf": [
+            {
+                "if": {"required": ["ordering_key"], "properties": {"ordering_key": {"type": "string"}}},
+                "then": {"required": ["ordering"], "properties": {"ordering": {"const": "fifo"}}},
+            }
+        ],
     }
 
 
 class DestinationUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """PATCH body: a field left out stays as it is; ``name: null`` and ``headers: null`` clear them."""
+    """PATCH body: a field left out stays as it is; ``name: null`` and ``headers: null`` clear them, as do
+    ``rate_limit_per_s: null`` and ``deduplicate_window_s: null`` (off); ``ordering: none`` also clears
+    ``ordering_key``."""
 
     url: Url | msgspec.UnsetType = msgspec.UNSET
     name: Name | msgspec.UnsetType | None = msgspec.UNSET
     headers: Headers | msgspec.UnsetType | None = msgspec.UNSET
     sign_deliveries: SignDeliveries | msgspec.UnsetType = msgspec.UNSET
+    rate_limit_per_s: RateLimit | msgspec.UnsetType | None = msgspec.UNSET
+    ordering: OrderingField | msgspec.UnsetType = msgspec.UNSET
+    ordering_key: OrderingKey | msgspec.UnsetType | None = msgspec.UNSET
+    deduplicate_window_s: DeduplicateWindow | msgspec.UnsetType | None = msgspec.UNSET
     transform: TransformSource | msgspec.UnsetType | None = msgspec.UNSET
     """Replaces the transform (the next attempt runs the new code); ``null`` removes it."""
 
@@ -170,6 +231,14 @@ class Destination(msgspec.Struct, kw_only=True):
     headers: dict[str, str] | None
     sign_deliveries: bool
     """Deliveries carry hookyard's Standard Webhooks signature, made with the destination's signing secret."""
+    rate_limit_per_s: float | None
+    """Deliveries a second, held by every deliver worker together; null: no limit."""
+    ordering: Ordering
+    """``fifo``: in the order received, one in flight at a time (per ``ordering_key`` value)."""
+    ordering_key: str | None
+    """The field FIFO order is kept per value of; null: one order for the destination."""
+    deduplicate_window_s: int | None
+    """Seconds within which an idempotency key already delivered here is not sent again; null: off."""
     created_at: datetime
     updated_at: datetime
     transform: str | None = None

@@ -19,6 +19,31 @@ __all__ = (
 )
 
 Environment = Literal["production", "staging", "sandbox", "development"]
+ExpectEventWithin = Annotated[
+    int,
+    msgspec.Meta(
+        ge=60,
+        le=30 * 86_400,
+        description="Raise an `endpoint.silent` alert when nothing arrived for this many seconds (null: never)",
+    ),
+]
+BodyRetentionDays = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=3650,
+        description="Remove event bodies and headers (and their deliveries' bodies) after this many days, "
+        "keeping the event and delivery records until the instance's retention (null: the instance's retention)",
+    ),
+]
+SignatureFailureThreshold = Annotated[
+    int,
+    msgspec.Meta(
+        ge=1,
+        le=1_000_000,
+        description="Raise an `endpoint.signature_failures` alert at this many failed signatures in 5 minutes",
+    ),
+]
 
 
 class EndpointCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -40,6 +65,9 @@ class EndpointUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name: Name | msgspec.UnsetType = msgspec.UNSET
     environment: Environment | msgspec.UnsetType = msgspec.UNSET
     external_ref: ExternalRef | msgspec.UnsetType | None = msgspec.UNSET
+    expect_event_within_s: ExpectEventWithin | msgspec.UnsetType | None = msgspec.UNSET
+    signature_failure_alert_threshold: SignatureFailureThreshold | msgspec.UnsetType = msgspec.UNSET
+    body_retention_days: BodyRetentionDays | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class Endpoint(msgspec.Struct, kw_only=True):
@@ -50,6 +78,10 @@ class Endpoint(msgspec.Struct, kw_only=True):
     ingest_url: str
     temporary: bool
     expires_at: datetime | None
+    expect_event_within_s: int | None = None
+    signature_failure_alert_threshold: int = 10
+    body_retention_days: int | None = None
+    """Days an event keeps its body and headers (null: as long as the event, the instance's retention)."""
     created_at: datetime
     updated_at: datetime
 

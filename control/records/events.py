@@ -25,7 +25,8 @@ class Event(msgspec.Struct, kw_only=True):
     endpoint_id: str
     method: str
     path: str
-    """Sub-path after the ingest token ('' when the provider posted to the bare ingest URL)."""
+    """The path after the ingest token, leading slash included, as the sender wrote it (percent escapes
+    kept): `/stripe` for `/h/<token>/stripe`, `/` for the bare ingest URL."""
     query: str
     """Raw query string without the leading '?'."""
     headers: dict[str, str]
@@ -36,6 +37,11 @@ class Event(msgspec.Struct, kw_only=True):
     body: str | None
     """The raw body: text when it is valid UTF-8, else base64 (see ``body_encoding``); null when empty."""
     body_encoding: Literal["utf8", "base64"]
+    body_size: int
+    """The body's size in bytes as received (kept when the body expired)."""
+    body_expired: bool = False
+    """The endpoint's ``body_retention_days`` passed: body and headers were removed, the record stays (and
+    cannot be replayed) until the instance's retention."""
     content_type: str | None
     source_ip: str | None
     provider: Provider | None

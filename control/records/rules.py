@@ -48,13 +48,17 @@ DestinationIds = Annotated[
 # invalid_condition_tree). These Structs only document that grammar (DocumentedAs); nothing decodes into them.
 
 _META_KEYS = "provider|event_type|method|path|content_type|source_ip|signature_valid|ip_allowed|endpoint_id|environment"
+FIELD_PATTERN = (
+    rf"^(?:body(?:\.[^.\x00]+)*|header\.[!#$%&'*+.^_`|~0-9A-Za-z-]+|meta\.(?:{_META_KEYS}"
+    r"|label\.[A-Za-z0-9_-]{1,64}))$"
+)
+"""A field in the condition-tree syntax, as the document states it (also a FIFO destination's ordering key)."""
 FieldName = Annotated[
     str,
     msgspec.Meta(
         min_length=1,
         max_length=1000,
-        pattern=rf"^(?:body(?:\.[^.\x00]+)*|header\.[!#$%&'*+.^_`|~0-9A-Za-z-]+|meta\.(?:{_META_KEYS}"
-        r"|label\.[A-Za-z0-9_-]{1,64}))$",
+        pattern=FIELD_PATTERN,
         description="`body` or `body.<dot.path>` (a numeric segment indexes an array), `header.<name>` "
         "(any case), `meta.<key>` or `meta.label.<key>` (the event's label of that key)",
     ),

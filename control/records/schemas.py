@@ -106,10 +106,22 @@ class CorrelationLink(msgspec.Struct, kw_only=True):
 
 
 class CorrelationCandidate(msgspec.Struct, kw_only=True):
+    """An id-like field that carried at least two distinct values; ``score`` is ``presence × cardinality ×
+    type_stability × (0.5 + 0.5 × min(1, linked_event_types / 2))`` (docs/reference/schemas.md)."""
+
     path: str
     score: float
     presence: float
+    """Share of the schema's samples that carried it."""
+    distinct: int
+    """Distinct values (estimated past 256; ``""`` and ``0`` are not counted)."""
     distinct_ratio: float
+    cardinality: float
+    """``log distinct / log min(occurrences, 1000)``: 1 for a value per occurrence."""
+    type_stability: float
+    """1 for one type, halved for several, 0.8 when it can be null."""
+    linked_event_types: int
+    """The account's other schemas with a field that carried some of its values."""
     links: list[CorrelationLink]
     """Id-like fields of the account's schemas (this one's included) that carried the same values."""
 

@@ -1,5 +1,5 @@
-"""Stats records: an endpoint's last 24 hours (volume, signature failures, deliveries, latency) and the
-health of its destinations, also shown on each destination."""
+"""Stats records: an endpoint's last 24 hours (volume, signature failures, requests the edge refused,
+deliveries, latency) and the health of its destinations, also shown on each destination."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ __all__ = (
     "HourCount",
     "LatencyPercentiles",
     "ProviderCount",
+    "RefusedRequests",
     "SignatureFailures",
 )
 
@@ -45,8 +46,7 @@ class EventTypeCount(msgspec.Struct, kw_only=True):
 
 
 class SignatureFailures(msgspec.Struct, kw_only=True):
-    """Events stored with a failed signature check, by `signature_failure_reason` (every reason, 0 when
-    none): rejected requests are not stored, so only endpoints with `on_failure: accept_log` show any."""
+    """Failed signature checks by `signature_failure_reason` (every reason, 0 when none)."""
 
     missing_header: int = 0
     malformed_header: int = 0
@@ -65,6 +65,18 @@ class EventStats(msgspec.Struct, kw_only=True):
     by_event_type: list[EventTypeCount]
     """Most events first."""
     signature_failures: SignatureFailures
+    """Events stored with a failed check (`on_failure: accept_log`); those the edge refused are in `refused`."""
+
+
+class RefusedRequests(msgspec.Struct, kw_only=True):
+    """Requests the edge refused, by reason, counted as they were refused: nothing of them is stored, except
+    a blocked source's request on an endpoint that logs them (`log_blocked_ips`), which is an event too."""
+
+    total: int
+    ip_not_allowed: int
+    """403 `ip_not_allowed`: the source address is not on the endpoint's allowlist."""
+    signature_invalid: SignatureFailures
+    """401 `signature_invalid` (`on_failure: reject`), by the failed check's reason."""
 
 
 class LatencyPercentiles(msgspec.Struct, kw_only=True):
@@ -110,6 +122,11 @@ class DestinationHealth(msgspec.Struct, kw_only=True):
     reopens_at: datetime | None
     """`open`: when the cool-down ends and the next due delivery goes as the probe (in the past: with the next
     one due); `half_open`: when another probe is tried should this one never answer; null when closed."""
+    paused_until: datetime | None
+    """The destination answered 429 or 503 with `Retry-After`: no delivery to it starts before this time (null:
+    not paused, or the pause is over)."""
+    fifo_waiting: int
+    """`ordering: fifo`: deliveries waiting behind an earlier one of the same ordering key (0 otherwise)."""
 
 
 class DestinationStats(DestinationHealth, kw_only=True):
@@ -125,6 +142,7 @@ class EndpointStats(msgspec.Struct, kw_only=True):
     from_: datetime = msgspec.field(name="from")
     to: datetime
     events: EventStats
+    refused: RefusedRequests
     deliveries: DeliveryStats
     destinations: list[DestinationStats]
     """Every destination of the endpoint, oldest first; attempts to destinations deleted since count in

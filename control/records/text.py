@@ -5,9 +5,10 @@ decoded, and as ECMA 262 by readers of the OpenAPI document (schemathesis among 
 classes only (``\\s`` and ``\\w`` differ between the two for non-ASCII characters) and avoid what differs
 (Python's ``$`` also matches before a trailing newline; where that matters the service checks again).
 
-NUL and lone surrogates are refused by the service layer (``control.service.text``) with a message that
-names the field; the OpenAPI document states the NUL rule in its patterns (``doc_pattern``), which msgspec
-does not check (``extra_json_schema`` is documentation to msgspec), so the message stays precise.
+NUL and lone surrogates are refused by the service layer (``control.records.storable.check_text``) with a
+message that names the field; the OpenAPI document states the NUL rule in its patterns (``doc_pattern``),
+which msgspec does not check (``extra_json_schema`` is documentation to msgspec), so the message stays
+precise.
 """
 
 from __future__ import annotations
@@ -16,18 +17,21 @@ from typing import Annotated, Any
 
 import msgspec
 
+from control.records.storable import NUL_PROBLEM
+
 __all__ = (
+    "EMAIL",
     "NO_NUL",
     "PATTERN_RULES",
     "REF",
     "SECRET",
+    "TEMPORARY_TOKEN",
     "VISIBLE",
     "DocumentedAs",
     "ExternalRef",
     "Name",
     "id_pattern",
     "text",
-    "text_problem",
 )
 
 NO_NUL = r"^[^\x00]*$"
@@ -39,6 +43,14 @@ REF = r"^[^\x00-\x20\x7f](?:[^\x00-\x1f\x7f]*[^\x00-\x20\x7f])?$"
 """No control characters (NUL included), and no space at either end."""
 SECRET = r"^[^\x00-\x20\x7f](?:[^\x00]*[^\x00-\x20\x7f])?$"
 """No NUL, and neither whitespace nor a control character at either end (a pasted newline)."""
+EMAIL = (
+    r"^[^\x00-\x20\x7f@\"(),:;<>\[\\\]]+"
+    r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
+)
+"""An address as registration takes it: a local part without spaces, control characters or the specials that
+would need quoting, then a host name with at least one dot (internationalised domains in their ``xn--``
+form). Checked again in full by the service (Python's ``$`` would also take a trailing newline)."""
+TEMPORARY_TOKEN = r"^hy_tmp_[0-9A-Za-z]{32}$"
 
 
 def id_pattern(prefix: str) -> str:
@@ -48,24 +60,12 @@ def id_pattern(prefix: str) -> str:
 
 
 PATTERN_RULES: dict[str, str] = {
-    NO_NUL: "must not contain NUL characters",
+    NO_NUL: NUL_PROBLEM,
     VISIBLE: "must contain a visible character (not only spaces or control characters)",
+    EMAIL: "must be an e-mail address: a local part, @, and a host name with a dot (you@example.com)",
+    TEMPORARY_TOKEN: "must be the `api_token` of /api/start: hy_tmp_ and 32 letters or digits",
 }
 """What a pattern means, for the 400 message when msgspec reports a value that does not match it."""
-
-
-def text_problem(value: str) -> str | None:
-    """Why Postgres could not store ``value`` (a message without the field name), or None when it can:
-    ``text`` and ``jsonb`` hold no NUL, and a lone UTF-16 surrogate (U+D800..U+DFFF, not a Unicode scalar
-    value) has no UTF-8 form for asyncpg to send."""
-    if "\x00" in value:
-        return "must not contain NUL characters"
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "must not contain lone UTF-16 surrogates (U+D800 to U+DFFF); they are not Unicode text"
-    return None
 
 
 def text(

@@ -30,6 +30,15 @@ class TriggerSample(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             extra_json_schema={"enum": _ALL_EVENT_TYPES},
         ),
     ]
+    headers: Annotated[
+        Literal["provider", "neutral"],
+        msgspec.Meta(
+            description="Header names: `provider` (default) the real provider's, which its own library reads "
+            "(`Stripe-Signature`; `svix-id`/`svix-timestamp`/`svix-signature`; `X-Shopify-*`; `X-GitHub-Event`, "
+            "`X-GitHub-Delivery`, `X-Hub-Signature-256`); `neutral` the spec's (`Pay-Signature`, `relay-*`, "
+            "`X-Shop-*`, `X-CodeHost-*`)"
+        ),
+    ] = "provider"
 
     # Which names each provider sends, as the service checks it.
     openapi_extra: ClassVar[dict[str, Any]] = {
@@ -60,7 +69,18 @@ class TriggerOutcome(msgspec.Struct, kw_only=True):
     accepted: bool
     """True for a 2xx: the event is captured (``event_id``) and will be routed."""
     event_id: str | None
-    """The captured event's id (``evt_``); read it with ``get_event`` or wait for it with ``wait_for_event``."""
+    """The captured event's id (``evt_``)."""
+    stored: Annotated[
+        bool,
+        msgspec.Meta(description="The event is stored (the answer waits up to 10 s for it): `get_event` finds it"),
+    ]
+    cursor: Annotated[
+        str | None,
+        msgspec.Meta(
+            description="Pass as `after` to `wait_for_event` (`events/wait`): its first answer is this very event, "
+            "stored or not yet; null when the edge accepted nothing"
+        ),
+    ]
     response: Annotated[
         Any,
         msgspec.Meta(description='The edge\'s JSON answer: `{"ok": true, "id"}`, or the error envelope of a refusal'),

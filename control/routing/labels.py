@@ -4,7 +4,8 @@ A rule reads a body path or a header through the same getter conditions use (``c
 path means the same in both. The value becomes the label's text the way conditions compare values
 (``conditions.text_form``): strings as they are, numbers and booleans as JSON (``2000``, ``true``), objects
 and arrays as compact JSON; a missing path or a JSON null adds no label; a text longer than
-``MAX_LABEL_VALUE`` characters is cut there, and a NUL in it (which jsonb cannot hold) becomes U+FFFD.
+``MAX_LABEL_VALUE`` characters is cut there, and made storable (``control.records.storable.storable``: a NUL,
+which jsonb cannot hold, becomes U+FFFD).
 Labels go into the event row (``labels``) and their values into its ``search_text``, so ``q`` finds them.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from control.db.flush import COLUMNS
 from control.records.labels import MAX_LABEL_VALUE
+from control.records.storable import storable
 from control.routing.conditions import MISSING, EventView, Getter, getter, text_form
 
 __all__ = ("LabelRule", "compile_label", "labels_of", "with_labels")
@@ -46,9 +48,7 @@ def labels_of(rules: Sequence[LabelRule], view: EventView) -> list[dict[str, str
         text = text_form(value)
         if len(text) > MAX_LABEL_VALUE:
             text = text[:MAX_LABEL_VALUE]
-        if "\x00" in text:
-            text = text.replace("\x00", "\ufffd")
-        out.append({"key": rule.key, "value": text, "color": rule.color})
+        out.append({"key": rule.key, "value": storable(text), "color": rule.color})
     return out
 
 

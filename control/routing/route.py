@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -35,14 +35,15 @@ from control.db.context import Context
 from control.db.flush import COLUMNS
 from control.routing.conditions import ALWAYS, LABEL_PREFIX, META_KEYS, MISSING, EventView, compile_tree
 from control.routing.labels import LabelRule, compile_label, labels_of, with_labels
+from control.routing.shaping import NO_KEYS, Shaping, compile_shaping, position
 from shared.ids import new_id
 
 __all__ = ("Router",)
 
 log = logging.getLogger("hookyard.routing")
 
-_ID, _ENDPOINT, _HEADERS, _BODY, _IP_ALLOWED = (
-    COLUMNS.index(c) for c in ("id", "endpoint_id", "headers", "body", "ip_allowed")
+_ID, _ENDPOINT, _HEADERS, _BODY, _IP_ALLOWED, _IDEMPOTENCY_KEY = (
+    COLUMNS.index(c) for c in ("id", "endpoint_id", "headers", "body", "ip_allowed", "idempotency_key")
 )
 # Meta keys read straight from the event row; endpoint_id and environment are set per endpoint below.
 _META = tuple((name, COLUMNS.index(name)) for name in META_KEYS if name not in ("endpoint_id", "environment"))
@@ -71,6 +72,8 @@ class _EndpointRules:
     """The endpoint's ``config_version`` these rules were read at."""
     labels: tuple[LabelRule, ...] = ()
     """Label rules, applied to every event before routing (``control.routing.labels``)."""
+    shaping: Mapping[str, Shaping] = field(default_factory=dict)
+    """Destinations whose tasks carry ordering or deduplication keys (``control.routing.shaping``)."""
 
 
 def _reads(tree: object, kind: str) -> bool:
@@ -84,19 +87,25 @@ def _reads(tree: object, kind: str) -> bool:
 
 
 def _endpoint_rules(
-    environment: str, rules: list[tuple[_Rule, object]], version: int, labels: tuple[LabelRule, ...]
+    environment: str,
+    rules: list[tuple[_Rule, object]],
+    version: int,
+    labels: tuple[LabelRule, ...],
+    shaping: Mapping[str, Shaping],
 ) -> _EndpointRules:
     fixed = None
     if rules and all(rule.matches is ALWAYS for rule, _ in rules):
         fixed = tuple((rule.id, d) for rule, _ in rules for d in rule.destination_ids)
+    reads = {s.reads for s in shaping.values()}
     return _EndpointRules(
         environment,
         tuple(rule for rule, _ in rules),
-        any(_reads(tree, "body") for _, tree in rules) or any(label.reads_body for label in labels),
-        any(_reads(tree, "meta") for _, tree in rules),
+        any(_reads(tree, "body") for _, tree in rules) or any(label.reads_body for label in labels) or "body" in reads,
+        any(_reads(tree, "meta") for _, tree in rules) or "meta" in reads,
         fixed,
         version,
         labels,
+        MappingProxyType(dict(shaping)),
     )
 
 
@@ -106,14 +115,18 @@ class Router:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self._shards = {stream: i for i, stream in enumerate(ctx.keys.ingest_streams())}
         self._cache: dict[str, _EndpointRules] = {}
         self._compiled: dict[str, tuple[object, Any]] = {}  # rule id → (tree, predicate)
 
     async def route(
-        self, conn: asyncpg.Connection, rows: Sequence[tuple]
-    ) -> tuple[Sequence[tuple], list[tuple[str, str, str, str]]]:
+        self, conn: asyncpg.Connection, rows: Sequence[tuple], entries: Sequence[tuple[str, str, object]] | None = None
+    ) -> tuple[Sequence[tuple], list[tuple]]:
         """``rows`` (flush ``COLUMNS`` order) with their labels, and the delivery tasks they make, as
-        ``TASK_COLUMNS`` tuples ``(task id, event id, rule id, destination id)``.
+        ``TASK_COLUMNS`` tuples ``(task id, event id, rule id, destination id)``, or, when an endpoint of the
+        batch has a destination that shapes its deliveries, every task with its ``(order_key, order_pos,
+        dedup_key)`` too (``control.routing.shaping``). ``entries``: the stream entry ``(stream, entry id,
+        ...)`` each row came from, for the FIFO position (none: no position).
 
         Labels come first, so conditions can read them (``meta.label.<key>``). Decides for every row; the
         insert keeps only the tasks of events that turn out to be new.
@@ -124,8 +137,10 @@ class Router:
         labelling = any(c.labels for c in current.values())
         if not labelling and not any(c.rules for c in current.values()):
             return rows, []
+        if any(c.shaping for c in current.values()):
+            return self._route_shaped(rows, current, labelling, entries)
         out = [] if labelling else rows
-        tasks: list[tuple[str, str, str, str]] = []
+        tasks: list[tuple] = []
         append = tasks.append
         for row in rows:
             endpoint = current.get(row[_ENDPOINT])
@@ -141,6 +156,46 @@ class Router:
             for rule_id, destination_id in pairs:
                 append((new_id("task"), event_id, rule_id, destination_id))
         return out, tasks
+
+    def _route_shaped(
+        self,
+        rows: Sequence[tuple],
+        current: Mapping[str, _EndpointRules],
+        labelling: bool,
+        entries: Sequence[tuple[str, str, object]] | None,
+    ) -> tuple[Sequence[tuple], list[tuple]]:
+        """``route`` for a batch with shaping destinations: the same decisions, each task with its keys."""
+        out: list[tuple] = []
+        tasks: list[tuple] = []
+        for index, row in enumerate(rows):
+            endpoint = current.get(row[_ENDPOINT])
+            view = None
+            if endpoint is not None and endpoint.labels:
+                row, view = self._label(row, endpoint)
+            if labelling:
+                out.append(row)
+            if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False:
+                continue
+            if endpoint.fixed is not None:
+                pairs: Sequence[tuple[str, str]] = endpoint.fixed
+            else:
+                if view is None:
+                    view = self._view(row, endpoint)
+                pairs = self._match(row, endpoint, view)
+            event_id = row[_ID]
+            for rule_id, destination_id in pairs:
+                shaping = endpoint.shaping.get(destination_id)
+                keys = NO_KEYS
+                if shaping is not None:
+                    if view is None and shaping.key is not None:
+                        view = self._view(row, endpoint)
+                    pos = None
+                    if shaping.fifo and entries is not None:
+                        stream, entry_id = entries[index][0], entries[index][1]
+                        pos = position(self._shards.get(stream, 0), entry_id)
+                    keys = shaping.keys(view, row[_IDEMPOTENCY_KEY], pos)
+                tasks.append((new_id("task"), event_id, rule_id, destination_id, *keys))
+        return (out if labelling else rows), tasks
 
     def _label(self, row: tuple, endpoint: _EndpointRules) -> tuple[tuple, EventView]:
         """The row with its labels, and the view routing reads it through (its labels in ``meta``)."""
@@ -218,8 +273,9 @@ class Router:
             labels.setdefault(row["endpoint_id"], []).append(
                 compile_label(row["source"], row["path"], row["output_key"], row["color"])
             )
+        shaping = compile_shaping(await db_routing.shaping(conn, list(grouped)))
         loaded = {
-            e: _endpoint_rules(environment, rules, v, tuple(labels.get(e, ())))
+            e: _endpoint_rules(environment, rules, v, tuple(labels.get(e, ())), shaping.get(e, {}))
             for e, (environment, v, rules) in grouped.items()
         }
         cache = self._cache

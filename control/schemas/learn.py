@@ -271,8 +271,7 @@ class Learner:
             state = decode_state(loaded[schema_id]) if schema_id in loaded else self._states[schema_id][1]
             batch, _ = by_id[schema_id]
             start = state.total + 1
-            merge(state, batch)
-            cut = next_version(state, start)
+            cut = next_version(state, start, merge(state, batch))
             if cut is not None:
                 version, is_new = cut
                 field_json = _json.encode(fields(state)).decode()

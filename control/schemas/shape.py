@@ -10,6 +10,11 @@ Paths are dot paths (``data.object.amount``); the items of an array are ``items[
 ``\\`` or or ``[`` has a backslash before each of those (``split_path`` reads it back). Keys that
 cannot be stored as text (NUL, lone surrogates) are left out. Walking stops at ``MAX_DEPTH`` (deeper values
 are typed but not opened) and looks at the first ``MAX_ITEMS`` items of an array.
+
+A body contributes at most ``MAX_PATHS`` paths, as many as its schema can hold (real payloads have up to a few
+hundred: 561 in the largest of GitHub's published examples). Every bound is kept as "not looked at", never as
+"missing": a ``Shape`` lists in ``objects`` only the objects whose every key was recorded, and a field counts as
+absent only where its parent is one of those, so a body cut by a bound is no evidence that a field is absent.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from control.records.storable import text_problem
+
 __all__ = (
     "MAX_DEPTH",
     "MAX_ITEMS",
@@ -26,15 +33,19 @@ __all__ = (
     "Shapes",
     "is_id_like",
     "join_key",
+    "parent_path",
     "signature",
     "split_path",
 )
 
 MAX_DEPTH = 16
 MAX_ITEMS = 32
-MAX_PATHS = 500
-"""Paths one shape contributes; a body with more (a map keyed by data) is learned in part."""
-_MAX_CACHED = 20_000
+MAX_PATHS = 2000
+"""Paths one body contributes, and one schema holds (``control.schemas.state``): a body with more (a map keyed
+by data) is learned in part, and where it was cut nothing counts as absent."""
+_MAX_CACHED_PATHS = 1_000_000
+"""Paths held by the compiled shapes of one process's cache (bounded by what they weigh, not by their count:
+a hostile sender's every body can be a new 2,000-path shape)."""
 
 _CODE: dict[Any, str] = {str: "s", int: "i", float: "n", bool: "b", type(None): "z"}
 _code = _CODE.get
@@ -73,6 +84,15 @@ def join_key(prefix: str, key: str) -> str:
 def split_path(path: str) -> list[tuple[str, int]]:
     """``a.b\\.c.items[][]`` → ``[("a", 0), ("b.c", 0), ("items", 2)]``: each key and how many array levels
     follow it."""
+    if "\\" not in path:  # no escaped key (the usual case): every "." separates, every "[]" is an array level
+        out = []
+        for part in path.split("."):
+            levels = 0
+            while part.endswith("[]"):
+                part = part[:-2]
+                levels += 1
+            out.append((part, levels))
+        return out
     out: list[tuple[str, int]] = []
     key: list[str] = []
     levels = i = 0
@@ -96,14 +116,27 @@ def split_path(path: str) -> list[tuple[str, int]]:
     return out
 
 
+def parent_path(path: str) -> str:
+    """The object path a field hangs from ('' for the body); an array item field's parent is its array's
+    item (``a.b[].c`` → ``a.b[]``), and an array's item path's is the array's parent."""
+    if "\\" not in path:
+        return path[: max(0, path.rfind("."))]
+    last = 0
+    i, n = 0, len(path)
+    while i < n:
+        c = path[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == ".":
+            last = i
+        i += 1
+    return path[:last]
+
+
 def _storable(key: str) -> bool:
-    if key.isascii():
-        return "\x00" not in key
-    try:
-        key.encode()
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in key
+    """Whether a key can be stored as text (``control.records.storable``: no NUL, no lone surrogate)."""
+    return text_problem(key) is None
 
 
 def is_id_like(path: str) -> bool:
@@ -119,8 +152,14 @@ class Shape:
 
     present: tuple[tuple[str, frozenset[str]], ...]
     """Every path the body has, with the types it has there (items' paths: in any item)."""
+    pairs: frozenset[tuple[str, frozenset[str]]]
+    """``present`` as a set (what several shapes of a batch have in common is found in C)."""
     objects: frozenset[str]
-    """Paths holding an object ('' is the body): a known child missing under one of them is absent."""
+    """Paths holding an object ('' is the body) whose every key was recorded: a known child missing under one
+    of them is absent. An object cut by ``MAX_PATHS`` or ``MAX_DEPTH`` is not here."""
+    cut: frozenset[str]
+    """Paths present under an object that is not in ``objects`` (cut by ``MAX_PATHS``): seen, so present, but
+    their siblings' absence there is not known."""
     partial: frozenset[str]
     """Item paths that some object items of their array have and others lack (so: optional)."""
     ids: tuple[str, ...]
@@ -133,39 +172,85 @@ class Shape:
     """The signature it was compiled from."""
 
 
+_ONE = {name: frozenset([name]) for name in _NAMES.values()}
+_id_names: dict[str, bool] = {}
+
+
+def _id_name(key: str) -> bool:
+    """``is_id_like`` of a key (remembered: real payloads repeat their key names across shapes)."""
+    found = _id_names.get(key)
+    if found is None:
+        if len(_id_names) >= 100_000:
+            _id_names.clear()
+        found = _id_names[key] = bool(_ID_NAME.search(key))
+    return found
+
+
 class _Compiler:
     def __init__(self) -> None:
-        self.types: dict[str, set[str]] = {}
+        self.types: dict[str, frozenset[str]] = {}
         self.objects: set[str] = set()
+        self.incomplete: set[str] = set()
+        """Objects (or array items) with a key that was not recorded: past ``MAX_PATHS``."""
         self.partial: set[str] = set()
-        self.ids: list[tuple[str, tuple[str, ...]]] = []
+        self.ids: list[str] = []
 
     def add(self, path: str, type_name: str) -> bool:
         seen = self.types.get(path)
         if seen is None:
             if len(self.types) >= MAX_PATHS:
                 return False
-            seen = self.types[path] = set()
-        seen.add(type_name)
+            self.types[path] = _ONE[type_name]
+        elif type_name not in seen:
+            self.types[path] = seen | _ONE[type_name]
         return True
 
-    def walk(self, sig: Any, path: str, keys: tuple[str, ...] | None, depth: int = 0) -> None:
-        """``keys``: the key path from the body when no array lies between (for id getters), else None."""
+    def walk(self, sig: Any, path: str, key: str | None, depth: int = 0) -> bool:
+        """Records ``path`` and what is under it; whether ``path`` itself was recorded. ``key``: its key when
+        no array lies between it and the body (an id-like field's value can be read there), else None."""
         if not isinstance(sig, tuple):
             name = _NAMES["a" if sig == _EMPTY_ARRAY else sig]
-            if self.add(path, name) and name in ("string", "integer") and keys and is_id_like(path):
-                self.ids.append((path, keys))
-            return
+            if not self.add(path, name):
+                return False
+            if key is not None and (name == "string" or name == "integer") and _id_name(key):
+                self.ids.append(path)
+            return True
         if sig[0] == "[":
-            if self.add(path, "array") and depth < MAX_DEPTH:
+            if not self.add(path, "array"):
+                return False
+            if depth < MAX_DEPTH:
                 self.items(sig[1], path + "[]", depth + 1)
-            return
-        if path and (not self.add(path, "object") or depth >= MAX_DEPTH):
-            return
-        self.objects.add(path)
-        for key, child in zip(sig[0], sig[1], strict=True):
-            if _storable(key):
-                self.walk(child, join_key(path, key), (*keys, key) if keys is not None else None, depth + 1)
+            return True
+        if path and not self.add(path, "object"):
+            return False
+        if depth >= MAX_DEPTH:  # typed, not opened: not in ``objects``, so none of its keys counts as absent
+            return True
+        complete = True
+        top = key is not None or not path
+        prefix = path + "." if path else ""
+        for k, child in zip(sig[0], sig[1], strict=True):
+            if not _storable(k):
+                continue
+            child_path = prefix + k if ("." not in k and "\\" not in k and "[" not in k) else join_key(path, k)
+            if not path and type(child) is tuple and self.reuse(child_path, k, child):
+                continue
+            if not self.walk(child, child_path, k if top else None, depth + 1):
+                complete = False
+        (self.objects if complete else self.incomplete).add(path)
+        return True
+
+    def reuse(self, path: str, key: str, sig: Any) -> bool:
+        """Records a top-level object or array from the compiled fragment of its signature there, when it fits
+        whole; whether it did (else it is walked)."""
+        fragment = _fragment(path, key, sig)
+        if fragment is None or len(self.types) + len(fragment.types) > MAX_PATHS:
+            return False
+        self.types.update(fragment.types)
+        self.objects.update(fragment.objects)
+        self.incomplete.update(fragment.incomplete)
+        self.partial.update(fragment.partial)
+        self.ids.extend(fragment.ids)
+        return True
 
     def items(self, sigs: frozenset[Any], path: str, depth: int) -> None:
         objects = [s for s in sigs if isinstance(s, tuple) and s[0] != "["]
@@ -176,26 +261,70 @@ class _Compiler:
             self.partial.update(set().union(*child_sets) - set.intersection(*child_sets))
 
 
-def _id_values(paths: list[tuple[str, ...]]) -> Callable[[Any], tuple[Any, ...]] | None:
-    """``lambda d: (d["id"], d["data"]["object"]["id"])``, compiled once per shape: one call per event. The
-    keys go in as ``repr`` literals, so no key can be anything but a string constant."""
+_fragments: dict[tuple[str, Any], _Compiler] = {}
+_fragment_paths = 0
+_MAX_FRAGMENT_PATHS = 500_000
+
+
+def _fragment(path: str, key: str, sig: Any) -> _Compiler | None:
+    """A top-level field's compiled subtree, by its path and signature (remembered: shapes of one event type
+    differ in a few leaves, and share ``repository``, ``sender`` and the like whole); None when it alone
+    reaches ``MAX_PATHS`` (then it is walked in place, where it is cut)."""
+    global _fragment_paths
+    found = _fragments.get((path, sig))
+    if found is None:
+        found = _Compiler()
+        found.walk(sig, path, key, 1)
+        if len(found.types) >= MAX_PATHS:
+            return None
+        if _fragment_paths + len(found.types) > _MAX_FRAGMENT_PATHS:
+            _fragments.clear()
+            _fragment_paths = 0
+        _fragments[(path, sig)] = found
+        _fragment_paths += len(found.types)
+    return found
+
+
+_getters: dict[tuple[tuple[str, ...], ...], Callable[[Any], tuple[Any, ...]] | None] = {}
+
+
+def _id_values(paths: tuple[tuple[str, ...], ...]) -> Callable[[Any], tuple[Any, ...]] | None:
+    """``lambda d: (d["id"], d["data"]["object"]["id"])``, compiled once per set of key paths (shapes of one
+    event type share theirs): one call per event. The keys go in as ``repr`` literals, so no key can be
+    anything but a string constant."""
     if not paths:
         return None
-    items = ", ".join("d" + "".join(f"[{key!r}]" for key in keys) for keys in paths)
-    return eval(f"lambda d: ({items},)", {"__builtins__": {}})  # noqa: S307
+    found = _getters.get(paths)
+    if found is None:
+        if len(_getters) >= 2_000:
+            _getters.clear()
+        items = ", ".join("d" + "".join(f"[{key!r}]" for key in keys) for keys in paths)
+        found = _getters[paths] = eval(f"lambda d: ({items},)", {"__builtins__": {}})  # noqa: S307
+    return found
+
+
+def _keys(path: str) -> tuple[str, ...]:
+    return tuple(key for key, _ in split_path(path))
 
 
 def compile_shape(sig: Any) -> Shape:
     c = _Compiler()
     if isinstance(sig, tuple) and sig[0] != "[":
-        c.walk(sig, "", ())
+        c.walk(sig, "", None)
+    # An item path walked once completely and once cut (two item shapes) is cut.
+    incomplete = c.incomplete
+    id_keys = tuple(_keys(p) for p in c.ids)
     return Shape(
-        present=tuple((p, frozenset(t)) for p, t in c.types.items()),
-        objects=frozenset(c.objects),
+        present=tuple(c.types.items()),
+        pairs=frozenset(c.types.items()),
+        objects=frozenset(c.objects - incomplete),
+        cut=frozenset(p for p in c.types if not p.endswith("[]") and parent_path(p) in incomplete)
+        if incomplete
+        else frozenset(),
         partial=frozenset(c.partial),
-        ids=tuple(p for p, _ in c.ids),
-        id_values=_id_values([k for _, k in c.ids]),
-        id_keys=tuple(k for _, k in c.ids),
+        ids=tuple(c.ids),
+        id_values=_id_values(id_keys),
+        id_keys=id_keys,
         signature=sig,
     )
 
@@ -205,12 +334,17 @@ class Shapes:
 
     def __init__(self) -> None:
         self._cache: dict[Any, Shape] = {}
+        self._paths = 0
+        """Paths of the cached shapes (what bounds the cache)."""
 
     def of(self, doc: dict[str, Any]) -> Shape:
         sig = signature(doc)
         shape = self._cache.get(sig)
         if shape is None:
-            if len(self._cache) >= _MAX_CACHED:
+            shape = compile_shape(sig)
+            if self._paths + len(shape.present) > _MAX_CACHED_PATHS:
                 self._cache.clear()
-            shape = self._cache[sig] = compile_shape(sig)
+                self._paths = 0
+            self._cache[sig] = shape
+            self._paths += len(shape.present)
         return shape

@@ -2,7 +2,11 @@
 
 Everything is counted in samples (learned events), in arrival order; a batch's samples count as arriving
 together at its end. Per path the state keeps how often it was present, when it was first and last seen,
-when it was last absent (its parent object present, the key missing) and how often, and every type it had.
+when it was last absent (its parent object present and looked at, the key missing) and how often, in how
+many samples its parent was looked at (``looked``: what its presence is a share of), how often it was an
+object looked at whole (``opened``: what its children's are counted against), and every type it had.
+Presence and absence are relative to the parent: a field first seen late was missing only from the earlier
+samples that had its parent, and a parent a bound cut (``control.schemas.shape``) was not looked at.
 
 The version rule (docs/reference/schemas.md): the fields of a schema are derived from its state,
 and a new version is cut exactly when they differ from the current version's, which happens only when
@@ -17,30 +21,38 @@ and a new version is cut exactly when they differ from the current version's, wh
   (``became_required``); a required field seen missing again is optional at once (the consumer's type
   widens: reported as ``type_changed``).
 
-The first ``WARMUP`` samples amend version 1 instead of cutting new versions: a schema's first events are
-too few to tell an optional field from a late one.
+The first ``WARMUP`` samples amend version 1 instead of cutting new versions when only fields were added or
+became optional or required: a schema's first events are too few to tell an optional field from a late one.
+A type change (``null`` included) cuts a version at once, in the warm-up too: code generated from version 1
+breaks on it.
 """
 
 from __future__ import annotations
 
-import zlib
+import hashlib
+import math
 from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
-from control.schemas.shape import Shape
+from control.schemas.batch import Batch, hash_value, hash_values
+from control.schemas.shape import MAX_PATHS, parent_path
 
 __all__ = (
     "WARMUP",
     "WINDOW",
     "Batch",
     "PathStat",
+    "Paths",
     "State",
+    "decode_paths",
     "decode_state",
     "encode_state",
     "hash_value",
     "hash_values",
+    "stored_digest",
+    "structure_digest",
 )
 
 WINDOW = 1000
@@ -62,6 +74,11 @@ class PathStat(msgspec.Struct, array_like=True):
     absences: int = 0
     types: list[str] = []
     gone: bool = False
+    opened: int = 0
+    """Samples in which it was an object looked at whole: what its children's presence is a share of, and a
+    late child's misses are counted from."""
+    cut_seen: int = 0
+    """Samples where it was seen under an object a bound cut (looked at, though its parent was not whole)."""
 
 
 class Sketch(msgspec.Struct, array_like=True):
@@ -72,15 +89,42 @@ class Sketch(msgspec.Struct, array_like=True):
 
 class State(msgspec.Struct, kw_only=True):
     total: int = 0
+    opened: int = -1
+    """Samples whose body was looked at whole (the top-level fields' parent); -1 in a state written before it
+    was counted (``merge`` carries such a state over first)."""
     paths: dict[str, PathStat] = {}
     keys: dict[str, Sketch] = {}
     version: int = 0
     cut: list[Any] = []
-    """The current version's fields as ``[path, types, optional]``: what the next batch compares to."""
+    """A state written before ``digest``: the current version's fields as ``[path, types, optional]`` (read once
+    to carry it over, then emptied)."""
+    digest: bytes = b""
+    """``structure_digest`` of the current version's fields: what the next batch compares to, and what
+    generated code is kept by (``control.schemas.codegen.memo``). The structure itself is not stored: it is
+    derived from ``paths``, and would be nearly half of what every batch writes."""
+    due: int = -1
+    """The sample count at which an optional field has gone its recent window without a miss (becomes
+    required): until then, and while no batch changes a field, the structure cannot change. 0: no optional
+    field; -1: not known yet."""
+
+
+class Paths(msgspec.Struct, kw_only=True):
+    """What ``fields`` reads of a State: decoded without the sketches and the cut, which readers of fields
+    (every schema answer, generated code) do not need and which weigh as much as the rest."""
+
+    total: int = 0
+    opened: int = -1
+    paths: dict[str, PathStat] = {}
+
+
+class _Digest(msgspec.Struct):
+    digest: bytes = b""
 
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(State)
+_paths_decoder = msgspec.msgpack.Decoder(Paths)
+_digest_decoder = msgspec.msgpack.Decoder(_Digest)
 
 
 def encode_state(state: State) -> bytes:
@@ -91,68 +135,18 @@ def decode_state(data: bytes | None) -> State:
     return State() if not data else _decoder.decode(data)
 
 
-class Batch:
-    """One batch's samples of one schema, gathered event by event (the cheap part)."""
-
-    __slots__ = ("count", "endpoints", "first_at", "hashes", "last_at", "shapes")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.shapes: dict[Shape, int] = {}
-        self.hashes: dict[str, set[int]] = {}
-        """Per id-like path (``Shape.ids``), the hashes of the values it had (``hash_value``: what sketches
-        keep, taken while the bodies are fresh in the cache); occurrences are counted from the shapes."""
-        self.endpoints: dict[str, int] = {}
-        self.first_at: Any = None
-        self.last_at: Any = None
-
-    def absorb(self, other: Batch) -> None:
-        """Adds another sender's samples of the same schema (same batch)."""
-        self.count += other.count
-        for shape, n in other.shapes.items():
-            self.shapes[shape] = self.shapes.get(shape, 0) + n
-        for path, hashes in other.hashes.items():
-            found = self.hashes.get(path)
-            if found is None:
-                self.hashes[path] = hashes
-            else:
-                found.update(hashes)
-        for endpoint_id, n in other.endpoints.items():
-            self.endpoints[endpoint_id] = self.endpoints.get(endpoint_id, 0) + n
-        self.first_at = min(self.first_at, other.first_at)
-        self.last_at = max(self.last_at, other.last_at)
-
-    def add(self, shape: Shape, count: int, columns: Iterable[Iterable[Any]] | None) -> None:
-        """``count`` samples of ``shape``; ``columns``: the values of each of its ``ids`` in them."""
-        self.shapes[shape] = self.shapes.get(shape, 0) + count
-        if columns is not None:
-            hashes = self.hashes
-            for path, column in zip(shape.ids, columns, strict=True):
-                found = hashes.get(path)
-                if found is None:
-                    hashes[path] = set(hash_values(column))
-                else:
-                    found.update(hash_values(column))
+def decode_paths(data: bytes | None) -> Paths:
+    return Paths() if not data else _paths_decoder.decode(data)
 
 
-def hash_value(value: Any) -> int:
-    """A stable 32-bit hash of an id-like value (the same in every process: sketches are merged and compared).
-    CRC-32: spread evenly enough for a 256-value sketch, and a few times cheaper than a cryptographic hash."""
-    if isinstance(value, str):
-        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
-    return zlib.crc32(b"#%d" % value)
+def stored_digest(data: bytes | None) -> bytes:
+    """``State.digest`` of an encoded state, read without decoding the rest."""
+    return b"" if not data else _digest_decoder.decode(data).digest
 
 
-_crc32, _encode = zlib.crc32, str.encode
-
-
-def hash_values(values: Iterable[Any]) -> list[int]:
-    """``hash_value`` of each; all strings (the usual case) are hashed without a Python call per value."""
-    values = values if isinstance(values, list | tuple | set) else list(values)
-    try:
-        return list(map(_crc32, map(_encode, values)))
-    except (TypeError, UnicodeEncodeError):  # an integer, or a lone surrogate
-        return list(map(hash_value, values))
+def structure_digest(structure: list[Any]) -> bytes:
+    """A 128-bit BLAKE2b of a structure (``structure``): equal exactly when the structures are."""
+    return hashlib.blake2b(_encoder.encode(structure), digest_size=16).digest()
 
 
 def _types(raw: Iterable[str]) -> list[str]:
@@ -162,26 +156,16 @@ def _types(raw: Iterable[str]) -> list[str]:
     return sorted(types)
 
 
-def _find_parent(path: str) -> str:
-    i = len(path) - 1
-    while i >= 0:
-        if path[i] == "." and (i == 0 or path[i - 1] != "\\"):
-            return path[:i]
-        i -= 1
-    return ""
-
-
 _parents: dict[str, str] = {}
 
 
 def _parent(path: str) -> str:
-    """The object path a field hangs from ('' for the body); an array item's parent is its array's item.
-    Remembered: every batch asks it of every path of its schemas."""
+    """``parent_path``, remembered: every batch asks it of every path of its schemas."""
     found = _parents.get(path)
     if found is None:
         if len(_parents) >= 100_000:
             _parents.clear()
-        found = _parents[path] = _find_parent(path)
+        found = _parents[path] = parent_path(path)
     return found
 
 
@@ -203,50 +187,135 @@ def is_live(p: PathStat, total: int) -> bool:
     return not p.gone and total - p.last < max(WINDOW, GAPS * _mean_gap(p.last, p.n))
 
 
-def merge(state: State, batch: Batch) -> None:
-    """Adds a batch's samples to ``state`` (in place)."""
-    start, end = state.total + 1, state.total + batch.count
-    present: dict[str, int] = {}
-    types: dict[str, set[str]] = {}
-    objects: dict[str, int] = {}
+def _carry_over(state: State) -> None:
+    """A state from before ``opened`` was counted: what it had counted stands in for it (its late fields'
+    misses were over-counted: they wash out as the recent window passes)."""
+    state.opened = state.total
+    for p in state.paths.values():
+        if "object" in p.types:
+            p.opened = p.n
+
+
+def _opened(state: State | Paths, path: str) -> int:
+    """Samples so far in which ``path`` was an object looked at whole ('' is the body)."""
+    if not path:
+        return state.opened if state.opened >= 0 else state.total
+    p = state.paths.get(path)
+    return p.opened if p is not None and not p.gone else 0
+
+
+def _counts(batch: Batch) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int], dict[str, int], dict]:
+    """The batch's (present, types, opened objects, partial, cut) per path, summed over its shapes."""
+    if len(batch.shapes) == 1:  # the usual case: one shape per schema in a batch
+        ((shape, n),) = batch.shapes.items()
+        kinds = dict(shape.present)
+        return (
+            dict.fromkeys(kinds, n),
+            kinds,
+            dict.fromkeys(shape.objects, n),
+            dict.fromkeys(shape.partial, n),
+            (dict.fromkeys(shape.cut, n) if shape.cut else {}),
+        )
+    # Several shapes (of one event type: mostly the same fields): what all of them have is counted at once (set
+    # operations, in C), the rest field by field.
+    shapes = batch.shapes
+    total = sum(shapes.values())
+    common = frozenset.intersection(*(shape.pairs for shape in shapes))
+    types: dict[str, frozenset[str]] = dict(common)
+    present = dict.fromkeys(types, total)
+    both = frozenset.intersection(*(shape.objects for shape in shapes))
+    objects = dict.fromkeys(both, total)
     partial: dict[str, int] = {}
-    for shape, n in batch.shapes.items():
-        for path, kinds in shape.present:
+    cut: dict[str, int] = {}
+    for shape, n in shapes.items():
+        for path, kinds in shape.pairs - common:
             present[path] = present.get(path, 0) + n
-            types.setdefault(path, set()).update(kinds)
-        for path in shape.objects:
+            types[path] = types[path] | kinds if path in types else kinds
+        for path in shape.objects - both:
             objects[path] = objects.get(path, 0) + n
         for path in shape.partial:
             partial[path] = partial.get(path, 0) + n
+        for path in shape.cut:
+            cut[path] = cut.get(path, 0) + n
+    return present, types, objects, partial, cut
+
+
+CHANGED, RETYPED = 1, 2
+"""What ``merge`` returns, or-ed: a field was added, newly missed or gone (``CHANGED``); a known field had a
+new type, ``null`` included (``RETYPED``, with ``CHANGED``)."""
+
+
+def merge(state: State, batch: Batch) -> int:
+    """Adds a batch's samples to ``state`` (in place); ``CHANGED`` / ``RETYPED`` or 0: what can change the
+    structure, besides time (``State.due``).
+
+    Its cost follows the batch's shapes, not the schema: a present field is counted where it is, and the
+    missing ones are found as a set difference of the paths (C), each a field not in the batch."""
+    if state.opened < 0:
+        _carry_over(state)
+    start, end = state.total + 1, state.total + batch.count
+    present, types, objects, partial, cut = _counts(batch)
     paths = state.paths
+    changed = 0
     for path, count in present.items():
         p = paths.get(path)
         if p is None or p.gone:
-            if p is None and len(paths) >= 2000:
+            if p is None and len(paths) >= MAX_PATHS:
                 continue
-            missed = start - 1  # the schema's samples before this one appeared: absent from all of them
-            p = paths[path] = PathStat(n=0, first=start, last=end, absent_last=missed, absences=missed)
+            # Missed only by the earlier samples that had its parent, looked at whole (an array's item path is
+            # never missing: its array is). A field back from gone keeps the sightings it had.
+            seen = p.n if p is not None else 0
+            missed = 0 if path.endswith("[]") else max(0, _opened(state, _parent(path)) - seen)
+            p = paths[path] = PathStat(n=seen, first=start, last=end, absent_last=start - 1 if missed else 0)
+            p.absences = missed
+            p.types = _types(types[path])
+            changed |= CHANGED
+        else:
+            known = p.types
+            for kind in types[path]:
+                if kind not in known:  # a field known before this batch, retyped
+                    p.types = _types([*known, *types[path]])
+                    changed |= CHANGED | RETYPED
+                    break
         p.n += count
         p.last = end
-        kinds = types[path]
-        if not kinds.issubset(p.types):
-            p.types = _types([*p.types, *kinds])
-    for path, p in paths.items():
-        if p.gone or path.endswith("[]"):  # an array's items are never "missing", only the array
+    for path, count in cut.items():
+        if (p := paths.get(path)) is not None:
+            p.cut_seen += count
+    # Misses of fields the batch has: only where its shapes differ (or an array's items do).
+    check = partial.keys() if len(batch.shapes) == 1 else present.keys()
+    for path in check:
+        p = paths.get(path)
+        if p is not None and not path.endswith("[]"):
+            absent = objects.get(_parent(path), 0) - (present[path] - cut.get(path, 0)) + partial.get(path, 0)
+            if absent > 0:
+                changed |= CHANGED if p.absent_last == 0 or is_required(p, end) else 0
+                p.absent_last = end
+                p.absences += absent
+    # Fields the batch lacks: missed where their parent was looked at; gone when away past their window.
+    idle = []
+    for path in paths.keys() - present.keys():
+        p = paths[path]
+        if p.gone:
             continue
-        parent_present = objects.get(_parent(path), 0)
-        absent = parent_present - present.get(path, 0) + partial.get(path, 0)
-        if absent > 0:
+        if not path.endswith("[]") and (absent := objects.get(_parent(path), 0)):
+            changed |= CHANGED if p.absent_last == 0 or is_required(p, end) else 0
             p.absent_last = end
             p.absences += absent
+        if end - p.last >= WINDOW:  # gone is only ever after a window away (its container's too)
+            idle.append(path)
+    for path, count in objects.items():
+        if not path:
+            state.opened += count
+        elif (p := paths.get(path)) is not None:
+            p.opened += count
     state.total = end
-    # Only a path missing from this batch can have gone (one present is live, and so is its container).
-    idle = [path for path, p in paths.items() if not p.gone and path not in present]
     for path in sorted(idle, key=len):  # containers before what they contain
         p = paths[path]
         container = _container(path)
         if not is_live(p, end) or (container and (container not in paths or paths[container].gone)):
             p.gone = True
+            changed |= CHANGED
     for path, hashes in batch.hashes.items():
         sketch = state.keys.get(path)
         if sketch is None:
@@ -258,39 +327,69 @@ def merge(state: State, batch: Batch) -> None:
         if new:
             new.update(sketch.hashes)
             sketch.hashes = sorted(new)[:SKETCH]
+    return changed
 
 
-def fields(state: State) -> list[dict[str, Any]]:
-    """The schema's fields as of its state: ``{path, types, optional, nullable, presence}`` by path."""
-    total = state.total or 1
-    return [
-        {
-            "path": path,
-            "types": p.types,
-            "optional": not is_required(p, state.total),
-            "nullable": "null" in p.types,
-            "presence": round(min(1.0, p.n / total), 4),
-        }
-        for path, p in sorted(state.paths.items())
-        if not p.gone
-    ]
+def _looked(state: State | Paths, path: str, p: PathStat) -> int:
+    """Samples that looked at the field: those whose parent was looked at whole, and those that saw it under a
+    parent a bound cut; an array's items, those that had them."""
+    if path.endswith("[]"):
+        return p.n
+    return _opened(state, _parent(path)) + p.cut_seen
 
 
-def structure(state: State) -> list[Any]:
+def fields(state: State | Paths) -> list[dict[str, Any]]:
+    """The schema's fields as of its state: ``{path, types, optional, nullable, presence}`` by path; presence is
+    the share of the samples that looked at its parent in which it was there."""
+    out = []
+    for path, p in sorted(state.paths.items()):
+        if p.gone:
+            continue
+        looked = _looked(state, path, p)
+        out.append(
+            {
+                "path": path,
+                "types": p.types,
+                "optional": not is_required(p, state.total),
+                "nullable": "null" in p.types,
+                "presence": round(min(1.0, p.n / looked), 4) if looked else 1.0,
+            }
+        )
+    return out
+
+
+def structure(state: State | Paths) -> list[Any]:
     """What a version is made of: ``[path, types, optional]`` of each field (``fields`` without the presence
-    ratios, which change with every batch; built for every batch, so without a dict per field)."""
+    ratios, which change with every batch; without a dict per field)."""
     total = state.total
     return [[path, p.types, not is_required(p, total)] for path, p in sorted(state.paths.items()) if not p.gone]
 
 
-def next_version(state: State, start: int) -> tuple[int, bool] | None:
+def _due(state: State) -> int:
+    """The least sample count at which one of the optional fields turns required."""
+    total, due = state.total, 0
+    for p in state.paths.values():
+        if not p.gone and p.absent_last and not is_required(p, total):
+            at = p.absent_last + math.ceil(max(WINDOW, GAPS * _mean_gap(p.absent_last, p.absences)))
+            due = at if not due else min(due, at)
+    return due
+
+
+def next_version(state: State, start: int, changed: int = CHANGED) -> tuple[int, bool] | None:
     """(version to write, whether it is new) when the fields changed, else None; updates ``state``.
-    ``start``: the sample index the batch began at (a batch begun within the warm-up amends version 1)."""
-    cut = structure(state)
-    if state.version and cut == state.cut:
+    ``start``: the sample index the batch began at (a batch begun within the warm-up amends version 1, unless a
+    field was retyped); ``changed``: what ``merge`` returned (when 0, the structure is compared only once
+    ``State.due``)."""
+    if state.version and not changed and (state.due == 0 or 0 < state.total < state.due):
         return None
-    state.cut = cut
-    if state.version == 1 and start <= WARMUP:
+    if state.cut and not state.digest:  # carried over from the rule that stored the structure
+        state.digest, state.cut = structure_digest(state.cut), []
+    digest = structure_digest(structure(state))
+    state.due = _due(state)
+    if state.version and digest == state.digest:
+        return None
+    state.digest = digest
+    if state.version == 1 and start <= WARMUP and not changed & RETYPED:
         return 1, False
     state.version += 1
     return state.version, True

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from control.db import accounts as db_accounts
+from control.records.storable import check_text
 from control.service import Context, Principal
-from control.service.text import check_text
 from shared import ids
 from shared.errors import ForbiddenError, UnauthorizedError
 
@@ -51,15 +51,26 @@ async def issue_key(conn: asyncpg.Connection, account_id: str, *, kind: str = "l
     return key
 
 
-def require_live_key(principal: Principal, what: str) -> None:
+async def require_live_key(ctx: Context, principal: Principal, what: str) -> None:
     """403 ``temporary_token`` for what a temporary token may not do wherever it is accepted (the MCP server):
     its account owns exactly the endpoints /api/start made for it, and nothing more is made through it."""
     if principal.kind == "temporary":
-        raise ForbiddenError(
-            f"a temporary token from /api/start cannot {what}; register an account (POST /api/register) and "
-            "use its hy_live_ key",
-            code="temporary_token",
+        raise await _temporary_refused(ctx, principal, f"a temporary token from /api/start cannot {what}")
+
+
+async def _temporary_refused(ctx: Context, principal: Principal, refused: str) -> ForbiddenError:
+    """What to do instead, which depends on the token's account: register it, or, once it is registered
+    (a token stays valid for its 3 days), use the key that registering answered; "register" would get 409."""
+    async with ctx.pool.acquire() as conn:
+        registered = await db_accounts.account_kind(conn, principal.account_id) == "permanent"
+    if registered:
+        advice = (
+            "its account is registered now: use the account's hy_live_ key (the api_key that POST /api/register "
+            "answered)"
         )
+    else:
+        advice = "register an account (POST /api/register) and use its hy_live_ key"
+    return ForbiddenError(f"{refused}; {advice}", code="temporary_token")
 
 
 async def create_account(
@@ -104,8 +115,5 @@ async def authenticate(ctx: Context, authorization: str | None, *, allow_tempora
         raise UnauthorizedError("API key is invalid, revoked or expired")
     principal = Principal(account_id=row["account_id"], key_id=row["id"], kind=row["kind"], read_only=row["read_only"])
     if principal.kind == "temporary" and not allow_temporary:
-        raise ForbiddenError(
-            "temporary tokens from /api/start have no /v1 access; register an account (POST /api/register)",
-            code="temporary_token",
-        )
+        raise await _temporary_refused(ctx, principal, "temporary tokens from /api/start have no /v1 access")
     return principal

@@ -33,6 +33,7 @@ from control.records.events import Provider
 from control.service import Context, edge_config, sealed
 from control.service.accounts import TEMPORARY_LIFETIME, issue_key
 from control.service.endpoints import ingest_url
+from control.service.inbox_links import lifetime_link
 from control.service.text import check_external_ref
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, ValidationError
@@ -41,7 +42,6 @@ __all__ = (
     "MAX_TOKENS",
     "SESSION_COOKIE",
     "Started",
-    "inbox_url",
     "require_open",
     "session_hash",
     "start",
@@ -76,10 +76,6 @@ def session_hash(session: str | None) -> bytes | None:
     if session is None or not _SESSION.fullmatch(session):
         return None
     return hashlib.sha256(session.encode()).digest()
-
-
-def inbox_url(ctx: Context, endpoint_id: str) -> str:
-    return f"{ctx.settings.control_url}/inbox/{endpoint_id}"
 
 
 def _name(provider_hint: str | None) -> str:
@@ -132,7 +128,7 @@ async def start(ctx: Context, *, session: str | None, data: StartRequest) -> Sta
     return Started(
         endpoint=TemporaryEndpoint(
             endpoint_id=row["id"],
-            inbox_url=inbox_url(ctx, row["id"]),
+            inbox_url=await lifetime_link(ctx, account_id, row["id"], expires_at),
             ingest_url=ingest_url(ctx, row["ingest_token"]),
             expires_at=expires_at,
             expires_in_days=max(1, math.ceil((expires_at - now).total_seconds() / _DAY_S)),

@@ -33,9 +33,9 @@ from shared.errors import UnauthorizedError
 __all__ = ("INBOX_DENIED", "bearer_caller", "inbox_caller", "redeemed_link")
 
 INBOX_DENIED = (
-    "open the inbox from the browser that called /api/start, or with an inbox link "
-    "(POST /v1/endpoints/{id}/inbox-link, the MCP tool create_inbox_link, or `hookyard open`), or send "
-    "`Authorization: Bearer <api_token or API key>`"
+    "open the inbox with an inbox link (a temporary endpoint's inbox_url from /api/start, or a new one from the "
+    "MCP tool create_inbox_link, POST /v1/endpoints/{id}/inbox-link or `hookyard open`), or from the browser "
+    "that called /api/start, or send `Authorization: Bearer <api_token or API key>`"
 )
 LINKS = "this endpoint's inbox links"
 

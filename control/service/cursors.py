@@ -66,16 +66,20 @@ def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
     return at, row_id
 
 
-def encode_position(xid: int, event_id: str) -> str:
+def encode_position(xid: int, event_id: str, *, inclusive: bool = False) -> str:
     """A place in an endpoint's events in the order they were stored (``events/wait?after=``): the storing
-    transaction's id and the event id; ``event_id`` empty means before every event of that transaction."""
-    return _seal(f"pos|{xid}|{event_id}".encode())
+    transaction's id and the event id; ``event_id`` empty means before every event of that transaction.
+
+    A position is *after* that event; an ``inclusive`` one is just before it, so following from it answers
+    the event itself first: what ``test-webhook`` hands out for the sample it sent (``control.service.stored``)."""
+    return _seal(f"{'at' if inclusive else 'pos'}|{xid}|{event_id}".encode())
 
 
-def decode_position(token: str, *, field: str = "after") -> tuple[int, str]:
-    """(transaction id, event id) of a position; ValidationError naming ``field`` for anything else."""
+def decode_position(token: str, *, field: str = "after") -> tuple[int, str, bool]:
+    """(transaction id, event id, inclusive) of a position; ValidationError naming ``field`` for anything else."""
     invalid = ValidationError(
-        f"{field}: not a position; pass `now`, or the `cursor` of a previous answer of this endpoint unchanged"
+        f"{field}: not a position; pass `now`, or unchanged the `cursor` of a previous answer of this endpoint "
+        "(events/wait, test-webhook)"
     )
     payload = _opened(token, invalid)
     try:
@@ -83,6 +87,6 @@ def decode_position(token: str, *, field: str = "after") -> tuple[int, str]:
         number = int(xid)
     except (UnicodeDecodeError, ValueError):
         raise invalid from None
-    if kind != "pos" or not 0 <= number < 2**63:
+    if kind not in ("pos", "at") or not 0 <= number < 2**63 or (kind == "at" and not event_id):
         raise invalid
-    return number, event_id
+    return number, event_id, kind == "at"

@@ -31,12 +31,13 @@ from control.records.destinations import (
     DestinationList,
     DestinationUpdate,
 )
+from control.records.storable import check_text
 from control.routing import conditions
 from control.service import Context, Principal, sealed
 from control.service.endpoints import require_endpoint, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health
-from control.service.text import check_name, check_text
+from control.service.text import check_name
 from control.service.transforms import check_transform
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -48,6 +49,7 @@ __all__ = (
     "MAX_HEADERS",
     "RESERVED_HEADERS",
     "check_headers",
+    "check_ordering_key",
     "check_url",
     "create_destination",
     "delete_destination",
@@ -73,6 +75,10 @@ def _destination(row: asyncpg.Record) -> Destination:
         url=row["url"],
         headers=row["headers"],
         sign_deliveries=row["sign_deliveries"],
+        rate_limit_per_s=row["rate_limit_per_s"],
+        ordering=row["ordering"],
+        ordering_key=row["ordering_key"],
+        deduplicate_window_s=row["deduplicate_window_s"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         transform=row["transform"],
@@ -99,6 +105,25 @@ def check_url(url: str, *, where: str = "url") -> str:
     if port == 0:
         raise ValidationError(f"{where}: port 0 cannot be connected to")
     return url
+
+
+_KEY_NEEDS_FIFO = 'ordering_key: only with ordering "fifo" (set both, or clear ordering_key)'
+
+
+def check_ordering_key(key: str | None, ordering: str | None) -> str | None:
+    """The ordering key as stored (header names lowercased), or ValidationError naming ``ordering_key``: a
+    field in the condition-tree syntax, and only with FIFO ordering (``ordering`` None: not given, and the
+    stored value decides, which the database's check enforces)."""
+    if key is None:
+        return None
+    if ordering == "none":
+        raise ValidationError(_KEY_NEEDS_FIFO)
+    check_text(key, "ordering_key")
+    try:
+        leaf = conditions.validate({"field": key, "operator": "exists"}, path="ordering_key")
+    except conditions.InvalidConditionTree as exc:  # "ordering_key.field: ..." names the leaf's part
+        raise ValidationError(str(exc).replace("ordering_key.field:", "ordering_key:", 1)) from None
+    return leaf["field"]
 
 
 def check_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -170,6 +195,12 @@ async def create_destination(
     check_name(data.name, "name")
     headers = check_headers(data.headers)
     tree = _rule_tree(data)
+    shaping = {
+        "rate_limit_per_s": data.rate_limit_per_s,
+        "ordering": data.ordering,
+        "ordering_key": check_ordering_key(data.ordering_key, data.ordering),
+        "deduplicate_window_s": data.deduplicate_window_s,
+    }
     transform = await check_transform(data.transform)
     secret = ids.signing_secret()
     if not ids.is_id(endpoint_id, "ep"):
@@ -194,6 +225,7 @@ async def create_destination(
             headers=headers,
             signing_secret=sealed.seal_destination_secret(ctx, destination_id, secret),
             sign_deliveries=data.sign_deliveries,
+            shaping=shaping,
             transform=transform,
         )
         rule = None
@@ -225,12 +257,21 @@ async def update_destination(
     check_name(changes.get("name"), "name")
     if "headers" in changes:
         changes["headers"] = check_headers(changes["headers"])
+    if changes.get("ordering_key") is not None:
+        changes["ordering_key"] = check_ordering_key(changes["ordering_key"], changes.get("ordering"))
+    if changes.get("ordering") == "none" and "ordering_key" not in changes:
+        changes["ordering_key"] = None  # a key means nothing without FIFO ordering
     if "transform" in changes:
         changes["transform"] = await check_transform(changes["transform"])
     if not ids.is_id(destination_id, "dst"):
         raise _not_found(destination_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        row = await db_destinations.update(conn, principal.account_id, destination_id, changes)
+        try:
+            row = await db_destinations.update(conn, principal.account_id, destination_id, changes)
+        except asyncpg.CheckViolationError as exc:
+            if exc.constraint_name != "destinations_ordering_key_needs_fifo":
+                raise
+            raise ValidationError(_KEY_NEEDS_FIFO) from None
         if row is None:
             raise _not_found(destination_id)
         await require_endpoint(conn, principal, row["endpoint_id"])  # expired: 410, and the change rolls back

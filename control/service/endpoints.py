@@ -43,6 +43,9 @@ def _endpoint(ctx: Context, row: asyncpg.Record) -> Endpoint:
         ingest_url=ingest_url(ctx, row["ingest_token"]),
         temporary=row["temporary"],
         expires_at=row["expires_at"],
+        expect_event_within_s=row["expect_event_within_s"],
+        signature_failure_alert_threshold=row["signature_failure_alert_threshold"],
+        body_retention_days=row["body_retention_days"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
@@ -117,7 +120,7 @@ async def _tombstone(ctx: Context, gone: list[db_endpoints.Deleted]) -> None:
 
 async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCreate) -> EndpointCreated:
     require_write(principal)
-    require_live_key(principal, "create endpoints")
+    await require_live_key(ctx, principal, "create endpoints")
     check_name(data.name, "name")
     check_external_ref(data.external_ref)
     secret = ids.signing_secret()

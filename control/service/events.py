@@ -17,12 +17,12 @@ from control.db import deliveries as db_deliveries
 from control.db import events as db_events
 from control.db.events import EventFilters
 from control.records.events import Event, EventList, EventWithDeliveries, Label
+from control.records.storable import check_text
 from control.service import Context, Principal
 from control.service.bodies import shown_body
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.deliveries import delivery_record
 from control.service.endpoints import require_endpoint
-from control.service.text import check_text
 from control.service.waiters import Wakeups
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -155,6 +155,8 @@ def event_record(row: asyncpg.Record) -> Event:
         header_encodings=dict.fromkeys(row["headers_base64"] or (), "base64"),
         body=body,
         body_encoding=encoding,
+        body_size=row["body_size"],
+        body_expired=row["body_expired_at"] is not None,
         content_type=row["content_type"],
         source_ip=row["source_ip"],
         provider=row["provider"],

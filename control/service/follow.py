@@ -13,7 +13,8 @@ transaction's id (``events.stored_xid``, migration 0013) and the event id; a mat
 its transaction is below the snapshot's xmin, that is once every transaction that could still add an
 event before it has finished (``control.db.events.first_stored_after``). A match not yet safe is looked at
 again shortly (usually the next commit, milliseconds away); new commits on the endpoint wake the waiter
-through the same pub/sub as the plain wait.
+through the same pub/sub as the plain wait. A server that is stopping answers as a timeout does, after one
+look, so the caller resumes from the cursor on the next server.
 """
 
 from __future__ import annotations
@@ -59,10 +60,11 @@ async def follow_events(
     timeout_s: float,
 ) -> Followed:
     """The first match stored after ``after`` (``now``, or a cursor of a previous answer), or None with
-    the cursor to continue from once ``timeout_s`` passes."""
+    the cursor to continue from once ``timeout_s`` passes. A cursor of ``test-webhook`` is inclusive: its
+    first answer is the sample that call sent."""
     if not 1 <= timeout_s <= 55:
         raise ValidationError("timeout: must be between 1 and 55 seconds")
-    position = None if after == NOW else decode_position(after)
+    position = None if after == NOW else decode_position(after)  # (xid, event id, inclusive)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     async with ctx.pool.acquire() as conn:
@@ -75,9 +77,9 @@ async def follow_events(
             async with ctx.pool.acquire() as conn:
                 if position is None:
                     horizon, _ = await db_events.first_stored_after(conn, endpoint_id, filters, xid=None)
-                    position = (horizon, "")
+                    position = (horizon, "", False)
                 horizon, row = await db_events.first_stored_after(
-                    conn, endpoint_id, filters, xid=position[0], event_id=position[1]
+                    conn, endpoint_id, filters, xid=position[0], event_id=position[1], inclusive=position[2]
                 )
             if row is not None and row["position_xid"] < horizon:
                 return Followed(event_record(row), encode_position(row["position_xid"], row["id"]))
@@ -86,9 +88,9 @@ async def follow_events(
                 unsafe_pause = min(unsafe_pause * 2, _UNSAFE_MAX_S)
             else:
                 if horizon > position[0]:  # nothing matched below the horizon: move past it
-                    position = (horizon, "")
+                    position = (horizon, "", False)
                 pause = _SAFETY_S
             remaining = deadline - loop.time()
-            if remaining <= 0:
-                return Followed(None, encode_position(*position))
+            if remaining <= 0 or waiter.stopped:  # time is up, or the server is stopping: answer with the cursor
+                return Followed(None, encode_position(position[0], position[1], inclusive=position[2]))
             await waiter.wait(min(pause, remaining))

@@ -20,10 +20,10 @@ from control.db import labels as db_labels
 from control.db import rules as db_rules
 from control.records import Deleted
 from control.records.labels import COLOR, OUTPUT_KEY, LabelRule, LabelRuleCreate, LabelRuleList, LabelRuleUpdate
+from control.records.storable import check_text
 from control.routing.conditions import MAX_FIELD_LENGTH
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint, require_write
-from control.service.text import check_text
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 

@@ -20,12 +20,13 @@ from redis.exceptions import RedisError
 
 from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
-from control.records.anonymous import EMAIL, TEMPORARY_TOKEN, Registered, RegisterRequest
+from control.records.anonymous import Registered, RegisterRequest
+from control.records.storable import check_text
+from control.records.text import EMAIL, PATTERN_RULES, TEMPORARY_TOKEN
 from control.service import Context, edge_config
 from control.service.accounts import hash_key, issue_key
 from control.service.anonymous import require_open
 from control.service.endpoints import _endpoint as endpoint_record
-from control.service.text import check_text
 from shared import ids
 from shared.errors import ConflictError, UnauthorizedError, ValidationError
 
@@ -45,10 +46,10 @@ async def register(ctx: Context, data: RegisterRequest) -> Registered:
     require_open(ctx)
     email = check_text(data.email, "email")
     if not (3 <= len(email) <= 254 and _EMAIL.fullmatch(email)):
-        raise ValidationError("email: must be an e-mail address (local part, @, a host name with a dot)")
+        raise ValidationError(f"email: {PATTERN_RULES[EMAIL]}")
     token = data.api_token
     if token is not None and not _TOKEN.fullmatch(token):
-        raise ValidationError("api_token: must be a temporary token from /api/start (hy_tmp_ and 32 letters or digits)")
+        raise ValidationError(f"api_token: {PATTERN_RULES[TEMPORARY_TOKEN]}")
     account_id = ids.new_id("acct")
     async with ctx.pool.acquire() as conn:
         try:

@@ -40,24 +40,22 @@ from control.db import events as db_events
 from control.db.faults import describe, is_record_fault
 from control.delivery import egress
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
-from control.delivery.storable import storable
-from control.events_text import captured_headers
 from control.records.destinations import HOP_BY_HOP
 from control.records.replay import ReplayRequest, SendOutcome
+from control.records.storable import captured_headers, check_text, storable
 from control.records.transforms import TransformRecord
 from control.service import Context, Principal, sealed
 from control.service.bodies import shown_body
 from control.service.destinations import check_url
 from control.service.endpoints import require_endpoint, require_write
 from control.service.limits import charge_send
-from control.service.text import check_text
 from control.service.transforms import event_context, run_once, unsent
 from control.transform.apply import Outgoing
 from shared import ids
-from shared.errors import NotFoundError, ValidationError
+from shared.errors import ConflictError, NotFoundError, ValidationError
 from shared.signatures import resign
 
-__all__ = ("replay_event", "test_destination")
+__all__ = ("body_expired_error", "replay_event", "test_destination")
 
 log = logging.getLogger("hookyard.control.replay")
 
@@ -95,6 +93,16 @@ def _body(text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         raise ValidationError("body: must not contain lone UTF-16 surrogates (U+D800 to U+DFFF)") from None
+
+
+def body_expired_error(event_id: str, expired_at: datetime) -> ConflictError:
+    """409 ``body_expired``: the event's body and headers are gone, so there is nothing to send again."""
+    at = expired_at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return ConflictError(
+        f"event {event_id!r}: its body and headers were removed at {at}, after its endpoint's "
+        "body_retention_days; the event record stays, but it cannot be replayed or retried",
+        code="body_expired",
+    )
 
 
 async def _send(ctx: Context, url: str, method: str, headers: dict[str, str], body: bytes) -> Outcome:
@@ -168,6 +176,8 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
         if row is None:
             raise NotFoundError(f"event {event_id!r} not found")
         await require_endpoint(conn, principal, row["endpoint_id"])
+        if row["body_expired_at"] is not None:
+            raise body_expired_error(row["id"], row["body_expired_at"])
         destination = await delivery_records.destination_with_url(conn, row["endpoint_id"], url)
     captured = captured_headers(row["headers"], row["headers_base64"])
     body = _body(data.body) if data.body is not None else bytes(row["body"])

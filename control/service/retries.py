@@ -34,6 +34,7 @@ from control.service import Context, Principal
 from control.service import events as events_service
 from control.service.endpoints import require_endpoint, require_write
 from control.service.limits import charge_send
+from control.service.replay import body_expired_error
 from shared import ids
 from shared.errors import ConflictError, NotFoundError, ValidationError
 
@@ -70,6 +71,8 @@ async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -
             raise NotFoundError(f"destination {delivery['destination_id']!r} of delivery {delivery_id!r} was deleted")
         if not task["event_found"]:
             raise NotFoundError(f"event {delivery['event_id']!r} of delivery {delivery_id!r} is no longer stored")
+        if task["body_expired_at"] is not None:
+            raise body_expired_error(delivery["event_id"], task["body_expired_at"])
         if task["status"] == "in_flight":
             raise ConflictError(
                 f"delivery {delivery_id!r} has attempt {task['attempts']} in flight; retry once its outcome is "

@@ -4,7 +4,9 @@ Everything here reads what the flush learned (``control.schemas.learn``); nothin
 version's fields are computed from the live learning state, so their presence is up to date; an older
 version's are as they were when it was cut. Generated code is made on each request, never cached.
 Version parameters take a number or ``current``: anything else is a 400 naming the parameter, a number the
-schema never reached a 404.
+schema never reached a 404. Generated code is of the one event type asked for; the union over the event types
+of the schema's endpoints only when asked (``union``): one type's code is what a handler of that type needs,
+and an endpoint's every type at once is a file of thousands of lines (docs/adr/0033).
 """
 
 from __future__ import annotations
@@ -26,16 +28,25 @@ from control.records.schemas import (
     SchemaVersion,
     SchemaVersionList,
 )
+from control.records.storable import check_text
 from control.schemas.codegen.handlers import handler
 from control.schemas.codegen.jsonschema import json_schema
-from control.schemas.codegen.tree import Member, build, type_name, unique_names
+from control.schemas.codegen.memo import HEADER, CodeCache
+from control.schemas.codegen.tree import Member, build, rows_of, type_name, unique_names
 from control.schemas.codegen.typescript import typescript, zod
 from control.schemas.correlate import candidates
 from control.schemas.diff import diff
-from control.schemas.state import State, decode_state, fields
+from control.schemas.state import (
+    State,
+    decode_paths,
+    decode_state,
+    fields,
+    stored_digest,
+    structure,
+    structure_digest,
+)
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint
-from control.service.text import check_text
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -94,7 +105,7 @@ def _record(row: asyncpg.Record, version: int, field_list: list[dict[str, Any]])
 
 
 def _current(row: asyncpg.Record) -> Schema:
-    return _record(row, row["current_version"], fields(decode_state(row["state"])))
+    return _record(row, row["current_version"], fields(decode_paths(row["state"])))
 
 
 async def _schema(conn: asyncpg.Connection, principal: Principal, schema_id: str) -> asyncpg.Record:
@@ -107,7 +118,7 @@ async def _schema(conn: asyncpg.Connection, principal: Principal, schema_id: str
 async def _version_fields(conn: asyncpg.Connection, row: asyncpg.Record, version: int | None) -> tuple[int, list]:
     """(version, its fields): the live ones for the current version."""
     if version is None or version == row["current_version"]:
-        return row["current_version"], fields(decode_state(row["state"]))
+        return row["current_version"], fields(decode_paths(row["state"]))
     raw = await db.version_fields(conn, row["id"], version)
     if raw is None:
         raise NotFoundError(f"schema {row['id']!r} has no version {version} (its current is {row['current_version']})")
@@ -149,7 +160,7 @@ async def schema_versions(ctx: Context, principal: Principal, schema_id: str) ->
         rows = await db.versions(conn, schema_id)
     out, later = [], row["sample_count"]
     for v in rows:  # newest first: each version ran until the next one began
-        field_list = fields(decode_state(row["state"])) if v["version"] == row["current_version"] else None
+        field_list = fields(decode_paths(row["state"])) if v["version"] == row["current_version"] else None
         out.append(
             SchemaVersion(
                 version=v["version"],
@@ -182,19 +193,68 @@ async def schema_diff(
     return msgspec.convert({"from": from_at, "to": to_at, "changes": changes}, SchemaDiff)
 
 
-async def _members(conn: asyncpg.Connection, row: asyncpg.Record, version: int, field_list: list) -> list[Member]:
-    """The schema (at ``version``) and the other event types of its provider its endpoints receive."""
-    rows = [r for r in await db.siblings(conn, row["id"]) if r["id"] != row["id"]]
-    rows.sort(key=lambda r: r["event_type"] or "")
+CODE_CACHE = CodeCache()
+"""Generated answers of this process, by the structures they are made of (``control.schemas.codegen.memo``)."""
+
+
+class _Part(msgspec.Struct, frozen=True):
+    """One event type of an answer: its name, discriminator and what its structure is known by (the state's
+    digest, or an older version's stored fields): what the answer is cached by (``control.schemas.codegen.memo``)."""
+
+    name: str
+    event_type: str
+    digest: bytes
+    """``State.digest`` of the current version; empty for an older version (``fields`` says it all)."""
+    fields: bytes = b""
+    """An older version's stored fields (JSON)."""
+
+
+def _member(part: _Part, source: asyncpg.Record, version: int) -> Member:
+    """The part's tree: an older version's from its stored fields, the current one's from the state."""
+    if part.fields:
+        built = build(rows_of(_fields_decoder.decode(part.fields)))
+    else:
+        built = build(structure(decode_paths(source["state"])))
+    return Member(part.name, part.event_type, built, source["id"], version)
+
+
+async def _parts(
+    conn: asyncpg.Connection, row: asyncpg.Record, version: int | None, union: bool
+) -> tuple[int, list[tuple[_Part, asyncpg.Record, int]]]:
+    """(version, [(part, its schema row, version)]): the schema (at ``version``) and, with ``union``, the other
+    event types of its provider its endpoints receive."""
+    at, old = row["current_version"], b""
+    if version is not None and version != at:
+        raw = await db.version_fields(conn, row["id"], version)
+        if raw is None:
+            raise NotFoundError(f"schema {row['id']!r} has no version {version} (its current is {at})")
+        at, old = version, raw.encode()
+    siblings = [r for r in await db.siblings(conn, row["id"]) if r["id"] != row["id"]] if union else []
+    siblings.sort(key=lambda r: r["event_type"] or "")
     names = unique_names(
-        [type_name(r["provider"], r["event_type"]) if r["provider"] else "EndpointPayload" for r in [row, *rows]]
+        [type_name(r["provider"], r["event_type"]) if r["provider"] else "EndpointPayload" for r in [row, *siblings]]
     )
-    members = [Member(names[0], row["event_type"] or "", build(field_list), row["id"], version)]
-    for name, r in zip(names[1:], rows, strict=True):
-        members.append(
-            Member(name, r["event_type"] or "", build(fields(decode_state(r["state"]))), r["id"], r["current_version"])
-        )
-    return members
+    first = _Part(names[0], row["event_type"] or "", b"" if old else _digest(row["state"]), old)
+    parts = [(first, row, at)]
+    for name, r in zip(names[1:], siblings, strict=True):
+        parts.append((_Part(name, r["event_type"] or "", _digest(r["state"])), r, r["current_version"]))
+    return at, parts
+
+
+def _digest(state: bytes | None) -> bytes:
+    """The current version's ``State.digest``; of a state written before it was kept, computed."""
+    return stored_digest(state) or structure_digest(structure(decode_paths(state)))
+
+
+def _text(lang: str, framework: str | None, provider: str | None, title: str, members: list[Member]) -> str:
+    """The answer's text with ``HEADER`` for its header."""
+    union = type_name(provider, None)  # PaymentsEvent; EndpointEvent for traffic with no provider
+    if lang == "json-schema":
+        doc = json_schema(members, union, title, HEADER)
+        return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+    if framework is not None:
+        return handler(framework, provider, members, union, zod(members, union, "", with_import=False), HEADER)
+    return (zod if lang == "zod" else typescript)(members, union, HEADER)
 
 
 async def schema_types(
@@ -204,7 +264,11 @@ async def schema_types(
     lang: str | None = None,
     framework: str | None = None,
     version: str | None = None,
+    union: bool | None = None,
 ) -> GeneratedTypes:
+    """The code of the schema's event type; with ``union``, of every event type of its provider its endpoints
+    receive, with the discriminated union over them. Made from the versions' structures, and kept by them
+    (``control.schemas.codegen.memo``): the same structures, asked the same way, give the same text."""
     if lang is not None and lang not in LANGS:
         raise ValidationError(f"lang: {lang!r} is not one of {', '.join(LANGS)}")
     if framework is not None and framework not in FRAMEWORKS:
@@ -213,36 +277,27 @@ async def schema_types(
     number = _version_param(version, "version")
     async with ctx.pool.acquire() as conn:
         row = await _schema(conn, principal, schema_id)
-        at, field_list = await _version_fields(conn, row, number)
-        members = await _members(conn, row, at, field_list)
+        at, parts = await _parts(conn, row, number, bool(union))
+    title = type_name(row["provider"], row["event_type"])
+    key = (lang, framework, row["provider"], title, tuple(part for part, _, _ in parts))
+    text = CODE_CACHE.get(key)
+    if text is None:
+        text = _text(lang, framework, row["provider"], title, [_member(part, r, v) for part, r, v in parts])
+        CODE_CACHE.put(key, text)
     what = " ".join(x for x in (row["provider"] or "unattributed", row["event_type"]) if x)
-    samples = row["sample_count"]
-    header = f"// Generated by hookyard from learned schema {row['id']} version {at} ({what}), {samples} samples.\n"
-    union = type_name(row["provider"], None)  # PaymentsEvent; EndpointEvent for traffic with no provider
+    header = (
+        f"Generated by hookyard from learned schema {row['id']} version {at} ({what}), {row['sample_count']} samples."
+    )
     if lang == "json-schema":
-        title = type_name(row["provider"], row["event_type"])
-        doc = json_schema(members, union, title, header[3:].strip())
-        text = msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
-        return GeneratedTypes(
-            schema_id=row["id"],
-            version=at,
-            lang=lang,
-            framework=None,
-            content_type="application/schema+json",
-            text=text,
-        )
-    if framework is not None:
-        text = handler(framework, row["provider"], members, union, zod(members, union, "", with_import=False), header)
-    elif lang == "zod":
-        text = zod(members, union, header)
+        text = text.replace(HEADER, msgspec.json.encode(header).decode()[1:-1], 1)
     else:
-        text = typescript(members, union, header)
+        text = text.replace(HEADER, f"// {header}\n", 1)
     return GeneratedTypes(
         schema_id=row["id"],
         version=at,
         lang=lang,
-        framework=framework,
-        content_type="application/typescript",
+        framework=framework if lang != "json-schema" else None,
+        content_type="application/schema+json" if lang == "json-schema" else "application/typescript",
         text=text,
     )
 

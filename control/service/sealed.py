@@ -1,6 +1,6 @@
 """Sealing and opening the secrets the service layer stores, and re-sealing what is stored.
 
-Every write of an endpoint signing secret, a provider secret, a destination signing secret or a deployment
+Every write of an endpoint signing secret, a provider secret, a (alert) destination signing secret or a deployment
 key (``instance_keys``) goes through ``seal_*`` and every read that needs the clear value through
 ``open_*``; ``control.db.keyring`` says how and why. ``reseal`` brings every stored value under the current
 (first) key: clear values left from before encryption, and values of an older key after a rotation.
@@ -24,11 +24,13 @@ from shared.errors import ConfigError
 __all__ = (
     "keyring",
     "keyring_of",
+    "open_alert_destination_secret",
     "open_destination_secret",
     "open_endpoint_secret",
     "open_instance_key",
     "open_provider_secret",
     "reseal",
+    "seal_alert_destination_secret",
     "seal_destination_secret",
     "seal_endpoint_secret",
     "seal_instance_key",
@@ -38,6 +40,7 @@ __all__ = (
 _ENDPOINT, _PROVIDER = db_sealed.COLUMNS[0].purpose, db_sealed.COLUMNS[1].purpose
 _DESTINATION = db_sealed.DESTINATION.purpose
 _INSTANCE_KEY = db_sealed.INSTANCE_KEY.purpose
+_ALERT_DESTINATION = db_sealed.ALERT_DESTINATION.purpose
 
 
 def keyring_of(entries: tuple[str, ...]) -> Keyring:
@@ -74,6 +77,14 @@ def seal_destination_secret(ctx: Context, destination_id: str, secret: str) -> s
 
 def open_destination_secret(ctx: Context, destination_id: str, stored: str) -> str:
     return keyring(ctx).open(stored, _DESTINATION, destination_id)
+
+
+def seal_alert_destination_secret(ctx: Context, alert_destination_id: str, secret: str) -> str:
+    return keyring(ctx).seal(secret, _ALERT_DESTINATION, alert_destination_id)
+
+
+def open_alert_destination_secret(ctx: Context, alert_destination_id: str, stored: str) -> str:
+    return keyring(ctx).open(stored, _ALERT_DESTINATION, alert_destination_id)
 
 
 def seal_instance_key(ctx: Context, name: str, key: bytes) -> str:

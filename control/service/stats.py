@@ -1,6 +1,7 @@
 """Stats: an endpoint's last 24 hours and its destinations' health, read from the counters the flush and
 the delivery recorder keep (``control.db.stats``), never from the events or deliveries themselves, so the
-answer costs the same with a million of each in the window."""
+answer costs the same with a million of each in the window; and the requests the edges refused, from their
+counters in Redis (``shared.refusals``: 25 hashes, one pipeline)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from control.records.stats import (
     HourCount,
     LatencyPercentiles,
     ProviderCount,
+    RefusedRequests,
     SignatureFailures,
 )
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint
+from shared.refusals import IP_NOT_ALLOWED, REASONS, SIGNATURE_REASONS, parse
 
 __all__ = ("KEEP", "WINDOW_HOURS", "destination_health", "endpoint_stats", "prune")
 
@@ -81,6 +84,27 @@ def _events(rows: Sequence[asyncpg.Record], window: db_stats.Window) -> EventSta
     )
 
 
+async def _refused(ctx: Context, endpoint_id: str, window: db_stats.Window) -> RefusedRequests:
+    """The edges' refusals for the endpoint from the window's first minute on (its first hour's hash holds
+    earlier minutes too, left out here)."""
+    first_minute = int(window.since.timestamp()) // 60
+    hours = range(first_minute // 60, int(window.until.timestamp()) // 3600 + 1)
+    pipe = ctx.redis.pipeline(transaction=False)
+    for hour in hours:
+        pipe.hgetall(ctx.keys.edge_refusals(endpoint_id, hour))
+    counts = dict.fromkeys(REASONS, 0)
+    for hour, fields in zip(hours, await pipe.execute(), strict=True):
+        for name, value in fields.items():
+            parsed = parse(name)
+            if parsed is not None and hour * 60 + parsed[0] >= first_minute:
+                counts[parsed[1]] += int(value)
+    return RefusedRequests(
+        total=sum(counts.values()),
+        ip_not_allowed=counts[IP_NOT_ALLOWED],
+        signature_invalid=SignatureFailures(**{reason: counts[reason] for reason in SIGNATURE_REASONS}),
+    )
+
+
 def _reopens_at(ctx: Context, circuit: str, opened_at: datetime | None) -> datetime | None:
     if circuit == "closed" or opened_at is None:
         return None
@@ -101,6 +125,8 @@ def _health(ctx: Context, state: asyncpg.Record, counts: asyncpg.Record | None) 
         "consecutive_failures": state["consecutive_failures"],
         "circuit": state["circuit"],
         "reopens_at": _reopens_at(ctx, state["circuit"], state["circuit_opened_at"]),
+        "paused_until": state["paused_until"],
+        "fifo_waiting": state["fifo_waiting"],
     }
 
 
@@ -112,6 +138,7 @@ async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -
         event_rows = await db_stats.event_counts(conn, endpoint_id, window)
         delivery_rows = await db_stats.delivery_counts(conn, endpoint_id, window)
         states = await db_stats.destination_states(conn, endpoint_id)
+    refused = await _refused(ctx, endpoint_id, window)
     overall = next((r for r in delivery_rows if r["overall"]), None)
     by_destination = {r["destination_id"]: r for r in delivery_rows if not r["overall"]}
     attempted = overall["attempts"] if overall else 0
@@ -121,6 +148,7 @@ async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -
         from_=window.since,
         to=now,
         events=_events(event_rows, window),
+        refused=refused,
         deliveries=DeliveryStats(
             attempted=attempted,
             succeeded=succeeded,

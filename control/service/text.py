@@ -1,11 +1,11 @@
-"""Caller text that ends up in Postgres: refused with a 400 naming the field when Postgres could not hold it.
+"""The kinds of caller text ``control.records.text`` describes (a display name, an ``external_ref``, a signing
+secret), checked again by the service layer, which is also called with values the /v1 decoder never saw
+(MCP arguments, the CLI's argv): the same rules, with a 400 that names the field.
 
-Postgres ``text`` and ``jsonb`` cannot hold NUL (U+0000), and asyncpg cannot encode a lone UTF-16 surrogate
-(U+D800..U+DFFF, which is not a Unicode scalar value) as UTF-8. Either reaching a query is a failed statement:
-a 500 for what is the caller's mistake. The JSON decoder of /v1 already refuses lone surrogate escapes, but
-the service layer is also called with values decoded elsewhere (MCP arguments go through Python's ``json``,
-which accepts ``"\\ud800"``; the CLI reads argv with surrogate escapes), so every service function checks
-the text it writes or queries with, here, once per field.
+Each check starts with the storable-text rule (``control.records.storable.check_text``: no NUL, no lone
+surrogate), then adds the kind's own: a length of 1 to 200 characters and a visible character for a name;
+the same length, no control characters and no space at either end for an ``external_ref``; no whitespace or
+control character at either end for a secret.
 """
 
 from __future__ import annotations
@@ -13,22 +13,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from control.records.text import PATTERN_RULES, VISIBLE, text_problem
+from control.records.storable import check_text
+from control.records.text import PATTERN_RULES, VISIBLE
 from shared.errors import ValidationError
 
-__all__ = ("check_external_ref", "check_name", "check_secret", "check_text")
+__all__ = ("check_external_ref", "check_name", "check_secret")
 
 _VISIBLE = re.compile(VISIBLE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _EDGE = re.compile(r"[\x00-\x20\x7f]")
 _MAX = 200
-
-
-def check_text(value: Any, field: str) -> Any:
-    """``value`` unchanged when it is not a string or is storable text; ValidationError naming ``field``."""
-    if isinstance(value, str) and (problem := text_problem(value)) is not None:
-        raise ValidationError(f"{field}: {problem}")
-    return value
 
 
 def check_name(value: Any, field: str) -> Any:

@@ -17,7 +17,7 @@ import msgspec
 from control.db import delivery_records
 from control.db import events as db_events
 from control.delivery.send import Outcome, forwardable, merge
-from control.events_text import captured_headers
+from control.records.storable import captured_headers, check_text
 from control.records.transforms import (
     TransformError,
     TransformRecord,
@@ -27,7 +27,6 @@ from control.records.transforms import (
 )
 from control.service import Context, Principal
 from control.service.endpoints import require_endpoint
-from control.service.text import check_text
 from control.transform.apply import Outgoing, Result, apply, view
 from control.transform.sandbox import MAX_SOURCE, Problem, Sandbox, check
 from shared import ids

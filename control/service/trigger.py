@@ -1,17 +1,20 @@
 """Send a realistic, signed sample of a provider's webhook to one of the caller's endpoints.
 
 So that a whole flow (capture, verification, labels, routing, replay) can be tried without the real
-provider: the sample (``shared.samples``) is signed with the secret the endpoint verifies with (the
-provider's own when one is set through auth-config, else the platform signing secret), in the endpoint's
-custom signature header when it has one, and posted to the endpoint's public ingest URL, through the edge
-like any provider's request. Signed even when verification is off, as the providers always sign.
+provider: the sample (``shared.samples``) carries the real provider's header names, which its own library
+reads (``headers: "neutral"`` asks for the spec's), is signed with the secret the endpoint verifies with
+(the provider's own when one is set through auth-config, else the platform signing secret), in the
+endpoint's custom signature header when it has one, and posted to the endpoint's public ingest URL, through
+the edge like any provider's request. Signed even when verification is off, as the providers always sign;
+the edge proves it with the endpoint's secret even then (``edge.trust``), so it reads "verified".
 
 The ingest URL is this deployment's own (``HOOKYARD_PUBLIC_EDGE_URL``), never the caller's, so the egress
 policy, which guards outbound requests to URLs callers choose, does not apply. The edge's answer is the
 outcome, refusals included (401 signature, 403 allowlist): they are what the caller is testing. Only an
 edge that cannot be reached is reported as ``error``. An expired endpoint is refused before anything is sent
 (410 ``endpoint_expired``, as on every route that names it). Each sample is one of the account's outbound
-sends (``control.service.limits``), as a replay is.
+sends (``control.service.limits``), as a replay is. An accepted sample is answered once it is stored, with
+the ``cursor`` to wait for it from (``control.service.stored``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from control.records.trigger import TriggerOutcome, TriggerSample
 from control.service import Context, Principal, sealed
 from control.service.endpoints import ingest_url, require_endpoint, require_write
 from control.service.limits import charge_send
+from control.service.stored import watch_storing
+from control.service.waiters import Wakeups
 from shared import samples
 from shared.errors import NotFoundError, ValidationError
 
@@ -34,7 +39,7 @@ _TIMEOUT_S = 10.0
 
 
 async def send_test_webhook(
-    ctx: Context, principal: Principal, endpoint_id: str, data: TriggerSample
+    ctx: Context, wakeups: Wakeups, principal: Principal, endpoint_id: str, data: TriggerSample
 ) -> TriggerOutcome:
     """For ``POST /v1/endpoints/{id}/test-webhook``, the MCP tool and ``hookyard trigger`` alike."""
     require_write(principal)
@@ -55,6 +60,7 @@ async def send_test_webhook(
         secret=sealed.open_provider_secret(ctx, config["id"], config["secret"])
         or sealed.open_endpoint_secret(ctx, config["id"], config["signing_secret"]),
         header_name=config["header_name"],
+        family="vendor" if data.headers == "provider" else "neutral",
     )
     url = ingest_url(ctx, endpoint["ingest_token"])
     await charge_send(ctx, principal)
@@ -68,20 +74,25 @@ async def send_test_webhook(
         status=None,
         accepted=False,
         event_id=None,
+        stored=False,
+        cursor=None,
         response=None,
         error=None,
     )
-    try:
-        async with httpx.AsyncClient(timeout=_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
-            answer = await client.post(url, content=sample.body, headers=sample.headers)
-    except httpx.HTTPError as exc:
-        outcome.error = f"the edge at {url} could not be reached: {type(exc).__name__}: {exc}"
-        return outcome
-    outcome.status = answer.status_code
-    outcome.accepted = answer.is_success
-    outcome.event_id = answer.headers.get("x-hookyard-event-id")
-    try:
-        outcome.response = answer.json()
-    except json.JSONDecodeError:
-        outcome.response = answer.text[:2000] or None
+    async with watch_storing(ctx, wakeups, endpoint["id"]) as storing:
+        try:
+            async with httpx.AsyncClient(timeout=_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+                answer = await client.post(url, content=sample.body, headers=sample.headers)
+        except httpx.HTTPError as exc:
+            outcome.error = f"the edge at {url} could not be reached: {type(exc).__name__}: {exc}"
+            return outcome
+        outcome.status = answer.status_code
+        outcome.accepted = answer.is_success
+        outcome.event_id = answer.headers.get("x-hookyard-event-id")
+        try:
+            outcome.response = answer.json()
+        except json.JSONDecodeError:
+            outcome.response = answer.text[:2000] or None
+        if outcome.accepted and outcome.event_id:
+            outcome.stored, outcome.cursor = await storing.position(outcome.event_id)
     return outcome

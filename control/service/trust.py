@@ -16,11 +16,12 @@ import msgspec
 from control.db import endpoints as db_endpoints
 from control.db import trust as db_trust
 from control.records.endpoints import EndpointCreated
+from control.records.storable import check_text
 from control.records.trust import AllowlistEntry, AllowlistList, AuthConfig, AuthConfigUpdate
 from control.service import Context, Principal, edge_config, sealed
 from control.service.endpoints import _endpoint as endpoint_record
 from control.service.endpoints import require_endpoint, require_write
-from control.service.text import check_secret, check_text
+from control.service.text import check_secret
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 

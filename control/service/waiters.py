@@ -16,6 +16,10 @@ that looked before its subscription was live, or across a Redis restart, still s
 A supervisor task owns the connection: on any error, or when its own heartbeat (a PUBLISH to a private
 channel every ``heartbeat_s``) stops coming back, it drops the connection, reconnects with backoff and
 subscribes again to whatever channels have waiters at that moment.
+
+When the server is asked to stop (``stop``, on the process's stop signal, ``shared.stopping``) every waiter
+ends as if its time were up, and a waiter made after that ends at once: granian waits for the requests in
+flight before it stops, so a parked long poll would otherwise hold the shutdown for its whole timeout.
 """
 
 from __future__ import annotations
@@ -64,9 +68,10 @@ class Waiter(Generic[T]):
         "_signalled",
         "_wakeup",
         "confirmed",
+        "stopped",
     )
 
-    def __init__(self, *, confirmed: bool) -> None:
+    def __init__(self, *, confirmed: bool, stopped: bool = False) -> None:
         self._signalled = False
         self._wakeup: asyncio.Future[None] | None = None
         self._ids: list[str] = []
@@ -76,6 +81,8 @@ class Waiter(Generic[T]):
         self._expired = False
         self._answer: asyncio.Future[T | None] | None = None
         self.confirmed = confirmed
+        self.stopped = stopped
+        """The server is stopping: waits end now, and whoever loops on them should answer and leave."""
 
     def _signal(self) -> None:
         self._signalled = True
@@ -96,6 +103,15 @@ class Waiter(Generic[T]):
         self.confirmed = True
         self._signal()
 
+    def _stop(self) -> None:
+        """Ends the wait in progress as if its time were up (a look already running still answers)."""
+        self.stopped = True
+        if self._answer is not None:
+            self._expire()
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
+
     def take(self) -> tuple[bool, list[str]]:
         """(resync, ids) gathered since the last call, and clears the signal: call it *before* looking."""
         self._signalled = False
@@ -104,8 +120,8 @@ class Waiter(Generic[T]):
         return resync, ids
 
     async def wait(self, seconds: float) -> bool:
-        """True when signalled within ``seconds``."""
-        if self._signalled or seconds <= 0:
+        """True when signalled within ``seconds``; at once once stopped."""
+        if self._signalled or seconds <= 0 or self.stopped:
             return self._signalled
         loop = asyncio.get_running_loop()
         wakeup = self._wakeup = loop.create_future()
@@ -127,11 +143,12 @@ class Waiter(Generic[T]):
         ``look(resync, ids)`` is called with what was taken, at once when there is news already (a new
         waiter must resync) and then on every announcement; one look at a time, in order, so news that
         arrives during a look is taken by the next one. A look still running when time is up is
-        awaited (a match it finds is returned); no look starts after that. A look that fails fails the call."""
+        awaited (a match it finds is returned); no look starts after that. A look that fails fails the call.
+        Once stopped, time is up at once: only the first look (a new waiter's) still answers."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[T | None] = loop.create_future()
         self._answer, self._look, self._expired = answer, look, False
-        timer = loop.call_later(max(seconds, 0), self._expire)
+        timer = loop.call_later(0 if self.stopped else max(seconds, 0), self._expire)
         try:
             if self._signalled or self._resync or self._ids:
                 self._start_look()
@@ -194,6 +211,8 @@ class Wakeups:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._was_healthy = False
+        self.stopping = False
+        """Set by ``stop``: the server is stopping, waits end at once."""
         self.connected = False
         """True while the connection is subscribed and its heartbeat comes back."""
         self.generation = 0
@@ -220,7 +239,7 @@ class Wakeups:
         if self._closed:
             raise RuntimeError("wakeups are closed")
         waiters = self._channels.setdefault(channel, set())
-        waiter: Waiter[Any] = Waiter(confirmed=channel in self._confirmed)
+        waiter: Waiter[Any] = Waiter(confirmed=channel in self._confirmed, stopped=self.stopping)
         waiters.add(waiter)
         if len(waiters) == 1:
             self._changed.set()
@@ -233,6 +252,14 @@ class Wakeups:
             if not waiters and self._channels.get(channel) is waiters:
                 del self._channels[channel]
                 self._changed.set()
+
+    def stop(self) -> None:
+        """The server is stopping: every wait ends now (long polls answer 204, streams close) and new ones at
+        once, so the requests in flight finish and the server can stop without cutting any connection."""
+        self.stopping = True
+        for waiters in list(self._channels.values()):
+            for waiter in list(waiters):
+                waiter._stop()
 
     async def aclose(self) -> None:
         self._closed = True

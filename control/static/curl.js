@@ -74,7 +74,9 @@ const hookyardCurl = (() => {
   }
 
   function curlCommand(ingestUrl, event) {
-    const url = ingestUrl + (event.path ? `/${event.path}` : "") + (event.query ? `?${event.query}` : "");
+    // The path is stored with its leading slash ("/" for the bare ingest URL, which is copied bare).
+    const path = event.path && event.path !== "/" ? event.path : "";
+    const url = ingestUrl + path + (event.query ? `?${event.query}` : "");
     const parts = ["curl", "-X", word(event.method), "--globoff", word(url)];
     const encodings = event.header_encodings || {};
     for (const [name, value] of Object.entries(event.headers || {})) {

@@ -9,6 +9,7 @@
 (() => {
   const endpointId = document.body.dataset.endpoint;
   const ingestUrl = document.body.dataset.ingest || "";
+  const temporary = document.body.dataset.temporary === "true";
   const base = `/inbox/${encodeURIComponent(endpointId)}`;
   const PAGE = 50;
   const LIVE = 10;
@@ -38,6 +39,21 @@
   function clear(el) { while (el.firstChild) el.firstChild.remove(); }
   const status = document.getElementById("status");
   function say(text, kind) { status.textContent = text; status.className = kind || ""; }
+
+  // The clipboard where the browser allows it (a secure context: https, or localhost); else the text is
+  // selected for Ctrl+C. The label says which happened, then comes back.
+  function copyButton(id, label, text, box) {
+    const button = h("button", { type: "button", id, className: "copy", on: { click: async () => {
+      try { await navigator.clipboard.writeText(text); button.textContent = "copied"; } catch (_) {
+        const range = document.createRange(); range.selectNodeContents(box);
+        getSelection().removeAllRanges(); getSelection().addRange(range); button.textContent = "selected: press Ctrl+C";
+      }
+      setTimeout(() => { button.textContent = label; }, 2000);
+    } } }, label);
+    return button;
+  }
+  const ingestCode = document.getElementById("ingest-url");
+  if (ingestCode) ingestCode.after(" ", copyButton("copy-ingest", "copy", ingestUrl, ingestCode));
 
   // -- data ------------------------------------------------------------------------------------------
   async function api(path, options) {
@@ -85,7 +101,8 @@
     return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { hour12: false });
   }
   function verdict(valid, reason) {
-    if (valid === true) return h("span", { className: "verdict ok" }, "signature valid");
+    // The same words as `hookyard tail` and `hookyard up` (control/records/verdict.py).
+    if (valid === true) return h("span", { className: "verdict ok" }, "verified");
     if (valid === false) return h("span", { className: "verdict bad", title: reason || "" }, "invalid", reason ? `: ${reason}` : "");
     return h("span", { className: "verdict none" }, "not checked");
   }
@@ -116,11 +133,27 @@
   ]);
   const list = h("ol", { id: "events", className: "events" });
   const older = h("button", { type: "button", id: "older", hidden: true, on: { click: () => loadOlder() } }, "older events");
-  const empty = h("p", { id: "empty", className: "empty", hidden: true },
-    "No events yet. Send a request to the ingest URL; it appears here as it arrives.");
+  const count = h("h2", { id: "count", className: "count" }, "0 events");
+  // The empty page says how to fill it: a request to paste into a shell (quoted by curl.js, as "copy as
+  // curl" is) and the CLI's signed sample of a provider's event.
+  const sampleCurl = hookyardCurl.curlCommand(ingestUrl, {
+    method: "POST", path: "/", query: "", headers: { "content-type": "application/json" },
+    body: '{"type": "hello.world", "message": "hello from curl"}', body_encoding: "utf8",
+  });
+  const sampleTrigger = `hookyard trigger payments payment_intent.succeeded --endpoint ${endpointId}`;
+  const curlSample = h("pre", { className: "curl", id: "sample-curl" }, sampleCurl);
+  const triggerSample = h("pre", { className: "curl", id: "sample-trigger" }, sampleTrigger);
+  const emptyText = h("p", { className: "empty" });
+  const samples = h("div", { id: "samples" },
+    h("p", {}, "Send one from a shell: ", copyButton("copy-sample-curl", "copy", sampleCurl, curlSample)), curlSample,
+    h("p", {}, "or a signed sample of a provider's event with hookyard's CLI: ",
+      copyButton("copy-sample-trigger", "copy", sampleTrigger, triggerSample)), triggerSample,
+    temporary ? h("p", { className: "hint" }, "The CLI needs a key of this endpoint's account; an agent holding "
+      + "the endpoint's api_token sends one with the MCP tool send_test_webhook.") : null);
+  const empty = h("div", { id: "empty", hidden: true }, emptyText, samples);
   const detail = h("section", { id: "detail", className: "detail" },
     h("p", { className: "empty" }, "Select an event to see its headers, body and deliveries."));
-  main.append(h("div", { className: "columns" }, h("section", { className: "list" }, form, empty, list, older), detail));
+  main.append(h("div", { className: "columns" }, h("section", { className: "list" }, count, form, empty, list, older), detail));
 
   let debounce = null;
   form.addEventListener("input", () => {
@@ -134,7 +167,7 @@
   }
 
   function row(event, fresh) {
-    const where = event.path ? `/${event.path}` : "/";
+    const where = event.path || "/"; // stored with its leading slash
     const li = h("li", {
       className: `event${fresh ? " new" : ""}${state.selected === event.id ? " selected" : ""}`,
       tabIndex: 0, dataset: { id: event.id },
@@ -155,8 +188,17 @@
   function draw(freshIds) {
     clear(list);
     for (const event of ordered()) list.append(row(event, freshIds.has(event.id)));
-    empty.hidden = state.events.size > 0;
+    const n = state.events.size, filtered = state.filterKey !== "";
+    empty.hidden = n > 0;
+    list.hidden = n === 0; // no empty bordered box under the samples
+    emptyText.textContent = filtered ? "No events match these filters."
+      : "No events yet. Send a request to the ingest URL; it appears here as it arrives.";
+    samples.hidden = filtered;
     older.hidden = !state.cursor;
+    // What is listed; "+" while older pages are not loaded (the list API pages, it does not count).
+    const shown = `${n}${state.cursor ? "+" : ""}`;
+    count.textContent = `${shown} ${n === 1 && !state.cursor ? "event" : "events"}${filtered ? " match" : ""}`;
+    document.title = `(${shown}) hookyard inbox`;
   }
 
   // "reset" (first load, filters changed) replaces the list with the newest PAGE events and remembers where
@@ -197,7 +239,7 @@
         page = await api(`/events?${params}`);
       }
       draw(fresh);
-      say(`live · ${state.events.size} shown`, "live");
+      say("live", "live");
     } catch (error) {
       say(error.message, "error");
     } finally {
@@ -240,10 +282,10 @@
   }
 
   // -- the detail ------------------------------------------------------------------------------------
-  function table(rows, headings) {
-    return h("table", {},
+  function table(rows, headings) { // in a box that scrolls sideways when whole headings do not fit
+    return h("div", { className: "table" }, h("table", {},
       h("thead", {}, h("tr", {}, headings.map((name) => h("th", { scope: "col" }, name)))),
-      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))));
+      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell)))))));
   }
 
   function bodyViews(event) {
@@ -255,19 +297,20 @@
       } catch (_) { /* not JSON: no pretty view */ }
       views.push(["raw", event.body]);
     } else if (event.body !== null) {
-      views.push(["raw", `(${size(raw.length)} that are not UTF-8 text: see base64)`]);
+      views.push(["raw", hookyardHex.hexDump(raw), "hex"]); // not UTF-8 text: its bytes, as hexdump -C shows them
     }
     views.push(["base64", toBase64(raw)]);
     const pre = h("pre", { className: "body", id: "body-view" });
     const tabs = h("div", { className: "tabs", role: "tablist" });
-    const show = (name, text) => {
+    const show = (name, text, kind) => {
       pre.textContent = text;
+      pre.className = kind ? `body ${kind}` : "body";
       for (const tab of tabs.children) tab.setAttribute("aria-selected", String(tab.dataset.view === name));
     };
-    for (const [name, text] of views) {
-      tabs.append(h("button", { type: "button", role: "tab", dataset: { view: name }, on: { click: () => show(name, text) } }, name));
+    for (const [name, text, kind] of views) {
+      tabs.append(h("button", { type: "button", role: "tab", dataset: { view: name }, on: { click: () => show(name, text, kind) } }, name));
     }
-    show(views[0][0], views[0][1]);
+    show(...views[0]);
     const download = h("a", { href: `${base}/events/${encodeURIComponent(event.id)}/body`, download: "", className: "download" },
       `download raw body (${size(raw.length)})`);
     return [h("h3", {}, "Body"), tabs, pre, download];
@@ -344,7 +387,7 @@
     const allow = event.ip_allowed === true ? "allowed by the allowlist"
       : event.ip_allowed === false ? "NOT on the allowlist" : "no allowlist";
     const summary = [
-      ["id", event.id], ["received", when(event.received_at)], ["request", `${event.method} /${event.path}`],
+      ["id", event.id], ["received", when(event.received_at)], ["request", `${event.method} ${event.path || "/"}`],
       ["provider", event.provider || "unattributed"], ["type", event.event_type || ""],
       ["signature", verdict(event.signature_valid, event.signature_failure_reason)],
       ["source IP", `${event.source_ip || "unknown"} · ${allow}`], ["content type", event.content_type || ""],
@@ -356,14 +399,9 @@
     const queryRows = event.query ? [...new URLSearchParams(event.query)].map(([k, v]) => [k, v]) : [];
     const command = hookyardCurl.curlCommand(ingestUrl, event);
     const curlBox = h("pre", { className: "curl", id: "curl" }, command);
-    const copy = h("button", { type: "button", id: "copy-curl", on: { click: async () => {
-      try { await navigator.clipboard.writeText(command); copy.textContent = "copied"; } catch (_) {
-        const range = document.createRange(); range.selectNodeContents(curlBox);
-        getSelection().removeAllRanges(); getSelection().addRange(range); copy.textContent = "selected: press Ctrl+C";
-      }
-    } } }, "copy as curl");
+    const copy = copyButton("copy-curl", "copy as curl", command, curlBox);
     append(detail, [
-      h("h2", {}, `${event.method} `, h("span", { className: "path" }, `/${event.path}`)), dl,
+      h("h2", {}, `${event.method} `, h("span", { className: "path" }, event.path || "/")), dl,
       h("h3", {}, "Headers"), table(headerRows, ["name", "value"]),
       h("h3", {}, "Query"), queryRows.length ? table(queryRows, ["name", "value"]) : h("p", { className: "empty" }, "none"),
       bodyViews(event),

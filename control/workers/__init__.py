@@ -13,6 +13,7 @@ from control.schemas.learn import Learner
 from control.service import Context
 from control.service.metrics import serve_worker_metrics
 from control.service.sealed import keyring_of
+from control.workers.alerts import Alerts
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush
 from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
@@ -48,6 +49,7 @@ _FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
     "deliver": lambda ctx: [Deliver(ctx)],
     "sweep": lambda ctx: [Sweep(ctx)],
     "retries": lambda ctx: [RetryJobs(ctx)],
+    "alerts": lambda ctx: [Alerts(ctx)],
 }
 LOOP_NAMES = tuple(_FACTORIES)
 
@@ -57,7 +59,7 @@ async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
     keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first sync
-    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
+    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max, reset_sessions=False)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
     redis = await redis_client.open_client(settings.redis_url, blocking_reads=True)  # cluster-aware
     try:

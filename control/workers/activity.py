@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from control.records.verdict import verdict_text
 from shared.logs import safe_url
 from shared.wire import IngestRecord
 
@@ -22,12 +23,6 @@ log = logging.getLogger("hookyard.activity")
 
 def enabled(on: bool) -> bool:
     return on and log.isEnabledFor(logging.INFO)
-
-
-def _verdict(valid: bool | None, reason: str | None) -> str:
-    if valid is None:
-        return "not verified"
-    return "signature valid" if valid else f"signature invalid ({reason})"
 
 
 def stored(records: Iterable[IngestRecord], new_ids: set[str]) -> None:
@@ -43,7 +38,7 @@ def stored(records: Iterable[IngestRecord], new_ids: set[str]) -> None:
                 what,
                 r.method,
                 r.path,
-                _verdict(r.signature_valid, r.signature_failure_reason),
+                verdict_text(r.signature_valid, r.signature_failure_reason),
                 blocked,
             )
 

@@ -17,6 +17,12 @@ it off; 2xx is success; anything else is retried on the schedule until the
 attempts run out (refused egress and unusable requests fail at once). Results are written in batches by
 the :class:`~control.delivery.recorder.Recorder`.
 
+Destinations that shape their deliveries (issue 27, docs/reference/delivery.md): the claim takes FIFO
+tasks only at the heads of their lines, released by the ingest stream's watermark; a claimed batch with
+tasks of deduplicating or rate-limited destinations goes through :class:`~control.delivery.shaping.Shaper`
+(duplicates finished, limited sends given their start times, the rest handed back unsent); a 429 or 503
+with ``Retry-After`` pauses the destination for every worker. A batch without such tasks is not touched.
+
 Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish,
 the rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
 
@@ -45,24 +51,25 @@ import logging
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 
 import asyncpg
-import msgspec
+from redis.exceptions import RedisError
 
 from control.db import tasks as db_tasks
-from control.delivery import egress, retry
+from control.delivery import egress, ordering, retry
 from control.delivery.claim import claim
+from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
-from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
-from control.delivery.storable import storable
+from control.delivery.send import Outcome, delivery_row, send
+from control.delivery.shaping import LATE_S, Shaper
 from control.delivery.wakeup import TaskNotifications
-from control.events_text import captured_headers
+from control.records.storable import storable
 from control.service import Context, sealed
 from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.service.transforms import unsent
-from control.transform.apply import Outgoing
 from control.workers import activity
-from control.workers.transforms import Transforms
+from control.workers.transforms import Transforms, outgoing, recorded
 from shared.logs import bind
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
@@ -100,8 +107,15 @@ class Deliver:
         self._wake = asyncio.Event()
         self.recorder = Recorder(ctx, on_written=self._written)
         self.transforms = Transforms(ctx)
+        # Rate-limited sends wait for their start, then send: both within the lease.
+        self.shaper = Shaper(ctx, horizon_s=min(1.0, (s.deliver_lease_s - s.deliver_timeout_s) / 2))
         self._notifications = TaskNotifications(s.database_url or "", self._notified)
         self._sends: dict[asyncio.Task[None], tuple[str, int]] = {}  # send → (task id, attempts)
+        self.ready = Ready(
+            per_destination=s.deliver_per_destination, lease_s=s.deliver_lease_s, send_s=s.deliver_timeout_s
+        )
+        """Tasks claimed ahead of their destination's free slots (``control.delivery.ready``)."""
+        self._handing_back: set[asyncio.Task[None]] = set()
         self._per_destination: Counter[str] = Counter()
         self._next_sweep = 0.0
         self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
@@ -114,7 +128,18 @@ class Deliver:
 
     def _free(self) -> int:
         # Results still waiting to be written count as busy: an outage must not pile them up in memory.
-        return self.concurrency - len(self._sends) - self.recorder.queued
+        # Tasks claimed ahead count too, less what the destinations' pace allows to hold ahead.
+        now = time.monotonic()
+        allowed = sum(self.ready.ahead(d, now) for d in {*self._per_destination, *self.ready.destinations()})
+        return self.concurrency - len(self._sends) - self.recorder.queued - self.ready.count + allowed
+
+    def _held(self, now: float) -> dict[str, int]:
+        """Per destination: its sends in flight and tasks held ahead, less what its pace allows ahead (the
+        count the caps compare, so a destination without pace is capped exactly as before)."""
+        held = dict(self._per_destination)
+        for d in self.ready.destinations():
+            held[d] = held.get(d, 0) + self.ready.held(d)
+        return {d: n - self.ready.ahead(d, now) for d, n in held.items()}
 
     def _notified(self) -> None:
         self._look = True
@@ -151,8 +176,10 @@ class Deliver:
         now = time.monotonic()
         if now >= self._next_sweep and now >= max(self._trouble_at, self.recorder.failed_at) + SWEEP_GRACE_S:
             self._next_sweep = now + s.deliver_sweep_s
+            self.ready.forget_idle(now)
             held = [task_id for task_id, _ in self._sends.values()]
             held.extend(self.recorder.task_ids())
+            held.extend(self.ready.task_ids())
             async with self.ctx.pool.acquire() as conn:
                 swept = await db_tasks.sweep_expired(conn, max_attempts=self.max_attempts, exclude=held)
             if swept:
@@ -162,8 +189,9 @@ class Deliver:
         wait_s = s.deliver_poll_s
         free = self._free()
         if self._look and free >= self._batch:
-            blocked = [d for d, n in self._per_destination.items() if n > self._half]
+            blocked = [d for d, n in self._held(now).items() if n > self._half]
             blocked.extend(self.recorder.failing)
+            blocked.extend(self.shaper.blocked(now))
             if blocked and now < self._quiet_until:
                 # Skipping a busy destination's backlog costs a scan of it: at most every 50 ms.
                 wait_s = self._quiet_until - now
@@ -187,22 +215,73 @@ class Deliver:
 
     async def _claim(self, free: int, blocked: list[str]) -> tuple[list[asyncpg.Record], float | None]:
         s = self.ctx.settings
+        claimed_at = time.monotonic()
         async with self.ctx.pool.acquire() as conn:
             claimed, due_in_s = await claim(
                 conn,
                 free=free,
-                in_flight=self._per_destination,
+                in_flight=self._held(claimed_at),
                 per_destination=s.deliver_per_destination,
                 blocked=blocked,
                 lease_s=s.deliver_lease_s,
                 cooldown_s=s.circuit_cooldown_s,
+                caps=self.shaper.caps,
+                watermarks=self._watermarks,
             )
-        for task in claimed:
-            self._start(task)
+        now_held: list[asyncpg.Record] = []
+        for task, start_at in await self.shaper.shape(claimed):
+            if start_at:  # a rate-limited send: its start is reserved, it waits for it in its own task
+                self._start(task, start_at)
+            else:
+                now_held.append(task)
+        self.ready.add(now_held, claimed_at)
+        self._start_ready()
         return claimed, due_in_s
 
-    def _start(self, task: asyncpg.Record) -> None:
-        send_task = asyncio.create_task(self._attempt(task), name=f"deliver:{task['id']}")
+    async def _watermarks(self) -> Sequence[str | None] | None:
+        try:
+            return await ordering.watermarks(self.ctx.redis, self.ctx.keys)
+        except (RedisError, OSError) as exc:
+            log.warning("deliver: no stream watermarks from Redis (%s); FIFO deliveries wait", exc)
+            return None
+
+    def _start_ready(self, only: str | None = None) -> None:
+        """Starts held tasks while their destination has a free slot and the worker one too."""
+        if not self.ready.count:
+            return
+        cap = self.ctx.settings.deliver_per_destination
+        now = time.monotonic()
+        stale: list[asyncpg.Record] = []
+        for destination_id in [only] if only is not None else self.ready.destinations():
+            if destination_id in self.recorder.failing:  # its circuit decides again, at the next claim
+                stale += self.ready.take_all(destination_id)
+                continue
+            while len(self._sends) < self.concurrency and self._per_destination[destination_id] < cap:
+                task = self.ready.pop(destination_id, now, stale)
+                if task is None:
+                    break
+                self._start(task)
+        if stale:
+            self._hand_back(stale)
+
+    def _hand_back(self, tasks: list[asyncpg.Record]) -> None:
+        """Tasks claimed ahead and never sent go back uncounted (failing, they stay with their lease)."""
+
+        async def unlease() -> None:
+            try:
+                async with self.ctx.pool.acquire() as conn:
+                    await db_tasks.hand_back(conn, [(t["id"], t["attempts"], None) for t in tasks])
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
+            self._look = True
+            self._wake.set()
+
+        handing = asyncio.create_task(unlease(), name="deliver:hand-back")
+        self._handing_back.add(handing)
+        handing.add_done_callback(self._handing_back.discard)
+
+    def _start(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
+        send_task = asyncio.create_task(self._attempt(task, start_at), name=f"deliver:{task['id']}")
         self._sends[send_task] = (task["id"], task["attempts"])
         destination_id = task["destination_id"]
         self._per_destination[destination_id] += 1
@@ -214,6 +293,12 @@ class Deliver:
                 self._per_destination[destination_id] = left
             else:
                 del self._per_destination[destination_id]
+            now = time.monotonic()
+            self.ready.finished(destination_id, now)
+            if self.ready.count:  # the next held task of this destination at once, another's if it waited
+                self._start_ready(destination_id if self.ready.held(destination_id) else None)
+                left = self._per_destination[destination_id]
+            left += self.ready.held(destination_id) - self.ready.ahead(destination_id, now)
             if left <= self._half:
                 # Claimable again. Not only at the crossing: a claim in flight while this count fell
                 # through half computed its room from the old count and cleared the flag after it.
@@ -225,9 +310,11 @@ class Deliver:
 
         send_task.add_done_callback(done)
 
-    async def _attempt(self, task: asyncpg.Record) -> None:
+    async def _attempt(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
         # Its own asyncio task: the ids stay with this attempt's log lines only.
         bind(event_id=task["event_id"], endpoint_id=task["endpoint_id"], delivery_id=task["id"])
+        if start_at and not await self._started(task, start_at):
+            return
         s = self.ctx.settings
         attempt = task["attempts"]
         body = bytes(task["body"] or b"")
@@ -236,33 +323,29 @@ class Deliver:
             outcome = Outcome(
                 status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
             )
-        else:
-            request = Outgoing(
-                task["method"],
-                task["destination_url"],
-                merge(
-                    forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
-                    task["destination_headers"],
-                ),
-                body,
+        elif task["body_expired_at"] is not None:  # the endpoint's body_retention_days passed: nothing to send
+            outcome = Outcome(
+                status=None,
+                latency_ms=0,
+                sent_headers={},
+                error="event body expired (body_retention_days)",
+                permanent=True,
             )
-            if task["transform_digest"] is not None:  # the signature below is over what the transform returned
-                transformed = await self.transforms.apply(task, request)
-                request = transformed.request if transformed is not None else request
+        else:
+            secret = self._secret(task) if task["sign_deliveries"] else None
+            request, transformed = await outgoing(self.transforms, task, secret)
             if request is not None:
-                body = request.body
-                headers = merge(
-                    request.headers,
-                    signature(task["event_id"], body, self._secret(task)) if task["sign_deliveries"] else None,
-                    {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
-                )
-                url, timeout_s = request.url, s.deliver_timeout_s
-                outcome = await send(self.transport, request.method, url, headers, body, total_timeout_s=timeout_s)
+                body, timeout_s = request.body, s.deliver_timeout_s
+                args = (request.method, request.url, request.headers, body)
+                outcome = await send(self.transport, *args, total_timeout_s=timeout_s)
         if transformed is not None and transformed.request is None:
             outcome, status, error = unsent(transformed.record)
             retry_in_s, body = None, b""
         else:
             status, retry_in_s, error = self._next(outcome, attempt)
+        pause_s = retry.parse_retry_after(outcome.retry_after) if outcome.retry_after is not None else None
+        if pause_s:  # the destination asked for a pause as a whole (docs/reference/delivery.md)
+            self.shaper.pause(task["destination_id"], pause_s)
         if activity.enabled(s.log_activity):
             where = (task["destination_id"], task["destination_url"])
             activity.delivered(task["event_id"], *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
@@ -292,10 +375,29 @@ class Deliver:
                     rule_id=task["rule_id"],
                     source="rule",
                     attempt=attempt,
-                    transform=None if transformed is None else msgspec.to_builtins(transformed.record),
+                    transform=recorded(transformed),
                 ),
+                pause_s=pause_s,
             )
         )
+        if pause_s and task["rate_limit_per_s"] is not None:
+            await self.shaper.share_pause(task["destination_id"], pause_s)
+
+    async def _started(self, task: asyncpg.Record, start_at: float) -> bool:
+        """A rate-limited send waits for its reserved start (``control.delivery.shaping``); False when it
+        went back unsent instead (its destination paused meanwhile, or no start was left for it)."""
+        while True:
+            await asyncio.sleep(start_at - time.monotonic())
+            paused_s = self.shaper.paused_for(task["destination_id"])
+            if paused_s > 0:
+                await self.shaper.hand_back([(task["id"], task["attempts"], paused_s)])
+                return False
+            if time.monotonic() - start_at <= LATE_S:
+                return True
+            again = await self.shaper.start_again(task)
+            if again is None:
+                return False
+            start_at = again
 
     def _secret(self, task: asyncpg.Record) -> str:
         return sealed.open_destination_secret(self.ctx, task["destination_id"], task["destination_secret"])
@@ -318,7 +420,17 @@ class Deliver:
         return "pending", delay, error
 
     async def close(self) -> None:
-        """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back."""
+        """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back, as are the
+        tasks claimed ahead (uncounted: they were never sent)."""
+        unsent = self.ready.take_all()
+        if unsent:
+            try:
+                async with self.ctx.pool.acquire() as conn:
+                    await db_tasks.hand_back(conn, [(t["id"], t["attempts"], None) for t in unsent])
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(unsent), exc)
+        if self._handing_back:
+            await asyncio.wait(set(self._handing_back))
         if self._sends:
             log.info("deliver: draining %d in-flight sends", len(self._sends))
             _, late = await asyncio.wait(set(self._sends), timeout=self.ctx.settings.deliver_drain_s)

@@ -44,7 +44,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
-from control.events_text import event_row
+from control.records.storable import event_row
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import Context
@@ -269,7 +269,7 @@ class Flush:
         if not records:
             return
         try:
-            new.extend(await self._insert([r for _, r in records]))
+            new.extend(await self._insert([r for _, r in records], [e for e, _ in records]))
             return
         except Exception as exc:
             if not is_record_fault(exc):
@@ -282,11 +282,12 @@ class Flush:
         await self._insert_isolating(records[:middle], new, refused)
         await self._insert_isolating(records[middle:], new, refused)
 
-    async def _insert(self, records: list[IngestRecord]) -> list[tuple[str, str]]:
-        """(endpoint id, its new event ids joined with commas) per endpoint with new events."""
+    async def _insert(self, records: list[IngestRecord], entries: list[Entry]) -> list[tuple[str, str]]:
+        """(endpoint id, its new event ids joined with commas) per endpoint with new events. ``entries``: the
+        stream entry of each record (a FIFO destination's tasks keep their place in the stream)."""
         rows = [event_row(r) for r in records]
         async with self.ctx.pool.acquire() as conn, conn.transaction():
-            rows, tasks = await self.router.route(conn, rows)  # labelled; tasks commit with their events
+            rows, tasks = await self.router.route(conn, rows, entries)  # labelled; tasks commit with their events
             learner = self.learner
             prepared = learner.prepare(rows) if learner is not None else None  # the rows are fresh in cache now
             stored = await store_batch(conn, rows, tasks)

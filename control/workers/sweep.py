@@ -9,7 +9,10 @@
   last whole hour (``control.db.partitions``);
 - removes expired temporary endpoints and the anonymous accounts they leave empty
   (``control.service.expiry``), every round;
-- removes the stats counters older than the stats window (``control.service.stats.prune``), every round.
+- removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
+- removes the bodies and headers of events past their endpoint's ``body_retention_days``
+  (``control.service.retention``), in short batches within a time budget per round.
+- removes the deduplication keys whose window is over (``control.db.dedup.prune``), every round.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from __future__ import annotations
 import logging
 import time
 
-from control.db import partitions
+from control.db import dedup, partitions
 from control.db.context import Context
 from control.service.edge_config import resync_all
 from control.service.expiry import expire_temporary
+from control.service.retention import expire_bodies
 from control.service.stats import prune as prune_stats
 
 __all__ = ("Sweep",)
@@ -73,5 +77,16 @@ class Sweep:
                 )
             pruned = await prune_stats(self.ctx)
             log.debug("sweep: %d stats counter rows past the window removed", pruned)
+            bodies = await expire_bodies(self.ctx)
+            if bodies.events:
+                log.info(
+                    "sweep: bodies of %d event(s) and %d delivery record(s) past body retention removed%s",
+                    bodies.events,
+                    bodies.deliveries,
+                    "" if bodies.finished else " (more next round)",
+                )
+            async with self.ctx.pool.acquire() as conn:
+                keys = await dedup.prune(conn)
+            log.debug("sweep: %d deduplication keys past their window removed", keys)
             self._next_round = time.monotonic() + self.interval_s
         return 0  # housekeeping is never "more work waiting": wait for the next check

@@ -15,14 +15,18 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from control.db import destinations as db_destinations
+from control.delivery.send import forwardable, merge, signature
+from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
 from control.service import Context
 from control.service.transforms import event_context
 from control.transform.apply import Outgoing, Result, apply
 from control.transform.sandbox import Problem, Sandbox
 
-__all__ = ("CAPACITY", "Transforms")
+__all__ = ("CAPACITY", "Transforms", "outgoing", "recorded")
 
 log = logging.getLogger("hookyard.worker.deliver")
 
@@ -104,3 +108,35 @@ class Transforms:
             if isinstance(compiled, Sandbox):
                 compiled.close()
         self._compiled.clear()
+
+
+async def outgoing(
+    transforms: Transforms, task: Mapping[str, Any], secret: str | None
+) -> tuple[Outgoing | None, Result | None]:
+    """What a claimed task sends: its captured request to the destination's URL and headers, run through the
+    destination's transform when it has one, then signed with ``secret`` (None: unsigned) over what the
+    transform returned. Also what the transform did (None without one). The request is None when the
+    transform kept it from being sent (skipped or failed)."""
+    request: Outgoing | None = Outgoing(
+        task["method"],
+        task["destination_url"],
+        merge(
+            forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
+            task["destination_headers"],
+        ),
+        bytes(task["body"] or b""),
+    )
+    transformed = await transforms.apply(task, request) if task["transform_digest"] is not None else None
+    request = request if transformed is None else transformed.request
+    if request is not None:
+        request.headers = merge(
+            request.headers,
+            signature(task["event_id"], request.body, secret) if secret is not None else None,
+            {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(task["attempts"])},
+        )
+    return request, transformed
+
+
+def recorded(transformed: Result | None) -> dict[str, Any] | None:
+    """The ``deliveries.transform`` value: what the transform did, None without one."""
+    return None if transformed is None else msgspec.to_builtins(transformed.record)

@@ -16,7 +16,10 @@ provider       event name                           idempotency key
 =============  ===================================  ==========================================
 
 ``family="neutral"`` uses SPEC.md's header names (above); ``"vendor"`` the real providers' (``svix-*``,
-``X-Shopify-*``, ``Stripe-Signature``, ``X-GitHub-*`` and ``X-Hub-Signature-256``).
+``X-Shopify-*``, ``Stripe-Signature``, ``X-GitHub-*`` and ``X-Hub-Signature-256``), which is what
+``send_test_webhook`` and ``hookyard trigger`` send unless asked for the neutral ones: the providers' own
+libraries (``stripe.Webhook.construct_event``, ``svix``) read only their own names. :data:`ALIASES` lets a
+person name a provider as they know it (``stripe``, ``clerk``...).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from shared.samples import code_host, commerce, identity, payments
 from shared.samples._gen import Gen
 from shared.signatures import HEADERS, sign
 
-__all__ = ("EVENT_TYPES", "PROVIDERS", "Family", "Sample", "sample")
+__all__ = ("ALIASES", "EVENT_TYPES", "PROVIDERS", "Family", "Sample", "provider_name", "sample")
 
 _MODULES: Final[dict[str, ModuleType]] = {
     "identity": identity,
@@ -44,7 +47,22 @@ PROVIDERS: Final = tuple(_MODULES)
 EVENT_TYPES: Final[dict[str, tuple[str, ...]]] = {name: module.EVENT_TYPES for name, module in _MODULES.items()}
 """Per provider, the event names it sends (SPEC.md "Events"; the code host's are its most common ones)."""
 
+ALIASES: Final[dict[str, str]] = {
+    "clerk": "identity",
+    "svix": "identity",
+    "shopify": "commerce",
+    "stripe": "payments",
+    "github": "code_host",
+}
+"""The real providers' names for the providers above (SPEC.md names them neutrally)."""
+
 Family = Literal["neutral", "vendor"]
+
+
+def provider_name(name: str) -> str | None:
+    """The provider ``name`` means: one of :data:`PROVIDERS` or an alias (any case); None when neither."""
+    key = name.strip().lower()
+    return key if key in _MODULES else ALIASES.get(key)
 
 
 class Sample(NamedTuple):

@@ -84,7 +84,8 @@ def request_parts(ingest: str, event: dict[str, Any]) -> Parts:
     Headers left out: hop-by-hop ones (curl sets its own), names that are not RFC 9110 tokens (curl reads
     ``@name`` as a file and splits ``a:b`` elsewhere), values with NUL (no argument can hold it) or CR/LF
     (they would be header lines of their own). An empty value is ``name;``: curl drops a header ``name:``."""
-    url = ingest + (f"/{event['path']}" if event["path"] else "") + (f"?{event['query']}" if event["query"] else "")
+    path = event["path"] if event["path"] not in ("", "/") else ""  # stored with its slash; "/" is the bare URL
+    url = ingest + path + (f"?{event['query']}" if event["query"] else "")
     headers = []
     encodings = event.get("header_encodings") or {}
     for name, value in event["headers"].items():

@@ -77,7 +77,7 @@ def check(copy: Copier, sent: dict[str, Any]) -> None:
 CASES = {
     "audit method": event(AUDIT_METHOD),
     "method substitution": event("$(touch pwned)"),
-    "path and query": event(path="a'$(touch${IFS}p)'`touch q`", query="x=';touch r;'&a[0]={1,2}"),
+    "path and query": event(path="/a'$(touch${IFS}p)'`touch q`", query="x=';touch r;'&a[0]={1,2}"),
     "header name": event(headers={"x-`touch$IFS'y'`": ("1", None)}),
     "header value": event(headers={"x-v": ("'; touch z; '$(touch w)", None), "x-empty": ("", None)}),
     "header value not utf-8": event(headers={"x-raw": (base64.b64encode(b"a\xff'$(touch v)").decode(), "base64")}),

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -31,7 +30,6 @@ from tests.destination import (
     deliveries_of,
     make_task,
     running,
-    serving,
     settled,
 )
 from tests.events_support import Ev, store
@@ -44,13 +42,6 @@ ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\[?[0-9a-f]*::[0-9a-f:]*\]?",
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
     return msgspec.structs.replace(settings, egress="public", **FAST_DELIVERY)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    """A real listener on loopback: what the loopback targets point at, and must never hear from."""
-    with serving() as server:
-        yield server
 
 
 def targets(port: int) -> dict[str, str]:

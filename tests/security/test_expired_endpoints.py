@@ -39,16 +39,17 @@ from control.service.events import event_filters
 from shared.samples import EVENT_TYPES
 from shared.settings import Settings
 from tests.conftest import Account, make_account
+from tests.delivery.retries_support import fail_deliveries
 from tests.events_support import Ev, live_app
 from tests.helpers import assert_error, create_endpoint, db
-from tests.retries_support import fail_deliveries
 
 SINK = "http://127.0.0.1:9/hook"  # discard port: nothing listens, and nothing is sent to an expired endpoint
 ID_PARAMETERS = {"endpoint_id", "event_id", "destination_id", "rule_id", "label_id", "delivery_id", "entry_id"}
 ID_PARAMETERS |= {"retry_id"}
 """Path parameters that name an endpoint or an object of one: each route with one must answer 410."""
-ACCOUNT_LEVEL = {"schema_id"}
-"""Learned schemas belong to the account and outlive its endpoints (SPEC.md): not an endpoint's object."""
+ACCOUNT_LEVEL = {"schema_id", "alert_destination_id", "alert_id"}
+"""Learned schemas belong to the account and outlive its endpoints (SPEC.md), as do alert destinations and the
+alerts sent to them: not an endpoint's objects."""
 _BODIES: dict[str, dict[str, Any]] = {
     "UpdateEndpoint": {"name": "renamed"},
     "UpdateAuthConfig": {"hmac_enabled": False},

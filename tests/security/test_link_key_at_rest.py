@@ -23,7 +23,6 @@ from control.service.inbox_links import LINK_COOKIE, _key
 from tests.conftest import make_account
 from tests.helpers import assert_error, create_endpoint
 from tests.security.dumps import copied_rows, dump, encodings, forged_cookie, hookyard, keys_an_attacker_tries
-from tests.test_migrations import empty_database  # noqa: F401 - fixture
 
 SEALED_IN = "0015_instance_keys_sealed"
 
@@ -83,7 +82,7 @@ async def test_a_link_cookie_forged_from_a_dump_is_refused_and_a_real_link_opens
 
 
 async def test_migrate_seals_a_clear_link_key_and_its_cookies_keep_opening(
-    empty_database,  # noqa: F811 - the fixture imported above
+    empty_database,
     settings,
     monkeypatch,
 ):

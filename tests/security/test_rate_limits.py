@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def sink() -> Iterator[Destination]:
+def destination() -> Iterator[Destination]:
     with serving() as server:
         yield server
 
@@ -235,22 +235,28 @@ def _assert_limited(resp: httpx.Response, subject: str, *, most_s: int) -> int:
 
 @pytest.mark.parametrize(("surface", "kind"), CASES, ids=[f"{s}-{k}" for s, k in CASES])
 async def test_a_burst_past_the_limit_is_429_for_that_credential_only(
-    settings: Settings, database_url: str, ctx: Context, account: Account, sink: Destination, surface: str, kind: str
+    settings: Settings,
+    database_url: str,
+    ctx: Context,
+    account: Account,
+    destination: Destination,
+    surface: str,
+    kind: str,
 ) -> None:
     send = SURFACES[surface]
     # The outbound limit out of the way: this is the per-credential one, spent by reads and replays alike.
     async with concurrent_client(_limited(settings, send_rate_burst=1000)) as client:
         mine, other, owner = await _pair(kind, client, database_url, ctx, account)
-        refused = await _until_refused(lambda: send(client, mine, sink.url))
+        refused = await _until_refused(lambda: send(client, mine, destination.url))
         _assert_limited(refused, SUBJECTS[kind], most_s=1)
-        assert (await send(client, other, sink.url)).status_code == 200, "another credential was refused"
+        assert (await send(client, other, destination.url)).status_code == 200, "another credential was refused"
         if owner.headers != mine.headers:
-            assert (await send(client, owner, sink.url)).status_code == 200, "the account's key was refused"
+            assert (await send(client, owner, destination.url)).status_code == 200, "the account's key was refused"
         if kind == "link_cookie":
             # One bucket for every link of the endpoint: a fresh cookie, or redeeming a link, buys nothing.
             fresh = await _link_cookie(ctx, account.id, mine.endpoint_id, age_s=60)
             again = Credential(_cookie(LINK_COOKIE, fresh), mine.endpoint_id, mine.event_id)
-            _assert_limited(await send(client, again, sink.url), SUBJECTS[kind], most_s=1)
+            _assert_limited(await send(client, again, destination.url), SUBJECTS[kind], most_s=1)
             link = await _link_cookie(ctx, account.id, mine.endpoint_id, purpose="link")
             redeemed = await client.get(f"/inbox/{mine.endpoint_id}?link={link}", follow_redirects=False)
             _assert_limited(redeemed, SUBJECTS[kind], most_s=1)
@@ -279,24 +285,34 @@ def _assert_tool_limited(resp: httpx.Response) -> None:
     assert 1 <= int(found.group(1)) <= 60, error
 
 
-def _sends_limited(settings: Settings, sink: Destination) -> Settings:
+def _sends_limited(settings: Settings, destination: Destination) -> Settings:
     """A send limit of 1/min, burst ``SENDS``; the per-credential limit (50/s, burst 100) stays out of the way.
-    The edge URL is the sink, so a test webhook is an outbound request the sink counts like the others."""
-    edge = sink.url.removesuffix("/hook")
+    The edge URL is the destination, so a test webhook is an outbound request the destination counts like the others."""
+    edge = destination.url.removesuffix("/hook")
     return msgspec.structs.replace(settings, send_rate_per_min=1, send_rate_burst=SENDS, public_edge_url=edge)
 
 
 async def test_replays_over_v1_mcp_and_the_inbox_share_the_accounts_send_limit(
-    settings: Settings, database_url: str, ctx: Context, account: Account, other_account: Account, sink: Destination
+    settings: Settings,
+    database_url: str,
+    ctx: Context,
+    account: Account,
+    other_account: Account,
+    destination: Destination,
 ) -> None:
-    async with concurrent_client(_sends_limited(settings, sink)) as client:
-        await _replays_share_the_limit(client, database_url, ctx, account, other_account, sink)
+    async with concurrent_client(_sends_limited(settings, destination)) as client:
+        await _replays_share_the_limit(client, database_url, ctx, account, other_account, destination)
 
 
 async def _replays_share_the_limit(
-    client: httpx.AsyncClient, database_url: str, ctx: Context, account: Account, other: Account, sink: Destination
+    client: httpx.AsyncClient,
+    database_url: str,
+    ctx: Context,
+    account: Account,
+    other: Account,
+    destination: Destination,
 ) -> None:
-    before = len(sink.requests)
+    before = len(destination.requests)
     endpoint_id = await _endpoint(database_url, account.id)
     event_id = await _event(database_url, endpoint_id)
     async with db(database_url) as conn:
@@ -305,14 +321,18 @@ async def _replays_share_the_limit(
     link = _cookie(LINK_COOKIE, await _link_cookie(ctx, account.id, endpoint_id))
 
     async def v1() -> httpx.Response:
-        return await client.post(f"/v1/events/{event_id}/replay", json={"url": sink.url}, headers=account.headers)
+        return await client.post(
+            f"/v1/events/{event_id}/replay", json={"url": destination.url}, headers=account.headers
+        )
 
     async def over_mcp() -> httpx.Response:
-        return await client.post("/mcp", json=_call("replay_event", event_id=event_id, url=sink.url), headers=mcp)
+        return await client.post(
+            "/mcp", json=_call("replay_event", event_id=event_id, url=destination.url), headers=mcp
+        )
 
     async def inbox() -> httpx.Response:
         path = f"/inbox/{endpoint_id}/events/{event_id}/replay"
-        return await client.post(path, json={"url": sink.url}, headers=link)
+        return await client.post(path, json={"url": destination.url}, headers=link)
 
     assert (await v1()).json()["success"] is True
     assert _result(await over_mcp())["structuredContent"]["success"] is True
@@ -321,14 +341,14 @@ async def _replays_share_the_limit(
     _assert_limited(await v1(), subject, most_s=60)
     _assert_tool_limited(await over_mcp())
     _assert_limited(await inbox(), subject, most_s=60)
-    assert len(sink.requests) - before == SENDS, "a refused replay was sent"
+    assert len(destination.requests) - before == SENDS, "a refused replay was sent"
     # Reads are not sends: the same credentials still read.
     assert (await client.get(f"/v1/events/{event_id}", headers=account.headers)).status_code == 200
     assert (await client.get(f"/inbox/{endpoint_id}/events", headers=link)).status_code == 200
 
     theirs = await _endpoint(database_url, other.id)
     their_event = await _event(database_url, theirs)
-    resp = await client.post(f"/v1/events/{their_event}/replay", json={"url": sink.url}, headers=other.headers)
+    resp = await client.post(f"/v1/events/{their_event}/replay", json={"url": destination.url}, headers=other.headers)
     assert resp.status_code == 200, "another account was refused"
     assert resp.json()["success"] is True
     # What an agent is told of this instance's limits is what it gets.
@@ -336,19 +356,21 @@ async def _replays_share_the_limit(
 
 
 async def test_every_on_demand_send_spends_and_respects_the_send_limit(
-    settings: Settings, database_url: str, account: Account, sink: Destination
+    settings: Settings, database_url: str, account: Account, destination: Destination
 ) -> None:
     """Destination tests, test webhooks, a retry and a bulk retry draw from the replays' bucket; once it is
     empty each is refused, on /v1 as a 429 and over MCP as a tool error, before anything is sent or queued."""
-    async with concurrent_client(_sends_limited(settings, sink)) as client:
-        await _each_send_kind(client, database_url, account, sink)
+    async with concurrent_client(_sends_limited(settings, destination)) as client:
+        await _each_send_kind(client, database_url, account, destination)
 
 
-async def _each_send_kind(client: httpx.AsyncClient, database_url: str, account: Account, sink: Destination) -> None:
-    before = len(sink.requests)
+async def _each_send_kind(
+    client: httpx.AsyncClient, database_url: str, account: Account, destination: Destination
+) -> None:
+    before = len(destination.requests)
     async with db(database_url) as conn:
         endpoint_id = await add_endpoint(conn, account_id=account.id)
-        destination_id = await add_destination(conn, endpoint_id, sink.url)
+        destination_id = await add_destination(conn, endpoint_id, destination.url)
         rule_id = await add_rule(conn, endpoint_id, [destination_id])
         event = Ev(endpoint_id=endpoint_id)
         await store(conn, None, None, [event])
@@ -378,14 +400,14 @@ async def _each_send_kind(client: httpx.AsyncClient, database_url: str, account:
         "test_webhook": lambda: client.post(f"/v1/endpoints/{endpoint_id}/test-webhook", json=sample, headers=h),
         "retry": lambda: client.post(f"/v1/deliveries/{delivery_id}/retry", headers=h),
         "bulk_retry": lambda: client.post(f"/v1/endpoints/{endpoint_id}/deliveries/retry?success=false", headers=h),
-        "replay": lambda: client.post(f"/v1/events/{event.id}/replay", json={"url": sink.url}, headers=h),
+        "replay": lambda: client.post(f"/v1/events/{event.id}/replay", json={"url": destination.url}, headers=h),
     }
     tools = {
         "test_destination": _call("test_destination", destination_id=destination_id),
         "send_test_webhook": _call("send_test_webhook", endpoint_id=endpoint_id, **sample),
         "retry_delivery": _call("retry_delivery", delivery_id=delivery_id),
         "retry_deliveries": _call("retry_deliveries", endpoint_id=endpoint_id, success=False),
-        "replay_event": _call("replay_event", event_id=event.id, url=sink.url),
+        "replay_event": _call("replay_event", event_id=event.id, url=destination.url),
     }
     # Spent by one of each kind: a destination test, a test webhook, then a retry.
     assert (await v1["test_destination"]()).json()["success"] is True
@@ -399,7 +421,7 @@ async def _each_send_kind(client: httpx.AsyncClient, database_url: str, account:
         resp = await client.post("/mcp", json=call, headers=mcp)
         assert _result(resp).get("isError") is True, (name, resp.text)
         _assert_tool_limited(resp)
-    assert len(sink.requests) - before == 2, "a refused send was sent"
+    assert len(destination.requests) - before == 2, "a refused send was sent"
     async with db(database_url) as conn:
         assert await conn.fetchval("SELECT count(*) FROM delivery_retry_jobs") == 0, "a refused bulk retry started"
 

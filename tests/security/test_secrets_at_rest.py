@@ -17,9 +17,9 @@ from control.app import create_app
 from control.db.keyring import PREFIX, Keyring, generate_key, parse_keys
 from control.service.inbox_links import LINK_COOKIE, _key
 from shared.errors import ConfigError
+from tests.control.test_auth_config_api import edge_config
 from tests.helpers import create_endpoint, db, redis_connection, token_of  # noqa: F401 - fixtures
 from tests.security.dumps import dump, encodings, hookyard
-from tests.test_auth_config_api import edge_config
 
 PROVIDER_SECRET = "whsec_provider-own-secret-at-rest-0123456789"
 

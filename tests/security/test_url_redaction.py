@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 
 import msgspec
 import pytest
@@ -25,7 +24,7 @@ from control.service.metrics import CONTROL, WORKER
 from shared.logs import JsonFormatter, PlainFormatter, redact, safe_url
 from shared.settings import Settings
 from tests.conftest import Account
-from tests.destination import FAST_DELIVERY, Destination, Reply, deliveries_of, running, serving, settled
+from tests.destination import FAST_DELIVERY, Destination, Reply, deliveries_of, running, settled
 from tests.events_support import Ev, store, store_task
 from tests.helpers import create_endpoint, db
 from tests.stack import free_port
@@ -47,12 +46,6 @@ def leaks(text: str) -> list[str]:
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
     return msgspec.structs.replace(settings, log_activity=True, **FAST_DELIVERY)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _destination(client: AsyncTestClient, account: Account, endpoint_id: str, url: str) -> dict[str, str]:

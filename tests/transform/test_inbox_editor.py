@@ -14,10 +14,10 @@ import pytest
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.destination import serving
+from tests.e2e.test_inbox_browser import ARTIFACTS, _offline_page
 from tests.events_support import Ev, store
 from tests.helpers import db
 from tests.stack import Stack
-from tests.test_inbox_browser import ARTIFACTS, _offline_page
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,8 @@
 """The administration commands: ``migrate``, ``rotate-encryption-key`` and ``account create``.
 
-They need only Postgres: ``DATABASE_URL``, else the embedded Postgres of a ``hookyard up`` running on the same
-data dir (and its encryption keys), so they work beside a laptop's ``hookyard up`` with no setup.
+They need only Postgres: ``DATABASE_URL``, else the Postgres of the ``hookyard up`` running on the data dir
+(``--data-dir``, else ``HOOKYARD_DATA_DIR``; its record, ``control.cli.instance``) and that data dir's
+encryption keys, so they work beside a laptop's ``hookyard up`` with no setup.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 import asyncpg
 
+from control.cli.commands import clients
+from control.cli.instance import Target
 from control.cli.runtime import command_settings, run
 from shared.errors import ConfigError, HookyardError
 from shared.settings import Settings
@@ -24,10 +27,12 @@ __all__ = ("add_parsers",)
 def add_parsers(commands: Any) -> None:
     migrate = commands.add_parser("migrate", help="apply database migrations (idempotent)")
     migrate.set_defaults(handler=_migrate)
+    clients.add_data_dir(migrate)
     rotate = commands.add_parser(
         "rotate-encryption-key", help="re-seal every stored secret under the first HOOKYARD_ENCRYPTION_KEYS key"
     )
     rotate.set_defaults(handler=_rotate_encryption_key)
+    clients.add_data_dir(rotate)
 
     account = commands.add_parser("account", help="manage accounts")
     account_commands = account.add_subparsers(dest="account_command", required=True, metavar="ACTION")
@@ -35,50 +40,40 @@ def add_parsers(commands: Any) -> None:
     create.add_argument("--email", required=True)
     create.add_argument("--read-only", action="store_true", help="the key can read but not change anything")
     create.set_defaults(handler=_account_create)
+    clients.add_data_dir(create)
 
 
-def _database_url(settings: Settings) -> str:
-    """DATABASE_URL, else the embedded Postgres of a ``hookyard up`` running on the same data dir."""
-    if settings.database_url:
-        return settings.database_url
-    from control.cli.embedded import running_database_url
-
-    found = running_database_url(Path(settings.data_dir).resolve() / "postgres")
-    if found is None:
-        raise ConfigError(f"DATABASE_URL: not set, and no `hookyard up` is running on data dir {settings.data_dir}")
-    return found
-
-
-def _with_postgres(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+def _with_postgres(found: Target, coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     try:
         return run(coro_fn)
-    except OSError as exc:  # refused, unknown host, timeout: say which setting to look at
-        raise HookyardError(f"cannot reach Postgres (DATABASE_URL): {type(exc).__name__}: {exc}") from exc
+    except OSError as exc:  # refused, unknown host, timeout: say which Postgres, found where
+        where = f"{clients.redacted(found.url)} (from {found.source})"
+        raise HookyardError(f"cannot reach Postgres at {where}: {type(exc).__name__}: {exc}") from exc
 
 
 def _migrate(args: argparse.Namespace) -> int:
     from control.db.migrate import migrate
     from control.service.sealed import keyring_of
 
-    settings = command_settings()
-    dsn = _database_url(settings)
+    settings = command_settings(data_dir=args.data_dir)
+    found = clients.database_url(settings)
     keys = _encryption_keys(settings)
     keyring_of(keys)  # a malformed key stops here, before any migration
-    applied = _with_postgres(lambda: migrate(dsn))
+    applied = _with_postgres(found, lambda: migrate(found.url))
     print("\n".join(f"applied {version}" for version in applied) if applied else "up to date")
-    resealed = _with_postgres(lambda: _reseal(dsn, keys))
+    resealed = _with_postgres(found, lambda: _reseal(found.url, keys))
     if any(resealed.values()):
         print("sealed " + ", ".join(f"{count} {column}" for column, count in resealed.items()))
     return 0
 
 
 def _rotate_encryption_key(args: argparse.Namespace) -> int:
-    settings = command_settings()
-    dsn = _database_url(settings)
+    settings = command_settings(data_dir=args.data_dir)
+    found = clients.database_url(settings)
     keys = _encryption_keys(settings)
     if not keys:
         raise ConfigError("HOOKYARD_ENCRYPTION_KEYS: not set; list the new key first, then the old ones")
-    print(json.dumps(_with_postgres(lambda: _reseal(dsn, keys))))
+    print(json.dumps(_with_postgres(found, lambda: _reseal(found.url, keys))))
     return 0
 
 
@@ -106,9 +101,9 @@ async def _reseal(database_url: str, keys: tuple[str, ...]) -> dict[str, int]:
 def _account_create(args: argparse.Namespace) -> int:
     if "@" not in args.email or args.email.strip() != args.email:
         raise ConfigError(f"--email: {args.email!r} is not an email address")
-    settings = command_settings()
-    dsn = _database_url(settings)
-    account_id, key = _with_postgres(lambda: _create_account(dsn, args.email, args.read_only))
+    settings = command_settings(data_dir=args.data_dir)
+    found = clients.database_url(settings)
+    account_id, key = _with_postgres(found, lambda: _create_account(found.url, args.email, args.read_only))
     print(json.dumps({"account_id": account_id, "api_key": key}))
     return 0
 

@@ -1,18 +1,21 @@
 """``hookyard dead-letters``: the records the flush could not store, listed, shown and retried.
 
-They live in Redis (``control.service.dead_letters``): ``REDIS_URL``, else the embedded Redis of a
-``hookyard up`` running on the same data dir.
+They live in Redis (``control.service.dead_letters``): ``REDIS_URL``, else the Redis of the ``hookyard up``
+running on the data dir (``--data-dir``, else ``HOOKYARD_DATA_DIR``), as its record names it
+(``control.cli.instance``).
 """
 
 from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+import redis as redis_errors
+
+from control.cli.commands import clients
 from control.cli.runtime import command_settings, run
-from shared.errors import ConfigError
+from shared.errors import ConfigError, HookyardError
 from shared.settings import Settings
 
 __all__ = ("add_parsers",)
@@ -25,33 +28,28 @@ def add_parsers(commands: Any) -> None:
     listing.add_argument("--limit", type=int, default=100, help="at most this many per shard (default 100)")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     listing.set_defaults(handler=_dead_letters)
+    clients.add_data_dir(listing)
     show = dead_commands.add_parser("show", help="one dead letter with the request as captured, as JSON")
     show.add_argument("id", help="as `list` prints it, e.g. 0:1764000000000-0")
     show.set_defaults(handler=_dead_letters)
+    clients.add_data_dir(show)
     retry = dead_commands.add_parser("retry", help="put dead letters back through the flush (idempotent)")
     retry.add_argument("ids", nargs="*", metavar="ID")
     retry.add_argument("--all", action="store_true", help="every dead letter")
     retry.set_defaults(handler=_dead_letters)
-
-
-def _redis_url(settings: Settings) -> str:
-    """REDIS_URL, else the embedded Redis of a ``hookyard up`` running on the same data dir."""
-    if settings.redis_url:
-        return settings.redis_url
-    from control.cli.embedded import running_redis_url
-
-    found = running_redis_url(Path(settings.data_dir).resolve() / "redis")
-    if found is None:
-        raise ConfigError(f"REDIS_URL: not set, and no `hookyard up` is running on data dir {settings.data_dir}")
-    return found
+    clients.add_data_dir(retry)
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
     if args.dead_command == "retry" and bool(args.ids) == bool(args.all):
         raise ConfigError("dead-letters retry: name the ids to retry, or --all (not both)")
-    settings = command_settings()
-    redis_url = _redis_url(settings)
-    print(run(lambda: _dead_letters_command(args, settings, redis_url)))
+    settings = command_settings(data_dir=args.data_dir)
+    found = clients.redis_url(settings)
+    try:
+        print(run(lambda: _dead_letters_command(args, settings, found.url)))
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+        where = f"{clients.redacted(found.url)} (from {found.source})"
+        raise HookyardError(f"cannot reach Redis at {where}: {type(exc).__name__}: {exc}") from exc
     return 0
 
 

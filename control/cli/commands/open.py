@@ -2,24 +2,27 @@
 
 A browser cannot send an API key, so the CLI asks the control plane for a short-lived signed link
 (``POST /v1/endpoints/{id}/inbox-link``) with the key it reads from ``HOOKYARD_API_KEY`` or, as ``hookyard
-up`` leaves it, ``<data dir>/api_key``. ``EP`` is an endpoint id or its ``external_ref``. The link is
-printed first, so it also works over SSH or in a container where no browser opens; ``--no-browser`` only
-prints.
+up`` leaves it, ``<data dir>/api_key``. A temporary token (``hy_tmp_``) has no /v1 access, so with one the
+same operations are asked of /mcp (``create_inbox_link``; ``list_endpoints`` for an ``external_ref``).
+The control plane is the one the other client commands talk to (``--control-url``, ``HOOKYARD_CONTROL_URL``,
+the ``hookyard up`` running on ``--data-dir``: ``control.cli.instance``). ``EP`` is an endpoint id or its
+``external_ref``. The link is printed first, so it also works over SSH or in
+a container where no browser opens; ``--no-browser`` only prints.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import webbrowser
 from typing import Any
 
 import httpx
 
+from control.cli.commands import clients
+from control.cli.instance import Target
 from control.cli.remote import saved_key
 from shared.errors import HookyardError
-from shared.settings import Settings, load_settings
 
 __all__ = ("add_parser", "inbox_link")
 
@@ -28,6 +31,7 @@ def add_parser(commands: Any) -> None:
     opened = commands.add_parser("open", help="print and open a signed link to an endpoint's live inbox page")
     opened.add_argument("endpoint", metavar="EP", help="endpoint id (ep_...) or its external_ref")
     opened.add_argument("--no-browser", action="store_true", help="only print the link")
+    clients.add_target(opened)
     opened.set_defaults(handler=_open)
 
 
@@ -42,9 +46,11 @@ def _answer(resp: httpx.Response) -> Any:
     raise HookyardError(f"{resp.request.method} {resp.request.url.path}: {message}")
 
 
-def inbox_link(settings: Settings, key: str, endpoint: str) -> dict[str, Any]:
+def inbox_link(target: Target, key: str, endpoint: str) -> dict[str, Any]:
     """The control plane's ``InboxLink`` answer for ``endpoint`` (an id, or an ``external_ref``)."""
-    base = settings.control_url
+    base = target.url
+    if key.startswith("hy_tmp_"):
+        return _inbox_link_over_mcp(target, key, endpoint)
     try:
         with httpx.Client(base_url=base, headers={"authorization": f"Bearer {key}"}, timeout=10) as client:
             endpoint_id = endpoint
@@ -55,16 +61,24 @@ def inbox_link(settings: Settings, key: str, endpoint: str) -> dict[str, Any]:
                 endpoint_id = found[0]["id"]
             return _answer(client.post(f"/v1/endpoints/{endpoint_id}/inbox-link"))
     except httpx.HTTPError as exc:
-        raise HookyardError(
-            f"cannot reach the control plane at {base} ({type(exc).__name__}: {exc}); is `hookyard up` running? "
-            "HOOKYARD_PUBLIC_CONTROL_URL or HOOKYARD_CONTROL_PORT name another"
-        ) from exc
+        raise HookyardError(f"cannot reach the control plane at {target}: {type(exc).__name__}: {exc}") from exc
+
+
+def _inbox_link_over_mcp(target: Target, key: str, endpoint: str) -> dict[str, Any]:
+    from control.mcp.client import call_tool
+
+    endpoint_id = endpoint
+    if not endpoint.startswith("ep_"):
+        found = call_tool(target.url, key, "list_endpoints", {"external_ref": endpoint}, source=target.source)
+        if not found["endpoints"]:
+            raise HookyardError(f"no endpoint has the id or external_ref {endpoint!r}")
+        endpoint_id = found["endpoints"][0]["id"]
+    return call_tool(target.url, key, "create_inbox_link", {"endpoint_id": endpoint_id}, source=target.source)
 
 
 def _open(args: argparse.Namespace) -> int:
-    # HOOKYARD_API_KEY is the client's, not a setting of the servers: settings refuse unknown HOOKYARD_* names.
-    settings = load_settings({k: v for k, v in os.environ.items() if k != "HOOKYARD_API_KEY"})
-    link = inbox_link(settings, saved_key(settings), args.endpoint)
+    settings = clients.client_settings(args)
+    link = inbox_link(clients.target(args, settings), saved_key(settings), args.endpoint)
     print(link["url"])
     print(f"valid until {link['expires_at']}; anyone holding it can open the page until then", file=sys.stderr)
     if not args.no_browser:

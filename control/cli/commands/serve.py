@@ -43,7 +43,8 @@ def add_parsers(commands: Any) -> None:
         "names",
         nargs="*",
         metavar="NAME",
-        help="loops to run: flush, deliver, sweep, retries (bulk delivery retries) (default: all)",
+        help="loops to run: flush, deliver, sweep, retries (bulk delivery retries), alerts (operational alerts) "
+        "(default: all)",
     )
     worker.add_argument("--burst", action="store_true", help="return once every loop has nothing to do")
     _add_parent_pid(worker)
@@ -86,10 +87,12 @@ def _serve(args: argparse.Namespace) -> int:
     port = getattr(settings, port_field)
     # The app reads its settings from the environment; make it agree with the flags.
     env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
-    # One metrics directory per server start, shared by its granian workers (shared.metrics).
-    from shared.metrics import metrics_dir
+    # Several granian workers share their metric totals through a directory (shared.metrics): the one set, else
+    # one made per start. A single worker (as under `hookyard up`) needs none, and so leaves nothing behind.
+    if settings.metrics_dir or args.workers > 1:
+        from shared.metrics import metrics_dir
 
-    env[env_name("metrics_dir")] = metrics_dir(settings.metrics_dir, args.command)
+        env[env_name("metrics_dir")] = metrics_dir(settings.metrics_dir, args.command)
     argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory"]
     argv += ["--host", settings.host, "--port", str(port), "--workers", str(args.workers), "--loop", "uvloop"]
     argv += ["--log-level", settings.log_level, "--log-config", _granian_log_config(settings)]
@@ -101,15 +104,24 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _granian_log_config(settings: Settings) -> str:
-    """A file for granian's ``--log-config``: the app's lines in ``HOOKYARD_LOG_FORMAT`` in every worker."""
+    """A file for granian's ``--log-config``: the app's lines in ``HOOKYARD_LOG_FORMAT`` in every worker.
+
+    granian reads it once, in its main process, at start. The file is unlinked at once and handed over as
+    ``/dev/fd/N`` of a descriptor that survives the exec, so no temporary file outlives the server however
+    it ends (nothing of ours runs after the exec to remove one). Without ``/dev/fd``, a named file it is."""
     import tempfile
 
     from shared.logs import granian_config
 
     fd, path = tempfile.mkstemp(prefix="hookyard-log-", suffix=".json")
-    with os.fdopen(fd, "w") as out:
-        json.dump(granian_config(settings.log_level, settings.log_format), out)
-    return path
+    os.write(fd, json.dumps(granian_config(settings.log_level, settings.log_format)).encode())
+    if not os.path.isdir("/dev/fd"):
+        os.close(fd)
+        return path
+    os.unlink(path)
+    os.lseek(fd, 0, os.SEEK_SET)  # where /dev/fd/N is a dup of the descriptor (macOS), reading starts here
+    os.set_inheritable(fd, True)
+    return f"/dev/fd/{fd}"
 
 
 def _worker(args: argparse.Namespace) -> int:

@@ -1,19 +1,22 @@
 """The webhook commands of ``hookyard``: ``listen``, ``trigger`` and ``tail`` (``control.cli.listen`` does the
 following and forwarding, ``control.cli.remote`` the API calls). Like ``hookyard open`` (``control.cli.commands.open``),
-they are clients of a running control plane: the key comes from ``HOOKYARD_API_KEY`` or the data dir."""
+they are clients of a running control plane, found as ``control.cli.instance`` says (``--control-url``,
+``HOOKYARD_CONTROL_URL``, the ``hookyard up`` running on ``--data-dir``); the key comes from
+``HOOKYARD_API_KEY`` or the data dir."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from control.cli.commands import clients
+from control.cli.instance import CONTROL_URL_ENV
 from shared.errors import ConfigError
-from shared.settings import Settings, load_settings
+from shared.settings import Settings
 
 __all__ = ("add_parsers",)
 
@@ -25,32 +28,34 @@ def add_parsers(commands: Any) -> None:
     listen.add_argument("--forward-to", required=True, metavar="URL", help="where each event is sent")
     listen.add_argument("--events", metavar="T,..", help="only these event types (comma-separated)")
     listen.add_argument("--resign-with", metavar="SECRET", help="re-sign each event with this secret")
-    _add_control_url(listen)
+    clients.add_target(listen)
     listen.set_defaults(handler=_listen)
 
     trigger = commands.add_parser("trigger", help="send a realistic signed sample webhook to an endpoint")
-    trigger.add_argument("provider", metavar="PROVIDER", help="identity, commerce, payments or code_host")
+    trigger.add_argument("provider", metavar="PROVIDER", help=_trigger_providers())
     trigger.add_argument("event_type", metavar="EVENT_TYPE", help="e.g. payment_intent.succeeded")
     trigger.add_argument("--endpoint", required=True, metavar="EP", help="endpoint id or external_ref")
-    _add_control_url(trigger)
+    trigger.add_argument(
+        "--headers",
+        choices=("provider", "neutral"),
+        default="provider",
+        help="the real provider's header names, which its library reads (default), or the spec's neutral ones",
+    )
+    clients.add_target(trigger)
     trigger.set_defaults(handler=_trigger)
 
     tail = commands.add_parser("tail", help="follow arriving events and delivery outcomes, one line each")
     tail.add_argument("endpoint", nargs="?", metavar="ENDPOINT", help="endpoint id or external_ref (default: all)")
-    _add_control_url(tail)
+    clients.add_target(tail)
     tail.set_defaults(handler=_tail)
-
-
-def _add_control_url(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--control-url", metavar="URL", help="the control plane (default: as `hookyard up` runs it)")
 
 
 def _remote(args: argparse.Namespace) -> tuple[Settings, Any]:
     from control.cli.remote import Remote, api_key
 
-    # HOOKYARD_API_KEY is the client's, not a setting of the servers (as for `hookyard open`).
-    settings = load_settings({k: v for k, v in os.environ.items() if k != "HOOKYARD_API_KEY"})
-    return settings, Remote(args.control_url or settings.control_url, api_key(settings))
+    settings = clients.client_settings(args)
+    found = clients.target(args, settings)
+    return settings, Remote(found.url, api_key(settings), source=found.source)
 
 
 def _webhook_command(args: argparse.Namespace, command: Callable[[Settings, Any], Coroutine[Any, Any, int]]) -> int:
@@ -82,8 +87,24 @@ def _listen(args: argparse.Namespace) -> int:
             forward_to=args.forward_to,
             events=types,
             resign_with=args.resign_with,
+            again=_listen_again(args, remote),
         ),
     )
+
+
+def _listen_again(args: argparse.Namespace, remote: Any) -> list[str]:
+    """What ``listen --start``'s "restart with:" line repeats besides the endpoint: the same instance (a URL
+    given by flag or variable, a data dir by flag), the same filter and re-signing."""
+    again = ["--forward-to", args.forward_to]
+    if remote.source in ("--control-url", CONTROL_URL_ENV):
+        again += ["--control-url", remote.base_url]
+    if args.data_dir:
+        again += ["--data-dir", args.data_dir]
+    if args.events:
+        again += ["--events", args.events]
+    if args.resign_with:
+        again += ["--resign-with", args.resign_with]
+    return again
 
 
 def _tail(args: argparse.Namespace) -> int:
@@ -92,13 +113,26 @@ def _tail(args: argparse.Namespace) -> int:
     return _webhook_command(args, lambda settings, remote: tail(remote, endpoint_ref=args.endpoint))
 
 
+def _trigger_providers() -> str:
+    from shared.samples import ALIASES, PROVIDERS
+
+    named = ", ".join(f"{alias} ({provider})" for alias, provider in ALIASES.items())
+    return f"{', '.join(PROVIDERS)}, or by its name: {named}"
+
+
 def _trigger(args: argparse.Namespace) -> int:
+    from shared.samples import provider_name
+
+    provider = provider_name(args.provider)
+    if provider is None:
+        raise ConfigError(f"PROVIDER: {args.provider!r} is not a provider; one of {_trigger_providers()}")
+
     async def send(settings: Settings, remote: Any) -> int:
         endpoint = await remote.endpoint(args.endpoint)
-        body = {"provider": args.provider, "event_type": args.event_type}
+        body = {"provider": provider, "event_type": args.event_type, "headers": args.headers}
         sent = (await remote.call("POST", f"/v1/endpoints/{endpoint['id']}/test-webhook", json=body)).json()
         if sent["accepted"]:
-            print(f"sent {args.provider} {args.event_type} to {endpoint['id']}: {sent['status']}, {sent['event_id']}")
+            print(f"sent {provider} {args.event_type} to {endpoint['id']}: {sent['status']}, {sent['event_id']}")
             return 0
         refusal = sent["error"] or json.dumps(sent["response"])
         print(f"hookyard: the edge refused the sample: {sent['status']} {refusal}", file=sys.stderr)

@@ -7,6 +7,7 @@ fails ``tests/test_mcp_catalog.py``.
 from __future__ import annotations
 
 from control.mcp.tools import (
+    alerts,
     deliveries,
     destinations,
     endpoints,
@@ -24,6 +25,7 @@ from control.mcp.tools import (
 )
 
 __all__ = (
+    "alerts",
     "deliveries",
     "destinations",
     "endpoints",

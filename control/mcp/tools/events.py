@@ -81,10 +81,8 @@ async def wait_for_event(
 ) -> EventWaited:
     """Block until a matching event arrives at an endpoint, or `timeout` seconds (1-55) pass without one.
 
-    No event in time is not an error: `event` is null and `timed_out` true; call again to keep waiting.
-    Events that do not match the filters do not end the wait. With `after` (`now`, then each answer's
-    `cursor`), every match stored after that position is answered once, in storing order, even if it was
-    stored while nobody waited."""
+    No event in time is not an error: `event` is null and `timed_out` true; call again to keep waiting (with
+    `after`, from the answer's `cursor`)."""
     wakeups: Wakeups = call.state.wakeups
     checked = filters.checked()
     if after is not None:

@@ -41,10 +41,16 @@ async def get_schema_diff(call: Call, schema_id: str, versions: SchemaDiffRange)
 
 @tool("GetSchemaTypes", read_only=True)
 async def get_schema_types(
-    call: Call, schema_id: str, lang: str | None = None, framework: str | None = None, version: str | None = None
+    call: Call,
+    schema_id: str,
+    lang: str | None = None,
+    framework: str | None = None,
+    version: str | None = None,
+    union: bool | None = None,
 ) -> GeneratedTypes:
-    """Generate TypeScript, zod or JSON Schema for a learned schema, or a Next.js / Express handler."""
-    return await service.schema_types(call.ctx, call.principal, schema_id, lang, framework, version)
+    """Generate TypeScript, zod or JSON Schema for a learned schema's event type (`union`: its endpoints' every
+    event type of its provider), or a Next.js / Express handler."""
+    return await service.schema_types(call.ctx, call.principal, schema_id, lang, framework, version, union)
 
 
 @tool("GetSchemaCorrelations", read_only=True)

@@ -9,6 +9,7 @@ from control.service import stats as service
 
 @tool("GetEndpointStats", read_only=True)
 async def get_endpoint_stats(call: Call, endpoint_id: str) -> EndpointStats:
-    """Read an endpoint's last 24 hours: event volume, signature failures, delivery success rate and latency,
-    and which destination is failing (its circuit breaker state and when it reopens)."""
+    """Read an endpoint's last 24 hours: event volume, signature failures, requests the edge refused,
+    delivery success rate and latency, and which destination is failing (its circuit breaker state and when
+    it reopens)."""
     return await service.endpoint_stats(call.ctx, call.principal, endpoint_id)

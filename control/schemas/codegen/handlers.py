@@ -1,10 +1,13 @@
 """Ready webhook handlers (Next.js App Router, Express 5) for the event types of a learned schema.
 
 A handler reads the raw body (signatures are over the exact bytes), verifies the signature in the
-provider's own scheme (``shared.signatures``: the header names and rules the edge checks), parses the
-JSON, validates it with the generated zod union, and switches on the event type. Event types the schema
-never saw are acknowledged (200) and ignored, so a provider never retries them forever. The secret comes
-from ``WEBHOOK_SECRET``. Traffic with no provider is verified as Standard Webhooks.
+provider's own scheme (``shared.signatures``: the header names and rules the edge checks) in every form
+hookyard sends it: the provider's header under its real and its neutral name, and the re-signature of a
+replay with ``resign_with`` in its ``signature_header`` (``x-signature`` unless ``WEBHOOK_SIGNATURE_HEADER``
+names another), any one verifying with ``WEBHOOK_SECRET``. It then parses the JSON, validates it with the
+generated zod union, and switches on the event type. Event types the schema never saw are acknowledged
+(200) and ignored, so a provider never retries them forever. Traffic with no provider is verified as
+Standard Webhooks.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ type Outcome = { status: number; body: unknown };
 
 const SECRET = process.env.WEBHOOK_SECRET ?? "";
 const TOLERANCE_S = 300;
+// hookyard's own re-signature: a replay with `resign_with` puts it in its `signature_header` (default
+// x-signature), in this provider's scheme. Verified with the same SECRET: set it to your `resign_with`.
+const RESIGNED_HEADER = (process.env.WEBHOOK_SIGNATURE_HEADER ?? "x-signature").toLowerCase();
 
 function header(get: Get, ...names: string[]): string | null {
   for (const name of names) {
@@ -42,12 +48,24 @@ function fresh(timestamp: string): boolean {
 }
 """
 
+# Every form hookyard sends for the provider: its own header (the real provider's name and the spec's
+# neutral one, verbatim as captured or re-signed by `hookyard listen --resign-with`) and a replay's
+# re-signature in RESIGNED_HEADER. Any one that verifies is enough: all are HMACs keyed with SECRET.
+_ANY_HEADER = """
+const SIGNATURE_HEADERS: string[] = [%(sig)s, RESIGNED_HEADER];
+
+function verify(raw: Buffer, get: Get): boolean {
+  return SIGNATURE_HEADERS.some((name) => {
+    const value = header(get, name);
+    return value !== null && verifyValue(value, raw);
+  });
+}
+"""
+
 _VERIFY = {
     "payments": """
 // payments: `t=<unix>,v1=<hex>`, HMAC-SHA256 over `{t}.{body}` keyed with the whole secret.
-function verify(raw: Buffer, get: Get): boolean {
-  const value = header(get, %(sig)s);
-  if (!value) return false;
+function verifyValue(value: string, raw: Buffer): boolean {
   let t = "";
   const signatures: string[] = [];
   for (const part of value.split(",")) {
@@ -61,45 +79,51 @@ function verify(raw: Buffer, get: Get): boolean {
   const expected = createHmac("sha256", SECRET).update(`${t}.`).update(raw).digest();
   return signatures.some((s) => /^[0-9a-fA-F]{64}$/.test(s) && same(Buffer.from(s, "hex"), expected));
 }
-""",
+"""
+    + _ANY_HEADER,
     "identity": """
 // Standard Webhooks: `v1,<base64>` entries, HMAC-SHA256 over `{id}.{timestamp}.{body}`, keyed with the
-// base64 after `whsec_`.
+// base64 after `whsec_`. Each family of names (signature, id, timestamp) is read together; a replay's
+// re-signature in RESIGNED_HEADER goes with the id and timestamp of whichever family the request carries.
 const FAMILIES: [string, string, string][] = %(families)s;
 
+function verifyValue(value: string, id: string | null, ts: string | null, raw: Buffer): boolean {
+  if (!id || !ts || !fresh(ts)) return false;
+  const decoded = SECRET.startsWith("whsec_") ? Buffer.from(SECRET.slice(6), "base64") : Buffer.alloc(0);
+  const key = decoded.length > 0 ? decoded : Buffer.from(SECRET, "utf8");
+  const expected = createHmac("sha256", key).update(`${id}.${ts}.`).update(raw).digest();
+  return value
+    .split(" ")
+    .some((entry) => entry.startsWith("v1,") && same(Buffer.from(entry.slice(3), "base64"), expected));
+}
+
 function verify(raw: Buffer, get: Get): boolean {
-  for (const [sigName, idName, tsName] of FAMILIES) {
-    const value = header(get, sigName);
-    if (!value) continue;
+  const resigned = header(get, RESIGNED_HEADER);
+  return FAMILIES.some(([sigName, idName, tsName]) => {
     const id = header(get, idName);
     const ts = header(get, tsName);
-    if (!id || !ts || !fresh(ts)) return false;
-    const decoded = SECRET.startsWith("whsec_") ? Buffer.from(SECRET.slice(6), "base64") : Buffer.alloc(0);
-    const key = decoded.length > 0 ? decoded : Buffer.from(SECRET, "utf8");
-    const expected = createHmac("sha256", key).update(`${id}.${ts}.`).update(raw).digest();
-    return value
-      .split(" ")
-      .some((entry) => entry.startsWith("v1,") && same(Buffer.from(entry.slice(3), "base64"), expected));
-  }
-  return false;
+    const value = header(get, sigName);
+    return (
+      (value !== null && verifyValue(value, id, ts, raw)) || (resigned !== null && verifyValue(resigned, id, ts, raw))
+    );
+  });
 }
 """,
     "commerce": """
 // commerce: base64 HMAC-SHA256 of the raw body, keyed with the secret.
-function verify(raw: Buffer, get: Get): boolean {
-  const value = header(get, %(sig)s);
-  if (!value) return false;
+function verifyValue(value: string, raw: Buffer): boolean {
   return same(Buffer.from(value, "base64"), createHmac("sha256", SECRET).update(raw).digest());
 }
-""",
+"""
+    + _ANY_HEADER,
     "code_host": """
 // code host: `sha256=<hex>` HMAC-SHA256 of the raw body, keyed with the secret.
-function verify(raw: Buffer, get: Get): boolean {
-  const value = header(get, %(sig)s);
-  if (!value || !/^sha256=[0-9a-fA-F]{64}$/.test(value)) return false;
+function verifyValue(value: string, raw: Buffer): boolean {
+  if (!/^sha256=[0-9a-fA-F]{64}$/.test(value)) return false;
   return same(Buffer.from(value.slice(7), "hex"), createHmac("sha256", SECRET).update(raw).digest());
 }
-""",
+"""
+    + _ANY_HEADER,
 }
 
 

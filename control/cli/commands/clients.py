@@ -1,0 +1,100 @@
+"""What the client commands share: which instance they talk to (``--control-url``, ``--data-dir``) and their
+settings. A client command is one that talks to a running hookyard (``listen``, ``trigger``, ``tail``,
+``open``; ``dead-letters`` and the admin commands, which reach its Redis or Postgres); the order it finds
+that instance in is ``control.cli.instance``'s."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from control.cli.instance import CONTROL_URL_ENV, Instance, Target, control_target, read_instance
+from shared.errors import ConfigError
+from shared.settings import Settings, load_settings
+
+__all__ = (
+    "add_data_dir",
+    "add_target",
+    "client_settings",
+    "database_url",
+    "redacted",
+    "redis_url",
+    "running",
+    "target",
+)
+
+
+def add_target(parser: argparse.ArgumentParser) -> None:
+    """``--control-url`` and ``--data-dir``, as every command that calls the control plane takes them."""
+    parser.add_argument(
+        "--control-url",
+        metavar="URL",
+        help=f"the control plane (default: {CONTROL_URL_ENV}, else the hookyard up running on the data dir, "
+        "else http://127.0.0.1:8000)",
+    )
+    add_data_dir(parser)
+
+
+def add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the data dir of the hookyard up to talk to, and of the saved API key (default: HOOKYARD_DATA_DIR, "
+        "else .hookyard)",
+    )
+
+
+def client_settings(args: argparse.Namespace) -> Settings:
+    """The settings with ``--data-dir`` applied (the client's own variables are none of the servers')."""
+    return load_settings(None, data_dir=getattr(args, "data_dir", None))
+
+
+def target(args: argparse.Namespace, settings: Settings) -> Target:
+    return control_target(getattr(args, "control_url", None), settings)
+
+
+def running(settings: Settings) -> tuple[Instance | None, Path]:
+    """The ``hookyard up`` running on the settings' data dir (None if none), and that data dir."""
+    data_dir = Path(settings.data_dir).resolve()
+    return read_instance(data_dir), data_dir
+
+
+def redis_url(settings: Settings) -> Target:
+    """``REDIS_URL``, else the Redis of the ``hookyard up`` running on the data dir (its record; else, for an
+    ``up`` that was killed and left its embedded Redis running, that server's own files)."""
+    return _server(settings, "redis")
+
+
+def database_url(settings: Settings) -> Target:
+    """``DATABASE_URL``, else the Postgres of the ``hookyard up`` running on the data dir (as ``redis_url``)."""
+    return _server(settings, "database")
+
+
+def _server(settings: Settings, kind: str) -> Target:
+    variable = "REDIS_URL" if kind == "redis" else "DATABASE_URL"
+    given = settings.redis_url if kind == "redis" else settings.database_url
+    if given:
+        return Target(given, variable)
+    instance, data_dir = running(settings)
+    if instance is not None:
+        return Target(instance.redis_url if kind == "redis" else instance.database_url, instance.describe(data_dir))
+    from control.cli.embedded import running_database_url, running_redis_url
+
+    folder = data_dir / ("redis" if kind == "redis" else "postgres")
+    found = running_redis_url(folder) if kind == "redis" else running_database_url(folder)
+    if found is not None:
+        return Target(found, f"the embedded server left running in {folder}")
+    raise ConfigError(
+        f"{variable}: not set, and no `hookyard up` is running on data dir {data_dir} "
+        "(--data-dir or HOOKYARD_DATA_DIR names another)"
+    )
+
+
+def redacted(url: str) -> str:
+    """A server URL fit for a message: the password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,112 @@
+"""What is true now, per alert condition: the detectors the alert evaluator runs every few seconds.
+
+Each returns rows of ``(account_id, condition_key, endpoint_id, destination_id, count, data)``; the
+evaluator (``control.service.alert_evaluation``) compares them with the open alerts. All read the state the
+rest of hookyard already keeps (destinations' circuits, failed tasks, the stats counters, events), so
+nothing on the capture or delivery path writes anything for alerts. ``evaluation_lock`` makes one worker at
+a time the evaluator: the others skip the round, so conditions are compared once.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+__all__ = (
+    "EXHAUSTED_GRACE_S",
+    "SIGNATURE_WINDOW_MINUTES",
+    "circuits_open",
+    "evaluation_lock",
+    "exhausted",
+    "existing_destinations",
+    "live_endpoints",
+    "signature_failures",
+    "silent",
+)
+
+SIGNATURE_WINDOW_MINUTES = 5
+EXHAUSTED_GRACE_S = 120
+"""An hour's ``delivery.exhausted`` summary is still counted this long into the next hour, so a task that
+failed in an hour's last seconds is seen by an evaluation that runs after the hour turned."""
+
+
+async def evaluation_lock(conn: asyncpg.Connection) -> bool:
+    """Takes the evaluator's lock for the current transaction; False when another worker holds it."""
+    return await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext('hookyard.alerts.evaluate'))")
+
+
+async def circuits_open(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT e.account_id, d.id AS condition_key, d.endpoint_id, d.id AS destination_id,
+                  d.consecutive_failures AS count,
+                  jsonb_build_object('destination_name', d.name, 'circuit', d.circuit,
+                                     'consecutive_failures', d.consecutive_failures) AS data
+             FROM destinations d JOIN endpoints e ON e.id = d.endpoint_id
+            WHERE d.circuit <> 'closed'"""
+    )
+
+
+async def exhausted(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """Per destination and UTC hour: the events whose deliveries used up their retries (or failed
+    permanently) in that hour; the current hour, and the previous one for ``EXHAUSTED_GRACE_S``."""
+    return await conn.fetch(
+        """SELECT e.account_id, t.destination_id || '@' || to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24')
+                      AS condition_key,
+                  t.endpoint_id, t.destination_id, count(DISTINCT t.event_id) AS count,
+                  jsonb_build_object('hour', h.hour) AS data
+             FROM delivery_tasks t
+             JOIN endpoints e ON e.id = t.endpoint_id
+             CROSS JOIN LATERAL (SELECT date_trunc('hour', t.updated_at, 'UTC') AS hour) h
+            WHERE t.status = 'failed'
+              AND t.updated_at >= date_trunc('hour', now() - make_interval(secs => $1), 'UTC')
+            GROUP BY e.account_id, t.endpoint_id, t.destination_id, h.hour""",
+        EXHAUSTED_GRACE_S,
+    )
+
+
+async def signature_failures(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """Endpoints with at least their threshold of failed signatures in the last five minute buckets of the
+    stats counters (the current minute and the four before it)."""
+    return await conn.fetch(
+        """SELECT e.account_id, e.id AS condition_key, e.id AS endpoint_id, NULL::text AS destination_id,
+                  sum(s.count)::bigint AS count,
+                  jsonb_build_object('threshold', e.signature_failure_alert_threshold,
+                                     'window_s', $1 * 60) AS data
+             FROM stats_events s JOIN endpoints e ON e.id = s.endpoint_id
+            WHERE s.span = 1 AND s.failure IS NOT NULL
+              AND s.start >= date_trunc('minute', now()) - make_interval(mins => $1 - 1)
+            GROUP BY e.account_id, e.id, e.signature_failure_alert_threshold
+           HAVING sum(s.count) >= e.signature_failure_alert_threshold""",
+        SIGNATURE_WINDOW_MINUTES,
+    )
+
+
+async def silent(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """Endpoints with ``expect_event_within_s`` that received nothing for that long (counted from the later of
+    their creation and when the setting was made)."""
+    return await conn.fetch(
+        """SELECT e.account_id, e.id AS condition_key, e.id AS endpoint_id, NULL::text AS destination_id,
+                  0::bigint AS count,
+                  jsonb_build_object('expect_event_within_s', e.expect_event_within_s,
+                                     'last_event_at', (SELECT max(ev.received_at) FROM events ev
+                                                        WHERE ev.endpoint_id = e.id
+                                                          AND ev.received_at > now() - interval '1 day')) AS data
+             FROM endpoints e
+            WHERE e.expect_event_within_s IS NOT NULL
+              AND (e.expires_at IS NULL OR e.expires_at > now())
+              AND greatest(e.created_at, coalesce(e.expect_event_since, e.created_at))
+                  <= now() - make_interval(secs => e.expect_event_within_s)
+              AND NOT EXISTS (SELECT 1 FROM events ev
+                               WHERE ev.endpoint_id = e.id
+                                 AND ev.received_at > now() - make_interval(secs => e.expect_event_within_s))"""
+    )
+
+
+async def live_endpoints(conn: asyncpg.Connection, endpoint_ids: list[str]) -> dict[str, str]:
+    """endpoint id -> account id, for those that exist."""
+    rows = await conn.fetch("SELECT id, account_id FROM endpoints WHERE id = ANY($1::text[])", endpoint_ids)
+    return {r["id"]: r["account_id"] for r in rows}
+
+
+async def existing_destinations(conn: asyncpg.Connection, destination_ids: list[str]) -> set[str]:
+    rows = await conn.fetch("SELECT id FROM destinations WHERE id = ANY($1::text[])", destination_ids)
+    return {r["id"] for r in rows}

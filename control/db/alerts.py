@@ -1,0 +1,211 @@
+"""Alerts, their sends (an outbox, one row per alert and alert destination) and the sends' attempts.
+
+Firing is an insert that the partial unique index ``alerts_open`` lets through once per open condition; the
+sends are made in the same transaction for every alert destination of the account that takes the type.
+A send is leased (``claim``) with FOR UPDATE SKIP LOCKED, so two workers never take the same one, and its
+result is written only while the lease is still the claimer's (``finish`` compares ``attempts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+__all__ = (
+    "claim",
+    "finish",
+    "fire",
+    "list_for_account",
+    "open_alerts",
+    "open_for_endpoint",
+    "resolve",
+    "sends_of",
+    "set_counts",
+)
+
+_ALERT_COLUMNS = "id, account_id, type, condition_key, endpoint_id, destination_id, data, count, fired_at, resolved_at"
+
+
+async def open_alerts(conn: asyncpg.Connection, types: Sequence[str]) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NULL AND type = ANY($1::text[])", list(types)
+    )
+
+
+async def fire(
+    conn: asyncpg.Connection,
+    *,
+    alert_id: str,
+    account_id: str,
+    type: str,
+    condition_key: str,
+    endpoint_id: str | None,
+    destination_id: str | None,
+    count: int,
+    data: dict[str, object],
+    resolved: bool = False,
+) -> bool:
+    """Inserts the alert unless one of its condition is open, and its sends; True when it fired. A
+    ``resolved`` alert (``destination.recovered``) is a notice: it is closed as it fires."""
+    fired = await conn.fetchval(
+        """INSERT INTO alerts (id, account_id, type, condition_key, endpoint_id, destination_id, count, data,
+                               resolved_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $9 THEN now() END)
+           ON CONFLICT (account_id, type, condition_key) WHERE resolved_at IS NULL DO NOTHING
+           RETURNING true""",
+        alert_id,
+        account_id,
+        type,
+        condition_key,
+        endpoint_id,
+        destination_id,
+        count,
+        data,
+        resolved,
+    )
+    if not fired:
+        return False
+    await conn.execute(
+        """INSERT INTO alert_sends (id, alert_id, alert_destination_id, url, format)
+           SELECT $1 || '.' || ad.id, $1, ad.id, ad.url, ad.format
+             FROM alert_destinations ad
+            WHERE ad.account_id = $2 AND $3 = ANY(ad.events)""",
+        alert_id,
+        account_id,
+        type,
+    )
+    return True
+
+
+async def set_counts(conn: asyncpg.Connection, counts: Sequence[tuple[str, int]]) -> None:
+    """Updates the running count of open alerts (an hour's exhausted events, the window's failures)."""
+    if counts:
+        await conn.execute(
+            """UPDATE alerts a SET count = u.count FROM unnest($1::text[], $2::bigint[]) AS u(id, count)
+                WHERE a.id = u.id AND a.count <> u.count""",
+            [c[0] for c in counts],
+            [c[1] for c in counts],
+        )
+
+
+async def resolve(conn: asyncpg.Connection, alert_ids: Sequence[str]) -> None:
+    if alert_ids:
+        await conn.execute(
+            "UPDATE alerts SET resolved_at = now() WHERE id = ANY($1::text[]) AND resolved_at IS NULL",
+            list(alert_ids),
+        )
+
+
+async def claim(conn: asyncpg.Connection, *, limit: int, lease_s: float) -> list[asyncpg.Record]:
+    """Leases up to ``limit`` due sends (pending, or in flight with an expired lease: its worker died),
+    with what sending needs: the alert, and the destination's stored secret (null: deleted meanwhile)."""
+    return await conn.fetch(
+        """WITH due AS (
+               SELECT id FROM alert_sends
+                WHERE (status = 'pending' AND next_attempt_at <= now())
+                   OR (status = 'in_flight' AND lease_expires_at < now())
+                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+           leased AS (
+               UPDATE alert_sends s SET status = 'in_flight', attempts = s.attempts + 1,
+                      lease_expires_at = now() + make_interval(secs => $2)
+                 FROM due WHERE s.id = due.id
+             RETURNING s.*)
+           SELECT l.id, l.alert_id, l.alert_destination_id, l.url, l.format, l.attempts,
+                  a.type, a.account_id, a.endpoint_id, a.destination_id, a.count, a.data, a.fired_at, a.resolved_at,
+                  ad.signing_secret
+             FROM leased l JOIN alerts a ON a.id = l.alert_id
+             LEFT JOIN alert_destinations ad ON ad.id = l.alert_destination_id""",
+        limit,
+        lease_s,
+    )
+
+
+async def finish(
+    conn: asyncpg.Connection,
+    *,
+    send_id: str,
+    attempt: int,
+    started_at: datetime,
+    status: int | None,
+    latency_ms: int,
+    success: bool,
+    error: str | None,
+    response_body: str | None,
+    retry_in_s: float | None,
+) -> bool:
+    """Records the attempt and the send's new state (succeeded; pending again in ``retry_in_s``; failed when
+    None), only while the send is still this attempt's. False when another worker took it over."""
+    async with conn.transaction():
+        state = "succeeded" if success else ("failed" if retry_in_s is None else "pending")
+        updated = await conn.fetchval(
+            """UPDATE alert_sends SET status = $3, lease_expires_at = NULL,
+                      next_attempt_at = CASE WHEN $3 = 'pending' THEN now() + make_interval(secs => $4)
+                                             ELSE next_attempt_at END
+                WHERE id = $1 AND attempts = $2 AND status = 'in_flight' RETURNING true""",
+            send_id,
+            attempt,
+            state,
+            retry_in_s or 0.0,
+        )
+        if not updated:
+            return False
+        await conn.execute(
+            """INSERT INTO alert_attempts (send_id, attempt, started_at, status, latency_ms, success, error,
+                                           response_body)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING""",
+            send_id,
+            attempt,
+            started_at,
+            status,
+            latency_ms,
+            success,
+            error,
+            response_body,
+        )
+    return True
+
+
+async def list_for_account(
+    conn: asyncpg.Connection,
+    account_id: str,
+    *,
+    limit: int,
+    before: str | None,
+    endpoint_id: str | None = None,
+    open_only: bool = False,
+) -> list[asyncpg.Record]:
+    """Newest first (ids are time-ordered)."""
+    return await conn.fetch(
+        f"""SELECT {_ALERT_COLUMNS} FROM alerts
+             WHERE account_id = $1 AND ($2::text IS NULL OR id < $2)
+               AND ($3::text IS NULL OR endpoint_id = $3) AND (NOT $4 OR resolved_at IS NULL)
+             ORDER BY id DESC LIMIT $5""",
+        account_id,
+        before,
+        endpoint_id,
+        open_only,
+        limit,
+    )
+
+
+async def open_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE endpoint_id = $1 AND resolved_at IS NULL ORDER BY id DESC",
+        endpoint_id,
+    )
+
+
+async def sends_of(conn: asyncpg.Connection, alert_ids: Sequence[str]) -> list[asyncpg.Record]:
+    """The sends of these alerts with their attempts (``attempts``: a JSON array, oldest first)."""
+    return await conn.fetch(
+        """SELECT s.alert_id, s.alert_destination_id, s.status, s.next_attempt_at,
+                  coalesce((SELECT jsonb_agg(jsonb_build_object(
+                                'attempt', t.attempt, 'started_at', t.started_at, 'status', t.status,
+                                'latency_ms', t.latency_ms, 'success', t.success, 'error', t.error)
+                                ORDER BY t.attempt)
+                              FROM alert_attempts t WHERE t.send_id = s.id), '[]'::jsonb) AS attempts
+             FROM alert_sends s WHERE s.alert_id = ANY($1::text[]) ORDER BY s.alert_id, s.id""",
+        list(alert_ids),
+    )

@@ -1,0 +1,170 @@
+"""The transport itself: one request/response exchange over a pooled connection, behind httpx's public
+``AsyncBaseTransport`` interface (as httpx's own ``HTTPTransport`` is, in ``httpx/_transports/default.py``).
+
+This is the part that knows the order of things: a kept-alive connection of the origin or a new one (the
+``Connector`` makes it, egress checks included; TLS on top for https), the request written (a large body in
+a write of its own, a streamed one chunk by chunk), interim 1xx responses skipped, and the response handed
+back with its body still on the wire unless it has all arrived already, in which case the connection is
+free at once. Timeouts (``request.extensions["timeout"]``, set by the client): ``connect`` bounds resolving,
+connecting, the egress checks and the TLS handshake together; ``write`` each stall of the send buffer;
+``read`` each wait for response bytes; ``pool`` the wait for a free connection slot. The caller bounds the
+whole exchange.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable
+
+import httpx
+
+from control.delivery.transport.body import Body
+from control.delivery.transport.connection import Connection, Connector
+from control.delivery.transport.messages import encode_request, framing, invalid, parse_head
+from control.delivery.transport.pool import Pool
+
+__all__ = ("Transport",)
+
+
+class Transport(httpx.AsyncBaseTransport):
+    """HTTP/1.1 over connections from ``connector``; ``https`` through ``ssl_context`` (host name
+    verified); at most ``max_connections`` open, idle ones kept for ``keepalive_expiry`` seconds (below
+    the 5 s idle timeout of Node.js servers, so we close first rather than race their close).
+
+    Usable on its own (``handle_async_request``, as ``control.delivery.send`` does) or as an
+    ``httpx.AsyncClient(transport=...)``; ``timeout`` applies to requests that carry none (a client's
+    requests carry the client's)."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        ssl_context: ssl.SSLContext | Callable[[], ssl.SSLContext],
+        timeout: httpx.Timeout | None = None,
+        max_connections: int = 100,
+        keepalive_expiry: float = 4.0,
+    ) -> None:
+        self._connector = connector
+        self._ssl_context = ssl_context
+        self._timeouts = (timeout or httpx.Timeout(None)).as_dict()
+        self._pool = Pool(max_connections, keepalive_expiry)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        scheme = url.scheme
+        if scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"the URL scheme must be http or https, not {scheme!r}")
+        host = url.host
+        if not host:
+            raise httpx.UnsupportedProtocol("the URL has no host")
+        port = url.port or (443 if scheme == "https" else 80)
+        timeouts = request.extensions.get("timeout") or self._timeouts
+        head, body, close_after = encode_request(request)
+        conn = await self._connection((scheme, host, port), timeouts)
+        try:
+            read_timeout = timeouts.get("read")
+            if body is None:  # a streamed request body
+                await conn.write(head, timeouts.get("write"))
+                await _write_stream(conn, request, timeouts.get("write"))
+            else:
+                await conn.write(head + body if len(body) < 65_536 else head, timeouts.get("write"))
+                if len(body) >= 65_536:
+                    await conn.write(body, timeouts.get("write"))
+            while True:
+                lines = await conn.read_head(read_timeout)
+                status, version, reason, headers = parse_head(lines)
+                if status >= 200:
+                    break
+                if status == 101:
+                    raise invalid("101 switching protocols, never asked for")
+            return self._response(request, conn, status, version, reason, headers, close_after, read_timeout)
+        except BaseException:
+            self._pool.discard(conn)
+            raise
+
+    async def _connection(self, key: tuple[str, str, int], timeouts: dict[str, float | None]) -> Connection:
+        pool = self._pool
+        if pool.closed:
+            raise RuntimeError("the transport is closed")
+        conn = pool.take(key)
+        if conn is not None:
+            return conn
+        pool_timeout = timeouts.get("pool")
+        deadline = None if pool_timeout is None else asyncio.get_running_loop().time() + pool_timeout
+        while not pool.reserve():
+            await pool.wait(deadline)
+            conn = pool.take(key)
+            if conn is not None:
+                return conn
+        try:
+            return await self._connect(key, timeouts.get("connect"))
+        except BaseException:
+            pool.unreserve()
+            raise
+
+    async def _connect(self, key: tuple[str, str, int], within_s: float | None) -> Connection:
+        scheme, host, port = key
+        conn: Connection | None = None
+        try:
+            async with asyncio.timeout(within_s):
+                transport, conn = await self._connector(host, port, lambda: Connection(key))
+                if scheme == "https":
+                    context = (
+                        self._ssl_context if isinstance(self._ssl_context, ssl.SSLContext) else self._ssl_context()
+                    )
+                    tls = await asyncio.get_running_loop().start_tls(transport, conn, context, server_hostname=host)
+                    if tls is None:
+                        raise httpx.ConnectError("the connection closed during the TLS handshake")
+                    conn.transport = tls  # type: ignore[assignment]
+        except TimeoutError:
+            if conn is not None:
+                conn.close()
+            raise httpx.ConnectTimeout(f"no connection to {host}:{port} within {within_s:g}s") from None
+        except (OSError, ssl.SSLError) as exc:  # ssl.SSLCertVerificationError is both
+            if conn is not None:
+                conn.close()
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        return conn
+
+    def _response(
+        self,
+        request: httpx.Request,
+        conn: Connection,
+        status: int,
+        version: bytes,
+        reason: bytes,
+        headers: list[tuple[bytes, bytes]],
+        close_after: bool,
+        read_timeout: float | None,
+    ) -> httpx.Response:
+        length, chunked, keep_alive = framing(request.method, status, version, headers, close_after)
+        extensions = {"http_version": b"HTTP/1." + version, "reason_phrase": reason}
+        pool = self._pool
+        if length is not None and len(conn.buffer) >= length:  # the whole body is here: connection free now
+            body = conn.take(length)
+            if keep_alive:
+                pool.release(conn)
+            else:
+                pool.discard(conn)
+            stream: httpx.AsyncByteStream = httpx.ByteStream(body)
+        else:
+            stream = Body(pool, conn, length=length, chunked=chunked, keep_alive=keep_alive, within_s=read_timeout)
+        return httpx.Response(status, headers=headers, stream=stream, extensions=extensions, request=request)
+
+    async def aclose(self) -> None:
+        self._pool.close_all()
+
+
+async def _write_stream(conn: Connection, request: httpx.Request, within_s: float | None) -> None:
+    """A streamed request body, as it comes: chunked when the request says so, else as it is."""
+    chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
+    async for chunk in request.stream:  # type: ignore[union-attr]
+        if chunk:
+            await conn.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk, within_s)
+    if chunked:
+        await conn.write(b"0\r\n\r\n", within_s)

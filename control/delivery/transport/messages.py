@@ -1,0 +1,113 @@
+"""HTTP/1.1 message syntax: a request head written, a response head parsed, the response body's framing.
+
+Apart from the connection and the exchange because this is what decides which bytes are valid on the wire
+(RFC 9112's grammar, lenient only where h11 is: bare LF line ends, obsolete line folding) and it is pure: no
+I/O, no state, so every rule about what we send and what we accept reads in one place. Anything the peer
+sends that is not HTTP/1.x is a clear ``httpx.RemoteProtocolError``, never a crash or a guess; anything we
+would send that is not (a header value with CR or LF) is an ``httpx.LocalProtocolError`` before a byte goes.
+"""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+__all__ = ("HEX", "closed_error", "encode_request", "framing", "invalid", "parse_head")
+
+_STATUS = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+"""A chunk size."""
+_DIGITS = re.compile(rb"[0-9]{1,18}")
+
+
+def closed_error(what: str) -> httpx.RemoteProtocolError:
+    return httpx.RemoteProtocolError(f"connection closed {what}")
+
+
+def invalid(what: str) -> httpx.RemoteProtocolError:
+    """The peer answered something that is not HTTP/1.x: a clear error, never a crash or a guess."""
+    return httpx.RemoteProtocolError(f"invalid response: {what}")
+
+
+def parse_head(lines: list[bytes]) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
+    """(status, minor version, reason, headers) of a response head's lines (status line first)."""
+    match = _STATUS.fullmatch(lines[0])
+    if match is None:
+        raise invalid(f"not an HTTP/1.x response: {lines[0][:60]!r}")
+    headers: list[tuple[bytes, bytes]] = []
+    for line in lines[1:]:
+        if line[:1] in (b" ", b"\t"):  # obsolete line folding: part of the previous value
+            if not headers:
+                raise invalid("a response head starts with a continuation line")
+            name, value = headers[-1]
+            headers[-1] = (name, value + b" " + line.strip(b" \t"))
+            continue
+        name, sep, value = line.partition(b":")
+        if not sep or not _TOKEN.fullmatch(name):
+            raise invalid(f"invalid response header line {line[:60]!r}")
+        value = value.strip(b" \t")
+        if not _VALUE.fullmatch(value):
+            raise invalid(f"invalid value of response header {name[:60]!r}")
+        headers.append((name, value))
+    return int(match[2]), match[1], match[3] or b"", headers
+
+
+def framing(
+    method: str, status: int, version: bytes, headers: list[tuple[bytes, bytes]], close_after: bool
+) -> tuple[int | None, bool, bool]:
+    """(Content-Length or None, chunked, keep-alive) of a response: how its body ends, and whether the
+    connection may carry another exchange after it. ``None`` and not chunked: the body ends at the close."""
+    length: int | None = None
+    chunked = False
+    keep_alive = not close_after
+    connection = transfer = content_length = None
+    for name, value in headers:
+        lower = name.lower()
+        if lower == b"connection":
+            connection = value.lower() if connection is None else connection + b"," + value.lower()
+        elif lower == b"transfer-encoding":
+            transfer = value.lower() if transfer is None else transfer + b"," + value.lower()
+        elif lower == b"content-length":
+            content_length = value if content_length is None else content_length + b"," + value
+    tokens = {t.strip() for t in connection.split(b",")} if connection else set()
+    keep_alive = keep_alive and (b"keep-alive" in tokens if version == b"1.0" else b"close" not in tokens)
+    if method == "HEAD" or status in (204, 304):
+        length = 0
+    elif transfer is not None:
+        chunked = transfer.rsplit(b",", 1)[-1].strip() == b"chunked"  # else: the body ends at the close
+    elif content_length is not None:
+        values = {v.strip() for v in content_length.split(b",")}
+        if len(values) != 1 or not _DIGITS.fullmatch(value := values.pop()):
+            raise invalid(f"invalid content-length {content_length[:40]!r}")
+        length = int(value)
+    return length, chunked, keep_alive
+
+
+def encode_request(request: httpx.Request) -> tuple[bytes, bytes | None, bool]:
+    """(request head, body or None when it is a stream, whether the request asks to close)."""
+    method = request.method.encode("ascii")
+    if not _TOKEN.fullmatch(method):
+        raise httpx.LocalProtocolError(f"invalid method {request.method!r}")
+    target = request.url.raw_path
+    if not target or b" " in target or b"\r" in target or b"\n" in target:
+        # Not quoted: a path and query are where webhook URLs keep their secrets.
+        raise httpx.LocalProtocolError("invalid request target (empty, or with a space or line break)")
+    parts = [method, b" ", target, b" HTTP/1.1\r\n"]
+    close = False
+    for name, value in request.headers.raw:
+        if not _TOKEN.fullmatch(name):
+            raise httpx.LocalProtocolError(f"invalid header name {name[:60]!r}")
+        if not _VALUE.fullmatch(value):
+            raise httpx.LocalProtocolError(f"header {name.decode('ascii')}: CR, LF and NUL are not allowed in values")
+        if len(name) == 10 and name.lower() == b"connection":
+            close = b"close" in value.lower()
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"\r\n")
+    try:
+        body: bytes | None = request.content
+    except httpx.RequestNotRead:
+        body = None
+    return b"".join(parts), body, close

@@ -1,0 +1,237 @@
+"""Text Postgres can store: the one rule, and the three ways hookyard applies it.
+
+Postgres ``text`` and ``jsonb`` cannot hold NUL (U+0000); a lone UTF-16 surrogate (U+D800..U+DFFF, not a
+Unicode scalar value, yet Python strings carry them: ``surrogateescape``, ``json.loads('"\\ud800"')``) has no
+UTF-8 form for asyncpg to send; bytes that are not UTF-8 have no text form at all. Any of them reaching a
+query fails the statement: a 500 for what is a caller's mistake, a failed group commit of delivery results, a
+flush batch split to isolate one record. What to do instead depends on whose text it is, so the rule is
+written here once, with its three applications (no length cap in any of them: limits are each field's own):
+
+- caller text (a name, a rule, a filter, an email) is refused: :func:`text_problem` says why and
+  :func:`check_text` raises the 400 naming the field. The service layer checks every field it writes or
+  queries with, here, once per field: the JSON decoder of /v1 already refuses lone surrogate escapes, but
+  MCP arguments go through Python's ``json``, which accepts ``"\\ud800"``, and the CLI reads argv with
+  surrogate escapes;
+- text that describes what happened (a delivery attempt's headers as sent, the destination's name and URL,
+  error messages built from exceptions, label values) is repaired, because refusing it would lose the record
+  of the attempt: :func:`storable` turns every NUL and every lone surrogate into U+FFFD, nothing else;
+- a captured request is kept whole, every value storable and every one of them turned back into the exact
+  bytes (:func:`event_row`, :func:`headers_object` and its inverse :func:`captured_headers`):
+
+  - the body is ``bytea`` (with ``body_is_utf8``), always exact;
+  - a header whose value is UTF-8 text without NUL is stored as that text; any other value (invalid UTF-8,
+    or NUL from a sender whose server let it through) is stored as the base64 of its raw bytes and its name
+    is listed in ``headers_base64`` (the API's ``header_encodings``), so the exact bytes come back. Repeated
+    headers are joined with ", " (RFC 9110 5.3) before that choice, so the object stays string to string;
+  - path and query are the edge's text (``shared.uri``: printable ASCII, other bytes percent-encoded); a
+    record from an older edge, which stored the decoded path, goes through the same rule here, so a NUL in
+    it becomes ``%00``, exactly what the sender's URL said;
+  - attributed fields (event type, idempotency key) that cannot be text are null: attribution is a reading
+    of the request, not part of it, and the request itself is kept whole; the search text leaves NUL out.
+
+  Nothing here may raise for any input an edge can produce: a record Postgres still refuses is isolated by
+  the flush (``control.db.faults``), never the batch it came in.
+
+Bodies are never text here: they are stored as the exact bytes and never pass through :func:`storable`.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from shared.errors import ValidationError
+from shared.headers import header_text
+from shared.uri import uri_text
+from shared.wire import IngestRecord
+
+__all__ = (
+    "NUL_PROBLEM",
+    "REPLACEMENT",
+    "captured_headers",
+    "check_text",
+    "event_row",
+    "headers_object",
+    "storable",
+    "text_problem",
+)
+
+NUL_PROBLEM = "must not contain NUL characters"
+_SURROGATE_PROBLEM = "must not contain lone UTF-16 surrogates (U+D800 to U+DFFF); they are not Unicode text"
+REPLACEMENT = "\ufffd"
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+T = TypeVar("T")
+
+
+# -- caller text: refused -------------------------------------------------------------------------------
+
+
+def text_problem(value: str) -> str | None:
+    """Why Postgres could not store ``value`` (a message without the field name), or None when it can:
+    ``text`` and ``jsonb`` hold no NUL, and a lone UTF-16 surrogate (U+D800..U+DFFF, not a Unicode scalar
+    value) has no UTF-8 form for asyncpg to send."""
+    if "\x00" in value:
+        return NUL_PROBLEM
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return _SURROGATE_PROBLEM
+    return None
+
+
+def check_text(value: Any, field: str) -> Any:
+    """``value`` unchanged when it is not a string or is storable text; ValidationError naming ``field``."""
+    if isinstance(value, str) and (problem := text_problem(value)) is not None:
+        raise ValidationError(f"{field}: {problem}")
+    return value
+
+
+# -- text describing what happened: repaired ------------------------------------------------------------
+
+
+def storable(value: T) -> T:
+    """``value`` with NUL and lone surrogates replaced by U+FFFD: a string, or the keys and values of a
+    (nested) dict or list, as jsonb takes them; anything else unchanged."""
+    if isinstance(value, str):
+        if value.isascii():  # the usual case: only NUL can be wrong, and it almost never is
+            return value.replace("\x00", REPLACEMENT) if "\x00" in value else value  # type: ignore[return-value]
+        return _UNSTORABLE.sub(REPLACEMENT, value)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [storable(v) for v in value]  # type: ignore[return-value]
+    return value
+
+
+# -- a captured request: kept whole ---------------------------------------------------------------------
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _name(raw: bytes) -> str:
+    """Header names are HTTP tokens (ASCII) from any real server; anything else is percent-encoded."""
+    name = raw.decode("latin-1")
+    if name.isascii() and name.isprintable():
+        return name
+    return "".join(c if c.isascii() and c.isprintable() and c != "%" else f"%{ord(c):02X}" for c in name)
+
+
+def _uri_text(value: str) -> str:
+    return uri_text(value.encode("utf-8", "surrogatepass"))
+
+
+def headers_object(headers: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], list[str] | None]:
+    """(name → value, the names whose value is base64 of raw bytes, or None when every value is text).
+
+    One pass for the usual request (names seen once, values UTF-8 text); anything else takes the general
+    path. The flush runs this for every event, so the usual case is kept to a few C calls per header."""
+    out: dict[str, str] = {}
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1")
+        try:
+            value = raw_value.decode()
+        except UnicodeDecodeError:
+            return _headers_object(headers)
+        if name in out or "\x00" in value or "\x00" in name or not name.isascii():
+            return _headers_object(headers)
+        out[name] = value
+    return out, None
+
+
+def _headers_object(headers: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], list[str] | None]:
+    joined: dict[str, bytes] = {}
+    for raw_name, raw_value in headers:
+        name = _name(raw_name)
+        earlier = joined.get(name)
+        joined[name] = raw_value if earlier is None else earlier + b", " + raw_value
+    out: dict[str, str] = {}
+    encoded: list[str] | None = None
+    for name, raw_value in joined.items():
+        try:
+            value = raw_value.decode()
+            if "\x00" in value:
+                raise UnicodeError
+        except UnicodeError:
+            value = base64.b64encode(raw_value).decode("ascii")
+            encoded = [name] if encoded is None else [*encoded, name]
+        out[name] = value
+    return out, encoded
+
+
+def captured_headers(headers: Mapping[str, str], encoded: Sequence[str] | None) -> dict[str, str]:
+    """A stored event's headers as they arrived, to send them again (deliveries, replays): a value kept as
+    base64 is decoded back to its bytes, carried in the ``str`` as ``surrogateescape``, which is how the
+    delivery transport encodes header values (``control.delivery.send``), so those exact bytes go out."""
+    out = dict(headers)
+    for name in encoded or ():
+        if name in out:
+            out[name] = base64.b64decode(out[name]).decode("utf-8", "surrogateescape")
+    return out
+
+
+def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) -> tuple:
+    """The row in ``control.db.flush.COLUMNS`` order."""
+    headers, encoded = headers_object(record.headers)
+    content_type = headers.get("content-type")
+    if content_type is not None and encoded is not None and "content-type" in encoded:
+        # a reading of the header (as attribution reads headers), not the header itself
+        content_type = header_text(base64.b64decode(content_type)).replace("\x00", "\ufffd")
+    try:
+        text = record.body.decode()
+        is_utf8 = True
+    except UnicodeDecodeError:
+        text, is_utf8 = "", False
+    # Inlined, as the flush runs this per event. An attributed field with NUL is null (a decoded record
+    # cannot hold a lone surrogate: msgpack strings are UTF-8); a path or query of an older edge (which
+    # stored the decoded path) goes through the edge's rule. The edge sends the sub-path after the token
+    # without its slash (``IngestRecord.path``); the event keeps it, as the sender wrote it: ``/stripe``,
+    # ``/`` for the bare ingest URL.
+    event_type, key, path, query = record.event_type, record.idempotency_key, record.path, record.query
+    if event_type is not None and "\x00" in event_type:
+        event_type = None
+    if key is not None and "\x00" in key:
+        key = None
+    if path and not (path.isascii() and path.isprintable()):
+        path = _uri_text(path)
+    path = "/" + path
+    if query and not (query.isascii() and query.isprintable()):
+        query = _uri_text(query)
+    labels = labels or []
+    search = "\n".join(
+        part
+        for part in (
+            text.replace("\x00", ""),  # Postgres text cannot hold NUL
+            content_type or "",
+            record.method,
+            event_type or "",
+            *(label["value"] for label in labels),
+        )
+        if part
+    ).lower()
+    return (
+        record.id,
+        record.endpoint_id,
+        _EPOCH + timedelta(microseconds=record.received_at_us),
+        record.method,
+        path,
+        query,
+        headers,
+        encoded,
+        record.body,
+        is_utf8,
+        content_type,
+        record.source_ip,
+        record.provider,
+        event_type,
+        key,
+        record.signature_valid,
+        record.signature_failure_reason,
+        record.ip_allowed,
+        labels,
+        search,
+    )

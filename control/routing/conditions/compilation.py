@@ -1,0 +1,255 @@
+"""Compilation of a valid condition tree into nested closures, run by the flush on every routed event.
+
+Apart from validation because this is the hot path and is shaped for it: each leaf becomes a getter and a
+test chosen once (a number rule compares numbers, a string rule strings), each group a loop over its
+children with constant children folded away, so running a rule is a few Python calls per leaf and never
+builds a view of the event a rule cannot see. Compiled predicates are pure, never raise on any
+:class:`~control.routing.conditions.tree.EventView`, and are cached by the tree's canonical JSON, so the
+flush worker may call :func:`compile_tree` per rule per batch.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Final
+
+import msgspec
+
+from control.routing.conditions.text import as_number, text_form
+from control.routing.conditions.tree import MISSING, EventView, InvalidConditionTree, Predicate
+from control.routing.conditions.validation import regex, validate
+
+__all__ = ("ALWAYS", "Getter", "compile_tree", "getter", "matches")
+
+_MAX_INDEX_DIGITS = 18  # no array is longer; a longer numeric segment can only be an object key
+_encode_sorted = msgspec.json.Encoder(order="sorted").encode
+
+
+def _always(event: EventView) -> bool:
+    return True
+
+
+ALWAYS: Final[Predicate] = _always
+"""What a tree that matches every event (an empty AND, however nested) compiles to: callers may skip
+building the event's view for it."""
+
+
+def _never(event: EventView) -> bool:
+    return False
+
+
+Getter = Callable[[EventView], object]
+
+
+def getter(field: str) -> Getter:
+    """What ``field`` (``body``, ``body.<path>``, ``header.<name>`` lowercased, ``meta.<key>``) reads from an
+    event: the value, or MISSING. Label rules read their body paths and headers through it too, so a path
+    means the same in a label as in a condition."""
+    return _getter(field)
+
+
+def _getter(name: str) -> Getter:
+    if name == "body":
+        return lambda event: event.body
+    kind, _, rest = name.partition(".")
+    if kind == "header":
+
+        def header(event: EventView) -> object:
+            value = event.headers.get(rest)
+            return MISSING if value is None else value
+
+        return header
+    if kind == "meta":
+
+        def meta(event: EventView) -> object:
+            value = event.meta.get(rest)
+            return MISSING if value is None else value
+
+        return meta
+    steps = tuple(
+        (s, int(s) if s.isascii() and s.isdigit() and len(s) <= _MAX_INDEX_DIGITS else None) for s in rest.split(".")
+    )
+
+    def body(event: EventView) -> object:
+        value = event.body
+        for key, index in steps:
+            if isinstance(value, dict):
+                value = value.get(key, MISSING)
+                if value is MISSING:
+                    return MISSING
+            elif isinstance(value, list):
+                if index is None or index >= len(value):
+                    return MISSING
+                value = value[index]
+            else:
+                return MISSING
+        return value
+
+    return body
+
+
+Test = Callable[[object], bool]
+
+
+def _equals(value: object) -> Test:
+    expected = text_form(value)
+    number = as_number(value)
+    if number is None:
+
+        def equals(actual: object) -> bool:
+            if actual is MISSING:
+                return False
+            if type(actual) is str:
+                return actual == expected
+            return text_form(actual) == expected
+
+        return equals
+
+    def equals_number(actual: object) -> bool:
+        if actual is MISSING:
+            return False
+        kind = type(actual)
+        if kind is int or kind is float:
+            return actual == number
+        if kind is str:
+            return actual == expected
+        return text_form(actual) == expected
+
+    return equals_number
+
+
+def _test(operator: str, value: object) -> Test:
+    if operator == "exists":
+        return lambda actual: actual is not MISSING
+    if operator == "equals":
+        return _equals(value)
+    if operator == "not_equals":
+        equals = _equals(value)
+        return lambda actual: not equals(actual)
+    if operator == "contains":
+        return _contains(value)
+    if operator == "regex":
+        return _search(value)  # type: ignore[arg-type]
+    raise InvalidConditionTree(f'operator: unknown operator "{operator}"')
+
+
+def _contains(value: object) -> Test:
+    needle = text_form(value)
+    equals = _equals(value)
+
+    def contains(actual: object) -> bool:
+        if actual is MISSING:
+            return False
+        if isinstance(actual, str):
+            return needle in actual
+        if isinstance(actual, list):
+            return any(equals(item) for item in actual)
+        if isinstance(actual, dict):
+            return needle in actual
+        return needle in text_form(actual)
+
+    return contains
+
+
+def _search(pattern: str) -> Test:
+    found = _searcher(pattern)
+
+    def search(actual: object) -> bool:
+        if actual is MISSING:
+            return False
+        return found(actual if isinstance(actual, str) else text_form(actual))
+
+    return search
+
+
+def _searcher(pattern: str) -> Callable[[str], bool]:
+    """Whether the pattern matches anywhere in a text (google-re2's public API only: its private
+    internals would save a few microseconds per regex leaf at the price of breaking on any release)."""
+    compiled = regex(pattern)
+
+    def search(text: str) -> bool:
+        return compiled.search(text.encode("utf-8", "replace").decode()) is not None  # lone surrogates → "?"
+
+    return search
+
+
+def _build(node: dict[str, Any]) -> Predicate:
+    if "op" in node:
+        children = [_build(child) for child in node["children"]]
+        if node["op"] == "AND":
+            return _all(children)
+        return _any(children)
+    get = _getter(node["field"])
+    test = _test(node["operator"], node.get("value"))
+    return lambda event: test(get(event))
+
+
+def _all(children: list[Predicate]) -> Predicate:
+    # Predicates are pure and never raise, so constant children fold away: an AND of empty ANDs is ALWAYS
+    # (a forward-all rule however it is spelled), and an AND with an empty OR never matches.
+    if _never in children:
+        return _never
+    children = [c for c in children if c is not _always]
+    if not children:
+        return _always
+    if len(children) == 1:
+        return children[0]
+    if len(children) == 2:
+        first, second = children
+        return lambda event: first(event) and second(event)
+    predicates = tuple(children)
+
+    def every(event: EventView) -> bool:
+        for predicate in predicates:  # noqa: SIM110 - a plain loop: no generator object per event
+            if not predicate(event):
+                return False
+        return True
+
+    return every
+
+
+def _any(children: list[Predicate]) -> Predicate:
+    if _always in children:
+        return _always
+    children = [c for c in children if c is not _never]
+    if not children:
+        return _never
+    if len(children) == 1:
+        return children[0]
+    if len(children) == 2:
+        first, second = children
+        return lambda event: first(event) or second(event)
+    predicates = tuple(children)
+
+    def some(event: EventView) -> bool:
+        for predicate in predicates:  # noqa: SIM110 - a plain loop: no generator object per event
+            if predicate(event):
+                return True
+        return False
+
+    return some
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_canonical(canonical: bytes) -> Predicate:
+    return _build(validate(msgspec.json.decode(canonical)))
+
+
+def compile_tree(tree: dict[str, Any]) -> Predicate:
+    """The tree as a predicate over :class:`EventView`; cached by the tree's canonical JSON.
+
+    The tree is validated again on a cache miss (cheap next to compiling), so a tree that is not valid,
+    e.g. one stored before a limit was lowered, raises :class:`InvalidConditionTree` here instead of
+    matching something unintended. Callers treat that as a rule that matches nothing.
+    """
+    try:
+        canonical = _encode_sorted(tree)
+    except (UnicodeEncodeError, msgspec.EncodeError, TypeError, ValueError, OverflowError):
+        raise InvalidConditionTree("condition_tree: not a JSON value") from None
+    return _compile_canonical(canonical)
+
+
+def matches(tree: dict[str, Any], event: EventView) -> bool:
+    """Whether the event matches the tree (compiled through the cache)."""
+    return compile_tree(tree)(event)

@@ -1,0 +1,84 @@
+"""Requests the edge refuses (a signature rejected, a source not on the allowlist), counted per endpoint for
+its stats without touching the hot path.
+
+Accepted requests never come here. A refusal adds one to a dict entry in this process (no I/O, no await);
+a task of the edge's lifespan adds the counts to Redis about once a second in one pipeline
+(``shared.refusals`` says how Redis holds them), and a last time at shutdown. A write that fails is put
+back for the next round (the counts of a pipeline Redis partly applied before failing may then count
+twice): a Redis outage delays the stats, it does not lose them, and what no window reads any more is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from shared.keys import Keys
+from shared.refusals import KEEP_S, expires_at, field
+
+__all__ = ("FLUSH_EVERY_S", "Refusals")
+
+FLUSH_EVERY_S = 1.0
+"""How often the counts go to Redis: stats lag a refusal by about this much."""
+
+_LOG_EVERY_S = 60.0
+
+log = logging.getLogger("hookyard.edge")
+
+
+class Refusals:
+    """Counts by (endpoint id, reason, minute), taken by ``flush``."""
+
+    __slots__ = ("_failed_at", "_keys", "counts")
+
+    def __init__(self, keys: Keys) -> None:
+        self._keys = keys
+        self.counts: dict[tuple[str, str, int], int] = {}
+        self._failed_at = -_LOG_EVERY_S
+
+    def add(self, endpoint_id: str, reason: str, now: float) -> None:
+        """One refused request of ``endpoint_id`` at ``now`` (Unix time), for ``reason``."""
+        key = (endpoint_id, reason, int(now) // 60)
+        counts = self.counts
+        counts[key] = counts.get(key, 0) + 1
+
+    async def flush(self, redis: Any) -> int:
+        """Adds what was counted since the last flush to Redis; how many refusals went. Raises what Redis
+        raises, with the counts kept for the next call."""
+        if not self.counts:
+            return 0
+        taken, self.counts = self.counts, {}
+        keys = self._keys
+        pipe = redis.pipeline(transaction=False)
+        hours: dict[str, int] = {}
+        for (endpoint_id, reason, minute), count in taken.items():
+            hour = minute // 60
+            key = keys.edge_refusals(endpoint_id, hour)
+            pipe.hincrby(key, field(minute, reason), count)
+            hours[key] = hour
+        for key, hour in hours.items():
+            pipe.expireat(key, expires_at(hour))
+        try:
+            await pipe.execute()
+        except BaseException:
+            oldest = (int(time.time()) - KEEP_S) // 60
+            counts = self.counts
+            for key, count in taken.items():
+                if key[2] >= oldest:
+                    counts[key] = counts.get(key, 0) + count
+            raise
+        return sum(taken.values())
+
+    async def run(self, redis: Any, every_s: float = FLUSH_EVERY_S) -> None:
+        """The lifespan's loop: a flush every ``every_s``; a failure is logged once a minute at most."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.flush(redis)
+            except Exception as exc:  # noqa: BLE001 - Redis away: counted again next round
+                now = time.monotonic()
+                if now - self._failed_at >= _LOG_EVERY_S:
+                    self._failed_at = now
+                    log.warning("refusal counts not written to Redis (kept for the next try): %r", exc)

@@ -1,0 +1,98 @@
+"""Signing in any scheme, and signing a captured request again in its own scheme and header family.
+
+Apart from the check because its callers are others (delivery signing, replay's ``resign_with``,
+``hookyard listen --resign-with``, the samples and the benches, never the edge) and it answers a different
+question: which headers make a body verify. Each scheme's signature is made next to its check (one module
+per scheme), so the two cannot drift apart; this module picks the scheme, the header family and the
+timestamp, and for a captured request keeps what a receiver deduplicates on (the ``identity`` message id).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from shared.headers import raw_headers
+from shared.signatures.code_host import sign_code_host
+from shared.signatures.commerce import sign_commerce
+from shared.signatures.detect import detect_family, detect_scheme
+from shared.signatures.identity import sign_identity
+from shared.signatures.payments import sign_payments
+from shared.signatures.schemes import HEADERS, SCHEMES, HeaderFamily
+
+__all__ = ("resign", "sign")
+
+
+def sign(
+    scheme: str,
+    body: bytes,
+    secret: str,
+    *,
+    msg_id: str | None = None,
+    timestamp: int | None = None,
+    header_name: str | None = None,
+    header_family: HeaderFamily = "neutral",
+) -> dict[str, str]:
+    """The headers that make ``body`` verify under ``scheme``: the signature, plus id and timestamp for
+    ``identity``. A fresh timestamp (now) and id (``msg_<ulid>``) when not given; ``msg_id`` is used only by
+    ``identity`` and ``timestamp`` only by ``identity`` and ``payments``. ``header_name`` puts the signature
+    in a custom header (the id/timestamp names still come from ``header_family``).
+
+    Headers come back as text, ready for an HTTP client; :func:`shared.headers.raw_headers` gives the form
+    :func:`~shared.signatures.verify` reads.
+
+    Raises ``ValueError`` for an unknown scheme, a family the scheme has no headers for, or a negative
+    timestamp.
+    """
+    families = HEADERS.get(scheme)
+    if families is None:
+        raise ValueError(f"unknown signature scheme {scheme!r}")
+    names = families.get(header_family)
+    if names is None:
+        raise ValueError(f"scheme {scheme!r} has no {header_family!r} headers")
+    signature_name = header_name.lower() if header_name else names[0]
+    if scheme == "commerce":
+        return sign_commerce(body, secret, signature_name)
+    if scheme == "code_host":
+        return sign_code_host(body, secret, signature_name)
+    if timestamp is None:
+        timestamp = int(time.time())
+    elif timestamp < 0:
+        raise ValueError("timestamp must be >= 0 (Unix seconds)")
+    if scheme == "payments":
+        return sign_payments(body, secret, timestamp, signature_name)
+    return sign_identity(body, secret, timestamp, msg_id, signature_name, header_family)
+
+
+def resign(
+    headers: Mapping[str, str],
+    provider: str | None,
+    body: bytes,
+    secret: str,
+    *,
+    signature_header: str | None = None,
+) -> tuple[dict[str, str], str | None]:
+    """Signs a captured request again, in its own scheme and header family, with a fresh timestamp:
+    (headers to set, the captured signature header they replace). For replay's ``resign_with`` and
+    ``hookyard listen --resign-with``.
+
+    The scheme is the event's provider, else detected from ``headers`` (text names and values as captured);
+    an unattributed request gets Standard Webhooks (``webhook-*``). The identity scheme keeps the event's own
+    message id (its ``*-id`` header: the idempotency key receivers deduplicate on) and sets the id and
+    timestamp headers its libraries read; payments signs ``t=`` now; the signature goes in
+    ``signature_header`` when given, else in the scheme's own header (where the provider's library looks).
+    """
+    raw = raw_headers(headers)
+    scheme = provider if provider in SCHEMES else detect_scheme(raw)
+    family = detect_family(raw) or "neutral"
+    if scheme is None:
+        scheme, family = "identity", "standard"
+    if family not in HEADERS[scheme]:
+        family = "neutral"
+    names = HEADERS[scheme][family]
+    msg_id = None
+    if scheme == "identity":
+        own = {name.lower(): value for name, value in headers.items()}.get(names[1] or "", "").strip()
+        msg_id = own or None
+    signed = sign(scheme, body, secret, msg_id=msg_id, header_name=signature_header, header_family=family)  # type: ignore[arg-type]
+    return signed, names[0]

@@ -1,0 +1,68 @@
+"""Conditions without storms: many failures raise one alert that counts them; the API refuses bad input."""
+
+from __future__ import annotations
+
+from control.service import Context
+from control.service.alert_evaluation import evaluate
+from shared import ids
+from tests.conftest import Account
+from tests.destination import MATCH_ALL, add_destination, add_rule
+from tests.helpers import assert_error, create_endpoint
+
+
+async def test_many_exhausted_deliveries_raise_one_summary_counting_events(
+    client, ctx: Context, account: Account
+) -> None:
+    ep = await create_endpoint(client, account.headers, name="orders")
+    async with ctx.pool.acquire() as conn:
+        dst = await add_destination(conn, ep["id"], "http://127.0.0.1:9/down")
+        rule = await add_rule(conn, ep["id"], [dst], MATCH_ALL)
+
+        async def fail(n: int) -> None:
+            for _ in range(n):
+                await conn.execute(
+                    """INSERT INTO delivery_tasks (id, endpoint_id, event_id, event_received_at, rule_id,
+                                                   destination_id, status, attempts)
+                       VALUES ($1, $2, $3, now(), $4, $5, 'failed', 10)""",
+                    ids.new_id("task"),
+                    ep["id"],
+                    ids.new_id("evt"),
+                    rule,
+                    dst,
+                )
+
+        await fail(40)
+        first = await evaluate(ctx)
+        await fail(10)
+        second = await evaluate(ctx)
+    assert first.ran
+    assert len(first.fired) == 1
+    assert second.fired == []
+    assert second.resolved == []
+    (alert,) = (await client.get("/v1/alerts", headers=account.headers)).json()["alerts"]
+    assert (alert["type"], alert["destination_id"], alert["count"]) == ("delivery.exhausted", dst, 50)
+
+
+async def test_alert_destination_input_is_checked_and_scoped(client, account: Account, other_account: Account) -> None:
+    bad = await client.post(
+        "/v1/alert-destinations", json={"url": "https://example.com/a", "events": ["nope"]}, headers=account.headers
+    )
+    assert_error(bad, 400, "validation_error", field="events[0]")
+    bad = await client.post("/v1/alert-destinations", json={"url": "ftp://example.com"}, headers=account.headers)
+    assert_error(bad, 400, "validation_error", field="url")
+    made = (
+        await client.post("/v1/alert-destinations", json={"url": "https://example.com/a"}, headers=account.headers)
+    ).json()
+    assert made["signing_secret"].startswith("whsec_")
+    assert len(made["events"]) == 6
+    got = await client.get(f"/v1/alert-destinations/{made['id']}", headers=other_account.headers)
+    assert_error(got, 404, "not_found")
+    patched = await client.patch(
+        f"/v1/alert-destinations/{made['id']}", json={"events": ["endpoint.silent"]}, headers=account.headers
+    )
+    assert patched.json()["events"] == ["endpoint.silent"]
+    assert "signing_secret" not in patched.json()
+    rotated = (await client.post(f"/v1/alert-destinations/{made['id']}/rotate-secret", headers=account.headers)).json()
+    assert rotated["signing_secret"] != made["signing_secret"]
+    gone = await client.delete(f"/v1/alert-destinations/{made['id']}", headers=account.headers)
+    assert gone.json() == {"id": made["id"], "deleted": True}

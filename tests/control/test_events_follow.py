@@ -1,0 +1,115 @@
+"""``events/wait?after=``: following an endpoint's events by position, what ``hookyard listen`` relies on.
+
+In the test's own event loop (``live_app``) against real Postgres and Redis, events stored and announced
+the way the flush worker does. The ordering test holds a real transaction open: an event stored by an older
+transaction that commits late is still answered, and before the newer one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.control.conftest import Live, waiting
+from tests.events_support import Ev
+from tests.helpers import assert_error, db, wait_for
+
+INSERT_ONE = """INSERT INTO events (id, endpoint_id, received_at, method, headers, body, body_is_utf8)
+                VALUES ($1, $2, now(), 'POST', '{}', '\\x7b7d', true)"""
+
+
+@pytest.fixture
+def served(live: Live) -> Live:
+    """The room's ``live``: the app in this loop, an endpoint, a database connection and Redis."""
+    return live
+
+
+async def _follow(served, account, after, timeout=5, **params):
+    return await served.client.get(
+        f"/v1/endpoints/{served.endpoint}/events/wait",
+        params={"after": after, "timeout": timeout, **params},
+        headers=account.headers,
+    )
+
+
+async def _drain(served, account, cursor, count, **params):
+    """The next ``count`` answers from ``cursor``: (event ids, last cursor)."""
+    seen = []
+    for _ in range(count):
+        resp = await _follow(served, account, cursor, timeout=20, **params)
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert resp.headers["hookyard-cursor"] == body["cursor"]
+        seen.append(body["event"]["id"])
+        cursor = body["cursor"]
+    return seen, cursor
+
+
+async def test_every_event_once_in_storing_order_then_204_with_a_cursor(served, account):
+    start = await _follow(served, account, "now", timeout=1)
+    assert start.status_code == 204
+    assert start.content == b""
+    cursor = start.headers["hookyard-cursor"]
+    first = await served.announce(Ev(served.endpoint), Ev(served.endpoint))
+    second = await served.announce(Ev(served.endpoint))
+    seen, cursor = await _drain(served, account, cursor, 3)
+    assert seen == sorted(first) + second
+    again = await _follow(served, account, cursor, timeout=1)
+    assert again.status_code == 204
+    # The cursor of a 204 is a place to continue from: nothing new means the same events are not repeated.
+    assert (await _follow(served, account, again.headers["hookyard-cursor"], timeout=1)).status_code == 204
+
+
+async def test_a_follow_in_progress_is_woken_by_a_new_event(served, account):
+    cursor = (await _follow(served, account, "now", timeout=1)).headers["hookyard-cursor"]
+    task = asyncio.create_task(_follow(served, account, cursor, timeout=30))
+    await wait_for(waiting(served, calls=[task]))
+    ev = Ev(served.endpoint, event_type="invoice.paid")
+    await served.announce(ev)
+    resp = await asyncio.wait_for(task, 10)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["event"]["id"] == ev.id
+
+
+async def test_an_older_transaction_committing_late_is_not_skipped(served, account):
+    cursor = (await _follow(served, account, "now", timeout=1)).headers["hookyard-cursor"]
+    late = Ev(served.endpoint).row()[0]
+    async with db(served.database_url) as other:
+        transaction = other.transaction()
+        await transaction.start()
+        await other.execute(INSERT_ONE, late, served.endpoint)  # its transaction id is now the older one
+        early = await served.announce(Ev(served.endpoint))
+        # Stored and visible, but an older transaction is still open: not answered yet, cursor not past it.
+        held = await _follow(served, account, cursor, timeout=1)
+        assert held.status_code == 204
+        cursor = held.headers["hookyard-cursor"]
+        await transaction.commit()
+    seen, _ = await _drain(served, account, cursor, 2)
+    assert seen == [late, *early]
+
+
+async def test_filters_skip_events_and_the_timeout_cursor_moves_past_them(served, account):
+    cursor = (await _follow(served, account, "now", timeout=1, type="invoice.paid")).headers["hookyard-cursor"]
+    await served.announce(Ev(served.endpoint, event_type="orders/create"))
+    skipped = await _follow(served, account, cursor, timeout=1, type="invoice.paid")
+    assert skipped.status_code == 204
+    match = Ev(served.endpoint, event_type="invoice.paid")
+    await served.announce(match, Ev(served.endpoint, event_type="other"))
+    seen, _ = await _drain(served, account, skipped.headers["hookyard-cursor"], 1, type="invoice.paid")
+    assert seen == [match.id]
+
+
+@pytest.mark.parametrize("after", ["", "yesterday", "x" * 201, "cG9zfDF8ZXZ0"])
+async def test_a_bad_position_is_400_naming_after(served, account, after):
+    resp = await _follow(served, account, after, timeout=1)
+    assert_error(resp, 400, "validation_error", field="after")
+
+
+async def test_another_accounts_endpoint_is_404(served, other_account):
+    resp = await served.client.get(
+        f"/v1/endpoints/{served.endpoint}/events/wait",
+        params={"after": "now", "timeout": 1},
+        headers=other_account.headers,
+    )
+    assert_error(resp, 404, "not_found")

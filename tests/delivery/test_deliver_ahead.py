@@ -1,0 +1,87 @@
+"""Throughput without giving up at-least-once: tasks of a fast destination are claimed ahead of its free
+slots (``control.delivery.ready``) and handed back uncounted when never sent; the workers' pool releases
+connections without a reset round trip."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import msgspec
+
+from control.service import Context
+from control.workers import worker_context
+from shared.settings import Settings
+from tests.destination import Destination, Reply, make_task, running, settled
+from tests.helpers import wait_for
+
+
+async def _backlog(ctx: Context, url: str, count: int) -> list[dict[str, str]]:
+    first = await make_task(ctx, url)
+    return [first] + [
+        await make_task(ctx, url, endpoint_id=first["endpoint"], destination_id=first["destination"])
+        for _ in range(count - 1)
+    ]
+
+
+async def test_a_fast_destination_is_claimed_ahead_and_each_event_sent_once(
+    settings: Settings, destination: Destination
+) -> None:
+    """A backlog to one quick destination: the worker holds tasks ahead of its cap (the next send starts
+    when one finishes, not after a claim), never more than the cap in flight, every event sent once."""
+    tuned = msgspec.structs.replace(settings, deliver_per_destination=4, deliver_concurrency=16)
+    async with worker_context(tuned) as ctx:
+        tasks = await _backlog(ctx, destination.url, 300)
+        held_ahead = 0
+        async with running(ctx) as worker:
+
+            async def ahead() -> bool:
+                nonlocal held_ahead
+                assert worker.in_flight <= tuned.deliver_per_destination
+                held_ahead = max(held_ahead, worker.ready.count)
+                return held_ahead > tuned.deliver_per_destination
+
+            await wait_for(ahead, timeout=20, interval=0.001)
+            for task in tasks:
+                await settled(ctx, task["task"], "succeeded", timeout=20)
+    sent = Counter(r.headers["x-hookyard-event-id"] for r in destination.requests)
+    assert set(sent) == {t["event"] for t in tasks}
+    assert max(sent.values()) == 1
+    assert {r.headers["x-hookyard-delivery-attempt"] for r in destination.requests} == {"1"}
+
+
+async def test_tasks_held_ahead_go_back_uncounted_when_the_worker_stops(
+    settings: Settings, destination: Destination
+) -> None:
+    """Stopping with tasks claimed ahead: they are pending again with no attempt counted and nothing sent;
+    every task is either delivered (once) or back to pending as it was, none left in flight."""
+    destination.reply(default=Reply(delay_s=0.05))
+    tuned = msgspec.structs.replace(settings, deliver_per_destination=4, deliver_concurrency=16)
+    async with worker_context(tuned) as ctx:
+        tasks = await _backlog(ctx, destination.url, 200)
+        async with running(ctx) as worker:
+
+            async def ahead() -> bool:
+                return worker.ready.count > 0
+
+            await wait_for(ahead, timeout=20, interval=0.001)
+        async with ctx.pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT id, status, attempts FROM delivery_tasks WHERE id = ANY($1::text[])", [t["task"] for t in tasks]
+            )
+    states = Counter((r["status"], r["attempts"]) for r in rows)
+    assert set(states) <= {("succeeded", 1), ("pending", 0)}, states
+    assert states[("pending", 0)] > 0
+    sent = Counter(r.headers["x-hookyard-event-id"] for r in destination.requests)
+    assert sum(sent.values()) == states[("succeeded", 1)]
+    assert max(sent.values()) == 1
+
+
+async def test_the_workers_pool_releases_a_connection_without_a_reset_query(settings: Settings) -> None:
+    async with worker_context(settings) as ctx:
+        async with ctx.pool.acquire() as conn:
+            await conn.execute("SELECT 1")
+            before = conn._protocol.queries_count  # asyncpg counts the queries a connection ran
+            raw = conn._con  # the connection behind the pool's proxy
+        async with ctx.pool.acquire() as again:
+            assert again._con is raw
+            assert again._protocol.queries_count == before  # nothing ran on release

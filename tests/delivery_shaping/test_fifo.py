@@ -1,0 +1,122 @@
+"""FIFO ordering through real processes: events sent one after another to the edge, flushed and delivered
+by two deliver workers, one of them killed mid-way and replaced, to a sink that fails every third event's
+first attempt. Per ordering key, the sink's successful deliveries come in the order sent, one in flight at
+a time, the keys in parallel, and the destination's stats count the deliveries waiting in line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.settings import Settings
+from tests.delivery_shaping.support import Judging
+from tests.destination import Received, Reply
+from tests.helpers import create_endpoint, db, token_of, wait_for
+from tests.stack import Stack
+
+pytestmark = pytest.mark.slow
+
+EVENTS = 90
+KEYS = ("acme.example", "globex.example", "initech.example")
+OK_S, FAILED_S = 0.05, 0.02
+"""How long the sink takes to answer a success and a failure."""
+
+
+class Ledger:
+    """What the sink answered, in order: (key, seq, succeeded, received at)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.answers: list[tuple[str, int, bool, float]] = []
+
+    def judge(self, request: Received) -> Reply:
+        body = json.loads(request.body)
+        fails = request.headers["x-hookyard-delivery-attempt"] == "1" and body["seq"] % 3 == 2
+        with self.lock:
+            self.answers.append((body["shop"]["domain"], body["seq"], not fails, request.at))
+        return Reply(status=500, delay_s=FAILED_S) if fails else Reply(delay_s=OK_S)
+
+
+async def test_fifo_per_key_holds_through_failing_heads_two_workers_and_a_kill(
+    settings: Settings, client: Any, account: Any, database_url: str, tmp_path: Path
+) -> None:
+    ledger = Ledger()
+    sink = Judging(ledger.judge)
+    sink.start()
+    stack = Stack(
+        settings,
+        tmp_path,
+        HOOKYARD_RETRY_SCHEDULE_S="0.2,0.2,0.2,0.2",
+        HOOKYARD_DELIVER_LEASE_S="3",
+        HOOKYARD_DELIVER_TIMEOUT_S="2",
+        HOOKYARD_DELIVER_SWEEP_S="0.2",
+        HOOKYARD_DELIVER_POLL_S="0.2",
+    )
+    try:
+        stack.start_worker("w1", "flush", "deliver")
+        stack.start_worker("w2", "deliver")
+        stack.start_edge()
+        endpoint = await create_endpoint(client, account.headers)
+        created = await client.post(
+            f"/v1/endpoints/{endpoint['id']}/destinations",
+            json={"url": sink.url, "forward_all": True, "ordering": "fifo", "ordering_key": "body.shop.domain"},
+            headers=account.headers,
+        )
+        assert created.status_code == 201, created.text
+        destination_id = created.json()["id"]
+        ingest = f"{stack.edge_url}/h/{token_of(endpoint['ingest_url'])}"
+        rng = random.Random(27)
+        sent = [(rng.choice(KEYS), seq) for seq in range(EVENTS)]
+        waiting_seen: list[int] = []
+
+        async def waiting() -> int:
+            got = await client.get(f"/v1/destinations/{destination_id}", headers=account.headers)
+            return got.json()["health"]["fifo_waiting"]
+
+        async with httpx.AsyncClient() as provider:
+            for key, seq in sent:
+                body = {"seq": seq, "shop": {"domain": key}}
+                ack = await provider.post(ingest, json=body)
+                assert ack.status_code == 200, ack.text
+                if seq == EVENTS // 2:
+                    waiting_seen.append(await waiting())
+                    await sink.wait_for(20, timeout=30)
+                    stack.kill("w2", signal.SIGKILL)  # mid-way: whatever it held comes back after its lease
+                    stack.start_worker("w3", "deliver")
+
+        async def finished() -> bool:
+            waiting_seen.append(await waiting())
+            async with db(database_url) as conn:
+                done = await conn.fetchval("SELECT count(*) FROM delivery_tasks WHERE status = 'succeeded'")
+            return done == EVENTS
+
+        await wait_for(finished, timeout=90, interval=0.1)
+    finally:
+        stack.stop_all()
+        sink.stop()
+
+    answers = list(ledger.answers)
+    for key in KEYS:
+        of_key = [a for a in answers if a[0] == key]
+        delivered = [seq for _, seq, ok, _ in of_key if ok]
+        # A request answered after its worker died is sent again once the lease runs out: at once after
+        # itself, since nothing behind it went meanwhile. Otherwise each event once, in the order sent.
+        collapsed = [seq for i, seq in enumerate(delivered) if i == 0 or delivered[i - 1] != seq]
+        assert collapsed == [seq for k, seq in sent if k == key], key
+        for earlier, later in itertools.pairwise(of_key):  # one in flight per key
+            assert later[3] - earlier[3] >= (OK_S if earlier[2] else FAILED_S) - 0.005, (key, earlier, later)
+    assert sum(1 for _, seq, ok, _ in answers if not ok) >= EVENTS // 3 - 1  # every third first attempt failed
+    overlapping = any(
+        0 <= b[3] - a[3] < (OK_S if a[2] else FAILED_S) for a, b in itertools.pairwise(answers) if a[0] != b[0]
+    )
+    assert overlapping, "no two keys were ever in flight together"
+    assert max(waiting_seen) > 0
+    assert waiting_seen[-1] == 0

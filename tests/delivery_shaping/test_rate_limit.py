@@ -1,0 +1,104 @@
+"""A destination's rate limit, held by two deliver worker processes together while another destination
+runs at full speed; and a 429 with Retry-After pausing the whole destination, for every worker (two in
+process here, so the test can wait for the 429 to be recorded)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from control.service import Context
+from shared.settings import Settings
+from tests.delivery_shaping.support import busiest_second, limited_tasks
+from tests.destination import FAST_DELIVERY, Destination, Reply, fetch_row, make_task, running, serving
+from tests.helpers import wait_for
+from tests.stack import Stack
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return msgspec.structs.replace(settings, **FAST_DELIVERY)
+
+
+@pytest.fixture
+def limited() -> Iterator[Destination]:
+    with serving() as server:
+        yield server
+
+
+@pytest.fixture
+def other() -> Iterator[Destination]:
+    with serving() as server:
+        yield server
+
+
+@pytest.mark.slow
+async def test_a_limited_destination_gets_its_rate_from_all_workers_and_others_are_not_slowed(
+    settings: Settings, ctx: Context, limited: Destination, other: Destination, tmp_path: Path
+) -> None:
+    slow = await limited_tasks(ctx, limited.url, 1000, rate_limit_per_s=50.0)
+    fast = await limited_tasks(ctx, other.url, 200)
+    stack = Stack(
+        settings,
+        tmp_path,
+        HOOKYARD_DELIVER_LEASE_S="5",
+        HOOKYARD_DELIVER_TIMEOUT_S="2",
+        HOOKYARD_DELIVER_POLL_S="0.2",
+        HOOKYARD_DELIVER_SWEEP_S="0.2",
+    )
+    try:
+        started = time.time()
+        stack.start_worker("w1", "deliver")  # two deliver worker processes, one limit
+        stack.start_worker("w2", "deliver")
+        await other.wait_for(200, timeout=30)
+        await limited.wait_for(1000, timeout=60)
+    finally:
+        stack.stop_all()
+    arrivals = [r.at for r in limited.requests]
+    assert busiest_second(arrivals) <= 55
+    assert Counter(r.headers["x-hookyard-event-id"] for r in limited.requests) == Counter(slow["events"])
+    assert {r.headers["x-hookyard-event-id"] for r in other.requests} == set(fast["events"])
+    # 1,000 at 50/s take 20 s; the other destination's 200 are all in before the limited one's first 200.
+    assert max(r.at for r in other.requests) < min(arrivals) + 4
+    assert max(arrivals) - min(arrivals) >= 19
+    assert started < min(arrivals)
+
+
+@pytest.mark.parametrize("rate_limit_per_s", [None, 20.0], ids=["unlimited", "limited"])
+async def test_retry_after_pauses_the_whole_destination_for_every_worker(
+    ctx: Context, limited: Destination, other: Destination, rate_limit_per_s: float | None
+) -> None:
+    limited.reply(Reply(status=429, retry_after="2"))
+    shaping: dict[str, Any] = {} if rate_limit_per_s is None else {"rate_limit_per_s": rate_limit_per_s}
+    paused = await limited_tasks(ctx, limited.url, 1, **shaping)
+    async with running(ctx), running(ctx):
+        (refused,) = await limited.wait_for(1)
+
+        async def recorded() -> Any:
+            return await fetch_row(
+                ctx,
+                "SELECT paused_until FROM destinations WHERE id = $1 AND paused_until IS NOT NULL",
+                paused["destination"],
+            )
+
+        await wait_for(recorded)  # the 429 is written: both workers know of the pause from here on
+        await _more_tasks(ctx, paused, 5)
+        unpaused = await limited_tasks(ctx, other.url, 3)
+        await other.wait_for(3, timeout=10)
+        assert max(r.at for r in other.requests) < refused.at + 1.5  # another destination is not held back
+        requests = await limited.wait_for(7, timeout=15)  # the retry and the five new ones
+    after = requests[1:]
+    assert min(r.at for r in after) >= refused.at + 2 - 0.05
+    assert {r.headers["x-hookyard-event-id"] for r in other.requests} == set(unpaused["events"])
+
+
+async def _more_tasks(ctx: Context, made: dict[str, Any], count: int) -> None:
+    """``count`` more events with a task for ``made``'s destination."""
+    for _ in range(count):
+        await make_task(ctx, "", endpoint_id=made["endpoint"], destination_id=made["destination"])

@@ -1,0 +1,110 @@
+"""End to end through real processes (``tests.stack``): edge, control and workers together on the test's database
+and Redis prefix: capture, scale-out, faults, logs, metrics, a Redis Cluster, MCP over HTTP, schemathesis and
+a real browser."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from shared import redis_client
+from shared.settings import Settings, load_settings
+from tests.conftest import TEST_ENCRYPTION_KEY, Account, make_account
+from tests.helpers import module_database
+from tests.stack import Stack
+
+
+@pytest.fixture
+async def running(stack: Stack, database_url: str) -> tuple[Stack, Account]:
+    """Control, an edge and a flush worker as real processes, and an account: the capture path whole."""
+    stack.start_control()
+    stack.start_edge()
+    stack.start_worker("worker", "flush")
+    return stack, await make_account(database_url)
+
+
+def new_endpoint(stack: Stack, account: Account, **body: object) -> dict:
+    """An endpoint created over the running control plane's /v1."""
+    response = httpx.post(f"{stack.control_url}/v1/endpoints", json={"name": "e2e", **body}, headers=account.headers)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def stored_events(stack: Stack, account: Account, endpoint_id: str, want: int, timeout_s: float = 10) -> list[dict]:
+    """Every event of the endpoint once ``want`` are stored (paging through the whole list)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        events, cursor = [], None
+        while True:
+            params = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+            page = httpx.get(
+                f"{stack.control_url}/v1/endpoints/{endpoint_id}/events", params=params, headers=account.headers
+            )
+            assert page.status_code == 200, page.text
+            events += page.json()["events"]
+            cursor = page.json()["next_cursor"]
+            if not cursor:
+                break
+        if len(events) >= want or time.monotonic() > deadline:
+            return events
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def module_settings(servers: Any, template_database: str) -> Iterator[Settings]:
+    """Settings for a whole module: its own copy of the migrated template and its own Redis prefix (whose keys
+    are deleted after), for a stack started once for the module."""
+    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
+    with module_database(servers, template_database) as database_url:
+        yield load_settings(
+            {},
+            database_url=database_url,
+            redis_url=servers.redis_url,
+            redis_prefix=prefix,
+            egress="any",
+            encryption_keys=(TEST_ENCRYPTION_KEY,),
+        )
+
+    async def forget() -> None:
+        client = await redis_client.open_client(servers.redis_url)
+        try:
+            keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
+            if keys:
+                await client.delete(*keys)
+        finally:
+            await client.aclose()
+
+    asyncio.run(forget())
+
+
+@pytest.fixture(scope="module")
+def module_stack(module_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Control, an edge and a flush worker started once for a module whose tests each use an account and
+    endpoints of their own (``shared_stack`` puts back what a test added)."""
+    stack = Stack(module_settings, tmp_path_factory.mktemp("module-stack"))
+    try:
+        stack.start_control()
+        stack.start_edge()
+        stack.start_worker("worker", "flush")
+        yield stack
+    finally:
+        stack.stop_all()
+
+
+@pytest.fixture
+async def shared_stack(module_stack: Stack, module_settings: Settings) -> AsyncIterator[tuple[Stack, Account]]:
+    """The module's stack and a fresh account; processes a test starts on it are stopped, and the environment
+    it changed for them restored, when it ends."""
+    env, procs = dict(module_stack.env), set(module_stack.procs)
+    yield module_stack, await make_account(module_settings.database_url)
+    for name in set(module_stack.procs) - procs:
+        module_stack.kill(name, signal.SIGTERM)
+    module_stack.env.clear()
+    module_stack.env.update(env)

@@ -1,0 +1,261 @@
+"""The inbox page and /schema in a real browser: headless Chromium (Debian's ``chromium`` package, driven by
+Playwright) against real ``hookyard edge``, ``control`` and ``worker`` processes.
+
+Every request the browser makes outside this machine is refused and recorded, and the tests assert there
+was none: the pages must work offline. Screenshots land in ``test-artifacts/`` (gitignored).
+
+Without the browser these tests say how to install it and skip; under ``CI=true`` they fail instead, so CI
+cannot pass without running them (``.ci/run`` installs ``chromium``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from shared import redis_client
+from shared.keys import Keys
+from shared.settings import Settings
+from tests.conftest import make_account
+from tests.destination import serving
+from tests.events_support import Ev, store
+from tests.helpers import db
+from tests.stack import Stack
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "inbox"
+HOSTILE_BODY = (
+    '{"note": "<script>window.__pwned = 1</script>", "img": "<img src=x onerror=\\"window.__pwned = 2\\">", '
+    '"href": "javascript:window.__pwned = 3", "customer": "<b onmouseover=alert(1)>cus_1</b>"}'
+)
+HOSTILE_HEADER = '<img src=x onerror="window.__pwned = 4">'
+
+
+def _missing(chromium: str = CHROMIUM) -> str | None:
+    try:
+        import playwright.async_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is missing: pip install -e '.[dev]'"
+    if not (Path(chromium).exists() or shutil.which(Path(chromium).name)):
+        return f"{chromium} is missing: apt-get install -y chromium (Playwright drives Debian's browser)"
+    return None
+
+
+def _require_browser(chromium: str = CHROMIUM) -> None:
+    """Skips with the way to install the browser, or fails under CI=true, where skipping would pass CI."""
+    missing = _missing(chromium)
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"browser tests cannot run: {missing}")
+        pytest.skip(f"browser tests need Chromium: {missing}")
+
+
+def test_without_the_browser_it_says_how_to_install_it_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    absent = "/nonexistent/chromium-for-this-test"
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"apt-get install -y chromium"):
+        _require_browser(absent)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"cannot run: .*apt-get install -y chromium"):
+        _require_browser(absent)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    _require_browser()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as driver:
+        launched = await driver.chromium.launch(
+            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+            headless=True,
+            args=["--no-sandbox"],  # CI containers run as root
+        )
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+async def _offline_page(browser: Any, stack: Stack) -> tuple[Any, list[str]]:
+    """A page whose requests to anything but the stack's control plane are aborted and recorded."""
+    context = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    foreign: list[str] = []
+    own = urlsplit(stack.control_url).netloc
+
+    async def only_local(route: Any) -> None:
+        if urlsplit(route.request.url).netloc == own:
+            await route.continue_()
+        else:
+            foreign.append(route.request.url)
+            await route.abort()
+
+    await context.route("**/*", only_local)
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.errors = errors  # type: ignore[attr-defined]
+    return page, foreign
+
+
+def _running(stack: Stack) -> Stack:
+    stack.start_edge()
+    stack.start_control()
+    stack.start_worker()
+    return stack
+
+
+async def test_live_list_hostile_content_and_replay(
+    browser: Any, stack: Stack, database_url: str, settings: Settings
+) -> None:
+    from playwright.async_api import expect
+
+    _running(stack)
+    account = await make_account(database_url)
+    api = httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10)
+    async with api:
+        endpoint = (await api.post("/v1/endpoints", json={"name": "orders"})).json()
+        ep = endpoint["id"]
+        label = {"path": "customer", "output_key": "customer", "color": "#aa3300"}
+        assert (await api.post(f"/v1/endpoints/{ep}/labels", json=label)).status_code == 201
+        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+
+    page, foreign = await _offline_page(browser, stack)
+    opened = await page.goto(link)
+    assert opened is not None
+    assert opened.status == 200
+    assert page.url == f"{stack.control_url}/inbox/{ep}"  # the token left the address bar
+    await expect(page.locator("#status")).to_have_text(re.compile("^live"), timeout=10_000)
+    assert await page.locator("#empty").is_visible()
+
+    # Sent after load: in the list within a second, newest first, hostile content as text.
+    async with httpx.AsyncClient(timeout=10) as sender:
+        began = time.monotonic()
+        resp = await sender.post(
+            endpoint["ingest_url"] + "/hooks?x=<script>",
+            content=HOSTILE_BODY.encode(),
+            headers={"content-type": "application/json", "x-evil": HOSTILE_HEADER},
+        )
+        assert resp.status_code == 200, resp.text
+        row = page.locator("li.event").first
+        await row.wait_for(timeout=5_000)
+        appeared = time.monotonic() - began
+    assert appeared < 1.0, f"the event appeared after {appeared:.2f} s"
+    assert await row.locator(".method").text_content() == "POST"
+    assert await row.locator(".path").text_content() == "/hooks?x=%3Cscript%3E"
+    assert await row.locator(".verdict").text_content() == "not checked"
+    chip = row.locator(".label")
+    assert await chip.text_content() == "customer: <b onmouseover=alert(1)>cus_1</b>"
+    assert await chip.evaluate("el => getComputedStyle(el).borderTopColor") == "rgb(170, 51, 0)"
+    await page.screenshot(path=str(ARTIFACTS / "list.png"), full_page=True)
+
+    await row.click()
+    await page.locator("#body-view").wait_for()
+    pretty = await page.locator("#body-view").text_content()
+    assert '"note": "<script>window.__pwned = 1</script>"' in pretty
+    headers = page.locator("table").first
+    assert HOSTILE_HEADER in (await headers.text_content() or "")
+    await page.get_by_role("tab", name="base64").click()
+    assert (await page.locator("#body-view").text_content() or "").startswith("eyJub3Rl")  # base64 of '{"note'
+    await page.get_by_role("tab", name="raw").click()
+    assert await page.locator("#body-view").text_content() == HOSTILE_BODY
+    assert "curl -X POST" in (await page.locator("#curl").text_content() or "")
+    # Inert: nothing ran, no element came from the data, no image was requested.
+    assert await page.evaluate("window.__pwned") is None
+    assert await page.locator("main img, main script, main b").count() == 0
+    await page.screenshot(path=str(ARTIFACTS / "detail.png"), full_page=True)
+
+    # Replay from the page to a real server; the outcome is shown and the delivery listed.
+    with serving() as sink:
+        await page.get_by_label("replay URL").fill(sink.url)
+        await page.get_by_role("button", name="Replay").click()
+        await page.locator("#replay-outcome.ok").wait_for(timeout=10_000)
+        assert "HTTP 200" in (await page.locator("#replay-outcome").text_content() or "")
+        received = (await sink.wait_for(1))[-1]
+        assert received.body == HOSTILE_BODY.encode()
+        assert received.headers["x-evil"] == HOSTILE_HEADER
+        await page.locator(".deliveries td", has_text="replay").wait_for(timeout=5_000)
+        await page.get_by_label("replay URL").fill(sink.url)
+        await page.locator("input[name=resign]").check()
+        await page.get_by_label("signing secret").fill("s" * 24)
+        await page.get_by_role("button", name="Replay").click()
+        await page.locator("#replay-outcome.ok").wait_for(timeout=10_000)
+        verbatim, resigned = (await sink.wait_for(2))[-2:]
+        assert "x-signature" not in verbatim.headers
+        assert resigned.headers["x-signature"].startswith("v1,")
+        assert resigned.headers["webhook-id"].startswith("msg_")
+    await page.screenshot(path=str(ARTIFACTS / "replayed.png"), full_page=True)
+
+    # A filter narrows the list with the shared filters; a second event arrives live at the top.
+    async with httpx.AsyncClient(timeout=10) as sender:
+        await sender.post(endpoint["ingest_url"], content=b'{"customer": "cus_2"}')
+    await page.locator("li.event").nth(1).wait_for(timeout=5_000)
+    assert await page.locator("li.event .path").first.text_content() == "/"
+    await page.get_by_label("search", exact=True).fill("cus_2")
+    await expect(page.locator("li.event")).to_have_count(1, timeout=5_000)
+    await page.get_by_label("search", exact=True).fill("")
+    await page.get_by_label("signature", exact=True).select_option("true")
+    await expect(page.locator("li.event")).to_have_count(0, timeout=5_000)
+
+    # A burst larger than one live refresh's page: every event of it is listed.
+    await page.get_by_label("signature", exact=True).select_option("")
+    await expect(page.locator("li.event")).to_have_count(2, timeout=5_000)
+    async with httpx.AsyncClient(timeout=10) as sender:
+        await asyncio.gather(*(sender.post(endpoint["ingest_url"], content=b'{"n": %d}' % n) for n in range(25)))
+    await expect(page.locator("li.event")).to_have_count(27, timeout=5_000)
+
+    # Committed late, received early (another shard's batch): it lands below what is listed, and still shows.
+    late = Ev(ep, received_at=datetime.now(UTC) - timedelta(minutes=5), body=b'{"late": true}')
+    redis = redis_client.connect(settings.redis_url)
+    try:
+        async with db(database_url) as conn:
+            await store(conn, redis, Keys(settings.redis_prefix, settings.stream_shards), [late])
+    finally:
+        await redis.aclose()
+    await expect(page.locator("li.event").last).to_have_attribute("data-id", late.id, timeout=2_000)
+
+    assert await page.evaluate("window.__pwned") is None
+    assert foreign == []
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+async def test_links_refused_and_schema_offline(browser: Any, stack: Stack, database_url: str) -> None:
+    stack.start_control()
+    account = await make_account(database_url)
+    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+        ep = (await api.post("/v1/endpoints", json={"name": "orders"})).json()["id"]
+        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+    page, foreign = await _offline_page(browser, stack)
+
+    forged = link[:-2] + ("AA" if not link.endswith("AA") else "BB")
+    refused = await page.goto(forged)
+    assert refused is not None
+    assert refused.status == 401  # a page that says how to get a link (tests/firsthour); JSON clients: the envelope
+    assert "expired" in (await page.locator("#reason").text_content() or "")
+    envelope = httpx.get(forged, follow_redirects=False, timeout=10).json()
+    assert envelope["error"]["code"] == "unauthorized"
+    unopened = await page.goto(f"{stack.control_url}/inbox/{ep}")
+    assert unopened is not None
+    assert unopened.status == 401  # no cookie was set by the forged link
+
+    docs = await page.goto(f"{stack.control_url}/schema")
+    assert docs is not None
+    assert docs.status == 200
+    await page.get_by_role("heading", name="CreateInboxLink").wait_for(timeout=20_000)
+    await page.screenshot(path=str(ARTIFACTS / "schema.png"))
+    assert foreign == []

@@ -1,0 +1,144 @@
+"""/metrics on real processes: an edge with two granian workers sums both workers' counts whichever one is
+scraped; control carries the stream, dead-letter and circuit gauges, waiters and rate-limit rejections;
+the worker's port carries flush batches and deliveries by outcome. Parsed with prometheus-client's own
+parser, so the text is valid exposition format."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from shared.metrics import Metrics
+from shared.settings import Settings
+from tests.conftest import make_account
+from tests.destination import Destination
+from tests.helpers import wait_for
+from tests.stack import Stack, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+async def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    async with httpx.AsyncClient() as client:
+        resp = await client.get(url + "/metrics")
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["content-type"].startswith("text/plain")
+    return samples(resp.text)
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_every_process_exposes_its_metrics(settings: Settings, tmp_path: Path, destination: Destination) -> None:
+    worker_port = free_port()
+    stack = Stack(
+        settings,
+        tmp_path,
+        HOOKYARD_WORKER_METRICS_PORT=str(worker_port),
+        HOOKYARD_RATE_LIMIT_PER_S="1",
+        HOOKYARD_RATE_LIMIT_BURST="40",
+        HOOKYARD_METRICS_DIR=str(tmp_path / "metrics"),
+    )
+    try:
+        stack.start_control()
+        stack.start("edge", "edge", "--port", str(stack.edge_port), "--workers", "2", port=stack.edge_port)
+        stack.start_worker("worker", "flush", "deliver")
+        account = await make_account(settings.database_url)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers) as api:
+            endpoint = (await api.post("/v1/endpoints", json={"name": "metrics"})).json()
+            created = await api.post(
+                f"/v1/endpoints/{endpoint['id']}/destinations", json={"url": destination.url, "forward_all": True}
+            )
+            assert created.status_code == 201, created.text
+            # Many connections, so both granian workers take some of the requests.
+            sent = 40
+            async with httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0)) as provider:
+                acks = await asyncio.gather(
+                    *(
+                        provider.post(
+                            endpoint["ingest_url"],
+                            json={"type": "invoice.paid", "n": i},
+                            headers={"x-github-event": "push"},
+                        )
+                        for i in range(sent)
+                    )
+                )
+                assert {a.status_code for a in acks} == {200}
+                missing = await provider.post(stack.edge_url + "/h/no-such-token-0123456789", content=b"{}")
+                assert missing.status_code == 404
+            await destination.wait_for(sent, timeout=30)
+
+            async def edge_counted() -> dict | None:
+                found = await scrape(stack.edge_url)
+                done = value(found, "hookyard_edge_requests_total", outcome="accepted", provider="code_host") == sent
+                # one file per granian worker (each writes its own once a second); a scrape sums them all
+                done = done and len(list((tmp_path / "metrics").glob("edge-*.mp"))) == 2
+                return (
+                    found
+                    if done
+                    and value(found, "hookyard_edge_requests_total", outcome="endpoint_not_found", provider="") == 1
+                    else None
+                )
+
+            edge = await wait_for(edge_counted, timeout=10)
+            assert value(edge, "hookyard_edge_request_duration_seconds_count") == sent
+            assert value(edge, "hookyard_edge_request_duration_seconds_bucket", le="+Inf") == sent
+
+            async def delivered() -> dict | None:
+                async with httpx.AsyncClient() as client:
+                    resp = await client.get(f"http://127.0.0.1:{worker_port}/metrics")
+                found = samples(resp.text)
+                return found if value(found, "hookyard_deliveries_total", outcome="success") == sent else None
+
+            worker = await wait_for(delivered, timeout=15)
+            assert value(worker, "hookyard_flush_batch_events_sum") == sent
+            assert value(worker, "hookyard_delivery_seconds_count", outcome="success") == sent
+            assert value(worker, "hookyard_stream_lag", shard="0") == 0
+            async with httpx.AsyncClient() as client:
+                other = await client.get(f"http://127.0.0.1:{worker_port}/nothing")
+            assert other.status_code == 404
+            assert other.json()["error"]["code"] == "not_found"
+
+            statuses = [(await api.get("/v1/endpoints")).status_code for _ in range(60)]
+            assert 429 in statuses
+            control = await scrape(stack.control_url)
+            assert value(control, "hookyard_rate_limited_total", limit="this API key") == statuses.count(429)
+            assert value(control, "hookyard_circuits", state="closed") == 1
+            assert value(control, "hookyard_stream_length", shard="0") == 0
+            assert value(control, "hookyard_dead_letters", shard="0") == 0
+            assert ("hookyard_wait_waiters", ()) in control
+    finally:
+        stack.stop_all()
+
+
+def test_histogram_and_counter_sum_over_processes(tmp_path: Path) -> None:
+    """Two processes' files (as two granian workers leave them) add up; each scrape writes its own first."""
+    first, second = Metrics("edge", str(tmp_path)), Metrics("edge", str(tmp_path))
+    for m, n in ((first, 3), (second, 4)):
+        counter = m.counter("hy_test_total", "test", ("outcome",))
+        histogram = m.histogram("hy_test_seconds", "test", bounds=(0.1, 1.0))
+        for _ in range(n):
+            counter.inc(("ok",))
+            histogram.observe(0.5)
+    second.write(force=True)
+    (other,) = tmp_path.glob("edge-*.mp")
+    other.rename(tmp_path / "edge-999999999.mp")  # as another worker process would have left it
+    found = samples(first.render().decode())
+    assert value(found, "hy_test_total", outcome="ok") == 7
+    assert value(found, "hy_test_seconds_bucket", le="0.1") == 0
+    assert value(found, "hy_test_seconds_bucket", le="1.0") == 7
+    assert value(found, "hy_test_seconds_bucket", le="+Inf") == 7
+    assert value(found, "hy_test_seconds_sum") == 3.5

@@ -1,0 +1,111 @@
+"""hookyard commands as a user runs them, for the first-hour tests: one-shot (``cli``) or long-running in
+their own session with their output in a file (``Proc``; ``Up`` for ``hookyard up``), in a directory of
+their own if asked (``cwd``, where the default data dir ``.hookyard`` is), and a deadline-bound wait
+(``until``). ``clean_env`` is this machine's environment without any hookyard setting: only what a test
+sets applies, as in a fresh shell."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.stack import _hookyard
+
+__all__ = ("Proc", "Up", "clean_env", "cli", "until")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_") and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    env.update(extra)
+    return env
+
+
+def cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_hookyard(), *args], env=env, capture_output=True, text=True, timeout=60, check=False, cwd=cwd
+    )
+
+
+def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+class Proc:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path, *, cwd: Path | None = None) -> None:
+        self.log = log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [*_hookyard(), *args], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd
+            )
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_for_output(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        found = until(
+            lambda: re.search(pattern, self.output, re.MULTILINE) or self.proc.poll() is not None, timeout, pattern
+        )
+        if not isinstance(found, re.Match):
+            raise AssertionError(f"{pattern!r} not in the output of {self.proc.args}:\n{self.output}")
+        return found
+
+    def interrupt(self) -> int:
+        """Ctrl-C: the exit code."""
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(20)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+class Up(Proc):
+    """``hookyard up`` in a session of its own (a terminal's process group), on the ports given."""
+
+    def __init__(
+        self, env: dict[str, str], log: Path, *, edge_port: int, control_port: int, cwd: Path, data_dir: Path
+    ) -> None:
+        self.edge_port, self.control_port, self.data_dir = edge_port, control_port, data_dir
+        args = ["up", "--data-dir", str(data_dir), "--edge-port", str(edge_port), "--control-port", str(control_port)]
+        super().__init__(args, env, log, cwd=cwd)
+
+    @property
+    def control_url(self) -> str:
+        return f"http://127.0.0.1:{self.control_port}"
+
+    @property
+    def edge_url(self) -> str:
+        return f"http://127.0.0.1:{self.edge_port}"
+
+    @property
+    def key(self) -> str:
+        return (self.data_dir / "api_key").read_text().strip()
+
+    def wait_up(self) -> None:
+        self.wait_for_output("^hookyard is up$", timeout=120)
+
+    def ctrl_c(self) -> float:
+        """Ctrl-C as a terminal sends it, to the whole process group: the seconds until ``up`` exited."""
+        started = time.monotonic()
+        os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"hookyard up did not stop within 30s:\n{self.output}") from None
+        return time.monotonic() - started

@@ -1,0 +1,150 @@
+"""Real payloads through the real flush: an endpoint, the records the edge writes for them, and a drain of the
+ingest stream by ``control.workers.flush`` with a Learner (the same steps ``tests/test_schema_learning.py``
+takes; kept here so this folder stands on its own while the tests are being moved)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from control.routing.route import Router
+from control.schemas.learn import Learner
+from control.service import Context, Principal
+from control.service import schemas as service
+from control.workers.flush import Flush
+from shared import ids
+from shared.wire import IngestRecord, encode_records
+from tests.conftest import make_account
+
+__all__ = (
+    "NODE",
+    "code_host_record",
+    "flush",
+    "learned",
+    "make_endpoint",
+    "need_node",
+    "node_work",
+    "principal",
+    "run",
+    "tsc",
+)
+
+
+async def make_endpoint(database_url: str, account_id: str) -> str:
+    conn = await asyncpg.connect(database_url)
+    try:
+        endpoint_id = ids.new_id("ep")
+        await conn.execute(
+            """INSERT INTO endpoints (id, account_id, name, environment, ingest_token, signing_secret)
+               VALUES ($1, $2, 'real', 'production', $3, 'whsec_x')""",
+            endpoint_id,
+            account_id,
+            ids.ingest_token(),
+        )
+    finally:
+        await conn.close()
+    return endpoint_id
+
+
+def code_host_record(
+    endpoint_id: str, event_type: str, body: Any, provider: str | None = "code_host", **kw: Any
+) -> IngestRecord:
+    """What the edge writes for a verified delivery of ``body`` with ``X-GitHub-Event: <event_type>``."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return IngestRecord(
+        id=ids.new_id("evt"),
+        endpoint_id=endpoint_id,
+        received_at_us=int(time.time() * 1_000_000),
+        method="POST",
+        path="",
+        query="",
+        headers=[(b"content-type", b"application/json"), (b"x-github-event", event_type.encode())],
+        body=raw,
+        source_ip="203.0.113.9",
+        provider=provider,
+        event_type=event_type if provider else None,
+        signature_valid=True,
+        **kw,
+    )
+
+
+async def flush(ctx: Context, records: list[IngestRecord], per_entry: int = 50) -> None:
+    for i in range(0, len(records), per_entry):
+        await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": encode_records(records[i : i + per_entry])})
+    step = Flush(ctx, consumer="c", block_ms=5, claim_every_s=0, router=Router(ctx), learner=Learner())
+    await step.ensure_groups()
+    while await step.step():
+        pass
+
+
+def principal(account_id: str) -> Principal:
+    return Principal(account_id=account_id, key_id="test", kind="live")
+
+
+async def learned(
+    ctx: Context, database_url: str, *phases: list[tuple[str, dict[str, Any]]]
+) -> tuple[str, dict[str, str]]:
+    """A new account whose one endpoint received the events ((event type, payload)) of each phase in order,
+    each phase flushed and learned before the next: (account id, schema id by event type)."""
+    account = await make_account(database_url)
+    endpoint_id = await make_endpoint(database_url, account.id)
+    for events in phases:
+        await flush(ctx, [code_host_record(endpoint_id, t, p) for t, p in events])
+    schemas = (await service.list_schemas(ctx, principal(account.id))).schemas
+    return account.id, {s.event_type or "": s.id for s in schemas}
+
+
+NODE = Path(__file__).resolve().parents[1] / "node"
+"""The npm packages the generated code is checked with, pinned in its ``package-lock.json`` (``.ci/run``
+installs them)."""
+
+
+def need_node() -> None:
+    if not (NODE / "node_modules" / ".bin" / "tsc").exists() or shutil.which("node") is None:
+        message = "tests/node/node_modules is missing: run `npm ci` in tests/node (.ci/run does)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def run(args: list[str], cwd: Path, timeout: float = 300) -> str:
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done.stdout
+
+
+@contextlib.contextmanager
+def node_work() -> Iterator[Path]:
+    """A folder inside tests/node (so imports find its node_modules) with a strict tsconfig, removed after."""
+    work = NODE / f".gen-{uuid.uuid4().hex[:10]}"
+    work.mkdir()
+    try:
+        (work / "package.json").write_text('{"type": "module"}')
+        options = {
+            "strict": True,
+            "module": "nodenext",
+            "moduleResolution": "nodenext",
+            "target": "es2022",
+            "outDir": "out",
+            "skipLibCheck": True,
+            "types": ["node"],
+        }
+        (work / "tsconfig.json").write_text(json.dumps({"compilerOptions": options, "include": ["*.ts"]}))
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def tsc(work: Path) -> str:
+    return run([str(NODE / "node_modules" / ".bin" / "tsc"), "-p", "."], work)
