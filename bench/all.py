@@ -190,6 +190,17 @@ def run(seconds: float) -> dict[str, object]:
                 ok if float(d.get("deliveries_per_s", 0)) >= 2000 else "missed",
             )
         )
+        if "transformed_per_s" in d:
+            rows.append(
+                _row(
+                    "delivery with a trivial transform vs without (same worker, alternated rounds)",
+                    "≤ 150 µs per delivery",
+                    f"{d['transformed_per_s']} vs {d['deliveries_per_s']} /s: "
+                    f"{d['transform_us_per_delivery']} µs per delivery",
+                    "",
+                    ok if float(d["transform_us_per_delivery"]) <= 150 else "missed",
+                )
+            )
         rows.append(
             _row(
                 "ingest → first attempt at 500 events/s",

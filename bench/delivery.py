@@ -4,7 +4,12 @@ Sink: the bare granian raw-ASGI app of ``bench.hello`` (answers 200 at once), in
 
 1. Throughput: one ``hookyard worker deliver`` process is started and idle; N tasks (400-byte JSON events,
    one destination) are committed in one transaction, which NOTIFYs the worker; the figure is N over the
-   wall time from that commit until the last task is ``succeeded`` (every attempt recorded).
+   wall time from that commit until the last task is ``succeeded`` (every attempt recorded). Side by side in
+   the same worker: rounds without and with a trivial transform (``TRIVIAL``, a header added), alternated,
+   each round a destination of its own; ``transform_us_per_delivery`` is the difference of the best rounds'
+   seconds per delivery (issue 28: at most 150 µs), and ``*_cpu_us_per_delivery`` the worker process's CPU
+   time per delivery in those rounds (its threads included): the cost that does not depend on how busy the
+   machine's other processes keep its cores.
 2. Latency: edge, a flush worker process and a deliver worker process; events are POSTed to the ingest URL at
    500/s (paced, not a burst) for the run; the figure is, per event, the first attempt's start
    (``deliveries.created_at``) minus the edge's ``received_at``: stream, flush, routing, commit, NOTIFY,
@@ -13,7 +18,8 @@ Sink: the bare granian raw-ASGI app of ``bench.hello`` (answers 200 at once), in
    The same again at 100 events/s (``at_100_*``): the pipeline's latency when the deliver worker is not
    near its capacity (on a small machine 500 deliveries/s may be).
 
-Targets (DESIGN.md section 6): ≥ 2,000 deliveries/s; ingest → first attempt p50 ≤ 25 ms, p99 ≤ 250 ms.
+Targets (DESIGN.md section 6): ≥ 2,000 deliveries/s; ingest → first attempt p50 ≤ 25 ms, p99 ≤ 250 ms;
+a trivial transform ≤ 150 µs per delivery.
 """
 
 from __future__ import annotations
@@ -23,7 +29,11 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from bench.infra import bench_env, free_port, granian, run_process
 from bench.setup import create_endpoint
@@ -37,6 +47,10 @@ __all__ = ("run",)
 
 RATE_PER_S = 500
 LOW_RATE_PER_S = 100
+TRIVIAL = "function handler(request) { request.headers['x-transformed'] = '1'; return request; }"
+"""The trivial transform: compiled once, then one call per delivery, the body passed through unchanged."""
+ROUNDS = 2
+"""Alternated rounds of each kind (without, with): the best of each is compared."""
 """Also measured: the pipeline's own latency, at a rate far from the deliver worker's capacity."""
 _HEADERS = [
     (b"content-type", b"application/json; charset=utf-8"),
@@ -50,16 +64,17 @@ def _body(i: int) -> bytes:
     return json.dumps(doc).encode().ljust(400)
 
 
-async def route_to_sink(database_url: str, endpoint_id: str, url: str) -> tuple[str, str]:
+async def route_to_sink(database_url: str, endpoint_id: str, url: str, transform: str | None = None) -> tuple[str, str]:
     """A destination and a forward-all rule on the endpoint (the rows the destinations API writes)."""
     conn = await connect(database_url)
     try:
         destination_id, rule_id = ids.new_id("dst"), ids.new_id("rule")
         await conn.execute(
-            "INSERT INTO destinations (id, endpoint_id, name, url) VALUES ($1, $2, 'sink', $3)",
+            "INSERT INTO destinations (id, endpoint_id, name, url, transform) VALUES ($1, $2, 'sink', $3, $4)",
             destination_id,
             endpoint_id,
             url,
+            transform,
         )
         await conn.execute(
             "INSERT INTO rules (id, endpoint_id, name, condition_tree) VALUES ($1, $2, 'all', $3)",
@@ -75,8 +90,10 @@ async def route_to_sink(database_url: str, endpoint_id: str, url: str) -> tuple[
     return destination_id, rule_id
 
 
-async def _throughput(database_url: str, endpoint_id: str, sink: str, total: int) -> tuple[int, float]:
-    destination_id, rule_id = await route_to_sink(database_url, endpoint_id, sink)
+async def _throughput(
+    database_url: str, endpoint_id: str, sink: str, total: int, transform: str | None = None
+) -> tuple[int, float]:
+    destination_id, rule_id = await route_to_sink(database_url, endpoint_id, sink, transform)
     conn = await connect(database_url)
     try:
         now = time.time()
@@ -176,6 +193,16 @@ async def _latency(
     return {k: round(row[k], 1) if k != "n" else row[k] for k in ("p50", "p99", "max", "n", "flush_p50", "flush_p99")}
 
 
+def _cpu(pid: int, measured: Coroutine[Any, Any, tuple[int, float]]) -> tuple[int, float, float]:
+    """The coroutine's figures and the CPU seconds the worker process (all its threads: a transform's isolate
+    runs on one of its own) spent meanwhile."""
+    worker = psutil.Process(pid)
+    before = worker.cpu_times()
+    count, elapsed = asyncio.run(measured)
+    after = worker.cpu_times()
+    return count, elapsed, (after.user - before.user) + (after.system - before.system)
+
+
 def run(seconds: float) -> dict[str, object]:
     hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
     total = int(max(5_000, min(100_000, seconds * 2_500)))
@@ -186,9 +213,17 @@ def run(seconds: float) -> dict[str, object]:
         throughput_ep = asyncio.run(create_endpoint(bench.settings))
         latency_eps = [asyncio.run(create_endpoint(bench.settings)) for _ in range(2)]
         with run_process(granian("bench.hello:app", sink_port, factory=False), bench.env):
-            with run_process([hookyard, "worker", "deliver"], bench.env):
+            with run_process([hookyard, "worker", "deliver"], bench.env) as worker:
                 time.sleep(2)  # started and idle (LISTENing) before the tasks arrive
-                delivered, elapsed = asyncio.run(_throughput(database_url, throughput_ep.id, sink, total))
+                plain: list[tuple[int, float, float]] = []
+                transformed: list[tuple[int, float, float]] = []
+                for _ in range(ROUNDS):
+                    plain.append(_cpu(worker.pid, _throughput(database_url, throughput_ep.id, sink, total)))
+                    transformed.append(
+                        _cpu(worker.pid, _throughput(database_url, throughput_ep.id, sink, total, TRIVIAL))
+                    )
+                delivered, elapsed, cpu_s = min(plain, key=lambda r: r[1] / r[0])
+                with_n, with_s, with_cpu_s = min(transformed, key=lambda r: r[1] / r[0])
             edge = f"http://127.0.0.1:{edge_port}"
             latencies = []
             with (
@@ -210,6 +245,11 @@ def run(seconds: float) -> dict[str, object]:
         "deliveries": delivered,
         "seconds": round(elapsed, 2),
         "deliveries_per_s": round(delivered / elapsed),
+        "transformed_per_s": round(with_n / with_s),
+        "transform_us_per_delivery": round((with_s / with_n - elapsed / delivered) * 1e6, 1),
+        "worker_cpu_us_per_delivery": round(cpu_s / delivered * 1e6, 1),
+        "transformed_cpu_us_per_delivery": round(with_cpu_s / with_n * 1e6, 1),
+        "rounds": ROUNDS,
         "rate_per_s": RATE_PER_S,
         "events": high["n"],
         "first_attempt_p50_ms": high["p50"],

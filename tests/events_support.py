@@ -69,6 +69,7 @@ DELIVERY_FIELDS = {
     "error",
     "duplicate_of",
     "created_at",
+    "transform",
 }
 
 

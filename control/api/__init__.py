@@ -21,6 +21,7 @@ from control.api.retries import DeliveryRetryController, DeliveryRetryJobControl
 from control.api.rules import EndpointRuleController, RuleController
 from control.api.schemas import EndpointSchemaController, SchemaController
 from control.api.stats import EndpointStatsController
+from control.api.transforms import TransformController
 from control.api.trigger import EndpointTriggerController
 
 __all__ = ("v1_router",)
@@ -53,6 +54,7 @@ def v1_router() -> Router:
             ReplayController,
             DestinationTestController,
             EndpointTriggerController,
+            TransformController,
             SchemaController,
             EndpointSchemaController,
         ],

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, ClassVar
 from urllib.parse import urlsplit
 
+import msgspec
 from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody, QueryParameter
@@ -34,18 +35,21 @@ from control.api.params import Cursor, EndpointId, EventId
 from control.records.events import EventWithDeliveries
 from control.records.inbox import InboxEventList
 from control.records.replay import ReplayRequest, SendOutcome
+from control.records.transforms import TransformTest, TransformTestResult
 from control.service import Context, Principal
 from control.service import inbox as service
 from control.service.anonymous import SESSION_COOKIE
+from control.service.decoding import decode_json
 from control.service.events import EventFilters
 from control.service.inbox_links import LINK_COOKIE
-from shared.errors import ForbiddenError
+from shared.errors import ForbiddenError, ValidationError
 
 __all__ = ("STREAM_S", "InboxDataController")
 
 STREAM_S = 300.0
 KEEPALIVE_S = 15.0
 """A comment this often keeps proxies from closing an idle stream."""
+_TRANSFORM_TEST = msgspec.json.Decoder(TransformTest, strict=True)
 _HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
 
 
@@ -144,6 +148,25 @@ class InboxDataController(Controller):
         _same_origin(ctx, request)
         principal = await _principal(ctx, request, endpoint_id)
         return Response(await service.inbox_replay(ctx, principal, endpoint_id, event_id, data), headers=_HEADERS)
+
+    @post("/events/{event_id:str}/transform", status_code=200, include_in_schema=False)
+    async def transform(
+        self,
+        ctx: NamedDependency[Context],
+        request: Request[Any, Any, Any],
+        endpoint_id: EndpointId,
+        event_id: EventId,
+    ) -> Response[TransformTestResult]:
+        """The editor's dry run on the event shown (``TestTransformation``); sends and stores nothing. The
+        body is read once the page may be used (an expired endpoint is 410 whatever the body)."""
+        _same_origin(ctx, request)
+        principal = await _principal(ctx, request, endpoint_id)
+        try:
+            data = decode_json(_TRANSFORM_TEST, await request.body())
+        except msgspec.DecodeError as exc:
+            raise ValidationError(f"body: not JSON ({exc})") from None
+        result = await service.inbox_transform_test(ctx, principal, endpoint_id, event_id, data)
+        return Response(result, headers=_HEADERS)
 
     @get("/stream", include_in_schema=False)
     async def stream(

@@ -2,7 +2,8 @@
 (``control/static``) so the pages work with no network beyond this server.
 
 - ``inbox.js``, ``curl.js`` (its "copy as curl"), ``hexdump.js`` (a binary body's raw tab), ``inbox.css``:
-  the inbox page (``control.api.inbox``), written here, no framework.
+  the inbox page (``control.api.inbox``), written here, no framework; ``transform.js`` and ``transform.css``:
+  its transform editor (a dry run and a replay through a transform, on the event shown).
 - ``redoc.standalone.js``: the OpenAPI page at ``/schema``, Redoc pinned at the version in ``VENDORED``
   (MIT, its licence beside it). A page that loads its script from a CDN is blank offline and changes under
   its users when the CDN's "latest" does.
@@ -34,6 +35,8 @@ _TYPES = {
     "curl.js": "text/javascript; charset=utf-8",
     "hexdump.js": "text/javascript; charset=utf-8",
     "inbox.css": "text/css; charset=utf-8",
+    "transform.js": "text/javascript; charset=utf-8",
+    "transform.css": "text/css; charset=utf-8",
     "redoc.standalone.js": "text/javascript; charset=utf-8",
     "redoc.LICENSE.txt": "text/plain; charset=utf-8",
 }

@@ -10,7 +10,7 @@ __all__ = ("for_event", "page")
 
 _COLUMNS = """id, event_id, destination_id, destination_name, destination_url, rule_id, source, attempt_number,
     request_headers, request_body, response_status, response_body, latency_ms, success, error, duplicate_of,
-    created_at"""
+    created_at, transform"""
 
 
 async def page(

@@ -35,6 +35,7 @@ COLUMNS = (
     "success",
     "error",
     "created_at",
+    "transform",
 )
 _INSERT = f"""INSERT INTO deliveries ({", ".join(COLUMNS)})
     VALUES ({", ".join(f"${i}" for i in range(1, len(COLUMNS) + 1))})
@@ -61,6 +62,7 @@ _KEPT = frozenset(
 _ERROR = COLUMNS.index("error")
 _COUNTED = tuple(COLUMNS.index(c) for c in ("endpoint_id", "destination_id", "created_at", "success", "latency_ms"))
 _SOURCE, _DESTINATION = COLUMNS.index("source"), COLUMNS.index("destination_id")
+_TRANSFORM = COLUMNS.index("transform")
 _MAX_REASON = 300
 
 
@@ -92,9 +94,15 @@ async def insert_many(conn: asyncpg.Connection, rows: Sequence[Sequence[object]]
     counted = [
         tuple(row[i] for i in _COUNTED)
         for row in rows
-        if row[0] in stored and row[_SOURCE] == "rule" and row[_DESTINATION] is not None
+        if row[0] in stored and row[_SOURCE] == "rule" and row[_DESTINATION] is not None and not _skipped(row)
     ]
     await stats.count_deliveries(conn, counted)  # type: ignore[arg-type]
+
+
+def _skipped(row: Sequence[object]) -> bool:
+    """A transform skipped it: nothing was sent, so it is no attempt the destination's stats count."""
+    transform = row[_TRANSFORM]
+    return isinstance(transform, dict) and transform.get("outcome") == "skipped"
 
 
 async def destination_for_account(

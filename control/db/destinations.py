@@ -19,6 +19,7 @@ __all__ = (
     "list_for_endpoint",
     "lock",
     "rotate_secret",
+    "transform_source",
     "update",
 )
 
@@ -27,10 +28,10 @@ _SHAPING = ("rate_limit_per_s", "ordering", "ordering_key", "deduplicate_window_
 _COLUMNS = (
     "d.id, d.endpoint_id, d.name, d.url, d.headers, d.sign_deliveries, "
     + ", ".join(f"d.{c}" for c in _SHAPING)
-    + ", d.created_at, d.updated_at"
+    + ", d.created_at, d.updated_at, d.transform"
 )
 _RETURNING = _COLUMNS.replace("d.", "")
-_UPDATABLE = frozenset({"url", "name", "headers", "sign_deliveries", *_SHAPING})
+_UPDATABLE = frozenset({"url", "name", "headers", "sign_deliveries", "transform", *_SHAPING})
 
 
 async def insert(
@@ -44,6 +45,7 @@ async def insert(
     signing_secret: str,
     sign_deliveries: bool = True,
     shaping: Mapping[str, object] | None = None,
+    transform: str | None = None,
 ) -> asyncpg.Record:
     """The new row (``_RETURNING``); the signing secret is written, never read back here. ``shaping``: values
     of ``rate_limit_per_s``, ``ordering``, ``ordering_key`` and ``deduplicate_window_s`` (the defaults when
@@ -51,8 +53,8 @@ async def insert(
     shaping = shaping or {}
     return await conn.fetchrow(
         f"""INSERT INTO destinations (id, endpoint_id, name, url, headers, signing_secret, sign_deliveries,
-                                      {", ".join(_SHAPING)})
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, 'none'), $10, $11)
+                                      {", ".join(_SHAPING)}, transform)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, 'none'), $10, $11, $12)
             RETURNING {_RETURNING}""",
         destination_id,
         endpoint_id,
@@ -62,7 +64,14 @@ async def insert(
         signing_secret,
         sign_deliveries,
         *(shaping.get(c) for c in _SHAPING),
+        transform,
     )
+
+
+async def transform_source(conn: asyncpg.Connection, destination_id: str) -> asyncpg.Record | None:
+    """The destination's transform and its digest (``transform_digest``), for a deliver worker that has not
+    compiled this version yet; None when the destination is gone."""
+    return await conn.fetchrow("SELECT transform, transform_digest FROM destinations WHERE id = $1", destination_id)
 
 
 async def list_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
@@ -133,8 +142,8 @@ async def lock(conn: asyncpg.Connection, account_id: str, destination_id: str) -
 async def update(
     conn: asyncpg.Connection, account_id: str, destination_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
-    """Sets the given columns (url, name, headers, sign_deliveries and the shaping ones) and bumps updated_at
-    when there are any."""
+    """Sets the given columns (url, name, headers, sign_deliveries, transform and the shaping ones) and bumps
+    updated_at when there are any."""
     unknown = set(changes) - _UPDATABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")

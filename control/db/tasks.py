@@ -47,7 +47,7 @@ LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule
        c.dedup_key, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
        d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
        d.sign_deliveries, d.rate_limit_per_s, d.deduplicate_window_s, e.idempotency_key,
-       (e.id IS NOT NULL) AS event_found, e.body_expired_at"""
+       (e.id IS NOT NULL) AS event_found, e.body_expired_at, d.transform_digest, e.provider, e.event_type, e.labels"""
 """What a leased task comes with (``c``: the task, ``e``: its event, ``d``: its destination)."""
 
 CIRCUIT = "CASE WHEN d.paused_until > now() THEN 'paused' ELSE d.circuit END"

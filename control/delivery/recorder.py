@@ -70,6 +70,8 @@ class Attempt:
     success: bool
     delivery: tuple[object, ...]
     """The ``deliveries`` row in ``delivery_records.COLUMNS`` order."""
+    circuit: bool = True
+    """Whether it tells about the destination's health (a transform that failed or skipped does not)."""
     pause_s: float | None = None
     """The destination answered 429 or 503 with ``Retry-After``: no delivery to it for this long."""
 
@@ -95,7 +97,7 @@ class Recorder:
     def add(self, attempt: Attempt) -> None:
         """Queues a finished attempt; never blocks (so a cancelled send cannot lose one half-written)."""
         self._queue.append(attempt)
-        if not attempt.success:
+        if not attempt.success and attempt.circuit:
             self.failing[attempt.destination_id] += 1
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_all(), name="deliver:recorder")
@@ -202,9 +204,9 @@ class Recorder:
         )
 
     def _finished(self, batch: list[Attempt]) -> None:
-        had_failures = any(not a.success for a in batch)
+        had_failures = any(not a.success and a.circuit for a in batch)
         if had_failures:
-            self.failing.subtract(a.destination_id for a in batch if not a.success)
+            self.failing.subtract(a.destination_id for a in batch if not a.success and a.circuit)
             self.failing = +self.failing  # drop the zeros
         if self.on_written is not None:
             self.on_written(had_failures)
@@ -212,7 +214,7 @@ class Recorder:
     async def _write(self, batch: Sequence[Attempt], *, rows: Sequence[tuple[object, ...]] | None = None) -> None:
         """One transaction: the batch's delivery rows (``rows`` instead, when given), task results and
         circuit outcomes."""
-        succeeded, failed = summarize((a.destination_id, a.success) for a in batch)
+        succeeded, failed = summarize((a.destination_id, a.success) for a in batch if a.circuit)
         async with self.ctx.pool.acquire() as conn, conn.transaction():
             await delivery_records.insert_many(conn, [a.delivery for a in batch] if rows is None else rows)
             await db_tasks.finish(conn, [(a.task_id, a.attempts, a.status, a.retry_in_s, a.last_error) for a in batch])

@@ -105,12 +105,15 @@ def delivery_row(
     rule_id: str | None,
     source: str,
     attempt: int,
+    transform: Mapping[str, Any] | None = None,
 ) -> tuple[Any, ...]:
     """The ``deliveries`` row of one attempt, in ``control.db.delivery_records.COLUMNS`` order: one shape for
     rule deliveries and replays. Its id (first) carries the attempt's start time; ``request_headers`` is null
     when nothing went out. Bodies are the exact bytes (null when empty, or when no response came back); the
     descriptive text goes through ``storable`` (NUL and lone surrogates become U+FFFD), so every row built
-    here can be written."""
+    here can be written. ``transform``: what a transform did (``control.records.transforms.TransformRecord``
+    as a dict); one that skipped the delivery makes it a success with nothing sent."""
+    skipped = transform is not None and transform.get("outcome") == "skipped"
     return (
         ids.new_id("dlv", int(outcome.started_at * 1000)),
         endpoint_id,
@@ -127,9 +130,10 @@ def delivery_row(
         outcome.status,
         outcome.response_body,
         outcome.latency_ms,
-        outcome.success,
+        outcome.success or skipped,
         storable(outcome.error),
         datetime.fromtimestamp(outcome.started_at, UTC),
+        storable(dict(transform)) if transform is not None else None,
     )
 
 

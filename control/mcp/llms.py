@@ -133,7 +133,19 @@ Filters everywhere: `since`, `until`, `provider`, `type`, `method`, `signature_v
 URL: method, body and headers verbatim by default, the provider's signature included. `body` and `headers` \
 change what is sent; `resign_with` (16+ characters) recomputes the signature over what is actually sent, in \
 `signature_header` (default `x-signature`). The answer is always 200 with the outcome (`success`, `status`, \
-`error`) and the attempt is recorded as a delivery with `source: "replay"`."""
+`error`) and the attempt is recorded as a delivery with `source: "replay"`.
+
+**Transforms.** A destination's `transform` (create, `PATCH /v1/destinations/{id}`, MCP \
+`update_destination_transform`; `null` removes it) is JavaScript defining `function handler(request, context)`: \
+`request` is `{method, path, query, headers, body}` (`body` parsed when the event is JSON), `context` is \
+`{event: {id, provider, event_type, received_at, labels}, destination: {id, name}}`. Return the request to send \
+(any field changed; an object `body` is sent as JSON) or `null` to skip. It runs in a sandbox (V8: no network, \
+files, timers or modules; 1 s and 64 MB per call). hookyard's signature is computed over what it returns. A \
+delivery records `transform` (`applied`, `skipped`, or `failed` with `error.message`, `error.line` and \
+`console.log` output); a failed one is not retried until you fix the code and retry it. Try code first with \
+`POST /v1/transformations/test {"transform", "event_id"}` (MCP `test_transformation`): it returns \
+`{request, skipped, logs, error, duration_ms}` and sends nothing. A replay takes `transform` too, applied \
+before `resign_with`."""
 
 
 def _limits(settings: Settings) -> str:

@@ -7,6 +7,8 @@ from typing import Literal
 
 import msgspec
 
+from control.records.transforms import TransformRecord
+
 __all__ = (
     "Delivery",
     "DeliveryList",
@@ -50,6 +52,10 @@ class Delivery(msgspec.Struct, kw_only=True):
     had already been delivered the event with this id, which has the same provider idempotency key. Such a
     record is a success with no request and no response."""
     created_at: datetime
+    transform: TransformRecord | None = None
+    """What the destination's (or the replay's) transform did on this attempt; null when none ran. A
+    skipped delivery sent nothing (``success`` true, no status); a failed one sent nothing either (``error``
+    says why) and is not retried."""
 
 
 class DeliveryList(msgspec.Struct, kw_only=True):

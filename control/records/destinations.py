@@ -11,6 +11,7 @@ from control.records import Deleted
 from control.records.rules import FIELD_PATTERN, OptionalConditionTree, Rule, RuleName
 from control.records.stats import DestinationHealth
 from control.records.text import Name, text
+from control.records.transforms import TransformSource
 
 __all__ = (
     "HOP_BY_HOP",
@@ -179,6 +180,7 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     ordering: OrderingField = "none"
     ordering_key: OrderingKey | None = None
     deduplicate_window_s: DeduplicateWindow | None = None
+    transform: TransformSource | None = None
 
     openapi_extra: ClassVar[dict[str, Any]] = {
         # forward_all is the tree that matches every event: not both
@@ -217,6 +219,8 @@ class DestinationUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     ordering: OrderingField | msgspec.UnsetType = msgspec.UNSET
     ordering_key: OrderingKey | msgspec.UnsetType | None = msgspec.UNSET
     deduplicate_window_s: DeduplicateWindow | msgspec.UnsetType | None = msgspec.UNSET
+    transform: TransformSource | msgspec.UnsetType | None = msgspec.UNSET
+    """Replaces the transform (the next attempt runs the new code); ``null`` removes it."""
 
 
 class Destination(msgspec.Struct, kw_only=True):
@@ -237,6 +241,9 @@ class Destination(msgspec.Struct, kw_only=True):
     """Seconds within which an idempotency key already delivered here is not sent again; null: off."""
     created_at: datetime
     updated_at: datetime
+    transform: str | None = None
+    """The JavaScript each delivery to this destination runs through (``handler(request, context)``); null
+    when deliveries go out as captured."""
 
 
 class DestinationCreated(Destination, kw_only=True):

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from control.records.destinations import HEADER_TOKEN, HOP_BY_HOP, MAX_HEADER_NAME, Url, any_case
+from control.records.transforms import TransformRecord, TransformSource
 
 __all__ = ("REPLAY_HEADER_NAME", "REPLAY_HEADER_VALUE", "ReplayRequest", "SendOutcome")
 
@@ -60,6 +61,10 @@ class ReplayRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Secret to re-sign what is actually sent with, in the event's own provider scheme (Standard
     Webhooks for unattributed events). Any text: it is never stored, only used as the HMAC key."""
     signature_header: SignatureHeader = "x-signature"
+    transform: TransformSource | None = None
+    """JavaScript applied to this replay alone (as a destination's ``transform``), after ``headers``,
+    ``preserve_headers`` and ``body`` and before ``resign_with``: the signature is computed over what it
+    returns. Returning null sends nothing."""
 
 
 class SendOutcome(msgspec.Struct, kw_only=True):
@@ -80,4 +85,7 @@ class SendOutcome(msgspec.Struct, kw_only=True):
     ``response_body_encoding``); null when no response came back."""
     response_body_encoding: Literal["utf8", "base64"]
     error: str | None
-    """Why no response came back: connection refused, timeout, refused by the egress policy..."""
+    """Why no response came back: connection refused, timeout, refused by the egress policy, the transform
+    failed..."""
+    transform: TransformRecord | None = None
+    """What the replay's ``transform`` did (null without one); ``skipped`` and ``failed`` sent nothing."""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncpg
+import msgspec
 
 from control.db import deliveries as db_deliveries
 from control.records.deliveries import Delivery, DeliveryList
+from control.records.transforms import TransformRecord
 from control.service import Context, Principal
 from control.service.bodies import shown_body
 from control.service.cursors import decode_cursor, encode_cursor
@@ -22,6 +24,8 @@ def delivery_record(row: asyncpg.Record) -> Delivery:
     fields = dict(row)
     fields["request_body"], fields["request_body_encoding"] = shown_body(fields["request_body"])
     fields["response_body"], fields["response_body_encoding"] = shown_body(fields["response_body"])
+    if fields.get("transform") is not None:
+        fields["transform"] = msgspec.convert(fields["transform"], TransformRecord)
     return Delivery(**fields)
 
 

@@ -38,6 +38,7 @@ from control.service.endpoints import require_endpoint, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health
 from control.service.text import check_name
+from control.service.transforms import check_transform
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url
@@ -80,6 +81,7 @@ def _destination(row: asyncpg.Record) -> Destination:
         deduplicate_window_s=row["deduplicate_window_s"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        transform=row["transform"],
     )
 
 
@@ -199,6 +201,7 @@ async def create_destination(
         "ordering_key": check_ordering_key(data.ordering_key, data.ordering),
         "deduplicate_window_s": data.deduplicate_window_s,
     }
+    transform = await check_transform(data.transform)
     secret = ids.signing_secret()
     if not ids.is_id(endpoint_id, "ep"):
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
@@ -223,6 +226,7 @@ async def create_destination(
             signing_secret=sealed.seal_destination_secret(ctx, destination_id, secret),
             sign_deliveries=data.sign_deliveries,
             shaping=shaping,
+            transform=transform,
         )
         rule = None
         if tree is not None:
@@ -257,6 +261,8 @@ async def update_destination(
         changes["ordering_key"] = check_ordering_key(changes["ordering_key"], changes.get("ordering"))
     if changes.get("ordering") == "none" and "ordering_key" not in changes:
         changes["ordering_key"] = None  # a key means nothing without FIFO ordering
+    if "transform" in changes:
+        changes["transform"] = await check_transform(changes["transform"])
     if not ids.is_id(destination_id, "dst"):
         raise _not_found(destination_id)
     async with ctx.pool.acquire() as conn, conn.transaction():

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import base64
 
+import msgspec
+
 from control.records.endpoints import Endpoint
 from control.records.events import Event, EventWithDeliveries
 from control.records.inbox import InboxEvent, InboxEventList
 from control.records.replay import ReplayRequest, SendOutcome
+from control.records.transforms import TransformTest, TransformTestResult
 from control.service import Context, Principal
 from control.service import events as service_events
 from control.service import replay as service_replay
+from control.service import transforms as service_transforms
 from control.service.callers import inbox_caller
 from control.service.endpoints import get_endpoint
 from control.service.events import EventFilters
@@ -42,6 +46,7 @@ __all__ = (
     "inbox_events",
     "inbox_principal",
     "inbox_replay",
+    "inbox_transform_test",
 )
 
 
@@ -111,6 +116,15 @@ async def inbox_event(ctx: Context, principal: Principal, endpoint_id: str, even
 async def inbox_body(ctx: Context, principal: Principal, endpoint_id: str, event_id: str) -> tuple[Event, bytes]:
     event = await inbox_event(ctx, principal, endpoint_id, event_id)
     return event, body_bytes(event)
+
+
+async def inbox_transform_test(
+    ctx: Context, principal: Principal, endpoint_id: str, event_id: str, data: TransformTest
+) -> TransformTestResult:
+    """/v1 ``TestTransformation`` on this endpoint's event (the page's editor runs it on the event shown)."""
+    await inbox_event(ctx, principal, endpoint_id, event_id)
+    checked = msgspec.structs.replace(data, event_id=event_id, request=None, destination_id=None)
+    return await service_transforms.test_transform(ctx, principal, checked)
 
 
 async def inbox_replay(

@@ -42,12 +42,15 @@ from control.delivery import egress
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
 from control.records.destinations import HOP_BY_HOP
 from control.records.replay import ReplayRequest, SendOutcome
-from control.records.storable import captured_headers, storable
+from control.records.storable import captured_headers, check_text, storable
+from control.records.transforms import TransformRecord
 from control.service import Context, Principal, sealed
 from control.service.bodies import shown_body
 from control.service.destinations import check_url
 from control.service.endpoints import require_endpoint, require_write
 from control.service.limits import charge_send
+from control.service.transforms import event_context, run_once, unsent
+from control.transform.apply import Outgoing
 from shared import ids
 from shared.errors import ConflictError, NotFoundError, ValidationError
 from shared.signatures import resign
@@ -121,7 +124,9 @@ async def _record(
     url: str,
     body: bytes,
     destination: Mapping[str, Any] | None,
+    transform: TransformRecord | None = None,
 ) -> SendOutcome:
+    record = msgspec.to_builtins(transform) if transform is not None else None
     row = delivery_row(
         outcome,
         body,
@@ -134,6 +139,7 @@ async def _record(
         rule_id=None,
         source=source,
         attempt=1,
+        transform=record,
     )
     try:
         await delivery_records.insert(conn, row)
@@ -152,6 +158,7 @@ async def _record(
         response_body=response_body,
         response_body_encoding=response_encoding,
         error=storable(outcome.error),
+        transform=msgspec.convert(storable(record), TransformRecord) if record is not None else None,
     )
 
 
@@ -179,13 +186,39 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
     else:
         base = {"content-type": captured["content-type"]} if "content-type" in captured else {}
     headers = merge(base, extra)
+    method, transform = row["method"], None
+    if data.transform is not None:
+        request = Outgoing(method, url, headers, body)
+        context = event_context(row, destination)
+        result = await run_once(check_text(data.transform, "transform"), request, context)
+        transform = result.record
+        if result.request is None:  # skipped or failed: nothing is sent, the replay is recorded as such
+            outcome, _, _ = unsent(transform)
+            async with ctx.pool.acquire() as conn:
+                return await _record(
+                    conn,
+                    outcome,
+                    endpoint_id=row["endpoint_id"],
+                    event_id=row["id"],
+                    source="replay",
+                    url=url,
+                    body=b"",
+                    destination=destination,
+                    transform=transform,
+                )
+        method, url, headers, body = (
+            result.request.method,
+            result.request.url,
+            result.request.headers,
+            result.request.body,
+        )
     if data.resign_with is not None:
         signed, replaced = resign(captured, row["provider"], body, data.resign_with, signature_header=signature_header)
         if replaced is not None and replaced != signature_header:
             headers.pop(replaced, None)
         headers = merge(headers, signed)
     await charge_send(ctx, principal)
-    outcome = await _send(ctx, url, row["method"], headers, body)
+    outcome = await _send(ctx, url, method, headers, body)
     async with ctx.pool.acquire() as conn:
         return await _record(
             conn,
@@ -196,6 +229,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
             url=url,
             body=body,
             destination=destination,
+            transform=transform,
         )
 
 

@@ -61,13 +61,15 @@ from control.delivery import egress, ordering, retry
 from control.delivery.claim import claim
 from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
-from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
+from control.delivery.send import Outcome, delivery_row, send
 from control.delivery.shaping import LATE_S, Shaper
 from control.delivery.wakeup import TaskNotifications
-from control.records.storable import captured_headers, storable
+from control.records.storable import storable
 from control.service import Context, sealed
 from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
+from control.service.transforms import unsent
 from control.workers import activity
+from control.workers.transforms import Transforms, outgoing, recorded
 from shared.logs import bind
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
@@ -104,6 +106,7 @@ class Deliver:
         self._due_at: float | None = None  # monotonic time the next pending task falls due, when known
         self._wake = asyncio.Event()
         self.recorder = Recorder(ctx, on_written=self._written)
+        self.transforms = Transforms(ctx)
         # Rate-limited sends wait for their start, then send: both within the lease.
         self.shaper = Shaper(ctx, horizon_s=min(1.0, (s.deliver_lease_s - s.deliver_timeout_s) / 2))
         self._notifications = TaskNotifications(s.database_url or "", self._notified)
@@ -315,6 +318,7 @@ class Deliver:
         s = self.ctx.settings
         attempt = task["attempts"]
         body = bytes(task["body"] or b"")
+        transformed = None
         if not task["event_found"]:
             outcome = Outcome(
                 status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
@@ -328,15 +332,17 @@ class Deliver:
                 permanent=True,
             )
         else:
-            headers = merge(
-                forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
-                task["destination_headers"],
-                signature(task["event_id"], body, self._secret(task)) if task["sign_deliveries"] else None,
-                {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(attempt)},
-            )
-            url, timeout_s = task["destination_url"], s.deliver_timeout_s
-            outcome = await send(self.transport, task["method"], url, headers, body, total_timeout_s=timeout_s)
-        status, retry_in_s, error = self._next(outcome, attempt)
+            secret = self._secret(task) if task["sign_deliveries"] else None
+            request, transformed = await outgoing(self.transforms, task, secret)
+            if request is not None:
+                body, timeout_s = request.body, s.deliver_timeout_s
+                args = (request.method, request.url, request.headers, body)
+                outcome = await send(self.transport, *args, total_timeout_s=timeout_s)
+        if transformed is not None and transformed.request is None:
+            outcome, status, error = unsent(transformed.record)
+            retry_in_s, body = None, b""
+        else:
+            status, retry_in_s, error = self._next(outcome, attempt)
         pause_s = retry.parse_retry_after(outcome.retry_after) if outcome.retry_after is not None else None
         if pause_s:  # the destination asked for a pause as a whole (docs/reference/delivery.md)
             self.shaper.pause(task["destination_id"], pause_s)
@@ -356,6 +362,7 @@ class Deliver:
                 last_error=error,
                 destination_id=task["destination_id"],
                 success=outcome.success,
+                circuit=transformed is None or transformed.request is not None,
                 delivery=delivery_row(
                     outcome,
                     body,
@@ -368,6 +375,7 @@ class Deliver:
                     rule_id=task["rule_id"],
                     source="rule",
                     attempt=attempt,
+                    transform=recorded(transformed),
                 ),
                 pause_s=pause_s,
             )
@@ -439,3 +447,4 @@ class Deliver:
         await self.recorder.drain(timeout_s=max(5.0, self.ctx.settings.deliver_drain_s))
         await self.transport.aclose()
         await self._notifications.aclose()
+        self.transforms.close()

@@ -40,6 +40,8 @@ from tests.stack import free_port
 
 Path = tuple[str | int, ...]
 TREE = {"op": "AND", "children": [{"field": "header.x-a", "operator": "equals", "value": "v"}]}
+ECHO = "function handler(request) { return request; }"
+"""A transform: a sampled body's every string gets a NUL or a lone surrogate, the source included."""
 NUL_IS_CONTENT = {("ReplayEvent", "body"), ("ReplayEvent", "resign_with")}
 """Strings that are never stored as text: a replay ``body`` is sent and recorded as bytes, and ``resign_with``
 is only the HMAC key. NUL is valid there (a lone surrogate, which has no UTF-8 bytes, is not)."""
@@ -134,12 +136,22 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "condition_tree": TREE,
             "rule_name": "r",
             "sign_deliveries": True,
+            "rate_limit_per_s": 10,
+            "ordering": "fifo",
+            "ordering_key": "body.data.customer",
+            "deduplicate_window_s": 60,
+            "transform": ECHO,
         },
         "UpdateDestination": {
             "url": "https://example.com/other",
             "name": "n",
             "headers": {"x-a": "b"},
             "sign_deliveries": False,
+            "rate_limit_per_s": 10,
+            "ordering": "fifo",
+            "ordering_key": "body.data.customer",
+            "deduplicate_window_s": 60,
+            "transform": ECHO,
         },
         "SendTestWebhook": {"provider": "payments", "event_type": "invoice.paid", "headers": "neutral"},
         "CreateRule": {
@@ -174,6 +186,13 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "body": "b",
             "resign_with": "whsec_a-receiver-secret",
             "signature_header": "x-signature",
+            "transform": ECHO,
+        },
+        "TestTransformation": {
+            "transform": ECHO,
+            "event_id": made["event_id"],
+            "destination_id": made["destination_id"],
+            "request": {"method": "POST", "path": "/p", "query": "a=1", "headers": {"x-a": "b"}, "body": "b"},
         },
     }
 

@@ -90,6 +90,7 @@ async def test_delivery_record_has_every_field(client, account, endpoint, conn):
         "error": "timeout after 15 s",
         "duplicate_of": None,
         "created_at": delivery["created_at"],
+        "transform": None,
     }
     assert parse_ts(delivery["created_at"]) == created
     assert resp.json()["next_cursor"] is None

@@ -40,6 +40,7 @@ DESTINATION_FIELDS = {
     "deduplicate_window_s",
     "created_at",
     "updated_at",
+    "transform",
 }
 RULE_FIELDS = {"id", "endpoint_id", "name", "condition_tree", "destination_ids", "active", "created_at", "updated_at"}
 TREE = {

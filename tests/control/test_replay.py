@@ -34,6 +34,7 @@ OUTCOME_FIELDS = {
     "response_body",
     "response_body_encoding",
     "error",
+    "transform",
 }
 
 

@@ -285,6 +285,12 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         replays = await t.ok("list_deliveries", endpoint_id=ep, source="replay")
         assert [d["id"] for d in replays["deliveries"]] == [replayed["id"]]
 
+        # Transforms: a dry run on the event as the destination would see it, then set as its transform.
+        source = "function handler(r) { r.headers['x-transformed'] = r.headers['x-team']; return r; }"
+        tried = await t.ok("test_transformation", transform=source, event_id=event["id"], destination_id=dst)
+        assert (tried["error"], tried["request"]["headers"]["x-transformed"]) == (None, "billing")
+        assert (await t.ok("update_destination_transform", destination_id=dst, transform=source))["transform"] == source
+
         # No event in time is an answer, not an error.
         quiet = await t.ok("wait_for_event", endpoint_id=ep, type="never.sent", timeout=1)
         assert quiet == {"event": None, "timed_out": True, "message": quiet["message"]}

@@ -19,6 +19,7 @@ from control.mcp.tools import (
     rules,
     schemas,
     stats,
+    transforms,
     trigger,
     trust,
 )
@@ -36,6 +37,7 @@ __all__ = (
     "rules",
     "schemas",
     "stats",
+    "transforms",
     "trigger",
     "trust",
 )

@@ -1,0 +1,34 @@
+"""Transform tools: update a destination's JavaScript, and run one without sending anything."""
+
+from __future__ import annotations
+
+import msgspec
+
+from control.mcp.registry import Call, tool
+from control.records.destinations import Destination, DestinationUpdate
+from control.records.transforms import TransformSource, TransformTest, TransformTestResult
+from control.service import destinations as destinations_service
+from control.service import transforms as service
+
+
+class DestinationTransform(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    transform: TransformSource | None
+    """The new code (checked: it must compile and define `handler`), or null to remove it."""
+
+
+@tool("TestTransformation", idempotent=True)
+async def test_transformation(call: Call, data: TransformTest) -> TransformTestResult:
+    """Dry-run a transform on a stored event (`event_id`, optionally as `destination_id` sees it) or on a
+    given `request`; answers the request it returns, its logs and any error, sending nothing."""
+    return await service.test_transform(call.ctx, call.principal, data)
+
+
+@tool(idempotent=True)
+async def update_destination_transform(call: Call, destination_id: str, data: DestinationTransform) -> Destination:
+    """Set (or with null remove) the JavaScript `handler(request, context)` every delivery to a destination
+    runs through: it returns the request to send, any field changed, or null to skip the delivery.
+
+    Test it first with `test_transformation`. Deliveries made from now on, and retries of earlier ones, run
+    the new code."""
+    update = DestinationUpdate(transform=data.transform)
+    return await destinations_service.update_destination(call.ctx, call.principal, destination_id, update)

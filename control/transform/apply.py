@@ -1,0 +1,208 @@
+"""A request to send, as a transform sees it and as it comes back: the one mapping rule deliveries, replays
+and the dry run share.
+
+In: ``{method, path, query, headers, body}`` (the path and query of the URL the request goes to; header
+names lowercased; ``body`` parsed when the request is JSON, else text) and ``context``. Out: the returned
+object, checked field by field (a wrong one is the transform's failure, named like a field of a request
+body; a field left out keeps its value; ``body: null`` sends none), or null to skip.
+
+What comes back unchanged is sent as it was, exactly: a body equal to the one handed in goes out as the
+original bytes (not re-serialised: a signature over them still holds, and a number past 2^53 keeps its
+digits), a header value equal to the one handed in goes out as the captured bytes, and an unchanged path
+and query leave the URL as it was. A changed path or query goes to the same origin (scheme, host, port):
+a transform reshapes a request, it does not choose where it goes.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+
+from control.records.destinations import HOP_BY_HOP
+from control.records.transforms import TransformError, TransformRecord
+from control.transform.sandbox import Run, Sandbox
+
+__all__ = ("Outgoing", "Result", "apply", "record_of", "view")
+
+_encode = msgspec.json.Encoder().encode
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(r"[\t\x20-\x7e\x80-\ud7ff\ue000-\U0010ffff]*")
+_PATH = re.compile(r"/[^\x00-\x20\x7f#?]*")
+_QUERY = re.compile(r"[^\x00-\x20\x7f#]*")
+_FIELDS = frozenset({"method", "path", "query", "headers", "body"})
+_MAX_HEADERS = 100
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """A request to send."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(slots=True)
+class Result:
+    """``request``: what to send (None: skipped or failed, ``record.outcome`` says which)."""
+
+    request: Outgoing | None
+    record: TransformRecord
+
+
+class _Wrong(Exception):
+    pass
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
+def _text(value: str) -> str:
+    """A header value as the transform sees it: a captured byte that is not UTF-8 (carried as a
+    surrogate escape) shows as U+FFFD."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parts(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)  # a worker sends to few distinct URLs
+    return parts.path or "/", parts.query
+
+
+def view(sent: Outgoing) -> tuple[dict[str, Any], Any]:
+    """The request as the transform gets it, and the body as handed in (to tell an unchanged one)."""
+    path, query = _parts(sent.url)
+    headers = {name: _text(value) for name, value in sent.headers.items()}
+    body: Any = None
+    if sent.body and _is_json(sent.headers.get("content-type")):
+        try:
+            body = msgspec.json.decode(sent.body)
+        except msgspec.DecodeError:
+            body = None
+    if body is None:
+        body = sent.body.decode("utf-8", "replace")
+    request = {
+        "method": sent.method,
+        "path": path,
+        "query": query,
+        "headers": headers,
+        "body": body,
+    }
+    return request, body
+
+
+def record_of(run: Run) -> TransformRecord:
+    """The record of a run that failed or was stopped (``run.error`` set)."""
+    return TransformRecord(
+        outcome="failed",
+        error=TransformError(message=run.error or "failed", line=run.line),
+        logs=run.logs,
+        logs_truncated=run.logs_truncated,
+        duration_ms=round(run.duration_ms, 3),
+    )
+
+
+def _header_name(name: str) -> str:
+    if not _TOKEN.fullmatch(name) or len(name) > 256:
+        raise _Wrong(f"headers: {name[:100]!r} is not a valid header name")
+    lower = name.lower()
+    if lower in HOP_BY_HOP:
+        raise _Wrong(f"headers.{lower}: set by the HTTP connection itself, a transform cannot set it")
+    return lower
+
+
+def _headers(returned: Any, sent: Outgoing, shown: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(returned, dict):
+        raise _Wrong("headers: must be an object of header names to string values")
+    if len(returned) > _MAX_HEADERS:
+        raise _Wrong(f"headers: at most {_MAX_HEADERS} headers")
+    out: dict[str, str] = {}
+    for name, value in returned.items():
+        if value.__class__ is str and value == shown.get(name):  # handed in as it is: already a sendable header
+            out[name] = sent.headers[name]  # the captured value, byte for byte
+            continue
+        lower = _header_name(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise _Wrong(f"headers.{lower}: must be a string, not {type(value).__name__}")
+        if value == shown.get(lower):
+            value = sent.headers[lower]  # unchanged: the captured value, byte for byte
+        elif not _VALUE.fullmatch(value):
+            raise _Wrong(f"headers.{lower}: control characters (CR, LF, NUL...) are not allowed")
+        out[lower] = value
+    return out
+
+
+def _url(sent: Outgoing, path: Any, query: Any, shown: Mapping[str, Any]) -> str:
+    if path == shown["path"] and query == shown["query"]:
+        return sent.url
+    if not isinstance(path, str) or not _PATH.fullmatch(path):
+        raise _Wrong("path: must be a string starting with / without spaces, control characters, ? or #")
+    if not isinstance(query, str):
+        raise _Wrong("query: must be a string (the query without ?)")
+    query = query.removeprefix("?")
+    if not _QUERY.fullmatch(query):
+        raise _Wrong("query: must not contain spaces, control characters or #")
+    parts = urlsplit(sent.url)
+    return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
+
+
+def _outgoing(returned: dict[str, Any], sent: Outgoing, shown: dict[str, Any], body_in: Any) -> Outgoing:
+    unknown = sorted(set(returned) - _FIELDS)
+    if unknown:
+        raise _Wrong(f"{unknown[0]}: not a field of a request (method, path, query, headers, body)")
+    method = returned.get("method", sent.method)
+    if not isinstance(method, str) or not _TOKEN.fullmatch(method) or len(method) > 32:
+        raise _Wrong("method: must be an HTTP method such as POST")
+    headers = _headers(returned.get("headers", shown["headers"]), sent, shown["headers"])
+    url = _url(sent, returned.get("path", shown["path"]), returned.get("query", shown["query"]), shown)
+    body = returned.get("body", body_in)
+    if body == body_in and type(body) is type(body_in):
+        data = sent.body
+    elif body is None:
+        data = b""
+    elif isinstance(body, str):
+        try:
+            data = body.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Wrong("body: must not contain lone UTF-16 surrogates") from None
+    else:
+        data = _encode(body)
+        if headers.get("content-type") == shown["headers"].get("content-type") and not _is_json(
+            headers.get("content-type")
+        ):
+            headers["content-type"] = "application/json"
+    return Outgoing(method=method.upper(), url=url, headers=headers, body=data)
+
+
+async def apply(sandbox: Sandbox, sent: Outgoing, context: Mapping[str, Any]) -> Result:
+    """Runs the transform on the request ``sent`` would be; the request to send instead, or why none is."""
+    shown, body_in = view(sent)
+    run = await sandbox.run(_encode({"request": shown, "context": context}).decode())
+    if run.error is not None:
+        return Result(None, record_of(run))
+    done = {"logs": run.logs, "logs_truncated": run.logs_truncated, "duration_ms": round(run.duration_ms, 3)}
+    if run.request is None:
+        return Result(None, TransformRecord(outcome="skipped", **done))
+    try:
+        outgoing = _outgoing(run.request, sent, shown, body_in)
+    except _Wrong as exc:
+        error = TransformError(message=f"the returned request cannot be sent: {exc}", line=None)
+        return Result(None, TransformRecord(outcome="failed", error=error, **done))
+    return Result(outgoing, TransformRecord(outcome="applied", **done))

@@ -1,0 +1,187 @@
+"""The JavaScript that makes a fresh V8 isolate a sandbox, and the wrapper user code is compiled in.
+
+Run once per isolate, before any user code: it removes what could reach outside the call or outlive it,
+then freezes every object reachable from the global object (and the intrinsics only reachable through
+syntax: generator, async and iterator prototypes), and the global object itself. What that buys:
+
+- no I/O: V8 has no network, file system or module loader of its own; ``import()`` has no host loader and
+  rejects. What mini-racer adds (``setTimeout``/``clearTimeout`` over ``Atomics.waitAsync``) is removed, as
+  are ``WebAssembly`` (a second compiler and memories outside the heap limit), ``SharedArrayBuffer`` and
+  ``Atomics`` (blocking waits), and ``ArrayBuffer``, ``DataView`` and the typed arrays: their backing stores
+  live outside V8's heap, where the isolate's memory limit does not look (a ``Uint8Array`` of 1 GiB filled
+  in a loop grew the worker by 470 MB within the 1 s limit);
+- no state from one call to the next: with every shared object frozen, a call cannot leave anything behind
+  (``Object.prototype.x = 1`` throws in the strict code the wrapper compiles); the user's own top-level
+  variables live in a factory that runs anew for every call (``body``), so each call starts from the
+  source as written.
+
+Not removed: ``Date`` and ``Math.random`` (a transform may stamp or sample; neither reaches outside), and
+``eval``/``Function`` (they compile into the same frozen world; sloppy code there cannot write the frozen
+global either).
+"""
+
+from __future__ import annotations
+
+__all__ = ("FILENAME", "LINE_OFFSET", "PRELUDE", "RUNNER", "body", "script")
+
+FILENAME = "transform.js"
+"""The name stack traces give the user's code: a line number is read after it (``transform.js:3:9``)."""
+
+PRELUDE = r"""
+(function () {
+  "use strict";
+  const g = globalThis;
+  const removed = [
+    "WebAssembly", "SharedArrayBuffer", "Atomics", "ArrayBuffer", "DataView", "Int8Array", "Uint8Array",
+    "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array", "Float16Array",
+    "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array", "FinalizationRegistry", "WeakRef",
+    "queueMicrotask", "setInterval", "clearInterval", "setImmediate", "fetch", "XMLHttpRequest",
+  ];
+  for (const name of removed) {
+    if (Object.prototype.hasOwnProperty.call(g, name)) delete g[name];
+  }
+  // mini-racer's timers are `var` bindings (not deletable): emptied instead, and its class frozen below.
+  for (const name of ["setTimeout", "clearTimeout", "__timer_manager"]) {
+    if (Object.prototype.hasOwnProperty.call(g, name)) g[name] = undefined;
+  }
+  const roots = [
+    g,
+    Object.getPrototypeOf(function* () {}),
+    Object.getPrototypeOf(async function () {}),
+    Object.getPrototypeOf(async function* () {}),
+    Object.getPrototypeOf([][Symbol.iterator]()),
+    Object.getPrototypeOf(new Map().entries()),
+    Object.getPrototypeOf(new Set().values()),
+    Object.getPrototypeOf(""[Symbol.iterator]()),
+    Object.getPrototypeOf(/a/[Symbol.matchAll]("a")),
+  ];
+  if (typeof __TimerManager === "function") roots.push(__TimerManager);
+  const seen = new Set();
+  const queue = roots.slice();
+  while (queue.length) {
+    const value = queue.pop();
+    if ((typeof value !== "object" && typeof value !== "function") || value === null || seen.has(value)) continue;
+    seen.add(value);
+    queue.push(Object.getPrototypeOf(value));
+    for (const key of Reflect.ownKeys(value)) {
+      const d = Reflect.getOwnPropertyDescriptor(value, key);
+      if (d === undefined) continue;
+      if ("value" in d) queue.push(d.value);
+      else queue.push(d.get, d.set);
+    }
+  }
+  for (const value of seen) Object.freeze(value);
+})();
+"""
+
+RUNNER = r"""
+(function (factory, maxOutput, maxLogs, lineOffset) {
+  "use strict";
+  const parse = JSON.parse, stringify = JSON.stringify, isArray = Array.isArray, now = Date.now;
+  const describe = (value) => {
+    try {
+      if (typeof value === "string") return value;
+      if (value instanceof Error) return String(value.stack || value);
+      const text = stringify(value);
+      return text === undefined ? String(value) : text;
+    } catch (e) {
+      try { return String(value); } catch (e2) { return "[unprintable]"; }
+    }
+  };
+  const where = (e) => {
+    try {
+      const m = /transform\.js:(\d+)/.exec(String(e && e.stack));
+      return m ? Number(m[1]) - lineOffset : null;
+    } catch (e2) { return null; }
+  };
+  const message = (e) => {
+    try {
+      if (e instanceof Error) return String(e.name) + ": " + String(e.message);
+      return "uncaught " + describe(e);
+    } catch (e2) { return "uncaught exception"; }
+  };
+  const one = (input) => {
+    const started = now();
+    const logs = [];
+    let room = maxLogs, dropped = false;
+    const write = (level) => (...args) => {
+      if (dropped) return;
+      let line = args.map(describe).join(" ");
+      if (level !== "log") line = level + ": " + line;
+      if (line.length > room) { line = line.slice(0, room); dropped = true; }
+      room -= line.length + 1;
+      logs.push(line);
+      if (room <= 0) dropped = true;
+    };
+    const console = Object.freeze({
+      log: write("log"), info: write("info"), warn: write("warn"), error: write("error"), debug: write("debug"),
+    });
+    // The answer is JSON text; the returned request's own JSON is spliced in, not encoded twice.
+    const done = (error, request) =>
+      '{"error":' + stringify(error) + ',"request":' + request + ',"logs":' + stringify(logs) +
+      ',"logs_truncated":' + dropped + ',"ms":' + (now() - started) + "}";
+    const fail = (text, line) => done({ message: text, line: line === undefined ? null : line }, "null");
+    let handler, result;
+    try {
+      handler = factory(console);
+    } catch (e) {
+      return fail("while loading: " + message(e), where(e));
+    }
+    if (typeof handler !== "function") return fail("the transform defines no function handler(request, context)");
+    if (input.check) return done(null, "null");  // loading it was the check
+    try {
+      result = handler(input.request, input.context);
+    } catch (e) {
+      return fail(message(e), where(e));
+    }
+    if (result === undefined) return fail("handler returned nothing: return the request to send, or null to skip");
+    if (result !== null && (typeof result !== "object" || isArray(result))) {
+      const kind = isArray(result) ? "an array" : typeof result;
+      return fail("handler must return an object (the request) or null, not " + kind);
+    }
+    let text;
+    try {
+      if (result !== null && typeof result.then === "function") {
+        return fail("handler returned a Promise: it must return the request itself (there is no I/O to wait for)");
+      }
+      text = stringify(result);
+    } catch (e) {
+      return fail("the returned request cannot be sent as JSON: " + message(e));
+    }
+    if (text.length > maxOutput) return fail("the returned request is larger than " + maxOutput + " characters");
+    return done(null, text);
+  };
+  // A batch: the calls that waited while the previous batch ran, in one task on the isolate's thread.
+  return function () {
+    const inputs = parse(this);
+    const out = [];
+    for (const input of inputs) out.push(one(input));
+    return "[" + out.join(",") + "]";
+  };
+})
+"""
+
+
+LINE_OFFSET = 2
+"""``Function("console", body)`` compiles ``(function anonymous(console\n) {\n<body>``: the body's first line
+is the function's third, and stack traces count from there."""
+
+
+def body(source: str) -> str:
+    """The body of the factory the user's source is compiled as, with ``Function("console", body)``: the
+    Function constructor parses the body on its own, so no source can close the function early and run at
+    the isolate's top level. The source runs in strict mode, and its top-level declarations are the
+    factory's locals, made anew by every call. The prefix stays on the source's first line, so a line of
+    the source is line ``LINE_OFFSET`` further down in stack traces."""
+    return (
+        '"use strict";'
+        + source
+        + '\n;return typeof handler === "function" ? handler : undefined;\n//# sourceURL='
+        + FILENAME
+    )
+
+
+def script(source: str) -> str:
+    """The same source as a script of its own, only compiled (never run) to find the line of a syntax
+    error, which the Function constructor does not tell: its line numbers are the source's."""
+    return '(function (console) {"use strict";' + source + "\n})"

@@ -1,0 +1,317 @@
+"""One transform's code in a V8 isolate of its own (mini-racer), compiled once and called per delivery.
+
+An isolate per compiled transform: its heap limit is the transform's alone, a runaway call stops only its
+own transform's calls, and no two transforms (or accounts) share a heap. Each isolate has its own thread
+(mini-racer's message pump); a call is handed to it and awaited, so the worker's event loop, and every other
+delivery, goes on while JavaScript runs.
+
+Limits of one call: ``TIME_LIMIT_S`` of wall time (then V8's ``TerminateExecution``), ``MEMORY_LIMIT`` of
+V8 heap (mini-racer's hard limit, checked after every garbage collection; memory outside the heap cannot
+be reached, ``control.transform.prelude``), ``MAX_OUTPUT`` characters of returned request and
+``MAX_LOGS`` of ``console`` output. A call that was stopped (time, memory) leaves its isolate behind: it is
+closed, and the next call compiles the source again in a new one.
+
+Promise jobs run after a call returns (V8 drains microtasks between tasks), outside the call's timer: code
+can leave ``(async () => { await 0; for (;;); })()`` behind. Every call is timed, so the next call of the
+transform stops such an isolate; and ``TIME_LIMIT_S`` after the last call, when no call came since, a fence
+(``0``) is sent under the same time limit, and an isolate still busy then is closed. So leftover work runs
+for at most twice the limit, and a steady stream of calls costs no fences.
+
+Calls that wait while a batch runs go together as the next one (``run``). A batch is one task on the
+isolate's thread: the inputs are the ``this`` of a function compiled once (``RUNNER``), and the argument
+array is made once. mini-racer's public ``call_function_cancelable`` makes a
+new argument array on every call, a blocking round trip to the isolate's thread before the call's own; the
+call here goes through the same method of its ``Context`` that the public one ends in
+(``_run_cancelable_mr_task``), pinned to mini-racer 0.14 in pyproject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from py_mini_racer import JSEvalException, JSOOMException, JSParseException, MiniRacer
+
+from control.transform.prelude import LINE_OFFSET, PRELUDE, RUNNER, body, script
+
+__all__ = (
+    "MAX_LOGS",
+    "MAX_OUTPUT",
+    "MAX_SOURCE",
+    "MEMORY_LIMIT",
+    "TIME_LIMIT_S",
+    "Problem",
+    "Run",
+    "Sandbox",
+    "check",
+)
+
+MAX_SOURCE = 65_536
+"""Characters of JavaScript a transform may have."""
+TIME_LIMIT_S = 1.0
+MEMORY_LIMIT = 64 * 1024 * 1024
+"""Bytes of V8 heap an isolate may use."""
+MAX_OUTPUT = 4 * 1024 * 1024
+"""Characters of the returned request as JSON (the edge takes bodies of 1 MiB by default)."""
+MAX_LOGS = 4096
+"""Characters of ``console`` output kept per call; what is past them is dropped (``logs_truncated``)."""
+MAX_BATCH = 64
+"""Calls of one transform sent to its isolate at once (those that waited while the previous batch ran)."""
+
+_LINE = re.compile(r"(?:<anonymous>|transform\.js):(\d+)")
+_decode = msgspec.json.Decoder().decode
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why a source is not a transform: ``message`` (V8's, or what loading it did) and the ``line`` it names.
+    A value, not an error: the services say which field it came in (``transform: line 3: ...``)."""
+
+    message: str
+    line: int | None
+
+
+class _Refused(Exception):
+    """The constructor's way out, turned into a ``Problem`` by ``Sandbox.compile``."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+@dataclass(slots=True)
+class Run:
+    """What one call did: the returned request (None: skip, or an error), or the error and its line."""
+
+    request: Any = None
+    error: str | None = None
+    line: int | None = None
+    logs: list[str] = field(default_factory=list)
+    logs_truncated: bool = False
+    duration_ms: float = 0.0
+    stopped: bool = False
+    """A limit stopped it (time or memory)."""
+
+
+def _first_line(text: str) -> str:
+    """V8's ``<anonymous>:3: SyntaxError: Unexpected token '}'`` → ``SyntaxError: Unexpected token '}'``."""
+    for line in text.splitlines():
+        line = line.strip()
+        if "Error" in line:
+            return re.sub(r"^(?:<anonymous>|transform\.js):\d+:\s*", "", line)
+    return text.strip().splitlines()[0] if text.strip() else "does not compile"
+
+
+def _syntax_error(mr: MiniRacer, source: str, exc: Exception) -> Problem:
+    """Where the Function constructor refused the source: its line, from compiling it as a script (never
+    run). A source that compiles as a script but not as a function body closed the function early."""
+    try:
+        mr.eval(script(source))
+    except JSParseException as parsed:
+        match = _LINE.search(str(parsed))
+        last = source.count("\n") + 1  # an error at the wrapper's closing line is one at the source's end
+        return Problem(_first_line(str(parsed)), min(int(match.group(1)), last) if match else None)
+    except JSEvalException:
+        pass
+    return Problem(_first_line(str(exc)) + " (the source must be the body of a script, not close it)", None)
+
+
+class Sandbox:
+    """A transform's source compiled in its own isolate; ``run`` calls ``handler`` once per input. Made by
+    ``Sandbox.compile``."""
+
+    @classmethod
+    def compile(cls, source: str) -> Sandbox | Problem:
+        """The source compiled in a new isolate, or why it does not compile (nothing is run yet)."""
+        try:
+            return cls(source)
+        except _Refused as refused:
+            return refused.problem
+
+    def __init__(self, source: str) -> None:
+        if len(source) > MAX_SOURCE:
+            raise _Refused(Problem(f"longer than {MAX_SOURCE} characters", None))
+        self.source = source
+        self._lock = asyncio.Lock()
+        self._queue: list[tuple[str, asyncio.Future[Run]]] = []
+        self._pump: asyncio.Task[None] | None = None
+        self._fence: asyncio.Task[None] | None = None
+        self._fence_timer: asyncio.TimerHandle | None = None
+        self._last_call = 0.0
+        self._retired = False
+        self._mr: MiniRacer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._call: Any = None
+        self._build()
+
+    def _build(self) -> None:
+        """A new isolate: the prelude, the source compiled as the factory (``_Refused`` when it does not
+        compile), and the runner around it. Blocks for a few milliseconds: once per transform version."""
+        mr = MiniRacer()
+        try:
+            mr.set_hard_memory_limit(MEMORY_LIMIT)
+            mr.eval(PRELUDE)
+            try:
+                factory = mr.eval(f"Function('console', {json.dumps(body(self.source))})")
+            except JSEvalException as exc:
+                raise _Refused(_syntax_error(mr, self.source, exc)) from None
+            runner = mr.eval(RUNNER)(factory, MAX_OUTPUT, MAX_LOGS, LINE_OFFSET)  # type: ignore[operator]
+            ctx = mr._ctx
+            assert ctx is not None
+            self._call = (
+                ctx,
+                ctx._python_to_value_handle(runner),
+                ctx._python_to_value_handle(mr.eval("[]")),
+            )
+        except BaseException:
+            mr.close()
+            raise
+        self._mr, self._loop = mr, asyncio.get_running_loop()
+
+    def close(self) -> None:
+        """Stops whatever runs in the isolate and frees it (its thread joins)."""
+        mr, self._mr, self._call = self._mr, None, None
+        fence, self._fence = self._fence, None
+        if self._fence_timer is not None:
+            self._fence_timer.cancel()
+            self._fence_timer = None
+        if fence is not None and fence is not asyncio.current_task():
+            fence.cancel()
+        if mr is not None:
+            mr.close()
+
+    def retire(self) -> None:
+        """Closes the isolate once no call runs or waits (a newer version replaced this one, or a cache let
+        it go): a delivery that already began with it finishes with it."""
+        self._retired = True
+        if not self._lock.locked() and not self._queue:
+            self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._mr is None
+
+    async def run(self, payload: str) -> Run:
+        """Calls ``handler`` with the JSON ``payload`` ``{"request", "context"}`` within the limits. Never
+        raises for what the code does: a throw, a bad return, a limit reached are a ``Run`` with ``error``.
+
+        Calls that arrive while a batch runs wait and go as the next batch, one task on the isolate's thread
+        (group commit): each round trip to that thread costs a thread hop and, on the way back, the GIL, which
+        a busy event loop hands over only every switch interval (5 ms). One transform's calls at a time, so
+        the limits are each batch's; a batch that was stopped is run again call by call, each within the
+        limits alone, so only the call that ran away is stopped."""
+        waiter: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
+        self._queue.append((payload, waiter))
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._drain(), name="transform:calls")
+        return await waiter
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            batch = [(payload, waiter) for payload, waiter in batch if not waiter.done()]  # cancelled meanwhile
+            if not batch:
+                continue
+            try:
+                async with self._lock:
+                    runs = await self._batch([payload for payload, _ in batch])
+                    if len(batch) > 1 and any(run.stopped for run in runs):
+                        runs = [(await self._batch([payload]))[0] for payload, _ in batch]
+            except BaseException as exc:
+                for _, waiter in batch:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+                raise
+            for (_, waiter), run in zip(batch, runs, strict=True):
+                if not waiter.done():
+                    waiter.set_result(run)
+            self._last_call = time.monotonic()
+        if self._retired:
+            self.close()
+        elif not self.closed and self._fence_timer is None:
+            self._fence_timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S, self._fence_due)
+
+    async def _batch(self, payloads: list[str]) -> list[Run]:
+        """One task on the isolate's thread: the calls in order; all stopped if a limit stopped the task."""
+        if self._mr is None or self._loop is not asyncio.get_running_loop():
+            self.close()
+            self._build()  # it compiled before, so it compiles again
+        ctx, runner, argv = self._call
+        clock = time.perf_counter()
+        try:
+            async with asyncio.timeout(TIME_LIMIT_S):
+                this = ctx._python_to_value_handle("[" + ",".join(payloads) + "]")
+                answer = await ctx._run_cancelable_mr_task(ctx._dll.mr_call_function, runner.raw, this.raw, argv.raw)
+        except TimeoutError:
+            self.close()
+            return self._stopped(payloads, clock, f"stopped: still running after {TIME_LIMIT_S:g} s")
+        except JSEvalException as exc:  # the runner catches what the code throws: this is a termination
+            memory = isinstance(exc, JSOOMException) or (
+                self._mr is not None and self._mr.was_hard_memory_limit_reached()
+            )
+            self.close()
+            why = f"used more than {MEMORY_LIMIT // 1024 // 1024} MB of memory" if memory else _first_line(str(exc))
+            return self._stopped(payloads, clock, f"stopped: {why}")
+        elapsed_ms = (time.perf_counter() - clock) * 1000
+        runs = []
+        for out in _decode(answer):  # type: ignore[arg-type]
+            error = out["error"]
+            runs.append(
+                Run(
+                    request=out["request"],
+                    error=None if error is None else error["message"],
+                    line=None if error is None else error["line"],
+                    logs=out["logs"],
+                    logs_truncated=out["logs_truncated"],
+                    duration_ms=elapsed_ms if len(payloads) == 1 else float(out["ms"]),
+                )
+            )
+        return runs
+
+    @staticmethod
+    def _stopped(payloads: list[str], clock: float, error: str) -> list[Run]:
+        duration_ms = (time.perf_counter() - clock) * 1000
+        return [Run(error=error, duration_ms=duration_ms, stopped=True) for _ in payloads]
+
+    def _fence_due(self) -> None:
+        self._fence_timer = None
+        if self.closed:
+            return
+        quiet_s = time.monotonic() - self._last_call
+        if quiet_s < TIME_LIMIT_S:  # a call came since, and was the fence: look again a limit after it
+            self._fence_timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S - quiet_s, self._fence_due)
+        else:
+            self._fence = asyncio.create_task(self._fenced(), name="transform:fence")
+
+    async def _fenced(self) -> None:
+        """Waits, within the time limit, for the isolate to be idle again (promise jobs the last call left);
+        closes it otherwise."""
+        async with self._lock:
+            mr = self._mr
+            if mr is None:
+                return
+            try:
+                async with asyncio.timeout(TIME_LIMIT_S):
+                    await mr.eval_cancelable("0")
+            except (TimeoutError, JSEvalException):
+                self.close()
+            if self._retired and not self._queue:
+                self.close()
+
+
+async def check(source: str) -> Problem | None:
+    """Why ``source`` is not a transform, or None: it must compile, and loading it (its top-level code, in
+    the sandbox and within the limits) must define ``handler``. The isolate is made for the check alone."""
+    sandbox = Sandbox.compile(source)
+    if isinstance(sandbox, Problem):
+        return sandbox
+    try:
+        run = await sandbox.run('{"check": true}')
+    finally:
+        sandbox.close()
+    return None if run.error is None else Problem(run.error, run.line)

@@ -1,0 +1,83 @@
+"""The inbox page's transform editor in headless Chromium (Debian's, driven by Playwright) against a real
+control process: a dry run on the event shown, a syntax error with its line, hostile output shown as text,
+and a replay through the transform to a real destination. No request leaves this machine."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from shared.settings import Settings
+from tests.conftest import make_account
+from tests.destination import serving
+from tests.e2e.test_inbox_browser import ARTIFACTS, _offline_page
+from tests.events_support import Ev, store
+from tests.helpers import db
+from tests.stack import Stack
+
+pytestmark = pytest.mark.slow
+
+BODY = b'{"type":"invoice.paid","data":{"object":{"id":"in_42","amount_due":2000}}}'
+SLACK = """function handler(request, context) {
+  console.log("reshaping", context.event.event_type);
+  return { ...request, body: { text: `${request.body.type}: ${request.body.data.object.id}` } };
+}"""
+HOSTILE = "function handler(r) { r.body = { note: '<img src=x onerror=\"window.__pwned = 1\">' }; return r; }"
+
+
+async def test_the_editor_runs_and_replays_a_transform_on_the_event_shown(
+    browser: Any, stack: Stack, database_url: str, settings: Settings
+) -> None:
+    from playwright.async_api import expect
+
+    stack.start_control()
+    account = await make_account(database_url)
+    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+        ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
+        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+    ev = Ev(endpoint_id=ep, body=BODY, provider="payments", event_type="invoice.paid")
+    async with db(database_url) as conn:
+        await store(conn, None, None, [ev])
+
+    page, foreign = await _offline_page(browser, stack)
+    await page.goto(link)
+    await page.locator("li.event").first.click()
+    source = page.get_by_label("transform source")
+    await source.wait_for(timeout=10_000)
+    assert "function handler(request, context)" in await source.input_value()
+
+    await source.fill(SLACK)
+    await page.get_by_role("button", name="Run on this event").click()
+    output = page.locator("#transform-output")
+    await output.wait_for(timeout=10_000)
+    shown = msgspec.json.decode((await output.text_content() or "").encode())
+    assert shown["body"] == {"text": "invoice.paid: in_42"}
+    assert "reshaping invoice.paid" in (await page.locator(".transform-logs").text_content() or "")
+    await page.screenshot(path=str(ARTIFACTS / "transform.png"), full_page=True)
+
+    await source.fill("function handler(request) {\n  return request +;\n}")
+    await page.get_by_role("button", name="Run on this event").click()
+    await expect(page.locator(".transform-error")).to_have_text(re.compile(r"line 2: SyntaxError"), timeout=10_000)
+
+    await source.fill(HOSTILE)
+    await page.get_by_role("button", name="Run on this event").click()
+    await output.wait_for(timeout=10_000)
+    assert "onerror" in (await output.text_content() or "")
+    assert await page.locator("main img").count() == 0
+    assert await page.evaluate("window.__pwned") is None
+
+    with serving() as sink:
+        await source.fill(SLACK)
+        await page.get_by_label("where to send the transformed event").fill(sink.url)
+        await page.get_by_role("button", name="Send through transform").click()
+        await expect(page.locator("#transform-replayed")).to_have_text(
+            re.compile("replayed · HTTP 200"), timeout=10_000
+        )
+        (received,) = await sink.wait_for(1)
+    assert msgspec.json.decode(received.body) == {"text": "invoice.paid: in_42"}
+    assert foreign == []
+    assert page.errors == []

@@ -1,0 +1,128 @@
+"""The transform tools through the official MCP client over Streamable HTTP, against a real control process:
+a dry run, a destination's transform set (and refused with the line of its syntax error), and a replay
+through a transform to a real destination."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from shared.settings import Settings, load_settings
+from tests.conftest import Account, Servers
+from tests.destination import Destination, serving
+from tests.events_support import Ev, store
+from tests.helpers import db, module_database_url
+from tests.stack import Stack
+
+pytestmark = pytest.mark.slow
+database_url = module_database_url
+
+INVOICES_ONLY = """function handler(request, context) {
+  if (!String(request.body.type).startsWith("invoice.")) return null;
+  request.headers["x-billing-team"] = "yes";
+  return request;
+}"""
+
+
+@pytest.fixture(scope="module")
+def module_settings(servers: Servers, database_url: str) -> Settings:
+    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
+    return load_settings({}, database_url=database_url, redis_url=servers.redis_url, redis_prefix=prefix, egress="any")
+
+
+@pytest.fixture(scope="module")
+def sink() -> Iterator[Destination]:
+    with serving() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def control(module_settings: Settings, sink: Destination, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    stack = Stack(module_settings, tmp_path_factory.mktemp("transform-mcp"))
+    try:
+        port = stack.control_port
+        stack.start("control", "control", "--port", str(port), port=port)
+        yield stack
+    finally:
+        stack.stop_all()
+
+
+@contextlib.asynccontextmanager
+async def tools(stack: Stack, key: str) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30))
+    async with http, Client(streamable_http_client(f"{stack.control_url}/mcp", http_client=http)) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
+    result = await client.call_tool(tool, arguments)
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.is_error, result.structured_content
+
+
+async def test_transform_tools_over_streamable_http(
+    control: Stack, account: Account, database_url: str, sink: Destination
+) -> None:
+    async with tools(control, account.key) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert {"test_transformation", "update_destination_transform"} <= set(listed)
+        assert "transform" in listed["test_transformation"].input_schema["properties"]
+
+        failed, endpoint = await call(client, "create_endpoint", name="billing")
+        assert not failed
+        failed, destination = await call(client, "create_destination", endpoint_id=endpoint["id"], url=sink.url)
+        assert not failed
+
+        failed, refused = await call(
+            client, "update_destination_transform", destination_id=destination["id"], transform="function handler( {"
+        )
+        assert failed
+        assert refused["error"]["code"] == "validation_error"
+        assert refused["error"]["message"].startswith("transform: line 1: SyntaxError")
+
+        failed, updated = await call(
+            client, "update_destination_transform", destination_id=destination["id"], transform=INVOICES_ONLY
+        )
+        assert not failed
+        assert updated["transform"] == INVOICES_ONLY
+
+        request = {"method": "POST", "path": "/", "headers": {"content-type": "application/json"}}
+        failed, skipped = await call(
+            client,
+            "test_transformation",
+            transform=INVOICES_ONLY,
+            request={**request, "body": {"type": "customer.created"}},
+        )
+        assert (failed, skipped["skipped"], skipped["request"]) == (False, True, None)
+        failed, kept = await call(
+            client,
+            "test_transformation",
+            transform=INVOICES_ONLY,
+            request={**request, "body": {"type": "invoice.paid"}},
+        )
+        assert kept["request"]["headers"]["x-billing-team"] == "yes"
+
+        ev = Ev(endpoint_id=endpoint["id"], body=b'{"type":"invoice.paid","id":"in_1"}')
+        async with db(database_url) as conn:
+            await store(conn, None, None, [ev])
+        before = len(sink.requests)
+        failed, replayed = await call(
+            client, "replay_event", event_id=ev.id, url=sink.url, transform=INVOICES_ONLY, resign_with="s" * 32
+        )
+        assert not failed
+        assert (replayed["success"], replayed["transform"]["outcome"]) == (True, "applied")
+        got = (await sink.wait_for(before + 1))[-1]
+        assert got.headers["x-billing-team"] == "yes"
+
+        failed, removed = await call(
+            client, "update_destination_transform", destination_id=destination["id"], transform=None
+        )
+        assert (failed, removed["transform"]) == (False, None)
