@@ -126,9 +126,9 @@ class SchemaController(Controller):
             ),
         ] = None,
     ) -> Response[str]:
-        """Generated on each request: TypeScript interfaces, zod schemas or JSON Schema (2020-12) of the
-        version's event type, and its union type; with `union=true`, of every event type the schema's
-        endpoints receive from its provider, the union over them all. With `framework`, a handler that
+        """TypeScript interfaces, zod schemas or JSON Schema (2020-12) of the version's event type, made for
+        the exact learned structure and cached by it (`union` widens it to the endpoints' other event types).
+        With `framework`, a handler that
         verifies the provider's signature on the raw body, validates with zod and switches on the event type
         (with `framework`, `lang` is not read). `application/typescript`, or `application/schema+json` for
         JSON Schema."""
