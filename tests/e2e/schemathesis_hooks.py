@@ -17,6 +17,11 @@ Each hook covers something the OpenAPI document cannot state, narrowly, with the
   rule whose path is not a header name is not generated (the server's own check decides).
 - A PATCH giving a destination an ``ordering_key`` is refused unless it is, or becomes, a FIFO destination:
   what is stored decides, so that refusal is not counted against the document (``filter_failure``).
+- The stateful phase feeds ids from one answer into another operation's parameters without checking them
+  against that parameter's documented pattern: an alert destination's ``adst_`` id reached the bulk retry's
+  ``destination_id`` (pattern ``^dst_…``), a request the document itself says is invalid. Such a value is
+  replaced by the real destination's id (in every phase: the hook cannot tell a link from a negative case,
+  so that one parameter's malformed values are left to the server's own check and its unit tests).
 
 The real ids come in the environment (``HOOKYARD_ST_*``), set by the test.
 """
@@ -76,6 +81,11 @@ def _operation_id(context: Any) -> str | None:
 @schemathesis.hook
 def map_case(context: Any, case: Any) -> Any:
     operation_id = _operation_id(context)
+    query = case.query
+    if operation_id == "RetryDeliveries" and isinstance(query, dict):
+        linked = query.get("destination_id")
+        if isinstance(linked, str) and not _DESTINATION_ID.match(linked):
+            query["destination_id"] = os.environ["HOOKYARD_ST_DESTINATION_ID"]
     body = case.body
     if not isinstance(body, dict):
         return case
