@@ -318,7 +318,7 @@ class Deliver:
         s = self.ctx.settings
         attempt = task["attempts"]
         body = bytes(task["body"] or b"")
-        transformed = None
+        transformed, url = None, task["destination_url"]  # a transform's path or query changes the URL sent
         if not task["event_found"]:
             outcome = Outcome(
                 status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
@@ -335,8 +335,8 @@ class Deliver:
             secret = self._secret(task) if task["sign_deliveries"] else None
             request, transformed = await outgoing(self.transforms, task, secret)
             if request is not None:
-                body, timeout_s = request.body, s.deliver_timeout_s
-                args = (request.method, request.url, request.headers, body)
+                body, timeout_s, url = request.body, s.deliver_timeout_s, request.url
+                args = (request.method, url, request.headers, body)
                 outcome = await send(self.transport, *args, total_timeout_s=timeout_s)
         if transformed is not None and transformed.request is None:
             outcome, status, error = unsent(transformed.record)
@@ -371,7 +371,7 @@ class Deliver:
                     task_id=task["id"],
                     destination_id=task["destination_id"],
                     destination_name=task["destination_name"],
-                    destination_url=task["destination_url"],
+                    destination_url=url,
                     rule_id=task["rule_id"],
                     source="rule",
                     attempt=attempt,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import msgspec
 import pytest
@@ -77,6 +78,26 @@ async def test_a_slack_shaped_body_is_sent_and_signed_as_sent(ctx: Context, clie
     row = await _delivery(ctx, made["task"])
     assert bytes(row["request_body"]) == got.body  # the record is what was sent
     assert row["transform"]["outcome"] == "applied"
+
+
+REROUTE = """function handler(request) {
+  return { ...request, path: "/billing/" + request.body.type, query: "team=finance" };
+}"""
+
+
+async def test_a_changed_path_and_query_are_recorded_as_the_url_sent(
+    ctx: Context, client, account, destination
+) -> None:
+    endpoint, dst, _ = await _destination(client, account, destination.url + "/hooks?v=1", REROUTE)
+    configured = destination.url + "/hooks?v=1"
+    made = await make_task(ctx, configured, endpoint_id=endpoint, destination_id=dst, body=STRIPE_BODY)
+    async with running(ctx):
+        (got,) = await destination.wait_for(1)
+        await settled(ctx, made["task"], "succeeded")
+    assert got.target == "/billing/invoice.paid?team=finance"
+    sent = await fetch_row(ctx, "SELECT destination_url FROM deliveries WHERE task_id = $1", made["task"])
+    origin = destination.url.removesuffix(urlsplit(destination.url).path)
+    assert sent["destination_url"] == origin + "/billing/invoice.paid?team=finance"  # not the configured URL
 
 
 async def test_only_invoices_go_out_with_an_added_header(ctx: Context, client, account, destination) -> None:
