@@ -10,7 +10,8 @@ import pytest
 
 from control.service.retention import expire_bodies
 from control.workers.sweep import Sweep
-from tests.events_support import Ev, store, store_delivery
+from tests.destination import MATCH_ALL, add_destination, add_rule
+from tests.events_support import Ev, store, store_delivery, store_task
 from tests.helpers import assert_error, create_endpoint, db
 
 BODY = b'{"customer": "cus_secret_42", "amount": 100}'
@@ -157,3 +158,27 @@ async def test_replay_of_an_expired_event_is_409_naming_why(client, account, end
     error = assert_error(resp, 409, "body_expired")
     assert "body_retention_days" in error["message"]
     assert olds[0].id in error["message"]
+
+
+async def test_manual_retry_of_a_delivery_whose_event_body_expired_is_409_naming_why(
+    client, account, endpoint, conn, ctx
+):
+    olds, _ = _old_and_new(endpoint, 1)
+    (ev,) = olds
+    await store(conn, None, None, olds)
+    dst = await add_destination(conn, endpoint, "http://127.0.0.1:9/hook")
+    rule = await add_rule(conn, endpoint, [dst], MATCH_ALL)
+    task = await store_task(
+        conn, endpoint_id=endpoint, event_id=ev.id, received_at=ev.received_at, rule_id=rule, destination_id=dst
+    )
+    await conn.execute("UPDATE delivery_tasks SET status = 'failed', attempts = 3 WHERE id = $1", task)
+    delivery = await store_delivery(
+        conn, endpoint, ev.id, created_at=ev.received_at, success=False, task_id=task, destination_id=dst, rule_id=rule
+    )
+    await _retain(client, account, endpoint, 1)
+    await expire_bodies(ctx)
+    resp = await client.post(f"/v1/deliveries/{delivery}/retry", headers=account.headers)
+    error = assert_error(resp, 409, "body_expired")
+    assert "body_retention_days" in error["message"]
+    assert ev.id in error["message"]
+    assert await conn.fetchval("SELECT status FROM delivery_tasks WHERE id = $1", task) == "failed"  # nothing due
