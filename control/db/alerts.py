@@ -20,6 +20,7 @@ __all__ = (
     "list_for_account",
     "open_alerts",
     "open_for_endpoint",
+    "prune",
     "resolve",
     "sends_of",
     "set_counts",
@@ -208,4 +209,21 @@ async def sends_of(conn: asyncpg.Connection, alert_ids: Sequence[str]) -> list[a
                               FROM alert_attempts t WHERE t.send_id = s.id), '[]'::jsonb) AS attempts
              FROM alert_sends s WHERE s.alert_id = ANY($1::text[]) ORDER BY s.alert_id, s.id""",
         list(alert_ids),
+    )
+
+
+async def prune(conn: asyncpg.Connection, *, fired_before_id: str, resolved_before: datetime, limit: int) -> int:
+    """Deletes up to ``limit`` alerts resolved before ``resolved_before`` (their sends and attempts go by
+    cascade); how many. ``fired_before_id`` is the lowest id of an alert fired at that time: ids are
+    time-ordered, so the primary key bounds the scan to old alerts. Open alerts stay, however old: their
+    condition still holds, and removing one would fire it again."""
+    return await conn.fetchval(
+        """WITH gone AS (
+               DELETE FROM alerts WHERE id IN (
+                   SELECT id FROM alerts WHERE id < $1 AND resolved_at < $2 ORDER BY id LIMIT $3)
+               RETURNING 1)
+           SELECT count(*) FROM gone""",
+        fired_before_id,
+        resolved_before,
+        limit,
     )

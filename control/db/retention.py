@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-__all__ = ("Batch", "due_endpoints", "expire_batch")
+__all__ = ("Batch", "body_retention", "due_endpoints", "expire_batch")
 
 
 class Batch(NamedTuple):
@@ -81,3 +81,9 @@ async def expire_batch(
     done ones)."""
     row = await conn.fetchrow(_EXPIRE, endpoint_id, since, cutoff, limit)
     return Batch(row["events"], row["deliveries"], row["last"])
+
+
+async def body_retention(conn: asyncpg.Connection, endpoint_ids: list[str]) -> dict[str, int | None]:
+    """endpoint id -> its ``body_retention_days`` (None: the instance's), for the endpoints that exist."""
+    rows = await conn.fetch("SELECT id, body_retention_days FROM endpoints WHERE id = ANY($1::text[])", endpoint_ids)
+    return {r["id"]: r["body_retention_days"] for r in rows}

@@ -1,4 +1,6 @@
-"""Body retention: an endpoint's ``body_retention_days`` removes bodies before the instance drops events.
+"""Retention of what the sweep does not drop a partition at a time: event bodies, dead letters, alerts.
+
+Body retention: an endpoint's ``body_retention_days`` removes bodies before the instance drops events.
 
 The sweep calls :func:`expire_bodies` once a round. For each endpoint whose bodies expire before its events
 do, it expires batches (``control.db.retention.expire_batch``: one short transaction each) from the
@@ -8,17 +10,33 @@ sweep's other duties; the watermark makes the next round start where this one st
 
 An event whose flush was delayed past the watermark (received before it, stored after it moved) keeps
 its body until the instance's retention: the cutoff is at least a day old, so that needs a flush a day late.
+
+Dead letters (:func:`prune_dead_letters`) hold whole captured requests, bodies included, in Redis: one is
+removed once its request is older than its endpoint's body retention (the instance's retention when the
+endpoint has none, is gone, or the entry could not be decoded), so a body never outlives its lifetime
+there. Alerts (:func:`prune_alerts`) are removed, with their sends and attempts, once resolved longer ago
+than the instance's retention.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
+import msgspec
+
+from control.db import alerts as db_alerts
 from control.db import retention as db_retention
 from control.db.context import Context
+from shared import ids
+from shared.wire import decode_records
 
-__all__ = ("BATCH", "Expired", "expire_bodies")
+__all__ = ("BATCH", "Expired", "expire_bodies", "prune_alerts", "prune_dead_letters")
+
+_DAY_MS = 86_400_000
+_PAGE = 1000
+"""Dead letters read per XRANGE."""
 
 BATCH = 1000
 """Events per batch (and transaction): measured on the bench database, see docs/reference/retention.md."""
@@ -51,3 +69,57 @@ async def expire_bodies(ctx: Context, *, batch: int = BATCH, budget_s: float = 1
                 break
             since = done.last
     return Expired(events, deliveries, finished=True)
+
+
+async def prune_alerts(ctx: Context, *, batch: int = BATCH) -> int:
+    """Removes the alerts resolved longer ago than the instance's retention, in batches; how many."""
+    cutoff = datetime.now(UTC) - timedelta(days=ctx.settings.retention_days)
+    bound = ids.new_id("alert", int(cutoff.timestamp() * 1000))[: len("alert_") + 10]  # the time part only
+    removed = 0
+    while True:
+        async with ctx.pool.acquire() as conn:
+            n = await db_alerts.prune(conn, fired_before_id=bound, resolved_before=cutoff, limit=batch)
+        removed += n
+        if n < batch:
+            return removed
+
+
+def _received_ms(entry_id: str, raw: bytes | None) -> tuple[int, str | None]:
+    """(when the request was received, its endpoint), from the record; the dead letter's own time and no
+    endpoint for an entry that does not decode."""
+    try:
+        (record,) = decode_records(raw or b"")
+    except (msgspec.MsgspecError, ValueError):
+        return int(entry_id.split("-", 1)[0]), None
+    return record.received_at_us // 1000, record.endpoint_id
+
+
+async def prune_dead_letters(ctx: Context) -> int:
+    """Removes the dead letters whose request is past its body retention; how many. Reads every dead letter,
+    a page at a time: they are few (each is an alert), and one re-driven and refused again is a new entry
+    for an old request, so the entry's own time cannot bound the read."""
+    now_ms = int(time.time() * 1000)
+    instance_ms = ctx.settings.retention_days * _DAY_MS
+    removed = 0
+    for shard in range(ctx.keys.shards):
+        stream = ctx.keys.dead_letter_stream(shard)
+        start = "-"
+        while entries := await ctx.redis.xrange(stream, min=start, max="+", count=_PAGE):
+            letters = []
+            for entry_id, fields in entries:
+                eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                letters.append((eid, *_received_ms(eid, fields.get(b"r"))))
+            async with ctx.pool.acquire() as conn:
+                days = await db_retention.body_retention(conn, sorted({e for _, _, e in letters if e}))
+            due = []
+            for eid, received_ms, endpoint_id in letters:
+                body_days = days.get(endpoint_id) if endpoint_id else None
+                kept_ms = instance_ms if body_days is None else min(instance_ms, body_days * _DAY_MS)
+                if received_ms < now_ms - kept_ms:
+                    due.append(eid)
+            if due:
+                removed += await ctx.redis.xdel(stream, *due)
+            if len(entries) < _PAGE:
+                break
+            start = "(" + letters[-1][0]
+    return removed

@@ -12,6 +12,8 @@
 - removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
 - removes the bodies and headers of events past their endpoint's ``body_retention_days``
   (``control.service.retention``), in short batches within a time budget per round.
+- removes the dead letters past their endpoint's body retention, and the alerts resolved longer ago than
+  the instance's retention (``control.service.retention``), every round;
 - removes the deduplication keys whose window is over (``control.db.dedup.prune``), every round.
 """
 
@@ -24,7 +26,7 @@ from control.db import dedup, partitions
 from control.db.context import Context
 from control.service.edge_config import resync_all
 from control.service.expiry import expire_temporary
-from control.service.retention import expire_bodies
+from control.service.retention import expire_bodies, prune_alerts, prune_dead_letters
 from control.service.stats import prune as prune_stats
 
 __all__ = ("Sweep",)
@@ -85,6 +87,9 @@ class Sweep:
                     bodies.deliveries,
                     "" if bodies.finished else " (more next round)",
                 )
+            letters, alerts = await prune_dead_letters(self.ctx), await prune_alerts(self.ctx)
+            if letters or alerts:
+                log.info("sweep: %d dead letter(s) and %d alert(s) past retention removed", letters, alerts)
             async with self.ctx.pool.acquire() as conn:
                 keys = await dedup.prune(conn)
             log.debug("sweep: %d deduplication keys past their window removed", keys)
