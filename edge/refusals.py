@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from shared.keys import Keys
-from shared.refusals import KEEP_S, expires_at, field
+from shared.refusals import KEEP_S, SIGNATURE_REASONS, expires_at, field
 
 __all__ = ("FLUSH_EVERY_S", "Refusals")
 
@@ -53,13 +53,19 @@ class Refusals:
         keys = self._keys
         pipe = redis.pipeline(transaction=False)
         hours: dict[str, int] = {}
+        signatures: dict[str, int] = {}
         for (endpoint_id, reason, minute), count in taken.items():
             hour = minute // 60
             key = keys.edge_refusals(endpoint_id, hour)
             pipe.hincrby(key, field(minute, reason), count)
             hours[key] = hour
+            if reason in SIGNATURE_REASONS:
+                signatures[endpoint_id] = max(minute, signatures.get(endpoint_id, 0))
         for key, hour in hours.items():
             pipe.expireat(key, expires_at(hour))
+        if signatures:  # which endpoints the alert evaluator reads (``Keys.signature_refusals_recent``)
+            pipe.zadd(keys.signature_refusals_recent, signatures, gt=True)
+            pipe.expire(keys.signature_refusals_recent, KEEP_S)
         try:
             await pipe.execute()
         except BaseException:

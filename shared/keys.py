@@ -96,6 +96,13 @@ class Keys:
         window's keys share a slot on a Redis Cluster."""
         return f"{self.prefix}refused:{{{endpoint_id}}}:{hour}"
 
+    @property
+    def signature_refusals_recent(self) -> str:
+        """Sorted set: endpoint id -> the last minute (Unix time // 60) in which an edge refused a signature of
+        it. The alert evaluator reads the endpoints refused in the last five minutes from it, instead of
+        every endpoint's hashes (``control.service.alert_refusals``)."""
+        return f"{self.prefix}refused:signatures"
+
     # -- wakeups and limits ----------------------------------------------------------------------
     def event_channel(self, endpoint_id: str) -> str:
         """Pub/sub channel published after events of an endpoint are committed (long-poll wakeups)."""

@@ -63,20 +63,31 @@ async def exhausted(conn: asyncpg.Connection) -> list[asyncpg.Record]:
     )
 
 
-async def signature_failures(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-    """Endpoints with at least their threshold of failed signatures in the last five minute buckets of the
-    stats counters (the current minute and the four before it)."""
+async def signature_failures(conn: asyncpg.Connection, refused: dict[str, int]) -> list[asyncpg.Record]:
+    """Endpoints with at least their threshold of failed signatures in the last five minutes: the stored
+    events whose signature failed (the stats counters' last five minute buckets: the current minute and the
+    four before it) and the requests the edges refused for their signature in those minutes (``refused``:
+    endpoint id -> count, read from Redis by ``control.service.alert_refusals``)."""
     return await conn.fetch(
-        """SELECT e.account_id, e.id AS condition_key, e.id AS endpoint_id, NULL::text AS destination_id,
-                  sum(s.count)::bigint AS count,
-                  jsonb_build_object('threshold', e.signature_failure_alert_threshold,
-                                     'window_s', $1 * 60) AS data
-             FROM stats_events s JOIN endpoints e ON e.id = s.endpoint_id
-            WHERE s.span = 1 AND s.failure IS NOT NULL
-              AND s.start >= date_trunc('minute', now()) - make_interval(mins => $1 - 1)
-            GROUP BY e.account_id, e.id, e.signature_failure_alert_threshold
-           HAVING sum(s.count) >= e.signature_failure_alert_threshold""",
+        """WITH stored AS (
+               SELECT s.endpoint_id, sum(s.count)::bigint AS n FROM stats_events s
+                WHERE s.span = 1 AND s.failure IS NOT NULL
+                  AND s.start >= date_trunc('minute', now()) - make_interval(mins => $1 - 1)
+                GROUP BY s.endpoint_id),
+           refused AS (SELECT * FROM unnest($2::text[], $3::bigint[]) AS r(endpoint_id, n)),
+           total AS (
+               SELECT endpoint_id, sum(n)::bigint AS n FROM (SELECT * FROM stored UNION ALL SELECT * FROM refused) x
+                GROUP BY endpoint_id)
+           SELECT e.account_id, e.id AS condition_key, e.id AS endpoint_id, NULL::text AS destination_id,
+                  t.n AS count,
+                  jsonb_build_object('threshold', e.signature_failure_alert_threshold, 'window_s', $1 * 60,
+                                     'refused', coalesce((SELECT r.n FROM refused r WHERE r.endpoint_id = e.id), 0))
+                      AS data
+             FROM total t JOIN endpoints e ON e.id = t.endpoint_id
+            WHERE t.n >= e.signature_failure_alert_threshold""",
         SIGNATURE_WINDOW_MINUTES,
+        list(refused),
+        list(refused.values()),
     )
 
 

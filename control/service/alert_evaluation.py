@@ -7,7 +7,8 @@ unique index ``alerts_open`` would refuse a second open alert of it even without
   (the destination still exists) a ``destination.recovered`` notice fires, resolved as it fires.
 - ``delivery.exhausted``: one per destination and UTC hour, its ``count`` the events whose deliveries used
   up their retries in that hour, kept current while the hour's summary is open.
-- ``endpoint.signature_failures``: open while the last five minutes hold at least the endpoint's threshold.
+- ``endpoint.signature_failures``: open while the last five minutes hold at least the endpoint's threshold of
+  failed signatures, stored (``on_failure: accept_log``) or refused by the edge (``control.service.alert_refusals``).
 - ``endpoint.silent``: open while nothing arrived for ``expect_event_within_s``; an event resolves it.
 - ``dead_letter.added``: open while the endpoint has records in the dead letters (Redis); retrying them
   (``hookyard dead-letters retry``) resolves it.
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 
 import asyncpg
 
 from control.db import alert_conditions as detect
 from control.db import alerts as db_alerts
 from control.service import Context
+from control.service.alert_refusals import refused_signatures
 from control.service.dead_letters import list_dead_letters
 from shared import ids
 
@@ -73,10 +76,11 @@ async def _dead_letters(ctx: Context, conn: asyncpg.Connection) -> dict[str, _No
 async def _current(ctx: Context, conn: asyncpg.Connection) -> dict[tuple[str, str, str], _Now]:
     """(type, account, condition key) -> what holds now, for every condition type."""
     found: dict[tuple[str, str, str], _Now] = {}
+    refused = await refused_signatures(ctx)
     for type_, detector in (
         ("destination.circuit_opened", detect.circuits_open),
         ("delivery.exhausted", detect.exhausted),
-        ("endpoint.signature_failures", detect.signature_failures),
+        ("endpoint.signature_failures", partial(detect.signature_failures, refused=refused)),
         ("endpoint.silent", detect.silent),
     ):
         for r in await detector(conn):
