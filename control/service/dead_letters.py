@@ -186,7 +186,7 @@ async def retry(redis: aioredis.Redis, keys: Keys, ids: list[str] | None = None)
     script = redis.register_script(_REDRIVE)
     done = []
     for shard, entry_id in targets:
-        keys = [keys.dead_letter_stream(shard), keys.ingest_stream(shard)]
-        if await script(keys=keys, args=[entry_id]):
+        streams = [keys.dead_letter_stream(shard), keys.ingest_stream(shard)]
+        if await script(keys=streams, args=[entry_id]):
             done.append(f"{shard}:{entry_id}")
     return done
