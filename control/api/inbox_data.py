@@ -1,5 +1,5 @@
 """The inbox page's data routes, under ``/inbox/{endpoint_id}/`` so the link cookie (scoped to that path)
-reaches them: the event list, one event, its raw body, a replay, and the live stream.
+reaches them: the event list, one event, its raw body, a replay, the open alerts, and the live stream.
 
 Each is a /v1 operation (``control.service.inbox`` narrows the /v1 service functions to the endpoint),
 authorised as the page is (``control.service.inbox``): a browser cannot send a Bearer key, so the page's
@@ -33,7 +33,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 from control.api.events import provide_filters
 from control.api.params import Cursor, EndpointId, EventId
 from control.records.events import EventWithDeliveries
-from control.records.inbox import InboxEventList
+from control.records.inbox import InboxAlertList, InboxEventList
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.transforms import TransformTest, TransformTestResult
 from control.service import Context, Principal
@@ -167,6 +167,14 @@ class InboxDataController(Controller):
             raise ValidationError(f"body: not JSON ({exc})") from None
         result = await service.inbox_transform_test(ctx, principal, endpoint_id, event_id, data)
         return Response(result, headers=_HEADERS)
+
+    @get("/alerts", include_in_schema=False)
+    async def alerts(
+        self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId
+    ) -> Response[InboxAlertList]:
+        """The banner's open alerts of this endpoint (``GET /v1/alerts?endpoint_id=&open=true``, without sends)."""
+        principal = await _principal(ctx, request, endpoint_id)
+        return Response(await service.inbox_alerts(ctx, principal, endpoint_id), headers=_HEADERS)
 
     @get("/stream", include_in_schema=False)
     async def stream(

@@ -3,7 +3,8 @@
 
 - ``inbox.js``, ``curl.js`` (its "copy as curl"), ``hexdump.js`` (a binary body's raw tab), ``inbox.css``:
   the inbox page (``control.api.inbox``), written here, no framework; ``transform.js`` and ``transform.css``:
-  its transform editor (a dry run and a replay through a transform, on the event shown).
+  its transform editor (a dry run and a replay through a transform, on the event shown); ``alerts.js``: its
+  banner of the endpoint's open alerts.
 - ``redoc.standalone.js``: the OpenAPI page at ``/schema``, Redoc pinned at the version in ``VENDORED``
   (MIT, its licence beside it). A page that loads its script from a CDN is blank offline and changes under
   its users when the CDN's "latest" does.
@@ -36,6 +37,7 @@ _TYPES = {
     "hexdump.js": "text/javascript; charset=utf-8",
     "inbox.css": "text/css; charset=utf-8",
     "transform.js": "text/javascript; charset=utf-8",
+    "alerts.js": "text/javascript; charset=utf-8",
     "transform.css": "text/css; charset=utf-8",
     "redoc.standalone.js": "text/javascript; charset=utf-8",
     "redoc.LICENSE.txt": "text/plain; charset=utf-8",

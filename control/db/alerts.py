@@ -15,6 +15,7 @@ import asyncpg
 
 __all__ = (
     "claim",
+    "destination_names",
     "finish",
     "fire",
     "list_for_account",
@@ -227,3 +228,8 @@ async def prune(conn: asyncpg.Connection, *, fired_before_id: str, resolved_befo
         resolved_before,
         limit,
     )
+
+
+async def destination_names(conn: asyncpg.Connection, destination_ids: Sequence[str]) -> dict[str, str | None]:
+    rows = await conn.fetch("SELECT id, name FROM destinations WHERE id = ANY($1::text[])", list(destination_ids))
+    return {r["id"]: r["name"] for r in rows}

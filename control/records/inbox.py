@@ -1,4 +1,5 @@
-"""Inbox records: the signed link that opens an endpoint's inbox page, and the rows of the page's live list.
+"""Inbox records: the signed link that opens an endpoint's inbox page, the rows of the page's live list, and
+its banner of open alerts.
 
 A row is an event without its headers and body (which the detail view loads one at a time): a list of
 100 events with bodies of up to 1 MiB each must not travel to a browser that shows one line per event."""
@@ -12,7 +13,7 @@ import msgspec
 
 from control.records.events import Label, Provider
 
-__all__ = ("InboxEvent", "InboxEventList", "InboxLink")
+__all__ = ("InboxAlert", "InboxAlertList", "InboxEvent", "InboxEventList", "InboxLink")
 
 
 class InboxLink(msgspec.Struct, kw_only=True):
@@ -46,3 +47,22 @@ class InboxEvent(msgspec.Struct, kw_only=True):
 class InboxEventList(msgspec.Struct, kw_only=True):
     events: list[InboxEvent]
     next_cursor: str | None
+
+
+class InboxAlert(msgspec.Struct, kw_only=True):
+    """One open alert of the endpoint, as the page's banner shows it (``GET /v1/alerts`` has the sends)."""
+
+    id: str
+    type: str
+    since: datetime
+    """When it fired: the condition has held since then."""
+    destination_id: str | None
+    destination_name: str | None
+    """The destination's name now (as it was when the alert fired, once the destination is deleted)."""
+    count: int
+    text: str
+    """What is wrong, in a sentence (the line of a ``slack`` alert)."""
+
+
+class InboxAlertList(msgspec.Struct, kw_only=True):
+    alerts: list[InboxAlert]

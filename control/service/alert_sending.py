@@ -22,7 +22,7 @@ from control.delivery.send import Outcome, send, signature
 from control.service import Context, sealed
 from shared.logs import safe_url
 
-__all__ = ("AlertSender", "body_of", "text_of")
+__all__ = ("AlertSender", "body_of", "line_of", "text_of")
 
 _LEASE_MARGIN_S = 30.0
 _RESPONSE_KEPT = 2048
@@ -40,8 +40,13 @@ def _subject(alert: Mapping[str, Any]) -> str:
 
 def text_of(alert: Mapping[str, Any]) -> str:
     """The readable line of a ``slack`` body."""
+    return f"hookyard alert {alert['type']}: {line_of(alert)}"
+
+
+def line_of(alert: Mapping[str, Any]) -> str:
+    """What is wrong, in a sentence (a ``slack`` body's line, the inbox's banner)."""
     data, subject, n = alert["data"] or {}, _subject(alert), alert["count"]
-    line = {
+    return {
         "destination.circuit_opened": f"{subject} is failing: its circuit opened after "
         f"{data.get('consecutive_failures', n)} consecutive failed deliveries; deliveries wait until it recovers",
         "destination.recovered": f"{subject} recovered: its circuit closed and deliveries resume",
@@ -54,7 +59,6 @@ def text_of(alert: Mapping[str, Any]) -> str:
         "dead_letter.added": f"{subject}: {n} record(s) could not be stored and wait in the dead letters "
         "(`hookyard dead-letters`)",
     }.get(alert["type"], f"{subject}: {alert['type']}")
-    return f"hookyard alert {alert['type']}: {line}"
 
 
 def body_of(alert: Mapping[str, Any], fmt: str) -> bytes:

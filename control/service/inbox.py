@@ -24,22 +24,26 @@ import base64
 
 import msgspec
 
+from control.db import alerts as db_alerts
 from control.records.endpoints import Endpoint
 from control.records.events import Event, EventWithDeliveries
-from control.records.inbox import InboxEvent, InboxEventList
+from control.records.inbox import InboxAlert, InboxAlertList, InboxEvent, InboxEventList
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.transforms import TransformTest, TransformTestResult
 from control.service import Context, Principal
 from control.service import events as service_events
 from control.service import replay as service_replay
 from control.service import transforms as service_transforms
+from control.service.alert_sending import line_of
+from control.service.alerts import open_alerts_for_endpoint
 from control.service.callers import inbox_caller
-from control.service.endpoints import get_endpoint
+from control.service.endpoints import get_endpoint, require_endpoint
 from control.service.events import EventFilters
 from shared.errors import NotFoundError
 
 __all__ = (
     "body_bytes",
+    "inbox_alerts",
     "inbox_body",
     "inbox_endpoint",
     "inbox_event",
@@ -133,3 +137,29 @@ async def inbox_replay(
     """/v1 ``ReplayEvent``, once the event is known to be this endpoint's."""
     await inbox_event(ctx, principal, endpoint_id, event_id)
     return await service_replay.replay_event(ctx, principal, event_id, data)
+
+
+async def inbox_alerts(ctx: Context, principal: Principal, endpoint_id: str) -> InboxAlertList:
+    """The endpoint's open alerts, newest first, for the page's banner (the caller owns the endpoint:
+    ``inbox_principal``)."""
+    async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
+        alerts = await open_alerts_for_endpoint(ctx, conn, endpoint_id)
+        names = await db_alerts.destination_names(conn, [a.destination_id for a in alerts if a.destination_id])
+    out = []
+    for a in alerts:
+        name = names.get(a.destination_id) if a.destination_id in names else a.data.get("destination_name")
+        described = {"type": a.type, "data": {**a.data, "destination_name": name}, "count": a.count}
+        described |= {"destination_id": a.destination_id, "endpoint_id": a.endpoint_id}
+        out.append(
+            InboxAlert(
+                id=a.id,
+                type=a.type,
+                since=a.fired_at,
+                destination_id=a.destination_id,
+                destination_name=name,
+                count=a.count,
+                text=line_of(described),
+            )
+        )
+    return InboxAlertList(alerts=out)
