@@ -38,7 +38,9 @@ def _assert_page(resp, endpoint_id: str) -> str:
     page = resp.text
     assert page.startswith("<!doctype html>")
     assert f'data-endpoint="{endpoint_id}"' in page
-    scripts = [f'<script src="/static/{name}.js" defer>' for name in ("curl", "hexdump", "inbox", "transform", "alerts")]
+    scripts = [
+        f'<script src="/static/{name}.js" defer>' for name in ("curl", "hexdump", "inbox", "transform", "alerts")
+    ]
     assert re.findall(r"<script[^>]*>", page) == scripts  # no inline script
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external asset
     return page
