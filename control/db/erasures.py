@@ -48,9 +48,9 @@ JOB_COLUMNS = """j.id, j.account_id, j.endpoint_id, j.field, j.value, j.value_sh
 
 
 async def create_job(
-    conn: asyncpg.Connection, *, job_id: str, account_id: str, endpoint_id: str, field: str, value: str, sha256: str
+    conn: asyncpg.Connection, *, job_id: str, account_id: str, endpoint_id: str, field: str, value: object, sha256: str
 ) -> asyncpg.Record:
-    """``value``: the value's JSON text (kept as jsonb, so its type stays)."""
+    """``value`` is kept as jsonb (so its type stays), encoded by the pool's codec (``control.db``)."""
     return await conn.fetchrow(
         f"""WITH j AS (
                 INSERT INTO erasure_jobs (id, account_id, endpoint_id, field, value, value_sha256)

@@ -68,7 +68,7 @@ def candidates(field: str, value: Any) -> db.Candidates:
         return db.Candidates("e.headers ->> {} = {}", (rest, text))
     if rest.startswith(LABEL_PREFIX):
         label = [{"key": rest.removeprefix(LABEL_PREFIX), "value": text}]
-        return db.Candidates("e.labels @> {}::jsonb", (msgspec.json.encode(label).decode(),))
+        return db.Candidates("e.labels @> {}::jsonb", (label,))
     return db.Candidates("true")
 
 
@@ -92,11 +92,9 @@ def _view(row: Mapping[str, Any], endpoint_id: str, environment: str | None) -> 
     meta: dict[str, object] = {k: row[k] for k in ("provider", "event_type", "method", "path", "content_type")}
     meta |= {"source_ip": row["source_ip"], "signature_valid": row["signature_valid"]}
     meta |= {"ip_allowed": row["ip_allowed"], "endpoint_id": endpoint_id, "environment": environment}
-    labels = row["labels"]
-    for label in _decode(labels) if isinstance(labels, str | bytes) else labels or ():
+    for label in row["labels"] or ():  # jsonb arrives decoded (control.db's codec)
         meta[LABEL_PREFIX + label["key"]] = label["value"]
-    headers = row["headers"]
-    return EventView(body, _decode(headers) if isinstance(headers, str | bytes) else headers, meta)
+    return EventView(body, row["headers"], meta)
 
 
 def _dead_letter_view(record: IngestRecord, environment: str | None) -> EventView:
@@ -135,7 +133,7 @@ async def advance(ctx: Context, *, page: int = PAGE, exclude: list[str] | None =
         if job["environment"] is None:  # the endpoint was deleted, and its events with it
             await db.finish(conn, job["id"], state="done", dead_letters=0, schemas=0, error=None)
             return job["id"], 1
-        value = msgspec.json.decode(job["value"])
+        value = job["value"]
         if job["stage"] == "events":
             return job["id"], await _page(conn, job, value, page)
         if job["stage"] == "deferred":

@@ -84,7 +84,7 @@ def erasure_record(row: asyncpg.Record | dict[str, Any]) -> Erasure:
         id=row["id"],
         endpoint_id=row["endpoint_id"],
         field=row["field"],
-        value=None if value is None else msgspec.json.decode(value),
+        value=value,
         value_sha256=row["value_sha256"],
         state=row["state"],
         matched=row["matched"],
@@ -113,7 +113,7 @@ async def erase_events(ctx: Context, principal: Principal, endpoint_id: str, dat
             account_id=principal.account_id,
             endpoint_id=endpoint_id,
             field=field,
-            value=msgspec.json.encode(value).decode(),
+            value=value,
             sha256=value_sha256(job_id, value),
         )
     return erasure_record(row)
