@@ -146,7 +146,7 @@ async def list_erasures(
         raise ValidationError("cursor: not a cursor of this list (the next_cursor of a previous page)")
     async with ctx.pool.acquire() as conn:
         if endpoint_id is not None:
-            await require_endpoint(conn, principal, endpoint_id)
+            await require_endpoint(conn, principal, check_text(endpoint_id, "endpoint_id"))
         rows = await db.list_jobs(conn, principal.account_id, endpoint_id=endpoint_id, before=cursor, limit=limit + 1)
     more = len(rows) > limit
     records = [erasure_record(r) for r in rows[:limit]]
