@@ -11,7 +11,7 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from control.api.openapi import errors
 from control.api.params import Cursor, EndpointId, query
-from control.records.erasures import Erasure, EraseRequest, ErasureList
+from control.records.erasures import EraseRequest, Erasure, ErasureList
 from control.records.text import id_pattern
 from control.service import Context, Principal
 from control.service import erasures as service

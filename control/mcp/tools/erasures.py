@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from control.mcp.registry import Call, tool
-from control.records.erasures import Erasure, EraseRequest, ErasureList, ErasureValue
+from control.records.erasures import EraseRequest, Erasure, ErasureList, ErasureValue
 from control.service import erasures as service
 
 
