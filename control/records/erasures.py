@@ -17,12 +17,7 @@ MAX_VALUE_LENGTH = 1000
 """Characters of a text value: an id, an email address, a name; far more than any of them."""
 
 ErasureState = Literal["pending", "running", "done", "failed"]
-ErasureValue = (
-    Annotated[str, msgspec.Meta(max_length=MAX_VALUE_LENGTH)]
-    | bool
-    | int
-    | float
-)
+ErasureValue = Annotated[str, msgspec.Meta(max_length=MAX_VALUE_LENGTH)] | bool | int | float
 
 
 class EraseRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
