@@ -13,6 +13,7 @@ from control.api.deliveries import DeliveryController
 from control.api.deps import provide_principal
 from control.api.destinations import DestinationController, EndpointDestinationController
 from control.api.endpoints import EndpointController
+from control.api.erasures import EndpointErasureController, ErasureController
 from control.api.events import EndpointEventController, EventController
 from control.api.inbox_links import EndpointInboxLinkController
 from control.api.labels import EndpointLabelController, LabelController
@@ -37,6 +38,8 @@ def v1_router() -> Router:
             EndpointInboxLinkController,
             EndpointEventController,
             EventController,
+            EndpointErasureController,
+            ErasureController,
             DeliveryController,
             EndpointDeliveryRetryController,
             DeliveryRetryController,

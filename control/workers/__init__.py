@@ -15,6 +15,7 @@ from control.service.metrics import serve_worker_metrics
 from control.service.sealed import keyring_of
 from control.workers.alerts import Alerts
 from control.workers.deliver import Deliver
+from control.workers.erasures import Erasures
 from control.workers.flush import Flush
 from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
 from control.workers.retries import RetryJobs
@@ -50,6 +51,7 @@ _FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
     "sweep": lambda ctx: [Sweep(ctx)],
     "retries": lambda ctx: [RetryJobs(ctx)],
     "alerts": lambda ctx: [Alerts(ctx)],
+    "erasures": lambda ctx: [Erasures(ctx)],
 }
 LOOP_NAMES = tuple(_FACTORIES)
 

@@ -31,6 +31,7 @@ from tests.events_support import live_app
 from tests.helpers import assert_error, refusing_connections
 
 VERBS = {"list", "get", "create", "update", "delete", "add", "rotate", "replay", "retry", "test", "wait", "send"}
+VERBS |= {"erase"}
 
 
 @pytest.fixture(scope="module")

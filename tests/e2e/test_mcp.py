@@ -296,6 +296,12 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert quiet == {"event": None, "timed_out": True, "message": quiet["message"]}
         assert "within 1 s" in quiet["message"]
 
+        # Erasure: a job that removes the events whose field has the value (tests/erasure/ covers it whole).
+        erasure = await t.ok("erase_events", endpoint_id=ep, field="body.data.object.customer", value="cus_nobody")
+        assert (erasure["state"], erasure["value"]) == ("pending", "cus_nobody")
+        assert (await t.ok("get_erasure", erasure_id=erasure["id"]))["field"] == "body.data.object.customer"
+        assert [e["id"] for e in (await t.ok("list_erasures", endpoint_id=ep))["erasures"]] == [erasure["id"]]
+
         assert (await t.ok("delete_allowlist_entry", entry_id=entry["id"]))["deleted"] is True
         assert (await t.ok("delete_label_rule", label_id=label["id"]))["deleted"] is True
         removed = await t.ok("delete_destination", destination_id=dst)

@@ -2,7 +2,7 @@
 
 Until the sweep deletes it (a day later) its rows are still there; before the fix /v1, MCP and the inbox kept
 reading and changing them. Now every route that names the endpoint, or an object of it (event, destination,
-rule, label, delivery, allowlist entry, bulk retry), answers 410 ``endpoint_expired`` with a message naming
+rule, label, delivery, allowlist entry, bulk retry, erasure), answers 410 ``endpoint_expired`` with a message naming
 the endpoint and when it expired; lists leave it out; /api/start with its session makes a new one.
 
 The routes are walked from the app itself (the OpenAPI document, the MCP tool list, the route table), so a
@@ -28,9 +28,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 from control.mcp.registry import snake_case
 from control.records.destinations import DestinationCreate
+from control.records.erasures import EraseRequest
 from control.records.labels import LabelRuleCreate
 from control.service import Context, Principal, inbox_links
 from control.service import destinations as destinations_service
+from control.service import erasures as erasures_service
 from control.service import labels as labels_service
 from control.service import retries as retries_service
 from control.service import trust as trust_service
@@ -45,7 +47,7 @@ from tests.helpers import assert_error, create_endpoint, db
 
 SINK = "http://127.0.0.1:9/hook"  # discard port: nothing listens, and nothing is sent to an expired endpoint
 ID_PARAMETERS = {"endpoint_id", "event_id", "destination_id", "rule_id", "label_id", "delivery_id", "entry_id"}
-ID_PARAMETERS |= {"retry_id"}
+ID_PARAMETERS |= {"retry_id", "erasure_id"}
 """Path parameters that name an endpoint or an object of one: each route with one must answer 410."""
 ACCOUNT_LEVEL = {"schema_id", "alert_destination_id", "alert_id"}
 """Learned schemas belong to the account and outlive its endpoints (SPEC.md), as do alert destinations and the
@@ -61,6 +63,7 @@ _BODIES: dict[str, dict[str, Any]] = {
     "CreateLabelRule": {"path": "type", "output_key": "kind"},
     "UpdateLabelRule": {"color": "#112233"},
     "ReplayEvent": {"url": SINK},
+    "EraseEvents": {"field": "body.customer", "value": "cus_1"},
     "SendTestWebhook": {"provider": "payments", "event_type": EVENT_TYPES["payments"][0]},
     "update_destination_transform": {"transform": "function handler(request) { return request; }"},
 }
@@ -98,6 +101,9 @@ async def _populate(ctx: Context, principal: Principal, endpoint_id: str) -> dic
             conn, [Ev(endpoint_id=endpoint_id)], destination_id=created.id, rule_id=created.rule.id, url=SINK
         )
     job, _ = await retries_service.retry_deliveries(ctx, principal, endpoint_id, event_filters())
+    erasure = await erasures_service.erase_events(
+        ctx, principal, endpoint_id, EraseRequest(field="body.customer", value="cus_1")
+    )
     return {
         "endpoint_id": endpoint_id,
         "event_id": failed.event_id,
@@ -107,6 +113,7 @@ async def _populate(ctx: Context, principal: Principal, endpoint_id: str) -> dic
         "delivery_id": failed.delivery_id,
         "entry_id": entry.id,
         "retry_id": job.id,
+        "erasure_id": erasure.id,
     }
 
 

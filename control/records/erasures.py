@@ -1,0 +1,83 @@
+"""Erasure records: a request to remove every event of an endpoint whose field has a value, and the job that
+does it, which is also the audit answer (what was erased, when, and a hash of the value, never the value
+once it is done)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+from control.records.text import NO_NUL
+
+__all__ = ("MAX_VALUE_LENGTH", "EraseRequest", "Erasure", "ErasureList", "ErasureState", "ErasureValue")
+
+MAX_VALUE_LENGTH = 1000
+"""Characters of a text value: an id, an email address, a name; far more than any of them."""
+
+ErasureState = Literal["pending", "running", "done", "failed"]
+ErasureValue = Annotated[str, msgspec.Meta(max_length=MAX_VALUE_LENGTH)] | bool | int | float
+
+
+class EraseRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    field: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            max_length=1000,
+            description="A field in the condition-tree syntax: `body.<dot.path>` (`body.data.object.customer`), "
+            "`header.<name>`, `meta.label.<key>` or `meta.<key>`",
+            extra_json_schema={"pattern": NO_NUL},
+        ),
+    ]
+    value: Annotated[
+        ErasureValue,
+        msgspec.Meta(
+            description="A string, number or boolean; an event matches when its field equals it as a condition's "
+            '`equals` does (`2000` equals `"2000"`)',
+            # As decoded: a JSON number is one branch (an integer is a number), so exactly one matches.
+            extra_json_schema={
+                "oneOf": [
+                    {"type": "string", "minLength": 1, "maxLength": MAX_VALUE_LENGTH, "pattern": NO_NUL},
+                    {"type": "boolean"},
+                    {"type": "number"},
+                ]
+            },
+        ),
+    ]
+
+
+class Erasure(msgspec.Struct, kw_only=True):
+    """An erasure job and, once done, its audit record."""
+
+    id: str
+    endpoint_id: str
+    field: str
+    value: str | bool | int | float | None
+    """The value while the job runs; null once it is done or failed (``value_sha256`` stays)."""
+    value_sha256: str
+    """Hex SHA-256 of ``<id>:<the value as JSON>`` (``erase_…:"cus_123"``): whoever holds the value can check
+    that this job erased it; the record itself keeps no personal data."""
+    state: ErasureState
+    matched: int
+    """Events of the endpoint found with the value (exact)."""
+    erased: int
+    """Of those, the events removed (with their deliveries and delivery tasks)."""
+    deliveries_erased: int
+    """Delivery records (attempts, with their request and response bodies) removed with the events."""
+    dead_letters_erased: int
+    """Records of the endpoint that the flush could not store, kept as dead letters, removed."""
+    schemas_scrubbed: int
+    """Learned schemas of the endpoint whose correlation sketches held the value, and hold it no more."""
+    scanned: int
+    """Events of the endpoint looked at so far."""
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ErasureList(msgspec.Struct, kw_only=True):
+    erasures: list[Erasure]
+    next_cursor: str | None = None

@@ -1,0 +1,256 @@
+"""Running an erasure job, one bounded step at a time (``control.workers.erasures`` calls ``advance``).
+
+Stages, each step one transaction on the job's locked row (several workers share the jobs, never one job):
+
+- ``events``: the next page of the endpoint's events after the cursor (every day partition), its candidates
+  decided exactly by the condition trees' own ``equals`` (``control.routing.conditions``), the matched ones
+  erased with their deliveries, tasks and deduplication keys (``control.db.erasures.erase``), and the
+  cursor and counts moved, all in one commit: a worker killed mid-job leaves the job at its last page, and
+  the next step of any worker resumes there, so every event is counted and erased once;
+- ``deferred``: matched events that had an attempt in flight are erased once it is recorded (the attempt's
+  record would otherwise be written after the erasure, bodies and all);
+- ``finish``: the dead letters of the endpoint that match (Redis), and the value's hashes in the correlation
+  sketches of the schemas learned on the endpoint; then the job is done and its value dropped.
+
+The scan has no upper bound: events stored while the job runs are looked at too, until a page comes back
+short. Records still in the ingest stream when the job finishes are not (they are stored after it).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from control.db import erasures as db
+from control.routing.conditions import LABEL_PREFIX, MISSING, EventView, compile_tree, text_form
+from control.routing.conditions.text import as_number
+from control.schemas.batch import hash_value
+from control.schemas.scrub import scrub
+from control.schemas.state import decode_state, encode_state
+from control.service import Context
+from shared.wire import IngestRecord, decode_records
+
+__all__ = ("PAGE", "advance", "candidates", "matcher", "value_hashes")
+
+log = logging.getLogger("hookyard.erasure")
+
+PAGE = 1000
+"""Events looked at per step (one transaction): measured on the bench database (docs/reference/retention.md)."""
+_DEFERRED = 500
+_decode = msgspec.json.Decoder().decode
+
+
+def matcher(field: str, value: Any) -> Any:
+    """The predicate of ``{field, equals, value}``: what decides a match, for events and dead letters alike."""
+    return compile_tree({"field": field, "operator": "equals", "value": value})
+
+
+def candidates(field: str, value: Any) -> db.Candidates:
+    """An SQL condition every event the predicate matches satisfies (and few others), so a page carries back
+    only those. A JSON string without a backslash decodes to its raw bytes, so a text at a body path is in
+    the raw body unless the body has an escape; a number may be written many ways (``2e3``), so it is not."""
+    text = text_form(value)
+    kind, _, rest = field.partition(".")
+    if kind == "body" or field == "body":
+        utf8 = "e.body_is_utf8 AND e.body_expired_at IS NULL"
+        if as_number(value) is not None:
+            return db.Candidates(utf8)
+        return db.Candidates(
+            f"{utf8} AND (position({{}}::bytea IN e.body) > 0 OR position({{}}::bytea IN e.body) > 0)",
+            (text.encode(), b"\\"),
+        )
+    if kind == "header":
+        return db.Candidates("e.headers ->> {} = {}", (rest, text))
+    if rest.startswith(LABEL_PREFIX):
+        label = [{"key": rest.removeprefix(LABEL_PREFIX), "value": text}]
+        return db.Candidates("e.labels @> {}::jsonb", (label,))
+    return db.Candidates("true")
+
+
+def value_hashes(value: Any) -> set[int]:
+    """The hashes a correlation sketch keeps for the values ``equals`` matches: the text, and the integer the
+    text stands for (``"42"`` equals ``42``, and a sketch hashes the two apart)."""
+    hashes = {hash_value(text_form(value))}
+    number = as_number(value)
+    if number is not None and float(number).is_integer():
+        hashes.add(hash_value(int(number)))
+    return hashes
+
+
+def _view(row: Mapping[str, Any], endpoint_id: str, environment: str | None) -> EventView:
+    body: object = MISSING
+    if row["body"]:
+        try:
+            body = _decode(row["body"])
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            body = MISSING
+    meta: dict[str, object] = {k: row[k] for k in ("provider", "event_type", "method", "path", "content_type")}
+    meta |= {"source_ip": row["source_ip"], "signature_valid": row["signature_valid"]}
+    meta |= {"ip_allowed": row["ip_allowed"], "endpoint_id": endpoint_id, "environment": environment}
+    for label in row["labels"] or ():  # jsonb arrives decoded (control.db's codec)
+        meta[LABEL_PREFIX + label["key"]] = label["value"]
+    return EventView(body, row["headers"], meta)
+
+
+def _dead_letter_view(record: IngestRecord, environment: str | None) -> EventView:
+    headers: dict[str, str] = {}
+    for name, raw in record.headers:
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            continue
+        key = name.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    row = {
+        "body": record.body,
+        "headers": headers,
+        "labels": (),
+        "provider": record.provider,
+        "event_type": record.event_type,
+        "method": record.method,
+        "path": "/" + record.path,
+        "content_type": headers.get("content-type"),
+        "source_ip": record.source_ip,
+        "signature_valid": record.signature_valid,
+        "ip_allowed": record.ip_allowed,
+    }
+    return _view(row, record.endpoint_id, environment)
+
+
+async def advance(ctx: Context, *, page: int = PAGE, exclude: list[str] | None = None) -> tuple[str | None, int]:
+    """One step of the unfinished job advanced least recently: (its id, how much moved); (None, 0) when no job
+    is left to take. A step that moved nothing (its deferred events still in flight) lets the caller try
+    another job (``exclude``)."""
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        job = await db.take_job(conn, exclude=exclude or [])
+        if job is None:
+            return None, 0
+        if job["environment"] is None:  # the endpoint was deleted, and its events with it
+            await db.finish(conn, job["id"], state="done", dead_letters=0, schemas=0, error=None)
+            return job["id"], 1
+        value = job["value"]
+        if job["stage"] == "events":
+            return job["id"], await _page(conn, job, value, page)
+        if job["stage"] == "deferred":
+            return job["id"], await _deferred(conn, job)
+        return job["id"], await _finish(ctx, conn, job, value)
+
+
+async def _erase(conn: asyncpg.Connection, job: asyncpg.Record, matched: list[tuple[str, Any]]) -> tuple[int, int]:
+    """Erases the matched events that have no attempt in flight; defers the others. (events, deliveries)."""
+    busy = await db.busy(conn, job["endpoint_id"], [m[0] for m in matched]) if matched else set()
+    if busy:
+        await db.defer(conn, job["id"], [m for m in matched if m[0] in busy])
+    erased = await db.erase(conn, job["endpoint_id"], [m for m in matched if m[0] not in busy])
+    return erased.events, erased.deliveries
+
+
+async def _page(conn: asyncpg.Connection, job: asyncpg.Record, value: Any, size: int) -> int:
+    found = await db.page(
+        conn,
+        job["endpoint_id"],
+        after_at=job["scanned_at"],
+        after_id=job["scanned_id"],
+        size=size,
+        candidates=candidates(job["field"], value),
+    )
+    predicate = matcher(job["field"], value)
+    environment = job["environment"]
+    matched = [(r["id"], r["received_at"]) for r in found.rows if predicate(_view(r, job["endpoint_id"], environment))]
+    events, deliveries = await _erase(conn, job, matched)
+    last = found.visited < size
+    await db.save_progress(
+        conn,
+        job["id"],
+        stage="deferred" if last else "events",
+        scanned_at=found.last_at or job["scanned_at"],
+        scanned_id=found.last_id or job["scanned_id"],
+        scanned=found.visited,
+        matched=len(matched),
+        erased=events,
+        deliveries=deliveries,
+    )
+    return found.visited + 1
+
+
+async def _deferred(conn: asyncpg.Connection, job: asyncpg.Record) -> int:
+    waiting = await db.deferred(conn, job["id"], _DEFERRED)
+    if not waiting:
+        await db.save_progress(
+            conn, job["id"], stage="finish", scanned_at=job["scanned_at"], scanned_id=job["scanned_id"]
+        )
+        return 1
+    busy = await db.busy(conn, job["endpoint_id"], [w[0] for w in waiting])
+    ready = [w for w in waiting if w[0] not in busy]
+    if not ready:
+        return 0
+    erased = await db.erase(conn, job["endpoint_id"], ready)
+    await db.undefer(conn, job["id"], [w[0] for w in ready])
+    await db.save_progress(
+        conn,
+        job["id"],
+        stage="deferred",
+        scanned_at=job["scanned_at"],
+        scanned_id=job["scanned_id"],
+        erased=erased.events,
+        deliveries=erased.deliveries,
+    )
+    return len(ready)
+
+
+async def _dead_letters(ctx: Context, endpoint_id: str, predicate: Any, environment: str | None) -> int:
+    """Removes the endpoint's dead letters whose record matches; each XDEL is idempotent."""
+    removed = 0
+    for shard in range(ctx.keys.shards):
+        stream = ctx.keys.dead_letter_stream(shard)
+        start = "-"
+        while True:
+            entries = await ctx.redis.xrange(stream, min=start, count=500)
+            for entry_id, fields in entries:
+                if fields.get(b"endpoint", b"").decode("utf-8", "replace") != endpoint_id:
+                    continue
+                try:
+                    records = decode_records(fields.get(b"r", b""))
+                except (msgspec.MsgspecError, ValueError):
+                    continue
+                if any(predicate(_dead_letter_view(r, environment)) for r in records):
+                    removed += await ctx.redis.xdel(stream, entry_id)
+            if len(entries) < 500:
+                break
+            last = entries[-1][0]
+            start = "(" + (last.decode() if isinstance(last, bytes) else last)
+    return removed
+
+
+async def _finish(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record, value: Any) -> int:
+    """Dead letters, then the sketches and the job's end, under the job's lock (no other worker finishes it
+    too). The dead letters' XDEL cannot roll back: a worker killed after it does the stage again, harmlessly,
+    but counts only what is left."""
+    predicate = matcher(job["field"], value)
+    dead = await _dead_letters(ctx, job["endpoint_id"], predicate, job["environment"])
+    hashes = value_hashes(value)
+    updates = []
+    for schema_id, raw in await db.schema_states(conn, job["endpoint_id"]):
+        state = decode_state(raw)
+        if raw and scrub(state, hashes):
+            updates.append((schema_id, encode_state(state), random.getrandbits(62)))
+    await db.store_schema_states(conn, updates)
+    done = await db.finish(conn, job["id"], state="done", dead_letters=dead, schemas=len(updates), error=None)
+    log.info(
+        "erasure %s done: field %s, value sha256 %s, %d matched, %d erased, %d deliveries, %d dead letters, "
+        "%d schemas scrubbed",
+        done["id"],
+        done["field"],
+        done["value_sha256"],
+        done["matched"],
+        done["erased"],
+        done["deliveries_erased"],
+        done["dead_letters_erased"],
+        done["schemas_scrubbed"],
+    )
+    return 1
