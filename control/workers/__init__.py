@@ -16,6 +16,7 @@ from control.service.sealed import keyring_of
 from control.workers.alerts import Alerts
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush
+from control.workers.learn import Learn
 from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
 from control.workers.retries import RetryJobs
 from control.workers.sweep import Sweep
@@ -31,14 +32,13 @@ log = logging.getLogger("hookyard.worker")
 
 def _flush_lanes(ctx: Context) -> list[Loop]:
     router = Router(ctx)  # one rule cache for all lanes of the process (each batch checks its versions)
-    learner = Learner() if ctx.settings.schema_learning else None  # one shape and state cache, too
     return [
         Flush(
             ctx,
             consumer=f"{Flush.default_consumer()}-{i}",
             claim_idle_ms=ctx.settings.flush_claim_idle_ms,
             router=router,
-            learner=learner,
+            learn=ctx.settings.schema_learning,  # notes the new events; the learn loop learns them
         )
         for i in range(ctx.settings.flush_lanes)
     ]
@@ -46,6 +46,7 @@ def _flush_lanes(ctx: Context) -> list[Loop]:
 
 _FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
     "flush": _flush_lanes,
+    "learn": lambda ctx: [Learn(ctx, learner=Learner())] if ctx.settings.schema_learning else [],
     "deliver": lambda ctx: [Deliver(ctx)],
     "sweep": lambda ctx: [Sweep(ctx)],
     "retries": lambda ctx: [RetryJobs(ctx)],
