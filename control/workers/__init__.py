@@ -16,7 +16,7 @@ from control.service.sealed import keyring_of
 from control.workers.alerts import Alerts
 from control.workers.deliver import Deliver
 from control.workers.flush import Flush
-from control.workers.learn import Learn
+from control.workers.learn import Learn, lower_priority
 from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
 from control.workers.retries import RetryJobs
 from control.workers.sweep import Sweep
@@ -85,6 +85,8 @@ def build_loops(ctx: Context, names: list[str] | tuple[str, ...]) -> list[Loop]:
 async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, burst: bool = False) -> None:
     """Runs the named loops (all when none is named) until SIGTERM/SIGINT, then drains and returns."""
     stop = asyncio.Event()
+    if tuple(names) == ("learn",):  # background work alone in its process: the flush and Postgres come first
+        lower_priority()
     async with worker_context(settings) as ctx, serve_worker_metrics(ctx):
         loops = build_loops(ctx, names)
         if not burst:

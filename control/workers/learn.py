@@ -19,6 +19,10 @@ stay exactly-once. The read is an index probe per event in the batch's partition
 (whose CPU is not the flush's). Several notes per step make one merge per schema for all of them, which
 is cheaper than one per flush batch.
 
+Priority: a process that runs the learn loop alone (``hookyard worker learn``, which ``hookyard up`` starts
+next to the other loops) lowers its CPU priority by ``NICE``: learning is background work, and on a busy
+host the flush and Postgres come first; the notes wait meanwhile and are learned when there is CPU to spare.
+
 Latency: a note waits at most ``idle_s`` after an idle step, and behind the notes before it under load
 (``control.db.learn_queue.backlog`` says how far behind; ``bench flush`` reports it).
 """
@@ -26,6 +30,7 @@ Latency: a note waits at most ``idle_s`` after an idle step, and behind the note
 from __future__ import annotations
 
 import logging
+import os
 
 from control.db import learn_queue as queue
 from control.schemas.learn import Learner
@@ -34,6 +39,17 @@ from control.service import Context
 __all__ = ("Learn",)
 
 log = logging.getLogger("hookyard.worker.learn")
+
+NICE = 10
+"""How much a process running only the learn loop lowers its CPU priority (``os.nice``)."""
+
+
+def lower_priority() -> None:
+    """``NICE`` for this process; where the platform refuses, learning runs at the usual priority."""
+    try:
+        os.nice(NICE)
+    except OSError as exc:
+        log.info("learn: could not lower the CPU priority (%s); learning at the usual one", exc)
 
 
 class Learn:
