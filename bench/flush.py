@@ -13,13 +13,18 @@ Three variants, each on a fresh database so none inherits the others' rows:
   content-type contains application/json`` (every event matches: its body is parsed and both leaves run).
 - ``none``: no rules at all (the secondary ``norule_events_per_s``).
 
-Schema learning (``control.schemas.learn``) runs in every variant, as the worker runs it; ``forward_all`` is
-drained without it too, in the same run, with real payloads in the mix: one event in ``REAL_EVERY`` is one of
-the provider's published examples (``bench.real``: 329 GitHub payloads over 58 event types, 1-28 KB, up to
-561 paths), in turn, attributed as the edge attributes them: ``PAIRS`` pairs of back-to-back drains (both
-databases filled first), half of them learning first, and ``learn_ratio`` (printed last) is the geometric
-mean of the two orders' median on/off ratios (the headline figures keep each one's best drain).
-DESIGN.md section 6 and issue 16 want 0.9 or more.
+Schema learning runs in every variant, as ``hookyard up`` runs it: the flush notes its new events and a
+learn worker in a process of its own (``control.workers.learn``, started before the drain and sharing the
+host's cores with it) learns them meanwhile (ADR 0041). ``forward_all`` is drained without it too, in the
+same run, with real payloads in the mix: one event in ``REAL_EVERY`` is one of the provider's published
+examples (``bench.real``: 329 GitHub payloads over 58 event types, 1-28 KB, up to 561 paths), in turn,
+attributed as the edge attributes them: ``PAIRS`` pairs of back-to-back drains (both databases filled
+first), half of them learning first, and ``learn_ratio`` (printed last) is the geometric mean of the two
+orders' median on/off ratios (the headline figures keep each one's best drain). DESIGN.md section 6 and
+issue 16 want 0.9 or more. A drain with learning ends when the flush has committed its last batch; the
+bench then waits until every noted event is learned: ``learn_lag_s`` is how long after the last commit
+that took (median of the learning drains), ``learned_per_s`` the events learned per second from the
+drain's start to then, and ``learner_cpu_us_per_event`` the learn process's CPU per event.
 
 No deliver worker runs: the bench owns its database, and it checks afterwards that every event is stored and
 that every routed variant holds exactly one pending, never-attempted task per event.
@@ -31,10 +36,12 @@ import asyncio
 import contextlib
 import json
 import math
+import multiprocessing
 import statistics
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 
@@ -42,6 +49,7 @@ from bench.infra import Bench, bench_env
 from bench.real import real_payloads
 from bench.setup import create_endpoint
 from control.db import partitions
+from control.db.learn_queue import backlog
 from control.records.destinations import DestinationCreate
 from control.routing.route import Router
 from control.schemas.learn import Learner
@@ -49,6 +57,7 @@ from control.service import Principal
 from control.service.destinations import create_destination
 from control.workers import worker_context
 from control.workers.flush import Flush
+from control.workers.learn import Learn, lower_priority
 from control.workers.loop import frozen_start
 from shared import ids
 from shared.settings import Settings
@@ -174,8 +183,7 @@ async def _drain(settings: Settings, lanes: int, learn: bool) -> tuple[int, floa
     """Runs the worker's flush lanes (one process, one shared router and learner) until the stream is empty."""
     async with worker_context(settings) as ctx:
         router = Router(ctx)
-        learner = Learner() if learn else None
-        flushes = [Flush(ctx, consumer=f"bench-{i}", block_ms=50, router=router, learner=learner) for i in range(lanes)]
+        flushes = [Flush(ctx, consumer=f"bench-{i}", block_ms=50, router=router, learn=learn) for i in range(lanes)]
 
         async def lane(flush: Flush) -> int:
             total = 0
@@ -231,9 +239,66 @@ def _prepared(variant: str, total: int) -> Iterator[Bench]:
         yield bench
 
 
+def _learner(settings: Settings, ready: Any, stop: Any, out: Any) -> None:
+    """The learn worker's loop in a process of its own, as ``hookyard worker learn`` runs it, until ``stop``;
+    puts (events learned, CPU seconds) in ``out``."""
+
+    lower_priority()  # as ``control.workers.run`` does for a process of the learn loop alone
+
+    async def main() -> None:
+        async with worker_context(settings) as ctx:
+            learn, learned = Learn(ctx, learner=Learner()), 0
+            ready.set()
+            cpu = time.process_time()
+            with frozen_start():
+                while not stop.is_set():
+                    n = await learn.step()
+                    learned += n
+                    if not n:
+                        await asyncio.sleep(learn.idle_s)
+            out.put((learned, time.process_time() - cpu))
+
+    asyncio.run(main())
+
+
+async def _backlog_gone(settings: Settings) -> float:
+    """Waits until the learn worker has taken every note; the time it did (perf_counter)."""
+    conn = await asyncpg.connect(settings.database_url)
+    try:
+        while (await backlog(conn))[0]:
+            await asyncio.sleep(0.01)
+        return time.perf_counter()
+    finally:
+        await conn.close()
+
+
+LEARNING: list[tuple[float, float, float]] = []
+"""Per drain with learning: (lag after the last commit in s, events learned per s, learner CPU µs per event)."""
+
+
 def _drained(bench: Bench, variant: str, total: int, learn: bool) -> tuple[float, int, int, int]:
-    """(seconds, events, tasks, lanes) of draining a prepared database, checked afterwards."""
-    flushed, elapsed = asyncio.run(_drain(bench.settings, bench.settings.flush_lanes, learn))
+    """(seconds, events, tasks, lanes) of draining a prepared database, checked afterwards; with ``learn``,
+    a learn worker process runs alongside, and what it took to learn everything goes to ``LEARNING``."""
+    process = None
+    if learn:
+        spawn = multiprocessing.get_context("spawn")
+        ready, stop, out = spawn.Event(), spawn.Event(), spawn.Queue()
+        process = spawn.Process(target=_learner, args=(bench.settings, ready, stop, out), daemon=True)
+        process.start()
+        if not ready.wait(60):
+            raise SystemExit("the learn worker did not start")
+    try:
+        started = time.perf_counter()
+        flushed, elapsed = asyncio.run(_drain(bench.settings, bench.settings.flush_lanes, learn))
+        if process is not None:
+            done = asyncio.run(_backlog_gone(bench.settings))
+            stop.set()
+            learned, cpu = out.get(timeout=60)
+            LEARNING.append((done - started - elapsed, total / (done - started), cpu / max(learned, 1) * 1e6))
+    finally:
+        if process is not None:
+            stop.set()
+            process.join(30)
     if flushed != total:
         raise SystemExit(f"{variant}: flushed {flushed} of {total} events")
     learned = asyncio.run(_learned(bench.settings))
@@ -297,6 +362,7 @@ def run(seconds: float) -> dict[str, object]:
             flush=True,
         )
     learn_ratio = math.sqrt(statistics.median(by_order[True]) * statistics.median(by_order[False]))
+    lags, rates, cpus = zip(*LEARNING[-PAIRS:], strict=True)  # the pairs' drains with learning
     for variant in ("condition", "none"):
         figures[variant] = figure = _variant(variant, total)
         elapsed, flushed, tasks, _ = figure
@@ -313,5 +379,9 @@ def run(seconds: float) -> dict[str, object]:
         "cond_tasks_per_s": round(cond[2] / cond[0]),
         "norule_events_per_s": round(none[1] / none[0]),
         "learn_off_events_per_s": round(off[1] / off[0]),
+        "learn_lag_s": round(statistics.median(lags), 2),
+        "learn_lag_max_s": round(max(lags), 2),
+        "learned_per_s": round(statistics.median(rates)),
+        "learner_cpu_us_per_event": round(statistics.median(cpus), 1),
         "learn_ratio": round(learn_ratio, 3),
     }

@@ -29,6 +29,7 @@ from control.service import Principal
 from control.service import schemas as service
 from control.workers import worker_context
 from control.workers.flush import Flush
+from control.workers.learn import Learn
 from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord, encode_records
@@ -66,11 +67,14 @@ async def _learn(settings: Settings, one: str, each: str) -> None:
     records = [_record(one, ALL_IN_ONE, body) for _, body in real_payloads()]
     records += [_record(each, event_type, body) for event_type, body in real_payloads()]
     async with worker_context(settings) as ctx:
-        flush = Flush(ctx, consumer="bench", block_ms=5, claim_every_s=0, router=Router(ctx), learner=Learner())
+        flush = Flush(ctx, consumer="bench", block_ms=5, claim_every_s=0, router=Router(ctx), learn=True)
         await flush.ensure_groups()
         for i in range(0, len(records), 50):
             await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": encode_records(records[i : i + 50])})
         while await flush.step():
+            pass
+        learn = Learn(ctx, learner=Learner())
+        while await learn.step():
             pass
 
 

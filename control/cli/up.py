@@ -1,7 +1,8 @@
 """``hookyard up``: the whole service in one foreground command, for a laptop or a demo.
 
 Order matters in both directions. Up: embedded servers (when no URLs are given), migrations, the local
-account, then edge, control and worker as child processes, then both ``/healthz``. Down (Ctrl-C, SIGTERM,
+account, then edge, control, worker and learner (the learn loop, ``control.workers.learn``) as child
+processes, then both ``/healthz``. Down (Ctrl-C, SIGTERM,
 or any child dying): the children first, each given time to drain, and the databases last, so no process
 ever loses its database while it is still finishing work.
 
@@ -43,6 +44,7 @@ from control.db.keyring import data_dir_keys
 from control.db.migrate import migrate
 from control.service.accounts import create_account, hash_key, issue_key
 from control.service.sealed import keyring_of, reseal
+from control.workers import LOOP_NAMES
 from shared.errors import ConfigError, StartupError
 from shared.settings import Settings
 
@@ -211,10 +213,10 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
             "HOOKYARD_LOG_ACTIVITY": environ.get("HOOKYARD_LOG_ACTIVITY", "true"),
             "HOOKYARD_ENCRYPTION_KEYS": ",".join(encryption_keys),
         }
-        for name in ("edge", "control", "worker"):
+        for name, command in _children(settings):
             if stop.is_set():
                 return 0
-            argv = [sys.executable, "-m", "control.cli", name, "--parent-pid", str(os.getpid())]
+            argv = [sys.executable, "-m", "control.cli", *command, "--parent-pid", str(os.getpid())]
             proc = await asyncio.create_subprocess_exec(
                 *argv, env=env, stdin=asyncio.subprocess.DEVNULL, process_group=0
             )
@@ -249,6 +251,16 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         await asyncio.gather(*(child.terminate() for child in children))
         if embedded is not None:
             await asyncio.to_thread(embedded.stop)
+
+
+def _children(settings: Settings) -> list[tuple[str, list[str]]]:
+    """(name, command) of each child: the learn loop in a process of its own, at a lower CPU priority
+    (``control.workers.learn``), so learning never takes the flush's share of the CPU."""
+    children = [("edge", ["edge"]), ("control", ["control"])]
+    if not settings.schema_learning:
+        return [*children, ("worker", ["worker"])]
+    others = [n for n in LOOP_NAMES if n != "learn"]
+    return [*children, ("worker", ["worker", *others]), ("learner", ["worker", "learn"])]
 
 
 async def _check_redis(url: str) -> None:

@@ -11,7 +11,9 @@ are actually new: a re-processed entry creates neither again, without a round tr
 were new in between. COPY rather than array parameters: asyncpg checks every array element against
 abstract base classes, which cost more than the rest of the tasks' encoding.
 
-Both statements also add the new events to the stats counters (``control.db.stats``): counted from the
+Both statements also note the new events for schema learning when asked (``control.db.learn_queue``: one
+row per batch, in the same transaction, so a re-processed entry is never noted twice), and add the new
+events to the stats counters (``control.db.stats``): counted from the
 RETURNING of the insert, in the same transaction, a re-processed entry is never counted twice.
 """
 
@@ -76,8 +78,20 @@ INSERT INTO events ({", ".join(COLUMNS)})
 SELECT {", ".join("s." + c + ("::inet" if c == "source_ip" else "") for c in COLUMNS)}
   FROM {_STAGING} s JOIN endpoints e ON e.id = s.endpoint_id
 ON CONFLICT (id, received_at) DO NOTHING
-RETURNING id, endpoint_id, received_at, ip_allowed, provider, event_type, signature_failure_reason
+RETURNING id, endpoint_id, received_at, ip_allowed, provider, event_type, signature_failure_reason,
+          signature_valid
 """
+
+
+def _noted(learn: str) -> str:
+    """The CTE that notes the new events schema learning looks at, when ``learn`` (a boolean parameter) is
+    true: one row for the batch (``control.db.learn_queue``), none when no event is new."""
+    return f"""INSERT INTO schema_learn_queue (event_ids, first_at, last_at)
+    SELECT array_agg(id), min(received_at), max(received_at) FROM ins
+     WHERE {learn} AND ip_allowed IS NOT FALSE AND signature_valid IS NOT FALSE
+    HAVING count(*) > 0"""
+
+
 # The staged tasks are joined to the new events (RETURNING), so an event already stored gets no task, and
 # an event from a blocked address never gets one. delivery_tasks has no foreign keys (migration 0003):
 # the join with ``live`` is the check. The batch's destinations ($1, known to the
@@ -89,6 +103,7 @@ RETURNING id, endpoint_id, received_at, ip_allowed, provider, event_type, signat
 _STORE = f"""
 WITH ins AS ({_INSERT_EVENTS}),
 stats AS ({events_counted("ins")}),
+noted AS ({_noted("$2::boolean")}),
 routed AS (
     SELECT t.task_id, i.endpoint_id, i.id AS event_id, i.received_at, t.rule_id, t.destination_id, t.order_key,
            t.order_pos, t.dedup_key
@@ -114,7 +129,8 @@ SELECT endpoint_id, string_agg(id, ',') AS event_ids, (SELECT n FROM notified) A
 """
 _STORE_UNROUTED = f"""
 WITH ins AS ({_INSERT_EVENTS}),
-stats AS ({events_counted("ins")})
+stats AS ({events_counted("ins")}),
+noted AS ({_noted("$1::boolean")})
 SELECT endpoint_id, string_agg(id, ',') AS event_ids, 0::bigint AS tasks FROM ins GROUP BY endpoint_id
 """
 
@@ -126,10 +142,12 @@ class Stored(NamedTuple):
     tasks: int
 
 
-async def store_batch(conn: asyncpg.Connection, rows: Sequence[tuple], tasks: Sequence[tuple] = ()) -> Stored:
+async def store_batch(
+    conn: asyncpg.Connection, rows: Sequence[tuple], tasks: Sequence[tuple] = (), *, learn: bool = False
+) -> Stored:
     """Inserts the events of ``rows`` (tuples in ``COLUMNS`` order) and those of ``tasks`` (tuples in
     ``TASK_COLUMNS`` order, all of one length: the first four columns, or all) whose event is new, in the
-    caller's transaction.
+    caller's transaction; with ``learn``, notes the new ones for schema learning (``control.db.learn_queue``).
 
     Tasks are unique per (event, rule, destination), so even a repeated call with fresh task ids creates
     nothing; a task whose destination is gone or belongs to another endpoint is skipped.
@@ -138,9 +156,9 @@ async def store_batch(conn: asyncpg.Connection, rows: Sequence[tuple], tasks: Se
     await conn.copy_records_to_table(_STAGING, records=rows, columns=COLUMNS)
     if tasks:
         await conn.copy_records_to_table(_TASK_STAGING, records=tasks, columns=TASK_COLUMNS[: len(tasks[0])])
-        by_endpoint = await conn.fetch(_STORE, list({t[3] for t in tasks}))  # the destinations to lock
+        by_endpoint = await conn.fetch(_STORE, list({t[3] for t in tasks}), learn)  # destinations to lock
     else:
-        by_endpoint = await conn.fetch(_STORE_UNROUTED)
+        by_endpoint = await conn.fetch(_STORE_UNROUTED, learn)
     return Stored(
         [(r[0], r[1]) for r in by_endpoint],
         sum(r[1].count(",") + 1 for r in by_endpoint),

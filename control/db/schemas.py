@@ -1,8 +1,8 @@
-"""Learned schemas (migration 0014): what the flush's learner writes, and the account-scoped reads of /v1.
+"""Learned schemas (migration 0014): what the learn worker writes, and the account-scoped reads of /v1.
 
-The learner's writes run inside the flush's transaction (under a savepoint), one statement per kind for the
-whole batch. Schema rows are locked in id order, so two flush lanes learning overlapping schemas wait for
-each other instead of deadlocking.
+The learner's writes run inside the learn worker's transaction (under a savepoint), one statement per kind
+for the whole step (ADR 0041). Schema rows are locked in id order, so two learners learning overlapping
+schemas wait for each other instead of deadlocking.
 """
 
 from __future__ import annotations

@@ -1,21 +1,19 @@
-"""The flush's learning step: the shapes of a stored batch's new events, added to their schemas.
+"""Schema learning: the shapes of stored events, added to their schemas.
 
-The flush worker reads its batch's shapes first (``prepare``, before its insert, while the rows are fresh in
-the CPU's caches), then calls ``learn`` right after ``store_batch``, in the same transaction and on the same
-connection, with the rows and what the insert reported as new; the early read is used only when every row
-was new, else the new rows are read again alone. So an event is learned exactly once: a
-re-processed stream entry (its events already stored) teaches nothing again, and a batch whose transaction
-rolls back is learned again when it is retried. Learning never stops ingestion: it runs under a savepoint,
-and a failure of its own (anything but the infrastructure's, which retries the batch as any flush failure
-does) is logged and skipped for that batch.
+The learn worker (``control.workers.learn``) calls ``learn`` with the events the flush noted as new
+(``control.db.learn_queue``), in the transaction that forgets the notes, so an event is learned exactly
+once: a note is forgotten only with what was learned from it, and a re-processed stream entry is never
+noted twice. Learning never stops ingestion: the flush does not wait for it, and ``learn`` runs under a
+savepoint where a failure of its own (anything but the infrastructure's, which retries the notes) is logged
+and skipped for those events.
 
 What is learned: JSON object bodies of events that were not refused (a failed signature or a blocked
 address could be anyone's shape). The schema is the account's (provider, event type); traffic with no
 provider has one schema per endpoint. Per event the cost is one decode: a sender (endpoint, provider,
 event type) repeating a shape has its bodies decoded into that shape's Struct, which checks the shape in C
 (``control.schemas.typed``); other bodies are decoded to dicts and walked into their signature
-(``control.schemas.shape``). Per batch and schema there is one merge (``control.schemas.state``), and for
-the batch a few statements (``control.db.schemas``). Each worker process caches the schemas' states, keyed by
+(``control.schemas.shape``). Per call and schema there is one merge (``control.schemas.state``), and for
+the call a few statements (``control.db.schemas``). Each worker process caches the schemas' states, keyed by
 the random revision of their last write, so a state is read from Postgres only when another process wrote
 it since.
 """
@@ -33,7 +31,7 @@ import msgspec
 
 from control.db import schemas as db
 from control.db.faults import is_record_fault
-from control.db.flush import COLUMNS, Stored
+from control.db.learn_queue import LEARN_COLUMNS
 from control.schemas.shape import Shape, Shapes
 from control.schemas.state import Batch, State, decode_state, encode_state, fields, merge, next_version
 from control.schemas.typed import Typed, typed
@@ -44,7 +42,7 @@ __all__ = ("Learner", "scope_key")
 log = logging.getLogger("hookyard.schemas")
 
 _ID, _ENDPOINT, _RECEIVED, _BODY, _PROVIDER, _TYPE, _SIG, _IP = (
-    COLUMNS.index(c)
+    LEARN_COLUMNS.index(c)
     for c in ("id", "endpoint_id", "received_at", "body", "provider", "event_type", "signature_valid", "ip_allowed")
 )
 _decode = msgspec.json.Decoder().decode
@@ -64,10 +62,10 @@ def scope_key(provider: str | None, event_type: str | None, endpoint_id: str) ->
     return f"p:{provider}" if event_type is None else f"p:{provider}:{event_type}"
 
 
-def _by_sender(rows: list[tuple]) -> dict[tuple[str, Any, Any], list[tuple]]:
+def _by_sender(rows: Sequence[Sequence[Any]]) -> dict[tuple[str, Any, Any], list[Sequence[Any]]]:
     """The rows learning looks at, by sender (endpoint, provider, event type), in arrival order: those with a
     body, of events that were not refused (a failed signature or a blocked address could be anyone's shape)."""
-    groups: dict[tuple[str, Any, Any], list[tuple]] = {}
+    groups: dict[tuple[str, Any, Any], list[Sequence[Any]]] = {}
     for row in rows:
         if not row[_BODY] or row[_SIG] is False or row[_IP] is False:
             continue
@@ -94,7 +92,7 @@ class Learner:
         """Per sender: the shape of its last body that took the general path."""
         self._structs: dict[Shape, Typed | None] = {}
 
-    def read(self, rows: Sequence[tuple]) -> dict[tuple[str, Any, Any], Batch]:
+    def read(self, rows: Sequence[Sequence[Any]]) -> dict[tuple[str, Any, Any], Batch]:
         """The CPU part, without I/O: each sender's (endpoint, provider, event type) learned samples."""
         out: dict[tuple[str, Any, Any], Batch] = {}
         for sender, group in _by_sender(rows).items():
@@ -108,48 +106,19 @@ class Learner:
                 out[sender] = batch
         return out
 
-    def prepare(self, rows: Sequence[tuple]) -> dict[tuple[str, Any, Any], Batch] | None:
-        """``read`` of every row, made while the flush still has them fresh in the CPU's caches (before its
-        insert); ``learn`` uses it when every row turns out new. None when reading failed (``learn`` tries
-        again, and reports it)."""
+    async def learn(self, conn: asyncpg.Connection, rows: Sequence[Sequence[Any]]) -> None:
+        """Learns ``rows`` (events in ``LEARN_COLUMNS`` order, each new to learning, in arrival order) in
+        ``conn``'s transaction, under a savepoint."""
         try:
-            return self.read(rows)
-        except Exception:  # noqa: BLE001 - learning never stops ingestion; learn() logs its own attempt
-            return None
-
-    async def learn(
-        self,
-        conn: asyncpg.Connection,
-        rows: Sequence[tuple],
-        stored: Stored,
-        prepared: dict[tuple[str, Any, Any], Batch] | None = None,
-    ) -> None:
-        """Learns the new events among ``rows`` (``stored``: what the insert reported; ``prepared``: this
-        learner's ``prepare(rows)``, if made)."""
-        if not stored.by_endpoint:
-            return
-        if stored.events == len(rows):  # all new (a row repeated in the batch would make it fewer)
-            new_rows = rows
-        else:
-            prepared = None  # it counted rows stored before: read the new ones alone
-            new: set[str] = set()
-            for _, event_ids in stored.by_endpoint:
-                new.update(event_ids.split(","))
-            new_rows = []
-            for r in rows:
-                if r[_ID] in new:
-                    new.discard(r[_ID])  # each new event once, even if its record came twice
-                    new_rows.append(r)
-        try:
-            senders = prepared if prepared is not None else self.read(new_rows)
+            senders = self.read(rows)
             async with conn.transaction():
                 await self._learn(conn, senders)
         except Exception as exc:
             self._states.clear()  # a state may be half merged: read them all again
             infrastructure = isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError)
             if infrastructure and not is_record_fault(exc):
-                raise  # the infrastructure's: the flush retries the batch
-            log.exception("schemas: learning from %d new events failed; they are stored, not learned", len(new_rows))
+                raise  # the infrastructure's: the notes stay, and are learned when retried
+            log.exception("schemas: learning from %d new events failed; they are stored, not learned", len(rows))
 
     async def _schema_ids(
         self, conn: asyncpg.Connection, batches: dict[tuple[str, str], tuple[Batch, tuple]]

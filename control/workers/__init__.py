@@ -17,6 +17,7 @@ from control.workers.alerts import Alerts
 from control.workers.deliver import Deliver
 from control.workers.erasures import Erasures
 from control.workers.flush import Flush
+from control.workers.learn import Learn, lower_priority
 from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
 from control.workers.retries import RetryJobs
 from control.workers.sweep import Sweep
@@ -32,14 +33,13 @@ log = logging.getLogger("hookyard.worker")
 
 def _flush_lanes(ctx: Context) -> list[Loop]:
     router = Router(ctx)  # one rule cache for all lanes of the process (each batch checks its versions)
-    learner = Learner() if ctx.settings.schema_learning else None  # one shape and state cache, too
     return [
         Flush(
             ctx,
             consumer=f"{Flush.default_consumer()}-{i}",
             claim_idle_ms=ctx.settings.flush_claim_idle_ms,
             router=router,
-            learner=learner,
+            learn=ctx.settings.schema_learning,  # notes the new events; the learn loop learns them
         )
         for i in range(ctx.settings.flush_lanes)
     ]
@@ -47,6 +47,7 @@ def _flush_lanes(ctx: Context) -> list[Loop]:
 
 _FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
     "flush": _flush_lanes,
+    "learn": lambda ctx: [Learn(ctx, learner=Learner())] if ctx.settings.schema_learning else [],
     "deliver": lambda ctx: [Deliver(ctx)],
     "sweep": lambda ctx: [Sweep(ctx)],
     "retries": lambda ctx: [RetryJobs(ctx)],
@@ -86,6 +87,8 @@ def build_loops(ctx: Context, names: list[str] | tuple[str, ...]) -> list[Loop]:
 async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, burst: bool = False) -> None:
     """Runs the named loops (all when none is named) until SIGTERM/SIGINT, then drains and returns."""
     stop = asyncio.Event()
+    if tuple(names) == ("learn",):  # background work alone in its process: the flush and Postgres come first
+        lower_priority()
     async with worker_context(settings) as ctx, serve_worker_metrics(ctx):
         loops = build_loops(ctx, names)
         if not burst:

@@ -4,7 +4,8 @@ Each step reads a batch of entries from every shard with XREADGROUP (group ``flu
 records in one transaction (idempotent on the event id) together with the delivery tasks the routing rules
 create for the new ones (``control.routing.route`` decides them, one statement of ``control.db.flush``
 inserts both), then XACKs and XDELs them and PUBLISHes one wakeup per endpoint for long-poll waiters. An
-entry leaves the stream only after its records are committed.
+entry leaves the stream only after its records are committed. Schema learning is not done here: the same
+statement notes the new events, and the learn worker learns them (``control.workers.learn``, ADR 0041).
 
 Failure handling; ``control.db.faults`` says whose fault a failure is:
 
@@ -46,7 +47,6 @@ from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
 from control.records.storable import event_row
 from control.routing.route import Router
-from control.schemas.learn import Learner
 from control.service import Context
 from control.service.dead_letters import fields_for, record_fields
 from control.service.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
@@ -90,12 +90,12 @@ class Flush:
         claim_idle_ms: int = 60_000,
         claim_every_s: float | None = None,
         router: Router | None = None,
-        learner: Learner | None = None,
+        learn: bool = False,
     ) -> None:
         self.ctx = ctx
         self.router = router or Router(ctx)
-        self.learner = learner
-        """Schema learning on the new events of each stored batch (``control.schemas.learn``); None: off."""
+        self.learn = learn
+        """Note each batch's new events for schema learning (``control.workers.learn`` learns them)."""
         self.consumer = consumer or self.default_consumer()
         self.count = count
         self.block_ms = block_ms
@@ -288,11 +288,8 @@ class Flush:
         rows = [event_row(r) for r in records]
         async with self.ctx.pool.acquire() as conn, conn.transaction():
             rows, tasks = await self.router.route(conn, rows, entries)  # labelled; tasks commit with their events
-            learner = self.learner
-            prepared = learner.prepare(rows) if learner is not None else None  # the rows are fresh in cache now
-            stored = await store_batch(conn, rows, tasks)
-            if learner is not None:  # the new events only, in this transaction: each is learned once
-                await learner.learn(conn, rows, stored, prepared)
+            # The new events are noted for learning in this transaction: each is learned once, elsewhere.
+            stored = await store_batch(conn, rows, tasks, learn=self.learn)
             return stored.by_endpoint
 
     async def _finish(self, batch: _Batch) -> None:

@@ -23,10 +23,11 @@ from tests.stack import Stack
 
 @pytest.fixture
 async def running(stack: Stack, database_url: str) -> tuple[Stack, Account]:
-    """Control, an edge and a flush worker as real processes, and an account: the capture path whole."""
+    """Control, an edge and a flush (and learn) worker as real processes, and an account: the capture path
+    whole."""
     stack.start_control()
     stack.start_edge()
-    stack.start_worker("worker", "flush")
+    stack.start_worker("worker", "flush", "learn")
     return stack, await make_account(database_url)
 
 
@@ -92,7 +93,7 @@ def module_stack(module_settings: Settings, tmp_path_factory: pytest.TempPathFac
     try:
         stack.start_control()
         stack.start_edge()
-        stack.start_worker("worker", "flush")
+        stack.start_worker("worker", "flush", "learn")
         yield stack
     finally:
         stack.stop_all()

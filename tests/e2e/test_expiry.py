@@ -59,7 +59,7 @@ async def test_expired_endpoints_answer_410_then_go_with_everything_theirs(
 ) -> None:
     stack.start_control()
     stack.start_edge()
-    stack.start_worker("worker", "flush", "deliver")
+    stack.start_worker("worker", "flush", "learn", "deliver")
     with httpx.Client(timeout=10) as client:  # keeps the session cookie: both endpoints in one account
         doomed = _start(client, stack.control_url)
         kept = _start(client, stack.control_url, ref="kept")
@@ -77,12 +77,17 @@ async def test_expired_endpoints_answer_410_then_go_with_everything_theirs(
         await wait_for(
             lambda: _count(ctx, "SELECT count(*) = 3 FROM deliveries WHERE endpoint_id = $1", doomed_id), timeout=15
         )
-        # The flush learned the doomed endpoint's shape (unattributed traffic: a schema of that endpoint).
-        async with ctx.pool.acquire() as conn:
-            schema_id = await conn.fetchval(
-                "SELECT id FROM schemas WHERE account_id = $1 AND endpoint_id = $2", account_id, doomed_id
-            )
-        assert schema_id is not None
+
+        # The learn loop learned the doomed endpoint's shape (unattributed traffic: a schema of that endpoint).
+        async def learned() -> str | None:
+            async with ctx.pool.acquire() as conn:
+                return await conn.fetchval(
+                    "SELECT id FROM schemas WHERE account_id = $1 AND endpoint_id = $2 AND sample_count = 3",
+                    account_id,
+                    doomed_id,
+                )
+
+        schema_id = await wait_for(learned, timeout=15)
 
         await _expire(ctx, doomed_id)
         expired = _answer_within(client, doomed["ingest_url"], 410)

@@ -30,7 +30,7 @@ from control.mcp.registry import TOOLS
 from shared.settings import Settings, load_settings
 from tests.conftest import Account, Servers, make_account
 from tests.destination import Destination, serving
-from tests.helpers import assert_error, module_database_url
+from tests.helpers import assert_error, module_database_url, wait_for
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -228,8 +228,11 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert [e["id"] for e in listed_events["events"]] == [event["id"]]
         assert (await t.ok("get_latest_event", endpoint_id=ep, provider="payments"))["id"] == event["id"]
 
-        # Learned schemas: the sample's shape, learned by the worker's flush in the transaction that stored it.
-        (schema,) = (await t.ok("list_schemas", provider="payments", event_type="charge.refunded"))["schemas"]
+        # Learned schemas: the sample's shape, learned by the learn loop once the flush noted it (ADR 0041).
+        async def learned() -> list[dict[str, Any]]:
+            return (await t.ok("list_schemas", provider="payments", event_type="charge.refunded"))["schemas"]
+
+        (schema,) = await wait_for(learned, timeout=15)
         sch = schema["id"]
         assert (schema["sample_count"], schema["current_version"]) == (1, 1)
         assert [s["id"] for s in (await t.ok("list_endpoint_schemas", endpoint_id=ep))["schemas"]] == [sch]

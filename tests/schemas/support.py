@@ -23,6 +23,7 @@ from control.schemas.learn import Learner
 from control.service import Context, Principal
 from control.service import schemas as service
 from control.workers.flush import Flush
+from control.workers.learn import Learn
 from shared import ids
 from shared.wire import IngestRecord, encode_records
 from tests.conftest import make_account
@@ -82,9 +83,12 @@ def code_host_record(
 async def flush(ctx: Context, records: list[IngestRecord], per_entry: int = 50) -> None:
     for i in range(0, len(records), per_entry):
         await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": encode_records(records[i : i + per_entry])})
-    step = Flush(ctx, consumer="c", block_ms=5, claim_every_s=0, router=Router(ctx), learner=Learner())
+    step = Flush(ctx, consumer="c", block_ms=5, claim_every_s=0, router=Router(ctx), learn=True)
     await step.ensure_groups()
     while await step.step():
+        pass
+    learn = Learn(ctx, learner=Learner())  # what the flush noted, learned as the learn loop does
+    while await learn.step():
         pass
 
 

@@ -1,8 +1,9 @@
 """Schema learning in the flush: shapes per account and (provider, event type), per endpoint without a
 provider; versions only on real change; learned once per event; kept after the endpoint is gone.
 
-Events go through the real ingest stream and the real flush (``control.workers.flush`` with a Learner),
-into the test's Postgres; what was learned is read through the service functions /v1 uses."""
+Events go through the real ingest stream, the real flush (``control.workers.flush``, noting new events)
+and the learn worker (``control.workers.learn``), into the test's Postgres; what was learned is read through
+the service functions /v1 uses."""
 
 from __future__ import annotations
 

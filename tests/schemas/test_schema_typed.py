@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from control.db.flush import COLUMNS
+from control.db.learn_queue import LEARN_COLUMNS
 from control.schemas.learn import Learner
 from control.schemas.shape import Shapes
 from control.schemas.state import Batch, State, fields, merge
@@ -38,7 +38,7 @@ def _row(i: int, body: bytes, endpoint: str = "ep_1", event_type: str = "charge.
         "signature_valid": True,
         "ip_allowed": None,
     }
-    return tuple(values.get(c) for c in COLUMNS)
+    return tuple(values.get(c) for c in LEARN_COLUMNS)
 
 
 def _charge(i: int) -> dict[str, Any]:

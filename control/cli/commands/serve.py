@@ -43,8 +43,8 @@ def add_parsers(commands: Any) -> None:
         "names",
         nargs="*",
         metavar="NAME",
-        help="loops to run: flush, deliver, sweep, retries (bulk delivery retries), alerts (operational alerts), "
-        "erasures (erasure jobs) (default: all)",
+        help="loops to run: flush, learn (schema learning; alone, at a lower CPU priority), deliver, sweep, "
+        "retries (bulk delivery retries), alerts (operational alerts), erasures (erasure jobs) (default: all)",
     )
     worker.add_argument("--burst", action="store_true", help="return once every loop has nothing to do")
     _add_parent_pid(worker)

@@ -1,0 +1,61 @@
+"""The schema learning queue (migration 0024): the flush's notes of new events, taken by the learn worker.
+
+Notes are written by ``control.db.flush.store_batch`` in the statement that inserts the events (a CTE of it:
+no round trip of its own), and deleted by the learn worker in the transaction that writes what it learned
+from them (``control.workers.learn``): exactly once, with no marker per event.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+import asyncpg
+
+__all__ = ("LEARN_COLUMNS", "Note", "backlog", "events", "forget", "take")
+
+LEARN_COLUMNS = ("id", "endpoint_id", "received_at", "body", "provider", "event_type", "signature_valid", "ip_allowed")
+"""What learning reads of an event, in this order (``control.schemas.learn``)."""
+
+
+class Note(NamedTuple):
+    id: int
+    event_ids: list[str]
+    first_at: datetime
+    last_at: datetime
+
+
+async def take(conn: asyncpg.Connection, limit: int) -> list[Note]:
+    """The oldest notes no other learner holds, locked until the caller's transaction ends."""
+    rows = await conn.fetch(
+        """SELECT id, event_ids, first_at, last_at FROM schema_learn_queue
+            ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED""",
+        limit,
+    )
+    return [Note(*r) for r in rows]
+
+
+async def events(conn: asyncpg.Connection, notes: list[Note]) -> list[asyncpg.Record]:
+    """The noted events still stored, in ``LEARN_COLUMNS`` order, by arrival (the order learning sees them)."""
+    ids = [i for n in notes for i in n.event_ids]
+    return await conn.fetch(
+        f"""SELECT {", ".join(LEARN_COLUMNS)} FROM events
+             WHERE id = any($1::text[]) AND received_at BETWEEN $2 AND $3
+             ORDER BY received_at, id""",
+        ids,
+        min(n.first_at for n in notes),
+        max(n.last_at for n in notes),
+    )
+
+
+async def forget(conn: asyncpg.Connection, note_ids: list[int]) -> None:
+    await conn.execute("DELETE FROM schema_learn_queue WHERE id = any($1::bigint[])", note_ids)
+
+
+async def backlog(conn: asyncpg.Connection) -> tuple[int, int, float | None]:
+    """(notes, events, seconds since the oldest was noted): how far learning is behind."""
+    row = await conn.fetchrow(
+        """SELECT count(*), coalesce(sum(cardinality(event_ids)), 0),
+                  extract(epoch FROM now() - min(noted_at))::float8 FROM schema_learn_queue"""
+    )
+    return row[0], row[1], row[2]
