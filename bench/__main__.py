@@ -5,7 +5,20 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHES = ("edge", "instructions", "flush", "list", "stats", "types", "wait", "delivery", "load", "faults", "all")
+BENCHES = (
+    "edge",
+    "instructions",
+    "flush",
+    "list",
+    "stats",
+    "types",
+    "wait",
+    "delivery",
+    "pipeline",
+    "load",
+    "faults",
+    "all",
+)
 
 
 def main() -> None:
