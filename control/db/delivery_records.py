@@ -63,8 +63,8 @@ _INSERT = f"""INSERT INTO deliveries ({", ".join(COLUMNS)})
     ON CONFLICT (id) DO NOTHING
     RETURNING id"""
 """A batch in one statement, a column per array: one parse, bind and plan for the whole batch, where a
-pipelined ``executemany`` ran the insert once per row (issue 27: several times the server's and the
-client's CPU per row at a few dozen rows a batch)."""
+pipelined ``executemany`` ran the insert once per row (issue 27: the server's CPU per row fell by a third
+to a half, on the cores the deliver worker shares; docs/adr/0042-delivery-cpu-per-send.md)."""
 
 _KEPT = frozenset(
     {

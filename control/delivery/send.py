@@ -156,7 +156,8 @@ def _request(
     """The parsed URL, the headers sent (names lowercased) and their bytes on the wire, ``host`` and
     ``content-length`` made here from the URL and the body. No ``httpx.Request``: the head is encoded
     straight from these (``messages.encode_head``, which checks every byte), as httpx's request and headers
-    objects cost a tenth of a delivery's CPU for nothing the transport needs."""
+    objects cost a tenth of a delivery's CPU for nothing the transport needs
+    (docs/adr/0042-delivery-cpu-per-send.md)."""
     target = _url(url)
     sent = {"host": target[0]}
     for name, value in headers.items():
