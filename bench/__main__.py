@@ -14,6 +14,7 @@ BENCHES = (
     "types",
     "wait",
     "delivery",
+    "pipeline",
     "load",
     "faults",
     "erasure",

@@ -70,7 +70,7 @@ def _budget_rows(edge: dict[str, object], counts: dict[str, object] | None) -> l
 def run(seconds: float) -> dict[str, object]:
     short = max(4.0, seconds / 6)
     figures: dict[str, dict[str, object]] = {}
-    for name in ("edge", "instructions", "flush", "list", "stats", "types", "wait", "delivery", "load"):
+    for name in ("edge", "instructions", "flush", "list", "stats", "types", "wait", "delivery", "pipeline", "load"):
         try:
             module = importlib.import_module(f"bench.{name}")
         except ModuleNotFoundError:
@@ -210,6 +210,18 @@ def run(seconds: float) -> dict[str, object]:
                 ok
                 if float(d.get("first_attempt_p50_ms", 1e9)) <= 25 and float(d.get("first_attempt_p99_ms", 1e9)) <= 250
                 else "missed",
+            )
+        )
+    if "pipeline" in figures:
+        pi = figures["pipeline"]
+        rows.append(
+            _row(
+                "pipeline: delivered/s over the whole span, `hookyard up` + sink + wrk -c32 (issue 27)",
+                "≥ 6,000/s, ledger exact",
+                f"{pi['delivered_per_s']} /s ({pi['delivered']} of {pi['acked']} acked at {pi['ingest_rps']} req/s; "
+                f"drain {pi['drain_s']} s; ledger {pi['ledger']})",
+                "",
+                ok if float(pi["delivered_per_s"]) >= 6000 and pi["ledger"] == "exact" else "missed",
             )
         )
     if "load" in figures:

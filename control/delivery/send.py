@@ -26,6 +26,8 @@ from typing import Any
 import httpx
 
 from control.delivery.transport import Transport
+from control.delivery.transport.http11 import Reply, origin_of
+from control.delivery.transport.messages import encode_head
 from control.records.destinations import HOP_BY_HOP
 from control.records.storable import storable
 from shared import ids
@@ -138,20 +140,26 @@ def delivery_row(
 
 
 @functools.lru_cache(maxsize=4096)
-def _url(url: str) -> httpx.URL:
-    # Parsing a URL is most of what building a request costs, and a worker sends to few distinct URLs.
-    return httpx.URL(url)
+def _url(url: str) -> tuple[str, bytes, str, str, int | None]:
+    """(``host`` header, request target, scheme, host, port) of a URL. Parsing a URL is most of what
+    building a request costs, and a worker sends to few distinct URLs."""
+    parsed = httpx.URL(url)
+    return parsed.netloc.decode("ascii"), parsed.raw_path, parsed.scheme, parsed.host, parsed.port
 
 
 _SET_BY_US = frozenset({"host", "content-length", "transfer-encoding"})
 
 
-def _request(method: str, url: str, headers: Mapping[str, str], body: bytes) -> tuple[httpx.Request, dict[str, str]]:
-    """The request and the headers it sends (names lowercased), ``host`` and ``content-length`` made here
-    from the URL and the body: a ``stream=`` request gets no headers of httpx's own, which also keeps it
-    cheap to build."""
+def _request(
+    method: str, url: str, headers: Mapping[str, str], body: bytes
+) -> tuple[tuple[str, bytes, str, str, int | None], dict[str, str], list[tuple[bytes, bytes]]]:
+    """The parsed URL, the headers sent (names lowercased) and their bytes on the wire, ``host`` and
+    ``content-length`` made here from the URL and the body. No ``httpx.Request``: the head is encoded
+    straight from these (``messages.encode_head``, which checks every byte), as httpx's request and headers
+    objects cost a tenth of a delivery's CPU for nothing the transport needs
+    (docs/adr/0042-delivery-cpu-per-send.md)."""
     target = _url(url)
-    sent = {"host": target.netloc.decode("ascii")}
+    sent = {"host": target[0]}
     for name, value in headers.items():
         lower = name.lower()
         if lower not in _SET_BY_US:
@@ -161,9 +169,7 @@ def _request(method: str, url: str, headers: Mapping[str, str], body: bytes) -> 
     # Values are UTF-8 text, or a captured value's exact bytes carried as surrogateescape
     # (``control.records.storable.captured_headers``): this encoding gives back the bytes that arrived.
     wire = [(name.encode("latin-1"), value.encode("utf-8", "surrogateescape")) for name, value in sent.items()]
-    request = httpx.Request(method, target, headers=wire, stream=httpx.ByteStream(body))
-    request.read()
-    return request, sent
+    return target, sent, wire
 
 
 class _Inflater:
@@ -240,20 +246,26 @@ def _capped(body: bytes) -> bytes:
     return cut
 
 
-async def _read_capped(response: httpx.Response) -> bytes:
+async def _read_capped(reply: Reply) -> bytes:
     """The body's first ``MAX_RESPONSE_BYTES`` exactly as received (decompressed), or why it is not stored.
     One byte more is read than is kept, which is how a cut is told from a body of exactly the cap."""
-    encoding = response.headers.get("content-encoding", "").strip().lower()
+    encoding = (reply.header(b"content-encoding") or "").strip().lower()
     decompress = _inflater(encoding)
     if isinstance(decompress, str):
         return decompress.encode()
+    content = reply.body
+    if isinstance(content, bytes) and decompress is None:  # the usual answer: all of it arrived with the head
+        return content if len(content) <= MAX_RESPONSE_BYTES else _capped(content)
     limit = MAX_RESPONSE_BYTES + 1
     body = bytearray()
     try:
-        async for raw in response.aiter_raw():
-            body += raw if decompress is None else decompress(raw, limit - len(body))
-            if len(body) >= limit:
-                break
+        if isinstance(content, bytes):
+            body += decompress(content, limit) if content and decompress is not None else content
+        else:
+            async for raw in content:
+                body += raw if decompress is None else decompress(raw, limit - len(body))
+                if len(body) >= limit:
+                    break
     except _INVALID as exc:  # a body we cannot decompress; the status still stands
         return f"(response body not stored: {encoding} data is invalid: {exc})".encode()
     return bytes(body) if len(body) <= MAX_RESPONSE_BYTES else _capped(bytes(body))
@@ -276,19 +288,23 @@ async def send(
         return Outcome(latency_ms=latency, started_at=started, **values)  # type: ignore[arg-type]
 
     try:
-        request, sent = _request(method, url, headers, body)
+        target, sent, wire = _request(method, url, headers, body)
     except httpx.InvalidURL:  # its message quotes a piece of the URL (a port that may be a password)
         error = f"invalid request: not a valid URL ({safe_url(url)})"
         return outcome(status=None, sent_headers=dict(headers), error=error, permanent=True)
     except (ValueError, UnicodeError) as exc:
         return outcome(status=None, sent_headers=dict(headers), error=f"invalid request: {exc}", permanent=True)
     try:
+        verb = method.upper()
+        _, raw_path, scheme, host, port = target
+        destination = origin_of(scheme, host, port)
+        head, close_after = encode_head(verb, raw_path, wire)
         async with asyncio.timeout(total_timeout_s):
-            response = await transport.handle_async_request(request)
+            reply = await transport.send(verb, destination, head, body, close_after)
             try:
-                received = await _read_capped(response)
+                received = await _read_capped(reply)
             finally:
-                await response.aclose()
+                await reply.aclose()
     except EgressRefusedError as exc:
         return outcome(status=None, sent_headers=sent, error=str(exc), permanent=True)
     except TimeoutError:
@@ -305,8 +321,8 @@ async def send(
         return outcome(status=None, sent_headers=sent, error=f"connection failed: {exc}")
     except httpx.HTTPError as exc:
         return outcome(status=None, sent_headers=sent, error=f"{type(exc).__name__}: {exc}")
-    status = response.status_code
-    retry_after = response.headers.get("retry-after") if status in (429, 503) else None
+    status = reply.status
+    retry_after = reply.header(b"retry-after") if status in (429, 503) else None
     return outcome(status=status, sent_headers=sent, response_body=received, retry_after=retry_after)
 
 

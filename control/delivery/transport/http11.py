@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import httpx
 
@@ -24,7 +25,34 @@ from control.delivery.transport.connection import Connection, Connector
 from control.delivery.transport.messages import encode_request, framing, invalid, parse_head
 from control.delivery.transport.pool import Pool
 
-__all__ = ("Transport",)
+__all__ = ("Reply", "Transport", "origin_of")
+
+
+@dataclass(slots=True)
+class Reply:
+    """A response as read off the wire: its head parsed, its body whole (``bytes``) or still arriving
+    (``Body``: iterate it, then ``aclose`` it, which returns the connection to the pool or closes it)."""
+
+    status: int
+    version: bytes
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    body: bytes | Body
+
+    def header(self, name: bytes) -> str | None:
+        """A header's value (several joined with ``, ``, as httpx joins them); ``name`` lowercase."""
+        values = [v for n, v in self.headers if n.lower() == name]
+        if not values:
+            return None
+        raw = b", ".join(values)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw.decode("latin-1")
+
+    async def aclose(self) -> None:
+        if not isinstance(self.body, bytes):
+            await self.body.aclose()
 
 
 class Transport(httpx.AsyncBaseTransport):
@@ -32,7 +60,7 @@ class Transport(httpx.AsyncBaseTransport):
     verified); at most ``max_connections`` open, idle ones kept for ``keepalive_expiry`` seconds (below
     the 5 s idle timeout of Node.js servers, so we close first rather than race their close).
 
-    Usable on its own (``handle_async_request``, as ``control.delivery.send`` does) or as an
+    Usable on its own (``send``, as ``control.delivery.send`` does, or ``handle_async_request``) or as an
     ``httpx.AsyncClient(transport=...)``; ``timeout`` applies to requests that carry none (a client's
     requests carry the client's)."""
 
@@ -52,25 +80,48 @@ class Transport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
-        scheme = url.scheme
-        if scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"the URL scheme must be http or https, not {scheme!r}")
-        host = url.host
-        if not host:
-            raise httpx.UnsupportedProtocol("the URL has no host")
-        port = url.port or (443 if scheme == "https" else 80)
+        origin = origin_of(url.scheme, url.host, url.port)
         timeouts = request.extensions.get("timeout") or self._timeouts
         head, body, close_after = encode_request(request)
-        conn = await self._connection((scheme, host, port), timeouts)
+        stream = request if body is None else None
+        reply = await self._exchange(origin, request.method, head, body, close_after, timeouts, stream)
+        extensions = {"http_version": b"HTTP/1." + reply.version, "reason_phrase": reply.reason}
+        content = httpx.ByteStream(reply.body) if isinstance(reply.body, bytes) else reply.body
+        return httpx.Response(
+            reply.status, headers=reply.headers, stream=content, extensions=extensions, request=request
+        )
+
+    async def send(
+        self, method: str, origin: tuple[str, str, int], head: bytes, body: bytes, close_after: bool
+    ) -> Reply:
+        """One exchange of a request already encoded (``messages.encode_head``) to ``origin`` (from
+        :func:`origin_of`), with the transport's own timeouts: what ``control.delivery.send`` uses, without
+        building httpx's ``Request`` and ``Response`` (their headers objects and streams were a tenth of a
+        delivery's CPU). The connection, egress checks, timeouts and errors are those of
+        ``handle_async_request``."""
+        return await self._exchange(origin, method, head, body, close_after, self._timeouts, None)
+
+    async def _exchange(
+        self,
+        origin: tuple[str, str, int],
+        method: str,
+        head: bytes,
+        body: bytes | None,
+        close_after: bool,
+        timeouts: dict[str, float | None],
+        stream: httpx.Request | None,
+    ) -> Reply:
+        conn = await self._connection(origin, timeouts)
         try:
-            read_timeout = timeouts.get("read")
+            read_timeout, write_timeout = timeouts.get("read"), timeouts.get("write")
             if body is None:  # a streamed request body
-                await conn.write(head, timeouts.get("write"))
-                await _write_stream(conn, request, timeouts.get("write"))
+                await conn.write(head, write_timeout)
+                await _write_stream(conn, stream, write_timeout)  # type: ignore[arg-type]
+            elif len(body) < 65_536:
+                await conn.write(head + body, write_timeout)
             else:
-                await conn.write(head + body if len(body) < 65_536 else head, timeouts.get("write"))
-                if len(body) >= 65_536:
-                    await conn.write(body, timeouts.get("write"))
+                await conn.write(head, write_timeout)
+                await conn.write(body, write_timeout)
             while True:
                 lines = await conn.read_head(read_timeout)
                 status, version, reason, headers = parse_head(lines)
@@ -78,7 +129,8 @@ class Transport(httpx.AsyncBaseTransport):
                     break
                 if status == 101:
                     raise invalid("101 switching protocols, never asked for")
-            return self._response(request, conn, status, version, reason, headers, close_after, read_timeout)
+            content = self._body(conn, method, status, version, headers, close_after, read_timeout)
+            return Reply(status, version, reason, headers, content)
         except BaseException:
             self._pool.discard(conn)
             raise
@@ -131,33 +183,40 @@ class Transport(httpx.AsyncBaseTransport):
             raise
         return conn
 
-    def _response(
+    def _body(
         self,
-        request: httpx.Request,
         conn: Connection,
+        method: str,
         status: int,
         version: bytes,
-        reason: bytes,
         headers: list[tuple[bytes, bytes]],
         close_after: bool,
         read_timeout: float | None,
-    ) -> httpx.Response:
-        length, chunked, keep_alive = framing(request.method, status, version, headers, close_after)
-        extensions = {"http_version": b"HTTP/1." + version, "reason_phrase": reason}
+    ) -> bytes | Body:
+        """The response body: whole when it has all arrived (the connection free at once), else a
+        :class:`Body` that owns the connection until it is read or closed."""
+        length, chunked, keep_alive = framing(method, status, version, headers, close_after)
         pool = self._pool
-        if length is not None and len(conn.buffer) >= length:  # the whole body is here: connection free now
+        if length is not None and len(conn.buffer) >= length:
             body = conn.take(length)
             if keep_alive:
                 pool.release(conn)
             else:
                 pool.discard(conn)
-            stream: httpx.AsyncByteStream = httpx.ByteStream(body)
-        else:
-            stream = Body(pool, conn, length=length, chunked=chunked, keep_alive=keep_alive, within_s=read_timeout)
-        return httpx.Response(status, headers=headers, stream=stream, extensions=extensions, request=request)
+            return body
+        return Body(pool, conn, length=length, chunked=chunked, keep_alive=keep_alive, within_s=read_timeout)
 
     async def aclose(self) -> None:
         self._pool.close_all()
+
+
+def origin_of(scheme: str, host: str, port: int | None) -> tuple[str, str, int]:
+    """(scheme, host, port) of a URL the transport can send to; ``httpx.UnsupportedProtocol`` otherwise."""
+    if scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"the URL scheme must be http or https, not {scheme!r}")
+    if not host:
+        raise httpx.UnsupportedProtocol("the URL has no host")
+    return scheme, host, port or (443 if scheme == "https" else 80)
 
 
 async def _write_stream(conn: Connection, request: httpx.Request, within_s: float | None) -> None:

@@ -10,10 +10,11 @@ would send that is not (a header value with CR or LF) is an ``httpx.LocalProtoco
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import httpx
 
-__all__ = ("HEX", "closed_error", "encode_request", "framing", "invalid", "parse_head")
+__all__ = ("HEX", "closed_error", "encode_head", "encode_request", "framing", "invalid", "parse_head")
 
 _STATUS = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -88,26 +89,31 @@ def framing(
 
 def encode_request(request: httpx.Request) -> tuple[bytes, bytes | None, bool]:
     """(request head, body or None when it is a stream, whether the request asks to close)."""
-    method = request.method.encode("ascii")
-    if not _TOKEN.fullmatch(method):
-        raise httpx.LocalProtocolError(f"invalid method {request.method!r}")
-    target = request.url.raw_path
+    head, close = encode_head(request.method, request.url.raw_path, request.headers.raw)
+    try:
+        body: bytes | None = request.content
+    except httpx.RequestNotRead:
+        body = None
+    return head, body, close
+
+
+def encode_head(method: str, target: bytes, headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes, bool]:
+    """(request head, whether it asks to close): every byte checked before any is sent."""
+    if not _TOKEN.fullmatch(raw_method := method.encode("ascii")):
+        raise httpx.LocalProtocolError(f"invalid method {method!r}")
     if not target or b" " in target or b"\r" in target or b"\n" in target:
         # Not quoted: a path and query are where webhook URLs keep their secrets.
         raise httpx.LocalProtocolError("invalid request target (empty, or with a space or line break)")
-    parts = [method, b" ", target, b" HTTP/1.1\r\n"]
+    parts = [raw_method, b" ", target, b" HTTP/1.1\r\n"]
     close = False
-    for name, value in request.headers.raw:
-        if not _TOKEN.fullmatch(name):
+    token, value_ok = _TOKEN.fullmatch, _VALUE.fullmatch
+    for name, value in headers:
+        if not token(name):
             raise httpx.LocalProtocolError(f"invalid header name {name[:60]!r}")
-        if not _VALUE.fullmatch(value):
+        if not value_ok(value):
             raise httpx.LocalProtocolError(f"header {name.decode('ascii')}: CR, LF and NUL are not allowed in values")
         if len(name) == 10 and name.lower() == b"connection":
             close = b"close" in value.lower()
         parts += (name, b": ", value, b"\r\n")
     parts.append(b"\r\n")
-    try:
-        body: bytes | None = request.content
-    except httpx.RequestNotRead:
-        body = None
-    return b"".join(parts), body, close
+    return b"".join(parts), close

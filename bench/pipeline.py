@@ -1,0 +1,123 @@
+"""Pipeline: the whole service as ``hookyard up`` runs it, ingest to delivery, and how fast it drains.
+
+Why a bench of its own (issue 27, section 1): the parts are an order of magnitude faster than the whole.
+``bench delivery`` measures one deliver worker alone, ``bench edge`` the ingest alone; here they share the
+machine as they do in use. ``hookyard up`` (edge, control and one ``hookyard worker`` with every loop, on
+the bench's own database and Redis prefix, its defaults otherwise: activity log lines included) forwards
+everything an endpoint receives to a local sink (``bench.sink``: granian, one line per request with its
+``x-hookyard-event-id``), while ``wrk -c32`` posts a 400-byte JSON event to the ingest URL for
+``PIPELINE_S`` seconds (15, or ``--seconds`` when longer; the environment's ``PIPELINE_S`` for a quick
+try). Then it waits until every stored event reached the sink.
+
+Figures (the last line):
+
+- ``delivered_per_s``: distinct events the sink received over the whole span, from wrk's start to the
+  sink's last write (the file's mtime): the rate the service sustains, drain included, not a peak;
+- ``ingest_rps``, ``acked`` (wrk's completed requests less errors), ``stored`` (the endpoint's events:
+  acked plus at most the requests in flight when wrk stopped, whose answers it never read), ``delivered``
+  (distinct at the sink), ``extra`` (sink lines beyond one per event), ``drain_s`` (last delivery after
+  wrk's end);
+- ``ledger``: ``exact`` when every stored event was delivered exactly once and nothing acknowledged is
+  missing, ``inexact`` otherwise.
+
+Target (issue 27): ``delivered_per_s`` ≥ 6,000 with the ledger exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench.delivery import _body, route_to_sink
+from bench.infra import bench_env, free_port, granian, run_process
+from bench.setup import create_endpoint
+from bench.wrk import run_wrk
+from control.db import connect
+
+__all__ = ("run",)
+
+PIPELINE_S = 15
+"""wrk's duration: long enough that the drain after it is part of the figure, as it is in use."""
+CONNECTIONS = 32
+DRAIN_TIMEOUT_S = 600
+
+
+async def _stored(database_url: str, endpoint_id: str) -> int:
+    conn = await connect(database_url)
+    try:
+        return await conn.fetchval("SELECT count(*) FROM events WHERE endpoint_id = $1", endpoint_id)
+    finally:
+        await conn.close()
+
+
+def _sink_lines(path: Path) -> Counter[str]:
+    return Counter(path.read_text().split()) if path.exists() else Counter()
+
+
+def _drained(database_url: str, endpoint_id: str, sink_file: Path) -> tuple[int, Counter[str]]:
+    """Waits until the stored events stopped growing and each reached the sink (or the timeout), and a
+    moment more with nothing new, so that late extra deliveries are counted too."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    last: tuple[int, int] | None = None
+    while True:
+        stored = asyncio.run(_stored(database_url, endpoint_id))
+        seen = _sink_lines(sink_file)
+        now = (stored, sum(seen.values()))
+        if (len(seen) >= stored and now == last) or time.monotonic() > deadline:
+            return stored, seen
+        last = now
+        time.sleep(1.0)
+
+
+def run(seconds: float) -> dict[str, object]:
+    span_s = int(os.environ.get("PIPELINE_S", max(PIPELINE_S, round(seconds))))
+    hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
+    with bench_env(egress="any") as bench, tempfile.TemporaryDirectory(prefix="hy-pipeline-") as data_dir:
+        database_url = bench.settings.database_url or ""
+        edge_port, control_port, sink_port = free_port(), free_port(), free_port()
+        sink_file = Path(data_dir) / "sink.txt"
+        endpoint = asyncio.run(create_endpoint(bench.settings))
+        asyncio.run(route_to_sink(database_url, endpoint.id, f"http://127.0.0.1:{sink_port}/hook"))
+        env = {**bench.env, "SINK_FILE": str(sink_file)}
+        up = [hookyard, "up", "--data-dir", str(Path(data_dir) / "hy")]
+        up += ["--edge-port", str(edge_port), "--control-port", str(control_port)]
+        edge = f"http://127.0.0.1:{edge_port}"
+        with (
+            run_process(granian("bench.sink:app", sink_port, factory=False), env),
+            run_process(up, env, f"{edge}/healthz"),
+        ):
+            time.sleep(2)  # the worker LISTENing and its loops started, as the edge answers before they do
+            started = time.time()
+            result = run_wrk(
+                f"{edge}/h/{endpoint.token}",
+                seconds=span_s,
+                connections=CONNECTIONS,
+                body=_body(0),
+                headers={"content-type": "application/json"},
+            )
+            ended = time.time()
+            stored, seen = _drained(database_url, endpoint.id, sink_file)
+            last_delivery = os.stat(sink_file).st_mtime if sink_file.exists() else ended
+    acked = result.requests - result.errors
+    delivered = len(seen)
+    extra = sum(n - 1 for n in seen.values() if n > 1)
+    exact = delivered == stored and extra == 0 and acked <= stored <= acked + CONNECTIONS and result.errors == 0
+    return {
+        "seconds": span_s,
+        "connections": CONNECTIONS,
+        "ingest_rps": round(result.rps),
+        "acked": acked,
+        "errors": result.errors,
+        "stored": stored,
+        "delivered": delivered,
+        "extra": extra,
+        "drain_s": round(max(0.0, last_delivery - ended), 1),
+        "delivered_per_s": round(delivered / max(last_delivery - started, 1e-9)),
+        "ledger": "exact" if exact else "inexact",
+    }
