@@ -309,9 +309,7 @@ def _banner(settings: Settings, data_dir: Path, new_key: str | None) -> None:
         "-H 'content-type: application/json' -d '{\"name\": \"demo\"}'"
     )
     lines = [
-        "hookyard is up",
-        f"  edge     {settings.edge_url}",
-        f"  control  {settings.control_url}",
+        f"hookyard is up: control {settings.control_url}, edge {settings.edge_url}",
         f"  data     {data_dir}",
         key_line,
         f"  try      {curl}",
