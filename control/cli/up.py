@@ -26,6 +26,7 @@ import shlex
 import signal
 import socket
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,7 @@ class Child:
     async def terminate(self) -> None:
         """SIGTERM to the leader (granian and the worker drain on it), SIGKILL to the group on timeout; then
         SIGKILL to whatever is left in the group, which is nothing unless the leader lost track of a worker."""
+        started = time.monotonic()
         if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGTERM)
@@ -73,6 +75,7 @@ class Child:
                 _killpg(self.proc.pid)
                 await self.proc.wait()
         _killpg(self.proc.pid)
+        log.debug("%s stopped in %.2fs", self.name, time.monotonic() - started)
 
 
 def _killpg(pgid: int) -> None:
@@ -248,7 +251,9 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         remove_instance(data_dir, os.getpid())
         await asyncio.gather(*(child.terminate() for child in children))
         if embedded is not None:
+            started = time.monotonic()
             await asyncio.to_thread(embedded.stop)
+            log.debug("embedded servers stopped in %.2fs", time.monotonic() - started)
 
 
 async def _check_redis(url: str) -> None:
