@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import webbrowser
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from control.cli.commands import clients
 from control.cli.instance import Target
-from control.cli.remote import saved_key
 from shared.errors import HookyardError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ("add_parser", "inbox_link")
 
@@ -55,6 +54,8 @@ def _answer(resp: httpx.Response) -> Any:
 
 def inbox_link(target: Target, key: str, endpoint: str) -> dict[str, Any]:
     """The control plane's ``InboxLink`` answer for ``endpoint`` (an id, or an ``external_ref``)."""
+    import httpx  # here: the parser of every command is built without it
+
     base = target.url
     if key.startswith("hy_tmp_"):
         return _inbox_link_over_mcp(target, key, endpoint)
@@ -84,6 +85,10 @@ def _inbox_link_over_mcp(target: Target, key: str, endpoint: str) -> dict[str, A
 
 
 def _open(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    from control.cli.remote import saved_key
+
     settings = clients.client_settings(args)
     target, key = clients.target(args, settings), saved_key(settings)
     endpoint = args.endpoint or _default_endpoint(target, key, settings.data_dir)
