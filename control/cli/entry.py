@@ -1,5 +1,6 @@
 """The ``hookyard`` command: ``up``, ``edge``, ``control``, ``worker``, ``migrate``, ``account create``,
-``dead-letters``, ``rotate-encryption-key``, and the webhook commands ``listen``, ``trigger`` and ``tail``.
+``dead-letters``, ``rotate-encryption-key``, and the webhook commands ``listen``, ``trigger``, ``replay``
+and ``tail``.
 
 Expected failures end as one line on stderr, ``hookyard: <message>``, never a traceback: exit 2 for a bad
 setting (the message names the variable), 1 for anything else that stopped the command. Each command's
