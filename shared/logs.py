@@ -124,6 +124,10 @@ class JsonFormatter(logging.Formatter):
         return self._encoder.encode(line).decode()
 
 
+_NOISY = ("pgserver", "httpx", "httpcore")
+"""One line per command or request at INFO: WARNING and above only."""
+
+
 def configure(level: str, log_format: str) -> None:
     """The root logger writes to stderr in the chosen format; like ``logging.basicConfig``, a root logger
     that already has a handler (a test's capture) is left as it is, but for its level."""
@@ -133,7 +137,7 @@ def configure(level: str, log_format: str) -> None:
         handler.setFormatter(JsonFormatter() if log_format == "json" else PlainFormatter())
         root.addHandler(handler)
     root.setLevel(level.upper())
-    for noisy in ("pgserver", "httpx", "httpcore"):  # one line per command / request at INFO
+    for noisy in _NOISY:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 
@@ -149,6 +153,8 @@ def granian_config(level: str, log_format: str) -> dict[str, object]:
         "loggers": {
             "_granian": {"handlers": ["console"], "level": "INFO", "propagate": False},
             "granian.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+            # as in ``configure``: a line per outbound request (a test webhook sent to the edge) is noise
+            **{noisy: {"level": "WARNING"} for noisy in _NOISY},
         },
         "root": {"handlers": ["console"], "level": level.upper()},
     }

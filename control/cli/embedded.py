@@ -83,17 +83,22 @@ class EmbeddedServers:
             self._pg, self.database_url = _start_postgres(self._pgdata)
 
     def stop(self) -> None:
-        """Redis first (SIGTERM makes it fsync the AOF), then Postgres (fast shutdown: sessions are closed,
-        committed data is safe), then the lock. A forked child running atexit handlers leaves them alone."""
+        """Both told to stop at once, then waited for: Redis (SIGTERM makes it fsync the AOF) and Postgres
+        (fast shutdown: sessions are closed, committed data is safe) shut down side by side, each in its own
+        time, not one after the other; then the lock. A forked child running atexit handlers leaves them
+        alone."""
         atexit.unregister(self.stop)
         if os.getpid() != self._owner:
             return
         if self._redis is not None:
+            self._redis.terminate()
+        if self._pgdata is not None:
+            stopping = _signal_postgres(self._pgdata)
+            _wait_postgres(self._pg, self._pgdata, stopping)
+            self._pg = self._pgdata = None
+        if self._redis is not None:
             self._redis.stop()
             self._redis = None
-        if self._pgdata is not None:
-            _stop_postgres(self._pg, self._pgdata)
-            self._pg = self._pgdata = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -240,14 +245,23 @@ def _traverse_only(paths: list[Path]) -> Iterator[None]:
 def _stop_postgres(server: object | None, pgdata: Path) -> None:
     """SIGINT to the postmaster is what ``pg_ctl stop -m fast`` sends (sessions end, committed data is safe);
     sent directly it needs no path into the data dir. The postmaster removes its pid file last."""
+    _wait_postgres(server, pgdata, _signal_postgres(pgdata))
+
+
+def _signal_postgres(pgdata: Path) -> int | None:
+    """The postmaster told to stop (fast shutdown); its pid, None if none was running."""
     pid, _ = _postmaster(pgdata)
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGINT)
-        if not _wait_until(lambda: _postmaster(pgdata)[0] is None, _STOP_S):
-            log.warning("embedded Postgres did not stop within %.0fs; immediate shutdown", _STOP_S)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGQUIT)
+    return pid
+
+
+def _wait_postgres(server: object | None, pgdata: Path, pid: int | None) -> None:
+    if pid is not None and not _wait_until(lambda: _postmaster(pgdata)[0] is None, _STOP_S):
+        log.warning("embedded Postgres did not stop within %.0fs; immediate shutdown", _STOP_S)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGQUIT)
     if server is not None:
         with contextlib.suppress(Exception):  # pgserver's handle bookkeeping only (cleanup_mode=None)
             server.cleanup()  # type: ignore[attr-defined]
@@ -326,10 +340,14 @@ class _Redis:
         except redis.RedisError:
             return False
 
-    def stop(self) -> None:
-        """SIGTERM: Redis fsyncs the AOF and exits."""
+    def terminate(self) -> None:
+        """SIGTERM: Redis fsyncs the AOF and exits (``stop`` waits for it)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        self.terminate()
+        if self.proc is not None and self.proc.poll() is None:
             try:
                 self.proc.wait(_STOP_S)
             except subprocess.TimeoutExpired:

@@ -1,5 +1,6 @@
 """The ``hookyard`` command: ``up``, ``edge``, ``control``, ``worker``, ``migrate``, ``account create``,
-``dead-letters``, ``rotate-encryption-key``, and the webhook commands ``listen``, ``trigger`` and ``tail``.
+``dead-letters``, ``rotate-encryption-key``, and the webhook commands ``listen``, ``trigger``, ``replay``
+and ``tail``.
 
 Expected failures end as one line on stderr, ``hookyard: <message>``, never a traceback: exit 2 for a bad
 setting (the message names the variable), 1 for anything else that stopped the command. Each command's
@@ -11,9 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-
-import asyncpg
-import redis
+import types
 
 from control.cli.commands import admin, dead_letters, serve, webhooks
 from control.cli.commands import open as open_command
@@ -25,6 +24,7 @@ log = logging.getLogger("hookyard.cli")
 
 
 def main(argv: list[str] | None = None) -> int:
+    _without_httpx_cli()
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
@@ -34,12 +34,41 @@ def main(argv: list[str] | None = None) -> int:
     except HookyardError as exc:
         print(f"hookyard: {exc}", file=sys.stderr)
         return 1
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, redis.RedisError) as exc:
+    except Exception as exc:
+        if not _expected(exc):
+            raise
         log.debug("failed", exc_info=True)
         print(f"hookyard: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _without_httpx_cli() -> None:
+    """The httpx package imports its own command line client (``httpx._main``: rich, click and pygments),
+    which hookyard never runs, unless that import fails: a third of a client command's start-up. A stand-in
+    module takes its place in this process (its ``main`` says what it is), before anything imports httpx."""
+    if "httpx" in sys.modules:
+        return
+    stand_in = types.ModuleType("httpx._main", "hookyard's stand-in for httpx's command line client")
+
+    def main() -> None:
+        raise SystemExit("httpx's command line client is not loaded in the hookyard process")
+
+    stand_in.main = main  # type: ignore[attr-defined]
+    sys.modules.setdefault("httpx._main", stand_in)
+
+
+def _expected(exc: Exception) -> bool:
+    """An OSError, or an error of Postgres or Redis: one line, not a traceback. Their classes are looked up
+    only if their module was imported (an error of a module never imported cannot have been raised), so the
+    client commands do not import asyncpg and redis at start-up just to be able to catch them."""
+    kinds: list[type[BaseException]] = [OSError]
+    if (asyncpg := sys.modules.get("asyncpg")) is not None:
+        kinds += [asyncpg.PostgresError, asyncpg.InterfaceError]
+    if (redis := sys.modules.get("redis")) is not None:
+        kinds.append(redis.RedisError)
+    return isinstance(exc, tuple(kinds))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Webhook capture, routing and replay. Settings come from HOOKYARD_* variables, "
         "DATABASE_URL and REDIS_URL; flags override them.",
     )
-    parser.add_argument("--version", action="version", version=f"hookyard {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parsers(commands)  # up, edge, control, worker
     webhooks.add_parsers(commands)  # listen, trigger, tail
@@ -56,6 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     open_command.add_parser(commands)
     dead_letters.add_parsers(commands)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``, read when asked: argparse's own action wants the text while the parser is built, and
+    ``importlib.metadata`` is a noticeable part of a command's start-up."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"hookyard {_version()}")  # on stdout, as argparse's own action prints it
+        parser.exit()
 
 
 def command_names() -> tuple[str, ...]:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
-import psutil
 
 from shared.errors import ConfigError
 from shared.settings import Settings
@@ -60,6 +59,8 @@ class Instance(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def alive(self) -> bool:
+        import psutil
+
         try:
             proc = psutil.Process(self.pid)
             return proc.status() != psutil.STATUS_ZOMBIE and abs(proc.create_time() - self.started) < 1.0
@@ -71,6 +72,8 @@ class Instance(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def instance_of_this_process(**fields: object) -> Instance:
+    import psutil
+
     return msgspec.convert({"pid": os.getpid(), "started": psutil.Process().create_time(), **fields}, Instance)
 
 

@@ -9,7 +9,8 @@ forwards nothing twice across dropped connections, control-plane restarts and it
 resumes after the last event the previous one forwarded. (Killed with SIGKILL between a forward and the
 write, that one event is forwarded again: at least once, like every webhook.) Ctrl-C lets the forward in
 progress finish, saves, and exits 0. ``--events`` skips other types on this side; the cursor moves past
-them all the same.
+them all the same. A first run pins "now" to a position (one short wait, as ``tail`` does) before it
+prints "Ready", so an event sent as that line appears is forwarded, once.
 
 ``tail`` prints one line per arriving event (following each endpoint from now) and per delivery attempt
 (the endpoint's deliveries list, polled every second; only attempts made after it started). Where "now" is
@@ -36,6 +37,7 @@ from typing import Any, TextIO, TypeVar
 
 import httpx
 
+from control.cli.last import remember
 from control.cli.remote import Remote
 from control.delivery.send import forwardable, merge
 from control.records.verdict import verdict_text
@@ -210,36 +212,50 @@ async def listen(
     again: list[str] | None = None,
     stream: TextIO = sys.stdout,
 ) -> int:
-    """``again``: the flags the "restart with:" line repeats (default: ``--forward-to`` alone)."""
+    """``again``: the flags the "restart with:" line repeats (default: ``--forward-to`` alone).
+
+    Where "now" is, is pinned before "Ready" is printed (as ``tail`` does): an event sent as that line
+    appears is forwarded, once. The endpoint is recorded as the one later commands default to first."""
     out, stop = _Out(stream), asyncio.Event()
     _signals(stop)
     if endpoint_ref is None:
         endpoint = (
             await remote.call("POST", "/v1/endpoints", json={"name": "hookyard listen", "temporary": True})
         ).json()
+    else:
+        endpoint = await remote.endpoint(endpoint_ref)
+    remember(data_dir, remote.base_url, endpoint["id"], forward_to)
+    follow = _Follow(remote, endpoint["id"], state_file(data_dir, remote.base_url, endpoint["id"], forward_to))
+    resumed = "resuming after the last event forwarded" if follow.cursor != "now" else "new events from now"
+    event, cursor = None, None
+    if follow.cursor == "now":  # one short wait: its answer carries the position of "now"
+        ok, pinned = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane")
+        if not ok or pinned is None:
+            out.line("stopped")
+            return 0
+        event, cursor = pinned
+    if endpoint_ref is None:
         out.line(f"Ready. Send webhooks to {endpoint['ingest_url']}")
         out.line(f"  endpoint {endpoint['id']} (temporary, expires {endpoint['expires_at']})")
         again = ["--forward-to", forward_to] if again is None else again
         out.line(f"  restart with: {shlex.join(['hookyard', 'listen', endpoint['id'], *again])}")
     else:
-        endpoint = await remote.endpoint(endpoint_ref)
         out.line(f"Ready. Send webhooks to {endpoint['ingest_url']} (endpoint {endpoint['id']})")
-    follow = _Follow(remote, endpoint["id"], state_file(data_dir, remote.base_url, endpoint["id"], forward_to))
-    resumed = "resuming after the last event forwarded" if follow.cursor != "now" else "new events from now"
     out.line(f"Forwarding to {forward_to}, {resumed}. Ctrl-C stops.")
     async with httpx.AsyncClient(timeout=_FORWARD_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
         while True:
-            ok, answer = await _patiently(stop, out, follow.next, "control plane")
-            if not ok or answer is None:
-                break
-            event, cursor = answer
             if event is not None and (not events or event.get("event_type") in events):
                 status, latency, error = await _forward(client, forward_to, event, resign_with)
                 out.line(
                     f"{_now()}  {event.get('provider') or '-':<9}  {event.get('event_type') or '-':<32}  "
                     f"→ {out.status(status, error)}  {latency:>5} ms  {event['id']}"
                 )
-            follow.save(cursor)
+            if cursor is not None:
+                follow.save(cursor)  # after the forward: at least once, never skipped
+            ok, answer = await _patiently(stop, out, follow.next, "control plane")
+            if not ok or answer is None:
+                break
+            event, cursor = answer
     out.line("stopped")
     return 0
 

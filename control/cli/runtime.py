@@ -1,14 +1,18 @@
-"""How a command starts: its settings (and the log format they name), and an event loop for its coroutine."""
+"""How a command starts: its settings (and the log format they name), and an event loop for its coroutine;
+and how a server command that has stopped cleanly ends at once (``exit_now``)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, NoReturn
 
 from shared.settings import Settings, load_settings
 
-__all__ = ("command_settings", "run")
+__all__ = ("command_settings", "exit_now", "run")
 
 
 def command_settings(**overrides: object) -> Settings:
@@ -27,3 +31,14 @@ def run(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         return asyncio.run(coro_fn())
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(coro_fn())
+
+
+def exit_now(code: int) -> NoReturn:
+    """Ends the process once its own shutdown is done (work drained, connections and servers closed),
+    without the interpreter's finalization: tearing down the modules and heap of a server process took
+    0.5-1 s of ``hookyard up``'s Ctrl-C on a loaded machine, and nothing of ours runs in it (no atexit
+    handler is left by then). The log and standard streams are flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

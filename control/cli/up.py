@@ -27,6 +27,7 @@ import shlex
 import signal
 import socket
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,7 @@ class Child:
     async def terminate(self) -> None:
         """SIGTERM to the leader (granian and the worker drain on it), SIGKILL to the group on timeout; then
         SIGKILL to whatever is left in the group, which is nothing unless the leader lost track of a worker."""
+        started = time.monotonic()
         if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.proc.pid, signal.SIGTERM)
@@ -75,6 +77,7 @@ class Child:
                 _killpg(self.proc.pid)
                 await self.proc.wait()
         _killpg(self.proc.pid)
+        log.debug("%s stopped in %.2fs", self.name, time.monotonic() - started)
 
 
 def _killpg(pgid: int) -> None:
@@ -250,7 +253,9 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         remove_instance(data_dir, os.getpid())
         await asyncio.gather(*(child.terminate() for child in children))
         if embedded is not None:
+            started = time.monotonic()
             await asyncio.to_thread(embedded.stop)
+            log.debug("embedded servers stopped in %.2fs", time.monotonic() - started)
 
 
 def _children(settings: Settings) -> list[tuple[str, list[str]]]:
@@ -321,9 +326,7 @@ def _banner(settings: Settings, data_dir: Path, new_key: str | None) -> None:
         "-H 'content-type: application/json' -d '{\"name\": \"demo\"}'"
     )
     lines = [
-        "hookyard is up",
-        f"  edge     {settings.edge_url}",
-        f"  control  {settings.control_url}",
+        f"hookyard is up: control {settings.control_url}, edge {settings.edge_url}",
         f"  data     {data_dir}",
         key_line,
         f"  try      {curl}",

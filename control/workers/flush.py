@@ -86,7 +86,7 @@ class Flush:
         *,
         consumer: str | None = None,
         count: int = 64,
-        block_ms: int = 1000,
+        block_ms: int = 250,
         claim_idle_ms: int = 60_000,
         claim_every_s: float | None = None,
         router: Router | None = None,
@@ -99,6 +99,8 @@ class Flush:
         self.consumer = consumer or self.default_consumer()
         self.count = count
         self.block_ms = block_ms
+        """How long an idle read blocks: also how long a stop waits for it (the step in progress finishes), so
+        short, as ``hookyard up`` stops within 3 s; an arriving entry answers the read at once all the same."""
         self.claim_idle_ms = claim_idle_ms
         # Looking for abandoned entries more often than they can become claimable would only cost calls.
         self.claim_every_s = claim_idle_ms / 4000 if claim_every_s is None else claim_every_s

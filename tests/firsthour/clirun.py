@@ -98,7 +98,7 @@ class Up(Proc):
         return (self.data_dir / "api_key").read_text().strip()
 
     def wait_up(self) -> None:
-        self.wait_for_output("^hookyard is up$", timeout=120)
+        self.wait_for_output("^hookyard is up: control ", timeout=120)
 
     def ctrl_c(self) -> float:
         """Ctrl-C as a terminal sends it, to the whole process group: the seconds until ``up`` exited."""

@@ -6,9 +6,12 @@ placeholder becomes what an earlier output captured; a placeholder nothing captu
 (the document uses an id before it shows where it comes from). Variable assignments (``KEY=$(…)``) carry
 over to later commands, as in one terminal. Commands that wait for something to happen (``hookyard listen``,
 ``hookyard tail``, a long poll without ``after``) run in the background while the block goes on, as in a
-second terminal; at the end of the block their documented lines must have appeared and they are stopped
-(Ctrl-C) or have ended. A read (a GET) whose answer does not fit yet is asked again until it does or a
-deadline passes: the flush and the deliveries run behind the API, and a person asking again sees the same.
+second terminal; a ``hookyard`` one is waited for until its first documented line (``listen``'s "Ready")
+has appeared, as a person waits before typing the next command, which may rely on it (``trigger`` with no
+``--endpoint`` uses the endpoint ``listen`` made); at the end of the block their documented lines must have
+appeared and they are stopped (Ctrl-C) or have ended. A read (a GET) whose answer does not fit yet is asked
+again until it does or a deadline passes: the flush and the deliveries run behind the API, and a person asking
+again sees the same.
 An answer that is an error envelope fails the command unless the document shows that error.
 """
 
@@ -119,7 +122,11 @@ class Session:
             self._logs += 1
             log = self.cwd / f"background-{self._logs}.log"
             proc = Shell(self._script(text), self.env, self.cwd, log)
-            self.waiting.append(Background(command, proc))
+            job = Background(command, proc)
+            self.waiting.append(job)
+            if text.startswith("hookyard") and command.outputs:  # its first line says it is ready (listen's
+                # "Ready"): a person waits for it before typing the next command, which may rely on it
+                self._progress(lambda: job.matched >= 1, f"the first documented line of {command.text!r}")
             self._advance()
             return
         read = _WRITE.search(" " + text) is None and not text.startswith("hookyard")

@@ -46,3 +46,10 @@ def test_trigger_refuses_an_unknown_provider_listing_the_valid_ones() -> None:
     helped = cli(env, "trigger", "--help")
     assert "stripe (payments)" in " ".join(helped.stdout.split())
     assert "--headers {provider,neutral}" in helped.stdout
+
+
+def test_the_cli_names_the_providers_the_samples_have() -> None:
+    """The CLI writes the names out rather than import the samples at start-up: they must stay the same."""
+    from control.cli.commands.webhooks import PROVIDER_NAMES
+
+    assert {**{p: p for p in PROVIDERS}, **ALIASES} == PROVIDER_NAMES

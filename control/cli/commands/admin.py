@@ -13,8 +13,6 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
 from control.cli.commands import clients
 from control.cli.instance import Target
 from control.cli.runtime import command_settings, run
@@ -109,6 +107,8 @@ def _account_create(args: argparse.Namespace) -> int:
 
 
 async def _create_account(database_url: str, email: str, read_only: bool) -> tuple[str, str]:
+    import asyncpg
+
     from control.db import connect
     from control.service.accounts import create_account
 

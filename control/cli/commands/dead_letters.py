@@ -11,8 +11,6 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-import redis as redis_errors
-
 from control.cli.commands import clients
 from control.cli.runtime import command_settings, run
 from shared.errors import ConfigError, HookyardError
@@ -45,6 +43,8 @@ def _dead_letters(args: argparse.Namespace) -> int:
         raise ConfigError("dead-letters retry: name the ids to retry, or --all (not both)")
     settings = command_settings(data_dir=args.data_dir)
     found = clients.redis_url(settings)
+    import redis as redis_errors  # here, not above: the other commands' start-up does not pay for it
+
     try:
         print(run(lambda: _dead_letters_command(args, settings, found.url)))
     except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:

@@ -6,30 +6,36 @@ up`` leaves it, ``<data dir>/api_key``. A temporary token (``hy_tmp_``) has no /
 same operations are asked of /mcp (``create_inbox_link``; ``list_endpoints`` for an ``external_ref``).
 The control plane is the one the other client commands talk to (``--control-url``, ``HOOKYARD_CONTROL_URL``,
 the ``hookyard up`` running on ``--data-dir``: ``control.cli.instance``). ``EP`` is an endpoint id or its
-``external_ref``. The link is printed first, so it also works over SSH or in
-a container where no browser opens; ``--no-browser`` only prints.
+``external_ref``; with none, the one ``hookyard listen`` last followed (``control.cli.last``). The link is
+printed first, so it also works over SSH or in a container where no browser opens; ``--no-browser`` only
+prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import webbrowser
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from control.cli.commands import clients
 from control.cli.instance import Target
-from control.cli.remote import saved_key
 from shared.errors import HookyardError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ("add_parser", "inbox_link")
 
 
 def add_parser(commands: Any) -> None:
     opened = commands.add_parser("open", help="print and open a signed link to an endpoint's live inbox page")
-    opened.add_argument("endpoint", metavar="EP", help="endpoint id (ep_...) or its external_ref")
+    opened.add_argument(
+        "endpoint",
+        nargs="?",
+        metavar="EP",
+        help="endpoint id (ep_...) or its external_ref (default: the one hookyard listen last followed, else the "
+        "account's only one)",
+    )
     opened.add_argument("--no-browser", action="store_true", help="only print the link")
     clients.add_target(opened)
     opened.set_defaults(handler=_open)
@@ -48,6 +54,8 @@ def _answer(resp: httpx.Response) -> Any:
 
 def inbox_link(target: Target, key: str, endpoint: str) -> dict[str, Any]:
     """The control plane's ``InboxLink`` answer for ``endpoint`` (an id, or an ``external_ref``)."""
+    import httpx  # here: the parser of every command is built without it
+
     base = target.url
     if key.startswith("hy_tmp_"):
         return _inbox_link_over_mcp(target, key, endpoint)
@@ -77,10 +85,40 @@ def _inbox_link_over_mcp(target: Target, key: str, endpoint: str) -> dict[str, A
 
 
 def _open(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    from control.cli.remote import saved_key
+
     settings = clients.client_settings(args)
-    link = inbox_link(clients.target(args, settings), saved_key(settings), args.endpoint)
+    target, key = clients.target(args, settings), saved_key(settings)
+    endpoint = args.endpoint or _default_endpoint(target, key, settings.data_dir)
+    link = inbox_link(target, key, endpoint)
     print(link["url"])
     print(f"valid until {link['expires_at']}; anyone holding it can open the page until then", file=sys.stderr)
     if not args.no_browser:
         webbrowser.open(link["url"])
     return 0
+
+
+def _default_endpoint(target: Target, key: str, data_dir: str) -> str:
+    """The endpoint the webhook commands default to (``control.cli.last``); a temporary token, which /v1
+    refuses, can only have the one ``listen`` recorded."""
+    import asyncio
+
+    from control.cli.last import chosen_endpoint, last_listened
+    from control.cli.remote import Remote
+
+    if key.startswith("hy_tmp_"):
+        last = last_listened(data_dir, target.url)
+        if last is None:
+            raise HookyardError("EP: name the endpoint to open (no `hookyard listen` has run from this data dir)")
+        return last["endpoint_id"]
+
+    async def choose() -> str:
+        remote = Remote(target.url, key, source=target.source)
+        try:
+            return str((await chosen_endpoint(remote, data_dir, None, "EP"))["id"])
+        finally:
+            await remote.aclose()
+
+    return asyncio.run(choose())

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from control.cli.runtime import command_settings, run
+from control.cli.runtime import command_settings, exit_now, run
 from shared.errors import ConfigError
 from shared.settings import Settings, env_name
 
@@ -68,7 +68,7 @@ def _up(args: argparse.Namespace) -> int:
     settings = command_settings(
         host=args.host, edge_port=args.edge_port, control_port=args.control_port, data_dir=args.data_dir, egress=egress
     )
-    return up(settings, os.environ)
+    exit_now(up(settings, os.environ))  # everything it started is stopped by now
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -133,4 +133,4 @@ def _worker(args: argparse.Namespace) -> int:
 
         bind_to_parent(args.parent_pid)
     run(lambda: workers.run(settings, tuple(args.names), burst=args.burst))
-    return 0
+    exit_now(0)  # drained, and its pools closed

@@ -1,8 +1,10 @@
-"""The webhook commands of ``hookyard``: ``listen``, ``trigger`` and ``tail`` (``control.cli.listen`` does the
-following and forwarding, ``control.cli.remote`` the API calls). Like ``hookyard open`` (``control.cli.commands.open``),
-they are clients of a running control plane, found as ``control.cli.instance`` says (``--control-url``,
-``HOOKYARD_CONTROL_URL``, the ``hookyard up`` running on ``--data-dir``); the key comes from
-``HOOKYARD_API_KEY`` or the data dir."""
+"""The webhook commands of ``hookyard``: ``listen``, ``trigger``, ``replay`` and ``tail`` (``control.cli.listen``
+does the following and forwarding, ``control.cli.remote`` the API calls). Like ``hookyard open``
+(``control.cli.commands.open``), they are clients of a running control plane, found as ``control.cli.instance``
+says (``--control-url``, ``HOOKYARD_CONTROL_URL``, the ``hookyard up`` running on ``--data-dir``); the key
+comes from ``HOOKYARD_API_KEY`` or the data dir. With no endpoint named, ``trigger`` and ``replay`` use the
+one ``listen`` last followed (``control.cli.last``), and ``replay`` sends to where ``listen`` forwards: the
+first hour needs no id copied by hand."""
 
 from __future__ import annotations
 
@@ -15,10 +17,24 @@ from typing import Any
 
 from control.cli.commands import clients
 from control.cli.instance import CONTROL_URL_ENV
-from shared.errors import ConfigError
+from shared.errors import ApiError, ConfigError, HookyardError
 from shared.settings import Settings
 
-__all__ = ("add_parsers",)
+__all__ = ("PROVIDER_NAMES", "add_parsers")
+
+PROVIDER_NAMES = {
+    **{name: name for name in ("identity", "commerce", "payments", "code_host")},
+    **{"clerk": "identity", "svix": "identity", "shopify": "commerce", "stripe": "payments", "github": "code_host"},
+}
+"""``shared.samples``'s providers and their real names (``PROVIDERS``, ``ALIASES``; tests/cli holds them equal),
+written out: importing the samples to build the parser and read PROVIDER cost every command's start-up tens
+of milliseconds."""
+PROVIDERS_HELP = (
+    ", ".join(n for n, p in PROVIDER_NAMES.items() if n == p)
+    + ", or by its name: "
+    + ", ".join(f"{n} ({p})" for n, p in PROVIDER_NAMES.items() if n != p)
+)
+_DEFAULT_EP = "the one hookyard listen last followed, else the account's only one"
 
 
 def add_parsers(commands: Any) -> None:
@@ -32,9 +48,9 @@ def add_parsers(commands: Any) -> None:
     listen.set_defaults(handler=_listen)
 
     trigger = commands.add_parser("trigger", help="send a realistic signed sample webhook to an endpoint")
-    trigger.add_argument("provider", metavar="PROVIDER", help=_trigger_providers())
+    trigger.add_argument("provider", metavar="PROVIDER", help=PROVIDERS_HELP)
     trigger.add_argument("event_type", metavar="EVENT_TYPE", help="e.g. payment_intent.succeeded")
-    trigger.add_argument("--endpoint", required=True, metavar="EP", help="endpoint id or external_ref")
+    trigger.add_argument("--endpoint", metavar="EP", help=f"endpoint id or external_ref (default: {_DEFAULT_EP})")
     trigger.add_argument(
         "--headers",
         choices=("provider", "neutral"),
@@ -43,6 +59,13 @@ def add_parsers(commands: Any) -> None:
     )
     clients.add_target(trigger)
     trigger.set_defaults(handler=_trigger)
+
+    replay = commands.add_parser("replay", help="send a captured event again, verbatim (default: the latest)")
+    replay.add_argument("event", nargs="?", metavar="EVENT", help="event id (default: the endpoint's latest event)")
+    replay.add_argument("--endpoint", metavar="EP", help=f"whose latest event (default: {_DEFAULT_EP})")
+    replay.add_argument("--to", metavar="URL", help="where to send it (default: where hookyard listen forwards)")
+    clients.add_target(replay)
+    replay.set_defaults(handler=_replay)
 
     tail = commands.add_parser("tail", help="follow arriving events and delivery outcomes, one line each")
     tail.add_argument("endpoint", nargs="?", metavar="ENDPOINT", help="endpoint id or external_ref (default: all)")
@@ -113,22 +136,15 @@ def _tail(args: argparse.Namespace) -> int:
     return _webhook_command(args, lambda settings, remote: tail(remote, endpoint_ref=args.endpoint))
 
 
-def _trigger_providers() -> str:
-    from shared.samples import ALIASES, PROVIDERS
-
-    named = ", ".join(f"{alias} ({provider})" for alias, provider in ALIASES.items())
-    return f"{', '.join(PROVIDERS)}, or by its name: {named}"
-
-
 def _trigger(args: argparse.Namespace) -> int:
-    from shared.samples import provider_name
-
-    provider = provider_name(args.provider)
+    provider = PROVIDER_NAMES.get(args.provider.strip().lower())
     if provider is None:
-        raise ConfigError(f"PROVIDER: {args.provider!r} is not a provider; one of {_trigger_providers()}")
+        raise ConfigError(f"PROVIDER: {args.provider!r} is not a provider; one of {PROVIDERS_HELP}")
 
     async def send(settings: Settings, remote: Any) -> int:
-        endpoint = await remote.endpoint(args.endpoint)
+        from control.cli.last import chosen_endpoint
+
+        endpoint = await chosen_endpoint(remote, settings.data_dir, args.endpoint, "--endpoint")
         body = {"provider": provider, "event_type": args.event_type, "headers": args.headers}
         sent = (await remote.call("POST", f"/v1/endpoints/{endpoint['id']}/test-webhook", json=body)).json()
         if sent["accepted"]:
@@ -137,5 +153,33 @@ def _trigger(args: argparse.Namespace) -> int:
         refusal = sent["error"] or json.dumps(sent["response"])
         print(f"hookyard: the edge refused the sample: {sent['status']} {refusal}", file=sys.stderr)
         return 1
+
+    return _webhook_command(args, send)
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """The captured request again, as it arrived (``POST /v1/events/{id}/replay``), recorded as a delivery."""
+    if args.to is not None and not args.to.startswith(("http://", "https://")):
+        raise ConfigError(f"--to: {args.to!r} is not an http(s) URL")
+
+    async def send(settings: Settings, remote: Any) -> int:
+        from control.cli.last import chosen_endpoint, last_listened
+
+        to = args.to or (last_listened(settings.data_dir, remote.base_url) or {}).get("forward_to")
+        if not to:
+            raise ConfigError("--to: where to? no `hookyard listen` has forwarded from this data dir to say")
+        event_id = args.event
+        if event_id is None:
+            endpoint = await chosen_endpoint(remote, settings.data_dir, args.endpoint, "--endpoint")
+            try:
+                event_id = (await remote.call("GET", f"/v1/endpoints/{endpoint['id']}/events/latest")).json()["id"]
+            except ApiError as exc:
+                if exc.code != "not_found":
+                    raise
+                raise HookyardError(f"endpoint {endpoint['id']} has no event yet to replay") from None
+        sent = (await remote.call("POST", f"/v1/events/{event_id}/replay", json={"url": to})).json()
+        status = sent["status"] if sent["status"] is not None else f"ERR {sent['error']}"
+        print(f"replayed {event_id} to {to}: {status}, {sent['latency_ms']} ms ({sent['id']})")
+        return 0 if sent["success"] else 1
 
     return _webhook_command(args, send)

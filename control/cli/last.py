@@ -1,0 +1,91 @@
+"""The endpoint a client command uses when none is named: the one ``hookyard listen`` last followed.
+
+So the first hour needs no id copied by hand: ``hookyard listen --start`` makes an endpoint and records it
+(with where it forwards) in the data dir, in ``last-endpoint.json``, keyed by the control URL it was made on
+(an endpoint id means nothing to another instance); ``trigger``, ``open`` and ``replay`` with no endpoint
+then use it, and ``replay`` sends to where ``listen`` forwards. Recorded before ``listen`` prints "Ready", so
+a command typed after that line finds it.
+
+Without a record for this control plane, or with one whose endpoint has since expired or been deleted, an
+account with exactly one endpoint means that one; otherwise the command refuses, listing the endpoints it
+could mean and the flag that chooses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from shared.errors import ApiError, ConfigError
+
+__all__ = ("RECORD", "chosen_endpoint", "last_listened", "remember")
+
+RECORD = "last-endpoint.json"
+_GONE = frozenset({"not_found", "gone"})
+_LISTED = 10
+
+
+def remember(data_dir: str | Path, control_url: str, endpoint_id: str, forward_to: str) -> None:
+    """Replaces this control plane's entry; others are kept. Renamed into place: never half written."""
+    path = Path(data_dir) / RECORD
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    entries = _read(path)
+    entries[control_url] = {"endpoint_id": endpoint_id, "forward_to": forward_to}
+    tmp = path.with_name(f".{RECORD}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(entries, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def last_listened(data_dir: str | Path, control_url: str) -> dict[str, str] | None:
+    """``endpoint_id`` and ``forward_to`` of the last ``listen`` on ``control_url``; None if none ran."""
+    found = _read(Path(data_dir) / RECORD).get(control_url)
+    if isinstance(found, dict) and isinstance(found.get("endpoint_id"), str):
+        return {k: str(v) for k, v in found.items()}
+    return None
+
+
+def _absolute(data_dir: str | Path) -> Path:
+    return Path(data_dir).resolve()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    with contextlib.suppress(OSError, ValueError):
+        entries = json.loads(path.read_text())
+        if isinstance(entries, dict):
+            return entries
+    return {}
+
+
+async def chosen_endpoint(remote: Any, data_dir: str | Path, ref: str | None, flag: str) -> dict[str, Any]:
+    """The endpoint ``ref`` names (an id or ``external_ref``); else the last one ``listen`` followed on this
+    control plane, if it still exists; else the account's only endpoint. ``flag`` is how the command names
+    an endpoint, for the refusal."""
+    if ref is not None:
+        return await remote.endpoint(ref)
+    last = last_listened(data_dir, remote.base_url)
+    if last is not None:
+        try:
+            return await remote.endpoint(last["endpoint_id"])
+        except ApiError as exc:
+            if exc.code not in _GONE:
+                raise
+    endpoints = (await remote.call("GET", "/v1/endpoints")).json()["endpoints"]
+    if len(endpoints) == 1:
+        return endpoints[0]
+    where = f"no `hookyard listen` has run on {remote.base_url} from data dir {_absolute(data_dir)}"
+    if last is not None:
+        where = f"the endpoint `hookyard listen` last followed ({last['endpoint_id']}) is gone"
+    if not endpoints:
+        raise ConfigError(
+            f"{flag}: this account has no endpoint yet; `hookyard listen --start --forward-to URL` makes one "
+            "(and later commands use it)"
+        )
+    listed = ", ".join(f"{e['id']} ({e.get('external_ref') or e['name']})" for e in endpoints[:_LISTED])
+    more = f" and {len(endpoints) - _LISTED} more" if len(endpoints) > _LISTED else ""
+    raise ConfigError(
+        f"{flag}: which endpoint? {where}, and this account has {len(endpoints)}: {listed}{more}; "
+        f"name one with {flag} (an id or external_ref), or run `hookyard listen --start` to make and use a new one"
+    )

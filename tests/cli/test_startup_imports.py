@@ -1,0 +1,49 @@
+"""A client command starts without the servers' libraries: ``hookyard trigger``, ``open``, ``replay`` and
+``--help`` took about 1.3 s, most of it importing asyncpg, redis and the samples, which only the server and
+admin commands use, and httpx's own command line client (rich, click, pygments). What a command imports is
+counted, not timed: the list holds on any machine, loaded or not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = (
+    *("asyncpg", "redis", "litestar", "granian", "shared.samples", "control.service", "control.db"),  # servers'
+    *("rich", "click", "pygments"),  # httpx's own command line client (control.cli.entry._without_httpx_cli)
+)
+PROBE = """
+import json, sys
+from control.cli import entry
+try:
+    entry.main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _imported(*args: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=60, check=False)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["trigger", "--help"],
+        ["trigger", "stripe", "invoice.paid", "--control-url", "http://127.0.0.1:9"],
+        ["open", "--no-browser", "--control-url", "http://127.0.0.1:9"],
+        ["replay", "--to", "http://127.0.0.1:9/x", "--control-url", "http://127.0.0.1:9"],
+    ],
+)
+def test_a_client_command_imports_no_server_library(args: list[str], tmp_path: Path) -> None:
+    key = tmp_path / "api_key"
+    key.write_text("hy_live_" + "a" * 32 + "\n")
+    imported = _imported(*args, *(["--data-dir", str(tmp_path)] if "--help" not in args else []))
+    assert [m for m in imported if m.startswith(HEAVY)] == []
