@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 
 from control.db.faults import UNAVAILABLE
 from control.records.replay import ReplayRequest
+from control.service import ingest_marks
 from control.service.erasure_jobs import MAX_FAILURES, advance
 from control.service.replay import replay_event
 from control.workers.erasures import Erasures
@@ -188,3 +189,21 @@ async def test_a_replay_in_flight_when_its_event_is_erased_records_nothing(clien
     async with db(database_url) as conn:
         left = await conn.fetchval("SELECT count(*) FROM deliveries WHERE event_id = $1", event)
     assert left == 0, "the replay re-created a delivery record, bodies and all, of an erased event"
+
+
+async def test_the_marks_are_passed_only_once_every_entry_up_to_them_is_stored(ctx) -> None:
+    """What the flush leaves in a stream: an entry read and not acknowledged holds a mark; one acknowledged
+    whose XDEL was lost does not; one added after the mark never does."""
+    redis, keys = ctx.redis, ctx.keys
+    stream = keys.ingest_stream(0)
+    first = (await redis.xadd(stream, {"r": b"x"})).decode()
+    await redis.xgroup_create(stream, "flush", id="0")
+    marks = await ingest_marks.marks(redis, keys)
+    assert marks[0] == first
+    assert await ingest_marks.stored_through(redis, keys, marks) == 0  # not read yet
+    await redis.xreadgroup("flush", "c", {stream: ">"}, count=1)
+    assert await ingest_marks.stored_through(redis, keys, marks) == 0  # read, not stored
+    await redis.xadd(stream, {"r": b"later"})
+    await redis.xack(stream, "flush", first)  # stored and acknowledged, its XDEL lost
+    assert await ingest_marks.stored_through(redis, keys, marks) is None
+    assert await ingest_marks.stored_through(redis, keys, [None]) is None
