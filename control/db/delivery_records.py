@@ -14,7 +14,15 @@ import asyncpg
 
 from control.db import stats
 
-__all__ = ("COLUMNS", "destination_for_account", "destination_with_url", "insert", "insert_many", "reduced")
+__all__ = (
+    "COLUMNS",
+    "destination_for_account",
+    "destination_with_url",
+    "insert",
+    "insert_for_event",
+    "insert_many",
+    "reduced",
+)
 
 COLUMNS = (
     "id",
@@ -103,6 +111,23 @@ def reduced(row: Sequence[object], reason: str) -> tuple[object, ...]:
 async def insert(conn: asyncpg.Connection, row: Sequence[object]) -> None:
     """One attempt, values in ``COLUMNS`` order."""
     await insert_many(conn, [row])
+
+
+async def insert_for_event(conn: asyncpg.Connection, row: Sequence[object], received_at: object) -> bool:
+    """One attempt of a stored event (a replay), written only if the event is still stored; False when it was
+    erased (or expired) while the attempt was out. The event row is locked (KEY SHARE) until the insert
+    commits: an erasure deleting it meanwhile waits for that commit, and then removes this record with the
+    event's others (``control.db.erasures.erase``), or it deleted the event first and this finds none."""
+    async with conn.transaction():
+        found = await conn.fetchval(
+            "SELECT true FROM events WHERE id = $1 AND received_at = $2 FOR KEY SHARE",
+            row[COLUMNS.index("event_id")],
+            received_at,
+        )
+        if not found:
+            return False
+        await insert_many(conn, [row])
+        return True
 
 
 async def insert_many(conn: asyncpg.Connection, rows: Sequence[Sequence[object]]) -> None:

@@ -1,4 +1,4 @@
-"""Erasure jobs (migration 0018): the job rows, one page of an endpoint's events with the candidates marked,
+"""Erasure jobs (migrations 0018 and 0019): the job rows, one page of an endpoint's events with the candidates marked,
 and the erasure of matched events with everything that holds their data.
 
 A page is the next ``size`` events of the endpoint after the job's cursor, in ``events_endpoint_received``
@@ -7,9 +7,9 @@ every match satisfies (``Candidates``): for a body field and a text value, the v
 or an escape (``\\``) anywhere in it; for a header, its stored value; for a label, the label. Only candidates
 carry their columns back, and the service decides each exactly, with the condition trees' own ``equals``.
 
-An erasure is one statement in the caller's transaction: the events, their deliveries (records, bodies and
-all: the record of an attempt to send an erased event is data about it), their delivery tasks and the
-deduplication keys they own. The tasks are locked first (``busy``), so an attempt in flight is seen: its
+An erasure is two statements in the caller's transaction (``erase``): the events, then their deliveries
+(records, bodies and all: the record of an attempt to send an erased event is data about it), their delivery
+tasks and the deduplication keys they own. The tasks are locked first (``busy``), so an attempt in flight is seen: its
 record would be written after the erasure, so its event waits (``erasure_deferred``).
 """
 
@@ -31,6 +31,7 @@ __all__ = (
     "defer",
     "deferred",
     "erase",
+    "fail_step",
     "finish",
     "get_job",
     "list_jobs",
@@ -44,17 +45,26 @@ __all__ = (
 
 JOB_COLUMNS = """j.id, j.account_id, j.endpoint_id, j.field, j.value, j.value_sha256, j.state, j.stage, j.scanned_at,
     j.scanned_id, j.scanned, j.matched, j.erased, j.deliveries_erased, j.dead_letters_erased, j.schemas_scrubbed,
-    j.error, j.created_at, j.started_at, j.finished_at"""
+    j.error, j.created_at, j.started_at, j.finished_at, j.ingest_marks, j.failures"""
 
 
 async def create_job(
-    conn: asyncpg.Connection, *, job_id: str, account_id: str, endpoint_id: str, field: str, value: object, sha256: str
+    conn: asyncpg.Connection,
+    *,
+    job_id: str,
+    account_id: str,
+    endpoint_id: str,
+    field: str,
+    value: object,
+    sha256: str,
+    ingest_marks: list[str | None],
 ) -> asyncpg.Record:
-    """``value`` is kept as jsonb (so its type stays), encoded by the pool's codec (``control.db``)."""
+    """``value`` is kept as jsonb (so its type stays), encoded by the pool's codec (``control.db``). The job
+    starts at the ``ingest`` stage, waiting for the flush to pass ``ingest_marks``."""
     return await conn.fetchrow(
         f"""WITH j AS (
-                INSERT INTO erasure_jobs (id, account_id, endpoint_id, field, value, value_sha256)
-                VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING *
+                INSERT INTO erasure_jobs (id, account_id, endpoint_id, field, value, value_sha256, ingest_marks, stage)
+                VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7::text[], 'ingest') RETURNING *
             )
             SELECT {JOB_COLUMNS} FROM j""",
         job_id,
@@ -63,6 +73,7 @@ async def create_job(
         field,
         value,
         sha256,
+        ingest_marks,
     )
 
 
@@ -88,16 +99,19 @@ async def list_jobs(
     )
 
 
-async def take_job(conn: asyncpg.Connection, *, exclude: list[str]) -> asyncpg.Record | None:
+async def take_job(conn: asyncpg.Connection, *, exclude: list[str], retry_s: float) -> asyncpg.Record | None:
     """The unfinished job advanced least recently that no other worker holds (SKIP LOCKED), locked until the
-    caller's transaction ends, with its endpoint's environment (null: the endpoint is gone)."""
+    caller's transaction ends, with its endpoint's environment (null: the endpoint is gone). A job whose last
+    step failed for its data waits ``retry_s`` times its failures before it is tried again."""
     return await conn.fetchrow(
         f"""SELECT {JOB_COLUMNS}, p.environment FROM erasure_jobs j LEFT JOIN endpoints p ON p.id = j.endpoint_id
              WHERE j.state IN ('pending', 'running') AND j.id <> ALL($1::text[])
+               AND (j.failures = 0 OR j.checked_at <= clock_timestamp() - make_interval(secs => $2 * j.failures))
              ORDER BY j.checked_at NULLS FIRST, j.id
              LIMIT 1
                FOR UPDATE OF j SKIP LOCKED""",
         exclude,
+        retry_s,
     )
 
 
@@ -172,12 +186,12 @@ class Erased(NamedTuple):
     deliveries: int
 
 
-_ERASE = """
-WITH ev AS (
-    DELETE FROM events e USING unnest($2::text[], $3::timestamptz[]) AS m(id, received_at)
-     WHERE e.endpoint_id = $1 AND e.id = m.id AND e.received_at = m.received_at
-    RETURNING e.id
-), d AS (
+_ERASE_EVENTS = """
+DELETE FROM events e USING unnest($2::text[], $3::timestamptz[]) AS m(id, received_at)
+ WHERE e.endpoint_id = $1 AND e.id = m.id AND e.received_at = m.received_at
+"""
+_ERASE_HOLDERS = """
+WITH d AS (
     DELETE FROM deliveries WHERE event_id = any($2::text[]) AND endpoint_id = $1 RETURNING 1
 ), t AS (
     DELETE FROM delivery_tasks WHERE event_id = any($2::text[]) AND endpoint_id = $1 RETURNING 1
@@ -186,17 +200,23 @@ WITH ev AS (
        AND destination_id IN (SELECT id FROM destinations WHERE endpoint_id = $1)
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM ev) AS events, (SELECT count(*) FROM d) AS deliveries,
-       (SELECT count(*) FROM t) AS tasks, (SELECT count(*) FROM k) AS keys
+SELECT (SELECT count(*) FROM d) AS deliveries, (SELECT count(*) FROM t) AS tasks, (SELECT count(*) FROM k) AS keys
 """
 
 
 async def erase(conn: asyncpg.Connection, endpoint_id: str, events: list[tuple[str, datetime]]) -> Erased:
-    """Removes the events (id, received_at) of the endpoint and what holds their data; counts what it removed."""
+    """Removes the events (id, received_at) of the endpoint and what holds their data; counts what it removed.
+
+    Two statements, the events first: a replay that records its delivery locks its event first
+    (``control.db.delivery_records.insert_for_event``), so the events' deletion waits for a replay's
+    commit, and the second statement, with a snapshot taken after it, sees that replay's record too; a
+    replay that comes later finds no event and records nothing."""
     if not events:
         return Erased(0, 0)
-    row = await conn.fetchrow(_ERASE, endpoint_id, [e[0] for e in events], [e[1] for e in events])
-    return Erased(row["events"], row["deliveries"])
+    ids, received = [e[0] for e in events], [e[1] for e in events]
+    done = await conn.execute(_ERASE_EVENTS, endpoint_id, ids, received)
+    row = await conn.fetchrow(_ERASE_HOLDERS, endpoint_id, ids)
+    return Erased(int(done.rsplit(" ", 1)[-1]), row["deliveries"])
 
 
 async def defer(conn: asyncpg.Connection, job_id: str, events: list[tuple[str, datetime]]) -> None:
@@ -237,12 +257,12 @@ async def save_progress(
     deliveries: int = 0,
 ) -> None:
     """A step's result: the stage, the cursor, and the counts the step adds; the job is running from its
-    first step on."""
+    first step on, and a step that moved clears the failures before it."""
     await conn.execute(
         """UPDATE erasure_jobs
               SET state = 'running', stage = $2, scanned_at = $3, scanned_id = $4, scanned = scanned + $5,
                   matched = matched + $6, erased = erased + $7, deliveries_erased = deliveries_erased + $8,
-                  started_at = coalesce(started_at, now()), checked_at = clock_timestamp()
+                  failures = 0, error = NULL, started_at = coalesce(started_at, now()), checked_at = clock_timestamp()
             WHERE id = $1""",
         job_id,
         stage,
@@ -273,6 +293,25 @@ async def finish(
         dead_letters,
         schemas,
         error,
+    )
+
+
+async def fail_step(conn: asyncpg.Connection, job_id: str, *, error: str, limit: int) -> asyncpg.Record | None:
+    """Counts a step that failed for the job's data and says why (``error``); the ``limit``-th in a row makes
+    the job ``failed``, its value dropped as a finished job's is. None: the job was no longer unfinished."""
+    return await conn.fetchrow(
+        f"""WITH j AS (
+                UPDATE erasure_jobs
+                   SET failures = failures + 1, error = $2, checked_at = clock_timestamp(),
+                       state = CASE WHEN failures + 1 >= $3 THEN 'failed' ELSE state END,
+                       value = CASE WHEN failures + 1 >= $3 THEN NULL ELSE value END,
+                       finished_at = CASE WHEN failures + 1 >= $3 THEN now() END
+                 WHERE id = $1 AND state IN ('pending', 'running') RETURNING *
+            )
+            SELECT {JOB_COLUMNS} FROM j""",
+        job_id,
+        error,
+        limit,
     )
 
 

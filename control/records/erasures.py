@@ -60,6 +60,9 @@ class Erasure(msgspec.Struct, kw_only=True):
     """Hex SHA-256 of ``<id>:<the value as JSON>`` (``erase_…:"cus_123"``): whoever holds the value can check
     that this job erased it; the record itself keeps no personal data."""
     state: ErasureState
+    """``pending`` (waiting for the flush to store what the edge acknowledged before the request), ``running``,
+    ``done``, or ``failed`` (a step failed for the stored data five times in a row; ``error`` says why, and
+    what was erased until then stays counted). An outage of Postgres or Redis is waited out, never failed."""
     matched: int
     """Events of the endpoint found with the value (exact)."""
     erased: int
@@ -67,12 +70,16 @@ class Erasure(msgspec.Struct, kw_only=True):
     deliveries_erased: int
     """Delivery records (attempts, with their request and response bodies) removed with the events."""
     dead_letters_erased: int
-    """Records of the endpoint that the flush could not store, kept as dead letters, removed."""
+    """Records of the endpoint that the flush could not store, kept as dead letters, removed: matched as the
+    events are, their labels those the endpoint's label rules give them now (an entry that cannot be decoded
+    at all names no endpoint and is not looked at)."""
     schemas_scrubbed: int
     """Learned schemas of the endpoint whose correlation sketches held the value, and hold it no more."""
     scanned: int
     """Events of the endpoint looked at so far."""
     error: str | None
+    """Why the last step failed for the stored data: while ``running`` it is being retried, once ``failed`` it
+    is why the job stopped (the stage, and the event or schema at fault)."""
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

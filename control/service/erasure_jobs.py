@@ -2,6 +2,9 @@
 
 Stages, each step one transaction on the job's locked row (several workers share the jobs, never one job):
 
+- ``ingest``: waits, without blocking a worker, until the flush has stored every record the edge had
+  acknowledged when the erasure was requested (``control.service.ingest_marks``: the job's marks in the
+  ingest streams); the scan that follows sees them;
 - ``events``: the next page of the endpoint's events after the cursor (every day partition), its candidates
   decided exactly by the condition trees' own ``equals`` (``control.routing.conditions``), the matched ones
   erased with their deliveries, tasks and deduplication keys (``control.db.erasures.erase``), and the
@@ -13,7 +16,15 @@ Stages, each step one transaction on the job's locked row (several workers share
   sketches of the schemas learned on the endpoint; then the job is done and its value dropped.
 
 The scan has no upper bound: events stored while the job runs are looked at too, until a page comes back
-short. Records still in the ingest stream when the job finishes are not (they are stored after it).
+short. Records the edge acknowledged after the request, still in the ingest stream when the job finishes,
+are not (they were sent after the person asked).
+
+A step that fails for the infrastructure (``control.db.faults.UNAVAILABLE``: Postgres or Redis away) or for
+a reason not recognised is raised to the loop, which waits it out with its backoff; the job is untouched. A
+step that fails for the job's own data (``JobDataError``: a stored field that no longer compiles, a row or
+schema state that cannot be read; or a value Postgres refuses, ``faults.is_record_fault``) is counted on the
+job with ``error`` saying why, retried after ``retry_s`` times its failures, and after ``MAX_FAILURES`` in a
+row the job is ``failed``: retrying the same data would fail the same way for ever.
 """
 
 from __future__ import annotations
@@ -27,27 +38,42 @@ import asyncpg
 import msgspec
 
 from control.db import erasures as db
+from control.db import labels as db_labels
+from control.db.faults import UNAVAILABLE, describe, is_record_fault
 from control.routing.conditions import LABEL_PREFIX, MISSING, EventView, compile_tree, text_form
 from control.routing.conditions.text import as_number
+from control.routing.labels import LabelRule, compile_label, labels_of
 from control.schemas.batch import hash_value
 from control.schemas.scrub import scrub
 from control.schemas.state import decode_state, encode_state
-from control.service import Context
+from control.service import Context, ingest_marks
 from shared.wire import IngestRecord, decode_records
 
-__all__ = ("PAGE", "advance", "candidates", "matcher", "value_hashes")
+__all__ = ("MAX_FAILURES", "PAGE", "RETRY_S", "JobDataError", "advance", "candidates", "matcher", "value_hashes")
 
 log = logging.getLogger("hookyard.erasure")
 
 PAGE = 1000
 """Events looked at per step (one transaction): measured on the bench database (docs/reference/retention.md)."""
+MAX_FAILURES = 5
+"""Steps in a row that may fail for the job's data before the job is ``failed``."""
+RETRY_S = 10.0
+"""A job whose step failed for its data is tried again after this many seconds times its failures."""
 _DEFERRED = 500
 _decode = msgspec.json.Decoder().decode
 
 
+class JobDataError(Exception):
+    """A step cannot go on because of what is stored (the job's field or value, an event row, a schema's
+    state), not because a store is away: trying again fails the same way."""
+
+
 def matcher(field: str, value: Any) -> Any:
     """The predicate of ``{field, equals, value}``: what decides a match, for events and dead letters alike."""
-    return compile_tree({"field": field, "operator": "equals", "value": value})
+    try:
+        return compile_tree({"field": field, "operator": "equals", "value": value})
+    except Exception as exc:  # the validator of the request accepted them; what is stored now does not compile
+        raise JobDataError(f"the stored field and value no longer make a condition ({describe(exc)})") from exc
 
 
 def candidates(field: str, value: Any) -> db.Candidates:
@@ -97,7 +123,9 @@ def _view(row: Mapping[str, Any], endpoint_id: str, environment: str | None) -> 
     return EventView(body, row["headers"], meta)
 
 
-def _dead_letter_view(record: IngestRecord, environment: str | None) -> EventView:
+def _dead_letter_view(record: IngestRecord, environment: str | None, rules: tuple[LabelRule, ...]) -> EventView:
+    """The record as the flush would have stored it, labels included: the endpoint's label rules applied to
+    it now, as the flush applies them to each new event (``control.routing.route``)."""
     headers: dict[str, str] = {}
     for name, raw in record.headers:
         try:
@@ -119,26 +147,66 @@ def _dead_letter_view(record: IngestRecord, environment: str | None) -> EventVie
         "signature_valid": record.signature_valid,
         "ip_allowed": record.ip_allowed,
     }
-    return _view(row, record.endpoint_id, environment)
+    view = _view(row, record.endpoint_id, environment)
+    labels = labels_of(rules, view) if rules else []
+    if not labels:
+        return view
+    return view._replace(meta={**view.meta, **{LABEL_PREFIX + label["key"]: label["value"] for label in labels}})
 
 
-async def advance(ctx: Context, *, page: int = PAGE, exclude: list[str] | None = None) -> tuple[str | None, int]:
+async def advance(
+    ctx: Context, *, page: int = PAGE, exclude: list[str] | None = None, retry_s: float = RETRY_S
+) -> tuple[str | None, int]:
     """One step of the unfinished job advanced least recently: (its id, how much moved); (None, 0) when no job
-    is left to take. A step that moved nothing (its deferred events still in flight) lets the caller try
-    another job (``exclude``)."""
-    async with ctx.pool.acquire() as conn, conn.transaction():
-        job = await db.take_job(conn, exclude=exclude or [])
-        if job is None:
-            return None, 0
-        if job["environment"] is None:  # the endpoint was deleted, and its events with it
-            await db.finish(conn, job["id"], state="done", dead_letters=0, schemas=0, error=None)
-            return job["id"], 1
-        value = job["value"]
-        if job["stage"] == "events":
-            return job["id"], await _page(conn, job, value, page)
-        if job["stage"] == "deferred":
-            return job["id"], await _deferred(conn, job)
-        return job["id"], await _finish(ctx, conn, job, value)
+    is left to take. A step that moved nothing (waiting for the flush, or its deferred events still in
+    flight) lets the caller try another job (``exclude``)."""
+    job = None
+    async with ctx.pool.acquire() as conn:
+        try:
+            async with conn.transaction():
+                job = await db.take_job(conn, exclude=exclude or [], retry_s=retry_s)
+                if job is None:
+                    return None, 0
+                return job["id"], await _step(ctx, conn, job, page)
+        except Exception as exc:
+            if job is None or not _data_fault(exc):
+                raise
+            why = str(exc) if isinstance(exc, JobDataError) else describe(exc)
+            failed = await db.fail_step(conn, job["id"], error=f"{job['stage']} stage: {why}", limit=MAX_FAILURES)
+    if failed is not None and failed["state"] == "failed":
+        log.error("erasure %s failed after %d tries: %s", failed["id"], failed["failures"], failed["error"])
+    elif failed is not None:
+        log.warning("erasure %s: step failed (%s); retrying", failed["id"], failed["error"])
+    return job["id"], 1
+
+
+def _data_fault(exc: BaseException) -> bool:
+    """The job's data is at fault (retrying fails alike); an outage or anything unrecognised is not."""
+    if isinstance(exc, UNAVAILABLE):
+        return False
+    return isinstance(exc, JobDataError) or is_record_fault(exc)
+
+
+async def _step(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record, page: int) -> int:
+    if job["environment"] is None:  # the endpoint was deleted, and its events with it
+        await db.finish(conn, job["id"], state="done", dead_letters=0, schemas=0, error=None)
+        return 1
+    value = job["value"]
+    if job["stage"] == "ingest":
+        return await _ingest(ctx, conn, job)
+    if job["stage"] == "events":
+        return await _page(conn, job, value, page)
+    if job["stage"] == "deferred":
+        return await _deferred(conn, job)
+    return await _finish(ctx, conn, job, value)
+
+
+async def _ingest(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record) -> int:
+    """Moves on to the scan once the flush stored what the edge had acknowledged at the request."""
+    if await ingest_marks.stored_through(ctx.redis, ctx.keys, list(job["ingest_marks"] or ())) is not None:
+        return 0
+    await db.save_progress(conn, job["id"], stage="events", scanned_at=None, scanned_id=None)
+    return 1
 
 
 async def _erase(conn: asyncpg.Connection, job: asyncpg.Record, matched: list[tuple[str, Any]]) -> tuple[int, int]:
@@ -148,6 +216,15 @@ async def _erase(conn: asyncpg.Connection, job: asyncpg.Record, matched: list[tu
         await db.defer(conn, job["id"], [m for m in matched if m[0] in busy])
     erased = await db.erase(conn, job["endpoint_id"], [m for m in matched if m[0] not in busy])
     return erased.events, erased.deliveries
+
+
+def _matches(predicate: Any, row: asyncpg.Record, endpoint_id: str, environment: str | None) -> bool:
+    """Whether the event matches; an event whose stored columns cannot be read as the flush made them (a
+    poison row) stops the job, named, rather than being passed over with the value perhaps in it."""
+    try:
+        return bool(predicate(_view(row, endpoint_id, environment)))
+    except Exception as exc:
+        raise JobDataError(f"event {row['id']} cannot be read to match it ({describe(exc)})") from exc
 
 
 async def _page(conn: asyncpg.Connection, job: asyncpg.Record, value: Any, size: int) -> int:
@@ -161,7 +238,8 @@ async def _page(conn: asyncpg.Connection, job: asyncpg.Record, value: Any, size:
     )
     predicate = matcher(job["field"], value)
     environment = job["environment"]
-    matched = [(r["id"], r["received_at"]) for r in found.rows if predicate(_view(r, job["endpoint_id"], environment))]
+    endpoint_id = job["endpoint_id"]
+    matched = [(r["id"], r["received_at"]) for r in found.rows if _matches(predicate, r, endpoint_id, environment)]
     events, deliveries = await _erase(conn, job, matched)
     last = found.visited < size
     await db.save_progress(
@@ -203,8 +281,15 @@ async def _deferred(conn: asyncpg.Connection, job: asyncpg.Record) -> int:
     return len(ready)
 
 
-async def _dead_letters(ctx: Context, endpoint_id: str, predicate: Any, environment: str | None) -> int:
-    """Removes the endpoint's dead letters whose record matches; each XDEL is idempotent."""
+async def _dead_letters(
+    ctx: Context, conn: asyncpg.Connection, endpoint_id: str, predicate: Any, environment: str | None
+) -> int:
+    """Removes the endpoint's dead letters whose record matches, labels computed by the endpoint's label
+    rules as the flush would have; each XDEL is idempotent."""
+    rules = tuple(
+        compile_label(r["source"], r["path"], r["output_key"], r["color"])
+        for r in await db_labels.for_endpoints(conn, [endpoint_id])
+    )
     removed = 0
     for shard in range(ctx.keys.shards):
         stream = ctx.keys.dead_letter_stream(shard)
@@ -218,7 +303,7 @@ async def _dead_letters(ctx: Context, endpoint_id: str, predicate: Any, environm
                     records = decode_records(fields.get(b"r", b""))
                 except (msgspec.MsgspecError, ValueError):
                     continue
-                if any(predicate(_dead_letter_view(r, environment)) for r in records):
+                if any(predicate(_dead_letter_view(r, environment, rules)) for r in records):
                     removed += await ctx.redis.xdel(stream, entry_id)
             if len(entries) < 500:
                 break
@@ -232,11 +317,14 @@ async def _finish(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record, v
     too). The dead letters' XDEL cannot roll back: a worker killed after it does the stage again, harmlessly,
     but counts only what is left."""
     predicate = matcher(job["field"], value)
-    dead = await _dead_letters(ctx, job["endpoint_id"], predicate, job["environment"])
+    dead = await _dead_letters(ctx, conn, job["endpoint_id"], predicate, job["environment"])
     hashes = value_hashes(value)
     updates = []
     for schema_id, raw in await db.schema_states(conn, job["endpoint_id"]):
-        state = decode_state(raw)
+        try:
+            state = decode_state(raw)
+        except Exception as exc:
+            raise JobDataError(f"the state of schema {schema_id} cannot be read ({describe(exc)})") from exc
         if raw and scrub(state, hashes):
             updates.append((schema_id, encode_state(state), random.getrandbits(62)))
     await db.store_schema_states(conn, updates)

@@ -26,7 +26,7 @@ from control.db import erasures as db
 from control.records.erasures import MAX_VALUE_LENGTH, EraseRequest, Erasure, ErasureList
 from control.records.storable import check_text
 from control.routing import conditions
-from control.service import Context, Principal
+from control.service import Context, Principal, ingest_marks
 from control.service.endpoints import require_endpoint, require_write
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -101,12 +101,15 @@ def erasure_record(row: asyncpg.Record | dict[str, Any]) -> Erasure:
 
 
 async def erase_events(ctx: Context, principal: Principal, endpoint_id: str, data: EraseRequest) -> Erasure:
-    """Records the job (pending) and answers it; the worker erases."""
+    """Records the job (pending) and answers it; the worker erases. The ingest streams' positions are taken
+    once the endpoint is known: what the edge acknowledged up to now is erased too, once the flush stored it
+    (``control.service.erasure_jobs``)."""
     require_write(principal)
     field, value = check_request(data.field, data.value)
     job_id = ids.new_id(JOB_PREFIX)
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
+        marks = await ingest_marks.marks(ctx.redis, ctx.keys)
         row = await db.create_job(
             conn,
             job_id=job_id,
@@ -115,6 +118,7 @@ async def erase_events(ctx: Context, principal: Principal, endpoint_id: str, dat
             field=field,
             value=value,
             sha256=value_sha256(job_id, value),
+            ingest_marks=marks,
         )
     return erasure_record(row)
 

@@ -114,6 +114,13 @@ async def _send(ctx: Context, url: str, method: str, headers: dict[str, str], bo
         return await send(client, method, url, headers, body, total_timeout_s=s.deliver_timeout_s)
 
 
+async def _insert(conn: asyncpg.Connection, row: tuple[object, ...], received_at: datetime | None) -> None:
+    if received_at is None:
+        await delivery_records.insert(conn, row)
+    elif not await delivery_records.insert_for_event(conn, row, received_at):
+        log.info("replay %s: its event is no longer stored (erased meanwhile); the attempt is not recorded", row[0])
+
+
 async def _record(
     conn: asyncpg.Connection,
     outcome: Outcome,
@@ -125,7 +132,11 @@ async def _record(
     body: bytes,
     destination: Mapping[str, Any] | None,
     transform: TransformRecord | None = None,
+    received_at: datetime | None = None,
 ) -> SendOutcome:
+    """Records the attempt and answers its outcome. ``received_at``: the replayed event's, whose record is
+    written only while the event is still stored (an erasure may have removed it while the request was out:
+    the outcome is answered, and nothing about the erased event is kept)."""
     record = msgspec.to_builtins(transform) if transform is not None else None
     row = delivery_row(
         outcome,
@@ -142,12 +153,12 @@ async def _record(
         transform=record,
     )
     try:
-        await delivery_records.insert(conn, row)
+        await _insert(conn, row, received_at)
     except Exception as exc:
         if not is_record_fault(exc):
             raise
         log.error("%s of %s: the delivery record was reduced to be stored (%s)", source, event_id, describe(exc))
-        await delivery_records.insert(conn, delivery_records.reduced(row, describe(exc)))
+        await _insert(conn, delivery_records.reduced(row, describe(exc)), received_at)
     response_body, response_encoding = shown_body(outcome.response_body)
     return SendOutcome(
         id=row[0],
@@ -205,6 +216,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
                     body=b"",
                     destination=destination,
                     transform=transform,
+                    received_at=row["received_at"],
                 )
         method, url, headers, body = (
             result.request.method,
@@ -230,6 +242,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
             body=body,
             destination=destination,
             transform=transform,
+            received_at=row["received_at"],
         )
 
 
