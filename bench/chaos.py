@@ -233,6 +233,12 @@ class Load:
     so it is acknowledged and must be stored), a header value that is not UTF-8, a body shorter than its
     Content-Length, and a malformed chunk size (those two must be refused, never stored)."""
 
+    MAX_IN_FLIGHT = 64
+    """Requests open at once, the client's connections. Beyond them a request would only wait in httpcore's
+    pool, whose scan of waiting requests is quadratic: a pace the service could not keep up with (a loaded
+    machine, an outage) once left a test spinning on that scan for over half an hour. At the bound the pace
+    slows instead; what was sent and acknowledged is still counted exactly."""
+
     def __init__(
         self, targets: list[Target], rate_per_s: float, *, run_id: str, poison: list[Target] | None = None
     ) -> None:
@@ -256,6 +262,8 @@ class Load:
                 if delay > 0:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._stop.wait(), delay)
+                if len(in_flight) >= self.MAX_IN_FLIGHT:  # the service is slower than the pace: wait, don't queue
+                    await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
                 task = asyncio.create_task(self.send(client, n))
                 in_flight.add(task)
                 task.add_done_callback(in_flight.discard)

@@ -74,6 +74,8 @@ def _session_servers() -> Iterator[Servers]:
         # embedded Postgres (running as its own user) out of its files mid-run.
         embedded_dir = Path(tempfile.mkdtemp(prefix="hookyard-embedded-"))
         embedded = start_embedded(embedded_dir, postgres=database_url is None, redis=redis_url is None)
+        if database_url is None:
+            asyncio.run(_throwaway(embedded.database_url))
         database_url = database_url or embedded.database_url
         redis_url = redis_url or embedded.redis_url
     try:
@@ -82,6 +84,21 @@ def _session_servers() -> Iterator[Servers]:
         if embedded is not None:
             embedded.stop()
             shutil.rmtree(embedded_dir, ignore_errors=True)
+
+
+async def _throwaway(database_url: str) -> None:
+    """The embedded Postgres of a test run lives in a temporary directory deleted after it, so it need not
+    survive a crash of the machine: without fsync and full-page writes, the ``CREATE DATABASE ... TEMPLATE``
+    of every test and every commit go to the page cache without waiting for the disk. Commits are still
+    written before they return (``synchronous_commit`` stays on), so a Postgres process a test kills loses
+    nothing it acknowledged; only a crash of the machine could. Never applied to a ``DATABASE_URL`` server."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        for name in ("fsync", "full_page_writes"):
+            await conn.execute(f"ALTER SYSTEM SET {name} = off")
+        await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
 
 
 class _OneSetOfServers:
@@ -108,6 +125,19 @@ class _OneSetOfServers:
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller, or a run without workers
         config.pluginmanager.register(_OneSetOfServers(), "hookyard-one-set-of-servers")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly has shuffled: its order is kept within each group
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules that start real processes (marked ``slow``) first. pytest-xdist hands out whole modules
+    (``--dist loadfile``) in collection order, so a slow module drawn last by the shuffle ran alone at the
+    end while the other worker sat idle (a fault module with its own topology: minutes). The order within
+    each group, and of the tests inside a module, stays random; every worker sorts the same way, as xdist
+    requires of their collections."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        rest = [item for item in items if item.get_closest_marker("slow") is None]
+        items[:] = slow + rest
 
 
 @pytest.fixture(scope="session")

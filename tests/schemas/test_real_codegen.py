@@ -17,12 +17,15 @@ import json
 from typing import Any
 
 import jsonschema
+import pytest
 
 from control.schemas.codegen.tree import type_name
 from control.service import Context
 from control.service import schemas as service
 from tests.schemas.real import by_event_type, examples
 from tests.schemas.support import learned, need_node, node_work, principal, run, tsc
+
+pytestmark = pytest.mark.slow  # tsc and node over 329 payloads: scheduled with the modules that start processes
 
 
 def _without_required(payload: dict[str, Any], fields: list[Any]) -> dict[str, Any]:
