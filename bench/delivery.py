@@ -9,7 +9,9 @@ Sink: the bare granian raw-ASGI app of ``bench.hello`` (answers 200 at once), in
    each round a destination of its own; ``transform_us_per_delivery`` is the difference of the best rounds'
    seconds per delivery (issue 28: at most 150 µs), and ``*_cpu_us_per_delivery`` the worker process's CPU
    time per delivery in those rounds (its threads included): the cost that does not depend on how busy the
-   machine's other processes keep its cores.
+   machine's other processes keep its cores. ``pg_cpu_us_per_delivery`` is the same for the Postgres backends
+   serving that worker's connections (found by their client ports, CPU read from ``/proc/<pid>/stat``):
+   Postgres runs on the same cores, and per delivery it spends about as much as the worker.
 2. Latency: edge, a flush worker process and a deliver worker process; events are POSTed to the ingest URL at
    500/s (paced, not a burst) for the run; the figure is, per event, the first attempt's start
    (``deliveries.created_at``) minus the edge's ``received_at``: stream, flush, routing, commit, NOTIFY,
@@ -25,6 +27,7 @@ a trivial transform ≤ 150 µs per delivery.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
@@ -32,6 +35,7 @@ import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 
@@ -193,14 +197,49 @@ async def _latency(
     return {k: round(row[k], 1) if k != "n" else row[k] for k in ("p50", "p99", "max", "n", "flush_p50", "flush_p99")}
 
 
-def _cpu(pid: int, measured: Coroutine[Any, Any, tuple[int, float]]) -> tuple[int, float, float]:
-    """The coroutine's figures and the CPU seconds the worker process (all its threads: a transform's isolate
-    runs on one of its own) spent meanwhile."""
+def _backends(worker: psutil.Process, database_url: str) -> dict[int, psutil.Process]:
+    """The Postgres backends serving the worker's connections, by their client ports (Postgres local)."""
+    port = urlsplit(database_url).port or 5432
+    ports = [c.laddr.port for c in worker.net_connections(kind="tcp") if c.raddr and c.raddr.port == port]
+
+    async def pids() -> list[int]:
+        conn = await connect(database_url)
+        try:
+            rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE client_port = ANY($1::int[])", ports)
+        finally:
+            await conn.close()
+        return [r["pid"] for r in rows]
+
+    found = {}
+    for pid in asyncio.run(pids()):
+        with contextlib.suppress(psutil.Error):
+            found[pid] = psutil.Process(pid)
+    return found
+
+
+def _cpu_s(processes: dict[int, psutil.Process]) -> dict[int, float]:
+    seconds = {}
+    for pid, process in processes.items():
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            seconds[pid] = times.user + times.system
+    return seconds
+
+
+def _cpu(
+    pid: int, database_url: str, measured: Coroutine[Any, Any, tuple[int, float]]
+) -> tuple[int, float, float, float]:
+    """The coroutine's figures, the CPU seconds the worker process (all its threads: a transform's isolate
+    runs on one of its own) spent meanwhile, and those of the Postgres backends serving it (a backend the
+    worker's pool opened meanwhile counted from zero)."""
     worker = psutil.Process(pid)
     before = worker.cpu_times()
+    pg_before = _cpu_s(_backends(worker, database_url))
     count, elapsed = asyncio.run(measured)
     after = worker.cpu_times()
-    return count, elapsed, (after.user - before.user) + (after.system - before.system)
+    pg_after = _cpu_s(_backends(worker, database_url))
+    pg_s = sum(s - pg_before.get(p, 0.0) for p, s in pg_after.items())
+    return count, elapsed, (after.user - before.user) + (after.system - before.system), pg_s
 
 
 def run(seconds: float) -> dict[str, object]:
@@ -215,15 +254,19 @@ def run(seconds: float) -> dict[str, object]:
         with run_process(granian("bench.hello:app", sink_port, factory=False), bench.env):
             with run_process([hookyard, "worker", "deliver"], bench.env) as worker:
                 time.sleep(2)  # started and idle (LISTENing) before the tasks arrive
-                plain: list[tuple[int, float, float]] = []
-                transformed: list[tuple[int, float, float]] = []
+                plain: list[tuple[int, float, float, float]] = []
+                transformed: list[tuple[int, float, float, float]] = []
                 for _ in range(ROUNDS):
-                    plain.append(_cpu(worker.pid, _throughput(database_url, throughput_ep.id, sink, total)))
-                    transformed.append(
-                        _cpu(worker.pid, _throughput(database_url, throughput_ep.id, sink, total, TRIVIAL))
+                    plain.append(
+                        _cpu(worker.pid, database_url, _throughput(database_url, throughput_ep.id, sink, total))
                     )
-                delivered, elapsed, cpu_s = min(plain, key=lambda r: r[1] / r[0])
-                with_n, with_s, with_cpu_s = min(transformed, key=lambda r: r[1] / r[0])
+                    transformed.append(
+                        _cpu(
+                            worker.pid, database_url, _throughput(database_url, throughput_ep.id, sink, total, TRIVIAL)
+                        )
+                    )
+                delivered, elapsed, cpu_s, pg_s = min(plain, key=lambda r: r[1] / r[0])
+                with_n, with_s, with_cpu_s, _ = min(transformed, key=lambda r: r[1] / r[0])
             edge = f"http://127.0.0.1:{edge_port}"
             latencies = []
             with (
@@ -249,6 +292,7 @@ def run(seconds: float) -> dict[str, object]:
         "transform_us_per_delivery": round((with_s / with_n - elapsed / delivered) * 1e6, 1),
         "worker_cpu_us_per_delivery": round(cpu_s / delivered * 1e6, 1),
         "transformed_cpu_us_per_delivery": round(with_cpu_s / with_n * 1e6, 1),
+        "pg_cpu_us_per_delivery": round(pg_s / delivered * 1e6, 1),
         "rounds": ROUNDS,
         "rate_per_s": RATE_PER_S,
         "events": high["n"],
