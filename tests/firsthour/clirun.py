@@ -6,18 +6,19 @@ sets applies, as in a fresh shell."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.stack import _hookyard
+from tests.stack import _hookyard, free_port
 
-__all__ = ("Proc", "Up", "clean_env", "cli", "until")
+__all__ = ("Proc", "Up", "clean_env", "cli", "until", "up_in")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -109,3 +110,22 @@ class Up(Proc):
         except subprocess.TimeoutExpired:
             raise AssertionError(f"hookyard up did not stop within 30s:\n{self.output}") from None
         return time.monotonic() - started
+
+
+@contextlib.contextmanager
+def up_in(project: Path, env: dict[str, str]) -> Iterator[Up]:
+    """``hookyard up`` run from ``project`` (data in its ``.hookyard``) on free ports other than the defaults,
+    ready, and killed afterwards: what a module's tests share."""
+    running = Up(
+        env,
+        project / "up.log",
+        edge_port=free_port(),
+        control_port=free_port(),
+        cwd=project,
+        data_dir=project / ".hookyard",
+    )
+    try:
+        running.wait_up()
+        yield running
+    finally:
+        running.kill()

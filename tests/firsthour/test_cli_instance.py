@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.destination import Destination, serving
-from tests.firsthour.clirun import Proc, Up, clean_env, cli
+from tests.firsthour.clirun import Proc, Up, clean_env, cli, up_in
 from tests.helpers import module_database_url
 from tests.stack import free_port
 
@@ -38,19 +38,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def up(project: Path, database_url: str) -> Iterator[Up]:
     """``hookyard up`` with its embedded Redis; the environment of a fresh shell plus DATABASE_URL."""
-    running = Up(
-        clean_env(DATABASE_URL=database_url),
-        project / "up.log",
-        edge_port=free_port(),
-        control_port=free_port(),
-        cwd=project,
-        data_dir=project / ".hookyard",
-    )
-    try:
-        running.wait_up()
+    with up_in(project, clean_env(DATABASE_URL=database_url)) as running:
         yield running
-    finally:
-        running.kill()
 
 
 @pytest.fixture(scope="module")

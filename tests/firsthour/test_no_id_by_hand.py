@@ -29,8 +29,7 @@ import httpx
 import pytest
 
 from tests.destination import Destination, serving
-from tests.firsthour.clirun import Proc, Up, clean_env, cli
-from tests.stack import free_port
+from tests.firsthour.clirun import Proc, Up, clean_env, cli, up_in
 
 pytestmark = pytest.mark.slow
 
@@ -45,19 +44,8 @@ def project() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def up(project: Path) -> Iterator[Up]:
-    running = Up(
-        clean_env(),
-        project / "up.log",
-        edge_port=free_port(),
-        control_port=free_port(),
-        cwd=project,
-        data_dir=project / ".hookyard",
-    )
-    try:
-        running.wait_up()
+    with up_in(project, clean_env()) as running:
         yield running
-    finally:
-        running.kill()
 
 
 @pytest.fixture(scope="module")
