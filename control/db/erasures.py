@@ -186,9 +186,19 @@ class Erased(NamedTuple):
     deliveries: int
 
 
+# The events are locked in (received_at, id) order before they are deleted: the order the learn worker
+# locks the events it reads (``control.db.learn_queue.events``), so an erasure and a learner sharing events
+# wait for each other, never in a cycle (a DELETE alone locks in whatever order its join plan visits).
 _ERASE_EVENTS = """
-DELETE FROM events e USING unnest($2::text[], $3::timestamptz[]) AS m(id, received_at)
- WHERE e.endpoint_id = $1 AND e.id = m.id AND e.received_at = m.received_at
+WITH locked AS (
+    SELECT e.id, e.received_at FROM events e JOIN unnest($2::text[], $3::timestamptz[]) AS m(id, received_at)
+        ON e.id = m.id AND e.received_at = m.received_at
+     WHERE e.endpoint_id = $1
+     ORDER BY e.received_at, e.id
+       FOR UPDATE OF e
+)
+DELETE FROM events e USING locked l
+ WHERE e.endpoint_id = $1 AND e.id = l.id AND e.received_at = l.received_at
 """
 _ERASE_HOLDERS = """
 WITH d AS (
@@ -207,10 +217,11 @@ SELECT (SELECT count(*) FROM d) AS deliveries, (SELECT count(*) FROM t) AS tasks
 async def erase(conn: asyncpg.Connection, endpoint_id: str, events: list[tuple[str, datetime]]) -> Erased:
     """Removes the events (id, received_at) of the endpoint and what holds their data; counts what it removed.
 
-    Two statements, the events first: a replay that records its delivery locks its event first
-    (``control.db.delivery_records.insert_for_event``), so the events' deletion waits for a replay's
-    commit, and the second statement, with a snapshot taken after it, sees that replay's record too; a
-    replay that comes later finds no event and records nothing."""
+    Two statements, the events first, locked in arrival order (the order the learn worker locks the events
+    it reads, ``control.db.learn_queue.events``; the deletion waits for that worker's commit): a replay that
+    records its delivery locks its event first (``control.db.delivery_records.insert_for_event``), so the
+    events' deletion waits for a replay's commit, and the second statement, with a snapshot taken after it,
+    sees that replay's record too; a replay that comes later finds no event and records nothing."""
     if not events:
         return Erased(0, 0)
     ids, received = [e[0] for e in events], [e[1] for e in events]

@@ -36,12 +36,21 @@ async def take(conn: asyncpg.Connection, limit: int) -> list[Note]:
 
 
 async def events(conn: asyncpg.Connection, notes: list[Note]) -> list[asyncpg.Record]:
-    """The noted events still stored, in ``LEARN_COLUMNS`` order, by arrival (the order learning sees them)."""
+    """The noted events still stored, in ``LEARN_COLUMNS`` order, by arrival (the order learning sees them).
+
+    Locked ``FOR KEY SHARE`` until the caller's transaction ends, so an erasure cannot delete an event
+    between this read and the commit of what was learned from it: its DELETE waits for that commit and its
+    later scrub of the schemas removes what was learned (``control.service.erasure_jobs``), or it deleted the
+    event first and this finds none. KEY SHARE, not SHARE: body retention's in-place update of expired
+    bodies (``control.db.retention``) changes no key and does not wait, nor does the flush's insert of a
+    re-processed entry (``ON CONFLICT DO NOTHING``). The rows are locked in (received_at, id) order, the
+    order ``control.db.erasures.erase`` locks the events it deletes in, so the two never deadlock."""
     ids = [i for n in notes for i in n.event_ids]
     return await conn.fetch(
         f"""SELECT {", ".join(LEARN_COLUMNS)} FROM events
              WHERE id = any($1::text[]) AND received_at BETWEEN $2 AND $3
-             ORDER BY received_at, id""",
+             ORDER BY received_at, id
+               FOR KEY SHARE""",
         ids,
         min(n.first_at for n in notes),
         max(n.last_at for n in notes),

@@ -12,6 +12,10 @@ transaction. So every stored event is learned exactly once:
   (``control.db.schemas.lock``), so they wait for each other instead of merging a state twice or
   deadlocking.
 
+The events are read ``FOR KEY SHARE`` (``control.db.learn_queue.events``): an erasure deleting one of them
+waits for the step's commit, so its later scrub of the schemas removes what the step learned; without the
+lock a step that read the event before the deletion could merge its value back after the scrub (ADR 0038).
+
 Why a worker of its own, reading the events back from Postgres rather than carrying bodies in Redis: the
 note is the only thing written atomically with the events, and the flush's batch is the unit a stream
 entry may be re-processed in; learning from a second copy of the bodies would need a marker per event to

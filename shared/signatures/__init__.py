@@ -63,7 +63,7 @@ from shared.signatures.schemes import (
     HeaderFamily,
     Verdict,
 )
-from shared.signatures.signing import resign, sign
+from shared.signatures.signing import own_signature_header, resign, sign
 
 __all__ = (
     "FAILURE_REASONS",
@@ -80,6 +80,7 @@ __all__ = (
     "Verifier",
     "detect_family",
     "detect_scheme",
+    "own_signature_header",
     "prover",
     "repeated_header",
     "resign",

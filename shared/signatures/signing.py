@@ -20,7 +20,7 @@ from shared.signatures.identity import sign_identity
 from shared.signatures.payments import sign_payments
 from shared.signatures.schemes import HEADERS, SCHEMES, HeaderFamily
 
-__all__ = ("resign", "sign")
+__all__ = ("own_signature_header", "resign", "sign")
 
 
 def sign(
@@ -64,6 +64,30 @@ def sign(
     return sign_identity(body, secret, timestamp, msg_id, signature_name, header_family)
 
 
+_Names = tuple[str, str | None, str | None]
+
+
+def _names(headers: Mapping[str, str], provider: str | None) -> tuple[str, HeaderFamily, _Names]:
+    """The scheme a captured request is signed again in, its header family and that family's names: the
+    event's provider, else detected from ``headers``; an unattributed request gets Standard Webhooks."""
+    raw = raw_headers(headers)
+    scheme = provider if provider in SCHEMES else detect_scheme(raw)
+    family = detect_family(raw) or "neutral"
+    if scheme is None:
+        scheme, family = "identity", "standard"
+    if family not in HEADERS[scheme]:
+        family = "neutral"
+    return scheme, family, HEADERS[scheme][family]  # type: ignore[return-value]
+
+
+def own_signature_header(headers: Mapping[str, str], provider: str | None) -> str:
+    """Where :func:`resign` puts the signature when no ``signature_header`` is given: the scheme's own header
+    in the captured request's family (``stripe-signature``, ``svix-signature``...), where the provider's
+    library looks. ``hookyard replay --resign-with`` asks ``/v1`` replay for this header, so it signs as
+    ``hookyard listen --resign-with`` does."""
+    return _names(headers, provider)[2][0]
+
+
 def resign(
     headers: Mapping[str, str],
     provider: str | None,
@@ -82,17 +106,10 @@ def resign(
     timestamp headers its libraries read; payments signs ``t=`` now; the signature goes in
     ``signature_header`` when given, else in the scheme's own header (where the provider's library looks).
     """
-    raw = raw_headers(headers)
-    scheme = provider if provider in SCHEMES else detect_scheme(raw)
-    family = detect_family(raw) or "neutral"
-    if scheme is None:
-        scheme, family = "identity", "standard"
-    if family not in HEADERS[scheme]:
-        family = "neutral"
-    names = HEADERS[scheme][family]
+    scheme, family, names = _names(headers, provider)
     msg_id = None
     if scheme == "identity":
         own = {name.lower(): value for name, value in headers.items()}.get(names[1] or "", "").strip()
         msg_id = own or None
-    signed = sign(scheme, body, secret, msg_id=msg_id, header_name=signature_header, header_family=family)  # type: ignore[arg-type]
+    signed = sign(scheme, body, secret, msg_id=msg_id, header_name=signature_header, header_family=family)
     return signed, names[0]

@@ -152,3 +152,29 @@ def test_neutral_names_on_request_and_verified_all_the_same(running) -> None:
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "validation_error"
     assert "headers" in refused.json()["error"]["message"]
+
+
+def test_replay_resign_with_signs_where_the_providers_library_looks(running) -> None:
+    """``hookyard replay --resign-with S`` (the latest event, or one named): re-signed with S in the provider's
+    own header, as ``listen --resign-with`` signs, so the local app's library accepts it with S and only with
+    S; the identity message id is the event's own; a ``/v1`` replay, recorded as a delivery."""
+    env, api = running
+    endpoint = api.post("/v1/endpoints", json={"name": "replayed", "external_ref": "replayed"}).json()
+    with verifying_app(RESIGN) as app:
+        for (alias, provider, event_type, header, libraries), named in ((TRIGGERED[0], False), (TRIGGERED[1], True)):
+            event_id = _trigger(env, alias, event_type, "--endpoint", "replayed")
+            event = _stored(api, event_id)
+            which = [event_id] if named else ["--endpoint", "replayed"]
+            done = cli(env, "replay", *which, "--to", app.url, "--resign-with", RESIGN)
+            assert done.returncode == 0, (alias, done.stdout, done.stderr)
+            said = rf"replayed {event_id} to {re.escape(app.url)}: 200, \d+ ms \(dlv_\w+\)\n"
+            assert re.fullmatch(said, done.stdout), done.stdout
+            got = app.snapshot()[-1]
+            assert (got.body, got.libraries, got.error) == (event["body"].encode(), libraries, None), alias
+            assert got.headers[header] != event["headers"][header], alias  # signed again, in the same header
+            assert "x-signature" not in got.headers, alias
+            with pytest.raises(Exception):  # noqa: B017, PT011 - each library raises its own error
+                verified_by(got.body, got.headers, endpoint["signing_secret"])
+            if provider == "identity":
+                assert got.headers["svix-id"] == event["headers"]["svix-id"]
+    assert len(app.snapshot()) == 2

@@ -64,6 +64,9 @@ def add_parsers(commands: Any) -> None:
     replay.add_argument("event", nargs="?", metavar="EVENT", help="event id (default: the endpoint's latest event)")
     replay.add_argument("--endpoint", metavar="EP", help=f"whose latest event (default: {_DEFAULT_EP})")
     replay.add_argument("--to", metavar="URL", help="where to send it (default: where hookyard listen forwards)")
+    replay.add_argument(
+        "--resign-with", metavar="SECRET", help="re-sign it with this secret, in the provider's own header"
+    )
     clients.add_target(replay)
     replay.set_defaults(handler=_replay)
 
@@ -158,7 +161,11 @@ def _trigger(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    """The captured request again, as it arrived (``POST /v1/events/{id}/replay``), recorded as a delivery."""
+    """The captured request again, as it arrived (``POST /v1/events/{id}/replay``), recorded as a delivery.
+
+    ``--resign-with S`` is the replay's ``resign_with`` with ``signature_header`` set to the scheme's own
+    header (``shared.signatures.own_signature_header``, where ``resign`` signs for ``listen --resign-with``):
+    the provider's library finds the signature where it looks, not in replay's default ``x-signature``."""
     if args.to is not None and not args.to.startswith(("http://", "https://")):
         raise ConfigError(f"--to: {args.to!r} is not an http(s) URL")
 
@@ -168,16 +175,25 @@ def _replay(args: argparse.Namespace) -> int:
         to = args.to or (last_listened(settings.data_dir, remote.base_url) or {}).get("forward_to")
         if not to:
             raise ConfigError("--to: where to? no `hookyard listen` has forwarded from this data dir to say")
-        event_id = args.event
-        if event_id is None:
+        event = None
+        if args.event is None:
             endpoint = await chosen_endpoint(remote, settings.data_dir, args.endpoint, "--endpoint")
             try:
-                event_id = (await remote.call("GET", f"/v1/endpoints/{endpoint['id']}/events/latest")).json()["id"]
+                event = (await remote.call("GET", f"/v1/endpoints/{endpoint['id']}/events/latest")).json()
             except ApiError as exc:
                 if exc.code != "not_found":
                     raise
                 raise HookyardError(f"endpoint {endpoint['id']} has no event yet to replay") from None
-        sent = (await remote.call("POST", f"/v1/events/{event_id}/replay", json={"url": to})).json()
+        event_id = args.event or event["id"]
+        body: dict[str, Any] = {"url": to}
+        if args.resign_with is not None:
+            from shared.signatures import own_signature_header
+
+            event = event or (await remote.call("GET", f"/v1/events/{event_id}")).json()
+            text = {k: v for k, v in event["headers"].items() if k not in (event.get("header_encodings") or {})}
+            header = own_signature_header(text, event.get("provider"))
+            body |= {"resign_with": args.resign_with, "signature_header": header}
+        sent = (await remote.call("POST", f"/v1/events/{event_id}/replay", json=body)).json()
         status = sent["status"] if sent["status"] is not None else f"ERR {sent['error']}"
         print(f"replayed {event_id} to {to}: {status}, {sent['latency_ms']} ms ({sent['id']})")
         return 0 if sent["success"] else 1
