@@ -4,13 +4,20 @@ connections without a reset round trip."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import msgspec
 
+from control.db import tasks as db_tasks
+from control.db.flush import store_batch
+from control.delivery.claim import claim
+from control.records.storable import event_row
 from control.service import Context
 from control.workers import worker_context
+from shared import ids
 from shared.settings import Settings
+from shared.wire import IngestRecord
 from tests.destination import Destination, Reply, make_task, running, settled
 from tests.helpers import wait_for
 
@@ -85,3 +92,52 @@ async def test_the_workers_pool_releases_a_connection_without_a_reset_query(sett
         async with ctx.pool.acquire() as again:
             assert again._con is raw
             assert again._protocol.queries_count == before  # nothing ran on release
+
+
+async def test_the_claim_is_planned_once_not_on_every_call(settings: Settings, destination: Destination) -> None:
+    """The claim runs on every free slot: planned per call it cost Postgres more than running it (the events
+    join planned over every day partition, ADR 0042). With a backlog the size the bench drains, its generic
+    plan is taken after the first few calls, and it still leaves a blocked destination's tasks and brings
+    each task's event."""
+    async with worker_context(settings) as ctx:
+        first = await make_task(ctx, destination.url)
+        records = [
+            IngestRecord(
+                ids.new_id("evt"), first["endpoint"], int(time.time() * 1e6), "POST", "", "", [], b"{}", "203.0.113.7"
+            )
+            for _ in range(2000)
+        ]
+        async with ctx.pool.acquire() as conn:
+            async with conn.transaction():
+                await store_batch(
+                    conn,
+                    [event_row(r) for r in records],
+                    [(ids.new_id("task"), r.id, first["rule"], first["destination"]) for r in records],
+                )
+            await conn.execute("ANALYZE delivery_tasks")
+            claimed = []
+            for _ in range(12):  # one destination, none blocked: as the bench drains
+                got, _ = await claim(
+                    conn, free=32, in_flight={}, per_destination=32, blocked=[], lease_s=60, cooldown_s=1
+                )
+                claimed += got
+            plans = await conn.fetchrow(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+                db_tasks._CLAIM_READY,
+            )
+        blocked = await make_task(ctx, destination.url, endpoint_id=first["endpoint"])
+        async with ctx.pool.acquire() as conn:
+            got, _ = await claim(
+                conn,
+                free=32,
+                in_flight={},
+                per_destination=32,
+                blocked=[blocked["destination"]],
+                lease_s=60,
+                cooldown_s=1,
+            )
+            claimed += got
+    assert len(claimed) == len({t["id"] for t in claimed}) == 13 * 32
+    assert {t["destination_id"] for t in claimed} == {first["destination"]}
+    assert all(t["event_found"] and t["body"] is not None for t in claimed)
+    assert plans["generic_plans"] > plans["custom_plans"], dict(plans)
