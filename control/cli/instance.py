@@ -8,8 +8,8 @@ is stale and read as no record.
 
 The client commands (``listen``, ``trigger``, ``tail``, ``open``; ``dead-letters`` and the admin commands for
 Redis and Postgres) resolve what they talk to in one order: ``--control-url``, else ``HOOKYARD_CONTROL_URL``,
-else the record in the data dir (``--data-dir``, else ``HOOKYARD_DATA_DIR``, else ``.hookyard``), else the
-default of the settings (``HOOKYARD_PUBLIC_CONTROL_URL``, else ``http://{host}:{control port}``). Each answer
+else the record in the data dir (``--data-dir``, else ``HOOKYARD_DATA_DIR``, else the nearest ``.hookyard``
+of this directory and its parents), else the default of the settings (``HOOKYARD_PUBLIC_CONTROL_URL``, else ``http://{host}:{control port}``). Each answer
 carries where it came from, which every "cannot reach" message names, so a command talking to the wrong
 instance says so.
 """
