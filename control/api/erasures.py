@@ -70,6 +70,6 @@ class ErasureController(Controller):
     async def get_erasure(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], erasure_id: ErasureId
     ) -> Erasure:
-        """An erasure: `state` (`pending`, `running`, `done`, `failed`), `matched`, `erased` and the rest of
+        """An erasure: `state` (`pending`, `running`, `completed`, `failed`), `matched`, `erased` and the rest of
         what it removed, and when it was asked, started and finished."""
         return await service.get_erasure(ctx, principal, erasure_id)

@@ -8,17 +8,18 @@ is stale and read as no record.
 
 The client commands (``listen``, ``trigger``, ``tail``, ``open``; ``dead-letters`` and the admin commands for
 Redis and Postgres) resolve what they talk to in one order: ``--control-url``, else ``HOOKYARD_CONTROL_URL``,
-else the record in the data dir (``--data-dir``, else ``HOOKYARD_DATA_DIR``, else ``.hookyard``), else the
-default of the settings (``HOOKYARD_PUBLIC_CONTROL_URL``, else ``http://{host}:{control port}``). Each answer
-carries where it came from, which every "cannot reach" message names, so a command talking to the wrong
-instance says so.
+else the record in the data dir (``--data-dir``, else ``HOOKYARD_DATA_DIR``, else the nearest ``.hookyard``
+of this directory and its parents), else the default of the settings (``HOOKYARD_PUBLIC_CONTROL_URL``, else
+``http://{host}:{control port}``). Each answer carries where it came from, which every "cannot reach"
+message names, so a command talking to the wrong instance says so. ``listen`` and ``tail`` read the record
+again while they cannot reach it (``relocation``): they follow an ``up`` restarted on other ports.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ __all__ = (
     "control_target",
     "instance_of_this_process",
     "read_instance",
+    "relocation",
     "remove_instance",
     "write_instance",
 )
@@ -142,6 +144,21 @@ def control_target(flag: str | None, settings: Settings, environ: Mapping[str, s
         f"{source}; no hookyard up is running on data dir {data_dir} (--data-dir or HOOKYARD_DATA_DIR names "
         f"another, --control-url or {CONTROL_URL_ENV} a URL)",
     )
+
+
+def relocation(target: Target, settings: Settings) -> Callable[[], Target | None] | None:
+    """For a long-running client (``listen``, ``tail``) whose URL was not given (by flag or variable): reads
+    the data dir's record again, so when ``hookyard up`` restarts on other ports the client follows it
+    instead of retrying the old URL forever. None for a given URL: that one is kept whatever runs here."""
+    if target.source in ("--control-url", CONTROL_URL_ENV):
+        return None
+    data_dir = Path(settings.data_dir).resolve()
+
+    def now() -> Target | None:
+        running = read_instance(data_dir)
+        return Target(running.control_url, running.describe(data_dir)) if running is not None else None
+
+    return now
 
 
 def _http_url(url: str, name: str) -> str:

@@ -1,10 +1,13 @@
 """The endpoint a client command uses when none is named: the one ``hookyard listen`` last followed.
 
 So the first hour needs no id copied by hand: ``hookyard listen --start`` makes an endpoint and records it
-(with where it forwards) in the data dir, in ``last-endpoint.json``, keyed by the control URL it was made on
-(an endpoint id means nothing to another instance); ``trigger``, ``open`` and ``replay`` with no endpoint
-then use it, and ``replay`` sends to where ``listen`` forwards. Recorded before ``listen`` prints "Ready", so
-a command typed after that line finds it.
+(with where it forwards) in the data dir, in ``last-endpoint.json``, under the control URL it was made on
+and with when; ``trigger``, ``open`` and ``replay`` with no endpoint then use the entry of their control URL,
+else the latest entry of the data dir, and ``replay`` sends to where ``listen`` forwards. The data dir is the
+instance, its URL is not: after ``hookyard up`` restarts on other ports, the default is still the endpoint
+``listen`` last followed (an entry of another instance names an endpoint this one does not have, and is
+ignored as a deleted one is). Recorded before ``listen`` prints "Ready", so a command typed after that line
+finds it.
 
 Without a record for this control plane, or with one whose endpoint has since expired or been deleted, an
 account with exactly one endpoint means that one; otherwise the command refuses, listing the endpoints it
@@ -16,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +37,28 @@ def remember(data_dir: str | Path, control_url: str, endpoint_id: str, forward_t
     path = Path(data_dir) / RECORD
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     entries = _read(path)
-    entries[control_url] = {"endpoint_id": endpoint_id, "forward_to": forward_to}
+    entries[control_url] = {"endpoint_id": endpoint_id, "forward_to": forward_to, "at": time.time()}
     tmp = path.with_name(f".{RECORD}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(entries, indent=2) + "\n")
     os.replace(tmp, path)
 
 
 def last_listened(data_dir: str | Path, control_url: str) -> dict[str, str] | None:
-    """``endpoint_id`` and ``forward_to`` of the last ``listen`` on ``control_url``; None if none ran."""
-    found = _read(Path(data_dir) / RECORD).get(control_url)
-    if isinstance(found, dict) and isinstance(found.get("endpoint_id"), str):
-        return {k: str(v) for k, v in found.items()}
-    return None
+    """``endpoint_id`` and ``forward_to`` of the last ``listen`` on ``control_url``, else of the latest
+    ``listen`` from this data dir on any URL (the same instance on other ports); None if none ran."""
+    entries = {url: e for url, e in _read(Path(data_dir) / RECORD).items() if _valid(e)}
+    url = control_url if control_url in entries else max(entries, key=lambda u: _at(entries[u]), default=None)
+    if url is None:
+        return None
+    return {**{k: str(v) for k, v in entries[url].items()}, "control_url": url}
+
+
+def _at(entry: dict[str, Any]) -> float:
+    return float(entry["at"]) if isinstance(entry.get("at"), (int, float)) else 0.0
+
+
+def _valid(entry: object) -> bool:
+    return isinstance(entry, dict) and isinstance(entry.get("endpoint_id"), str)
 
 
 def _absolute(data_dir: str | Path) -> Path:
@@ -77,7 +91,10 @@ async def chosen_endpoint(remote: Any, data_dir: str | Path, ref: str | None, fl
         return endpoints[0]
     where = f"no `hookyard listen` has run on {remote.base_url} from data dir {_absolute(data_dir)}"
     if last is not None:
-        where = f"the endpoint `hookyard listen` last followed ({last['endpoint_id']}) is gone"
+        where = (
+            f"the endpoint `hookyard listen` last followed from data dir {_absolute(data_dir)} "
+            f"({last['endpoint_id']}, on {last['control_url']}) is gone"
+        )
     if not endpoints:
         raise ConfigError(
             f"{flag}: this account has no endpoint yet; `hookyard listen --start --forward-to URL` makes one "

@@ -127,10 +127,12 @@ class _Follow:
 
 
 async def _patiently(
-    stop: asyncio.Event, out: _Out, call: Callable[[], Awaitable[T]], what: str
+    stop: asyncio.Event, out: _Out, call: Callable[[], Awaitable[T]], what: str, remote: Remote | None = None
 ) -> tuple[bool, T | None]:
     """(True, result) once ``call`` answers; (False, None) when stopped. Waits out an unreachable control
-    plane and 429s with backoff, saying so once per outage; any other error is raised."""
+    plane and 429s with backoff, saying so once per outage; any other error is raised. Before each retry,
+    ``remote`` is asked whether its instance has moved (``Remote.moved``): if so, the next try goes there at
+    once, and that is said once per move."""
     delay, told = _BACKOFF_S[0], False
     while not stop.is_set():
         try:
@@ -139,6 +141,11 @@ async def _patiently(
             if not told:
                 out.line(out.paint(f"{_now()}  {exc}; retrying", "33"))
                 told = True
+            moved = remote.moved() if remote is not None else None
+            if moved is not None:
+                out.line(out.paint(f"{_now()}  control plane moved to {moved}", "33"))
+                delay = _BACKOFF_S[0]
+                continue
         except ApiError as exc:
             if not exc.rate_limited:
                 raise
@@ -195,10 +202,19 @@ async def _forward(
 
 
 def state_file(data_dir: str, control_url: str, endpoint_id: str, forward_to: str) -> Path:
-    key = hashlib.sha256(f"{control_url}\n{endpoint_id}\n{forward_to}".encode()).hexdigest()[:20]
+    """Keyed by endpoint and target, not by URL: an endpoint id is unique, and the same instance restarted on
+    other ports keeps its cursors. A cursor saved under the earlier key (with the URL) is carried over."""
     folder = Path(data_dir) / "listen"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder / f"{endpoint_id}-{key}.json"
+    path = folder / f"{endpoint_id}-{_digest(endpoint_id, forward_to)}.json"
+    earlier = folder / f"{endpoint_id}-{_digest(control_url, endpoint_id, forward_to)}.json"
+    if not path.exists() and earlier.exists():
+        os.replace(earlier, path)
+    return path
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
 
 async def listen(
@@ -229,7 +245,7 @@ async def listen(
     resumed = "resuming after the last event forwarded" if follow.cursor != "now" else "new events from now"
     event, cursor = None, None
     if follow.cursor == "now":  # one short wait: its answer carries the position of "now"
-        ok, pinned = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane")
+        ok, pinned = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane", follow.remote)
         if not ok or pinned is None:
             out.line("stopped")
             return 0
@@ -252,7 +268,7 @@ async def listen(
                 )
             if cursor is not None:
                 follow.save(cursor)  # after the forward: at least once, never skipped
-            ok, answer = await _patiently(stop, out, follow.next, "control plane")
+            ok, answer = await _patiently(stop, out, follow.next, "control plane", follow.remote)
             if not ok or answer is None:
                 break
             event, cursor = answer
@@ -285,7 +301,7 @@ async def tail(remote: Remote, *, endpoint_ref: str | None, stream: TextIO = sys
 
 async def _events_baseline(follow: _Follow, out: _Out, stop: asyncio.Event) -> dict[str, Any] | None:
     """Pins "now" to a position (the cursor of one short wait); the event that arrived meanwhile, if one did."""
-    ok, answer = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane")
+    ok, answer = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane", follow.remote)
     if not ok or answer is None:
         return None
     event, cursor = answer
@@ -296,7 +312,9 @@ async def _events_baseline(follow: _Follow, out: _Out, stop: asyncio.Event) -> d
 async def _deliveries_seen(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> set[str]:
     """The attempts already listed, which ``tail`` does not print."""
     path = f"/v1/endpoints/{endpoint['id']}/deliveries"
-    ok, resp = await _patiently(stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries")
+    ok, resp = await _patiently(
+        stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries", remote
+    )
     return {d["id"] for d in resp.json()["deliveries"]} if ok and resp is not None else set()
 
 
@@ -312,7 +330,7 @@ async def _tail_events(
                 f"{_now()}  {out.paint('event', '36')}     {endpoint['id']}  {event.get('provider') or '-':<9}  "
                 f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}  {event['id']}"
             )
-        ok, answer = await _patiently(stop, out, follow.next, "control plane")
+        ok, answer = await _patiently(stop, out, follow.next, "control plane", follow.remote)
         if not ok or answer is None:
             return
         event, cursor = answer
@@ -325,7 +343,9 @@ async def _tail_deliveries(
     path = f"/v1/endpoints/{endpoint['id']}/deliveries"
     while not stop.is_set():
         await _until(stop, asyncio.sleep(1.0))
-        ok, resp = await _patiently(stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries")
+        ok, resp = await _patiently(
+            stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries", remote
+        )
         if not ok or resp is None:
             return
         page = resp.json()["deliveries"]

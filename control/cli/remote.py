@@ -11,6 +11,7 @@ code and message; an unreachable or restarting control plane is ``Unreachable``,
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,21 @@ def _refusal(status: int, code: str, message: str) -> ApiError:
 
 
 class Remote:
-    def __init__(self, base_url: str, key: str, *, source: str = "", timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        source: str = "",
+        timeout_s: float = 30.0,
+        relocate: Callable[[], Any] | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.source = source
         """Where ``base_url`` came from (``control.cli.instance.Target``), for the messages."""
+        self.relocate = relocate
+        """Where the instance serves now (a ``Target``, or None: unknown), when ``base_url`` came from its
+        record rather than a flag or variable (``control.cli.instance.relocation``); None: never moves."""
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"authorization": f"Bearer {key}", "user-agent": "hookyard-cli"},
@@ -84,6 +96,16 @@ class Remote:
             raise _refusal(resp.status_code, error["code"], error["message"])
         except (ValueError, KeyError, TypeError):
             raise _refusal(resp.status_code, "http_error", resp.text[:200] or resp.reason_phrase) from None
+
+    def moved(self) -> str | None:
+        """After an unreachable answer: if the instance now serves elsewhere (``hookyard up`` restarted on other
+        ports), the calls go there from now on, and the new place is returned for the message; else None."""
+        found = self.relocate() if self.relocate is not None else None
+        if found is None or found.url.rstrip("/") == self.base_url:
+            return None
+        self.base_url, self.source = found.url.rstrip("/"), found.source
+        self._client.base_url = self.base_url
+        return self._where
 
     @property
     def _where(self) -> str:

@@ -46,10 +46,12 @@ async def record_outcomes(
     succeeded: Sequence[str],
     failed: Sequence[tuple[str, bool, int]],
     threshold: int,
-) -> list[str]:
+) -> list[tuple[str, str]]:
     """Applies a batch of attempt outcomes. ``succeeded``: destinations whose last outcome was a success
     (closes the circuit). ``failed``: ``(destination_id, reset, failures)``, the failures after the batch's
-    last success (``reset``: there was one) or all of them. Returns the destinations whose circuit opened."""
+    last success (``reset``: there was one) or all of them. Returns ``(destination_id, was)`` for each circuit
+    opened by this batch, ``was`` the state before: ``closed`` (it opened) or ``half_open`` (its probe failed,
+    so it opened again), which the log tells apart."""
     if succeeded:
         await conn.execute(
             """UPDATE destinations SET consecutive_failures = 0, circuit = 'closed', circuit_opened_at = NULL
@@ -61,7 +63,12 @@ async def record_outcomes(
     rows = sorted(failed)
     ids = [r[0] for r in rows]
     # Lock in id order first: the UPDATE below may visit the rows in any order.
-    await conn.execute("SELECT 1 FROM destinations WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE", ids)
+    was = {
+        r["id"]: r["circuit"]
+        for r in await conn.fetch(
+            "SELECT id, circuit FROM destinations WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE", ids
+        )
+    }
     failures = "CASE WHEN u.reset THEN u.failures ELSE d.consecutive_failures + u.failures END"
     opened = await conn.fetch(
         f"""UPDATE destinations d
@@ -81,7 +88,7 @@ async def record_outcomes(
         [r[2] for r in rows],
         threshold,
     )
-    return [r["id"] for r in opened if r["circuit"] == "open" and r["opened_now"]]
+    return [(r["id"], was.get(r["id"], "closed")) for r in opened if r["circuit"] == "open" and r["opened_now"]]
 
 
 async def pause(conn: asyncpg.Connection, pauses: dict[str, float]) -> None:

@@ -224,7 +224,16 @@ class Recorder:
             pauses = {a.destination_id: a.pause_s for a in batch if a.pause_s}
             if pauses:
                 await db_circuit.pause(conn, pauses)
-        for destination_id in opened:
+        for destination_id, was in opened:
+            # Opening is news, once per outage; a failed probe (half_open -> open) is the outage going on, every
+            # cool-down, so it goes to debug: at warning it repeated "opened" every 30 s for as long as it lasted.
+            if was == "half_open":
+                log.debug(
+                    "deliver: probe of %s failed; its circuit stays open, next probe in %gs",
+                    destination_id,
+                    self.ctx.settings.circuit_cooldown_s,
+                )
+                continue
             log.warning(
                 "deliver: circuit of %s opened after %d consecutive failures; its tasks wait %gs for a probe",
                 destination_id,

@@ -16,7 +16,7 @@ __all__ = ("MAX_VALUE_LENGTH", "EraseRequest", "Erasure", "ErasureList", "Erasur
 MAX_VALUE_LENGTH = 1000
 """Characters of a text value: an id, an email address, a name; far more than any of them."""
 
-ErasureState = Literal["pending", "running", "done", "failed"]
+ErasureState = Literal["pending", "running", "completed", "failed"]
 ErasureValue = Annotated[str, msgspec.Meta(max_length=MAX_VALUE_LENGTH)] | bool | int | float
 
 
@@ -61,8 +61,9 @@ class Erasure(msgspec.Struct, kw_only=True):
     that this job erased it; the record itself keeps no personal data."""
     state: ErasureState
     """``pending`` (waiting for the flush to store what the edge acknowledged before the request), ``running``,
-    ``done``, or ``failed`` (a step failed for the stored data five times in a row; ``error`` says why, and
-    what was erased until then stays counted). An outage of Postgres or Redis is waited out, never failed."""
+    ``completed`` (the word a bulk retry job ends with too), or ``failed`` (a step failed for the stored data
+    five times in a row; ``error`` says why, and what was erased until then stays counted). An outage of
+    Postgres or Redis is waited out, never failed."""
     matched: int
     """Events of the endpoint found with the value (exact)."""
     erased: int

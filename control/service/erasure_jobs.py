@@ -189,7 +189,7 @@ def _data_fault(exc: BaseException) -> bool:
 
 async def _step(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record, page: int) -> int:
     if job["environment"] is None:  # the endpoint was deleted, and its events with it
-        await db.finish(conn, job["id"], state="done", dead_letters=0, schemas=0, error=None)
+        await db.finish(conn, job["id"], state="completed", dead_letters=0, schemas=0, error=None)
         return 1
     value = job["value"]
     if job["stage"] == "ingest":
@@ -328,9 +328,9 @@ async def _finish(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record, v
         if raw and scrub(state, hashes):
             updates.append((schema_id, encode_state(state), random.getrandbits(62)))
     await db.store_schema_states(conn, updates)
-    done = await db.finish(conn, job["id"], state="done", dead_letters=dead, schemas=len(updates), error=None)
+    done = await db.finish(conn, job["id"], state="completed", dead_letters=dead, schemas=len(updates), error=None)
     log.info(
-        "erasure %s done: field %s, value sha256 %s, %d matched, %d erased, %d deliveries, %d dead letters, "
+        "erasure %s completed: field %s, value sha256 %s, %d matched, %d erased, %d deliveries, %d dead letters, "
         "%d schemas scrubbed",
         done["id"],
         done["field"],

@@ -58,7 +58,7 @@ async def test_erase_by_body_field_is_exact_and_leaves_the_rest(
     await run_erasures(ctx)
 
     done = (await client.get(f"/v1/erasures/{job['id']}", headers=account.headers)).json()
-    assert (done["state"], done["matched"], done["erased"], done["deliveries_erased"]) == ("done", 3, 3, 3)
+    assert (done["state"], done["matched"], done["erased"], done["deliveries_erased"]) == ("completed", 3, 3, 3)
     assert done["value"] is None, "the audit record keeps no personal data"
     assert done["value_sha256"] == hashlib.sha256(f'{job["id"]}:"{ALICE}"'.encode()).hexdigest()
     assert (done["scanned"], done["schemas_scrubbed"]) == (7, 1)
@@ -93,7 +93,7 @@ async def test_erase_by_label_and_by_header(client, account, ctx, database_url) 
     await run_erasures(ctx)
     for job in (first, second):
         done = (await client.get(f"/v1/erasures/{job['id']}", headers=account.headers)).json()
-        assert (done["state"], done["matched"], done["erased"]) == ("done", 1, 1)
+        assert (done["state"], done["matched"], done["erased"]) == ("completed", 1, 1)
     assert await events_of(database_url, endpoint) == {by_label[1], by_header[1]}
     listed = (await client.get("/v1/erasures", params={"endpoint_id": endpoint}, headers=account.headers)).json()
     assert [e["id"] for e in listed["erasures"]] == [second["id"], first["id"]]
@@ -125,7 +125,7 @@ async def test_an_event_with_an_attempt_in_flight_waits_for_it(client, account, 
     row = await conn.fetchrow(
         "SELECT state, matched, erased, deliveries_erased FROM erasure_jobs WHERE id = $1", job["id"]
     )
-    assert tuple(row) == ("done", 1, 1, 1)
+    assert tuple(row) == ("completed", 1, 1, 1)
     assert await events_of(database_url, endpoint) == set()
 
 

@@ -70,7 +70,7 @@ async def test_a_worker_killed_mid_job_is_resumed_where_it_left_off(
 
             async def done() -> Any:
                 row = await conn.fetchrow("SELECT * FROM erasure_jobs WHERE id = $1", job["id"])
-                return row if row["state"] == "done" else None
+                return row if row["state"] == "completed" else None
 
             finished = await wait_for(done, timeout=90, interval=0.1)
         finally:
@@ -104,7 +104,7 @@ async def test_the_erasure_tools(client, account, other_account, ctx, settings: 
         assert (job["state"], job["value"]) == ("pending", "a")
         await run_erasures(ctx)
         is_error, done = await _call(mcp, "get_erasure", erasure_id=job["id"])
-        assert (done["state"], done["matched"], done["erased"], done["value"]) == ("done", 2, 2, None)
+        assert (done["state"], done["matched"], done["erased"], done["value"]) == ("completed", 2, 2, None)
         is_error, listed = await _call(mcp, "list_erasures", endpoint_id=endpoint)
         assert [e["id"] for e in listed["erasures"]] == [job["id"]]
         is_error, refused = await _call(mcp, "erase_events", endpoint_id=endpoint, field="body.a", value={"x": 1})

@@ -76,7 +76,7 @@ async def test_events_acknowledged_before_the_request_but_not_yet_flushed_are_er
     assert len(await events_of(database_url, endpoint)) == 4
     await run_erasures(ctx)
     done = await _job(client, account, job["id"])
-    assert (done["state"], done["matched"], done["erased"], done["scanned"]) == ("done", 3, 3, 4)
+    assert (done["state"], done["matched"], done["erased"], done["scanned"]) == ("completed", 3, 3, 4)
     async with db(database_url) as conn:
         (kept,) = await conn.fetch("SELECT body FROM events WHERE endpoint_id = $1", endpoint)
         assert b"cus_bob" in kept["body"]
@@ -127,7 +127,7 @@ async def test_a_redis_outage_is_waited_out_never_failed(client, account, ctx, d
         row = await conn.fetchrow("SELECT state, stage, failures, error FROM erasure_jobs WHERE id = $1", job["id"])
     assert tuple(row) == ("pending", "ingest", 0, None)
     await run_erasures(ctx)
-    assert (await _job(client, account, job["id"]))["state"] == "done"
+    assert (await _job(client, account, job["id"]))["state"] == "completed"
 
 
 async def test_a_postgres_backend_killed_mid_step_is_waited_out(client, account, ctx, database_url) -> None:
@@ -154,7 +154,7 @@ async def test_a_postgres_backend_killed_mid_step_is_waited_out(client, account,
     assert tuple(row) == ("running", "events", 0, None)
     await run_erasures(ctx)
     done = await _job(client, account, job["id"])
-    assert (done["state"], done["erased"]) == ("done", 1)
+    assert (done["state"], done["erased"]) == ("completed", 1)
 
 
 async def test_dead_letters_match_labels_the_endpoint_rules_would_give_them(client, account, ctx) -> None:
@@ -167,7 +167,7 @@ async def test_dead_letters_match_labels_the_endpoint_rules_would_give_them(clie
     job = await erase(client, account, endpoint, "meta.label.customer", ALICE)
     await run_erasures(ctx)
     done = await _job(client, account, job["id"])
-    assert (done["state"], done["dead_letters_erased"]) == ("done", 1)
+    assert (done["state"], done["dead_letters_erased"]) == ("completed", 1)
     (left,) = await ctx.redis.xrange(stream)
     assert b"cus_bob" in left[1][b"r"]
 

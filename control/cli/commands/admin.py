@@ -53,7 +53,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from control.db.migrate import migrate
     from control.service.sealed import keyring_of
 
-    settings = command_settings(data_dir=args.data_dir)
+    settings = command_settings(data_dir=clients.data_dir(args))
     found = clients.database_url(settings)
     keys = _encryption_keys(settings)
     keyring_of(keys)  # a malformed key stops here, before any migration
@@ -66,7 +66,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _rotate_encryption_key(args: argparse.Namespace) -> int:
-    settings = command_settings(data_dir=args.data_dir)
+    settings = command_settings(data_dir=clients.data_dir(args))
     found = clients.database_url(settings)
     keys = _encryption_keys(settings)
     if not keys:
@@ -99,7 +99,7 @@ async def _reseal(database_url: str, keys: tuple[str, ...]) -> dict[str, int]:
 def _account_create(args: argparse.Namespace) -> int:
     if "@" not in args.email or args.email.strip() != args.email:
         raise ConfigError(f"--email: {args.email!r} is not an email address")
-    settings = command_settings(data_dir=args.data_dir)
+    settings = command_settings(data_dir=clients.data_dir(args))
     found = clients.database_url(settings)
     account_id, key = _with_postgres(found, lambda: _create_account(found.url, args.email, args.read_only))
     print(json.dumps({"account_id": account_id, "api_key": key}))

@@ -1,11 +1,16 @@
 """What the client commands share: which instance they talk to (``--control-url``, ``--data-dir``) and their
 settings. A client command is one that talks to a running hookyard (``listen``, ``trigger``, ``tail``,
 ``open``; ``dead-letters`` and the admin commands, which reach its Redis or Postgres); the order it finds
-that instance in is ``control.cli.instance``'s."""
+that instance in is ``control.cli.instance``'s.
+
+Its data dir is ``--data-dir``, else ``HOOKYARD_DATA_DIR``, else the ``.hookyard`` of the current directory or
+the nearest parent that has one (as git finds ``.git``): a command typed in a subdirectory of the project
+finds the instance and the key that ``hookyard up``, run at the project's top, keeps there."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -17,7 +22,9 @@ __all__ = (
     "add_data_dir",
     "add_target",
     "client_settings",
+    "data_dir",
     "database_url",
+    "nearest_data_dir",
     "redacted",
     "redis_url",
     "running",
@@ -41,13 +48,34 @@ def add_data_dir(parser: argparse.ArgumentParser) -> None:
         "--data-dir",
         metavar="DIR",
         help="the data dir of the hookyard up to talk to, and of the saved API key (default: HOOKYARD_DATA_DIR, "
-        "else .hookyard)",
+        "else the .hookyard of this directory or the nearest parent that has one)",
     )
 
 
 def client_settings(args: argparse.Namespace) -> Settings:
-    """The settings with ``--data-dir`` applied (the client's own variables are none of the servers')."""
-    return load_settings(None, data_dir=getattr(args, "data_dir", None))
+    """The settings with the data dir applied (the client's own variables are none of the servers')."""
+    return load_settings(None, data_dir=data_dir(args))
+
+
+def data_dir(args: argparse.Namespace) -> str | None:
+    """``--data-dir``; else None when ``HOOKYARD_DATA_DIR`` is set (the settings read it); else the nearest
+    ``.hookyard`` (``nearest_data_dir``)."""
+    given = getattr(args, "data_dir", None)
+    if given:
+        return str(given)
+    if os.environ.get("HOOKYARD_DATA_DIR", "").strip():
+        return None
+    return str(nearest_data_dir(Path.cwd()))
+
+
+def nearest_data_dir(start: Path, name: str = ".hookyard") -> Path:
+    """``name`` in ``start`` or its nearest parent that has it as a directory, up to the filesystem root;
+    ``start/name`` when none has (where ``hookyard up`` run here would make it, as the messages say)."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / name).is_dir():
+            return folder / name
+    return start / name
 
 
 def target(args: argparse.Namespace, settings: Settings) -> Target:

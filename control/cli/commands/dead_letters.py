@@ -41,7 +41,7 @@ def add_parsers(commands: Any) -> None:
 def _dead_letters(args: argparse.Namespace) -> int:
     if args.dead_command == "retry" and bool(args.ids) == bool(args.all):
         raise ConfigError("dead-letters retry: name the ids to retry, or --all (not both)")
-    settings = command_settings(data_dir=args.data_dir)
+    settings = command_settings(data_dir=clients.data_dir(args))
     found = clients.redis_url(settings)
     import redis as redis_errors  # here, not above: the other commands' start-up does not pay for it
 

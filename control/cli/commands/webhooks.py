@@ -77,11 +77,12 @@ def add_parsers(commands: Any) -> None:
 
 
 def _remote(args: argparse.Namespace) -> tuple[Settings, Any]:
+    from control.cli.instance import relocation
     from control.cli.remote import Remote, api_key
 
     settings = clients.client_settings(args)
     found = clients.target(args, settings)
-    return settings, Remote(found.url, api_key(settings), source=found.source)
+    return settings, Remote(found.url, api_key(settings), source=found.source, relocate=relocation(found, settings))
 
 
 def _webhook_command(args: argparse.Namespace, command: Callable[[Settings, Any], Coroutine[Any, Any, int]]) -> int:
