@@ -98,7 +98,7 @@ async def test_a_learner_that_read_an_erased_event_cannot_put_its_value_back(
     await run_erasures(ctx)
 
     done = (await client.get(f"/v1/erasures/{job['id']}", headers=account.headers)).json()
-    assert (done["state"], done["matched"], done["erased"]) == ("done", 3, 3), done
+    assert (done["state"], done["matched"], done["erased"]) == ("completed", 3, 3), done
     assert not await events_of(database_url, endpoint) & {r.id for r in alice}
     hashes = await _hashes(conn, endpoint)
     assert hash_value(ALICE) not in hashes, "a learner merged the erased value after the erasure's scrub"
