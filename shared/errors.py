@@ -10,6 +10,7 @@ Our exception hierarchy:
   x EgressRefusedError         - a destination resolves to an address the egress policy forbids (permanent)
   x ApiError                   - the control plane refused a command's call (its envelope's code and message)
   x Unreachable                - the control plane did not answer, or answered 502-504: worth retrying
+  x JobDataError               - a background job cannot go on for what is stored (retrying fails the same way)
   x ServiceError               - a caller's request cannot be served; carries a stable snake_case ``code``
     + ValidationError          - validation_error (the message names the field)
       - InvalidConditionTree   - invalid_condition_tree (the message names the node)
@@ -44,6 +45,7 @@ __all__ = (
     "GoneError",
     "HookyardError",
     "InvalidConditionTree",
+    "JobDataError",
     "MigrationError",
     "NotFoundError",
     "PayloadTooLargeError",
@@ -108,6 +110,12 @@ class ApiError(HookyardError):
 
 class Unreachable(HookyardError):
     """The control plane did not answer (down, restarting) or answered 502-504: worth retrying."""
+
+
+class JobDataError(HookyardError):
+    """A job's step cannot go on because of what is stored (the job's field or value, an event row, a
+    schema's state), not because a store is away: trying again fails the same way, so after a few tries the
+    job is ``failed`` naming why (erasure jobs), where an outage is waited out."""
 
 
 class ServiceError(HookyardError):

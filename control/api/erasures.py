@@ -38,15 +38,16 @@ class EndpointErasureController(Controller):
         endpoint_id: EndpointId,
         data: JSONBody[EraseRequest],
     ) -> Erasure:
-        """Removes, in the background, every stored event of the endpoint whose `field` equals `value` (as a
-        condition's `equals` compares: `2000` equals `"2000"`; an event whose body is not JSON has no body
-        field), with its deliveries (records, request and response bodies), its pending deliveries, its dead
-        letters, and the value in the correlation data of the schemas learned on the endpoint. Answers 202
-        with the job at once; follow it with `GET /v1/erasures/{erasure_id}`.
+        """Removes, in the background, every stored event of the endpoint whose `field` equals `value` (an
+        event whose body is not JSON has no body field), with its deliveries (records, request and response
+        bodies), its pending deliveries, its dead letters, and the value in the correlation data of the
+        schemas learned on the endpoint. Answers 202 with the job at once; follow it with
+        `GET /v1/erasures/{erasure_id}`. The job waits (`pending`) until the flush has stored every request the
+        edge acknowledged before it, so those are part of it too.
 
-        `matched` counts the events found, `erased` those removed. Once `done`, the job is the audit record:
-        the field, the counts and when, with `value_sha256` (SHA-256 of `<id>:<value as JSON>`) in place of
-        the value, which is dropped. Events still on their way in when the job ends are not part of it."""
+        `matched` counts the events found, `erased` those removed. Once `completed`, the job is the audit
+        record: the field, the counts and when, with `value_sha256` (SHA-256 of `<id>:<value as JSON>`) in
+        place of the value, which is dropped; `failed` comes with an `error` naming why."""
         return await service.erase_events(ctx, principal, endpoint_id, data)
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from control.records.fields import FIELD_PATTERN
 from control.records.text import NO_NUL
 
 __all__ = ("MAX_VALUE_LENGTH", "EraseRequest", "Erasure", "ErasureList", "ErasureState", "ErasureValue")
@@ -28,7 +29,7 @@ class EraseRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             max_length=1000,
             description="A field in the condition-tree syntax: `body.<dot.path>` (`body.data.object.customer`), "
             "`header.<name>`, `meta.label.<key>` or `meta.<key>`",
-            extra_json_schema={"pattern": NO_NUL},
+            extra_json_schema={"pattern": FIELD_PATTERN},
         ),
     ]
     value: Annotated[
@@ -54,7 +55,11 @@ class Erasure(msgspec.Struct, kw_only=True):
     id: str
     endpoint_id: str
     field: str
-    value: str | bool | int | float | None
+    value: Annotated[
+        str | bool | int | float | None,
+        # As decoded, an integer is a number: one branch for both, so exactly one `oneOf` branch matches.
+        msgspec.Meta(extra_json_schema={"oneOf": [{"type": t} for t in ("string", "boolean", "number", "null")]}),
+    ]
     """The value while the job runs; null once it is done or failed (``value_sha256`` stays)."""
     value_sha256: str
     """Hex SHA-256 of ``<id>:<the value as JSON>`` (``erase_…:"cus_123"``): whoever holds the value can check

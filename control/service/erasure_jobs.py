@@ -47,9 +47,10 @@ from control.schemas.batch import hash_value
 from control.schemas.scrub import scrub
 from control.schemas.state import decode_state, encode_state
 from control.service import Context, ingest_marks
+from shared.errors import JobDataError
 from shared.wire import IngestRecord, decode_records
 
-__all__ = ("MAX_FAILURES", "PAGE", "RETRY_S", "JobDataError", "advance", "candidates", "matcher", "value_hashes")
+__all__ = ("MAX_FAILURES", "PAGE", "RETRY_S", "advance", "candidates", "matcher", "value_hashes")
 
 log = logging.getLogger("hookyard.erasure")
 
@@ -61,11 +62,6 @@ RETRY_S = 10.0
 """A job whose step failed for its data is tried again after this many seconds times its failures."""
 _DEFERRED = 500
 _decode = msgspec.json.Decoder().decode
-
-
-class JobDataError(Exception):
-    """A step cannot go on because of what is stored (the job's field or value, an event row, a schema's
-    state), not because a store is away: trying again fails the same way."""
 
 
 def matcher(field: str, value: Any) -> Any:

@@ -69,7 +69,10 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         while not (page := _ok(api.get(f"{path}/events", params={"limit": 1})))["next_cursor"]:
             assert time.monotonic() < deadline, "the events sent through the edge were not stored"
             time.sleep(0.05)
-        schema_id = _ok(api.get(f"{path}/schemas"))["schemas"][0]["id"]  # learned from those events
+        while not (schemas := _ok(api.get(f"{path}/schemas"))["schemas"]):  # the learn loop learns them after
+            assert time.monotonic() < deadline, "no schema was learned from the events stored"
+            time.sleep(0.05)
+        schema_id = schemas[0]["id"]
         for _ in range(2):
             _ok(api.post(f"/v1/destinations/{destinations[0]['id']}/test"))
         deliveries = _ok(api.get(f"{path}/deliveries", params={"limit": 1}))
@@ -100,6 +103,7 @@ def _seed(control_url: str, key: str, sink_url: str) -> dict[str, str]:
         # No alert has fired here, so no page hands out a cursor: one the server's own encoder makes for its
         # list (a made-up token of the right shape is a 400, which the document cannot state).
         "alert_cursor": encode_cursor("alerts", datetime.now(UTC), "alert_01M89VA30593X7C0EME27ZTGF2"),
+        "erasure_cursor": "erase_01M89VA30593X7C0EME27ZTGF2",  # a page of erasures ends at a job's id
     }
 
 
@@ -140,6 +144,7 @@ Authorization = "Bearer {key}"
 {operation("ListEvents", **{"query.cursor": ids["event_cursor"]})}
 {operation("ListDeliveries", **{"query.cursor": ids["delivery_cursor"]})}
 {operation("ListAlerts", **{"query.cursor": ids["alert_cursor"]})}
+{operation("ListErasures", **{"query.cursor": ids["erasure_cursor"]})}
 # Every wait that matches nothing lasts its whole timeout: the shortest one, and no coverage phase (whose
 # dozens of filter combinations would each wait a second).
 {operation("WaitForEvent", **{"query.timeout": 1, "query.after": ids["wait_position"]})}phases.coverage.enabled = false

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
+from control.records.fields import LABEL_PREFIX, META_KEYS
 from shared.errors import InvalidConditionTree
 
 __all__ = (
@@ -26,20 +27,6 @@ __all__ = (
 )
 
 OPERATORS: Final = ("equals", "not_equals", "contains", "exists", "regex")
-META_KEYS: Final = (
-    "provider",
-    "event_type",
-    "method",
-    "path",
-    "content_type",
-    "source_ip",
-    "signature_valid",
-    "ip_allowed",
-    "endpoint_id",
-    "environment",
-)
-LABEL_PREFIX: Final = "label."
-"""``meta.label.<key>``: the value of the event's label ``<key>`` (labels are computed before routing)."""
 
 
 class _Missing:

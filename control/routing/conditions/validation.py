@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import re2
 
+from control.records.fields import HEADER_NAME, LABEL_KEY
 from control.records.storable import text_problem
 from control.routing.conditions.tree import LABEL_PREFIX, META_KEYS, OPERATORS, InvalidConditionTree
 
@@ -42,10 +43,10 @@ MAX_PATTERN_LENGTH = 1000
 MAX_FIELD_LENGTH = 1000
 
 _META = frozenset(META_KEYS)
-_LABEL_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # control.records.labels.OUTPUT_KEY
+_LABEL_KEY = re.compile(LABEL_KEY)
 _GROUP_KEYS = ("op", "children")
 _LEAF_KEYS = ("field", "operator", "value")
-_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_NAME = re.compile(HEADER_NAME)
 
 _encode = msgspec.json.Encoder().encode
 
