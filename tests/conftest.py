@@ -134,7 +134,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     loadfile``) in collection order, so a slow module drawn last by the shuffle ran alone at the end while the
     other worker sat idle (the fault module with its own topology, schemathesis: minutes). The order within
     each group, and of the tests inside a module, stays random; every worker sorts the same way, as xdist
-    requires of their collections."""
+    requires of their collections. xdist's own reordering (biggest modules first, by test count) is off in
+    pyproject's addopts (``--no-loadscope-reorder``): it put thousands of quick unit tests ahead of these."""
 
     def starts_processes(item: pytest.Item) -> bool:
         return item.get_closest_marker("slow") is not None or "stack" in getattr(item, "fixturenames", ())
