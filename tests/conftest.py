@@ -127,32 +127,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_OneSetOfServers(), "hookyard-one-set-of-servers")
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-randomly has shuffled: its order is kept within each group
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules that start real processes (marked ``slow``, or using the ``stack`` fixture) first, and
-    before them those marked ``slow(longest=True)``. pytest-xdist hands out whole modules (``--dist
-    loadfile``) in collection order, so a slow module drawn last by the shuffle ran alone at the end while the
-    other worker sat idle (the fault module with its own topology, schemathesis: minutes). The order within
-    each group, and of the tests inside a module, stays random; every worker sorts the same way, as xdist
-    requires of their collections. xdist's own reordering (biggest modules first, by test count) is off in
-    pyproject's addopts (``--no-loadscope-reorder``): it put thousands of quick unit tests ahead of these."""
-
-    def starts_processes(item: pytest.Item) -> bool:
-        return item.get_closest_marker("slow") is not None or "stack" in getattr(item, "fixturenames", ())
-
-    def longest(item: pytest.Item) -> bool:
-        marker = item.get_closest_marker("slow")
-        return marker is not None and marker.kwargs.get("longest", False)
-
-    first = {item.path for item in items if longest(item)}  # a module goes whole: xdist's unit
-    modules = {item.path for item in items if starts_processes(item)} - first
-    items[:] = (
-        [item for item in items if item.path in first]
-        + [item for item in items if item.path in modules]
-        + [item for item in items if item.path not in first and item.path not in modules]
-    )
-
-
 @pytest.fixture(scope="session")
 def servers(request: pytest.FixtureRequest) -> Iterator[Servers]:
     shared = getattr(request.config, "workerinput", {}).get("hookyard_servers")

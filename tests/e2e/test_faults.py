@@ -20,7 +20,7 @@ from bench.chaos import Load, Target, Topology, provision, topology
 from bench.faults import Outcome, run_scenario
 from bench.ledger import settle
 
-pytestmark = pytest.mark.slow(longest=True)  # one topology for minutes of faults: handed out first
+pytestmark = pytest.mark.slow
 
 SETTINGS = {
     "flush_claim_idle_ms": 1000,
