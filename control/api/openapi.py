@@ -100,7 +100,7 @@ class StrictStructSchemaPlugin(StructSchemaPlugin):
 
     Registered on the app, it comes before Litestar's built-in Struct plugin, which it extends. That plugin
     lives in a private module (``litestar._openapi``); litestar is pinned below 3, and the document's own
-    tests (tests/test_bad_input.py, tests/test_schemathesis.py) fail loudly if it moves or changes."""
+    tests (tests/control/bad_input/, tests/test_schemathesis.py) fail loudly if it moves or changes."""
 
     def to_openapi_schema(self, field_definition: FieldDefinition, schema_creator: SchemaCreator) -> Schema:
         schema = super().to_openapi_schema(field_definition, schema_creator)
