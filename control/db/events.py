@@ -199,13 +199,19 @@ async def first_stored_after(
     """(horizon, the first match stored after the position ``(xid, event_id)``, or at it when ``inclusive``),
     in storing order (``stored_xid``, then id), read in one snapshot. ``horizon`` is that snapshot's xmin:
     every transaction below it has finished, so no event with a smaller ``stored_xid`` can appear any more; a
-    match at or above it is visible but not yet safe to move past. With ``xid`` None only the horizon is read.
+    match at or above it is visible but not yet safe to move past.
+
+    With ``xid`` None only "now" is read: the snapshot's xmax, the first transaction id not yet started. Not
+    xmin: an unrelated transaction left open (another endpoint's flush, another database on the server) holds
+    xmin back, and an event committed before "now" would then count as after it. A transaction in progress
+    at the read (between xmin and xmax) counts as before: it read its batch before "now", so its events were
+    received before it.
 
     The match carries ``position_xid``. Events stored before migration 0013 (no ``stored_xid``) are never
     matched."""
     if xid is None:
-        horizon = await conn.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
-        return horizon, None
+        now = await conn.fetchval("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+        return now, None
     where = _Where(endpoint_id).filters(filters)
     bound = where.arg(xid)
     where.parts.append(f"e.stored_xid >= {bound}::xid8")

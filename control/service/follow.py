@@ -76,8 +76,8 @@ async def follow_events(
             waiter.take()  # before looking: news arriving during the look signals another one
             async with ctx.pool.acquire() as conn:
                 if position is None:
-                    horizon, _ = await db_events.first_stored_after(conn, endpoint_id, filters, xid=None)
-                    position = (horizon, "", False)
+                    now, _ = await db_events.first_stored_after(conn, endpoint_id, filters, xid=None)
+                    position = (now, "", False)
                 horizon, row = await db_events.first_stored_after(
                     conn, endpoint_id, filters, xid=position[0], event_id=position[1], inclusive=position[2]
                 )

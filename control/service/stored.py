@@ -42,7 +42,7 @@ class Storing:
     endpoint_id: str
     waiter: Waiter[object]
     before: int
-    """The position horizon read before the request was sent: every event stored later is after it."""
+    """The position "now" read before the request was sent: every event stored later is after it."""
 
     async def position(self, event_id: str, timeout_s: float = STORE_WAIT_S) -> tuple[bool, str]:
         """(stored, cursor): once ``event_id`` is stored, True and the position just before it (following

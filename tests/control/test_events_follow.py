@@ -89,6 +89,22 @@ async def test_an_older_transaction_committing_late_is_not_skipped(served, accou
     assert seen == [late, *early]
 
 
+async def test_now_is_after_every_event_already_visible_even_with_an_older_transaction_open(served, account):
+    """An unrelated older transaction (another endpoint's flush, another database on the server) holds the
+    snapshot's xmin back; an event committed before ``now`` was asked is still before it, and the first
+    event stored afterwards is the first answer."""
+    async with db(served.database_url) as other:
+        transaction = other.transaction()
+        await transaction.start()
+        await other.execute("SELECT pg_current_xact_id()")  # an xid older than everything below, left open
+        already = await served.announce(Ev(served.endpoint))
+        cursor = (await _follow(served, account, "now", timeout=1)).headers["hookyard-cursor"]
+        later = await served.announce(Ev(served.endpoint))
+        await transaction.rollback()
+    seen, _ = await _drain(served, account, cursor, 1)
+    assert seen == later, f"{already} was stored before 'now' and answered after it"
+
+
 async def test_filters_skip_events_and_the_timeout_cursor_moves_past_them(served, account):
     cursor = (await _follow(served, account, "now", timeout=1, type="invoice.paid")).headers["hookyard-cursor"]
     await served.announce(Ev(served.endpoint, event_type="orders/create"))
