@@ -66,21 +66,28 @@ class Grant:
         return self.first_at + index * self.interval_s
 
 
-async def _run(redis: aioredis.Redis, key: str, *args: object) -> tuple[int, float]:
+async def _run(redis: aioredis.Redis, key: str, *args: object) -> tuple[int, float, float]:
+    """(count, seconds from the script's "now" to the answer's time, ``time.monotonic()`` when it was asked)."""
     try:
+        asked = time.monotonic()
         count, wait_ms = await redis.evalsha(_SHA, 1, key, *args)
     except NoScriptError:
         await redis.script_load(_SCRIPT)
+        asked = time.monotonic()
         count, wait_ms = await redis.evalsha(_SHA, 1, key, *args)
-    return int(count), float(wait_ms) / 1000
+    return int(count), float(wait_ms) / 1000, asked
 
 
 async def reserve(redis: aioredis.Redis, key: str, *, rate_per_s: float, wanted: int, horizon_s: float) -> Grant:
     """Up to ``wanted`` start times at ``rate_per_s``, none later than ``horizon_s`` from now."""
     interval_ms = 1000.0 / rate_per_s
-    count, first_s = await _run(redis, key, repr(interval_ms), wanted, repr(horizon_s * 1000), 0)
-    # Taken as the answer arrives, so what the worker does next (handing back the rest) delays no start.
-    return Grant(count, time.monotonic() + first_s, interval_ms / 1000)
+    count, first_s, asked = await _run(redis, key, repr(interval_ms), wanted, repr(horizon_s * 1000), 0)
+    # Placed from when the script was asked for, not from when its answer was read: an answer read late (the
+    # loop stalled) would move every start later by the stall, onto starts other workers reserved since, and
+    # a second at the destination could hold twice the rate. Asked-at placement makes them late instead, and
+    # a late start is reserved again. It can be early by the time the request took to reach Redis (loopback:
+    # well under a millisecond).
+    return Grant(count, asked + first_s, interval_ms / 1000)
 
 
 async def pause(redis: aioredis.Redis, key: str, seconds: float) -> None:

@@ -1,0 +1,71 @@
+"""The rate limit's clock: a reservation's start times are placed in the worker's clock from when the worker
+asked, not from when the answer was read. An answer read late (the worker's event loop stalled by CPU
+contention or a long collection) would otherwise shift every start of the grant later by the stall, onto
+the starts other workers reserved after it: at 50/s, a second at the destination then held 99 (a full run of
+the suite on a loaded machine). Asked-at placement makes such starts late instead, and a late start is
+reserved again (``control.delivery.shaping.LATE_S``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from control.delivery import throttle
+from shared import redis_client
+from shared.keys import Keys
+
+REPLY_DELAY_S = 0.3
+
+
+@contextlib.asynccontextmanager
+async def slow_replies(redis_url: str, delay_s: float) -> AsyncIterator[str]:
+    """A TCP relay to Redis on loopback that holds every reply ``delay_s`` before passing it on: what a
+    worker whose loop is busy sees of an answer that came back at once."""
+    target = urlsplit(redis_url)
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(target.hostname, target.port or 6379)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, delay: float) -> None:
+            with contextlib.suppress(ConnectionError):
+                while data := await src.read(65536):
+                    await asyncio.sleep(delay)
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer, 0), pipe(up_reader, writer, delay_s))
+
+    server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        auth = target.netloc.rpartition("@")[0]
+        yield target._replace(netloc=f"{auth}@127.0.0.1:{port}" if auth else f"127.0.0.1:{port}").geturl()
+    finally:
+        server.close()
+
+
+async def test_a_late_answer_does_not_move_the_starts_later(redis_url: str, redis_prefix: str) -> None:
+    if urlsplit(redis_url).scheme != "redis" or not urlsplit(redis_url).port:
+        pytest.skip("needs a Redis on a TCP port")  # the embedded Redis of a run without REDIS_URL listens on one
+    key = Keys(redis_prefix).delivery_rate("dst_clock")
+    async with slow_replies(redis_url, REPLY_DELAY_S) as slow_url:
+        client = await redis_client.open_client(slow_url)
+        try:
+            # Connected and the script loaded (one reservation on another key) before the measured call.
+            await throttle.reserve(client, key + ":warm", rate_per_s=10.0, wanted=1, horizon_s=1.0)
+            asked = time.monotonic()
+            grant = await throttle.reserve(client, key, rate_per_s=10.0, wanted=3, horizon_s=1.0)
+            answered = time.monotonic()
+        finally:
+            await client.aclose()
+    assert answered - asked >= REPLY_DELAY_S
+    assert grant.count == 3
+    # The key was free: Redis placed the first start at the moment the script ran, within the call.
+    assert grant.first_at <= asked + REPLY_DELAY_S / 3, (grant.first_at - asked, answered - asked)
+    assert grant.first_at >= asked - 0.001
