@@ -67,12 +67,21 @@ _TYPES = (
     "jsonb",
 )
 _INSERT = f"""INSERT INTO deliveries ({", ".join(COLUMNS)})
-    SELECT * FROM unnest({", ".join(f"${i}::{t}[]" for i, t in enumerate(_TYPES, 1))})
+    SELECT u.* FROM unnest({", ".join(f"${i}::{t}[]" for i, t in enumerate(_TYPES, 1))}) AS u({", ".join(COLUMNS)})
+     WHERE u.task_id IS NULL
+        OR EXISTS (SELECT 1 FROM delivery_tasks t WHERE t.id = u.task_id FOR KEY SHARE)
     ON CONFLICT (id) DO NOTHING
     RETURNING id"""
 """A batch in one statement, a column per array: one parse, bind and plan for the whole batch, where a
 pipelined ``executemany`` ran the insert once per row (issue 27: the server's CPU per row fell by a third
-to a half, on the cores the deliver worker shares; docs/adr/0042-delivery-cpu-per-send.md)."""
+to a half, on the cores the deliver worker shares; docs/adr/0042-delivery-cpu-per-send.md).
+
+An attempt of a task is written only while its task exists, and the task is locked (KEY SHARE) until the
+record commits. A worker that outlived its lease records late: its task was due again meanwhile, so an
+erasure did not wait for it and deleted the event, its records and its tasks; the late record then finds no
+task and is not written. One that commits while an erasure runs holds the erasure's ``busy`` lock until its
+commit, and is then erased with the event's other records (``control.db.erasures.erase``). Replays, which
+have no task, lock their event instead (``insert_for_event``)."""
 
 _KEPT = frozenset(
     {
