@@ -24,7 +24,7 @@ from shared.attribution import Attribution
 from shared.signatures import HEADERS, SCHEMES, Verdict, check, schemes, sign
 from shared.signatures import mac as signature_mac
 
-_native = pytest.importorskip("shared._native", reason="tests/unit/signatures/test_mac.py fails the run when it is missing")
+_native = pytest.importorskip("shared._native", reason="tests/unit/signatures/test_mac.py fails without it")
 
 NOW = 1_700_000_000
 BODY = b'{"type":"invoice.paid","id":"evt_1","data":{"object":{"amount":2000}}}'
