@@ -1,5 +1,5 @@
 """The outbound transport on its own: TLS, connections the destination closed while idle, and the egress
-policy's address ranges (HTTP framing and failures: tests/delivery/test_delivery_transport.py)."""
+policy's address ranges (HTTP framing and failures: tests/delivery/test_transport_*.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from control.delivery.send import send
-from tests.delivery.test_delivery_transport import OK, answering, post, scripted, transport
+from tests.delivery.transport_support import OK, answering, post, scripted, transport
 
 
 async def test_a_send_builds_no_httpx_request_or_response(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,40 +5,36 @@ on different processes, an edge, a worker) and a real destination server; every 
 fresh accounts. Every tool is called; a signed sample goes through the edge, is verified, captured, waited
 for, forwarded by a rule and replayed; errors carry the /v1 envelope; keys see their own account only, a
 temporary ``hy_tmp_`` token its own endpoint only.
+
+One module, so one stack in any run (pytest-xdist's loadfile hands a module to one worker); the MCP client
+helpers are in mcp_support.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 import redis.asyncio as aioredis
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from control.mcp.registry import TOOLS
 from shared.settings import Settings, load_settings
 from tests.conftest import Account, Servers, make_account
 from tests.destination import Destination, serving
+from tests.e2e.mcp_support import NO_SUCH_ENDPOINT, NO_SUCH_EVENT, connected, iso, until, v1_request
 from tests.helpers import assert_error, module_database_url, wait_for
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
-database_url = module_database_url  # one database for the module: every test uses accounts of its own
 
-NO_SUCH_EVENT = "evt_01KAAAAAAAAAAAAAAAAAAAAAAA"
-NO_SUCH_ENDPOINT = "ep_01KAAAAAAAAAAAAAAAAAAAAAAA"
+database_url = module_database_url  # one database for the module: every test uses accounts of its own
 
 
 @pytest.fixture(scope="module")
@@ -77,57 +73,6 @@ def running(module_settings: Settings, sink: Destination, tmp_path_factory: pyte
         stack.stop_all()
 
 
-@contextlib.asynccontextmanager
-async def connected(stack: Stack, key: str, mode: str = "auto") -> AsyncIterator[Tools]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(70))
-    async with http, Client(streamable_http_client(f"{stack.control_url}/mcp", http_client=http), mode=mode) as c:
-        yield Tools(c)
-
-
-class Tools:
-    """The client, with assertions: ``ok`` for a call that must succeed, ``error`` for a refused one."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.called: set[str] = set()
-
-    async def ok(self, tool: str, /, **arguments: Any) -> dict[str, Any]:
-        result = await self.client.call_tool(tool, arguments)
-        assert not result.is_error, f"{tool}: {result.content}"
-        assert json.loads(result.content[0].text) == result.structured_content
-        self.called.add(tool)
-        return result.structured_content
-
-    async def error(self, tool: str, /, **arguments: Any) -> dict[str, str]:
-        """The envelope's ``{code, message}``, checked to be the tool error's text and structured content."""
-        result = await self.client.call_tool(tool, arguments)
-        assert result.is_error, f"{tool} succeeded: {result.structured_content}"
-        envelope = json.loads(result.content[0].text)
-        assert envelope == result.structured_content
-        assert set(envelope) == {"error"}
-        assert set(envelope["error"]) == {"code", "message"}
-        return envelope["error"]
-
-
-def _v1(stack: Stack, account: Account, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    return httpx.request(method, f"{stack.control_url}{path}", headers=account.headers, timeout=10, **kwargs)
-
-
-def _iso(at: datetime) -> str:
-    return at.isoformat().replace("+00:00", "Z")
-
-
-async def _until(check: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := await check()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-    return found
-
-
-# -- the catalog over the wire ---------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_lists_every_tool_with_schemas_and_hints(running: Stack, account: Account, mode: str) -> None:
     """Both protocol eras (the per-request 2026 protocol and the initialize handshake) list the same tools."""
@@ -145,9 +90,6 @@ async def test_lists_every_tool_with_schemas_and_hints(running: Stack, account: 
     assert listed["replay_event"].annotations.open_world_hint is True
     assert listed["update_rule"].annotations.idempotent_hint is True
     assert listed["wait_for_event"].input_schema["properties"]["timeout"]["maximum"] == 55
-
-
-# -- every tool, and a whole flow -------------------------------------------------------------------------
 
 
 async def test_every_tool_over_streamable_http(running: Stack, account: Account, sink: Destination) -> None:
@@ -204,9 +146,7 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
 
         # A signed sample through the edge: verified, captured, found by the long poll, forwarded by the rule.
         before = len(sink.requests)
-        waiting = asyncio.ensure_future(
-            t.ok("wait_for_event", endpoint_id=ep, provider="payments", since=_iso(started))
-        )
+        waiting = asyncio.ensure_future(t.ok("wait_for_event", endpoint_id=ep, provider="payments", since=iso(started)))
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="payments", event_type="charge.refunded")
         assert (sent["status"], sent["accepted"]) == (200, True), sent
         assert sent["response"] == {"ok": True, "id": sent["event_id"]}
@@ -252,7 +192,7 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
             got = await t.ok("get_event", event_id=event["id"])
             return got if got["deliveries"] else None
 
-        got = await _until(delivered)
+        got = await until(delivered)
         assert got["deliveries"][0]["success"] is True
         rule_deliveries = await t.ok("list_deliveries", endpoint_id=ep, source="rule", success=True)
         assert [d["event_id"] for d in rule_deliveries["deliveries"]] == [event["id"]]
@@ -338,13 +278,13 @@ async def test_a_provider_secret_and_custom_header_sign_the_sample(running: Stac
             await t.ok("update_auth_config", endpoint_id=ep, hmac_enabled=True, on_failure="accept_log", secret=secret)
             sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="identity", event_type=event_type)
             assert sent["accepted"], sent
-            event = (await t.ok("wait_for_event", endpoint_id=ep, type=event_type, since=_iso(started)))["event"]
+            event = (await t.ok("wait_for_event", endpoint_id=ep, type=event_type, since=iso(started)))["event"]
             assert (event["signature_valid"], event["signature_failure_reason"]) == (True, None)
             assert event["headers"]["svix-id"] == sent["idempotency_key"]
         await t.ok("update_auth_config", endpoint_id=ep, header_name="X-Acme-Signature", on_failure="reject")
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="code_host", event_type="push")
         assert (sent["status"], sent["signature_header"]) == (200, "x-acme-signature")
-        event = (await t.ok("wait_for_event", endpoint_id=ep, type="push", since=_iso(started)))["event"]
+        event = (await t.ok("wait_for_event", endpoint_id=ep, type="push", since=iso(started)))["event"]
         assert event["id"] == sent["event_id"]
         assert event["signature_valid"] is True
         assert event["headers"]["x-acme-signature"].startswith("sha256=")
@@ -360,13 +300,10 @@ async def test_a_refused_sample_is_an_answer_not_an_error(running: Stack, accoun
         assert sent["response"]["error"]["code"] == "ip_not_allowed"
 
 
-# -- errors ------------------------------------------------------------------------------------------------
-
-
 async def test_errors_carry_the_v1_envelope(running: Stack, account: Account) -> None:
     """The same inputs refused by /v1 and by the tool: the same code and, where the same decoder or the same
     service check refuses them, the same message."""
-    ep = _v1(running, account, "POST", "/v1/endpoints", json={"name": "errors"}).json()["id"]
+    ep = v1_request(running, account, "POST", "/v1/endpoints", json={"name": "errors"}).json()["id"]
     cases = [
         ("create_endpoint", {"name": 5}, "POST", "/v1/endpoints", {"name": 5}),
         ("create_endpoint", {"name": ""}, "POST", "/v1/endpoints", {"name": ""}),
@@ -414,7 +351,7 @@ async def test_errors_carry_the_v1_envelope(running: Stack, account: Account) ->
     async with connected(running, account.key) as t:
         for tool, arguments, method, path, body in cases:
             tool_error = await t.error(tool, **arguments)
-            http_error = _v1(running, account, method, path, json=body).json()["error"]
+            http_error = v1_request(running, account, method, path, json=body).json()["error"]
             assert tool_error == http_error, (tool, arguments)
         expected = {
             "create_rule": "invalid_condition_tree",
@@ -495,9 +432,6 @@ async def test_a_read_only_key_reads_but_changes_nothing(running: Stack, databas
             assert await t.error(tool, **arguments) == {"code": "forbidden", "message": "this API key is read-only"}
 
 
-# -- temporary tokens ---------------------------------------------------------------------------------------
-
-
 def _temporary(stack: Stack) -> tuple[str, str]:
     """A temporary endpoint and its ``hy_tmp_`` token, from ``POST /api/start`` (no key)."""
     started = httpx.post(f"{stack.control_url}/api/start", json={"provider_hint": "identity"}, timeout=10)
@@ -509,7 +443,7 @@ def _temporary(stack: Stack) -> tuple[str, str]:
 
 async def test_a_temporary_token_acts_on_its_own_endpoint_only(running: Stack, account: Account) -> None:
     token, ep = _temporary(running)
-    theirs = _v1(running, account, "POST", "/v1/endpoints", json={"name": "someone else's"}).json()["id"]
+    theirs = v1_request(running, account, "POST", "/v1/endpoints", json={"name": "someone else's"}).json()["id"]
     on_v1 = httpx.get(f"{running.control_url}/v1/endpoints", headers={"Authorization": f"Bearer {token}"})
     assert_error(on_v1, 403, "temporary_token")
     started = datetime.now(UTC) - timedelta(seconds=1)
@@ -518,7 +452,7 @@ async def test_a_temporary_token_acts_on_its_own_endpoint_only(running: Stack, a
         assert [(e["id"], e["temporary"]) for e in endpoints] == [(ep, True)]
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="identity", event_type="user.created")
         assert sent["accepted"], sent
-        waited = await t.ok("wait_for_event", endpoint_id=ep, since=_iso(started), timeout=20)
+        waited = await t.ok("wait_for_event", endpoint_id=ep, since=iso(started), timeout=20)
         assert waited["event"]["id"] == sent["event_id"]
         assert (await t.ok("get_event", event_id=sent["event_id"]))["event_type"] == "user.created"
         assert (await t.ok("list_events", endpoint_id=ep))["events"][0]["id"] == sent["event_id"]
@@ -533,9 +467,6 @@ async def test_a_temporary_token_acts_on_its_own_endpoint_only(running: Stack, a
         assert (await t.error("create_endpoint", name="more"))["code"] == "temporary_token"
     async with connected(running, account.key) as owner:
         assert (await owner.error("get_endpoint", endpoint_id=ep))["code"] == "not_found"
-
-
-# -- stateless ------------------------------------------------------------------------------------------------
 
 
 async def test_stateless_no_session_and_any_worker_answers(running: Stack, account: Account) -> None:

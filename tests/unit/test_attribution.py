@@ -67,7 +67,7 @@ def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
     edge runs), and through the Python function alone (what runs where shared._native is not built)."""
     global attribute_raw
     if request.param == "compiled" and attribution._native is None:
-        pytest.fail("shared._native is not built here (tests/unit/test_signatures.py checks the build)")
+        pytest.fail("shared._native is not built here (tests/unit/signatures/test_mac.py checks the build)")
     attribute_raw = IMPLEMENTATIONS[request.param]
     yield request.param
     attribute_raw = attribution.attribute

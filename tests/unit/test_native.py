@@ -2,7 +2,7 @@
 exactly as shared.signatures.Verifier and shared.attribution._attribute do, answer the usual request
 themselves (or they would be dead weight), and hand every other request to the Python path.
 
-test_signatures.py and test_attribution.py run all their cases through both paths; here the two are compared
+signatures/ and test_attribution.py run all their cases through both paths; here the two are compared
 on generated requests built around validly signed ones, where the compiled path's shortcuts could go wrong.
 Pure unit tests: no servers.
 """
@@ -24,7 +24,7 @@ from shared.attribution import Attribution
 from shared.signatures import HEADERS, SCHEMES, Verdict, check, schemes, sign
 from shared.signatures import mac as signature_mac
 
-_native = pytest.importorskip("shared._native", reason="tests/unit/test_signatures.py fails the run when it is missing")
+_native = pytest.importorskip("shared._native", reason="tests/unit/signatures/test_mac.py fails without it")
 
 NOW = 1_700_000_000
 BODY = b'{"type":"invoice.paid","id":"evt_1","data":{"object":{"amount":2000}}}'

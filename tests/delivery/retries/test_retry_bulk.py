@@ -1,6 +1,5 @@
-"""Retrying deliveries: POST /v1/deliveries/{id}/retry and the bulk job of POST
-/v1/endpoints/{id}/deliveries/retry, against real loopback destinations with the deliver and retries loops
-running in process."""
+"""The bulk retry job of POST /v1/endpoints/{id}/deliveries/retry: thousands of failed deliveries each
+retried once within the cap, a sink that comes back up, the filters choosing what is retried, and its errors."""
 
 from __future__ import annotations
 
@@ -10,45 +9,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-import pytest
 
 from control.db.tasks import NOTIFY_CHANNEL
 from control.service import Context
 from shared import ids
 from shared.settings import Settings
 from tests.conftest import make_account
+from tests.delivery.retries.support import endpoint_with_destinations
 from tests.delivery.retries_support import fail_deliveries, new_tasks, workers
-from tests.destination import Destination, Reply, deliveries_of, serving, settled, task_status
-from tests.events_support import Ev, store, store_delivery, store_task
+from tests.destination import Destination, Reply, serving
+from tests.events_support import Ev
 from tests.helpers import assert_error, db, parse_ts, wait_for
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    """The room's fast delivery settings, and: two attempts per task (one scheduled retry), a circuit that
-    opens after 5 failures and probes 0.3 s later, and 8 requests at most in flight to one destination."""
-    return msgspec.structs.replace(
-        settings,
-        retry_schedule_s=(0.05,),
-        circuit_failure_threshold=5,
-        circuit_cooldown_s=0.3,
-        deliver_per_destination=8,
-    )
-
-
-async def _setup(client: Any, account: Any, url: str, *, destinations: int = 1) -> dict[str, Any]:
-    """An endpoint with ``destinations`` destinations at ``url`` (``?n`` tells them apart), each forwarded
-    every event by its own rule."""
-    h = account.headers
-    endpoint = (await client.post("/v1/endpoints", json={"name": "retries"}, headers=h)).json()
-    made: dict[str, Any] = {"endpoint": endpoint["id"], "destinations": [], "rules": []}
-    for n in range(destinations):
-        body = {"url": f"{url}?{n}", "name": f"sink {n}", "forward_all": True}
-        resp = await client.post(f"/v1/endpoints/{endpoint['id']}/destinations", json=body, headers=h)
-        assert resp.status_code == 201, resp.text
-        made["destinations"].append(resp.json()["id"])
-        made["rules"].append(resp.json()["rule"]["id"])
-    return made
 
 
 async def _job(client: Any, account: Any, job_id: str) -> dict[str, Any]:
@@ -65,150 +36,10 @@ async def _completed(client: Any, account: Any, job_id: str, timeout: float = 90
     return await wait_for(check, timeout=timeout, interval=0.05)
 
 
-# -- one delivery ------------------------------------------------------------------------------------------
-
-
-async def test_a_delivery_the_schedule_gave_up_on_gets_one_more_attempt(
-    client, account, ctx: Context, destination: Destination
-) -> None:
-    destination.reply(default=Reply(status=500, body=b"down"))
-    made = await _setup(client, account, destination.url)
-    ev = Ev(made["endpoint"])
-    async with db(ctx.settings.database_url) as conn:
-        await store(conn, None, None, [ev])
-        task_id = await store_task(
-            conn,
-            endpoint_id=made["endpoint"],
-            event_id=ev.id,
-            received_at=ev.received_at,
-            rule_id=made["rules"][0],
-            destination_id=made["destinations"][0],
-        )
-    async with workers(ctx):
-        await settled(ctx, task_id, "failed", timeout=30)
-    first, second = await deliveries_of(ctx, ev.id)
-    assert [(d["attempt_number"], d["success"]) for d in (first, second)] == [(1, False), (2, False)]
-
-    destination.reply(default=Reply(status=200))
-    resp = await client.post(f"/v1/deliveries/{first['id']}/retry", headers=account.headers)  # any attempt
-    assert resp.status_code == 202, resp.text
-    retry = resp.json()
-    assert parse_ts(retry.pop("due_at")) <= datetime.now(UTC)
-    assert retry == {
-        "delivery_id": first["id"],
-        "event_id": ev.id,
-        "destination_id": made["destinations"][0],
-        "rule_id": made["rules"][0],
-        "previous_status": "failed",
-        "status": "pending",
-        "attempt_number": 3,
-    }
-    async with workers(ctx):
-        await settled(ctx, task_id, "succeeded", timeout=30)
-        sent = await destination.wait_for(3)
-    assert len(destination.requests) == 3
-    assert sent[2].headers["x-hookyard-delivery-attempt"] == "3"
-    assert sent[2].headers["x-hookyard-event-id"] == ev.id
-    listed = (
-        await client.get(f"/v1/endpoints/{made['endpoint']}/deliveries", params={"limit": 1}, headers=account.headers)
-    ).json()["deliveries"]
-    assert [(d["attempt_number"], d["source"], d["success"], d["event_id"]) for d in listed] == [
-        (3, "rule", True, ev.id)
-    ]
-
-    # A succeeded delivery can be sent again on purpose: attempt 4.
-    resp = await client.post(f"/v1/deliveries/{listed[0]['id']}/retry", headers=account.headers)
-    assert resp.status_code == 202, resp.text
-    assert (resp.json()["previous_status"], resp.json()["attempt_number"]) == ("succeeded", 4)
-    async with workers(ctx):
-        await destination.wait_for(4)
-        await wait_for(lambda: _attempts(ctx, task_id, 4), timeout=30)
-    assert (await task_status(ctx, task_id))["status"] == "succeeded"
-
-
-async def _attempts(ctx: Context, task_id: str, n: int) -> bool:
-    row = await task_status(ctx, task_id)
-    return row["attempts"] == n and row["status"] != "in_flight"
-
-
-async def test_a_scheduled_retry_comes_forward_and_an_attempt_in_flight_is_409(
-    client, account, ctx: Context, destination: Destination, settings: Settings
-) -> None:
-    made = await _setup(client, account, destination.url)
-    async with db(ctx.settings.database_url) as conn:
-        (failed,) = await fail_deliveries(
-            conn,
-            [Ev(made["endpoint"])],
-            destination_id=made["destinations"][0],
-            rule_id=made["rules"][0],
-            url=destination.url,
-            attempts=1,
-            status="pending",  # its next attempt an hour away
-        )
-    destination.hold()
-    async with workers(ctx):
-        resp = await client.post(f"/v1/deliveries/{failed.delivery_id}/retry", headers=account.headers)
-        assert resp.status_code == 202, resp.text
-        assert (resp.json()["previous_status"], resp.json()["attempt_number"]) == ("pending", 2)
-        (held,) = await destination.wait_for(1)
-        assert held.headers["x-hookyard-delivery-attempt"] == "2"
-        resp = await client.post(f"/v1/deliveries/{failed.delivery_id}/retry", headers=account.headers)
-        err = assert_error(resp, 409, "attempt_in_flight")
-        assert failed.delivery_id in err["message"]
-        assert "attempt 2 in flight" in err["message"]
-        destination.release()
-        await settled(ctx, failed.task_id, "succeeded", timeout=30)
-    assert len(destination.requests) == 1
-
-
-async def test_single_retry_errors(client, account, other_account, ctx: Context, destination: Destination) -> None:
-    made = await _setup(client, account, destination.url, destinations=2)
-    async with db(ctx.settings.database_url) as conn:
-        failed = await fail_deliveries(
-            conn,
-            [Ev(made["endpoint"]), Ev(made["endpoint"])],
-            destination_id=made["destinations"][0],
-            rule_id=made["rules"][0],
-            url=destination.url,
-        )
-        replay = await store_delivery(
-            conn, made["endpoint"], failed[0].event_id, created_at=datetime.now(UTC), source="replay", success=False
-        )
-        test = await store_delivery(
-            conn, made["endpoint"], failed[0].event_id, created_at=datetime.now(UTC), source="manual_test"
-        )
-        # the second event is no longer stored (retention)
-        await conn.execute("DELETE FROM events WHERE id = $1", failed[1].event_id)
-
-    read_only = await make_account(ctx.settings.database_url, read_only=True)
-
-    def retry(delivery_id: str, who: Any = account) -> Any:
-        return client.post(f"/v1/deliveries/{delivery_id}/retry", headers=who.headers)
-
-    assert_error(await retry(failed[0].delivery_id, other_account), 404, "not_found")  # never reveals it exists
-    assert_error(await retry("dlv_01KAAAAAAAAAAAAAAAAAAAAAAA"), 404, "not_found")
-    assert_error(await retry("dlv_nope"), 404, "not_found")
-    assert_error(await retry(failed[0].task_id), 404, "not_found")
-    err = assert_error(await retry(replay), 400, "validation_error", field="delivery_id")
-    assert "a replay" in err["message"]
-    assert f"/v1/events/{failed[0].event_id}/replay" in err["message"]
-    assert "a destination test" in assert_error(await retry(test), 400, "validation_error")["message"]
-    assert "no longer stored" in assert_error(await retry(failed[1].delivery_id), 404, "not_found")["message"]
-    assert_error(await retry(failed[0].delivery_id, read_only), 403, "forbidden")
-    assert_error(await client.post(f"/v1/deliveries/{failed[0].delivery_id}/retry"), 401, "unauthorized")
-    resp = await client.delete(f"/v1/destinations/{made['destinations'][0]}", headers=account.headers)
-    assert resp.status_code == 200
-    assert "was deleted" in assert_error(await retry(failed[0].delivery_id), 404, "not_found")["message"]
-    assert destination.requests == []
-
-
-# -- in bulk -------------------------------------------------------------------------------------------------
-
-
 async def test_thousands_of_failed_deliveries_are_each_retried_once_within_the_cap(
     client, account, ctx: Context, destination: Destination
 ) -> None:
-    made = await _setup(client, account, destination.url)
+    made = await endpoint_with_destinations(client, account, destination.url)
     count = 2000
     async with db(ctx.settings.database_url) as conn:
         failed = await fail_deliveries(
@@ -281,7 +112,7 @@ async def test_a_thousand_failures_retried_to_a_sink_that_comes_back_up_each_suc
     """Real failures first (the sink answers 503 until its schedule gives up); the bulk retry starts while
     it is still down, so the circuit opens and holds the rest back; it comes back up, the probe closes the
     circuit, and a second bulk retry takes the few that failed again."""
-    made = await _setup(client, account, destination.url)
+    made = await endpoint_with_destinations(client, account, destination.url)
     count = 1000
     events = [Ev(made["endpoint"]) for _ in range(count)]
     async with db(ctx.settings.database_url) as conn:
@@ -360,7 +191,7 @@ async def _queued_all(client: Any, account: Any, job_id: str, count: int) -> boo
 async def _sentinel(client: Any, account: Any, ctx: Context, url: str) -> None:
     """One pending task, due now, to a destination at ``url`` on an endpoint of its own; the deliver worker is
     told (the NOTIFY the flush sends)."""
-    made = await _setup(client, account, url)
+    made = await endpoint_with_destinations(client, account, url)
     async with db(ctx.settings.database_url) as conn:
         await new_tasks(conn, [Ev(made["endpoint"])], destination_id=made["destinations"][0], rule_id=made["rules"][0])
         await conn.execute(f"NOTIFY {NOTIFY_CHANNEL}")
@@ -375,7 +206,7 @@ async def _leased(ctx: Context, destination_id: str) -> int:
 
 
 async def test_the_filters_choose_what_is_retried(client, account, ctx: Context, destination: Destination) -> None:
-    made = await _setup(client, account, destination.url, destinations=2)
+    made = await endpoint_with_destinations(client, account, destination.url, destinations=2)
     ep = made["endpoint"]
     day = datetime(2026, 3, 10, tzinfo=UTC)
 
@@ -448,8 +279,8 @@ async def test_the_filters_choose_what_is_retried(client, account, ctx: Context,
 
 
 async def test_bulk_retry_errors(client, account, other_account, ctx: Context, destination: Destination) -> None:
-    made = await _setup(client, account, destination.url)
-    other = await _setup(client, other_account, destination.url)
+    made = await endpoint_with_destinations(client, account, destination.url)
+    other = await endpoint_with_destinations(client, other_account, destination.url)
     url = f"/v1/endpoints/{made['endpoint']}/deliveries/retry"
 
     async def post(params: dict[str, str], who: Any = account, endpoint_url: str = url) -> Any:

@@ -1,12 +1,11 @@
-"""POST /v1/events/{id}/replay and POST /v1/destinations/{id}/test against real loopback destinations;
-re-signed requests are checked at the receiving end with the providers' own libraries."""
+"""POST /v1/events/{id}/replay: verbatim by default, headers and body overrides, NUL and binary bodies,
+re-signed events that the providers' libraries verify, failures reported in a 200, the egress policy, and
+attribution to a destination URL."""
 
 from __future__ import annotations
 
 import base64
-import json
 import os
-import re
 from typing import Any
 
 import msgspec
@@ -18,37 +17,14 @@ from svix.webhooks import Webhook as SvixWebhook
 
 from shared.settings import Settings
 from tests.conftest import Account
+from tests.control.replay.support import OUTCOME_FIELDS, stored_event
 from tests.destination import Destination, Reply, add_destination
-from tests.events_support import DELIVERY_FIELDS, Ev, store
-from tests.helpers import assert_error, create_endpoint, db
+from tests.events_support import DELIVERY_FIELDS
+from tests.helpers import create_endpoint, db
 from tests.stack import free_port
 
 SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 CAPTURED_BODY = b'{"id":"evt_1","type":"payment_intent.succeeded","data":{"amount":2000}}'
-OUTCOME_FIELDS = {
-    "id",
-    "status",
-    "latency_ms",
-    "success",
-    "sent_headers",
-    "response_body",
-    "response_body_encoding",
-    "error",
-    "transform",
-}
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, deliver_timeout_s=1.0, deliver_lease_s=5.0)
-
-
-async def _event(client: AsyncTestClient, account: Account, database_url: str, **fields: Any) -> dict[str, str]:
-    endpoint = await create_endpoint(client, account.headers)
-    ev = Ev(endpoint_id=endpoint["id"], **fields)
-    async with db(database_url) as conn:
-        await store(conn, None, None, [ev])
-    return {"endpoint": endpoint["id"], "event": ev.id}
 
 
 @pytest.fixture
@@ -81,7 +57,7 @@ async def _replay(client: AsyncTestClient, account: Account, event_id: str, **bo
 async def test_replay_is_verbatim_by_default(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination, payments: dict[str, Any]
 ) -> None:
-    ids = await _event(client, account, database_url, **payments)
+    ids = await stored_event(client, account, database_url, **payments)
     outcome = await _replay(client, account, ids["event"], url=destination.url)
     (got,) = destination.requests
     captured = payments["headers"]
@@ -119,7 +95,7 @@ async def test_replay_is_verbatim_by_default(
 async def test_headers_body_and_preserve_headers(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination, payments: dict[str, Any]
 ) -> None:
-    ids = await _event(client, account, database_url, **payments)
+    ids = await stored_event(client, account, database_url, **payments)
     await _replay(
         client,
         account,
@@ -149,8 +125,8 @@ async def test_nul_and_binary_bodies_are_replayed_and_recorded_exactly(
     """A captured body with NUL, a replacement body with NUL, a body that is not UTF-8 and a response that
     is not UTF-8: each replay answers 200 with its outcome and each is recorded with the exact bytes."""
     nul_body, binary = "caf\u00e9 \x00 nul".encode(), b"\xff\x00\xfe"
-    with_nul = await _event(client, account, database_url, body=nul_body, headers={"content-type": "text/plain"})
-    not_utf8 = await _event(client, account, database_url, body=binary)
+    with_nul = await stored_event(client, account, database_url, body=nul_body, headers={"content-type": "text/plain"})
+    not_utf8 = await stored_event(client, account, database_url, body=binary)
     destination.reply(Reply(), Reply(), Reply(body=b"\x00\xc3("))
     captured = await _replay(client, account, with_nul["event"], url=destination.url)
     replaced = await _replay(client, account, with_nul["event"], url=destination.url, body="new \u0000 body")
@@ -193,7 +169,7 @@ async def test_a_destination_answering_nul_is_a_200_for_the_destination_test(
 async def test_resigned_payments_event_verifies_with_stripe(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination, payments: dict[str, Any]
 ) -> None:
-    ids = await _event(client, account, database_url, **payments)
+    ids = await stored_event(client, account, database_url, **payments)
     body = '{"id":"evt_2","type":"invoice.paid"}'
     await _replay(client, account, ids["event"], url=destination.url, body=body, resign_with=SECRET)
     await _replay(
@@ -220,7 +196,7 @@ async def test_resigned_identity_event_verifies_with_svix(
         "svix-timestamp": str(int(now.timestamp()) - 3600),
         "svix-signature": SvixWebhook(captured_secret).sign("msg_captured", now, '{"type":"user.created"}'),
     }
-    ids = await _event(
+    ids = await stored_event(
         client, account, database_url, body=b'{"type":"user.created"}', headers=captured, provider="identity"
     )
     await _replay(
@@ -241,7 +217,7 @@ async def test_resigned_identity_event_verifies_with_svix(
 async def test_resigned_unattributed_event_uses_standard_webhooks(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination
 ) -> None:
-    ids = await _event(client, account, database_url, body=b'{"hello":"world"}')
+    ids = await stored_event(client, account, database_url, body=b'{"hello":"world"}')
     await _replay(
         client, account, ids["event"], url=destination.url, resign_with=SECRET, signature_header="webhook-signature"
     )
@@ -253,7 +229,7 @@ async def test_resigned_unattributed_event_uses_standard_webhooks(
 async def test_failures_are_reported_in_a_200(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination, settings: Settings
 ) -> None:
-    ids = await _event(client, account, database_url)
+    ids = await stored_event(client, account, database_url)
     refused = await _replay(client, account, ids["event"], url=f"http://127.0.0.1:{free_port()}/nobody")
     destination.reply(Reply(delay_s=settings.deliver_timeout_s + 1))
     slow = await _replay(client, account, ids["event"], url=destination.url)
@@ -277,7 +253,7 @@ async def test_replay_obeys_the_egress_policy(settings: Settings, account: Accou
     from control.app import create_app
 
     async with AsyncTestClient(app=create_app(public)) as client:
-        ids = await _event(client, account, database_url)
+        ids = await stored_event(client, account, database_url)
         for url in ("http://127.0.0.1:9/x", "http://localhost:9/x", "http://169.254.169.254/latest", "http://[::1]:9/"):
             outcome = await _replay(client, account, ids["event"], url=url)
             assert outcome["success"] is False
@@ -287,7 +263,7 @@ async def test_replay_obeys_the_egress_policy(settings: Settings, account: Accou
 async def test_replay_to_a_destination_url_is_attributed_to_it(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination
 ) -> None:
-    ids = await _event(client, account, database_url)
+    ids = await stored_event(client, account, database_url)
     async with db(database_url) as conn:
         destination_id = await add_destination(conn, ids["endpoint"], destination.url, name="mine")
     outcome = await _replay(client, account, ids["event"], url=destination.url)
@@ -297,158 +273,3 @@ async def test_replay_to_a_destination_url_is_attributed_to_it(
     (delivery,) = listed.json()["deliveries"]
     assert delivery["id"] == outcome["id"]
     assert (delivery["destination_id"], delivery["destination_name"]) == (destination_id, "mine")
-
-
-@pytest.mark.parametrize(
-    ("body", "field"),
-    [
-        ({}, "url"),
-        ({"url": "ftp://example.com/x"}, "url"),
-        ({"url": "/relative"}, "url"),
-        ({"url": "http://example.com", "resign_with": "short"}, "resign_with"),
-        ({"url": "http://example.com", "headers": {"bad name": "x"}}, "headers.bad name"),
-        ({"url": "http://example.com", "headers": {"x-a": "line\r\nbreak"}}, "headers.x-a"),
-        ({"url": "http://example.com", "headers": {"x-a": 1}}, "headers[...]"),
-        ({"url": "http://example.com", "signature_header": "has space"}, "signature_header"),
-        ({"url": "http://example.com", "preserve_headers": "yes"}, "preserve_headers"),
-        ({"url": "http://example.com", "unknown": 1}, "unknown"),
-    ],
-)
-async def test_invalid_bodies_are_400_naming_the_field(
-    client: AsyncTestClient, account: Account, database_url: str, body: dict[str, Any], field: str
-) -> None:
-    ids = await _event(client, account, database_url)
-    response = await client.post(f"/v1/events/{ids['event']}/replay", json=body, headers=account.headers)
-    assert_error(response, 400, "validation_error", field=field)
-
-
-HEADER_NAMES = [
-    "x-a",
-    "X-Hookyard-Event-Id",  # a replay adds no x-hookyard-* header of its own, so a caller may set one
-    "tea",
-    "hosts",
-    "x" * 256,
-    "Host",
-    "CONTENT-LENGTH",
-    "Trailers",
-    "tE",
-    "expect",
-    "Proxy-Connection",
-    "x" * 257,
-    "bad name",
-    "a:b",
-    "caf\u00e9",
-    "x-a\n",
-    "",
-]
-HEADER_VALUES = [
-    "",
-    "v",
-    " v ",
-    "tab\there",
-    "caf\u00e9 \u2028 \x85",
-    "v\n",
-    "line\r\nbreak",
-    "\x7f",
-    "\x1f",
-    "\x0b",
-    "\x08",
-]
-
-
-def _documented(schema: dict[str, Any], text: str) -> bool:
-    """Whether ``text`` is valid for a string schema of ``pattern`` and ``not: {pattern}``, read as JSON Schema
-    reads them (ECMA 262: ``$`` is the end, where Python's would also match before a final newline)."""
-
-    def matches(pattern: str) -> bool:
-        assert pattern.startswith("^"), pattern
-        assert pattern.endswith("$"), pattern
-        return re.fullmatch(pattern[1:-1], text) is not None
-
-    return matches(schema["pattern"]) and not ("not" in schema and matches(schema["not"]["pattern"]))
-
-
-async def test_the_document_states_the_header_rules_the_server_applies(
-    client: AsyncTestClient, account: Account, database_url: str
-) -> None:
-    """Each header name, header value and ``signature_header`` is accepted (the outcome, a 200) exactly when
-    the document's patterns allow it, and refused with a 400 naming it otherwise."""
-    properties = (await client.get("/schema/openapi.json")).json()["components"]["schemas"]["ReplayRequest"][
-        "properties"
-    ]
-    names, values = properties["headers"]["propertyNames"], properties["headers"]["additionalProperties"]
-    ids = await _event(client, account, database_url)
-    nobody = f"http://127.0.0.1:{free_port()}/"
-    cases = [(names, name, {"headers": {name: "v"}}, f"headers.{name}") for name in HEADER_NAMES]
-    cases += [
-        (properties["signature_header"], name, {"signature_header": name}, "signature_header") for name in HEADER_NAMES
-    ]
-    cases += [(values, value, {"headers": {"x-a": value}}, "headers.x-a") for value in HEADER_VALUES]
-    for schema, text, body, field in cases:
-        response = await client.post(
-            f"/v1/events/{ids['event']}/replay", json={"url": nobody, **body}, headers=account.headers
-        )
-        if _documented(schema, text):
-            assert response.status_code == 200, (body, response.text)
-        else:
-            assert_error(response, 400, "validation_error", field=field)
-
-
-async def test_unknown_and_foreign_events_are_404(
-    client: AsyncTestClient, account: Account, other_account: Account, database_url: str
-) -> None:
-    ids = await _event(client, account, database_url)
-    for event_id, who in (
-        (ids["event"], other_account),
-        ("evt_01ARZ3NDEKTSV4RRFFQ69G5FAV", account),
-        ("nope", account),
-    ):
-        response = await client.post(
-            f"/v1/events/{event_id}/replay", json={"url": "http://example.com"}, headers=who.headers
-        )
-        assert_error(response, 404, "not_found")
-
-
-async def test_destination_test_sends_a_signed_synthetic_event(
-    client: AsyncTestClient, account: Account, database_url: str, destination: Destination
-) -> None:
-    endpoint = await create_endpoint(client, account.headers)
-    async with db(database_url) as conn:
-        destination_id = await add_destination(
-            conn, endpoint["id"], destination.url, headers={"authorization": "Bearer t"}
-        )
-    response = await client.post(f"/v1/destinations/{destination_id}/test", headers=account.headers)
-    assert response.status_code == 200, response.text
-    outcome = response.json()
-    assert set(outcome) == OUTCOME_FIELDS
-    assert outcome["success"] is True
-    (got,) = destination.requests
-    payload = json.loads(got.body)
-    assert payload["type"] == "hookyard.test"
-    assert payload["data"]["destination_id"] == destination_id
-    assert got.headers["authorization"] == "Bearer t"
-    assert got.headers["x-hookyard-event-id"] == payload["id"]
-    async with db(database_url) as conn:
-        secret = await conn.fetchval("SELECT signing_secret FROM destinations WHERE id = $1", destination_id)
-    standardwebhooks.Webhook(secret).verify(got.body, got.headers)
-    listed = await client.get(
-        f"/v1/endpoints/{endpoint['id']}/deliveries", params={"source": "manual_test"}, headers=account.headers
-    )
-    (delivery,) = listed.json()["deliveries"]
-    assert (delivery["id"], delivery["destination_id"], delivery["event_id"]) == (
-        outcome["id"],
-        destination_id,
-        payload["id"],
-    )
-    missing = await client.post("/v1/destinations/dst_01ARZ3NDEKTSV4RRFFQ69G5FAV/test", headers=account.headers)
-    assert_error(missing, 404, "not_found")
-
-
-async def test_openapi_documents_both_operations(client: AsyncTestClient) -> None:
-    schema = (await client.get("/schema/openapi.json")).json()
-    replay = schema["paths"]["/v1/events/{event_id}/replay"]["post"]
-    test = schema["paths"]["/v1/destinations/{destination_id}/test"]["post"]
-    assert {"200", "400", "401", "404"} <= set(replay["responses"])
-    assert {"200", "401", "404"} <= set(test["responses"])
-    assert "verbatim" in replay["description"]
-    assert "manual_test" in test["description"]
