@@ -72,6 +72,8 @@ class PrivateRedis:
     def __init__(self, directory: Path, *, aof: bool) -> None:
         self.dir, self.aof, self.port = directory, aof, free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        """``time.monotonic()`` when it last answered PING after a start."""
         self.dir.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -89,6 +91,7 @@ class PrivateRedis:
         while True:
             with contextlib.suppress(redis.RedisError), redis.Redis(port=self.port, socket_timeout=1) as client:
                 if client.ping():
+                    self.started_at = time.monotonic()
                     return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"private Redis on {self.port} did not start")
@@ -248,6 +251,8 @@ class Load:
         """Body id (the idempotency key) → the event id the edge acknowledged it with."""
         self.refused: dict[int, int] = {}
         """Status (0: no answer) → count, for what was not acknowledged."""
+        self.answers: list[tuple[float, float, int]] = []
+        """(``time.monotonic()`` sent, answered, status: 0 for no answer) of every signed request."""
         self._stop = asyncio.Event()
 
     async def run(self) -> None:
@@ -273,6 +278,12 @@ class Load:
     def stop(self) -> None:
         self._stop.set()
 
+    def first_acked_after(self, moment: float) -> float | None:
+        """Seconds from ``moment`` (``time.monotonic()``) to the first 200 answered to a request sent after
+        it; None if there was none."""
+        times = [answered for sent, answered, status in self.answers if status == 200 and sent >= moment]
+        return min(times) - moment if times else None
+
     async def send(self, client: httpx.AsyncClient, n: int) -> None:
         if self.poison and n % 5 == 0:
             await self.send_poison(client, n // 5)
@@ -287,11 +298,14 @@ class Load:
     ) -> None:
         sent = {"content-type": "application/json; charset=utf-8", **sign("payments", body, target.secret)}
         self.sent += 1
+        began = time.monotonic()
         try:
             resp = await client.post(target.ingest_url + path, content=body, headers={**sent, **headers})
         except httpx.HTTPError:
+            self.answers.append((began, time.monotonic(), 0))
             self.refused[0] = self.refused.get(0, 0) + 1
             return
+        self.answers.append((began, time.monotonic(), resp.status_code))
         if resp.status_code == 200:
             self.acked[key] = resp.json()["id"]
         else:

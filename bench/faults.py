@@ -93,6 +93,10 @@ async def _pg_restart(top: Topology, seconds: float) -> int:
 async def _redis_restart(top: Topology, seconds: float) -> int:
     client = aioredis.Redis.from_url(top.redis.url)
     try:  # the records Redis holds and the flush has not stored yet: what dies with it without persistence
+        if not top.redis.aof:
+            # Writes held until the kill (which fails them: never acknowledged), so none lands between the
+            # count and the kill: counted after the last one acknowledged, the window is exact.
+            await client.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
         entries = await client.xrange(Keys("hy:").ingest_stream(0))
         window = sum(len(decode_records(fields[b"r"])) for _, fields in entries)
     finally:
@@ -156,13 +160,16 @@ async def run_scenario(
     rate_per_s: float,
     calm_s: float,
     settle_s: float,
+    loads: list[Load] | None = None,
 ) -> Outcome:
     """Load for ``calm_s``, the fault (its outage scaled by ``seconds``), load for ``calm_s`` more, then the
-    ledger once everything settled (at most ``settle_s``)."""
+    ledger once everything settled (at most ``settle_s``); the load is appended to ``loads`` if given."""
     fault, scale = SCENARIOS[name]
     half = len(targets) // 2
     poison = targets[half:] if name == "poison" else None
     load = Load(targets[:half] if poison else targets, rate_per_s, run_id=uuid.uuid4().hex[:8], poison=poison)
+    if loads is not None:
+        loads.append(load)
     sending = asyncio.create_task(load.run())
     try:
         await asyncio.sleep(calm_s)
