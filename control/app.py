@@ -5,6 +5,11 @@ The lifespan owns the asyncpg pool and the Redis client for this process; handle
 server stops as soon as it is asked to. Served by granian (``hookyard control``) or any ASGI server;
 ``create_app()`` reads the settings from the environment when none are given, so ``granian --factory
 control.app:create_app`` works.
+
+The settings live in ``app.state.settings`` and every lifespan starts from them alone: what a lifespan makes
+(pool, Redis, Wakeups, the MCP session manager, caches in ``app.state``) is made anew each time. So one app
+can serve one lifespan after another with other settings (``bind``; the tests reuse one app per process, ADR
+0044), as long as what is fixed when the app is built (``shape``) is the same.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 from collections.abc import AsyncIterator
 
 from litestar import Litestar, Response, get
+from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin
@@ -44,7 +50,7 @@ from shared.metrics import CONTENT_TYPE
 from shared.settings import Settings, load_settings
 from shared.stopping import on_stop_signal
 
-__all__ = ("create_app",)
+__all__ = ("bind", "create_app", "shape")
 
 log = logging.getLogger("hookyard.control")
 
@@ -70,55 +76,74 @@ async def healthz(ctx: NamedDependency[Context]) -> Response[Health]:
     return Response(Health(details=HealthDetails(dead_letters=dead, ingest_backlog=backlog)))
 
 
-def create_app(settings: Settings | None = None) -> Litestar:
-    settings = settings or load_settings()
+def shape(settings: Settings) -> tuple[int]:
+    """What of the settings is fixed when the app is built: the request body limit Litestar enforces."""
+    return (max(1_048_576, 2 * settings.max_body_bytes),)
+
+
+def _checked(settings: Settings) -> Settings:
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the control plane (hookyard up sets them)")
     keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first request
+    return settings
 
-    @contextlib.asynccontextmanager
-    async def resources(app: Litestar) -> AsyncIterator[None]:
-        pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
-        redis = await redis_client.open_client(settings.redis_url)  # a cluster client on a Redis Cluster
-        ctx = Context(
-            settings=settings,
-            pool=pool,
-            redis=redis,
-            keys=Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis)),
-        )
-        app.state.ctx = ctx
-        app.state.address_limits = AddressLimits.create(settings)  # /api/start, /api/register
-        app.state.wakeups = Wakeups(settings.redis_url, ctx.keys)  # connects on the first events/wait
-        wakeups = app.state.wakeups
-        CONTROL.gauge(
-            "hookyard_wait_waiters", "Long polls waiting (events/wait)", (), lambda: [((), wakeups.waiter_count())]
-        )
-        # What exists now lives as long as the app: out of the collector's sight, a full collection scans
-        # only what requests made (with 1,000 long polls parked: 60-120 ms -> mostly 15-35 ms).
-        gc.freeze()
-        try:
-            # On the stop signal, not at lifespan shutdown: granian runs that only once every request in
-            # flight has ended, which a parked long poll or an open inbox stream would put off (shared.stopping).
-            with on_stop_signal(wakeups.stop):
-                async with publishing(CONTROL, settings.metrics_dir):
-                    yield
-        finally:
-            gc.unfreeze()
-            await app.state.wakeups.aclose()
-            await redis.aclose()
-            await pool.close()
 
+def bind(app: Litestar, settings: Settings) -> None:
+    """The settings the app's next lifespan runs with; the app must have been built for the same ``shape``."""
+    if shape(settings) != (app.request_max_body_size,):
+        raise ValueError(f"settings of shape {shape(settings)} on an app built for {(app.request_max_body_size,)}")
+    app.state.settings = _checked(settings)
+
+
+@contextlib.asynccontextmanager
+async def _resources(app: Litestar) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    for name in [name for name in app.state if name != "settings"]:  # nothing of a previous lifespan is kept
+        del app.state[name]
+    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
+    redis = await redis_client.open_client(settings.redis_url)  # a cluster client on a Redis Cluster
+    ctx = Context(
+        settings=settings,
+        pool=pool,
+        redis=redis,
+        keys=Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis)),
+    )
+    app.state.ctx = ctx
+    app.state.address_limits = AddressLimits.create(settings)  # /api/start, /api/register
+    app.state.wakeups = wakeups = Wakeups(settings.redis_url, ctx.keys)  # connects on the first events/wait
+    CONTROL.gauge(
+        "hookyard_wait_waiters", "Long polls waiting (events/wait)", (), lambda: [((), wakeups.waiter_count())]
+    )
+    # What exists now lives as long as the app: out of the collector's sight, a full collection scans
+    # only what requests made (with 1,000 long polls parked: 60-120 ms -> mostly 15-35 ms).
+    gc.freeze()
+    try:
+        # On the stop signal, not at lifespan shutdown: granian runs that only once every request in
+        # flight has ended, which a parked long poll or an open inbox stream would put off (shared.stopping).
+        with on_stop_signal(wakeups.stop):
+            async with publishing(CONTROL, settings.metrics_dir):
+                yield
+    finally:
+        gc.unfreeze()
+        await wakeups.aclose()
+        await redis.aclose()
+        await pool.close()
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    settings = _checked(settings or load_settings())
     mcp = McpMount()
     return Litestar(
         route_handlers=[healthz, metrics, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
-        lifespan=[resources, mcp.lifespan],
+        lifespan=[_resources, mcp.lifespan],
+        state=State({"settings": settings}),
         exception_handlers=EXCEPTION_HANDLERS,
         plugins=[StrictStructSchemaPlugin()],
         request_class=StrictJSONRequest,
         middleware=[RequestIdMiddleware(), AllowMiddleware()],
         before_send=[add_request_id],
-        request_max_body_size=max(1_048_576, 2 * settings.max_body_bytes),
+        request_max_body_size=shape(settings)[0],
         openapi_config=OpenAPIConfig(
             title="hookyard",
             version="1.0.0",

@@ -30,7 +30,6 @@ import asyncpg
 import pytest
 from litestar.testing import AsyncTestClient
 
-from control.app import create_app
 from control.db.migrate import migrate
 from control.service import Context
 from control.service.accounts import create_account
@@ -38,6 +37,7 @@ from control.workers import worker_context
 from shared import ids, redis_client
 from shared.settings import Settings, load_settings
 from shared.wire import IngestRecord
+from tests.apps import control_app
 from tests.redis_cluster import redis_cluster  # noqa: F401 - a session's Redis Cluster, for the modules that ask
 from tests.stack import stack  # noqa: F401 - the real-process fixture, shared by the e2e modules
 
@@ -222,8 +222,9 @@ def settings(redis_url: str, database_url: str, redis_prefix: str) -> Settings:
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[AsyncTestClient]:
-    async with AsyncTestClient(app=create_app(settings)) as test_client:
-        yield test_client
+    with control_app(settings) as app:
+        async with AsyncTestClient(app=app) as test_client:
+            yield test_client
 
 
 @dataclass(frozen=True)

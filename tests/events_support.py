@@ -19,12 +19,12 @@ import httpx
 import redis.asyncio as aioredis
 from litestar import Litestar
 
-from control.app import create_app
 from control.db import delivery_records
 from control.db.flush import COLUMNS as EVENT_COLUMNS
 from shared import ids
 from shared.keys import Keys
 from shared.settings import Settings
+from tests.apps import control_app
 
 EVENT_FIELDS = {
     "id",
@@ -239,24 +239,24 @@ async def live_app(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient,
     The lifespan runs in a task of its own: pytest-asyncio may set a fixture up and tear it down in
     different tasks, and the lifespan's task group must be entered and left in the same one.
     """
-    app = create_app(settings)
-    started, stop = asyncio.Event(), asyncio.Event()
+    with control_app(settings) as app:
+        started, stop = asyncio.Event(), asyncio.Event()
 
-    async def serve() -> None:
-        async with app.lifespan():
-            started.set()
-            await stop.wait()
+        async def serve() -> None:
+            async with app.lifespan():
+                started.set()
+                await stop.wait()
 
-    server = asyncio.create_task(serve())
-    ready = asyncio.create_task(started.wait())
-    await asyncio.wait({server, ready}, return_when=asyncio.FIRST_COMPLETED)
-    if server.done():
-        ready.cancel()
-        server.result()  # raises what broke the startup
-    try:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver.local", timeout=70) as client:
-            yield client, app
-    finally:
-        stop.set()
-        await server
+        server = asyncio.create_task(serve())
+        ready = asyncio.create_task(started.wait())
+        await asyncio.wait({server, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if server.done():
+            ready.cancel()
+            server.result()  # raises what broke the startup
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver.local", timeout=70) as client:
+                yield client, app
+        finally:
+            stop.set()
+            await server

@@ -16,10 +16,10 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from control.app import create_app
 from control.db import connect
 from control.service.accounts import hash_key
 from shared.settings import Settings
+from tests.apps import control_app
 from tests.conftest import database_name, with_database
 
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
@@ -69,11 +69,11 @@ async def concurrent_client(settings: Settings) -> AsyncIterator[httpx.AsyncClie
     Litestar's test client runs the app through a blocking portal, one request at a time; this one lets
     ``asyncio.gather`` put requests truly in flight together (races, quotas, locks).
     """
-    app = create_app(settings)
-    async with app.lifespan():
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://control.test") as c:
-            yield c
+    with control_app(settings) as app:
+        async with app.lifespan():
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://control.test") as c:
+                yield c
 
 
 @contextlib.contextmanager

@@ -23,8 +23,8 @@
   logging ``Terminating session: None`` at INFO each time (logger ``mcp.server.streamable_http``, whose only
   INFO line it is; the SDK has no option for it): that logger is set to WARNING, so its warnings and errors
   still show.
-- The session manager's ``run()`` (its task group) is entered by the app's lifespan, once per app: Litestar
-  does not run a mounted app's own lifespan.
+- The session manager's ``run()`` (its task group) is entered by the app's lifespan (Litestar does not run a
+  mounted app's own lifespan); the SDK runs a manager once, so each lifespan makes its own.
 """
 
 from __future__ import annotations
@@ -65,32 +65,40 @@ async def _not_post(scope: Scope, send: Send) -> None:
 
 
 class McpMount:
-    """One app's MCP server: its route handler and its lifespan (a session manager runs once)."""
+    """One app's MCP server: its route handler and its lifespan. The SDK's session manager runs only once, so
+    each lifespan makes its own (an app may live through several: ``control.app.bind``); the tool catalog,
+    built from the app's OpenAPI document, is the app's."""
 
     def __init__(self) -> None:
         logging.getLogger(_TRANSPORT_LOGGER).setLevel(logging.WARNING)  # see the module docstring
         self.catalog: Catalog = catalog()
-        self.manager = StreamableHTTPSessionManager(
-            app=create_server(self.catalog),
-            stateless=True,
-            json_response=False,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        transport = StreamableHTTPASGIApp(self.manager)
+        self.transport: StreamableHTTPASGIApp | None = None  # the running lifespan's
 
         @asgi("/mcp", is_mount=True, copy_scope=True, middleware=[mcp_auth()])
         async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["method"] != "POST":
                 await _not_post(scope, send)
                 return
-            await transport(scope, receive, send)  # type: ignore[arg-type]
+            if self.transport is None:  # as the SDK's own manager answers a request before its run()
+                raise RuntimeError("/mcp is served only while the app's lifespan runs")
+            await self.transport(scope, receive, send)  # type: ignore[arg-type]
 
         self.handler: ASGIRouteHandler = mcp
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
-        """Gives the tool catalog the app's OpenAPI document (read on first use) and runs the session manager."""
+        """Gives the tool catalog the app's OpenAPI document (read on first use) and runs a session manager."""
         self.catalog.attach(lambda: app.openapi_schema.to_schema())
         app.state.mcp = self.catalog
-        async with self.manager.run():
-            yield
+        manager = StreamableHTTPSessionManager(
+            app=create_server(self.catalog),
+            stateless=True,
+            json_response=False,
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        async with manager.run():
+            self.transport = StreamableHTTPASGIApp(manager)
+            try:
+                yield
+            finally:
+                self.transport = None
