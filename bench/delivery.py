@@ -228,17 +228,18 @@ def _cpu_s(processes: dict[int, psutil.Process]) -> dict[int, float]:
 
 def _cpu(
     pid: int, database_url: str, measured: Coroutine[Any, Any, tuple[int, float]]
-) -> tuple[int, float, float, float]:
+) -> tuple[int, float, float, float | None]:
     """The coroutine's figures, the CPU seconds the worker process (all its threads: a transform's isolate
     runs on one of its own) spent meanwhile, and those of the Postgres backends serving it (a backend the
-    worker's pool opened meanwhile counted from zero)."""
+    worker's pool opened meanwhile counted from zero); None when no backend is found: over a Unix socket (the
+    embedded Postgres) a backend has no client port to be matched by, and 0 would read as a measurement."""
     worker = psutil.Process(pid)
     before = worker.cpu_times()
     pg_before = _cpu_s(_backends(worker, database_url))
     count, elapsed = asyncio.run(measured)
     after = worker.cpu_times()
     pg_after = _cpu_s(_backends(worker, database_url))
-    pg_s = sum(s - pg_before.get(p, 0.0) for p, s in pg_after.items())
+    pg_s = sum(s - pg_before.get(p, 0.0) for p, s in pg_after.items()) if pg_after else None
     return count, elapsed, (after.user - before.user) + (after.system - before.system), pg_s
 
 
@@ -292,7 +293,7 @@ def run(seconds: float) -> dict[str, object]:
         "transform_us_per_delivery": round((with_s / with_n - elapsed / delivered) * 1e6, 1),
         "worker_cpu_us_per_delivery": round(cpu_s / delivered * 1e6, 1),
         "transformed_cpu_us_per_delivery": round(with_cpu_s / with_n * 1e6, 1),
-        "pg_cpu_us_per_delivery": round(pg_s / delivered * 1e6, 1),
+        "pg_cpu_us_per_delivery": "n/a" if pg_s is None else round(pg_s / delivered * 1e6, 1),
         "rounds": ROUNDS,
         "rate_per_s": RATE_PER_S,
         "events": high["n"],
