@@ -23,7 +23,15 @@ from datetime import datetime
 
 import asyncpg
 
-__all__ = ("EventFilters", "first_match", "first_stored_after", "get_for_account", "page", "search_bounds")
+__all__ = (
+    "EventFilters",
+    "first_match",
+    "first_stored_after",
+    "get_for_account",
+    "now_position",
+    "page",
+    "search_bounds",
+)
 
 _COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.headers, e.headers_base64, e.body,
     e.body_is_utf8, e.content_type, host(e.source_ip) AS source_ip, e.provider, e.event_type, e.idempotency_key,
@@ -192,7 +200,7 @@ async def first_stored_after(
     endpoint_id: str,
     filters: EventFilters,
     *,
-    xid: int | None,
+    xid: int,
     event_id: str = "",
     inclusive: bool = False,
 ) -> tuple[int, asyncpg.Record | None]:
@@ -201,17 +209,8 @@ async def first_stored_after(
     every transaction below it has finished, so no event with a smaller ``stored_xid`` can appear any more; a
     match at or above it is visible but not yet safe to move past.
 
-    With ``xid`` None only "now" is read: the snapshot's xmax, the first transaction id not yet started. Not
-    xmin: an unrelated transaction left open (another endpoint's flush, another database on the server) holds
-    xmin back, and an event committed before "now" would then count as after it. A transaction in progress
-    at the read (between xmin and xmax) counts as before: it read its batch before "now", so its events were
-    received before it.
-
     The match carries ``position_xid``. Events stored before migration 0013 (no ``stored_xid``) are never
     matched."""
-    if xid is None:
-        now = await conn.fetchval("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
-        return now, None
     where = _Where(endpoint_id).filters(filters)
     bound = where.arg(xid)
     where.parts.append(f"e.stored_xid >= {bound}::xid8")
@@ -225,6 +224,15 @@ async def first_stored_after(
         *where.args,
     )
     return row["horizon"], (row if row["id"] is not None else None)
+
+
+async def now_position(conn: asyncpg.Connection) -> int:
+    """The position "now" in storing order: the snapshot's xmax, the first transaction id not yet started.
+    Not xmin: an unrelated transaction left open (another endpoint's flush, another database on the server)
+    holds xmin back, and an event committed before "now" would then count as after it. A transaction in
+    progress at the read (between xmin and xmax) counts as before: it read its batch before "now", so its
+    events were received before it."""
+    return await conn.fetchval("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
 
 
 async def stored_xid(conn: asyncpg.Connection, endpoint_id: str, event_id: str) -> int | None:

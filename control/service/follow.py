@@ -76,8 +76,7 @@ async def follow_events(
             waiter.take()  # before looking: news arriving during the look signals another one
             async with ctx.pool.acquire() as conn:
                 if position is None:
-                    now, _ = await db_events.first_stored_after(conn, endpoint_id, filters, xid=None)
-                    position = (now, "", False)
+                    position = (await db_events.now_position(conn), "", False)
                 horizon, row = await db_events.first_stored_after(
                     conn, endpoint_id, filters, xid=position[0], event_id=position[1], inclusive=position[2]
                 )

@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from control.db import events as db_events
-from control.db.events import EventFilters
 from control.service import Context
 from control.service.cursors import encode_position
 from control.service.waiters import Waiter, Wakeups
@@ -67,5 +66,5 @@ async def watch_storing(ctx: Context, wakeups: Wakeups, endpoint_id: str) -> Asy
     """Watches the endpoint's announcements and reads the horizon; send the request inside the block."""
     with wakeups.watch(ctx.keys.event_channel(endpoint_id)) as waiter:
         async with ctx.pool.acquire() as conn:
-            before, _ = await db_events.first_stored_after(conn, endpoint_id, EventFilters(), xid=None)
+            before = await db_events.now_position(conn)
         yield Storing(ctx, endpoint_id, waiter, before)

@@ -1,5 +1,5 @@
 """The MCP client side of tests/e2e/test_mcp.py: the official MCP client connected over Streamable HTTP, a
-tool caller, and small /v1 helpers."""
+tool caller, and small /v1 and /api/start helpers."""
 
 from __future__ import annotations
 
@@ -69,3 +69,12 @@ async def until(check: Any, timeout: float = 15.0) -> Any:
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.05)
     return found
+
+
+def temporary(stack: Stack) -> tuple[str, str]:
+    """A temporary endpoint and its ``hy_tmp_`` token, from ``POST /api/start`` (no key)."""
+    started = httpx.post(f"{stack.control_url}/api/start", json={"provider_hint": "identity"}, timeout=10)
+    assert started.status_code == 200, started.text
+    body = started.json()
+    assert body["api_token"].startswith("hy_tmp_")
+    return body["api_token"], body["endpoint_id"]

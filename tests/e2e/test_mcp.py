@@ -7,70 +7,37 @@ for, forwarded by a rule and replayed; errors carry the /v1 envelope; keys see t
 temporary ``hy_tmp_`` token its own endpoint only.
 
 One module, so one stack in any run (pytest-xdist's loadfile hands a module to one worker); the MCP client
-helpers are in mcp_support.py.
+helpers are in mcp_support.py, its stack and shared inputs in mcp_rig.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 
 from control.mcp.registry import TOOLS
-from shared.settings import Settings, load_settings
-from tests.conftest import Account, Servers, make_account
-from tests.destination import Destination, serving
-from tests.e2e.mcp_support import NO_SUCH_ENDPOINT, NO_SUCH_EVENT, connected, iso, until, v1_request
-from tests.helpers import assert_error, module_database_url, wait_for
+from tests.conftest import Account, make_account
+from tests.destination import Destination
+from tests.e2e import mcp_rig
+from tests.e2e.mcp_rig import refused_by_both
+from tests.e2e.mcp_support import NO_SUCH_ENDPOINT, NO_SUCH_EVENT, connected, iso, temporary, until, v1_request
+from tests.helpers import assert_error, wait_for
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
 
-database_url = module_database_url  # one database for the module: every test uses accounts of its own
-
-
-@pytest.fixture(scope="module")
-def module_settings(servers: Servers, database_url: str) -> Iterator[Settings]:
-    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
-    yield load_settings({}, database_url=database_url, redis_url=servers.redis_url, redis_prefix=prefix, egress="any")
-
-    async def forget() -> None:
-        client = aioredis.Redis.from_url(servers.redis_url)
-        keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
-
-    asyncio.run(forget())
-
-
-@pytest.fixture(scope="module")
-def sink() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def running(module_settings: Settings, sink: Destination, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Stopped before the sink (which it depends on for that): the worker's kept-alive connections to the
-    sink close with the worker, not under the sink's feet."""
-    stack = Stack(module_settings, tmp_path_factory.mktemp("mcp-stack"))
-    try:
-        port = stack.control_port
-        stack.start("control", "control", "--port", str(port), "--workers", "2", port=port)
-        stack.start_edge()
-        stack.start_worker()
-        yield stack
-    finally:
-        stack.stop_all()
+# The module's rig (one database, one stack, one sink), bound here by name: tests/e2e/mcp_rig.py.
+database_url = mcp_rig.database_url
+module_settings = mcp_rig.module_settings
+running = mcp_rig.running
+sink = mcp_rig.sink
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -304,50 +271,7 @@ async def test_errors_carry_the_v1_envelope(running: Stack, account: Account) ->
     """The same inputs refused by /v1 and by the tool: the same code and, where the same decoder or the same
     service check refuses them, the same message."""
     ep = v1_request(running, account, "POST", "/v1/endpoints", json={"name": "errors"}).json()["id"]
-    cases = [
-        ("create_endpoint", {"name": 5}, "POST", "/v1/endpoints", {"name": 5}),
-        ("create_endpoint", {"name": ""}, "POST", "/v1/endpoints", {"name": ""}),
-        ("create_endpoint", {"name": "a", "colour": "red"}, "POST", "/v1/endpoints", {"name": "a", "colour": "red"}),
-        ("get_event", {"event_id": NO_SUCH_EVENT}, "GET", f"/v1/events/{NO_SUCH_EVENT}", None),
-        ("get_endpoint", {"endpoint_id": "nonsense"}, "GET", "/v1/endpoints/nonsense", None),
-        (
-            "update_auth_config",
-            {"endpoint_id": ep, "secret": "short"},
-            "PATCH",
-            f"/v1/endpoints/{ep}/auth-config",
-            {"secret": "short"},
-        ),
-        (
-            "create_rule",
-            {
-                "endpoint_id": ep,
-                "name": "r",
-                "condition_tree": {"op": "XOR", "children": []},
-                "destination_ids": ["dst_01KAAAAAAAAAAAAAAAAAAAAAAA"],
-            },
-            "POST",
-            f"/v1/endpoints/{ep}/rules",
-            {
-                "name": "r",
-                "condition_tree": {"op": "XOR", "children": []},
-                "destination_ids": ["dst_01KAAAAAAAAAAAAAAAAAAAAAAA"],
-            },
-        ),
-        (
-            "list_events",
-            {"endpoint_id": ep, "since": "yesterday"},
-            "GET",
-            f"/v1/endpoints/{ep}/events?since=yesterday",
-            None,
-        ),
-        (
-            "replay_event",
-            {"event_id": NO_SUCH_EVENT, "url": "ftp://x"},
-            "POST",
-            f"/v1/events/{NO_SUCH_EVENT}/replay",
-            {"url": "ftp://x"},
-        ),
-    ]
+    cases = refused_by_both(ep)
     async with connected(running, account.key) as t:
         for tool, arguments, method, path, body in cases:
             tool_error = await t.error(tool, **arguments)
@@ -432,17 +356,8 @@ async def test_a_read_only_key_reads_but_changes_nothing(running: Stack, databas
             assert await t.error(tool, **arguments) == {"code": "forbidden", "message": "this API key is read-only"}
 
 
-def _temporary(stack: Stack) -> tuple[str, str]:
-    """A temporary endpoint and its ``hy_tmp_`` token, from ``POST /api/start`` (no key)."""
-    started = httpx.post(f"{stack.control_url}/api/start", json={"provider_hint": "identity"}, timeout=10)
-    assert started.status_code == 200, started.text
-    body = started.json()
-    assert body["api_token"].startswith("hy_tmp_")
-    return body["api_token"], body["endpoint_id"]
-
-
 async def test_a_temporary_token_acts_on_its_own_endpoint_only(running: Stack, account: Account) -> None:
-    token, ep = _temporary(running)
+    token, ep = temporary(running)
     theirs = v1_request(running, account, "POST", "/v1/endpoints", json={"name": "someone else's"}).json()["id"]
     on_v1 = httpx.get(f"{running.control_url}/v1/endpoints", headers={"Authorization": f"Bearer {token}"})
     assert_error(on_v1, 403, "temporary_token")

@@ -13,6 +13,7 @@ import pytest
 from control.db import histogram
 from control.service import Context
 from control.workers.flush import Flush
+from tests.control.destinations.support import IDLE_HEALTH
 from tests.destination import Destination, Reply, add_destination, add_endpoint, add_rule, running, serving
 from tests.helpers import assert_error, parse_ts, wait_for
 from tests.workers.stats.support import COOLDOWN_S, THRESHOLD, flush_records, read_stats, record_at
@@ -143,18 +144,7 @@ async def test_deliveries_and_destination_health_from_real_attempts(
         "destination_id": ids_["idle"],
         "name": None,
         "url": "http://127.0.0.1:9/idle",
-        "attempts": 0,
-        "succeeded": 0,
-        "failed": 0,
-        "success_rate": None,
-        "latency_ms": {"p50": None, "p95": None, "p99": None},
-        "last_status": None,
-        "last_attempt_at": None,
-        "consecutive_failures": 0,
-        "circuit": "closed",
-        "reopens_at": None,
-        "paused_until": None,
-        "fifo_waiting": 0,
+        **IDLE_HEALTH,
     }
 
     # GET /v1/destinations/{id} carries the same block; another account sees none of it.
