@@ -121,6 +121,7 @@ class Deliver:
         self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
         self._waiting_for_recorder = False
         self._rng = random.Random()  # noqa: S311 - jitter
+        self._secrets = sealed.OpenedDestinationSecrets(ctx)
 
     @property
     def in_flight(self) -> int:
@@ -332,7 +333,8 @@ class Deliver:
                 permanent=True,
             )
         else:
-            secret = self._secret(task) if task["sign_deliveries"] else None
+            sealed_secret = (task["destination_id"], task["destination_secret"])
+            secret = self._secrets.open(*sealed_secret) if task["sign_deliveries"] else None
             request, transformed = await outgoing(self.transforms, task, secret)
             if request is not None:
                 body, timeout_s, url = request.body, s.deliver_timeout_s, request.url
@@ -398,9 +400,6 @@ class Deliver:
             if again is None:
                 return False
             start_at = again
-
-    def _secret(self, task: asyncpg.Record) -> str:
-        return sealed.open_destination_secret(self.ctx, task["destination_id"], task["destination_secret"])
 
     def _next(self, outcome: Outcome, attempt: int) -> tuple[str, float | None, str | None]:
         """(task status, seconds to the retry, last_error) after this attempt."""

@@ -10,6 +10,7 @@ import standardwebhooks
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from control.service import Context
+from control.service.sealed import seal_destination_secret
 from tests.destination import Destination, fetch_row, make_task, running, settled
 from tests.helpers import create_endpoint
 
@@ -105,3 +106,23 @@ async def test_rotating_another_accounts_destination_is_404(client, account, oth
     ).json()["id"]
     resp = await client.post(f"/v1/destinations/{dst}/rotate-secret", headers=other_account.headers)
     assert resp.status_code == 404
+
+
+async def test_a_worker_signs_with_the_new_secret_as_soon_as_it_is_rotated(
+    ctx: Context, destination: Destination
+) -> None:
+    """The worker keeps destination secrets it opened, by the stored value: a rotation is another stored
+    value, so the very next send is signed with the new secret and not with the one kept."""
+    made = await make_task(ctx, destination.url, body=b'{"n":1}')
+    async with running(ctx):
+        (first,) = await destination.wait_for(1)
+        old = await _secret(ctx, made["destination"])
+        standardwebhooks.Webhook(old).verify(first.body, first.headers)
+        new = "whsec_" + "TkVXU0VDUkVU" * 3
+        sealed = seal_destination_secret(ctx, made["destination"], new)
+        await fetch_row(ctx, "UPDATE destinations SET signing_secret = $2 WHERE id = $1", made["destination"], sealed)
+        await make_task(ctx, destination.url, endpoint_id=made["endpoint"], destination_id=made["destination"])
+        _, second = await destination.wait_for(2)
+    assert standardwebhooks.Webhook(new).verify(second.body, second.headers) is not None
+    with pytest.raises(WebhookVerificationError):
+        standardwebhooks.Webhook(old).verify(second.body, second.headers)
