@@ -17,6 +17,10 @@ Figures (the last line):
   acked plus at most the requests in flight when wrk stopped, whose answers it never read), ``delivered``
   (distinct at the sink), ``extra`` (sink lines beyond one per event), ``drain_s`` (last delivery after
   wrk's end);
+- ``cpu_us_*``: CPU (user + system) per delivered event from wrk's start to the drain's end, by process:
+  ``worker`` (flush, deliver and the other loops), ``edge``, ``control``, ``learn``, ``sink``, ``pg`` (every
+  Postgres process: the bench's server), ``redis``; ``total`` sums them. On two cores, ``delivered_per_s``
+  can reach at most 2,000,000 / ``cpu_us_total``: this is where a delivery's budget goes.
 - ``ledger``: ``exact`` when every stored event was delivered exactly once and nothing acknowledged is
   missing, ``inexact`` otherwise.
 
@@ -28,11 +32,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+import psutil
 
 from bench.delivery import _body, route_to_sink
 from bench.infra import bench_env, free_port, granian, run_process
@@ -75,6 +82,43 @@ def _drained(database_url: str, endpoint_id: str, sink_file: Path) -> tuple[int,
         time.sleep(1.0)
 
 
+def _role(proc: psutil.Process, up: int, sink: int) -> str | None:
+    """Which part of the pipeline a process is, None for the rest of the machine."""
+    try:
+        name, tree = proc.name(), {proc.pid, *(p.pid for p in proc.parents())}
+        if name.startswith("postgres"):
+            return "pg"
+        if name.startswith("redis-server"):
+            return "redis"
+        if sink in tree:
+            return "sink"
+        if up in tree and proc.pid != up:
+            for own in (proc, *proc.parents()):  # granian's worker processes count as their server's
+                args = own.cmdline()
+                if "edge.app:create_app" in args or "control.app:create_app" in args:  # granian, exec'd
+                    return "edge" if "edge.app:create_app" in args else "control"
+                if "control.cli" in args:
+                    command = args[args.index("control.cli") + 1 :]
+                    return "learn" if command[:2] == ["worker", "learn"] else command[0]
+            return "up"
+    except (psutil.Error, ValueError, IndexError):
+        return None
+    return None
+
+
+def _cpu(up: subprocess.Popen, sink: subprocess.Popen) -> Counter[str]:
+    """Seconds of CPU (user + system) so far, by role; processes gone since are not counted."""
+    spent: Counter[str] = Counter()
+    for proc in psutil.process_iter():
+        if (role := _role(proc, up.pid, sink.pid)) is not None:
+            try:
+                times = proc.cpu_times()
+            except psutil.Error:
+                continue
+            spent[role] += times.user + times.system
+    return spent
+
+
 def run(seconds: float) -> dict[str, object]:
     span_s = int(os.environ.get("PIPELINE_S", max(PIPELINE_S, round(seconds))))
     hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
@@ -89,10 +133,11 @@ def run(seconds: float) -> dict[str, object]:
         up += ["--edge-port", str(edge_port), "--control-port", str(control_port)]
         edge = f"http://127.0.0.1:{edge_port}"
         with (
-            run_process(granian("bench.sink:app", sink_port, factory=False), env),
-            run_process(up, env, f"{edge}/healthz"),
+            run_process(granian("bench.sink:app", sink_port, factory=False), env) as sink,
+            run_process(up, env, f"{edge}/healthz") as service,
         ):
             time.sleep(2)  # the worker LISTENing and its loops started, as the edge answers before they do
+            cpu_before = _cpu(service, sink)
             started = time.time()
             result = run_wrk(
                 f"{edge}/h/{endpoint.token}",
@@ -103,6 +148,8 @@ def run(seconds: float) -> dict[str, object]:
             )
             ended = time.time()
             stored, seen = _drained(database_url, endpoint.id, sink_file)
+            cpu = _cpu(service, sink)
+            cpu.subtract(cpu_before)
             last_delivery = os.stat(sink_file).st_mtime if sink_file.exists() else ended
     acked = result.requests - result.errors
     delivered = len(seen)
@@ -118,6 +165,8 @@ def run(seconds: float) -> dict[str, object]:
         "delivered": delivered,
         "extra": extra,
         "drain_s": round(max(0.0, last_delivery - ended), 1),
+        **{f"cpu_us_{role}": round(cpu[role] * 1e6 / max(delivered, 1)) for role in sorted(cpu)},
+        "cpu_us_total": round(sum(cpu.values()) * 1e6 / max(delivered, 1)),
         "delivered_per_s": round(delivered / max(last_delivery - started, 1e-9)),
         "ledger": "exact" if exact else "inexact",
     }
