@@ -161,9 +161,11 @@ async def run_scenario(
     calm_s: float,
     settle_s: float,
     loads: list[Load] | None = None,
+    after_s: float | None = None,
 ) -> Outcome:
-    """Load for ``calm_s``, the fault (its outage scaled by ``seconds``), load for ``calm_s`` more, then the
-    ledger once everything settled (at most ``settle_s``); the load is appended to ``loads`` if given."""
+    """Load for ``calm_s``, the fault (its outage scaled by ``seconds``), load for ``after_s`` more (default
+    ``calm_s``), then the ledger once everything settled (at most ``settle_s``); the load is appended to
+    ``loads`` if given."""
     fault, scale = SCENARIOS[name]
     half = len(targets) // 2
     poison = targets[half:] if name == "poison" else None
@@ -174,7 +176,7 @@ async def run_scenario(
     try:
         await asyncio.sleep(calm_s)
         window = await fault(top, seconds * scale)
-        await asyncio.sleep(calm_s)
+        await asyncio.sleep(calm_s if after_s is None else after_s)
     finally:
         load.stop()
         await sending

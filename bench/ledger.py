@@ -26,6 +26,12 @@ from shared.keys import Keys
 
 __all__ = ("Ledger", "settle")
 
+POLL_S = 0.2
+"""How often ``settle`` counts: fast, so a settled ledger is seen within a fifth of a second, not a second."""
+STILL_S = 1.0
+"""How long the count must hold still (twice that when some loss is allowed) before it is final: the
+stillness is measured in time, not in polls, so polling faster does not shorten it."""
+
 
 @dataclass(frozen=True)
 class Ledger:
@@ -83,15 +89,18 @@ async def settle(top: Topology, load: Load, *, timeout_s: float, may_lose: int =
 
     ``may_lose``: acknowledged events a scenario is allowed to lose (Redis restarted without persistence
     loses what its stream held). With fewer lost than that and every stored event delivered, the count is
-    final once it held still for two more seconds, instead of waiting ``timeout_s`` for events that can no
+    final once it held still for ``2 * STILL_S``, instead of waiting ``timeout_s`` for events that can no
     longer come; the caller still judges ``lost`` against its own bound."""
     deadline = time.monotonic() + timeout_s
-    still: list[Ledger] = []
+    last, since = None, time.monotonic()
     while True:
         ledger = await _count(top, load)
+        now = time.monotonic()
+        if ledger != last:
+            last, since = ledger, now
         everything = ledger.lost == 0 and ledger.undelivered == 0
         within = 0 < ledger.lost <= may_lose and ledger.undelivered == ledger.lost  # the lost can't be delivered
-        still = [*still, ledger] if still and still[-1] == ledger else [ledger]
-        if (everything and len(still) >= 2) or (within and len(still) >= 3) or time.monotonic() > deadline:
+        held = now - since
+        if (everything and held >= STILL_S) or (within and held >= 2 * STILL_S) or now > deadline:
             return ledger
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(POLL_S)

@@ -33,6 +33,9 @@ SETTINGS = {
 OUTAGE_S = 6.0
 """Postgres away: past the backoff cap (5 s), and long enough for more than 5 failed steps in a row."""
 RATE = 100.0
+CALM_S = 1.0
+"""Load before and after each fault: 100 requests either side, enough for the fault to land mid-load and for
+the load to meet the recovered service; the outages themselves, the limits' worth, are not shortened."""
 SERVED_AGAIN_S = 4.0
 """Redis back (1.2 s down) to the first acknowledged request: the sweep's check interval (1 s) and the
 backoff its loop reached during the outage (at most 1.6 s), with room for a loaded machine."""
@@ -46,7 +49,7 @@ def top() -> Iterator[tuple[Topology, list[Target]]]:
 
 async def _scenario(top: tuple[Topology, list[Target]], name: str, *, seconds: float = OUTAGE_S) -> Outcome:
     running, targets = top
-    outcome = await run_scenario(running, targets, name, seconds=seconds, rate_per_s=RATE, calm_s=2.0, settle_s=90.0)
+    outcome = await run_scenario(running, targets, name, seconds=seconds, rate_per_s=RATE, calm_s=CALM_S, settle_s=90.0)
     ledger = outcome.ledger
     assert ledger.acked > 0
     assert ledger.lost <= outcome.window, outcome.line()
@@ -98,7 +101,7 @@ async def test_a_destination_down_then_back_gets_every_event(top: tuple[Topology
 
 
 async def test_poison_mixed_into_other_tenants_traffic(top: tuple[Topology, list[Target]]) -> None:
-    outcome = await _scenario(top, "poison", seconds=12.0)  # 3 s of poison with the load
+    outcome = await _scenario(top, "poison", seconds=4.0)  # 3 s of load, a fifth of it poison (~60 requests)
     assert outcome.ledger.sent > outcome.ledger.acked  # the truncated bodies were refused, not stored
 
 
@@ -135,7 +138,8 @@ def test_redis_restarted_without_persistence_loses_only_the_window() -> None:
                 "redis_restart_no_aof",
                 seconds=2,
                 rate_per_s=RATE,
-                calm_s=5.0,
+                calm_s=1.5,  # enough for the stream to hold entries when Redis dies
+                after_s=5.0,  # past SERVED_AGAIN_S, so the load meets the rebuilt configs
                 settle_s=60.0,
                 loads=loads,
             )
