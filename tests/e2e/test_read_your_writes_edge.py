@@ -94,11 +94,26 @@ def post(url: str, body: bytes = b'{"type":"x"}', headers: dict[str, str] | None
     return httpx.post(url, content=body, headers=headers or {}, timeout=10)
 
 
+@pytest.fixture(scope="module")
+def edges_stack(
+    module_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Stack, list[str]]]:
+    """Control and two edges, started once for the module: each test works on an account and endpoints of its
+    own, so what one changes cannot reach another's requests."""
+    stack = Stack(module_settings, tmp_path_factory.mktemp("ryw-edges"))
+    try:
+        stack.start_control()
+        yield stack, [stack.start_edge("edge"), stack.start_edge("edge2", port=free_port())]
+    finally:
+        stack.stop_all()
+
+
 @pytest.fixture
-async def two_edges(stack: Stack, database_url: str) -> AsyncIterator[tuple[Api, list[str]]]:
-    stack.start_control()
-    edges = [stack.start_edge("edge"), stack.start_edge("edge2", port=free_port())]
-    account = await make_account(database_url)
+async def two_edges(
+    edges_stack: tuple[Stack, list[str]], module_settings: Settings
+) -> AsyncIterator[tuple[Api, list[str]]]:
+    stack, edges = edges_stack
+    account = await make_account(module_settings.database_url or "")
     api = Api(stack, account.headers)
     try:
         yield api, edges
