@@ -19,8 +19,8 @@ from urllib.parse import quote
 
 from litestar import Litestar, Request, get
 
+from control.mcp.catalog import Catalog
 from control.mcp.registry import TOOLS
-from control.mcp.server import Catalog
 from shared.settings import Settings
 
 __all__ = ("llms_txt", "render")

@@ -23,26 +23,32 @@
   logging ``Terminating session: None`` at INFO each time (logger ``mcp.server.streamable_http``, whose only
   INFO line it is; the SDK has no option for it): that logger is set to WARNING, so its warnings and errors
   still show.
-- The session manager's ``run()`` (its task group) is entered by the app's lifespan (Litestar does not run a
-  mounted app's own lifespan); the SDK runs a manager once, so each lifespan makes its own.
+- **Started by the first call, not at start.** The SDK (about 0.7 s of CPU to import) and its session
+  manager start with the first POST to /mcp in a lifespan, in a task of their own that holds the manager's
+  ``run()`` (its task group must be entered and left by one task) until the lifespan ends; requests
+  arriving meanwhile wait for it. A control process that never serves /mcp never pays for it. Litestar does
+  not run a mounted app's own lifespan, and the SDK runs a manager once, so each lifespan makes its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from litestar import Litestar, asgi
 from litestar.handlers import ASGIRouteHandler
 from litestar.types import Receive, Scope, Send
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 
 from control.mcp.auth import mcp_auth
-from control.mcp.server import Catalog, catalog, create_server
+from control.mcp.catalog import Catalog, catalog
 from shared.errors import envelope
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 
 __all__ = ("McpMount",)
 
@@ -72,33 +78,68 @@ class McpMount:
     def __init__(self) -> None:
         logging.getLogger(_TRANSPORT_LOGGER).setLevel(logging.WARNING)  # see the module docstring
         self.catalog: Catalog = catalog()
-        self.transport: StreamableHTTPASGIApp | None = None  # the running lifespan's
+        self.transport: StreamableHTTPASGIApp | None = None  # the running lifespan's, once started
+        self._stop: asyncio.Event | None = None  # set while a lifespan runs
+        self._started: asyncio.Future[StreamableHTTPASGIApp] | None = None
+        self._serving: asyncio.Task[None] | None = None
 
         @asgi("/mcp", is_mount=True, copy_scope=True, middleware=[mcp_auth()])
         async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["method"] != "POST":
                 await _not_post(scope, send)
                 return
-            if self.transport is None:  # as the SDK's own manager answers a request before its run()
-                raise RuntimeError("/mcp is served only while the app's lifespan runs")
-            await self.transport(scope, receive, send)  # type: ignore[arg-type]
+            transport = self.transport or await self._start()
+            await transport(scope, receive, send)  # type: ignore[arg-type]
 
         self.handler: ASGIRouteHandler = mcp
 
+    async def _start(self) -> StreamableHTTPASGIApp:
+        """The running transport, started by the first caller of this lifespan (the others wait for it)."""
+        if self._stop is None:  # as the SDK's own manager answers a request before its run()
+            raise RuntimeError("/mcp is served only while the app's lifespan runs")
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_future()
+            self._serving = asyncio.create_task(self._serve(self._started, self._stop))
+        return await asyncio.shield(self._started)
+
+    async def _serve(self, started: asyncio.Future[Any], stop: asyncio.Event) -> None:
+        """Holds a session manager's ``run()`` from the first call until the lifespan ends."""
+        try:
+            from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+            from mcp.server.transport_security import TransportSecuritySettings
+
+            from control.mcp.server import create_server
+
+            manager = StreamableHTTPSessionManager(
+                app=create_server(self.catalog),
+                stateless=True,
+                json_response=False,
+                security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            )
+            async with manager.run():
+                self.transport = StreamableHTTPASGIApp(manager)
+                started.set_result(self.transport)
+                await stop.wait()
+        except BaseException as exc:
+            if not started.done():  # the waiting callers get the failure; the next call tries again
+                started.set_exception(exc)
+                started.exception()  # retrieved: the callers have it, so asyncio does not report it again
+                self._started = None
+            raise
+        finally:
+            self.transport = None
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
-        """Gives the tool catalog the app's OpenAPI document (read on first use) and runs a session manager."""
+        """Gives the tool catalog the app's OpenAPI document (read on first use); /mcp starts on its first call."""
         self.catalog.attach(lambda: app.openapi_schema.to_schema())
         app.state.mcp = self.catalog
-        manager = StreamableHTTPSessionManager(
-            app=create_server(self.catalog),
-            stateless=True,
-            json_response=False,
-            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
-        async with manager.run():
-            self.transport = StreamableHTTPASGIApp(manager)
-            try:
-                yield
-            finally:
-                self.transport = None
+        self._stop, self._started, self._serving = asyncio.Event(), None, None
+        try:
+            yield
+        finally:
+            stop, serving = self._stop, self._serving
+            self._stop = self._started = self._serving = None
+            stop.set()
+            if serving is not None:
+                await asyncio.gather(serving, return_exceptions=True)

@@ -47,3 +47,18 @@ def test_a_client_command_imports_no_server_library(args: list[str], tmp_path: P
     key.write_text("hy_live_" + "a" * 32 + "\n")
     imported = _imported(*args, *(["--data-dir", str(tmp_path)] if "--help" not in args else []))
     assert [m for m in imported if m.startswith(HEAVY)] == []
+
+
+def test_the_control_app_imports_the_mcp_sdk_only_when_mcp_is_called() -> None:
+    """About 0.7 s of CPU at every control start (issue 24); /mcp starts the SDK on its first call."""
+    probe = (
+        "import json, sys\n"
+        "from control.app import create_app\n"
+        "from shared.settings import load_settings\n"
+        "create_app(load_settings({}, database_url='postgresql://x@127.0.0.1:9/x', redis_url='redis://127.0.0.1:9'))\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    imported = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [m for m in imported if m.split(".")[0] in ("mcp", "mcp_types")] == []

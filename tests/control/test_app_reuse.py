@@ -3,6 +3,7 @@ the tests serve one app per process this way, so nothing of a lifespan may outli
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -63,3 +64,18 @@ def test_an_app_serves_one_caller_at_a_time(settings: Settings) -> None:
         assert first is not second
     with control_app(settings) as again:
         assert again in (first, second)
+
+
+async def test_mcp_starts_with_its_first_calls_all_answered(settings: Settings) -> None:
+    """The SDK starts with the first POST to /mcp (control.mcp.mount): calls arriving together while it
+    starts all wait for the one start, and a lifespan that never served /mcp ends as cleanly as one that did."""
+    account = await make_account(settings.database_url)
+    with control_app(settings) as app:
+        async with AsyncTestClient(app=app) as client:
+            assert (await client.get("/v1/endpoints", headers=account.headers)).status_code == 200
+        async with AsyncTestClient(app=app) as client:
+            headers = {**account.headers, **MCP_HEADERS}
+            calls = [client.post("/mcp", json={**LISTING, "id": i}, headers=headers) for i in range(8)]
+            answers = await asyncio.gather(*calls)
+            assert [a.status_code for a in answers] == [200] * 8, [a.text for a in answers]
+            assert all('"create_endpoint"' in a.text for a in answers)

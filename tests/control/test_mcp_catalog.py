@@ -20,10 +20,10 @@ from mcp.shared.exceptions import MCPError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from control.app import create_app
+from control.mcp.catalog import Catalog
 from control.mcp.errors import failure_result
 from control.mcp.registry import TOOLS, snake_case
 from control.mcp.schemas import find_operation, output_schema
-from control.mcp.server import Catalog
 from control.records.events import EventWithDeliveries
 from shared.errors import NotFoundError, ValidationError
 from shared.settings import load_settings

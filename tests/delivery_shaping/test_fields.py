@@ -14,8 +14,8 @@ import jsonschema
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from control.mcp.catalog import Catalog
 from control.mcp.registry import TOOLS
-from control.mcp.server import Catalog
 from shared.settings import Settings
 from tests.events_support import live_app
 from tests.helpers import assert_error, create_endpoint

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from control.app import create_app
+from control.mcp.catalog import Catalog
 from control.mcp.registry import TOOLS
-from control.mcp.server import Catalog
 from shared.settings import load_settings
 
 MIN_WORDS = 5

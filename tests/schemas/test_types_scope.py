@@ -6,8 +6,8 @@ argument, from the same OpenAPI operation."""
 from __future__ import annotations
 
 from control.app import create_app
+from control.mcp.catalog import Catalog
 from control.mcp.registry import TOOLS
-from control.mcp.server import Catalog
 from control.service import Context
 from shared.settings import load_settings
 from tests.helpers import assert_error, create_endpoint
