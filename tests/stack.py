@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from shared.settings import Settings, env_name
 
-__all__ = ("Stack", "free_port", "stack")
+__all__ = ("Stack", "free_port", "stack", "stop_embedded_redis")
 
 
 def free_port() -> int:
@@ -31,6 +32,27 @@ def free_port() -> int:
 def _hookyard() -> list[str]:
     exe = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
     return [exe]
+
+
+def stop_embedded_redis(data_dir: Path) -> None:
+    """Stop the Redis a ``hookyard up`` on ``data_dir`` embedded, if it still runs: it has a session of its own,
+    so killing ``up``'s process group (a test's SIGKILL) leaves it running after the test's directory is gone.
+    Only a redis-server whose working directory is that data dir's ``redis`` is stopped (its pid may be reused)."""
+    redis_dir = data_dir / "redis"
+    try:
+        proc = psutil.Process(int((redis_dir / "redis.pid").read_text().strip()))
+        ours = proc.name().startswith("redis-server") and Path(proc.cwd()) == redis_dir
+    except (OSError, ValueError, psutil.Error):
+        return
+    if not ours:
+        return
+    with contextlib.suppress(psutil.Error):
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 class Stack:

@@ -29,6 +29,7 @@ from control.cli.up import LOCAL_EMAIL, ensure_local_key
 from control.db.migrate import available
 from control.service.accounts import hash_key
 from tests.conftest import Servers, with_database
+from tests.stack import stop_embedded_redis
 
 CLI = [sys.executable, "-m", "control.cli"]
 UP_DEADLINE_S = 60.0
@@ -278,6 +279,7 @@ def launch(tmp_path: Path) -> Iterator[Launch]:
             with contextlib.suppress(psutil.Error):
                 if _alive(proc):
                     proc.kill()
+        stop_embedded_redis(up.data_dir)  # one started after the tree was listed, or before a failed wait_up
 
 
 @pytest.mark.slow

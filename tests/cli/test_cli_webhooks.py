@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,14 +37,15 @@ from control.cli.remote import Remote
 from control.workers import activity
 from shared.keys import Keys
 from shared.samples import sample
-from shared.settings import Settings
-from tests.conftest import make_account
+from shared.settings import Settings, load_settings
+from tests.conftest import TEST_ENCRYPTION_KEY, Servers, make_account
 from tests.destination import Destination
 from tests.events_support import Ev, store, store_delivery
-from tests.helpers import db, redis_client
+from tests.helpers import db, module_database_url, redis_client
 from tests.stack import Stack, _hookyard, free_port
 
 pytestmark = pytest.mark.slow
+database_url = module_database_url
 
 PROVIDER_SECRET = "whsec_" + base64.b64encode(b"provider-secret-for-the-cli-tests").decode()
 RESIGN = "whsec_" + base64.b64encode(b"the-local-apps-own-secret-32byte").decode()
@@ -103,18 +105,44 @@ def _until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any
     raise AssertionError(f"not within {timeout}s: {what}")
 
 
+@pytest.fixture(scope="module")
+def module_settings(servers: Servers, database_url: str) -> Settings:
+    """The module's one database and Redis prefix: each test isolates itself by an account of its own."""
+    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
+    return load_settings(
+        {},
+        database_url=database_url,
+        redis_url=servers.redis_url,
+        redis_prefix=prefix,
+        egress="any",
+        encryption_keys=(TEST_ENCRYPTION_KEY,),
+    )
+
+
+@pytest.fixture(scope="module")
+def shared_stack(module_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One edge, control and worker for the module's tests, which each use their own account and endpoints."""
+    stack = Stack(module_settings, tmp_path_factory.mktemp("cli-webhooks"))
+    try:
+        stack.start_edge()
+        stack.start_control()
+        stack.env["HOOKYARD_LOG_ACTIVITY"] = "true"  # the worker's log says what it stored and delivered
+        stack.start_worker()
+        yield stack
+    finally:
+        stack.stop_all()
+
+
 @pytest.fixture
 async def running(
-    stack: Stack, database_url: str, tmp_path: Path
+    shared_stack: Stack, database_url: str, tmp_path: Path
 ) -> AsyncIterator[tuple[Stack, dict[str, str], httpx.Client]]:
-    stack.start_edge()
-    stack.start_control()
-    stack.env["HOOKYARD_LOG_ACTIVITY"] = "true"  # the worker's log says what it stored and delivered
-    stack.start_worker()
+    if "control" not in shared_stack.procs:  # a test that restarts it failed before it could
+        shared_stack.start_control()
     account = await make_account(database_url)
-    env = {**stack.env, "HOOKYARD_API_KEY": account.key, "HOOKYARD_DATA_DIR": str(tmp_path / "cli")}
-    with httpx.Client(base_url=stack.control_url, headers=account.headers, timeout=30) as api:
-        yield stack, env, api
+    env = {**shared_stack.env, "HOOKYARD_API_KEY": account.key, "HOOKYARD_DATA_DIR": str(tmp_path / "cli")}
+    with httpx.Client(base_url=shared_stack.control_url, headers=account.headers, timeout=30) as api:
+        yield shared_stack, env, api
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -340,12 +368,14 @@ def test_the_activity_lines_are_info_lines() -> None:
 
 
 async def test_tail_prints_what_happens_the_moment_it_says_following(
-    stack: Stack, database_url: str, settings: Settings
+    shared_stack: Stack, database_url: str, module_settings: Settings
 ) -> None:
     """An event and a delivery attempt stored from inside the write of the "Following" line, so at the
     earliest moment a user could act on it, are both printed: tail asked where "now" is and which attempts
     were already listed before saying so."""
-    stack.start_control()
+    stack, settings = shared_stack, module_settings
+    if "control" not in stack.procs:
+        stack.start_control()
     account = await make_account(database_url)
     with httpx.Client(base_url=stack.control_url, headers=account.headers, timeout=30) as api:
         endpoint_id = api.post("/v1/endpoints", json={"name": "tailed"}).json()["id"]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.stack import _hookyard, free_port
+from tests.stack import _hookyard, free_port, stop_embedded_redis
 
 __all__ = ("Proc", "Up", "clean_env", "cli", "until", "up_in")
 
@@ -100,6 +100,11 @@ class Up(Proc):
 
     def wait_up(self) -> None:
         self.wait_for_output("^hookyard is up: control ", timeout=120)
+
+    def kill(self) -> None:
+        """SIGKILL to ``up``'s process group, and its embedded Redis (a session of its own) stopped too."""
+        super().kill()
+        stop_embedded_redis(self.data_dir)
 
     def ctrl_c(self) -> float:
         """Ctrl-C as a terminal sends it, to the whole process group: the seconds until ``up`` exited."""
