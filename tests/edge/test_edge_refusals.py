@@ -16,6 +16,8 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 import stripe
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from edge.app import EdgeApp, create_app
@@ -150,7 +152,8 @@ async def test_counts_are_kept_while_redis_is_away(redis, edge_settings: Setting
     refusals.add(endpoint_id, "signature_mismatch", now)
     refusals.add(endpoint_id, "signature_mismatch", now)
     refusals.add(endpoint_id, "ip_not_allowed", now - 26 * 3600)  # older than any window: dropped on failure
-    away = aioredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1)
+    # No retries: each failed round is the one refused connection, not redis-py's backed-off retries (~3 s each).
+    away = aioredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
     try:
         for _ in range(2):  # twice: what one failed round put back, the next failed round keeps
             with pytest.raises(RedisConnectionError):
