@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import control.mcp.tools  # noqa: F401 - registers every tool: a catalog built before they are has none
 from control.mcp.registry import TOOLS, ToolSpec
 from control.mcp.schemas import find_operation, operation_input_schema, output_schema, record_input_schema
 

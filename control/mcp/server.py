@@ -23,7 +23,6 @@ import msgspec
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-import control.mcp.tools  # noqa: F401 - registers every tool
 from control.mcp.catalog import Catalog
 from control.mcp.errors import failure_result
 from control.mcp.registry import Call
