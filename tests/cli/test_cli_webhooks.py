@@ -37,11 +37,11 @@ from control.cli.remote import Remote
 from control.workers import activity
 from shared.keys import Keys
 from shared.samples import sample
-from shared.settings import Settings, load_settings
+from shared.settings import Settings, env_name, load_settings
 from tests.conftest import TEST_ENCRYPTION_KEY, Servers, make_account
 from tests.destination import Destination
 from tests.events_support import Ev, store, store_delivery
-from tests.helpers import db, module_database_url, redis_client
+from tests.helpers import db, module_database, module_database_url, redis_client
 from tests.stack import Stack, _hookyard, free_port
 
 pytestmark = pytest.mark.slow
@@ -329,10 +329,19 @@ def test_version_and_a_temporary_token_are_answered_plainly(running) -> None:
     assert "cannot reach the control plane at" in gone.stderr
 
 
+@pytest.fixture
+def own_database_url(servers: Servers, template_database: str) -> Iterator[str]:
+    """A database of the test's own: on the module's, the shared stack's worker would claim and send (and
+    log) what an ``up`` of the test's own is to show. Set up before ``procs``, so dropped after they stop."""
+    with module_database(servers, template_database) as url:
+        yield url
+
+
 def test_up_prints_a_line_per_event_and_per_delivery(
-    stack: Stack, destination: Destination, procs: list[Proc], tmp_path: Path
+    own_database_url: str, stack: Stack, destination: Destination, procs: list[Proc], tmp_path: Path
 ) -> None:
     env = {k: v for k, v in stack.env.items() if k != "HOOKYARD_FLUSH_CLAIM_IDLE_MS"}
+    env[env_name("database_url")] = own_database_url
     up = Proc(["up", "--data-dir", str(tmp_path / "data")], env, tmp_path / "up.log")
     procs.append(up)
     up.wait_for_output("hookyard is up", timeout=90)
