@@ -18,9 +18,9 @@ import redis.asyncio as aioredis
 
 from control.db import connect
 from control.service.accounts import hash_key
-from shared.settings import Settings
+from shared.settings import Settings, load_settings
 from tests.apps import control_app
-from tests.conftest import database_name, with_database
+from tests.conftest import TEST_ENCRYPTION_KEY, database_name, with_database
 
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 BASE62 = re.compile(r"^[0-9A-Za-z]+$")
@@ -225,3 +225,29 @@ def unsealed(stored: str | None, column: str, row_id: str) -> str | None:
     from tests.conftest import TEST_ENCRYPTION_KEY
 
     return None if stored is None else keyring_for((TEST_ENCRYPTION_KEY,)).open(stored, column, row_id)
+
+
+@pytest.fixture(scope="module", name="module_settings")
+def module_settings_fixture(servers: Any, template_database: str) -> Iterator[Settings]:
+    """Import into a test module (fixture ``module_settings``) for a stack started once for the module.
+
+    Settings for a whole module: its own copy of the migrated template and its own Redis prefix (whose keys
+    are deleted after), for a stack started once for the module."""
+    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
+    with module_database(servers, template_database) as database_url:
+        yield load_settings(
+            {},
+            database_url=database_url,
+            redis_url=servers.redis_url,
+            redis_prefix=prefix,
+            egress="any",
+            encryption_keys=(TEST_ENCRYPTION_KEY,),
+        )
+
+    async def forget() -> None:
+        async with redis_client(servers.redis_url) as client:
+            keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
+            if keys:
+                await client.delete(*keys)
+
+    asyncio.run(forget())

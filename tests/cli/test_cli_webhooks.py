@@ -20,7 +20,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,15 +36,18 @@ from control.cli.remote import Remote
 from control.workers import activity
 from shared.keys import Keys
 from shared.samples import sample
-from shared.settings import Settings, env_name, load_settings
-from tests.conftest import TEST_ENCRYPTION_KEY, Servers, make_account
+from shared.settings import Settings
+from tests.conftest import make_account
 from tests.destination import Destination
 from tests.events_support import Ev, store, store_delivery
-from tests.helpers import db, module_database, module_database_url, redis_client
+from tests.helpers import (
+    db,
+    module_settings_fixture,  # noqa: F401 - the fixture module_settings
+    redis_client,
+)
 from tests.stack import Stack, _hookyard, free_port
 
 pytestmark = pytest.mark.slow
-database_url = module_database_url
 
 PROVIDER_SECRET = "whsec_" + base64.b64encode(b"provider-secret-for-the-cli-tests").decode()
 RESIGN = "whsec_" + base64.b64encode(b"the-local-apps-own-secret-32byte").decode()
@@ -106,20 +108,6 @@ def _until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any
 
 
 @pytest.fixture(scope="module")
-def module_settings(servers: Servers, database_url: str) -> Settings:
-    """The module's one database and Redis prefix: each test isolates itself by an account of its own."""
-    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
-    return load_settings(
-        {},
-        database_url=database_url,
-        redis_url=servers.redis_url,
-        redis_prefix=prefix,
-        egress="any",
-        encryption_keys=(TEST_ENCRYPTION_KEY,),
-    )
-
-
-@pytest.fixture(scope="module")
 def shared_stack(module_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """One edge, control and worker for the module's tests, which each use their own account and endpoints."""
     stack = Stack(module_settings, tmp_path_factory.mktemp("cli-webhooks"))
@@ -135,11 +123,11 @@ def shared_stack(module_settings: Settings, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture
 async def running(
-    shared_stack: Stack, database_url: str, tmp_path: Path
+    shared_stack: Stack, module_settings: Settings, tmp_path: Path
 ) -> AsyncIterator[tuple[Stack, dict[str, str], httpx.Client]]:
     if "control" not in shared_stack.procs:  # a test that restarts it failed before it could
         shared_stack.start_control()
-    account = await make_account(database_url)
+    account = await make_account(module_settings.database_url)
     env = {**shared_stack.env, "HOOKYARD_API_KEY": account.key, "HOOKYARD_DATA_DIR": str(tmp_path / "cli")}
     with httpx.Client(base_url=shared_stack.control_url, headers=account.headers, timeout=30) as api:
         yield shared_stack, env, api
@@ -329,19 +317,10 @@ def test_version_and_a_temporary_token_are_answered_plainly(running) -> None:
     assert "cannot reach the control plane at" in gone.stderr
 
 
-@pytest.fixture
-def own_database_url(servers: Servers, template_database: str) -> Iterator[str]:
-    """A database of the test's own: on the module's, the shared stack's worker would claim and send (and
-    log) what an ``up`` of the test's own is to show. Set up before ``procs``, so dropped after they stop."""
-    with module_database(servers, template_database) as url:
-        yield url
-
-
 def test_up_prints_a_line_per_event_and_per_delivery(
-    own_database_url: str, stack: Stack, destination: Destination, procs: list[Proc], tmp_path: Path
+    stack: Stack, destination: Destination, procs: list[Proc], tmp_path: Path
 ) -> None:
     env = {k: v for k, v in stack.env.items() if k != "HOOKYARD_FLUSH_CLAIM_IDLE_MS"}
-    env[env_name("database_url")] = own_database_url
     up = Proc(["up", "--data-dir", str(tmp_path / "data")], env, tmp_path / "up.log")
     procs.append(up)
     up.wait_for_output("hookyard is up", timeout=90)
@@ -377,7 +356,7 @@ def test_the_activity_lines_are_info_lines() -> None:
 
 
 async def test_tail_prints_what_happens_the_moment_it_says_following(
-    shared_stack: Stack, database_url: str, module_settings: Settings
+    shared_stack: Stack, module_settings: Settings
 ) -> None:
     """An event and a delivery attempt stored from inside the write of the "Following" line, so at the
     earliest moment a user could act on it, are both printed: tail asked where "now" is and which attempts
@@ -385,7 +364,7 @@ async def test_tail_prints_what_happens_the_moment_it_says_following(
     stack, settings = shared_stack, module_settings
     if "control" not in stack.procs:
         stack.start_control()
-    account = await make_account(database_url)
+    account = await make_account(settings.database_url)
     with httpx.Client(base_url=stack.control_url, headers=account.headers, timeout=30) as api:
         endpoint_id = api.post("/v1/endpoints", json={"name": "tailed"}).json()["id"]
     before = Ev(endpoint_id, event_type="before.start")

@@ -4,20 +4,16 @@ a real browser."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import httpx
 import pytest
 
-from shared import redis_client
-from shared.settings import Settings, load_settings
-from tests.conftest import TEST_ENCRYPTION_KEY, Account, make_account
-from tests.helpers import module_database
+from shared.settings import Settings
+from tests.conftest import Account, make_account
+from tests.helpers import module_settings_fixture  # noqa: F401 - the fixture module_settings
 from tests.stack import Stack
 
 
@@ -56,33 +52,6 @@ def stored_events(stack: Stack, account: Account, endpoint_id: str, want: int, t
         if len(events) >= want or time.monotonic() > deadline:
             return events
         time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def module_settings(servers: Any, template_database: str) -> Iterator[Settings]:
-    """Settings for a whole module: its own copy of the migrated template and its own Redis prefix (whose keys
-    are deleted after), for a stack started once for the module."""
-    prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
-    with module_database(servers, template_database) as database_url:
-        yield load_settings(
-            {},
-            database_url=database_url,
-            redis_url=servers.redis_url,
-            redis_prefix=prefix,
-            egress="any",
-            encryption_keys=(TEST_ENCRYPTION_KEY,),
-        )
-
-    async def forget() -> None:
-        client = await redis_client.open_client(servers.redis_url)
-        try:
-            keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-            if keys:
-                await client.delete(*keys)
-        finally:
-            await client.aclose()
-
-    asyncio.run(forget())
 
 
 @pytest.fixture(scope="module")
