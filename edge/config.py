@@ -16,7 +16,10 @@ unlike PUBLISH's, is every listener: ``shared.redis_client.publish_counted``). W
 unsubscribes the listener; that ends the subscription like a lost connection, so the listener has redis-py
 reload the slot map and starts over on the channel's new node.
 
-Unknown tokens (and tombstones of deleted endpoints) are cached too, as ``None``, so a flood of bad tokens
+A token is unknown only while Redis holds every config: after a restart without its data, until the sweep
+has rebuilt them (``Keys.config_marker``), a miss raises ``ConfigsIncompleteError`` and the request gets a
+503 to retry, not a 404 that some senders never retry. Unknown tokens (and tombstones of deleted endpoints)
+are cached too, as ``None``, so a flood of bad tokens
 costs one Redis GET each per TTL, not one per request. The TTL is only a safety net. Expiry is wall-clock
 time (``time.time()``), the clock the hot path reads anyway for the event's timestamp, so a cache hit costs
 one dict lookup and no clock call of its own.
@@ -35,7 +38,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import MovedError, RedisError
 
 from edge.trust import ServedEndpoint
-from shared.keys import Keys
+from shared.errors import ConfigsIncompleteError
+from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.redis_client import is_cluster_client
 from shared.wire import decode_config_notice, decode_edge_endpoint
 
@@ -75,7 +79,8 @@ class EndpointCache:
     async def get(self, token: str) -> ServedEndpoint | None:
         """The config serving ``token``; None for an unknown (or empty) token or a deleted endpoint.
 
-        Raises what the Redis client raises when the lookup fails (every request sharing it gets it).
+        Raises what the Redis client raises when the lookup fails (every request sharing it gets it), and
+        ``ConfigsIncompleteError`` for a miss while the configs are being rebuilt.
         """
         if not token:
             return None
@@ -96,6 +101,9 @@ class EndpointCache:
     async def _lookup(self, token: str) -> ServedEndpoint | None:
         generation = self._generation
         raw = await self._redis.get(self._keys.endpoint_config(token))
+        if raw is None and await self._redis.get(self._keys.config_marker) != CONFIGS_COMPLETE:
+            # Only a miss pays this second read, and only until the miss is cached.
+            raise ConfigsIncompleteError("no config for the token while Redis holds no complete set of them")
         config = None
         if raw is not None:
             try:

@@ -31,6 +31,7 @@ from edge.respond import send_error, send_internal_error
 from edge.stream import StreamWriter
 from shared.attribution import attribute
 from shared.clientip import ClientIP
+from shared.errors import ConfigsIncompleteError
 from shared.ids import ulid
 from shared.keys import Keys
 from shared.refusals import IP_NOT_ALLOWED
@@ -55,6 +56,8 @@ class _Incomplete(Exception):
 _OK_LENGTH = (b"content-length", str(len(b'{"ok":true,"id":"evt_' + b"0" * 26 + b'"}')).encode())
 """Every 200 body has the same length: an event id is always ``evt_`` and 26 ULID characters."""
 _RETRY_SOON = [(b"retry-after", b"2")]
+_NOT_LOOKED_UP = "the endpoint could not be looked up; retry shortly"
+_REBUILDING = "the endpoint configs are being restored (Redis restarted without its data); retry shortly"
 _INCOMPLETE = "body: the request body did not arrive in full; nothing was stored"
 _UNAVAILABLE_LOG_EVERY_S = 10.0
 _MAX_LENGTH_DIGITS = 18  # any Content-Length longer than this (leading zeros aside) is over every limit
@@ -98,9 +101,8 @@ class Ingest:
                     served = await self.cache.get(token)
                 except Exception as exc:  # noqa: BLE001 - Redis failed: nothing can be decided, so retry later
                     self._lookup_failed(exc)
-                    await send_error(
-                        send, 503, "unavailable", "the endpoint could not be looked up; retry shortly", _RETRY_SOON
-                    )
+                    what = _REBUILDING if isinstance(exc, ConfigsIncompleteError) else _NOT_LOOKED_UP
+                    await send_error(send, 503, "unavailable", what, _RETRY_SOON)
                     return
             if served is None:
                 await send_error(send, 404, "endpoint_not_found", "no endpoint has this ingest URL")

@@ -8,6 +8,7 @@ Our exception hierarchy:
   x EmbeddedError              - ``hookyard up``'s embedded Postgres or Redis did not start; an unusable data dir
   x StartupError               - a child of ``hookyard up`` died or never became healthy
   x EgressRefusedError         - a destination resolves to an address the egress policy forbids (permanent)
+  x ConfigsIncompleteError     - Redis lost the edge configs and the sweep has not rebuilt them: worth retrying
   x ApiError                   - the control plane refused a command's call (its envelope's code and message)
   x Unreachable                - the control plane did not answer, or answered 502-504: worth retrying
   x JobDataError               - a background job cannot go on for what is stored (retrying fails the same way)
@@ -36,6 +37,7 @@ import msgspec
 __all__ = (
     "ApiError",
     "ConfigError",
+    "ConfigsIncompleteError",
     "ConflictError",
     "EgressRefusedError",
     "EmbeddedError",
@@ -96,6 +98,12 @@ class StartupError(HookyardError):
 
 class EgressRefusedError(HookyardError):
     """The destination resolves to an address the egress policy forbids; a permanent failure."""
+
+
+class ConfigsIncompleteError(HookyardError):
+    """An edge found no config for a token while Redis holds no complete set of them (it lost its data, and
+    the sweep is rebuilding them from Postgres): the token may well be known, so the sender is told to retry
+    (503), not that the endpoint does not exist (404), which some providers never retry."""
 
 
 class ApiError(HookyardError):

@@ -20,10 +20,13 @@ from functools import cache
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-__all__ = ("FLUSH_GROUP", "Keys")
+__all__ = ("CONFIGS_COMPLETE", "FLUSH_GROUP", "Keys")
 
 FLUSH_GROUP = "flush"
 """Consumer group of the flush workers on every ingest shard."""
+
+CONFIGS_COMPLETE = b"complete"
+"""The value of ``Keys.config_marker`` once every endpoint's edge config is in Redis."""
 
 
 @cache
@@ -86,7 +89,9 @@ class Keys:
 
     @property
     def config_marker(self) -> str:
-        """Written by the sweep once it rebuilt the edge configs; its absence means Redis lost its data."""
+        """The edge configs' state: ``CONFIGS_COMPLETE`` once a sweep wrote every endpoint's config, a
+        rebuild's own token while it runs, absent when Redis lost its data (or before the first sweep). The
+        edge calls a token unknown (404) only while this reads complete; otherwise it answers 503."""
         return f"{self.prefix}config:marker"
 
     # -- stats -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 
 from control.db import connect
 from control.service.accounts import hash_key
+from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.settings import Settings, load_settings
 from tests.apps import control_app
 from tests.conftest import TEST_ENCRYPTION_KEY, database_name, with_database
@@ -145,6 +146,18 @@ async def wait_for(check: Callable[[], Awaitable[Any]], *, timeout: float = 5.0,
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
+
+
+async def configs_whole(settings: Settings, *, timeout: float = 30.0) -> None:
+    """Waits for a worker's sweep to have written every edge config (``Keys.config_marker`` complete): only
+    from then on does an edge call a token it does not find unknown (404) rather than possibly lost (503)."""
+    keys = Keys(settings.redis_prefix)
+    async with redis_client(settings.redis_url) as redis:
+
+        async def whole() -> bool:
+            return await redis.get(keys.config_marker) == CONFIGS_COMPLETE
+
+        await wait_for(whole, timeout=timeout, interval=0.05)
 
 
 async def next_messages(pubsub: Any, count: int, *, timeout: float = 5.0) -> list[str]:

@@ -30,9 +30,10 @@ from control.db import endpoints as db_endpoints
 from control.db.context import Context
 from control.service import sealed
 from shared import redis_client
+from shared.keys import CONFIGS_COMPLETE
 from shared.wire import ConfigNotice, EdgeAuth, EdgeEndpoint, encode
 
-__all__ = ("TOMBSTONE_TTL_MS", "remove", "resync_all", "sync", "write")
+__all__ = ("TOMBSTONE_TTL_MS", "configs_complete", "rebuild_all", "remove", "resync_all", "sync", "write")
 
 log = logging.getLogger("hookyard.control.edge_config")
 
@@ -63,6 +64,17 @@ else
     redis.call('SET', KEYS[1], ARGV[2])
 end
 return 1
+"""
+
+
+# KEYS[1]: the marker. ARGV: this rebuild's token, the complete value. Marks the configs complete only if
+# Redis lost nothing (the key would be gone) and no other rebuild began (its token) since this one did.
+_COMPLETE_IF_OURS = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('SET', KEYS[1], ARGV[2])
+    return 1
+end
+return 0
 """
 
 
@@ -150,6 +162,23 @@ async def resync_all(ctx: Context) -> tuple[int, int]:
     await _announce(ctx, written, confirm=False)
     buried = len({token for token, _ in gone} & set(written))
     return len(written) - buried, buried
+
+
+async def configs_complete(ctx: Context) -> bool:
+    """Whether Redis holds every endpoint's config (``Keys.config_marker``): false after it lost its data,
+    before the first sweep, and while a rebuild runs."""
+    return await ctx.redis.get(ctx.keys.config_marker) == CONFIGS_COMPLETE
+
+
+async def rebuild_all(ctx: Context) -> tuple[int, int]:
+    """``resync_all`` when Redis may be missing configs: marked as rebuilding first (an edge then answers a
+    token it does not find 503, not 404) and complete after, unless Redis lost its data again meanwhile or
+    another rebuild began, which then completes it (or a later sweep sees the marker still rebuilding)."""
+    token = b"rebuilding:" + uuid.uuid4().hex.encode()
+    await ctx.redis.set(ctx.keys.config_marker, token)
+    counts = await resync_all(ctx)
+    await ctx.redis.eval(_COMPLETE_IF_OURS, 1, ctx.keys.config_marker, token, CONFIGS_COMPLETE)
+    return counts
 
 
 async def _announce(ctx: Context, tokens: list[str], *, confirm: bool) -> None:

@@ -1,9 +1,10 @@
 """The sweep: slow housekeeping that keeps the system converged.
 
 - rebuilds every endpoint's edge config in Redis from Postgres (heals a lost write), at start and every
-  ``interval_s``; and at once when Redis lost its data: a marker key, written before each rebuild, is
-  checked every ``check_every_s`` (one EXISTS), so after a Redis restart without persistence endpoints
-  answer again within about a second instead of 404 until the next interval;
+  ``interval_s``; and at once when Redis lost its data: a marker key (``Keys.config_marker``), complete only
+  once a rebuild wrote every config, is read every ``check_every_s``, so after a Redis restart without
+  persistence endpoints answer again within about a second; until then the edges answer a token they do
+  not find 503 (retry), never 404;
 - prepares the next days' event partitions and drops those past retention;
 - builds the ``q`` search index of each day's partition once the day is over, and of today's up to its
   last whole hour (``control.db.partitions``);
@@ -24,7 +25,7 @@ import time
 
 from control.db import dedup, partitions
 from control.db.context import Context
-from control.service.edge_config import resync_all
+from control.service.edge_config import configs_complete, rebuild_all, resync_all
 from control.service.expiry import expire_temporary
 from control.service.retention import expire_bodies, prune_alerts, prune_dead_letters
 from control.service.stats import prune as prune_stats
@@ -46,15 +47,18 @@ class Sweep:
 
     async def step(self) -> int:
         due = time.monotonic() >= self._next_round
-        if not await self.ctx.redis.exists(self.ctx.keys.config_marker):
+        if not await configs_complete(self.ctx):
             if not due and not self._rebuild:
                 log.warning("sweep: Redis lost the edge configs (restarted without its data?); rebuilding them")
             self._rebuild = True
         if self._rebuild or due:
-            # Marked before the rebuild, so a loss while it runs is noticed at the next check; a rebuild that
-            # fails leaves the flag (and the round) pending, so the next step tries again.
-            await self.ctx.redis.set(self.ctx.keys.config_marker, b"1")
-            written, removed = await resync_all(self.ctx)
+            # A rebuild that fails leaves the flag (and the round) pending, so the next step tries again. A
+            # round over complete configs only heals lost writes: the marker stays complete, so the edges
+            # keep answering an unknown token 404 meanwhile.
+            if self._rebuild:
+                written, removed = await rebuild_all(self.ctx)
+            else:
+                written, removed = await resync_all(self.ctx)
             self._rebuild = False
             log.debug("sweep: %d edge configs written, %d tombstoned", written, removed)
         if due:

@@ -154,6 +154,6 @@ def test_redis_restarted_without_persistence_loses_only_the_window() -> None:
     served_again_s = load.first_acked_after(back)
     assert served_again_s is not None, outcome.line()
     assert served_again_s <= SERVED_AGAIN_S, (served_again_s, outcome.line())
-    # And for good: no endpoint unknown again once one was served (a config lost twice, a stale cache).
-    resumed = back + served_again_s
-    assert not [a for a in load.answers if a[0] >= resumed and a[2] == 404], outcome.line()
+    # Never told that an endpoint does not exist (they all do): while Redis is away and while the configs are
+    # rebuilt the edge answers 503 (retry), never 404, which some providers take as final.
+    assert not [a for a in load.answers if a[2] == 404], outcome.line()

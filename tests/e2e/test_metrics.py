@@ -16,7 +16,7 @@ from shared.metrics import Metrics
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.destination import Destination
-from tests.helpers import wait_for
+from tests.helpers import configs_whole, wait_for
 from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,7 @@ async def test_every_process_exposes_its_metrics(settings: Settings, tmp_path: P
     try:
         stack.start_control()
         stack.start("edge", "edge", "--port", str(stack.edge_port), "--workers", "2", port=stack.edge_port)
-        stack.start_worker("worker", "flush", "deliver")
+        stack.start_worker("worker", "flush", "deliver", "sweep")
         account = await make_account(settings.database_url)  # type: ignore[arg-type]
         async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers) as api:
             endpoint = (await api.post("/v1/endpoints", json={"name": "metrics"})).json()
@@ -77,6 +77,7 @@ async def test_every_process_exposes_its_metrics(settings: Settings, tmp_path: P
                     )
                 )
                 assert {a.status_code for a in acks} == {200}
+                await configs_whole(settings)  # the sweep's: only then is a token not found a 404
                 missing = await provider.post(stack.edge_url + "/h/no-such-token-0123456789", content=b"{}")
                 assert missing.status_code == 404
             await destination.wait_for(sent, timeout=30)

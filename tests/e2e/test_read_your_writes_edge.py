@@ -23,7 +23,7 @@ import stripe
 
 from edge.config import EndpointCache
 from shared import redis_client
-from shared.keys import Keys
+from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.settings import Settings
 from shared.wire import EdgeEndpoint, encode
 from tests.conftest import make_account
@@ -178,7 +178,8 @@ async def test_a_deleted_endpoint_is_404_at_once_on_every_edge(two_edges) -> Non
 
 async def test_redis_that_lost_its_data_heals_within_seconds(settings: Settings, tmp_path: Path) -> None:
     """FLUSHALL (a Redis restart without persistence): the sweep notices the missing marker within a second
-    and rebuilds every edge config; endpoints the edge had answered 404 for meanwhile answer again."""
+    and rebuilds every edge config; endpoints the edge answered 503 for meanwhile (not 404, which many
+    senders never retry) answer again, and an unknown token is 404 again."""
     with private_redis(tmp_path) as url:
         stack = Stack(msgspec.structs.replace(settings, redis_url=url), tmp_path)
         try:
@@ -195,14 +196,16 @@ async def test_redis_that_lost_its_data_heals_within_seconds(settings: Settings,
             lost_at = time.monotonic()
             fresh = api.call("POST", "/v1/endpoints", 201, json={"name": "created after the loss"})
             assert post(fresh["ingest_url"]).status_code == 200  # control writes what it creates
-            # The edge reads Redis for the quiet endpoint: 404, cached as unknown, until the rebuild's notice.
+            # The edge reads Redis for the quiet endpoint: 503 (retry), never 404, until the rebuild wrote it.
             refused = 0
             while (status := post(quiet["ingest_url"]).status_code) != 200:
-                assert status == 404, status
+                assert status == 503, status
                 refused += 1
                 assert time.monotonic() - lost_at < 4, "the edge config was not rebuilt within seconds"
                 time.sleep(0.05)
-            print(f"rebuilt and served {time.monotonic() - lost_at:.2f}s after the loss ({refused} answered 404)")
+            print(f"rebuilt and served {time.monotonic() - lost_at:.2f}s after the loss ({refused} answered 503)")
+            unknown = post(f"{stack.edge_url}/h/NoSuchTokenNoSuchToken00")
+            assert unknown.status_code == 404, unknown.text  # rebuilt: a token not found is unknown again
             # The flush recreated its consumer group: what the edge acknowledges is stored.
             event_id = post(made["ingest_url"], b'{"after":"loss"}').json()["id"]
             deadline = time.monotonic() + 15
@@ -268,6 +271,7 @@ async def test_a_silent_subscription_is_noticed_by_its_ping(tmp_path: Path) -> N
     keys = Keys("hyt:ryw:")
     with private_redis(tmp_path) as url:
         async with redis_client_for(url) as admin, listening_cache(url, keys, ping_every_s=0.2) as cache:
+            await admin.set(keys.config_marker, CONFIGS_COMPLETE)  # as a sweep leaves it: a miss is cached
             await cache.get("anything0000000000000000")
             assert cache.entries
             await admin.execute_command("CLIENT", "PAUSE", "1500", "ALL")

@@ -3,6 +3,7 @@ config, keeps deleted endpoints deleted (tombstones), and the sweep heals it."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -14,7 +15,7 @@ from control.db import create_pool
 from control.service import Context
 from control.service import edge_config as edge_config_service
 from control.workers.sweep import Sweep
-from shared.keys import Keys
+from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.settings import Settings
 from shared.wire import EdgeEndpoint, decode_config_notice, decode_edge_endpoint, encode
 from tests.helpers import (  # noqa: F401 - redis_connection is the redis fixture
@@ -24,6 +25,7 @@ from tests.helpers import (  # noqa: F401 - redis_connection is the redis fixtur
     redis_connection,
     subscribed,
     token_of,
+    wait_for,
 )
 
 
@@ -229,14 +231,52 @@ async def test_sweep_notices_lost_data_at_its_next_check_not_its_next_round(clie
     token = token_of(made["ingest_url"])
     sweep = Sweep(sweep_ctx, interval_s=3600)
     await sweep.step()  # the round at start
-    assert await redis.exists(keys.config_marker)
+    assert await redis.get(keys.config_marker) == CONFIGS_COMPLETE
     await redis.delete(keys.endpoint_config(token))
     await sweep.step()  # marker still there: a check, no rebuild
     assert await edge_config(redis, keys, token) is None
     await redis.delete(keys.endpoint_config(token), keys.config_marker)  # what a Redis restart does
     await sweep.step()
     assert (await edge_config(redis, keys, token)).endpoint_id == made["id"]
-    assert await redis.exists(keys.config_marker)
+    assert await redis.get(keys.config_marker) == CONFIGS_COMPLETE
+    # A rebuild that never finished (its worker died: its token stays) and the marker of an older version are
+    # not complete either: the next check rebuilds.
+    for marker in (b"rebuilding:of-a-dead-worker", b"1"):
+        await redis.set(keys.config_marker, marker)
+        await redis.delete(keys.endpoint_config(token))
+        await sweep.step()
+        assert (await edge_config(redis, keys, token)).endpoint_id == made["id"], marker
+        assert await redis.get(keys.config_marker) == CONFIGS_COMPLETE, marker
+
+
+@pytest.mark.parametrize("meanwhile", ["lost", "another rebuild"])
+async def test_a_rebuild_overtaken_by_a_loss_or_another_rebuild_does_not_mark_the_configs_whole(
+    client, account, redis, sweep_ctx, meanwhile
+) -> None:
+    """The marker turns complete only if it still holds this rebuild's token when its writes are done: had
+    Redis lost its data meanwhile, some of them may be gone with it; had another rebuild begun, that one
+    completes it. The rebuild is held at its read of Postgres (a lock on ``endpoints``) while that happens."""
+    keys = sweep_ctx.keys
+    await create_endpoint(client, account.headers)
+    async with db(sweep_ctx.settings.database_url) as conn:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE endpoints IN ACCESS EXCLUSIVE MODE")
+            rebuilding = asyncio.create_task(edge_config_service.rebuild_all(sweep_ctx))
+            ours = await wait_for(lambda: _rebuild_token(redis, keys))
+            if meanwhile == "lost":
+                await redis.delete(keys.config_marker)
+            else:
+                await redis.set(keys.config_marker, b"rebuilding:another")
+        await rebuilding
+    assert ours.startswith(b"rebuilding:")
+    assert await redis.get(keys.config_marker) == (None if meanwhile == "lost" else b"rebuilding:another")
+    await edge_config_service.rebuild_all(sweep_ctx)  # a rebuild nobody overtakes
+    assert await redis.get(keys.config_marker) == CONFIGS_COMPLETE
+
+
+async def _rebuild_token(redis: aioredis.Redis, keys: Keys) -> bytes | None:
+    marker = await redis.get(keys.config_marker)
+    return marker if marker and marker.startswith(b"rebuilding:") else None
 
 
 async def test_sweep_never_buries_the_config_of_an_endpoint_created_while_it_runs(

@@ -18,7 +18,7 @@ from shared.keys import Keys
 from shared.settings import Settings
 from shared.wire import EdgeEndpoint, IngestRecord, decode_records, encode
 from tests.conftest import Account
-from tests.helpers import create_endpoint, db, redis_connection, token_of  # noqa: F401 - `redis` fixture
+from tests.helpers import configs_whole, create_endpoint, db, redis_connection, token_of  # noqa: F401 - `redis` fixture
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -142,7 +142,7 @@ async def test_the_raw_path_and_query_are_stored_verbatim(
     stack: Stack, settings: Settings, endpoint: dict[str, Any], client: Any, account: Account
 ) -> None:
     stack.start_edge()
-    stack.start_worker("worker", "flush")
+    stack.start_worker("worker", "flush", "sweep")
     token = token_of(endpoint["ingest_url"]).encode()
     sent = {
         b"/h/" + token + b"/a%FFb%e9%00?x=%00&y=\xc3\xa9": ("/a%FFb%e9%00", "x=%00&y=%C3%A9"),
@@ -155,7 +155,8 @@ async def test_the_raw_path_and_query_are_stored_verbatim(
         response = exchange(stack.edge_port, post(target, b"content-length: 2\r\n", b"{}"))
         assert response.status == 200, response.raw
         acks[response.json()["id"]] = expected
-    # a token with a raw UTF-8 byte names no endpoint: a 404 in the envelope
+    # a token with a raw UTF-8 byte names no endpoint: a 404 in the envelope, once the sweep wrote every config
+    await configs_whole(settings)
     unknown = exchange(stack.edge_port, post(b"/h/t\xc3\xa9ok", b"content-length: 2\r\n", b"{}"))
     assert unknown.status == 404
     assert unknown.json()["error"]["code"] == "endpoint_not_found"

@@ -26,7 +26,7 @@ import stripe
 from edge.app import EdgeApp, create_app
 from shared import redis_client
 from shared.ids import ingest_token, new_id, signing_secret
-from shared.keys import Keys
+from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.settings import Settings, load_settings
 from shared.wire import EdgeAuth, EdgeEndpoint, IngestRecord, decode_records, encode
 from tests.helpers import (
@@ -71,7 +71,9 @@ async def put_endpoint(redis: aioredis.Redis, settings: Settings, **auth: Any) -
     config = EdgeEndpoint(
         endpoint_id=new_id("ep"), account_id=new_id("acct"), environment="production", auth=EdgeAuth(**auth)
     )
-    await redis.set(Keys(settings.redis_prefix).endpoint_config(token), encode(config))
+    keys = Keys(settings.redis_prefix)
+    await redis.set(keys.endpoint_config(token), encode(config))
+    await redis.set(keys.config_marker, CONFIGS_COMPLETE)  # and, as a sweep would, every config written
     return token
 
 
@@ -382,6 +384,23 @@ async def test_a_token_is_matched_as_sent(client, redis, edge_settings) -> None:
     assert_error(await client.post(f"/h/{encoded}", content=BODY), 404, "endpoint_not_found")
     assert_error(await client.post(f"/h/{token}é", content=BODY), 404, "endpoint_not_found")
     assert (await client.post(f"/h/{token}/", content=BODY)).status_code == 200
+
+
+async def test_a_token_not_found_is_503_until_every_config_is_written(client, redis, edge_settings) -> None:
+    """After Redis lost its data (no marker) or while a sweep rebuilds (its token), a token with no config may
+    be one Redis lost: 503 with Retry-After, so the sender retries, where a 404 would be final to many."""
+    keys = Keys(edge_settings.redis_prefix)
+    missing = f"/h/{ingest_token()}"
+    for marker in (None, b"rebuilding:0f3c", b"1"):  # b"1": what the sweep wrote before it told the two apart
+        if marker is not None:
+            await redis.set(keys.config_marker, marker)
+        resp = await client.post(missing, content=BODY)
+        assert resp.headers["retry-after"] == "2", marker
+        assert_error(resp, 503, "unavailable")
+        assert "being restored" in resp.json()["error"]["message"]
+    await redis.set(keys.config_marker, CONFIGS_COMPLETE)
+    assert_error(await client.post(missing, content=BODY), 404, "endpoint_not_found")
+    assert await stored(redis, edge_settings) == []
 
 
 # -- repeated signature headers -------------------------------------------------------------------------
