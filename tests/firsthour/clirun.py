@@ -102,9 +102,13 @@ class Up(Proc):
         self.wait_for_output("^hookyard is up: control ", timeout=120)
 
     def kill(self) -> None:
-        """SIGKILL to ``up``'s process group, and its embedded Redis (a session of its own) stopped too."""
+        """SIGKILL to ``up``'s process group, and its embedded Redis (a session of its own) stopped too. Not
+        that of an ``up`` that had already exited (it stopped its Redis itself): another ``up`` may run on the
+        same data dir by now, and its Redis is not ours to stop (that cost a test 15 s of SIGTERM waiting)."""
+        running = self.proc.poll() is None
         super().kill()
-        stop_embedded_redis(self.data_dir)
+        if running:
+            stop_embedded_redis(self.data_dir)
 
     def ctrl_c(self) -> float:
         """Ctrl-C as a terminal sends it, to the whole process group: the seconds until ``up`` exited."""
