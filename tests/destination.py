@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import ipaddress
 import ssl
 import threading
@@ -36,6 +37,7 @@ from control.workers.loop import run_loops
 from shared import ids
 from tests.events_support import Ev, store, store_task
 from tests.helpers import wait_for
+from tests.ports import free_port
 
 __all__ = (
     "FAST_DELIVERY",
@@ -198,8 +200,15 @@ class Destination:
             cert, key = _self_signed(self.tls_dir)
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(cert, key)
-        server = await asyncio.start_server(self._connection, "127.0.0.1", 0, ssl=context)
-        self.port = server.sockets[0].getsockname()[1]
+        while True:  # a port of its own, never one a past test's destination had (tests/ports.py)
+            port = free_port()
+            try:
+                server = await asyncio.start_server(self._connection, "127.0.0.1", port, ssl=context)
+                break
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+        self.port = port
         ready.set()
         try:
             await self._stopping.wait()

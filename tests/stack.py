@@ -7,7 +7,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,14 +18,9 @@ import psutil
 import pytest
 
 from shared.settings import Settings, env_name
+from tests.ports import free_port
 
 __all__ = ("Stack", "free_port", "stack", "stop_embedded_redis")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _hookyard() -> list[str]:

@@ -29,6 +29,7 @@ from control.cli.up import LOCAL_EMAIL, ensure_local_key
 from control.db.migrate import available
 from control.service.accounts import hash_key
 from tests.conftest import Servers, with_database
+from tests.ports import free_port
 from tests.stack import stop_embedded_redis
 
 CLI = [sys.executable, "-m", "control.cli"]
@@ -50,14 +51,7 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    return [free_port() for _ in range(n)]
 
 
 def _alive(proc: psutil.Process) -> bool:

@@ -142,6 +142,7 @@ async def test_destination_test_sends_a_signed_synthetic_event(
     outcome = response.json()
     assert set(outcome) == OUTCOME_FIELDS
     assert outcome["success"] is True
+    assert len(destination.requests) == 1, [(r.headers, r.body[:200]) for r in destination.requests]
     (got,) = destination.requests
     payload = json.loads(got.body)
     assert payload["type"] == "hookyard.test"
