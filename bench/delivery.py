@@ -94,6 +94,13 @@ async def route_to_sink(database_url: str, endpoint_id: str, url: str, transform
     return destination_id, rule_id
 
 
+_UNFINISHED = "SELECT count(*) FROM delivery_tasks WHERE destination_id = $1 AND status IN ('pending', 'in_flight')"
+"""Read every 50 ms through ``delivery_tasks_destination`` (partial on exactly these states), so its cost shrinks
+with the backlog. Counting the succeeded ones instead scanned the whole table twenty times a second, on the
+cores the measured worker and Postgres share."""
+_SUCCEEDED = "SELECT count(*) FROM delivery_tasks WHERE destination_id = $1 AND status = 'succeeded'"
+
+
 async def _throughput(
     database_url: str, endpoint_id: str, sink: str, total: int, transform: str | None = None
 ) -> tuple[int, float]:
@@ -119,14 +126,16 @@ async def _throughput(
         async with conn.transaction():  # as the flush stores them: the events and their tasks at once
             await store_batch(conn, [event_row(r) for r in records], tasks)
         started = time.perf_counter()
-        while True:
-            done = await conn.fetchval(
-                "SELECT count(*) FROM delivery_tasks WHERE destination_id = $1 AND status = 'succeeded'", destination_id
-            )
-            if done >= total:
-                return done, time.perf_counter() - started
+        while True:  # the unfinished ones, through their partial index: the poll must not load the machine
+            left = await conn.fetchval(_UNFINISHED, destination_id)
+            if left == 0:
+                elapsed = time.perf_counter() - started
+                done = await conn.fetchval(_SUCCEEDED, destination_id)
+                if done < total:
+                    raise SystemExit(f"only {done} of {total} deliveries succeeded")
+                return done, elapsed
             if time.perf_counter() - started > 300:
-                raise SystemExit(f"only {done} of {total} deliveries succeeded in 300 s")
+                raise SystemExit(f"{left} of {total} deliveries not finished in 300 s")
             await asyncio.sleep(0.05)
     finally:
         await conn.close()
