@@ -18,11 +18,12 @@ can show finished too early.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import asyncpg
 
-from control.db.tasks import CANDIDATE_GATE, CIRCUIT, claim_statement
+from control.db.tasks import CANDIDATE_GATE, CIRCUIT, claim_statement, window_for
 
 __all__ = ("claim_heads", "entry_position", "head_candidates", "position")
 
@@ -73,19 +74,22 @@ def _released(blocked: str, watermarks: str) -> str:
     )
 
 
-_CLAIM_HEADS = claim_statement(
-    f"""SELECT t.id, t.destination_id, t.next_attempt_at, {CIRCUIT} AS circuit
+@functools.cache
+def _claim_heads(window: int) -> str:
+    """The released heads, ``window`` of them locked as candidates (a literal, as in ``tasks.window_for``)."""
+    return claim_statement(
+        f"""SELECT t.id, t.destination_id, t.next_attempt_at, {CIRCUIT} AS circuit
       FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id
-     WHERE {_released("$3", "$8")} AND t.status = 'pending'
+     WHERE {_released("$2", "$7")} AND t.status = 'pending'
      ORDER BY t.next_attempt_at
-     LIMIT $2
+     LIMIT {int(window)}
        FOR UPDATE OF t SKIP LOCKED""",
-    f"""(SELECT extract(epoch FROM min(next_attempt_at) - now())::float8
+        f"""(SELECT extract(epoch FROM min(next_attempt_at) - now())::float8
               FROM heads WHERE status = 'pending' AND next_attempt_at > now()) AS next_due_in_s,
            (SELECT count(*) FROM heads h
-             WHERE h.status = 'pending' AND h.next_attempt_at <= now() AND {_beyond("$8")}) AS held""",
-    ctes=_HEADS_CTES,
-)
+             WHERE h.status = 'pending' AND h.next_attempt_at <= now() AND {_beyond("$7")}) AS held""",
+        ctes=_HEADS_CTES,
+    )
 
 
 async def claim_heads(
@@ -103,9 +107,8 @@ async def claim_heads(
     same room, circuit and pause rules): (the tasks, how many candidates had a circuit that is not closed or
     a pause, seconds until the next head falls due, how many due heads wait for the stream watermark)."""
     rows = await conn.fetch(
-        _CLAIM_HEADS,
+        _claim_heads(window_for(window)),
         free,
-        window,
         list(blocked),
         list(room),
         list(room.values()),

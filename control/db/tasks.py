@@ -19,6 +19,7 @@ back until the pause ends (``control.delivery.claim``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import asyncpg
@@ -38,6 +39,7 @@ __all__ = (
     "next_due_in_s",
     "release",
     "sweep_expired",
+    "window_for",
 )
 
 NOTIFY_CHANNEL = "hy_tasks"
@@ -65,21 +67,21 @@ def claim_statement(cand: str, meta: str, ctes: str = "") -> str:
     LOCKED; columns id, destination_id, next_attempt_at, circuit), the rest leases those whose circuit is
     closed within each destination's room and reports how many candidates had a circuit that is not closed
     (the caller handles those in a transaction) plus ``meta``'s columns. Always one row more than the claimed
-    tasks: the meta row (null task). Parameters: $1 free, $2 window, $3 blocked destinations, $4/$5 room per
-    destination, $6 the default room, $7 lease seconds. ``ctes``: more common table expressions for both
-    (``name AS (...), ``)."""
+    tasks: the meta row (null task). Parameters: $1 free, $2 blocked destinations, $3/$4 room per destination,
+    $5 the default room, $6 lease seconds; ``cand`` has the window as a literal (:func:`window_for`). ``ctes``:
+    more common table expressions for both (``name AS (...), ``)."""
     return f"""
 WITH {ctes}cand AS ({cand}), ranked AS (
-    SELECT c.id, c.circuit, c.next_attempt_at, coalesce(r.room, $6) AS room,
+    SELECT c.id, c.circuit, c.next_attempt_at, coalesce(r.room, $5) AS room,
            row_number() OVER (PARTITION BY c.destination_id ORDER BY c.next_attempt_at, c.id) AS rn
-      FROM cand c LEFT JOIN unnest($4::text[], $5::int[]) AS r(destination_id, room)
+      FROM cand c LEFT JOIN unnest($3::text[], $4::int[]) AS r(destination_id, room)
            ON r.destination_id = c.destination_id
 ), picked AS (
     SELECT id FROM ranked WHERE circuit = 'closed' AND rn <= room ORDER BY next_attempt_at, id LIMIT $1
 ), claimed AS (
     UPDATE delivery_tasks t
        SET status = 'in_flight', attempts = t.attempts + 1, updated_at = now(),
-           lease_expires_at = now() + make_interval(secs => $7)
+           lease_expires_at = now() + make_interval(secs => $6)
       FROM picked WHERE t.id = picked.id
     RETURNING t.id, t.endpoint_id, t.event_id, t.event_received_at, t.rule_id, t.destination_id, t.attempts,
               t.dedup_key
@@ -96,24 +98,41 @@ SELECT m.*, x.*
 """
 
 
-# The oldest due unordered tasks; the meta row also says when the next one falls due and whether any FIFO
-# task is pending (the caller then looks at the heads of the queues: ``control.db.ordering``).
-# The blocked filter is written so that its generic plan is right and gets picked (ADR 0042): with an unknown
-# array, ``destination_id <> ALL($3)`` is estimated to keep one row when one destination has every task, so
-# the generic plan (seq scan and sort) lost to a custom plan made on every call (the events join planned over
-# every day partition: more CPU than running it). ``NOT coalesce(...)`` is estimated at half, whatever $3.
-_CLAIM_READY = claim_statement(
-    f"""SELECT t.id, t.destination_id, t.next_attempt_at, {CIRCUIT} AS circuit
+def window_for(window: int) -> int:
+    """The candidate window a claim statement is written with: ``window`` rounded up to the next of 16, 24, 32,
+    48, 64, 96, ... (at most half as much again).
+
+    Why a literal, not a parameter: with ``LIMIT $n`` the planner costs the generic plan as if a tenth of every
+    due task were locked and updated, so with a backlog of tens of thousands Postgres never takes it and plans
+    the claim on every call, the ``events`` join over every day partition included: about 0.7 ms of planning
+    per claim, more than running it (ADR 0042, amendment of 2026-11-29). With the window written in, each size
+    is its own prepared statement whose generic plan is costed for that window and taken after five calls."""
+    size = 16
+    while size < window:
+        size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
+    return size
+
+
+@functools.cache
+def _claim_ready(window: int) -> str:
+    """The oldest due unordered tasks, ``window`` of them locked as candidates; the meta row also says when the
+    next one falls due and whether any FIFO task is pending (the caller then looks at the heads of the queues:
+    ``control.db.ordering``). The blocked filter is written so that its generic plan is right (ADR 0042): with
+    an unknown array, ``destination_id <> ALL($2)`` is estimated to keep one row when one destination has every
+    task, so the generic plan (seq scan and sort) lost to a custom plan made on every call. ``NOT
+    coalesce(...)`` is estimated at half, whatever $2."""
+    return claim_statement(
+        f"""SELECT t.id, t.destination_id, t.next_attempt_at, {CIRCUIT} AS circuit
       FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
      WHERE t.status = 'pending' AND t.order_key IS NULL AND t.next_attempt_at <= now()
-       AND NOT coalesce(t.destination_id = ANY($3::text[]), false)
+       AND NOT coalesce(t.destination_id = ANY($2::text[]), false)
      ORDER BY t.next_attempt_at
-     LIMIT $2
+     LIMIT {int(window)}
        FOR UPDATE OF t SKIP LOCKED""",
-    """(SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM delivery_tasks
+        """(SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 FROM delivery_tasks
              WHERE status = 'pending' AND order_key IS NULL AND next_attempt_at > now()) AS next_due_in_s,
            EXISTS (SELECT 1 FROM delivery_tasks WHERE order_key IS NOT NULL AND status = 'pending') AS fifo_pending""",
-)
+    )
 
 
 async def claim_ready(
@@ -127,11 +146,12 @@ async def claim_ready(
     lease_s: float,
 ) -> tuple[list[asyncpg.Record], int, float | None, bool]:
     """Leases up to ``free`` due unordered tasks of destinations with a closed circuit (and no pause), not
-    ``blocked``, at most ``room`` (default ``per_destination``) per destination: (the tasks as ``lease``
+    ``blocked``, at most ``room`` (default ``per_destination``) per destination, from the oldest ``window`` due
+    ones (rounded up by :func:`window_for`): (the tasks as ``lease``
     returns them, how many due candidates had a circuit that is not closed or a pause, seconds until the next
     pending unordered task is due, whether any FIFO task is pending)."""
     rows = await conn.fetch(
-        _CLAIM_READY, free, window, list(blocked), list(room), list(room.values()), per_destination, lease_s
+        _claim_ready(window_for(window)), free, list(blocked), list(room), list(room.values()), per_destination, lease_s
     )
     meta = rows[0]
     claimed = [r for r in rows if r["id"] is not None]

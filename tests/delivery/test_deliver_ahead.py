@@ -96,16 +96,19 @@ async def test_the_workers_pool_releases_a_connection_without_a_reset_query(sett
 
 async def test_the_claim_is_planned_once_not_on_every_call(settings: Settings, destination: Destination) -> None:
     """The claim runs on every free slot: planned per call it cost Postgres more than running it (the events
-    join planned over every day partition, ADR 0042). With a backlog the size the bench drains, its generic
-    plan is taken after the first few calls, and it still leaves a blocked destination's tasks and brings
-    each task's event."""
+    join planned over every day partition, ADR 0042). With a backlog of tens of thousands (the bench drains
+    that many) and claims of every size, each size's generic plan is taken after its first few calls, and the
+    claim still leaves a blocked destination's tasks and brings each task's event. With the window a
+    parameter, this backlog made Postgres plan every call (the generic plan costed for a tenth of it)."""
+    sizes = (16, 32, 12, 24)
+    calls = 8
     async with worker_context(settings) as ctx:
         first = await make_task(ctx, destination.url)
         records = [
             IngestRecord(
                 ids.new_id("evt"), first["endpoint"], int(time.time() * 1e6), "POST", "", "", [], b"{}", "203.0.113.7"
             )
-            for _ in range(2000)
+            for _ in range(20_000)
         ]
         async with ctx.pool.acquire() as conn:
             async with conn.transaction():
@@ -116,15 +119,17 @@ async def test_the_claim_is_planned_once_not_on_every_call(settings: Settings, d
                 )
             await conn.execute("ANALYZE delivery_tasks")
             claimed = []
-            for _ in range(12):  # one destination, none blocked: as the bench drains
-                got, _ = await claim(
-                    conn, free=32, in_flight={}, per_destination=32, blocked=[], lease_s=60, cooldown_s=1
-                )
-                claimed += got
-            plans = await conn.fetchrow(
-                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
-                db_tasks._CLAIM_READY,
-            )
+            for _ in range(calls):  # one destination, none blocked, claims of varying size: as the bench drains
+                for free in sizes:
+                    got, _ = await claim(
+                        conn, free=free, in_flight={}, per_destination=32, blocked=[], lease_s=60, cooldown_s=1
+                    )
+                    claimed += got
+            plans = [
+                p
+                for p in await conn.fetch("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+                if p["statement"].lstrip().startswith("WITH cand AS")
+            ]
         blocked = await make_task(ctx, destination.url, endpoint_id=first["endpoint"])
         async with ctx.pool.acquire() as conn:
             got, _ = await claim(
@@ -137,7 +142,9 @@ async def test_the_claim_is_planned_once_not_on_every_call(settings: Settings, d
                 cooldown_s=1,
             )
             claimed += got
-    assert len(claimed) == len({t["id"] for t in claimed}) == 13 * 32
+    assert len(claimed) == len({t["id"] for t in claimed}) == calls * sum(sizes) + 32
     assert {t["destination_id"] for t in claimed} == {first["destination"]}
     assert all(t["event_found"] and t["body"] is not None for t in claimed)
-    assert plans["generic_plans"] > plans["custom_plans"], dict(plans)
+    assert len(plans) == len({db_tasks.window_for(2 * free) for free in sizes})
+    assert all(p["generic_plans"] >= calls - 5 for p in plans), [(p["generic_plans"], p["custom_plans"]) for p in plans]
+
