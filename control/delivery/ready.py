@@ -65,6 +65,13 @@ class Ready:
             pace[2] = pace[1] if now - pace[0] < 2 * WINDOW_S else 0.0
             pace[0], pace[1] = now, 0.0
 
+    def tracked(self, in_flight: Iterable[str]) -> set[str]:
+        """The destinations the caps look at: those with a send ``in_flight``, a task held here, or a recent pace.
+        The last matter: a destination's sends often finish together (one batch, one answer time), and the
+        claim that follows, with none of its sends in flight, must still take its pace's worth ahead. Counting
+        only destinations in flight, a destination answering in lockstep was never claimed ahead."""
+        return {*in_flight, *self._queues, *self._pace}
+
     def forget_idle(self, now: float) -> None:
         """Drops the pace of destinations that finished nothing for two windows and hold nothing."""
         for destination_id in [d for d, p in self._pace.items() if now - p[0] >= 2 * WINDOW_S]:

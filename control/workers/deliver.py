@@ -131,16 +131,14 @@ class Deliver:
         # Results still waiting to be written count as busy: an outage must not pile them up in memory.
         # Tasks claimed ahead count too, less what the destinations' pace allows to hold ahead.
         now = time.monotonic()
-        allowed = sum(self.ready.ahead(d, now) for d in {*self._per_destination, *self.ready.destinations()})
+        allowed = sum(self.ready.ahead(d, now) for d in self.ready.tracked(self._per_destination))
         return self.concurrency - len(self._sends) - self.recorder.queued - self.ready.count + allowed
 
     def _held(self, now: float) -> dict[str, int]:
-        """Per destination: its sends in flight and tasks held ahead, less what its pace allows ahead (the
-        count the caps compare, so a destination without pace is capped exactly as before)."""
-        held = dict(self._per_destination)
-        for d in self.ready.destinations():
-            held[d] = held.get(d, 0) + self.ready.held(d)
-        return {d: n - self.ready.ahead(d, now) for d, n in held.items()}
+        """Per destination (``Ready.tracked``): its sends in flight and tasks held ahead, less what its pace allows
+        ahead (the count the caps compare, so a destination without pace is capped exactly as before)."""
+        per = self._per_destination
+        return {d: per.get(d, 0) + self.ready.held(d) - self.ready.ahead(d, now) for d in self.ready.tracked(per)}
 
     def _notified(self) -> None:
         self._look = True

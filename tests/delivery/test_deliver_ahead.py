@@ -15,6 +15,7 @@ from control.delivery.claim import claim
 from control.records.storable import event_row
 from control.service import Context
 from control.workers import worker_context
+from control.workers.deliver import Deliver
 from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord
@@ -148,3 +149,19 @@ async def test_the_claim_is_planned_once_not_on_every_call(settings: Settings, d
     assert len(plans) == len({db_tasks.window_for(2 * free) for free in sizes})
     assert all(p["generic_plans"] >= calls - 5 for p in plans), [(p["generic_plans"], p["custom_plans"]) for p in plans]
 
+
+async def test_a_destination_whose_sends_finished_together_is_still_claimed_ahead(settings: Settings) -> None:
+    """Sends to one destination often finish together (started in one batch, answered in the same time): the
+    claim that follows sees none of them in flight, and must still give the destination its pace's worth
+    ahead of its cap. Counting only destinations in flight, such a destination was never claimed ahead."""
+    tuned = msgspec.structs.replace(settings, deliver_per_destination=4, deliver_concurrency=16)
+    async with worker_context(tuned) as ctx:
+        worker = Deliver(ctx)
+        try:
+            now = time.monotonic()
+            for _ in range(8):  # eight sends finished within the pace window, none in flight now
+                worker.ready.finished("dst_lockstep", now)
+            assert worker._held(now) == {"dst_lockstep": -8}  # room: its cap of 4 plus 8 ahead
+            assert worker._free() == tuned.deliver_concurrency + 8
+        finally:
+            await worker.close()
