@@ -67,9 +67,10 @@ class Ready:
 
     def tracked(self, in_flight: Iterable[str]) -> set[str]:
         """The destinations the caps look at: those with a send ``in_flight``, a task held here, or a recent pace.
-        The last matter: a destination's sends often finish together (one batch, one answer time), and the
-        claim that follows, with none of its sends in flight, must still take its pace's worth ahead. Counting
-        only destinations in flight, a destination answering in lockstep was never claimed ahead."""
+        Those with only a pace matter too: a destination's sends often finish together (one batch, one answer
+        time), and the claim that follows, with none of its sends in flight, must still take its pace's worth
+        ahead. Counting only destinations in flight, a destination answering in lockstep was never claimed
+        ahead."""
         return {*in_flight, *self._queues, *self._pace}
 
     def forget_idle(self, now: float) -> None:
