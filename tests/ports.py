@@ -7,10 +7,11 @@ module's control process, on a port picked that way, lost it to a connection of 
 fifteen tests failed on "connection refused". A port below the ephemeral range is never given to an outgoing
 connection, so only explicit binds can take it.
 
-Each xdist worker takes ports from its own slice of ``LOW``-``HIGH`` and never hands the same one out twice,
-so a process a test left behind (a worker still retrying its destination) can never reach a later test's
-server on a reused port. The start inside the slice depends on the process id: two suites running at once
-on one machine rarely meet, and when they do the probe's bind check skips ports in use.
+Each xdist worker takes ports from its own slice of ``LOW``-``HIGH`` and hands out none twice until it has
+gone round its whole slice (over 6,000 ports with two workers; a run uses a few hundred), so a process a test
+left behind (a worker still retrying its destination) cannot reach a later test's server on a reused port.
+The start inside the slice depends on the process id: two suites running at once on one machine rarely meet,
+and when they do the probe's bind check skips ports in use.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ _next = _candidates()
 
 
 def free_port() -> int:
-    """A loopback port nobody listens on now, not handed out before by this process."""
+    """A loopback port nobody listens on now, not handed out before by this process (within a round of its
+    slice)."""
     for port in _next:
         with socket.socket() as probe:
             try:
