@@ -69,7 +69,11 @@ def claim_statement(cand: str, meta: str, ctes: str = "") -> str:
     (the caller handles those in a transaction) plus ``meta``'s columns. Always one row more than the claimed
     tasks: the meta row (null task). Parameters: $1 free, $2 blocked destinations, $3/$4 room per destination,
     $5 the default room, $6 lease seconds; ``cand`` has the window as a literal (:func:`window_for`). ``ctes``:
-    more common table expressions for both (``name AS (...), ``)."""
+    more common table expressions for both (``name AS (...), ``).
+
+    The tasks come oldest due first, the order the worker starts them in: a destination capped below what was
+    claimed for it gets its deliveries in the order they fell due, not in the order ``UPDATE ... RETURNING``
+    happened to produce."""
     return f"""
 WITH {ctes}cand AS ({cand}), ranked AS (
     SELECT c.id, c.circuit, c.next_attempt_at, coalesce(r.room, $5) AS room,
@@ -84,17 +88,18 @@ WITH {ctes}cand AS ({cand}), ranked AS (
            lease_expires_at = now() + make_interval(secs => $6)
       FROM picked WHERE t.id = picked.id
     RETURNING t.id, t.endpoint_id, t.event_id, t.event_received_at, t.rule_id, t.destination_id, t.attempts,
-              t.dedup_key
+              t.dedup_key, t.next_attempt_at
 ), meta AS (
     SELECT (SELECT count(*) FROM cand WHERE circuit <> 'closed') AS circuit_candidates, {meta}
 )
 SELECT m.*, x.*
   FROM meta m LEFT JOIN (
-       SELECT {LEASED_COLUMNS}
+       SELECT {LEASED_COLUMNS}, c.next_attempt_at
          FROM claimed c
          JOIN destinations d ON d.id = c.destination_id
          LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at
   ) x ON true
+ ORDER BY x.next_attempt_at, x.id
 """
 
 
@@ -191,18 +196,20 @@ async def defer(conn: asyncpg.Connection, task_ids: Sequence[str], delays_s: Seq
 
 async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: float) -> list[asyncpg.Record]:
     """Marks the tasks in flight for ``lease_s`` and counts the attempt; returns each with what sending it
-    needs: the event (null columns when the event is no longer stored) and the destination."""
+    needs: the event (null columns when the event is no longer stored) and the destination, oldest due first."""
     return await conn.fetch(
         f"""WITH claimed AS (
                UPDATE delivery_tasks SET status = 'in_flight', attempts = attempts + 1,
                       lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
                 WHERE id = ANY($1::text[]) AND status = 'pending'
-               RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts, dedup_key
+               RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts, dedup_key,
+                         next_attempt_at
            )
            SELECT {LEASED_COLUMNS}
              FROM claimed c
              JOIN destinations d ON d.id = c.destination_id
-             LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at""",
+             LEFT JOIN events e ON e.id = c.event_id AND e.received_at = c.event_received_at
+            ORDER BY c.next_attempt_at, c.id""",
         list(task_ids),
         lease_s,
     )

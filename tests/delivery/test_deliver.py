@@ -198,16 +198,20 @@ async def test_the_circuit_opens_pushes_tasks_back_and_closes_after_a_probe(
             state = await wait_for(opened)
             failed_before = len(destination.requests)
             assert failed_before == 3  # no claims for a destination while a failure of it is being written
+            # Which three failed is not fixed: a task claimed ahead and handed back when the first failure came
+            # in may still be on its way back when the next claim takes the one after it.
+            failed = {r.headers["x-hookyard-event-id"] for r in destination.requests}
+            rest = [task for task in tasks if task["event"] not in failed]
             destination.reply(default=Reply(status=200))
             await wait_for(lambda: _closed(ctx, first["destination"]), timeout=10)
-            for task in tasks[failed_before:]:
+            for task in rest:
                 await settled(ctx, task["task"], "succeeded")
         after = destination.requests[failed_before:]
         # While open, nothing was attempted: the first request after opening is the probe, a cool-down later.
         assert after[0].at >= state["circuit_opened_at"].timestamp() + tuned.circuit_cooldown_s - 0.05
         row = await fetch_row(ctx, circuit_sql, first["destination"])
         assert (row["circuit"], row["consecutive_failures"], row["circuit_opened_at"]) == ("closed", 0, None)
-        for task in tasks[failed_before:]:  # pushed back, not attempted: one attempt each
+        for task in rest:  # pushed back, not attempted: one attempt each
             assert (await task_status(ctx, task["task"]))["attempts"] == 1
 
 

@@ -165,3 +165,26 @@ async def test_a_destination_whose_sends_finished_together_is_still_claimed_ahea
             assert worker._free() == tuned.deliver_concurrency + 8
         finally:
             await worker.close()
+
+
+async def test_claimed_tasks_come_oldest_due_first_whatever_their_place_in_the_table(
+    settings: Settings, destination: Destination
+) -> None:
+    """The worker starts claimed tasks in the order the claim gives them, and one capped destination's tasks
+    held ahead go out in that order. Tasks handed back (or retried) are written anew at the end of the table;
+    the claim must still give them oldest due first, not in the order the update happened to meet them."""
+    async with worker_context(settings) as ctx:
+        tasks = await _backlog(ctx, destination.url, 12)
+        order = [t["task"] for t in tasks]
+        async with ctx.pool.acquire() as conn:
+            # The first six written again (as a hand back does), so the table now holds them after the rest.
+            await conn.execute("UPDATE delivery_tasks SET updated_at = now() WHERE id = ANY($1::text[])", order[:6])
+            claimed, *_ = await db_tasks.claim_ready(
+                conn, free=12, window=24, blocked=[], room={}, per_destination=12, lease_s=60
+            )
+            assert [r["id"] for r in claimed] == order
+            await db_tasks.hand_back(conn, [(r["id"], r["attempts"], None) for r in claimed])
+            await conn.execute("UPDATE delivery_tasks SET updated_at = now() WHERE id = ANY($1::text[])", order[:6])
+            async with conn.transaction():
+                leased = await db_tasks.lease(conn, order[::-1], lease_s=60)
+            assert [r["id"] for r in leased] == order
