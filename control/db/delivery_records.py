@@ -81,7 +81,12 @@ record commits. A worker that outlived its lease records late: its task was due 
 erasure did not wait for it and deleted the event, its records and its tasks; the late record then finds no
 task and is not written. One that commits while an erasure runs holds the erasure's ``busy`` lock until its
 commit, and is then erased with the event's other records (``control.db.erasures.erase``). Replays, which
-have no task, lock their event instead (``insert_for_event``)."""
+have no task, lock their event instead (``insert_for_event``), destination tests their endpoint (``insert``).
+
+The same locks keep a record from outliving its endpoint: ``deliveries`` has no foreign key (migration 0026,
+its per-row check was a fifth of this insert), and an endpoint's deletion deletes its records after the
+deletions of its tasks and events, which wait for these locks. Rows without a task go through ``insert`` or
+``insert_for_event``."""
 
 _KEPT = frozenset(
     {
@@ -117,9 +122,19 @@ def reduced(row: Sequence[object], reason: str) -> tuple[object, ...]:
     return tuple(out)
 
 
-async def insert(conn: asyncpg.Connection, row: Sequence[object]) -> None:
-    """One attempt, values in ``COLUMNS`` order."""
-    await insert_many(conn, [row])
+async def insert(conn: asyncpg.Connection, row: Sequence[object]) -> bool:
+    """One attempt of no stored event (a destination test), values in ``COLUMNS`` order, written only while its
+    endpoint exists; False when the endpoint was deleted while the attempt was out. The endpoint row is locked
+    (KEY SHARE) until the insert commits, as the foreign key did before migration 0026: a deletion waits for
+    that commit and then removes the record with the endpoint's others."""
+    async with conn.transaction():
+        found = await conn.fetchval(
+            "SELECT true FROM endpoints WHERE id = $1 FOR KEY SHARE", row[COLUMNS.index("endpoint_id")]
+        )
+        if not found:
+            return False
+        await insert_many(conn, [row])
+        return True
 
 
 async def insert_for_event(conn: asyncpg.Connection, row: Sequence[object], received_at: object) -> bool:

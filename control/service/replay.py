@@ -116,7 +116,8 @@ async def _send(ctx: Context, url: str, method: str, headers: dict[str, str], bo
 
 async def _insert(conn: asyncpg.Connection, row: tuple[object, ...], received_at: datetime | None) -> None:
     if received_at is None:
-        await delivery_records.insert(conn, row)
+        if not await delivery_records.insert(conn, row):
+            log.info("destination test %s: its endpoint was deleted meanwhile; the attempt is not recorded", row[0])
     elif not await delivery_records.insert_for_event(conn, row, received_at):
         log.info("replay %s: its event is no longer stored (erased meanwhile); the attempt is not recorded", row[0])
 
