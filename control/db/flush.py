@@ -3,7 +3,9 @@
 COPY has no ON CONFLICT, so records land in a temporary table first and move with
 ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: re-processing a stream entry never duplicates an event.
 The join on endpoints drops events of an endpoint deleted between ingest and flush (its events are gone
-by definition) instead of failing the batch on the foreign key.
+by definition). It also locks the endpoint (KEY SHARE, the lock the foreign key took per row before migration
+0027): an endpoint's deletion waits for the batch's commit and then deletes its events with the rest, and a
+batch that meets an endpoint being deleted waits and drops that endpoint's events.
 
 A routed batch also COPYs the delivery tasks that ``control.routing.route`` decided for its events into a
 second staging table, and the same statement that inserts the events inserts the tasks of the events that
@@ -77,6 +79,7 @@ _INSERT_EVENTS = f"""
 INSERT INTO events ({", ".join(COLUMNS)})
 SELECT {", ".join("s." + c + ("::inet" if c == "source_ip" else "") for c in COLUMNS)}
   FROM {_STAGING} s JOIN endpoints e ON e.id = s.endpoint_id
+   FOR KEY SHARE OF e
 ON CONFLICT (id, received_at) DO NOTHING
 RETURNING id, endpoint_id, received_at, ip_allowed, provider, event_type, signature_failure_reason,
           signature_valid

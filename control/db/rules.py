@@ -32,8 +32,8 @@ _UPDATABLE = frozenset({"name", "active", "condition_tree"})
 async def lock_routing(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> bool:
     """Locks the caller's endpoint row against other routing changes until the transaction ends.
 
-    ``FOR NO KEY UPDATE`` does not conflict with the key-share locks that inserting events and deliveries
-    (foreign keys to the endpoint) take, so ingest never waits on it. False for an unknown endpoint.
+    ``FOR NO KEY UPDATE`` does not conflict with the key-share lock the flush takes on the endpoint of the
+    events it inserts (``control.db.flush``), so ingest never waits on it. False for an unknown endpoint.
     """
     found = await conn.fetchval(
         "SELECT true FROM endpoints WHERE id = $1 AND account_id = $2 FOR NO KEY UPDATE", endpoint_id, account_id

@@ -1,6 +1,6 @@
-"""Delivery records and their endpoint, without a foreign key between them (migration 0026): deleting an
-endpoint deletes every record of it, including one whose insert was in progress while the deletion ran, and
-a destination test whose endpoint went meanwhile is not recorded."""
+"""Delivery records and their endpoint, without a foreign key between them (migrations 0026 and 0027):
+deleting an endpoint deletes every record of it, including one whose insert was in progress while the
+deletion ran, and a destination test whose endpoint went meanwhile is not recorded."""
 
 from __future__ import annotations
 
@@ -70,3 +70,22 @@ async def test_a_record_after_its_endpoint_was_deleted_is_not_written(ctx: Conte
         await delivery_records.insert_many(conn, [_row(made)])  # its task went with the endpoint
         assert not await delivery_records.insert(conn, _row(made, task=False, source="manual_test"))
         assert await _records(conn, made["endpoint"]) == 0
+
+
+async def test_a_replay_recorded_while_its_endpoint_is_deleted_goes_with_it(
+    ctx: Context, destination: Destination
+) -> None:
+    """A replay's record holds its event (KEY SHARE); the endpoint's deletion deletes the events first, waits
+    there, and deletes the records after (migration 0027: one trigger, in that order)."""
+    made = await make_task(ctx, destination.url)
+    async with ctx.pool.acquire() as writer, ctx.pool.acquire() as deleter:
+        received_at = await writer.fetchval("SELECT received_at FROM events WHERE id = $1", made["event"])
+        async with writer.transaction():
+            row = _row(made, task=False, source="replay")
+            assert await delivery_records.insert_for_event(writer, row, received_at)
+            deleting = asyncio.create_task(deleter.execute("DELETE FROM endpoints WHERE id = $1", made["endpoint"]))
+            await asyncio.sleep(0.3)
+            assert not deleting.done(), "the deletion waits for the replay's record"
+        assert await deleting == "DELETE 1"
+        assert await _records(writer, made["endpoint"]) == 0
+        assert await writer.fetchval("SELECT count(*) FROM events WHERE endpoint_id = $1", made["endpoint"]) == 0
