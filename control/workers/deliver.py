@@ -187,7 +187,7 @@ class Deliver:
         now = time.monotonic()
         wait_s = s.deliver_poll_s
         free = self._free()
-        if self._look and free >= self._batch:
+        if self._look and free >= self._batch and not self._handing_back:
             blocked = [d for d, n in self._held(now).items() if n > self._half]
             blocked.extend(self.recorder.failing)
             blocked.extend(self.shaper.blocked(now))
@@ -272,12 +272,15 @@ class Deliver:
                     await db_tasks.hand_back(conn, [(t["id"], t["attempts"], None) for t in tasks])
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
+
+        def handed(handing: asyncio.Task[None]) -> None:  # claims wait for it, not to overtake what goes back
+            self._handing_back.discard(handing)
             self._look = True
             self._wake.set()
 
         handing = asyncio.create_task(unlease(), name="deliver:hand-back")
         self._handing_back.add(handing)
-        handing.add_done_callback(self._handing_back.discard)
+        handing.add_done_callback(handed)
 
     def _start(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
         send_task = asyncio.create_task(self._attempt(task, start_at), name=f"deliver:{task['id']}")

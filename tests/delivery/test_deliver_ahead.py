@@ -188,3 +188,35 @@ async def test_claimed_tasks_come_oldest_due_first_whatever_their_place_in_the_t
             async with conn.transaction():
                 leased = await db_tasks.lease(conn, order[::-1], lease_s=60)
             assert [r["id"] for r in leased] == order
+
+
+async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, destination: Destination) -> None:
+    """Tasks claimed ahead and handed back unsent (their destination failed meanwhile, or they waited too long)
+    go back due as they were; a claim made before they were back took the tasks due after them first, so a
+    destination with room for one got its deliveries out of order."""
+    tuned = msgspec.structs.replace(settings, deliver_per_destination=1)
+    async with worker_context(tuned) as ctx:
+        made = await _backlog(ctx, destination.url, 3)
+        first = made[0]["task"]
+        worker = Deliver(ctx)
+        try:
+            async with ctx.pool.acquire() as conn, ctx.pool.acquire() as holder:
+                claimed, *_ = await db_tasks.claim_ready(
+                    conn, free=1, window=16, blocked=[], room={}, per_destination=1, lease_s=60
+                )
+                assert [r["id"] for r in claimed] == [first]
+                async with holder.transaction():  # the hand back's update waits for this lock
+                    await holder.execute("SELECT 1 FROM delivery_tasks WHERE id = $1 FOR UPDATE", first)
+                    worker._hand_back(claimed)
+                    assert await worker.step() == 0, "a claim while a task was on its way back"
+
+                async def back() -> bool:
+                    return await conn.fetchval("SELECT status FROM delivery_tasks WHERE id = $1", first) == "pending"
+
+                await wait_for(back)
+        finally:
+            await worker.close()
+        async with running(ctx):
+            for task in made:
+                await settled(ctx, task["task"], "succeeded")
+    assert [r.headers["x-hookyard-event-id"] for r in destination.requests] == [t["event"] for t in made]
