@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from shared import redis_client
 from shared.keys import Keys
@@ -41,6 +43,12 @@ __all__ = ("Look", "Waiter", "Wakeups")
 T = TypeVar("T")
 
 log = logging.getLogger("hookyard.control.wakeups")
+
+_NO_RETRY = Retry(NoBackoff(), 0, supported_errors=())
+"""The pub/sub client's connection never reconnects by itself: redis-py's ``PubSub`` would reconnect inside a
+``subscribe`` while ``get_message`` reads the same connection (``RuntimeError: read() called while another
+coroutine is already waiting``), and could leave the new socket unclosed. A lost connection fails the
+session instead, and ``_supervise`` closes everything and connects anew."""
 
 
 Look = Callable[[bool, list[str]], asyncio.Future[T | None]]
@@ -275,7 +283,7 @@ class Wakeups:
         while not self._closed:
             client = pubsub = None
             try:
-                client = redis_client.connect(self._url, blocking_reads=True, client_name=self._name)
+                client = redis_client.connect(self._url, blocking_reads=True, client_name=self._name, retry=_NO_RETRY)
                 pubsub = client.pubsub()
                 await self._session(client, pubsub)
             except Exception as exc:  # noqa: BLE001 - any failure means: reconnect, then resync everyone
