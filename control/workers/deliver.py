@@ -115,7 +115,7 @@ class Deliver:
             per_destination=s.deliver_per_destination, lease_s=s.deliver_lease_s, send_s=s.deliver_timeout_s
         )
         """Tasks claimed ahead of their destination's free slots (``control.delivery.ready``)."""
-        self._handing_back: set[asyncio.Task[None]] = set()
+        self._handing_back: dict[asyncio.Task[None], set[str]] = {}  # → the destinations of its tasks
         self._per_destination: Counter[str] = Counter()
         self._next_sweep = 0.0
         self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
@@ -128,8 +128,7 @@ class Deliver:
         return len(self._sends)
 
     def _free(self) -> int:
-        # Results still waiting to be written count as busy: an outage must not pile them up in memory.
-        # Tasks claimed ahead count too, less what the destinations' pace allows to hold ahead.
+        # Unwritten results count as busy (an outage must not pile them up), held tasks less the pace's allowance.
         now = time.monotonic()
         allowed = sum(self.ready.ahead(d, now) for d in self.ready.tracked(self._per_destination))
         return self.concurrency - len(self._sends) - self.recorder.queued - self.ready.count + allowed
@@ -187,10 +186,10 @@ class Deliver:
         now = time.monotonic()
         wait_s = s.deliver_poll_s
         free = self._free()
-        if self._look and free >= self._batch and not self._handing_back:
+        if self._look and free >= self._batch:
             blocked = [d for d, n in self._held(now).items() if n > self._half]
-            blocked.extend(self.recorder.failing)
-            blocked.extend(self.shaper.blocked(now))
+            blocked += [*self.recorder.failing, *self.shaper.blocked(now)]
+            blocked += [d for going in self._handing_back.values() for d in going]
             if blocked and now < self._quiet_until:
                 # Skipping a busy destination's backlog costs a scan of it: at most every 50 ms.
                 wait_s = self._quiet_until - now
@@ -264,7 +263,8 @@ class Deliver:
             self._hand_back(stale)
 
     def _hand_back(self, tasks: list[asyncpg.Record]) -> None:
-        """Tasks claimed ahead and never sent go back uncounted (failing, they stay with their lease)."""
+        """Tasks claimed ahead and never sent go back uncounted (failing: their lease); meanwhile their
+        destinations are not claimed for, which would take the tasks due after them first."""
 
         async def unlease() -> None:
             try:
@@ -273,13 +273,13 @@ class Deliver:
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
 
-        def handed(handing: asyncio.Task[None]) -> None:  # claims wait for it, not to overtake what goes back
-            self._handing_back.discard(handing)
+        def handed(handing: asyncio.Task[None]) -> None:
+            self._handing_back.pop(handing, None)
             self._look = True
             self._wake.set()
 
         handing = asyncio.create_task(unlease(), name="deliver:hand-back")
-        self._handing_back.add(handing)
+        self._handing_back[handing] = {t["destination_id"] for t in tasks}
         handing.add_done_callback(handed)
 
     def _start(self, task: asyncpg.Record, start_at: float = 0.0) -> None:

@@ -193,10 +193,11 @@ async def test_claimed_tasks_come_oldest_due_first_whatever_their_place_in_the_t
 async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, destination: Destination) -> None:
     """Tasks claimed ahead and handed back unsent (their destination failed meanwhile, or they waited too long)
     go back due as they were; a claim made before they were back took the tasks due after them first, so a
-    destination with room for one got its deliveries out of order."""
+    destination with room for one got its deliveries out of order. Other destinations are claimed meanwhile."""
     tuned = msgspec.structs.replace(settings, deliver_per_destination=1)
     async with worker_context(tuned) as ctx:
         made = await _backlog(ctx, destination.url, 3)
+        other = await make_task(ctx, destination.url)
         first = made[0]["task"]
         worker = Deliver(ctx)
         try:
@@ -208,7 +209,11 @@ async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, de
                 async with holder.transaction():  # the hand back's update waits for this lock
                     await holder.execute("SELECT 1 FROM delivery_tasks WHERE id = $1 FOR UPDATE", first)
                     worker._hand_back(claimed)
-                    assert await worker.step() == 0, "a claim while a task was on its way back"
+                    assert await worker.step() == 1, "only the other destination's task is claimed"
+                    await settled(ctx, other["task"], "succeeded")
+                    assert await conn.fetchval("SELECT status FROM delivery_tasks WHERE id = $1", made[1]["task"]) == (
+                        "pending"
+                    ), "a claim overtook a task on its way back"
 
                 async def back() -> bool:
                     return await conn.fetchval("SELECT status FROM delivery_tasks WHERE id = $1", first) == "pending"
@@ -219,4 +224,5 @@ async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, de
         async with running(ctx):
             for task in made:
                 await settled(ctx, task["task"], "succeeded")
-    assert [r.headers["x-hookyard-event-id"] for r in destination.requests] == [t["event"] for t in made]
+    sent = [r.headers["x-hookyard-event-id"] for r in destination.requests]
+    assert sent == [other["event"], *(t["event"] for t in made)]
