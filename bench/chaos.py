@@ -34,6 +34,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from bench import sink as bench_sink
 from bench.infra import free_port, wait_http
 from control.cli.embedded import EmbeddedServers, start_embedded
 from control.db import connect
@@ -121,9 +122,7 @@ class Topology:
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - closed below, the child keeps its copy
         if name == "sink":
             port = self.sink_url.rsplit(":", 1)[1].split("/")[0]
-            argv = [_exe("granian"), "--interface", "asgi", "--port", port, "--log-level", "warning"]
-            argv += ["--no-ws", "bench.sink:app"]
-            env = {**self.env, "SINK_FILE": str(self.sink_file)}
+            argv, env = bench_sink.command(int(port), self.sink_file), self.env
         else:
             argv, env = [_exe("hookyard"), *_PROCESS_ARGS[name]], self.env
         self.procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,6 +1,7 @@
 """Delivery: deliveries/s to a local sink with one worker process, and ingest → first attempt latency.
 
-Sink: the bare granian raw-ASGI app of ``bench.hello`` (answers 200 at once), in its own process.
+Sink: ``bench.sink`` (answers 200 at once), in its own process; ``sink_cpu_us_per_delivery`` is its CPU per
+delivery over the throughput rounds, the part of the two cores the receiver took (ADR 0047).
 
 1. Throughput: one ``hookyard worker deliver`` process is started and idle; N tasks (400-byte JSON events,
    one destination) are committed in one transaction, which NOTIFYs the worker; the figure is N over the
@@ -40,6 +41,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from bench import sink as bench_sink
 from bench.infra import bench_env, free_port, granian, run_process
 from bench.setup import create_endpoint
 from control.db import connect
@@ -257,6 +259,11 @@ def _cpu(
     return count, elapsed, (after.user - before.user) + (after.system - before.system), pg_s
 
 
+def _process_cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 def run(seconds: float) -> dict[str, object]:
     hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
     total = int(max(5_000, min(100_000, seconds * 2_500)))
@@ -266,7 +273,8 @@ def run(seconds: float) -> dict[str, object]:
         database_url = bench.settings.database_url or ""
         throughput_ep = asyncio.run(create_endpoint(bench.settings))
         latency_eps = [asyncio.run(create_endpoint(bench.settings)) for _ in range(2)]
-        with run_process(granian("bench.hello:app", sink_port, factory=False), bench.env):
+        with run_process(bench_sink.command(sink_port), bench.env, sink) as sink_proc:
+            sink_before = _process_cpu_s(sink_proc.pid)
             with run_process([hookyard, "worker", "deliver"], bench.env) as worker:
                 time.sleep(2)  # started and idle (LISTENing) before the tasks arrive
                 plain: list[tuple[int, float, float, float]] = []
@@ -282,6 +290,8 @@ def run(seconds: float) -> dict[str, object]:
                     )
                 delivered, elapsed, cpu_s, pg_s = min(plain, key=lambda r: r[1] / r[0])
                 with_n, with_s, with_cpu_s, _ = min(transformed, key=lambda r: r[1] / r[0])
+            sink_s = _process_cpu_s(sink_proc.pid) - sink_before
+            sent = sum(r[0] for r in plain) + sum(r[0] for r in transformed)
             edge = f"http://127.0.0.1:{edge_port}"
             latencies = []
             with (
@@ -308,6 +318,7 @@ def run(seconds: float) -> dict[str, object]:
         "worker_cpu_us_per_delivery": round(cpu_s / delivered * 1e6, 1),
         "transformed_cpu_us_per_delivery": round(with_cpu_s / with_n * 1e6, 1),
         "pg_cpu_us_per_delivery": "n/a" if pg_s is None else round(pg_s / delivered * 1e6, 1),
+        "sink_cpu_us_per_delivery": round(sink_s / sent * 1e6, 1),
         "rounds": ROUNDS,
         "rate_per_s": RATE_PER_S,
         "events": high["n"],

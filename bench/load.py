@@ -23,8 +23,9 @@ from pathlib import Path
 
 import asyncpg
 
+from bench import sink as bench_sink
 from bench.delivery import route_to_sink
-from bench.infra import OUT, bench_env, free_port, granian, run_process
+from bench.infra import OUT, bench_env, free_port, run_process
 from bench.setup import create_endpoint
 
 __all__ = ("run",)
@@ -91,7 +92,7 @@ def run(seconds: float) -> dict[str, object]:
             run_process([hookyard, "edge", "--port", str(edge_port)], bench.env, f"{edge_url}/healthz"),
             run_process([hookyard, "control", "--port", str(control_port)], bench.env, f"{control_url}/healthz"),
             run_process([hookyard, "worker"], bench.env),
-            run_process(granian("bench.hello:app", sink_port, factory=False), bench.env),
+            run_process(bench_sink.command(sink_port), bench.env),
         ):
             plan = {
                 "edge_url": edge_url,

@@ -4,7 +4,7 @@ Why a bench of its own (issue 27, section 1): the parts are an order of magnitud
 ``bench delivery`` measures one deliver worker alone, ``bench edge`` the ingest alone; here they share the
 machine as they do in use. ``hookyard up`` (edge, control and one ``hookyard worker`` with every loop, on
 the bench's own database and Redis prefix, its defaults otherwise: activity log lines included) forwards
-everything an endpoint receives to a local sink (``bench.sink``: granian, one line per request with its
+everything an endpoint receives to a local sink (``bench.sink``: one line per request with its
 ``x-hookyard-event-id``), while ``wrk -c32`` posts a 400-byte JSON event to the ingest URL for
 ``PIPELINE_S`` seconds (15, or ``--seconds`` when longer; the environment's ``PIPELINE_S`` for a quick
 try). Then it waits until every stored event reached the sink.
@@ -41,8 +41,9 @@ from pathlib import Path
 
 import psutil
 
+from bench import sink as bench_sink
 from bench.delivery import _body, route_to_sink
-from bench.infra import bench_env, free_port, granian, run_process
+from bench.infra import bench_env, free_port, run_process
 from bench.setup import create_endpoint
 from bench.wrk import run_wrk
 from control.db import connect
@@ -154,13 +155,12 @@ def run(seconds: float) -> dict[str, object]:
         sink_file = Path(data_dir) / "sink.txt"
         endpoint = asyncio.run(create_endpoint(bench.settings))
         asyncio.run(route_to_sink(database_url, endpoint.id, f"http://127.0.0.1:{sink_port}/hook"))
-        env = {**bench.env, "SINK_FILE": str(sink_file)}
         up = [hookyard, "up", "--data-dir", str(Path(data_dir) / "hy")]
         up += ["--edge-port", str(edge_port), "--control-port", str(control_port)]
         edge = f"http://127.0.0.1:{edge_port}"
         with (
-            run_process(granian("bench.sink:app", sink_port, factory=False), env) as sink,
-            run_process(up, env, f"{edge}/healthz") as service,
+            run_process(bench_sink.command(sink_port, sink_file), bench.env) as sink,
+            run_process(up, bench.env, f"{edge}/healthz") as service,
         ):
             time.sleep(2)  # the worker LISTENing and its loops started, as the edge answers before they do
             cpu_before = _cpu(service, sink)
