@@ -299,12 +299,14 @@ async def send(
         _, raw_path, scheme, host, port = target
         destination = origin_of(scheme, host, port)
         head, close_after = encode_head(verb, raw_path, wire)
-        async with asyncio.timeout(total_timeout_s):
-            reply = await transport.send(verb, destination, head, body, close_after)
-            try:
-                received = await _read_capped(reply)
-            finally:
-                await reply.aclose()
+        # The transport bounds every wait of the exchange (the body's too) by the deadline: one timer per
+        # wait, not a second one around the whole send (docs/adr/0042-delivery-cpu-per-send.md).
+        deadline = asyncio.get_running_loop().time() + total_timeout_s
+        reply = await transport.send(verb, destination, head, body, close_after, deadline=deadline)
+        try:
+            received = await _read_capped(reply)
+        finally:
+            await reply.aclose()
     except EgressRefusedError as exc:
         return outcome(status=None, sent_headers=sent, error=str(exc), permanent=True)
     except TimeoutError:

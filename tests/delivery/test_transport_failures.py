@@ -196,3 +196,71 @@ async def test_tls_by_host_name(tmp_path: Path) -> None:
     assert (first.status, second.status) == (200, 200)
     assert [r.body for r in secure.requests] == [b"one", b"two"]
     assert secure.requests[0].headers["host"] == f"localhost:{secure.port}"
+
+
+async def test_the_total_timeout_bounds_a_body_that_trickles_in() -> None:
+    """Each byte arrives within the read timeout, so only the whole exchange's bound can end it."""
+
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await p.request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        while True:
+            writer.write(b"1\r\nx\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    async with peer(trickle) as p, transport(timeout_s=2.0) as t:
+        outcome = await post(t, p.url, total_s=0.4)
+        after = await post(t, p.url, total_s=0.4)  # the timed-out connection was not reused mid-body
+    assert outcome.status is None
+    assert outcome.error == "timeout: no complete response within 0.4s"
+    assert 350 <= outcome.latency_ms < 1500
+    assert after.error == outcome.error
+    assert p.connections == 2
+
+
+async def test_the_total_timeout_bounds_a_head_that_trickles_in() -> None:
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await p.request(reader)
+        while True:
+            writer.write(b"x-a: b\r\n" if p.heads else b"")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    async with peer(trickle) as p, transport(timeout_s=2.0) as t:
+        outcome = await post(t, p.url, total_s=0.3)
+    assert outcome.error == "timeout: no complete response within 0.3s"
+    assert 250 <= outcome.latency_ms < 1500
+
+
+async def test_the_total_timeout_bounds_the_wait_for_a_free_connection_and_the_connect(tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await p.request(reader) is not None:
+            await release.wait()
+            writer.write(OK)
+            await writer.drain()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.Event().wait()  # never answers the TLS client hello
+
+    async with peer(handle) as p, peer(silent) as quiet:
+        one = Transport(
+            egress.connector("any"),
+            ssl_context=ssl.create_default_context,
+            timeout=httpx.Timeout(5.0),
+            max_connections=1,
+        )
+        async with one:
+            slow = asyncio.create_task(post(one, p.url))
+            await wait_for(lambda: asyncio.sleep(0, len(p.heads) == 1))
+            waited = await post(one, p.url, total_s=0.3)  # the pool timeout (5 s) would wait much longer
+            release.set()
+            assert (await slow).status == 200
+        async with transport(connect_timeout_s=5.0) as t:
+            handshake = await post(t, f"https://127.0.0.1:{quiet.port}/hook", total_s=0.3)
+    assert waited.error == "timeout: no complete response within 0.3s"
+    assert 250 <= waited.latency_ms < 1500
+    assert handshake.error == "timeout: no complete response within 0.3s"
+    assert 250 <= handshake.latency_ms < 1500

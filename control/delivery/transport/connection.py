@@ -4,8 +4,10 @@ timer, writes that respect the send buffer.
 Protocol callbacks rather than streams because they cost a few calls per read instead of a task switch per
 ``StreamReader`` step, which mattered at thousands of deliveries a second. Reading stops while more than
 ``HIGH_WATER`` bytes are buffered (a destination cannot make us hold an unbounded body) and resumes below
-``LOW_WATER``. Every wait is one future with a ``call_later`` timer that fails it with httpx's own timeout
-exception, so the exchange sees the same errors httpx's transports raise.
+``LOW_WATER``. Every wait is one future with one timer that fails it with httpx's own timeout exception, so
+the exchange sees the same errors httpx's transports raise; or, when the exchange's ``deadline`` comes
+first, with ``TimeoutError``: the whole exchange is bounded by the same timers, without a second timer per
+send (``asyncio.timeout``, about 5% of a delivery's CPU; docs/adr/0042-delivery-cpu-per-send.md).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ class Connection(asyncio.Protocol):
         """Counted in the pool's open connections until discarded."""
         self.idle_since = 0.0
         self.reused = False
+        self.deadline: float | None = None
+        """The loop time by which the current exchange must end (None: only each wait's own timeout), set
+        by the transport per exchange: a wait it cuts short raises ``TimeoutError``."""
         self._waiter: asyncio.Future[None] | None = None
         self._drain_waiter: asyncio.Future[None] | None = None
         self._writing_paused = False
@@ -113,7 +118,7 @@ class Connection(asyncio.Protocol):
         """Until more bytes, or the close, arrive; ``error()`` is raised after ``within_s`` seconds."""
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
-        timer = None if within_s is None else loop.call_later(within_s, _expire, waiter, error)
+        timer = self._timer(loop, waiter, within_s, error)
         try:
             await waiter
         finally:
@@ -181,6 +186,20 @@ class Connection(asyncio.Protocol):
             start = max(0, len(buffer) - 3)
             await self._wait(within_s, _read_timeout(within_s))
 
+    def _timer(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        waiter: asyncio.Future[None],
+        within_s: float | None,
+        error: Callable[[], Exception],
+    ) -> asyncio.TimerHandle | None:
+        """The one timer of a wait: ``within_s`` with ``error``, or the exchange's deadline with
+        ``TimeoutError`` when that comes first."""
+        deadline = self.deadline
+        if deadline is not None and (within_s is None or loop.time() + within_s >= deadline):
+            return loop.call_at(deadline, _expire, waiter, TimeoutError)
+        return None if within_s is None else loop.call_later(within_s, _expire, waiter, error)
+
     def _lost(self, what: str) -> httpx.RemoteProtocolError:
         reason = f" ({self.error})" if self.error is not None else ""
         return closed_error(what + reason)
@@ -193,9 +212,7 @@ class Connection(asyncio.Protocol):
         if self._writing_paused and not self.eof:
             loop = asyncio.get_running_loop()
             waiter = self._drain_waiter = loop.create_future()
-            timer = None
-            if within_s is not None:
-                timer = loop.call_later(within_s, _expire, waiter, _write_timeout(within_s))
+            timer = self._timer(loop, waiter, within_s, _write_timeout(within_s))
             try:
                 await waiter
             finally:
@@ -215,5 +232,5 @@ def _read_timeout(within_s: float | None) -> Callable[[], Exception]:
     return lambda: httpx.ReadTimeout(f"no response data within {within_s:g}s")
 
 
-def _write_timeout(within_s: float) -> Callable[[], Exception]:
+def _write_timeout(within_s: float | None) -> Callable[[], Exception]:
     return lambda: httpx.WriteTimeout(f"the destination took no data for {within_s:g}s")

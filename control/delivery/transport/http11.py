@@ -7,8 +7,9 @@ a write of its own, a streamed one chunk by chunk), interim 1xx responses skippe
 back with its body still on the wire unless it has all arrived already, in which case the connection is
 free at once. Timeouts (``request.extensions["timeout"]``, set by the client): ``connect`` bounds resolving,
 connecting, the egress checks and the TLS handshake together; ``write`` each stall of the send buffer;
-``read`` each wait for response bytes; ``pool`` the wait for a free connection slot. The caller bounds the
-whole exchange.
+``read`` each wait for response bytes; ``pool`` the wait for a free connection slot. ``send`` also takes
+the whole exchange's ``deadline`` (body included): each of those waits ends there at the latest, with
+``TimeoutError``; callers of ``handle_async_request`` bound the whole exchange themselves.
 """
 
 from __future__ import annotations
@@ -92,14 +93,22 @@ class Transport(httpx.AsyncBaseTransport):
         )
 
     async def send(
-        self, method: str, origin: tuple[str, str, int], head: bytes, body: bytes, close_after: bool
+        self,
+        method: str,
+        origin: tuple[str, str, int],
+        head: bytes,
+        body: bytes,
+        close_after: bool,
+        *,
+        deadline: float | None = None,
     ) -> Reply:
         """One exchange of a request already encoded (``messages.encode_head``) to ``origin`` (from
         :func:`origin_of`), with the transport's own timeouts: what ``control.delivery.send`` uses, without
         building httpx's ``Request`` and ``Response`` (their headers objects and streams were a tenth of a
         delivery's CPU). The connection, egress checks, timeouts and errors are those of
-        ``handle_async_request``."""
-        return await self._exchange(origin, method, head, body, close_after, self._timeouts, None)
+        ``handle_async_request``. ``deadline`` (loop time) bounds the whole exchange, the reply's body
+        included: any wait still going then raises ``TimeoutError``."""
+        return await self._exchange(origin, method, head, body, close_after, self._timeouts, None, deadline)
 
     async def _exchange(
         self,
@@ -110,8 +119,10 @@ class Transport(httpx.AsyncBaseTransport):
         close_after: bool,
         timeouts: dict[str, float | None],
         stream: httpx.Request | None,
+        deadline: float | None = None,
     ) -> Reply:
-        conn = await self._connection(origin, timeouts)
+        conn = await self._connection(origin, timeouts, deadline)
+        conn.deadline = deadline  # until the reply's body is read: its waits are the connection's
         try:
             read_timeout, write_timeout = timeouts.get("read"), timeouts.get("write")
             if body is None:  # a streamed request body
@@ -135,31 +146,38 @@ class Transport(httpx.AsyncBaseTransport):
             self._pool.discard(conn)
             raise
 
-    async def _connection(self, key: tuple[str, str, int], timeouts: dict[str, float | None]) -> Connection:
+    async def _connection(
+        self, key: tuple[str, str, int], timeouts: dict[str, float | None], deadline: float | None
+    ) -> Connection:
         pool = self._pool
         if pool.closed:
             raise RuntimeError("the transport is closed")
         conn = pool.take(key)
         if conn is not None:
             return conn
-        pool_timeout = timeouts.get("pool")
-        deadline = None if pool_timeout is None else asyncio.get_running_loop().time() + pool_timeout
+        wait_until, whole = _first(timeouts.get("pool"), deadline)
         while not pool.reserve():
-            await pool.wait(deadline)
+            try:
+                await pool.wait(wait_until)
+            except httpx.PoolTimeout:
+                if whole:
+                    raise TimeoutError from None
+                raise
             conn = pool.take(key)
             if conn is not None:
                 return conn
         try:
-            return await self._connect(key, timeouts.get("connect"))
+            return await self._connect(key, timeouts.get("connect"), deadline)
         except BaseException:
             pool.unreserve()
             raise
 
-    async def _connect(self, key: tuple[str, str, int], within_s: float | None) -> Connection:
+    async def _connect(self, key: tuple[str, str, int], within_s: float | None, deadline: float | None) -> Connection:
         scheme, host, port = key
         conn: Connection | None = None
+        until, whole = _first(within_s, deadline)
         try:
-            async with asyncio.timeout(within_s):
+            async with asyncio.timeout_at(until):
                 transport, conn = await self._connector(host, port, lambda: Connection(key))
                 if scheme == "https":
                     context = (
@@ -172,6 +190,8 @@ class Transport(httpx.AsyncBaseTransport):
         except TimeoutError:
             if conn is not None:
                 conn.close()
+            if whole:
+                raise
             raise httpx.ConnectTimeout(f"no connection to {host}:{port} within {within_s:g}s") from None
         except (OSError, ssl.SSLError) as exc:  # ssl.SSLCertVerificationError is both
             if conn is not None:
@@ -208,6 +228,15 @@ class Transport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         self._pool.close_all()
+
+
+def _first(within_s: float | None, deadline: float | None) -> tuple[float | None, bool]:
+    """(loop time a step ends at, whether that is the whole exchange's ``deadline``) of a step that may
+    take ``within_s`` seconds on its own."""
+    if within_s is None:
+        return deadline, deadline is not None
+    until = asyncio.get_running_loop().time() + within_s
+    return (deadline, True) if deadline is not None and deadline <= until else (until, False)
 
 
 def origin_of(scheme: str, host: str, port: int | None) -> tuple[str, str, int]:
