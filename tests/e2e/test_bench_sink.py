@@ -5,6 +5,7 @@ count deliveries from its file, so a miscount here would be a false ledger there
 
 from __future__ import annotations
 
+import itertools
 import socket
 import subprocess
 import time
@@ -146,7 +147,7 @@ def test_any_framing_and_any_split_counts_each_request_once_in_order(
     stream = b"".join(_request(event_id, body, chunked=chunked) for event_id, body, chunked in requests)
     bounds = sorted({0, len(stream), *(c % len(stream) for c in cuts)})
     with fresh.connect() as conn:
-        for start, end in zip(bounds, bounds[1:], strict=False):
+        for start, end in itertools.pairwise(bounds):
             conn.sendall(stream[start:end])
         replies = _responses(conn, len(requests))
     assert len(replies) == len(requests)
