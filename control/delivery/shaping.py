@@ -41,9 +41,9 @@ LATE_S = 0.02
 """A send that wakes later than this after its reserved start takes a new start instead of going at once.
 Tuning note: a stalled event loop (CPU contention, a long GC) once woke nine sends 180 ms late in one
 burst, and with the on-time sends of the next reservation a second held 59 at a limit of 50. A start is
-used only within this much of its time, so any second holds at most ``1.02 * rate + 1`` starts; at 50 ms
-a loaded machine (load average 10 on 2 cores) measured 53 and 54 at the receiver, whose own stalls bunch
-arrivals further."""
+used only within this much of its time, so any second holds at most ``1.02 * spaced + 1`` starts (``spaced``:
+the rate times ``throttle.HEADROOM``); at 50 ms a loaded machine (load average 10 on 2 cores) measured 53 and
+54 at the receiver, whose own stalls bunch arrivals further."""
 
 
 class Shaper:

@@ -3,11 +3,11 @@
 
 The key holds the time the destination's next send may start (GCRA's theoretical arrival time, in Redis's
 own clock, so workers with skewed clocks agree). A worker that claimed tasks of a limited destination
-reserves start times for them in one call: the next free one and then one every ``1 / rate`` seconds, as
-far as ``horizon_s`` ahead, and moves the key past the last. Its sends wait for their start time (the lease
-covers the horizon many times over); what the horizon had no room for goes back unsent. So any second holds
-at most ``rate`` starts plus one, across all workers, retries included, and no burst is saved up while the
-destination is idle.
+reserves start times for them in one call: the next free one and then one every ``1 / (HEADROOM * rate)``
+seconds, as far as ``horizon_s`` ahead, and moves the key past the last. Its sends wait for their start time
+(the lease covers the horizon many times over); what the horizon had no room for goes back unsent. So any
+second holds at most ``rate`` starts (for a whole-number rate), across all workers, retries included, and no
+burst is saved up while the destination is idle.
 
 A ``Retry-After`` from a limited destination moves the key past the pause as well, so no worker reserves a
 start within it; the deliver loop also stops the pausing worker's own waiting sends and records the pause in
@@ -23,7 +23,16 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-__all__ = ("Grant", "pause", "reserve")
+__all__ = ("HEADROOM", "Grant", "pause", "reserve")
+
+HEADROOM = 0.95
+"""Starts are spaced for this share of the rate. What the destination sees is arrivals, not starts: a
+worker or a receiver that stalls for a moment (CPU contention on a shared machine) bunches the requests
+that were in flight, so a second at the receiver can hold more than a second of starts. At exactly the
+rate, with a late start allowed 20 ms (``shaping.LATE_S``), a second held up to ``1.02 * rate + 1`` starts,
+and a suite run saw 56 arrivals in a second at a limit of 50. At 95% a second holds at most ``rate``
+starts (``floor(0.969 * rate) + 1``), and at 50/s a stall of about 120 ms still keeps a second under 55
+(docs/adr/0036-delivery-shaping-state.md)."""
 
 # ARGV: interval (ms), starts wanted, horizon (ms), pause (ms; > 0: pause, reserve nothing).
 # Returns {starts granted, ms from now to the first (or to the next free start when none), as text}.
@@ -79,8 +88,9 @@ async def _run(redis: aioredis.Redis, key: str, *args: object) -> tuple[int, flo
 
 
 async def reserve(redis: aioredis.Redis, key: str, *, rate_per_s: float, wanted: int, horizon_s: float) -> Grant:
-    """Up to ``wanted`` start times at ``rate_per_s``, none later than ``horizon_s`` from now."""
-    interval_ms = 1000.0 / rate_per_s
+    """Up to ``wanted`` start times at ``rate_per_s`` (with ``HEADROOM``), none later than ``horizon_s`` from
+    now."""
+    interval_ms = 1000.0 / (rate_per_s * HEADROOM)
     count, first_s, asked = await _run(redis, key, repr(interval_ms), wanted, repr(horizon_s * 1000), 0)
     # Placed from when the script was asked for, not from when its answer was read: an answer read late (the
     # loop stalled) would move every start later by the stall, onto starts other workers reserved since, and
