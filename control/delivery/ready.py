@@ -25,8 +25,11 @@ __all__ = ("DEPTH", "WINDOW_S", "Ready")
 
 WINDOW_S = 0.1
 """A destination's recent pace: the sends it finished in this long is how many of its tasks are held ahead."""
-DEPTH = 3
-"""At most this many caps' worth of a destination's tasks held ahead."""
+DEPTH = 10
+"""At most this many caps' worth of a destination's tasks held ahead. Three was not enough at a few thousand
+sends a second: the next claim, waiting for Postgres' CPU behind a large results write, often took longer
+than three caps took to drain, and the worker sat with nothing in flight (docs/adr/0034-claim-ahead-of-free-
+slots.md, amendment of 2026-11-29)."""
 
 
 class Ready:

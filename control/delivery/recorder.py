@@ -24,8 +24,8 @@ one twice changes nothing that matters (a retry's due time is set again).
 
 What a crash costs: attempts queued but not yet written. Their tasks are still ``in_flight``, so they are
 retried once the lease expires: deliveries stay at-least-once, the lost attempts' rows are the only gap.
-The deliver loop claims nothing while a worker's worth of results waits here, which bounds memory during
-an outage.
+The deliver loop claims less once more than its concurrency in results waits here, and nothing at three
+times that or while writes fail (``stalled``), which bounds memory during an outage.
 """
 
 from __future__ import annotations

@@ -13,9 +13,8 @@ egress policy checked on every connection). A send forwards the captured method,
 hop-by-hop ones), the destination's headers on top, plus ``x-hookyard-event-id`` and
 ``x-hookyard-delivery-attempt``, and hookyard's own Standard Webhooks signature (``webhook-id`` = the event id,
 ``webhook-timestamp`` = now, ``webhook-signature`` with the destination's secret) unless the destination turned
-it off; 2xx is success; anything else is retried on the schedule until the
-attempts run out (refused egress and unusable requests fail at once). Results are written in batches by
-the :class:`~control.delivery.recorder.Recorder`.
+it off; 2xx is success; anything else is retried on the schedule until the attempts run out (refused egress
+and unusable requests fail at once). Results are written in batches by the ``Recorder``.
 
 Destinations that shape their deliveries (issue 27, docs/reference/delivery.md): the claim takes FIFO
 tasks only at the heads of their lines, released by the ingest stream's watermark; a claimed batch with
@@ -23,8 +22,8 @@ tasks of deduplicating or rate-limited destinations goes through :class:`~contro
 (duplicates finished, limited sends given their start times, the rest handed back unsent); a 429 or 503
 with ``Retry-After`` pauses the destination for every worker. A batch without such tasks is not touched.
 
-Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish,
-the rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
+Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish, the
+rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
 
 A Postgres outage, however long, is waited out: a failing claim or sweep fails the step (the loop backs
 off and tries again), finished attempts wait in the Recorder, and nothing is dropped. An outage longer
@@ -38,9 +37,9 @@ Recorder have expired leases, and a sweep would hand them back to be sent again.
   before its next sweep, so that the other workers' Recorders, which retry at least every
   ``RETRY_CAP_S``, have written their results before anyone takes their tasks for dead.
 
-What remains: a worker that was killed during the outage (its tasks are sent again after the lease, as
-after any crash), a Recorder that still cannot write after the grace (Postgres back but failing its
-writes), and a worker started right at the end of an outage, which saw no failure to wait after.
+What remains: a worker killed during the outage (its tasks are sent again after the lease, as after any
+crash), a Recorder that still cannot write after the grace (Postgres back but failing its writes), and a
+worker started right at the end of an outage, which saw no failure to wait after.
 """
 
 from __future__ import annotations
@@ -128,10 +127,11 @@ class Deliver:
         return len(self._sends)
 
     def _free(self) -> int:
-        # Unwritten results count as busy (an outage must not pile them up), held tasks less the pace's allowance.
-        now = time.monotonic()
+        # Held tasks count less the pace's allowance; results waiting beyond a concurrency too, 3: none (ADR 0034).
+        now, behind = time.monotonic(), max(0, self.recorder.queued - self.concurrency)
         allowed = sum(self.ready.ahead(d, now) for d in self.ready.tracked(self._per_destination))
-        return self.concurrency - len(self._sends) - self.recorder.queued - self.ready.count + allowed
+        free = self.concurrency - len(self._sends) - behind - self.ready.count + allowed
+        return free if behind < 2 * self.concurrency else 0
 
     def _held(self, now: float) -> dict[str, int]:
         """Per destination (``Ready.tracked``): its sends in flight and tasks held ahead, less what its pace allows

@@ -4,6 +4,7 @@ connections without a reset round trip."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 
@@ -12,6 +13,7 @@ import msgspec
 from control.db import tasks as db_tasks
 from control.db.flush import store_batch
 from control.delivery.claim import claim
+from control.delivery.ready import DEPTH
 from control.records.storable import event_row
 from control.service import Context
 from control.workers import worker_context
@@ -20,7 +22,7 @@ from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord
 from tests.destination import Destination, Reply, make_task, running, settled
-from tests.helpers import wait_for
+from tests.helpers import db, wait_for
 
 
 async def _backlog(ctx: Context, url: str, count: int) -> list[dict[str, str]]:
@@ -226,3 +228,38 @@ async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, de
                 await settled(ctx, task["task"], "succeeded")
     sent = [r.headers["x-hookyard-event-id"] for r in destination.requests]
     assert sent == [other["event"], *(t["event"] for t in made)]
+
+
+async def test_a_slow_results_write_neither_stops_the_sends_nor_lets_results_pile_up(
+    settings: Settings, destination: Destination
+) -> None:
+    """Results finishing while the recorder's write is out are the group commit's next batch: with that write
+    held (the ``deliveries`` table locked), the worker goes on claiming until three times its concurrency of
+    results wait, and then claims nothing, however fast the destination answers (its pace would let the worker claim
+    far ahead); what was already claimed still goes out. Once the write goes through, every event is sent
+    exactly once."""
+    tuned = msgspec.structs.replace(settings, deliver_per_destination=8, deliver_concurrency=8)
+    async with worker_context(tuned) as ctx:
+        tasks = await _backlog(ctx, destination.url, 160)
+        async with db(tuned.database_url) as blocker, running(ctx) as worker:
+            lock = blocker.transaction()
+            await lock.start()
+            await blocker.execute("LOCK TABLE deliveries IN SHARE MODE")  # the inserts wait; claims do not
+            try:
+                await wait_for(lambda: asyncio.sleep(0, worker.recorder.queued >= 24), timeout=20, interval=0.01)
+                seen: list[int] = []
+
+                async def settled_count() -> bool:  # nothing in flight or held, and no new request for 0.5 s
+                    seen.append(len(destination.requests) if worker.in_flight == worker.ready.count == 0 else -1)
+                    return len(seen) > 5 and len(set(seen[-6:])) == 1 and seen[-1] >= 0
+
+                await wait_for(settled_count, timeout=20, interval=0.1)
+                # Claims stop at 3 x 8 waiting; what was in flight (8) or held ahead (DEPTH caps) still went out.
+                assert 24 <= seen[-1] <= 24 + 1 + 8 + DEPTH * 8 < len(tasks), seen[-1]
+            finally:
+                await lock.rollback()
+            for task in tasks:
+                await settled(ctx, task["task"], "succeeded", timeout=20)
+    sent_ids = Counter(r.headers["x-hookyard-event-id"] for r in destination.requests)
+    assert set(sent_ids) == {t["event"] for t in tasks}
+    assert max(sent_ids.values()) == 1
