@@ -28,8 +28,8 @@ WINDOW_S = 0.1
 DEPTH = 10
 """At most this many caps' worth of a destination's tasks held ahead. Three was not enough at a few thousand
 sends a second: the next claim, waiting for Postgres' CPU behind a large results write, often took longer
-than three caps took to drain, and the worker sat with nothing in flight (docs/adr/0034-claim-ahead-of-free-
-slots.md, amendment of 2026-11-29)."""
+than three caps took to drain, and the worker sat with nothing in flight (ADR 0034, amendment of
+2026-11-29)."""
 
 
 class Ready:

@@ -127,7 +127,7 @@ class Deliver:
         return len(self._sends)
 
     def _free(self) -> int:
-        # Held tasks count less the pace's allowance; results waiting beyond a concurrency too, 3: none (ADR 0034).
+        # Busy: held tasks less the pace's allowance, results waiting beyond a concurrency; at 3x, no claim (ADR 0034).
         now, behind = time.monotonic(), max(0, self.recorder.queued - self.concurrency)
         allowed = sum(self.ready.ahead(d, now) for d in self.ready.tracked(self._per_destination))
         free = self.concurrency - len(self._sends) - behind - self.ready.count + allowed
