@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from tests.stack import _hookyard, free_port, stop_embedded_redis
 
 __all__ = ("Proc", "Up", "clean_env", "cli", "until", "up_in")
@@ -102,11 +104,20 @@ class Up(Proc):
         self.wait_for_output("^hookyard is up: control ", timeout=120)
 
     def kill(self) -> None:
-        """SIGKILL to ``up``'s process group, and its embedded Redis (a session of its own) stopped too. Not
-        that of an ``up`` that had already exited (it stopped its Redis itself): another ``up`` may run on the
-        same data dir by now, and its Redis is not ours to stop (that cost a test 15 s of SIGTERM waiting)."""
+        """SIGKILL to ``up``'s process group and to every process it started (each runs in a session of its
+        own, so that a terminal's Ctrl-C reaches ``up`` alone: killing the group once left the edge's granian
+        serving after the test), its embedded Redis stopped. Not that of an ``up`` that had already exited
+        (it stopped its Redis itself): another ``up`` may run on the same data dir by now, and its Redis is
+        not ours to stop (that cost a test 15 s of SIGTERM waiting)."""
         running = self.proc.poll() is None
+        started: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            started = psutil.Process(self.proc.pid).children(recursive=True) if running else []
         super().kill()
+        for child in started:
+            with contextlib.suppress(psutil.Error):
+                if not child.name().startswith("redis-server"):  # stopped below, gracefully
+                    child.kill()
         if running:
             stop_embedded_redis(self.data_dir)
 
