@@ -146,6 +146,13 @@ async def test_write_timeout_when_the_peer_reads_nothing() -> None:
     assert outcome.error.startswith("timeout: sending the request"), outcome.error
 
 
+def _one_connection(timeout: httpx.Timeout) -> Transport:
+    """A transport of one connection: a second request waits for the pool while the first is out."""
+    return Transport(
+        egress.connector("any"), ssl_context=ssl.create_default_context, timeout=timeout, max_connections=1
+    )
+
+
 async def test_the_pool_limit_queues_requests_and_times_out() -> None:
     release = asyncio.Event()
 
@@ -155,19 +162,12 @@ async def test_the_pool_limit_queues_requests_and_times_out() -> None:
             writer.write(OK)
             await writer.drain()
 
-    async with peer(handle) as p:
-        one = Transport(
-            egress.connector("any"),
-            ssl_context=ssl.create_default_context,
-            timeout=httpx.Timeout(2.0, pool=0.2),
-            max_connections=1,
-        )
-        async with one:
-            slow = asyncio.create_task(post(one, p.url))
-            await wait_for(lambda: asyncio.sleep(0, len(p.heads) == 1))  # the only connection is taken
-            waited = await post(one, p.url)  # the only connection is busy for longer than the pool timeout
-            release.set()
-            queued = await asyncio.gather(post(one, p.url), post(one, p.url))
+    async with peer(handle) as p, _one_connection(httpx.Timeout(2.0, pool=0.2)) as one:
+        slow = asyncio.create_task(post(one, p.url))
+        await wait_for(lambda: asyncio.sleep(0, len(p.heads) == 1))  # the only connection is taken
+        waited = await post(one, p.url)  # the only connection is busy for longer than the pool timeout
+        release.set()
+        queued = await asyncio.gather(post(one, p.url), post(one, p.url))
     assert waited.status is None
     assert waited.error == "timeout: waiting for a free connection (no free connection within the pool timeout)"
     assert (await slow).status == 200
@@ -222,8 +222,9 @@ async def test_the_total_timeout_bounds_a_body_that_trickles_in() -> None:
 async def test_the_total_timeout_bounds_a_head_that_trickles_in() -> None:
     async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await p.request(reader)
-        while True:
-            writer.write(b"x-a: b\r\n" if p.heads else b"")
+        writer.write(b"HTTP/1.1 200 OK\r\n")
+        while True:  # header lines, never the blank line that ends the head
+            writer.write(b"x-a: b\r\n")
             await writer.drain()
             await asyncio.sleep(0.05)
 
@@ -233,7 +234,7 @@ async def test_the_total_timeout_bounds_a_head_that_trickles_in() -> None:
     assert 250 <= outcome.latency_ms < 1500
 
 
-async def test_the_total_timeout_bounds_the_wait_for_a_free_connection_and_the_connect(tmp_path: Path) -> None:
+async def test_the_total_timeout_bounds_the_wait_for_a_free_connection_and_the_connect() -> None:
     release = asyncio.Event()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -246,13 +247,7 @@ async def test_the_total_timeout_bounds_the_wait_for_a_free_connection_and_the_c
         await asyncio.Event().wait()  # never answers the TLS client hello
 
     async with peer(handle) as p, peer(silent) as quiet:
-        one = Transport(
-            egress.connector("any"),
-            ssl_context=ssl.create_default_context,
-            timeout=httpx.Timeout(5.0),
-            max_connections=1,
-        )
-        async with one:
+        async with _one_connection(httpx.Timeout(5.0)) as one:
             slow = asyncio.create_task(post(one, p.url))
             await wait_for(lambda: asyncio.sleep(0, len(p.heads) == 1))
             waited = await post(one, p.url, total_s=0.3)  # the pool timeout (5 s) would wait much longer
