@@ -197,7 +197,7 @@ class Shaper:
         now = time.monotonic()
         for (destination_id, group), grant in zip(limited.items(), grants, strict=True):
             rate = group[0]["rate_limit_per_s"]
-            self._caps[destination_id] = max(1, math.ceil(rate * throttle.HEADROOM * self.horizon_s))  # its starts
+            self._caps[destination_id] = max(1, math.ceil(rate * self.horizon_s))
             granted = 0 if grant is None else grant.count
             out.extend((task, grant.start_at(i)) for i, task in enumerate(group[:granted]))  # type: ignore[union-attr]
             if granted < len(group):
