@@ -65,7 +65,6 @@ class EdgeApp:
         self.stream_redis: RespConnection | ClusterRespConnection | None = None
         self.ingest: Ingest | None = None
         self.refusals = Refusals(self.keys)  # its key names do not depend on the cluster's tags
-        self._refusals_task: asyncio.Task[None] | None = None
         self._listener: asyncio.Task[None] | None = None
         self._metrics_task: asyncio.Task[None] | None = None
 
@@ -168,7 +167,7 @@ class EdgeApp:
         writer = StreamWriter(self.stream_redis, self.keys, high_water=settings.stream_high_water)
         self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies), self.refusals)
         self._listener = asyncio.create_task(cache.listen(), name="edge-config-listener")
-        self._refusals_task = asyncio.create_task(self.refusals.run(self.redis), name="edge-refusals")
+        self.refusals.start(self.redis)
         if settings.metrics_dir:
             EDGE.directory = Path(metrics_dir(settings.metrics_dir, "edge"))
             self._metrics_task = asyncio.create_task(self._publish_metrics(), name="edge-metrics")
@@ -177,15 +176,8 @@ class EdgeApp:
             await cache.listening.wait()
 
     async def shutdown(self) -> None:
-        if self._refusals_task is not None:
-            self._refusals_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._refusals_task
-            try:  # what the last round left: one more write, brief, as the process is going
-                async with asyncio.timeout(1):
-                    await self.refusals.flush(self.redis)
-            except Exception as exc:  # noqa: BLE001 - Redis away at shutdown: those counts are lost
-                log.warning("refusal counts lost at shutdown: %r", exc)
+        if self.redis is not None:
+            await self.refusals.close(self.redis)
         if self._metrics_task is not None:
             self._metrics_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
