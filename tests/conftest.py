@@ -153,6 +153,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_OneSetOfServers(), "hookyard-one-set-of-servers")
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, which this keeps within each group
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest first: ``long`` files, then ``slow`` ones (real processes), then the rest, so that short files
+    fill the end of the run. pytest-xdist hands out files in this order (``--no-loadscope-reorder``); its
+    default (most tests first) left the one-test schemathesis file, 70-115 s, to end every run alone
+    (docs/adr/0043-suite-scheduling.md)."""
+
+    def group(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("long") else 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=group)
+
+
 @pytest.fixture(scope="session")
 def servers(request: pytest.FixtureRequest) -> Iterator[Servers]:
     shared = getattr(request.config, "workerinput", {}).get("hookyard_servers")

@@ -8,7 +8,7 @@ fifteen tests failed on "connection refused". A port below the ephemeral range i
 connection, so only explicit binds can take it.
 
 Each xdist worker takes ports from its own slice of ``LOW``-``HIGH`` and hands out none twice until it has
-gone round its whole slice (over 6,000 ports with two workers; a run uses a few hundred), so a process a test
+gone round its whole slice (over 4,000 ports with three workers; a run uses a few hundred), so a process a test
 left behind (a worker still retrying its destination) cannot reach a later test's server on a reused port.
 The start inside the slice depends on the process id: two suites running at once on one machine rarely meet,
 and when they do the probe's bind check skips ports in use.

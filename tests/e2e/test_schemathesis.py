@@ -33,7 +33,7 @@ from tests.conftest import make_account
 from tests.destination import Destination
 from tests.stack import Stack
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 MAX_EXAMPLES = 5
 REPO = Path(__file__).resolve().parents[2]
