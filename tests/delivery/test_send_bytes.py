@@ -5,11 +5,15 @@ them (repeated ones joined)."""
 from __future__ import annotations
 
 import gzip
+import re
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from control.delivery.send import send
+from control.delivery.transport.messages import encode_head, parse_head
 from tests.delivery.transport_support import OK, answering, post, scripted, transport
 
 
@@ -56,3 +60,49 @@ async def test_a_header_value_with_a_line_break_is_refused_before_a_byte_is_sent
     assert outcome.permanent
     assert outcome.error == "request not sendable: header x-evil: CR, LF and NUL are not allowed in values"
     assert p.connections == 0
+
+
+_NAME = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+"""RFC 9110's grammar as regexes: what the byte maps of ``messages`` must accept exactly."""
+
+
+def _accepted(name: bytes, value: bytes) -> tuple[bool, bool]:
+    """Whether ``encode_head`` takes the header and ``parse_head`` reads it as it is (name, value stripped)."""
+    try:
+        head, _ = encode_head("POST", b"/", [(name, value)])
+        sent = head == b"POST / HTTP/1.1\r\n" + name + b": " + value + b"\r\n\r\n"
+    except httpx.LocalProtocolError:
+        sent = False
+    try:
+        _, _, _, headers = parse_head([b"HTTP/1.1 200 OK", name + b":" + value])
+        read = headers == [(name, value.strip(b" \t"))]
+    except httpx.RemoteProtocolError:
+        read = False
+    return sent, read
+
+
+def test_the_byte_maps_accept_each_byte_as_the_grammar_does() -> None:
+    """Request heads (``encode_head``) and response heads (``parse_head``) check names and values by a byte
+    map, not a regex per character: every one of the 256 bytes, in a name and in a value, is accepted or
+    refused as RFC 9110's grammar says."""
+    for byte in (bytes([b]) for b in range(256)):
+        name_ok = bool(_NAME.fullmatch(byte))
+        assert _accepted(b"x" + byte + b"y", b"v") == (name_ok, name_ok and byte != b":"), byte
+        value_ok = bool(_VALUE.fullmatch(byte))
+        assert _accepted(b"x", b"v" + byte + b"w") == (value_ok, value_ok), byte
+
+
+_SOME = st.sampled_from([b"a", b"Z", b"-", b"!", b" ", b"\t", b":", b"\x00", b"\r", b"\n", b"\x7f", b"\x80", b"\xff"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(name=st.lists(_SOME, max_size=6).map(b"".join), value=st.lists(_SOME, max_size=8).map(b"".join))
+def test_the_byte_maps_accept_exactly_the_grammar(name: bytes, value: bytes) -> None:
+    """Any arrangement of the bytes that matter (empty names, edges, colons, spaces to strip)."""
+    line = name + b":" + value
+    read_name, _, read_value = line.partition(b":")
+    read_valid = bool(_NAME.fullmatch(read_name)) and bool(_VALUE.fullmatch(read_value.strip(b" \t")))
+    sent, read = _accepted(name, value)
+    assert sent == (bool(_NAME.fullmatch(name)) and bool(_VALUE.fullmatch(value)))
+    assert read == (read_valid and read_name == name)

@@ -18,7 +18,15 @@ __all__ = ("HEX", "closed_error", "encode_head", "encode_request", "framing", "i
 
 _STATUS = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
+_TOKEN_BYTES = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_VALUE_BYTES = bytes([0x09, *range(0x20, 0x7F), *range(0x80, 0x100)])
+_NAME_MAP = bytes(0x20 if b in _TOKEN_BYTES else 0 for b in range(256))
+_VALUE_MAP = bytes(0x20 if b in _VALUE_BYTES else 0 for b in range(256))
+"""A header name is one or more of ``_TOKEN_BYTES``, a value any number of ``_VALUE_BYTES`` (RFC 9110's
+field-vchar, SP and HTAB: no CR, LF, NUL or other control). Checked as ``0 in x.translate(map)``, the map
+sending every allowed byte to a space and every other to NUL: a table lookup per byte and a memchr, in C,
+150 ns a header where the two regexes took 430 (``translate(None, allowed)`` builds its table on every call
+and took as long as the regexes). Measured per delivery: docs/adr/0042-delivery-cpu-per-send.md."""
 HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 """A chunk size."""
 _DIGITS = re.compile(rb"[0-9]{1,18}")
@@ -47,10 +55,10 @@ def parse_head(lines: list[bytes]) -> tuple[int, bytes, bytes, list[tuple[bytes,
             headers[-1] = (name, value + b" " + line.strip(b" \t"))
             continue
         name, sep, value = line.partition(b":")
-        if not sep or not _TOKEN.fullmatch(name):
+        if not sep or not name or 0 in name.translate(_NAME_MAP):
             raise invalid(f"invalid response header line {line[:60]!r}")
         value = value.strip(b" \t")
-        if not _VALUE.fullmatch(value):
+        if 0 in value.translate(_VALUE_MAP):
             raise invalid(f"invalid value of response header {name[:60]!r}")
         headers.append((name, value))
     return int(match[2]), match[1], match[3] or b"", headers
@@ -106,11 +114,10 @@ def encode_head(method: str, target: bytes, headers: Iterable[tuple[bytes, bytes
         raise httpx.LocalProtocolError("invalid request target (empty, or with a space or line break)")
     parts = [raw_method, b" ", target, b" HTTP/1.1\r\n"]
     close = False
-    token, value_ok = _TOKEN.fullmatch, _VALUE.fullmatch
     for name, value in headers:
-        if not token(name):
+        if not name or 0 in name.translate(_NAME_MAP):
             raise httpx.LocalProtocolError(f"invalid header name {name[:60]!r}")
-        if not value_ok(value):
+        if 0 in value.translate(_VALUE_MAP):
             raise httpx.LocalProtocolError(f"header {name.decode('ascii')}: CR, LF and NUL are not allowed in values")
         if len(name) == 10 and name.lower() == b"connection":
             close = b"close" in value.lower()
