@@ -102,6 +102,12 @@ def storable(value: T) -> T:
             return value.replace("\x00", REPLACEMENT) if "\x00" in value else value  # type: ignore[return-value]
         return _UNSTORABLE.sub(REPLACEMENT, value)  # type: ignore[return-value]
     if isinstance(value, dict):
+        try:  # the usual dict, a request's headers: flat ASCII text, checked in one pass rather than per item
+            flat = "".join(value) + "".join(value.values())
+        except TypeError:  # a value that is not a string: item by item
+            flat = None
+        if flat is not None and flat.isascii() and "\x00" not in flat:
+            return dict(value)  # type: ignore[return-value]
         return {storable(k): storable(v) for k, v in value.items()}  # type: ignore[return-value]
     if isinstance(value, list):
         return [storable(v) for v in value]  # type: ignore[return-value]
