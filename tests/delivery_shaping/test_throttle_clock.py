@@ -7,51 +7,20 @@ reserved again (``control.delivery.shaping.LATE_S``)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 from control.delivery import throttle
 from shared import redis_client
 from shared.keys import Keys
+from tests.redis_relay import RedisRelay
 
 REPLY_DELAY_S = 0.3
 
 
-@contextlib.asynccontextmanager
-async def slow_replies(redis_url: str, delay_s: float) -> AsyncIterator[str]:
-    """A TCP relay to Redis on loopback that holds every reply ``delay_s`` before passing it on: what a
-    worker whose loop is busy sees of an answer that came back at once."""
-    target = urlsplit(redis_url)
-
-    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(target.hostname, target.port or 6379)
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, delay: float) -> None:
-            with contextlib.suppress(ConnectionError):
-                while data := await src.read(65536):
-                    await asyncio.sleep(delay)
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer, 0), pipe(up_reader, writer, delay_s))
-
-    server = await asyncio.start_server(relay, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        auth = target.netloc.rpartition("@")[0]
-        yield target._replace(netloc=f"{auth}@127.0.0.1:{port}" if auth else f"127.0.0.1:{port}").geturl()
-    finally:
-        server.close()
-
-
 async def test_a_late_answer_does_not_move_the_starts_later(redis_url: str, redis_prefix: str) -> None:
     key = Keys(redis_prefix).delivery_rate("dst_clock")
-    async with slow_replies(redis_url, REPLY_DELAY_S) as slow_url:
-        client = await redis_client.open_client(slow_url)
+    async with RedisRelay(redis_url, reply_delay_s=REPLY_DELAY_S) as slow:  # a loop too busy to read at once
+        client = await redis_client.open_client(slow.url)
         try:
             # Connected and the script loaded (one reservation on another key) before the measured call.
             await throttle.reserve(client, key + ":warm", rate_per_s=10.0, wanted=1, horizon_s=1.0)

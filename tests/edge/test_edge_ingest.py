@@ -15,7 +15,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -33,6 +32,7 @@ from tests.helpers import (
     assert_error,
     redis_connection,  # noqa: F401 - the `redis` fixture
 )
+from tests.redis_relay import RedisRelay
 
 BODY = b'{"id":"evt_1","type":"invoice.paid"}'
 
@@ -135,55 +135,6 @@ class Server:
 
 
 # -- Redis failures are 503 unavailable, never an unhandled exception -----------------------------------
-
-
-class RedisRelay:
-    """A TCP relay in front of the test Redis that the test can cut: open connections are reset and new
-    ones refused, which is what an edge sees when Redis goes away."""
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self._target = (parts.hostname or "127.0.0.1", parts.port or 6379)
-        self._path = parts.path
-        self._credentials = parts.netloc.rpartition("@")[0]  # the embedded Redis has a password
-        self._server: asyncio.Server | None = None
-        self._writers: list[asyncio.StreamWriter] = []
-        self._pumps: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> str:
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
-        port = self._server.sockets[0].getsockname()[1]
-        credentials = f"{self._credentials}@" if self._credentials else ""
-        return f"redis://{credentials}127.0.0.1:{port}{self._path}"
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self._target)
-        self._writers += [writer, up_writer]
-        for source, sink in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.create_task(self._pump(source, sink))
-            self._pumps.add(task)
-            task.add_done_callback(self._pumps.discard)
-
-    @staticmethod
-    async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(OSError, asyncio.CancelledError):
-            while data := await source.read(65536):
-                sink.write(data)
-                await sink.drain()
-        with contextlib.suppress(OSError):
-            sink.close()
-
-    async def cut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        for writer in self._writers:
-            writer.transport.abort()
-        self._writers.clear()
-        for task in list(self._pumps):
-            task.cancel()
-        await asyncio.gather(*self._pumps, return_exceptions=True)
 
 
 async def test_redis_going_away_is_503_unavailable_with_retry_after(servers, redis_prefix, redis, caplog) -> None:

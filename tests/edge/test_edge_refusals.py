@@ -6,13 +6,11 @@ Redis (as in ``test_edge_ingest.py``); the stats that read these counts: ``test_
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -35,6 +33,7 @@ from tests.helpers import (
     redis_connection,  # noqa: F401 - the `redis` fixture
     wait_for,
 )
+from tests.redis_relay import RedisRelay
 from tests.stack import free_port
 
 SECRET = "whsec_the_providers_own_secret"
@@ -147,48 +146,6 @@ async def test_shutdown_writes_what_the_last_round_left(redis, edge_settings: Se
     assert await counted(redis, edge_settings, endpoint_id) == {"missing_header": 1}
 
 
-@contextlib.asynccontextmanager
-async def held_replies(redis_url: str, hold_s: float) -> AsyncIterator[tuple[str, asyncio.Event]]:
-    """A loopback TCP proxy to the Redis of ``redis_url``: (its URL, an event). While the event is set, every
-    reply waits ``hold_s`` on its way back; the commands reach Redis at once."""
-    target = urlsplit(redis_url)
-    holding = asyncio.Event()
-    pumps: set[asyncio.Task[None]] = set()
-    writers: list[asyncio.StreamWriter] = []
-
-    async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, held: bool) -> None:
-        with contextlib.suppress(ConnectionError):
-            while data := await source.read(65536):
-                if held and holding.is_set():
-                    await asyncio.sleep(hold_s)
-                sink.write(data)
-                await sink.drain()
-        sink.close()
-
-    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream_reader, upstream = await asyncio.open_connection(target.hostname, target.port)
-        writers.extend((writer, upstream))
-        for task in (pump(reader, upstream, False), pump(upstream_reader, writer, True)):
-            pumps.add(asyncio.create_task(task))
-
-    server = await asyncio.start_server(connected, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    netloc = target.netloc.rsplit("@", 1)[0] + "@" if "@" in target.netloc else ""
-    try:
-        yield urlunsplit(target._replace(netloc=f"{netloc}127.0.0.1:{port}")), holding
-    finally:
-        server.close()
-        for writer in writers:
-            writer.close()
-        for task in pumps:
-            task.cancel()
-        await asyncio.gather(*pumps, return_exceptions=True)
-        for writer in writers:
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-        await server.wait_closed()
-
-
 async def test_a_round_cut_short_by_shutdown_is_counted_once(redis, edge_settings: Settings) -> None:
     """Shutdown while a round's pipeline is applied in Redis and its reply still on the way: the counts are
     there once. The edge used to cancel that round, put its counts back and write them again at shutdown
@@ -198,11 +155,11 @@ async def test_a_round_cut_short_by_shutdown_is_counted_once(redis, edge_setting
     endpoint_id = new_id("ep")
     for _ in range(3):
         refusals.add(endpoint_id, "missing_header", time.time())
-    async with held_replies(edge_settings.redis_url, hold_s=0.5) as (url, holding):
-        client = aioredis.Redis.from_url(url)
+    async with RedisRelay(edge_settings.redis_url) as relay:
+        client = aioredis.Redis.from_url(relay.url)
         try:
             assert await client.ping()  # connected before replies are held: the pipeline is one round trip
-            holding.set()
+            relay.reply_delay_s = 0.5
             refusals.start(client, every_s=0.01)
 
             async def applied() -> bool:  # in Redis, the reply not yet back to the edge
