@@ -9,12 +9,9 @@ delivery rate: a destination at its cap is claimed for again once half of its re
 worker once an eighth of its slots is free.
 
 Sends share one pooled transport (``control.delivery.transport``: HTTP/1.1 keep-alive per destination, the
-egress policy checked on every connection). A send forwards the captured method, body and headers (minus
-hop-by-hop ones), the destination's headers on top, plus ``x-hookyard-event-id`` and
-``x-hookyard-delivery-attempt``, and hookyard's own Standard Webhooks signature (``webhook-id`` = the event id,
-``webhook-timestamp`` = now, ``webhook-signature`` with the destination's secret) unless the destination turned
-it off; 2xx is success; anything else is retried on the schedule until the attempts run out (refused egress
-and unusable requests fail at once). Results are written in batches by the ``Recorder``.
+egress policy checked on every connection). What one send puts on the wire and how its outcome is judged
+(signature, transform, retry schedule, ``Retry-After``) is ``control.workers.attempt``; results are written
+in batches by the ``Recorder``.
 
 Destinations that shape their deliveries (issue 27, docs/reference/delivery.md): the claim takes FIFO
 tasks only at the heads of their lines, released by the ingest stream's watermark; a claimed batch with
@@ -47,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -56,20 +52,15 @@ import asyncpg
 from redis.exceptions import RedisError
 
 from control.db import tasks as db_tasks
-from control.delivery import egress, ordering, retry
+from control.delivery import egress, ordering
 from control.delivery.claim import claim
 from control.delivery.ready import Ready
-from control.delivery.recorder import RETRY_CAP_S, Attempt, Recorder
-from control.delivery.send import Outcome, delivery_row, send
-from control.delivery.shaping import LATE_S, Shaper
+from control.delivery.recorder import RETRY_CAP_S, Recorder
+from control.delivery.shaping import Shaper
 from control.delivery.wakeup import TaskNotifications
-from control.records.storable import storable
-from control.service import Context, sealed
-from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
-from control.service.transforms import unsent
-from control.workers import activity
-from control.workers.transforms import Transforms, outgoing, recorded
-from shared.logs import bind
+from control.service import Context
+from control.workers.attempt import Attempts
+from control.workers.transforms import Transforms
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
 
@@ -88,7 +79,6 @@ class Deliver:
         s = ctx.settings
         self.ctx = ctx
         self.concurrency = s.deliver_concurrency
-        self.max_attempts = retry.max_attempts(s.retry_schedule_s)
         self.transport = egress.client(
             s.egress,
             timeout_s=s.deliver_timeout_s,
@@ -119,8 +109,9 @@ class Deliver:
         self._next_sweep = 0.0
         self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
         self._waiting_for_recorder = False
-        self._rng = random.Random()  # noqa: S311 - jitter
-        self._secrets = sealed.OpenedDestinationSecrets(ctx)
+        self.attempts = Attempts(
+            ctx, transport=self.transport, recorder=self.recorder, shaper=self.shaper, transforms=self.transforms
+        )
 
     @property
     def in_flight(self) -> int:
@@ -179,7 +170,7 @@ class Deliver:
             held.extend(self.recorder.task_ids())
             held.extend(self.ready.task_ids())
             async with self.ctx.pool.acquire() as conn:
-                swept = await db_tasks.sweep_expired(conn, max_attempts=self.max_attempts, exclude=held)
+                swept = await db_tasks.sweep_expired(conn, max_attempts=self.attempts.max_attempts, exclude=held)
             if swept:
                 log.warning("deliver: %d tasks had an expired lease (a worker stopped mid-attempt); due again", swept)
                 self._look = True
@@ -283,7 +274,7 @@ class Deliver:
         handing.add_done_callback(handed)
 
     def _start(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
-        send_task = asyncio.create_task(self._attempt(task, start_at), name=f"deliver:{task['id']}")
+        send_task = asyncio.create_task(self.attempts.run(task, start_at), name=f"deliver:{task['id']}")
         self._sends[send_task] = (task["id"], task["attempts"])
         destination_id = task["destination_id"]
         self._per_destination[destination_id] += 1
@@ -311,113 +302,6 @@ class Deliver:
                 log.error("deliver: attempt of %s failed unexpectedly", task["id"], exc_info=finished.exception())
 
         send_task.add_done_callback(done)
-
-    async def _attempt(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
-        # Its own asyncio task: the ids stay with this attempt's log lines only.
-        bind(event_id=task["event_id"], endpoint_id=task["endpoint_id"], delivery_id=task["id"])
-        if start_at and not await self._started(task, start_at):
-            return
-        s = self.ctx.settings
-        attempt = task["attempts"]
-        body = bytes(task["body"] or b"")
-        transformed, url = None, task["destination_url"]  # a transform's path or query changes the URL sent
-        if not task["event_found"]:
-            outcome = Outcome(
-                status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
-            )
-        elif task["body_expired_at"] is not None:  # the endpoint's body_retention_days passed: nothing to send
-            outcome = Outcome(
-                status=None,
-                latency_ms=0,
-                sent_headers={},
-                error="event body expired (body_retention_days)",
-                permanent=True,
-            )
-        else:
-            sealed_secret = (task["destination_id"], task["destination_secret"])
-            secret = self._secrets.open(*sealed_secret) if task["sign_deliveries"] else None
-            request, transformed = await outgoing(self.transforms, task, secret)
-            if request is not None:
-                body, timeout_s, url = request.body, s.deliver_timeout_s, request.url
-                args = (request.method, url, request.headers, body)
-                outcome = await send(self.transport, *args, total_timeout_s=timeout_s)
-        if transformed is not None and transformed.request is None:
-            outcome, status, error = unsent(transformed.record)
-            retry_in_s, body = None, b""
-        else:
-            status, retry_in_s, error = self._next(outcome, attempt)
-        pause_s = retry.parse_retry_after(outcome.retry_after) if outcome.retry_after is not None else None
-        if pause_s:  # the destination asked for a pause as a whole (docs/reference/delivery.md)
-            self.shaper.pause(task["destination_id"], pause_s)
-        if activity.enabled(s.log_activity):
-            where = (task["destination_id"], task["destination_url"])
-            activity.delivered(task["event_id"], *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
-        kind = ("success",) if outcome.success else ("error",) if outcome.status is None else ("failure",)
-        DELIVERIES.inc(kind)
-        DELIVERY_SECONDS.observe(outcome.latency_ms / 1000, kind)
-        log.debug("attempt %d: %s in %d ms (%s)", attempt, outcome.status or outcome.error, outcome.latency_ms, status)
-        self.recorder.add(  # synchronous: once the response is in, nothing can cancel its bookkeeping
-            Attempt(
-                task_id=task["id"],
-                attempts=attempt,
-                status=status,
-                retry_in_s=retry_in_s,
-                last_error=error,
-                destination_id=task["destination_id"],
-                success=outcome.success,
-                circuit=transformed is None or transformed.request is not None,
-                delivery=delivery_row(
-                    outcome,
-                    body,
-                    endpoint_id=task["endpoint_id"],
-                    event_id=task["event_id"],
-                    task_id=task["id"],
-                    destination_id=task["destination_id"],
-                    destination_name=task["destination_name"],
-                    destination_url=url,
-                    rule_id=task["rule_id"],
-                    source="rule",
-                    attempt=attempt,
-                    transform=recorded(transformed),
-                ),
-                pause_s=pause_s,
-            )
-        )
-        if pause_s and task["rate_limit_per_s"] is not None:
-            await self.shaper.share_pause(task["destination_id"], pause_s)
-
-    async def _started(self, task: asyncpg.Record, start_at: float) -> bool:
-        """A rate-limited send waits for its reserved start (``control.delivery.shaping``); False when it
-        went back unsent instead (its destination paused meanwhile, or no start was left for it)."""
-        while True:
-            await asyncio.sleep(start_at - time.monotonic())
-            paused_s = self.shaper.paused_for(task["destination_id"])
-            if paused_s > 0:
-                await self.shaper.hand_back([(task["id"], task["attempts"], paused_s)])
-                return False
-            if time.monotonic() - start_at <= LATE_S:
-                return True
-            again = await self.shaper.start_again(task)
-            if again is None:
-                return False
-            start_at = again
-
-    def _next(self, outcome: Outcome, attempt: int) -> tuple[str, float | None, str | None]:
-        """(task status, seconds to the retry, last_error) after this attempt."""
-        if outcome.success:
-            return "succeeded", None, None
-        error = storable(outcome.error) or f"HTTP {outcome.status}"
-        if outcome.permanent:
-            return "failed", None, error
-        delay = retry.next_delay_s(
-            attempt,
-            self.ctx.settings.retry_schedule_s,
-            retry_after_s=retry.parse_retry_after(outcome.retry_after),
-            rng=self._rng,
-        )
-        if delay is None:
-            return "failed", None, f"{error} (attempt {attempt} of {self.max_attempts}, no attempts left)"
-        return "pending", delay, error
 
     async def close(self) -> None:
         """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back, as are the
