@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-__all__ = ("count_by_state", "pause", "record_outcomes", "take_probe")
+__all__ = ("close_statement", "count_by_state", "pause", "record_outcomes", "take_probe")
 
 
 async def count_by_state(conn: asyncpg.Connection) -> dict[str, int]:
@@ -40,6 +40,17 @@ async def take_probe(conn: asyncpg.Connection, destination_id: str, *, cooldown_
     )
 
 
+def close_statement(param: int) -> str:
+    """The UPDATE closing the circuits of destinations whose last outcome was a success (their ids: parameter
+    ``$param``), touching only those not closed already. Alone in :func:`record_outcomes`, and inside the
+    recorder's one-statement batch (``control.db.delivery_records.write``)."""
+    return f"""UPDATE destinations SET consecutive_failures = 0, circuit = 'closed', circuit_opened_at = NULL
+                WHERE id = ANY(${param}::text[]) AND (consecutive_failures <> 0 OR circuit <> 'closed')"""
+
+
+_CLOSE = close_statement(1)
+
+
 async def record_outcomes(
     conn: asyncpg.Connection,
     *,
@@ -53,11 +64,7 @@ async def record_outcomes(
     opened by this batch, ``was`` the state before: ``closed`` (it opened) or ``half_open`` (its probe failed,
     so it opened again), which the log tells apart."""
     if succeeded:
-        await conn.execute(
-            """UPDATE destinations SET consecutive_failures = 0, circuit = 'closed', circuit_opened_at = NULL
-                WHERE id = ANY($1::text[]) AND (consecutive_failures <> 0 OR circuit <> 'closed')""",
-            sorted(succeeded),
-        )
+        await conn.execute(_CLOSE, sorted(succeeded))
     if not failed:
         return []
     rows = sorted(failed)

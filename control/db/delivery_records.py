@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from control.db import circuit as db_circuit
 from control.db import stats
+from control.db import tasks as db_tasks
 
 __all__ = (
     "COLUMNS",
@@ -22,6 +24,7 @@ __all__ = (
     "insert_for_event",
     "insert_many",
     "reduced",
+    "write",
 )
 
 COLUMNS = (
@@ -66,13 +69,24 @@ _TYPES = (
     "timestamptz",
     "jsonb",
 )
-_INSERT = f"""INSERT INTO deliveries ({", ".join(COLUMNS)})
+_INSERTED = f"""
+ins AS (
+    INSERT INTO deliveries ({", ".join(COLUMNS)})
     SELECT u.* FROM unnest({", ".join(f"${i}::{t}[]" for i, t in enumerate(_TYPES, 1))}) AS u({", ".join(COLUMNS)})
      WHERE u.task_id IS NULL
         OR EXISTS (SELECT 1 FROM delivery_tasks t WHERE t.id = u.task_id FOR KEY SHARE)
     ON CONFLICT (id) DO NOTHING
-    RETURNING id"""
-"""A batch in one statement, a column per array: one parse, bind and plan for the whole batch, where a
+    RETURNING id, endpoint_id, destination_id, created_at, success, latency_ms, source, transform
+), rule_attempts AS (
+    SELECT endpoint_id, destination_id, created_at, success, latency_ms FROM ins
+     WHERE source = 'rule' AND destination_id IS NOT NULL
+       AND (transform IS NULL OR transform ->> 'outcome' IS DISTINCT FROM 'skipped')
+), counted AS ({stats.deliveries_counted("rule_attempts")})"""
+"""The insert and its counting, as common table expressions; parameters $1 to $19, one array per column.
+Counted: the rule attempts among the rows actually inserted (a row already stored, or whose task is gone,
+is not), except those a transform skipped (nothing was sent, so no attempt for the destination's stats).
+
+A batch in one statement, a column per array: one parse, bind and plan for the whole batch, where a
 pipelined ``executemany`` ran the insert once per row (issue 27: the server's CPU per row fell by a third
 to a half, on the cores the deliver worker shares; docs/adr/0042-delivery-cpu-per-send.md).
 
@@ -87,6 +101,16 @@ The same locks keep a record from outliving its endpoint: ``deliveries`` has no 
 its per-row check was a fifth of this insert), and an endpoint's deletion deletes its records after the
 deletions of its tasks and events, which wait for these locks. Rows without a task go through ``insert`` or
 ``insert_for_event``."""
+_INSERT = f"WITH {_INSERTED}\nSELECT count(*) FROM ins"
+_WRITE = f"""WITH {_INSERTED},
+fin AS ({db_tasks.finish_statement(len(COLUMNS) + 1, also=" AND (SELECT count(*) FROM ins) >= 0")} RETURNING 1),
+closed AS ({db_circuit.close_statement(len(COLUMNS) + 6)} RETURNING 1)
+SELECT count(*) FROM fin"""
+"""The recorder's batch in one statement: the records and their counts, the task results, the circuits the
+successes close. ``fin`` waits for ``ins`` (its condition reads it, so Postgres runs the insert first): the
+insert locks each record's task (KEY SHARE) and must find it as the statement began; the results' update
+of the same rows comes after, in the same command. One statement is one transaction, and one round trip
+instead of six (BEGIN, insert, counts, results, circuits, COMMIT): ADR 0042, amendment of session 10."""
 
 _KEPT = frozenset(
     {
@@ -106,9 +130,6 @@ _KEPT = frozenset(
 )
 """What a reduced row keeps: the attempt's identity and outcome, all of it values hookyard made itself."""
 _ERROR = COLUMNS.index("error")
-_COUNTED = tuple(COLUMNS.index(c) for c in ("endpoint_id", "destination_id", "created_at", "success", "latency_ms"))
-_SOURCE, _DESTINATION = COLUMNS.index("source"), COLUMNS.index("destination_id")
-_TRANSFORM = COLUMNS.index("transform")
 _MAX_REASON = 300
 
 
@@ -155,27 +176,25 @@ async def insert_for_event(conn: asyncpg.Connection, row: Sequence[object], rece
 
 
 async def insert_many(conn: asyncpg.Connection, rows: Sequence[Sequence[object]]) -> None:
-    """Attempts in ``COLUMNS`` order, in one statement, and their count: atomic within the caller's transaction
-    (or one of their own)."""
-    if not rows:
-        return
-    if not conn.is_in_transaction():
-        async with conn.transaction():
-            await insert_many(conn, rows)
-        return
-    stored = {r[0] for r in await conn.fetch(_INSERT, *(list(column) for column in zip(*rows, strict=True)))}
-    counted = [
-        tuple(row[i] for i in _COUNTED)
-        for row in rows
-        if row[0] in stored and row[_SOURCE] == "rule" and row[_DESTINATION] is not None and not _skipped(row)
-    ]
-    await stats.count_deliveries(conn, counted)  # type: ignore[arg-type]
+    """Attempts in ``COLUMNS`` order, and their count, in one statement (atomic on its own, or part of the
+    caller's transaction)."""
+    if rows:
+        await conn.fetchval(_INSERT, *(list(column) for column in zip(*rows, strict=True)))
 
 
-def _skipped(row: Sequence[object]) -> bool:
-    """A transform skipped it: nothing was sent, so it is no attempt the destination's stats count."""
-    transform = row[_TRANSFORM]
-    return isinstance(transform, dict) and transform.get("outcome") == "skipped"
+async def write(
+    conn: asyncpg.Connection,
+    rows: Sequence[Sequence[object]],
+    results: Sequence[tuple[str, int, str, float | None, str | None]],
+    closed: Sequence[str],
+) -> int:
+    """A batch of attempts in one statement: their rows (``COLUMNS`` order, counted as ``insert_many`` counts),
+    their tasks' results (``tasks.finish``: ``(id, attempts, status, retry_in_s, error)``) and the circuits of
+    ``closed``, destinations whose last outcome in the batch was a success. For a batch without a failure that
+    counts against a circuit and without a ``Retry-After`` pause: those take ``circuit.record_outcomes``'s
+    locks, in a transaction of several statements. Returns how many tasks were updated."""
+    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in COLUMNS]
+    return await conn.fetchval(_WRITE, *columns, *db_tasks.results_columns(results), sorted(closed))
 
 
 async def destination_for_account(

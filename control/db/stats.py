@@ -1,9 +1,10 @@
 """The stats counters (migration 0009): added to by the flush and the delivery recorder, read by the stats route.
 
 Writers count only rows they actually inserted, so counting is as idempotent as the inserts themselves: the
-flush's statement counts the RETURNING of its events insert (``events_counted``), the recorder the
-deliveries rows its insert returned (``count_deliveries``). Each count goes to a minute row and an hour row;
-a window starting on a minute reads the minutes of its first hour and whole hours after (``Window``).
+flush's statement counts the RETURNING of its events insert (``events_counted``), the deliveries insert the
+rows it returned (``deliveries_counted``), each in the inserting statement. Each count goes to a minute row
+and an hour row; a window starting on a minute reads the minutes of its first hour and whole hours after
+(``Window``).
 
 Rows are upserted in key order (no deadlock between writers) into the slot of the writing backend
 (``pg_backend_pid() % SLOTS``): concurrent writers rarely share a row, so they rarely wait for each other's
@@ -18,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from control.db.histogram import BOUNDS_MS, SIZE, bucket
+from control.db.histogram import BOUNDS_MS, SIZE
 
 __all__ = (
     "EVENT_TYPE_CHARS",
@@ -26,6 +27,7 @@ __all__ = (
     "SLOTS",
     "Window",
     "count_deliveries",
+    "deliveries_counted",
     "delivery_counts",
     "destination_states",
     "event_counts",
@@ -37,8 +39,6 @@ SLOTS = 4
 EVENT_TYPE_CHARS = 200
 """Event types are counted by their first 200 characters (a key column, not a copy of the value)."""
 _SLOT = f"(pg_backend_pid() % {SLOTS})::smallint"
-_SPANS = (1, 60)
-"""Minutes a row spans: a minute and an hour."""
 _ORIGIN = "'2000-01-01 00:00:00+00'::timestamptz"
 """Minutes and hours are binned from a UTC midnight."""
 
@@ -87,57 +87,54 @@ def events_counted(source: str) -> str:
 LATENCY_COLUMNS = (*(f"ms_le_{b}" for b in BOUNDS_MS), "ms_over")
 """The histogram's buckets as columns of ``stats_deliveries`` (migration 0009), in bucket order."""
 
-# The histograms travel as one bigint[] literal per row (seven parameters rather than 58) and are spread
-# over the columns here.
+_BUCKET = f"width_bucket(latency_ms - 1, '{{{','.join(map(str, BOUNDS_MS))}}}'::int[])"
+"""A latency's histogram bucket (``histogram.bucket``): the bounds below it, found by binary search in C; an
+integer ``v`` is above a bound exactly when ``v - 1`` is at or above it. Null without a latency."""
+
+
+def deliveries_counted(source: str) -> str:
+    """The INSERT adding to ``stats_deliveries`` the rule attempts of the CTE ``source`` (rows with endpoint_id,
+    destination_id, created_at, success, latency_ms): a CTE of the statement that inserts them, so only rows
+    actually inserted are counted and a batch written twice is counted once.
+
+    Each attempt goes to its minute and its hour, its latency to a histogram column; rows are grouped per minute
+    first, then each group goes to both spans, in key order (no deadlock between writers). Counting here, not
+    in Python before the insert, keeps the recorder's batch one statement (ADR 0042, session 10)."""
+    return f"""
+    INSERT INTO stats_deliveries AS c
+           (endpoint_id, span, start, destination_id, slot, attempts, succeeded, {", ".join(LATENCY_COLUMNS)})
+    SELECT m.endpoint_id, s.span, date_bin(s.width, m.minute, {_ORIGIN}), m.destination_id, {_SLOT},
+           sum(m.attempts), sum(m.succeeded), {", ".join(f"sum(m.h{i})" for i in range(SIZE))}
+      FROM (SELECT endpoint_id, destination_id, date_bin('1 minute', created_at, {_ORIGIN}) AS minute,
+                   count(*) AS attempts, count(*) FILTER (WHERE success) AS succeeded,
+                   {", ".join(f"count(*) FILTER (WHERE b = {i}) AS h{i}" for i in range(SIZE))}
+              FROM (SELECT *, {_BUCKET} AS b FROM {source}) r
+             GROUP BY 1, 2, 3) m
+     CROSS JOIN (VALUES (1::smallint, interval '1 minute'), (60::smallint, interval '1 hour')) AS s(span, width)
+     GROUP BY 1, 2, 3, 4
+     ORDER BY 1, 2, 3, 4
+    ON CONFLICT (endpoint_id, span, start, destination_id, slot) DO UPDATE
+       SET attempts = c.attempts + excluded.attempts, succeeded = c.succeeded + excluded.succeeded,
+           {", ".join(f"{col} = c.{col} + excluded.{col}" for col in LATENCY_COLUMNS)}
+    RETURNING 1"""
+
+
 _COUNT_DELIVERIES = f"""
-INSERT INTO stats_deliveries AS c
-       (endpoint_id, span, start, destination_id, slot, attempts, succeeded, {", ".join(LATENCY_COLUMNS)})
-SELECT u.endpoint_id, u.span, u.start, u.destination_id, {_SLOT}, u.attempts, u.succeeded,
-       {", ".join(f"u.h[{i}]" for i in range(1, SIZE + 1))}
-  FROM (SELECT *, latency::bigint[] AS h
-          FROM unnest($1::text[], $2::smallint[], $3::timestamptz[], $4::text[], $5::bigint[], $6::bigint[],
-                      $7::text[]) AS u(endpoint_id, span, start, destination_id, attempts, succeeded, latency)) u
- ORDER BY 1, 2, 3, 4
-ON CONFLICT (endpoint_id, span, start, destination_id, slot) DO UPDATE
-   SET attempts = c.attempts + excluded.attempts, succeeded = c.succeeded + excluded.succeeded,
-       {", ".join(f"{col} = c.{col} + excluded.{col}" for col in LATENCY_COLUMNS)}
-"""
-
-
-def _starts(at: datetime) -> tuple[datetime, datetime]:
-    minute = at.astimezone(UTC).replace(second=0, microsecond=0)
-    return minute, minute.replace(minute=0)
+WITH attempts AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::boolean[], $5::int[])
+                  AS a(endpoint_id, destination_id, created_at, success, latency_ms)
+), counted AS ({deliveries_counted("attempts")})
+SELECT count(*) FROM counted"""
 
 
 async def count_deliveries(
     conn: asyncpg.Connection, attempts: Sequence[tuple[str, str, datetime, bool, int | None]]
 ) -> None:
-    """Adds rule attempts ``(endpoint_id, destination_id, created_at, success, latency_ms)`` (rows just
-    inserted into ``deliveries``) to their minute and hour, in the caller's transaction."""
-    if not attempts:
-        return
-    sums: dict[tuple[str, int, datetime, str], list] = {}
-    for endpoint_id, destination_id, created_at, success, latency_ms in attempts:
-        for span, start in zip(_SPANS, _starts(created_at), strict=True):
-            key = (endpoint_id, span, start, destination_id)
-            counts = sums.get(key)
-            if counts is None:
-                counts = sums[key] = [0, 0, [0] * SIZE]
-            counts[0] += 1
-            counts[1] += success
-            if latency_ms is not None:
-                counts[2][bucket(latency_ms)] += 1
-    keys = sorted(sums)
-    await conn.execute(
-        _COUNT_DELIVERIES,
-        [k[0] for k in keys],
-        [k[1] for k in keys],
-        [k[2] for k in keys],
-        [k[3] for k in keys],
-        [sums[k][0] for k in keys],
-        [sums[k][1] for k in keys],
-        ["{" + ",".join(map(str, sums[k][2])) + "}" for k in keys],
-    )
+    """Adds rule attempts ``(endpoint_id, destination_id, created_at, success, latency_ms)`` to their minute and
+    hour, in the caller's transaction: for counts of rows not inserted by ``delivery_records`` (the stats
+    bench's fill), with the same statement as the inserts' own counting."""
+    if attempts:
+        await conn.fetchval(_COUNT_DELIVERIES, *(list(column) for column in zip(*attempts, strict=True)))
 
 
 def _window_rows(columns: str, table: str, where: str = "") -> str:

@@ -32,12 +32,14 @@ __all__ = (
     "defer",
     "due_candidates",
     "finish",
+    "finish_statement",
     "hand_back",
     "lease",
     "lock_for_retry",
     "make_due",
     "next_due_in_s",
     "release",
+    "results_columns",
     "sweep_expired",
     "window_for",
 )
@@ -215,6 +217,30 @@ async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: f
     )
 
 
+def finish_statement(first: int, also: str = "") -> str:
+    """The UPDATE writing attempt results: five arrays (id, attempts, status, delay, error) as parameters
+    ``$first`` to ``$first + 4``, fenced on ``attempts``; ``also``: one more condition (``AND ...``). Used alone
+    (:func:`finish`) and inside the recorder's one-statement batch (``control.db.delivery_records.write``)."""
+    ids, attempts, statuses, delays, errors = (f"${first + i}" for i in range(5))
+    return f"""UPDATE delivery_tasks t
+              SET status = u.status, lease_expires_at = NULL, last_error = u.error, updated_at = now(),
+                  next_attempt_at = CASE WHEN u.delay IS NULL THEN t.next_attempt_at
+                                         ELSE now() + make_interval(secs => u.delay) END
+             FROM unnest({ids}::text[], {attempts}::int[], {statuses}::text[], {delays}::float8[], {errors}::text[])
+                  AS u(id, attempts, status, delay, error)
+            WHERE t.id = u.id AND t.attempts = u.attempts AND t.status IN ('in_flight', 'pending'){also}"""
+
+
+_FINISH = finish_statement(1)
+
+
+def results_columns(
+    results: Sequence[tuple[str, int, str, float | None, str | None]],
+) -> list[list[object]]:
+    """``(id, attempts, status, retry_in_s, error)`` results as :func:`finish_statement`'s five arrays."""
+    return [list(c) for c in zip(*results, strict=True)] if results else [[], [], [], [], []]
+
+
 async def finish(
     conn: asyncpg.Connection,
     results: Sequence[tuple[str, int, str, float | None, str | None]],
@@ -223,21 +249,7 @@ async def finish(
     failed, or pending with ``retry_in_s``. Fenced on ``attempts``; returns how many tasks were updated."""
     if not results:
         return 0
-    ids, attempts, statuses, delays, errors = (list(c) for c in zip(*results, strict=True))
-    done = await conn.execute(
-        """UPDATE delivery_tasks t
-              SET status = u.status, lease_expires_at = NULL, last_error = u.error, updated_at = now(),
-                  next_attempt_at = CASE WHEN u.delay IS NULL THEN t.next_attempt_at
-                                         ELSE now() + make_interval(secs => u.delay) END
-             FROM unnest($1::text[], $2::int[], $3::text[], $4::float8[], $5::text[])
-                  AS u(id, attempts, status, delay, error)
-            WHERE t.id = u.id AND t.attempts = u.attempts AND t.status IN ('in_flight', 'pending')""",
-        ids,
-        attempts,
-        statuses,
-        delays,
-        errors,
-    )
+    done = await conn.execute(_FINISH, *results_columns(results))
     return int(done.rsplit(" ", 1)[-1])
 
 

@@ -213,17 +213,25 @@ class Recorder:
 
     async def _write(self, batch: Sequence[Attempt], *, rows: Sequence[tuple[object, ...]] | None = None) -> None:
         """One transaction: the batch's delivery rows (``rows`` instead, when given), task results and
-        circuit outcomes."""
+        circuit outcomes; a single statement when no attempt counts against a circuit and none asked for a
+        pause (the circuit's failure path locks its destinations in id order first)."""
         succeeded, failed = summarize((a.destination_id, a.success) for a in batch if a.circuit)
-        async with self.ctx.pool.acquire() as conn, conn.transaction():
-            await delivery_records.insert_many(conn, [a.delivery for a in batch] if rows is None else rows)
-            await db_tasks.finish(conn, [(a.task_id, a.attempts, a.status, a.retry_in_s, a.last_error) for a in batch])
-            opened = await db_circuit.record_outcomes(
-                conn, succeeded=succeeded, failed=failed, threshold=self.ctx.settings.circuit_failure_threshold
-            )
-            pauses = {a.destination_id: a.pause_s for a in batch if a.pause_s}
-            if pauses:
-                await db_circuit.pause(conn, pauses)
+        records = [a.delivery for a in batch] if rows is None else rows
+        results = [(a.task_id, a.attempts, a.status, a.retry_in_s, a.last_error) for a in batch]
+        pauses = {a.destination_id: a.pause_s for a in batch if a.pause_s}
+        opened: list[tuple[str, str]] = []
+        async with self.ctx.pool.acquire() as conn:
+            if not failed and not pauses:  # the usual batch: one statement (delivery_records.write)
+                await delivery_records.write(conn, records, results, succeeded)
+            else:
+                async with conn.transaction():
+                    await delivery_records.insert_many(conn, records)
+                    await db_tasks.finish(conn, results)
+                    opened = await db_circuit.record_outcomes(
+                        conn, succeeded=succeeded, failed=failed, threshold=self.ctx.settings.circuit_failure_threshold
+                    )
+                    if pauses:
+                        await db_circuit.pause(conn, pauses)
         for destination_id, was in opened:
             # Opening is news, once per outage; a failed probe (half_open -> open) is the outage going on, every
             # cool-down, so it goes to debug: at warning it repeated "opened" every 30 s for as long as it lasted.
