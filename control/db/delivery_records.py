@@ -103,14 +103,17 @@ deletions of its tasks and events, which wait for these locks. Rows without a ta
 ``insert_for_event``."""
 _INSERT = f"WITH {_INSERTED}\nSELECT count(*) FROM ins"
 _WRITE = f"""WITH {_INSERTED},
-fin AS ({db_tasks.finish_statement(len(COLUMNS) + 1, also=" AND (SELECT count(*) FROM ins) >= 0")} RETURNING 1),
-closed AS ({db_circuit.close_statement(len(COLUMNS) + 6)} RETURNING 1)
+fin AS ({db_tasks.finish_statement(len(COLUMNS) + 1, also=" AND (SELECT count(*) FROM counted) >= 0")}
+        RETURNING 1),
+closed AS ({db_circuit.close_statement(len(COLUMNS) + 6)} AND (SELECT count(*) FROM fin) >= 0 RETURNING 1)
 SELECT count(*) FROM fin"""
 """The recorder's batch in one statement: the records and their counts, the task results, the circuits the
-successes close. ``fin`` waits for ``ins`` (its condition reads it, so Postgres runs the insert first): the
-insert locks each record's task (KEY SHARE) and must find it as the statement began; the results' update
-of the same rows comes after, in the same command. One statement is one transaction, and one round trip
-instead of six (BEGIN, insert, counts, results, circuits, COMMIT): ADR 0042, amendment of session 10."""
+successes close, in that order, the order of the transaction it replaces (so rows shared with other writers,
+counters and destinations, are locked in the same order by both). Each part waits for the one before: its
+condition reads it, so Postgres runs that first. That order matters beyond locks: the insert locks each
+record's task (KEY SHARE) and must find it as the statement began, so the results' update of the same rows
+must come after it. One statement is one transaction, and one round trip instead of six (BEGIN, insert,
+counts, results, circuits, COMMIT): ADR 0042, amendment of session 10."""
 
 _KEPT = frozenset(
     {
