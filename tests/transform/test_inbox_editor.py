@@ -47,7 +47,11 @@ async def test_the_editor_runs_and_replays_a_transform_on_the_event_shown(
     await page.goto(link)
     await page.locator("li.event").first.click()
     source = page.get_by_label("transform source")
-    await source.wait_for(timeout=10_000)
+    try:
+        await source.wait_for(timeout=10_000)
+    except Exception as exc:  # once under the suite's load: the page as it stood says which step stalled
+        shown = await page.locator("main").inner_text()
+        raise AssertionError(f"no transform editor after 10 s; the page showed: {shown[:2000]!r}") from exc
     assert "function handler(request, context)" in await source.input_value()
 
     await source.fill(SLACK)
