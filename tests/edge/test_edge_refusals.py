@@ -6,7 +6,9 @@ Redis (as in ``test_edge_ingest.py``); the stats that read these counts: ``test_
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -171,6 +173,29 @@ async def test_a_round_cut_short_by_shutdown_is_counted_once(redis, edge_setting
             await client.aclose()
     assert await counted(redis, edge_settings, endpoint_id) == {"missing_header": 3}
     assert refusals.counts == {}
+
+
+async def test_shutdown_gives_up_on_a_redis_slower_than_its_limit(redis, edge_settings: Settings, caplog) -> None:
+    """Redis answers a round later than shutdown waits (``close``'s limit): the edge stops on time, and says the
+    counts of that round may be lost, rather than hanging its shutdown on Redis."""
+    caplog.set_level(logging.WARNING, logger="hookyard.edge")
+    refusals = Refusals(Keys(edge_settings.redis_prefix))
+    refusals.add(new_id("ep"), "missing_header", time.time())
+    async with RedisRelay(edge_settings.redis_url) as relay:
+        client = aioredis.Redis.from_url(relay.url)
+        try:
+            assert await client.ping()
+            relay.reply_delay_s = 2.0  # past the limit below
+            refusals.start(client, every_s=0.01)
+            await asyncio.sleep(0.1)  # the round is out, its reply held
+            started = time.monotonic()
+            await refusals.close(client, timeout_s=0.3)
+            took = time.monotonic() - started
+        finally:
+            relay.reply_delay_s = 0.0
+            await client.aclose()
+    assert took < 1.0
+    assert "refusal counts lost at shutdown" in caplog.text
 
 
 async def test_counts_are_kept_while_redis_is_away(redis, edge_settings: Settings) -> None:
