@@ -245,7 +245,8 @@ async def stored_xid(conn: asyncpg.Connection, endpoint_id: str, event_id: str) 
 
 
 async def get_for_account(conn: asyncpg.Connection, account_id: str, event_id: str) -> asyncpg.Record | None:
-    """By id through the ``events_id`` index of every partition; the endpoint join scopes it to the account."""
+    """By id through the primary key (id, received_at) of every partition; the endpoint join scopes it to the
+    account."""
     return await conn.fetchrow(
         f"""SELECT {_COLUMNS} FROM events e JOIN endpoints p ON p.id = e.endpoint_id
             WHERE e.id = $1 AND p.account_id = $2
