@@ -1,4 +1,5 @@
-"""Body retention's writes: which endpoints keep bodies shorter than events, and one batch of expiry.
+"""Retention's writes: which endpoints keep bodies shorter than events and one batch of body expiry; one batch
+of the delivery records and finished delivery tasks past the instance's retention.
 
 A batch is one statement and one short transaction: it picks the endpoint's oldest events past the
 endpoint's watermark (``endpoints.bodies_expired_before``) that are older than the cutoff, in
@@ -15,7 +16,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-__all__ = ("Batch", "body_retention", "due_endpoints", "expire_batch")
+__all__ = ("Batch", "Removed", "body_retention", "due_endpoints", "expire_batch", "remove_records", "remove_tasks")
 
 
 class Batch(NamedTuple):
@@ -87,3 +88,54 @@ async def body_retention(conn: asyncpg.Connection, endpoint_ids: list[str]) -> d
     """endpoint id -> its ``body_retention_days`` (None: the instance's), for the endpoints that exist."""
     rows = await conn.fetch("SELECT id, body_retention_days FROM endpoints WHERE id = ANY($1::text[])", endpoint_ids)
     return {r["id"]: r["body_retention_days"] for r in rows}
+
+
+class Removed(NamedTuple):
+    removed: int
+    scanned: int
+    """Rows the batch looked at (a batch shorter than its limit reached the end of the range)."""
+    last: str | None
+    """The greatest id looked at: the next batch starts after it."""
+
+
+# Records and tasks are not partitioned: they go by id range, oldest first. Ids are ULIDs (time first), so
+# ``id < below`` walks the primary key from its oldest end; ``created_at`` is checked too, so a row is never
+# removed before its time even if an id and its row disagreed. Each batch starts after the last id the one
+# before it looked at, so the dead entries a batch leaves in the index are not walked again. SKIP LOCKED: a
+# row someone holds (an erasure deleting it too) is left for a later round.
+_RECORDS = """
+WITH batch AS (
+    SELECT id FROM deliveries WHERE id > $1 AND id < $2 AND created_at < $3 ORDER BY id LIMIT $4
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM deliveries d USING batch b WHERE d.id = b.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) AS removed, (SELECT count(*) FROM batch) AS scanned,
+       (SELECT max(id) FROM batch) AS last
+"""
+# Only finished tasks: a pending or in-flight one (its destination down for longer than the retention) goes
+# once it has finished, as failed when its event is no longer stored.
+_TASKS = """
+WITH batch AS (
+    SELECT id, status FROM delivery_tasks WHERE id > $1 AND id < $2 AND created_at < $3 ORDER BY id LIMIT $4
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM delivery_tasks t USING batch b
+     WHERE t.id = b.id AND b.status IN ('succeeded', 'failed') RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) AS removed, (SELECT count(*) FROM batch) AS scanned,
+       (SELECT max(id) FROM batch) AS last
+"""
+
+
+async def remove_records(conn: asyncpg.Connection, *, after: str, below: str, cutoff: datetime, limit: int) -> Removed:
+    """Deletes up to ``limit`` delivery records with ``after < id < below`` created before ``cutoff``."""
+    row = await conn.fetchrow(_RECORDS, after, below, cutoff, limit)
+    return Removed(row["removed"], row["scanned"], row["last"])
+
+
+async def remove_tasks(conn: asyncpg.Connection, *, after: str, below: str, cutoff: datetime, limit: int) -> Removed:
+    """Deletes the finished ones among up to ``limit`` delivery tasks with ``after < id < below`` created
+    before ``cutoff``."""
+    row = await conn.fetchrow(_TASKS, after, below, cutoff, limit)
+    return Removed(row["removed"], row["scanned"], row["last"])

@@ -1,4 +1,5 @@
-"""Retention of what the sweep does not drop a partition at a time: event bodies, dead letters, alerts.
+"""Retention of what the sweep does not drop a partition at a time: event bodies, delivery records and tasks,
+dead letters, alerts.
 
 Body retention: an endpoint's ``body_retention_days`` removes bodies before the instance drops events.
 
@@ -10,6 +11,11 @@ sweep's other duties; the watermark makes the next round start where this one st
 
 An event whose flush was delayed past the watermark (received before it, stored after it moved) keeps
 its body until the instance's retention: the cutoff is at least a day old, so that needs a flush a day late.
+
+Delivery records and finished delivery tasks (:func:`expire_records`) go at the instance's retention, as
+their events do: by id range (ids are ULIDs, time first), in short batches within a time budget per round;
+a round that runs out of time starts over from the oldest id next round, where what it removed is gone
+(docs/adr/0048-records-and-tasks-expire-by-id-range.md).
 
 Dead letters (:func:`prune_dead_letters`) hold whole captured requests, bodies included, in Redis: one is
 removed once its request is older than its endpoint's body retention (the instance's retention when the
@@ -32,7 +38,7 @@ from control.db.context import Context
 from shared import ids
 from shared.wire import decode_records
 
-__all__ = ("BATCH", "Expired", "expire_bodies", "prune_alerts", "prune_dead_letters")
+__all__ = ("BATCH", "Expired", "Gone", "expire_bodies", "expire_records", "prune_alerts", "prune_dead_letters")
 
 _DAY_MS = 86_400_000
 _PAGE = 1000
@@ -69,6 +75,35 @@ async def expire_bodies(ctx: Context, *, batch: int = BATCH, budget_s: float = 1
                 break
             since = done.last
     return Expired(events, deliveries, finished=True)
+
+
+class Gone(NamedTuple):
+    records: int
+    tasks: int
+    finished: bool
+    """False when the budget ran out with rows still to look at (the next round goes on)."""
+
+
+async def expire_records(ctx: Context, *, batch: int = BATCH, budget_s: float = 10.0) -> Gone:
+    """Removes the delivery records, and the finished delivery tasks, created longer ago than the instance's
+    retention: what an event leaves behind once its partition is dropped."""
+    deadline = time.monotonic() + budget_s
+    cutoff = datetime.now(UTC) - timedelta(days=ctx.settings.retention_days)
+    cutoff_ms = int(cutoff.timestamp() * 1000)
+    removed = {}
+    for prefix, remove in (("dlv", db_retention.remove_records), ("task", db_retention.remove_tasks)):
+        below = ids.new_id(prefix, cutoff_ms)[: len(prefix) + 11]  # the time part only: below every id of then
+        after, removed[prefix] = "", 0
+        while True:
+            if time.monotonic() >= deadline:
+                return Gone(removed["dlv"], removed.get("task", 0), finished=False)
+            async with ctx.pool.acquire() as conn:
+                done = await remove(conn, after=after, below=below, cutoff=cutoff, limit=batch)
+            removed[prefix] += done.removed
+            if done.scanned < batch or done.last is None:
+                break
+            after = done.last
+    return Gone(removed["dlv"], removed["task"], finished=True)
 
 
 async def prune_alerts(ctx: Context, *, batch: int = BATCH) -> int:

@@ -13,6 +13,8 @@
 - removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
 - removes the bodies and headers of events past their endpoint's ``body_retention_days``
   (``control.service.retention``), in short batches within a time budget per round.
+- removes the delivery records and finished delivery tasks past the instance's retention, as their events
+  go (``control.service.retention``), in short batches within a time budget per round;
 - removes the dead letters past their endpoint's body retention, and the alerts resolved longer ago than
   the instance's retention (``control.service.retention``), every round;
 - removes the deduplication keys whose window is over (``control.db.dedup.prune``), every round.
@@ -27,7 +29,7 @@ from control.db import dedup, partitions
 from control.db.context import Context
 from control.service.edge_config import configs_complete, rebuild_all, resync_all
 from control.service.expiry import expire_temporary
-from control.service.retention import expire_bodies, prune_alerts, prune_dead_letters
+from control.service.retention import expire_bodies, expire_records, prune_alerts, prune_dead_letters
 from control.service.stats import prune as prune_stats
 
 __all__ = ("Sweep",)
@@ -90,6 +92,14 @@ class Sweep:
                     bodies.events,
                     bodies.deliveries,
                     "" if bodies.finished else " (more next round)",
+                )
+            gone = await expire_records(self.ctx)
+            if gone.records or gone.tasks:
+                log.info(
+                    "sweep: %d delivery record(s) and %d finished task(s) past retention removed%s",
+                    gone.records,
+                    gone.tasks,
+                    "" if gone.finished else " (more next round)",
                 )
             letters, alerts = await prune_dead_letters(self.ctx), await prune_alerts(self.ctx)
             if letters or alerts:
