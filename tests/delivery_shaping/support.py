@@ -36,6 +36,17 @@ def busiest_second(times: Sequence[float]) -> int:
     return max((bisect.bisect_left(ordered, t + 1.0) - i for i, t in enumerate(ordered)), default=0)
 
 
+async def starts(ctx: Context, destination_id: str) -> list[float]:
+    """When each recorded attempt to the destination started (its record's ``created_at``: the send's start,
+    as the worker took it), in seconds since the epoch."""
+    async with ctx.pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT extract(epoch FROM created_at)::float8 AS t FROM deliveries WHERE destination_id = $1",
+            destination_id,
+        )
+    return [r["t"] for r in rows]
+
+
 async def set_shaping(ctx: Context, destination_id: str, **columns: Any) -> None:
     """Sets a destination's shaping columns directly (the API's own tests are in test_fields.py)."""
     names = sorted(columns)

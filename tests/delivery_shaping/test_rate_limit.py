@@ -15,7 +15,7 @@ import pytest
 
 from control.service import Context
 from shared.settings import Settings
-from tests.delivery_shaping.support import busiest_second, limited_tasks
+from tests.delivery_shaping.support import busiest_second, limited_tasks, starts
 from tests.destination import FAST_DELIVERY, Destination, Reply, fetch_row, make_task, running, serving
 from tests.helpers import wait_for
 from tests.stack import Stack
@@ -61,7 +61,14 @@ async def test_a_limited_destination_gets_its_rate_from_all_workers_and_others_a
     finally:
         stack.stop_all()
     arrivals = [r.at for r in limited.requests]
-    assert busiest_second(arrivals) <= 55
+    # What the limiter decides is when sends start (every worker's, from their records): at most the rate in
+    # any second. The receiver sees arrivals, which a stall of either side can bunch; a suite run once saw 84
+    # in a second. Both are checked, and a failure says which bunched.
+    sends = await starts(ctx, slow["destination"])
+    assert len(sends) == 1000
+    busiest = {"arrivals": busiest_second(arrivals), "starts": busiest_second(sends)}
+    assert busiest["starts"] <= 50, busiest
+    assert busiest["arrivals"] <= 55, busiest
     assert Counter(r.headers["x-hookyard-event-id"] for r in limited.requests) == Counter(slow["events"])
     assert {r.headers["x-hookyard-event-id"] for r in other.requests} == set(fast["events"])
     # 1,000 at 50/s take 20 s; the other destination's 200 are all in before the limited one's first 200.
