@@ -6,26 +6,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from control.service.retention import expire_bodies
 from control.workers.sweep import Sweep
 from tests.destination import MATCH_ALL, add_destination, add_rule
 from tests.events_support import Ev, store, store_delivery, store_task
-from tests.helpers import assert_error, create_endpoint, db
+from tests.helpers import assert_error, create_endpoint
 
 BODY = b'{"customer": "cus_secret_42", "amount": 100}'
-
-
-@pytest.fixture
-async def conn(database_url):
-    async with db(database_url) as connection:
-        yield connection
-
-
-@pytest.fixture
-async def endpoint(client, account):
-    return (await create_endpoint(client, account.headers))["id"]
 
 
 async def _retain(client, account, endpoint_id, days):

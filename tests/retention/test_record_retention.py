@@ -6,24 +6,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from control.service.retention import expire_records
 from control.workers.sweep import Sweep
 from shared import ids
 from tests.events_support import store_delivery, store_task
-from tests.helpers import create_endpoint, db
-
-
-@pytest.fixture
-async def conn(database_url):
-    async with db(database_url) as connection:
-        yield connection
-
-
-@pytest.fixture
-async def endpoint(client, account):
-    return (await create_endpoint(client, account.headers))["id"]
+from tests.helpers import create_endpoint
 
 
 def _ago(days: float) -> datetime:
