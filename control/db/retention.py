@@ -93,15 +93,15 @@ async def body_retention(conn: asyncpg.Connection, endpoint_ids: list[str]) -> d
 class Removed(NamedTuple):
     removed: int
     scanned: int
-    """Rows the batch looked at (a batch shorter than its limit reached the end of the range)."""
+    """Rows the batch took (a batch shorter than its limit reached the end of the range)."""
     last: str | None
-    """The greatest id looked at: the next batch starts after it."""
+    """The greatest id taken: the next batch starts after it."""
 
 
 # Records and tasks are not partitioned: they go by id range, oldest first. Ids are ULIDs (time first), so
 # ``id < below`` walks the primary key from its oldest end; ``created_at`` is checked too, so a row is never
 # removed before its time even if an id and its row disagreed. Each batch starts after the last id the one
-# before it looked at, so the dead entries a batch leaves in the index are not walked again. SKIP LOCKED: a
+# before it took, so the dead entries a batch leaves in the index are not walked again. SKIP LOCKED: a
 # row someone holds (an erasure deleting it too) is left for a later round.
 _RECORDS = """
 WITH batch AS (
@@ -113,15 +113,17 @@ WITH batch AS (
 SELECT (SELECT count(*) FROM gone) AS removed, (SELECT count(*) FROM batch) AS scanned,
        (SELECT max(id) FROM batch) AS last
 """
-# Only finished tasks: a pending or in-flight one (its destination down for longer than the retention) goes
-# once it has finished, as failed when its event is no longer stored.
+# Only finished tasks, and only they are locked: a pending or in-flight one (its destination down for longer
+# than the retention) is neither held from a claim nor from its result, and goes once it has finished (as
+# failed when its event is no longer stored).
 _TASKS = """
 WITH batch AS (
-    SELECT id, status FROM delivery_tasks WHERE id > $1 AND id < $2 AND created_at < $3 ORDER BY id LIMIT $4
+    SELECT id FROM delivery_tasks
+     WHERE id > $1 AND id < $2 AND created_at < $3 AND status IN ('succeeded', 'failed')
+     ORDER BY id LIMIT $4
        FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM delivery_tasks t USING batch b
-     WHERE t.id = b.id AND b.status IN ('succeeded', 'failed') RETURNING 1
+    DELETE FROM delivery_tasks t USING batch b WHERE t.id = b.id RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone) AS removed, (SELECT count(*) FROM batch) AS scanned,
        (SELECT max(id) FROM batch) AS last
@@ -135,7 +137,6 @@ async def remove_records(conn: asyncpg.Connection, *, after: str, below: str, cu
 
 
 async def remove_tasks(conn: asyncpg.Connection, *, after: str, below: str, cutoff: datetime, limit: int) -> Removed:
-    """Deletes the finished ones among up to ``limit`` delivery tasks with ``after < id < below`` created
-    before ``cutoff``."""
+    """Deletes up to ``limit`` finished delivery tasks with ``after < id < below`` created before ``cutoff``."""
     row = await conn.fetchrow(_TASKS, after, below, cutoff, limit)
     return Removed(row["removed"], row["scanned"], row["last"])
