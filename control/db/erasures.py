@@ -21,8 +21,6 @@ from typing import NamedTuple
 
 import asyncpg
 
-from control.db import learn_queue
-
 __all__ = (
     "JOB_COLUMNS",
     "Candidates",
@@ -188,8 +186,9 @@ class Erased(NamedTuple):
     deliveries: int
 
 
-# The events are locked in (received_at, id) order before they are deleted, so two erasures of overlapping
-# events wait for each other, never in a cycle (a DELETE alone locks in whatever order its join plan visits).
+# The events are locked in (received_at, id) order before they are deleted: the order the learn worker
+# locks the events it reads (``control.db.learn_queue.events``), so an erasure and a learner sharing events
+# wait for each other, never in a cycle (a DELETE alone locks in whatever order its join plan visits).
 _ERASE_EVENTS = """
 WITH locked AS (
     SELECT e.id, e.received_at FROM events e JOIN unnest($2::text[], $3::timestamptz[]) AS m(id, received_at)
@@ -218,16 +217,14 @@ SELECT (SELECT count(*) FROM d) AS deliveries, (SELECT count(*) FROM t) AS tasks
 async def erase(conn: asyncpg.Connection, endpoint_id: str, events: list[tuple[str, datetime]]) -> Erased:
     """Removes the events (id, received_at) of the endpoint and what holds their data; counts what it removed.
 
-    First the learners' gate, exclusively (``control.db.learn_queue.close_gate``: every learner step that may
-    have read these events commits first, and none reads until this transaction ends), then two statements,
-    the events first, locked in arrival order: a replay that records its delivery locks its event first
-    (``control.db.delivery_records.insert_for_event``), so the events' deletion waits for a replay's commit,
-    and the second statement, with a snapshot taken after it, sees that replay's record too; a replay that
-    comes later finds no event and records nothing."""
+    Two statements, the events first, locked in arrival order (the order the learn worker locks the events
+    it reads, ``control.db.learn_queue.events``; the deletion waits for that worker's commit): a replay that
+    records its delivery locks its event first (``control.db.delivery_records.insert_for_event``), so the
+    events' deletion waits for a replay's commit, and the second statement, with a snapshot taken after it,
+    sees that replay's record too; a replay that comes later finds no event and records nothing."""
     if not events:
         return Erased(0, 0)
     ids, received = [e[0] for e in events], [e[1] for e in events]
-    await learn_queue.close_gate(conn)
     done = await conn.execute(_ERASE_EVENTS, endpoint_id, ids, received)
     row = await conn.fetchrow(_ERASE_HOLDERS, endpoint_id, ids)
     return Erased(int(done.rsplit(" ", 1)[-1]), row["deliveries"])

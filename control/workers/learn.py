@@ -12,10 +12,9 @@ transaction. So every stored event is learned exactly once:
   (``control.db.schemas.lock``), so they wait for each other instead of merging a state twice or
   deadlocking.
 
-A step reads the events behind the gate (``control.db.learn_queue.pass_gate``, an advisory lock held shared
-until its commit): an erasure takes it exclusively before deleting, so it waits for the step's commit, and
-its later scrub of the schemas removes what the step learned; without it a step that read an event before
-the deletion could merge its value back after the scrub (ADR 0038).
+The events are read ``FOR KEY SHARE`` (``control.db.learn_queue.events``): an erasure deleting one of them
+waits for the step's commit, so its later scrub of the schemas removes what the step learned; without the
+lock a step that read the event before the deletion could merge its value back after the scrub (ADR 0038).
 
 Why a worker of its own, reading the events back from Postgres rather than carrying bodies in Redis: the
 note is the only thing written atomically with the events, and the flush's batch is the unit a stream
@@ -73,7 +72,6 @@ class Learn:
             notes = await queue.take(conn, self.notes)
             if not notes:
                 return 0
-            await queue.pass_gate(conn)
             rows = await queue.events(conn, notes)
             if rows:
                 await self.learner.learn(conn, rows)
