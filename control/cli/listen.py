@@ -10,7 +10,9 @@ resumes after the last event the previous one forwarded. (Killed with SIGKILL be
 write, that one event is forwarded again: at least once, like every webhook.) Ctrl-C lets the forward in
 progress finish, saves, and exits 0. ``--events`` skips other types on this side; the cursor moves past
 them all the same. A first run pins "now" to a position (one short wait, as ``tail`` does) before it
-prints "Ready", so an event sent as that line appears is forwarded, once.
+prints "Ready", so an event sent as that line appears is forwarded, once. The first forward that looks like
+the wrong target (refused, or a 404/405, perhaps from another program on the port: its ``Server`` header is
+named) prints one hint with the ``replay`` command that sends that event again.
 
 ``tail`` prints one line per arriving event (following each endpoint from now) and per delivery attempt
 (the endpoint's deliveries list, polled every second; only attempts made after it started). Where "now" is
@@ -33,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, NamedTuple, TextIO, TypeVar
 
 import httpx
 
@@ -188,17 +190,42 @@ def _standard_too(signed: dict[str, str]) -> dict[str, str]:
     return signed
 
 
-async def _forward(
-    client: httpx.AsyncClient, url: str, event: dict[str, Any], resign_with: str | None
-) -> tuple[int | None, int, str | None]:
+class _Forwarded(NamedTuple):
+    status: int | None
+    latency_ms: int
+    error: str | None
+    server: str | None
+    """The answer's ``Server`` header: which program answered, for the hint when it looks like another one."""
+    refused: bool
+
+
+async def _forward(client: httpx.AsyncClient, url: str, event: dict[str, Any], resign_with: str | None) -> _Forwarded:
     method, headers, body = _request(event, resign_with)
     started = time.perf_counter()
+    server, refused = None, False
     try:
         resp = await client.request(method, url, headers=headers, content=body)
-        status, error = resp.status_code, None
+        status, error, server = resp.status_code, None, resp.headers.get("server")
     except httpx.HTTPError as exc:
-        status, error = None, f"{type(exc).__name__}: {exc}"[:120]
-    return status, round((time.perf_counter() - started) * 1000), error
+        status, error, refused = None, f"{type(exc).__name__}: {exc}"[:120], isinstance(exc, httpx.ConnectError)
+    return _Forwarded(status, round((time.perf_counter() - started) * 1000), error, server, refused)
+
+
+def _hint(forward_to: str, event: dict[str, Any], done: _Forwarded) -> str | None:
+    """One line for a forward that looks like the wrong target: nothing listening, or something that has no
+    such route (another program on the port, or the app at another path). listen moves on either way (the
+    event stays stored), so the hint says how to send it again."""
+    again = f"`hookyard replay {event['id']} --to URL` sends it again"
+    if done.refused:
+        return f"  hint: nothing is listening at {forward_to}; start your app there ({again})"
+    if done.status in (404, 405):
+        by = f" from {done.server!r}" if done.server else ""
+        method = str(event.get("method") or "POST")
+        return (
+            f"  hint: {forward_to} answered {done.status}{by}: is that your app, and does it take {method} at that "
+            f"path? ({again})"
+        )
+    return None
 
 
 def state_file(data_dir: str, control_url: str, endpoint_id: str, forward_to: str) -> Path:
@@ -259,13 +286,18 @@ async def listen(
         out.line(f"Ready. Send webhooks to {endpoint['ingest_url']} (endpoint {endpoint['id']})")
     out.line(f"Forwarding to {forward_to}, {resumed}. Ctrl-C stops.")
     async with httpx.AsyncClient(timeout=_FORWARD_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+        hinted = False  # once per run: the first forward that looks like the wrong target says so
         while True:
             if event is not None and (not events or event.get("event_type") in events):
-                status, latency, error = await _forward(client, forward_to, event, resign_with)
+                done = await _forward(client, forward_to, event, resign_with)
                 out.line(
                     f"{_now()}  {event.get('provider') or '-':<9}  {event.get('event_type') or '-':<32}  "
-                    f"→ {out.status(status, error)}  {latency:>5} ms  {event['id']}"
+                    f"→ {out.status(done.status, done.error)}  {done.latency_ms:>5} ms  {event['id']}"
                 )
+                hint = None if hinted else _hint(forward_to, event, done)
+                if hint is not None:
+                    out.line(hint)
+                    hinted = True
             if cursor is not None:
                 follow.save(cursor)  # after the forward: at least once, never skipped
             ok, answer = await _patiently(stop, out, follow.next, "control plane", follow.remote)

@@ -38,7 +38,7 @@ from shared.keys import Keys
 from shared.samples import sample
 from shared.settings import Settings
 from tests.conftest import make_account
-from tests.destination import Destination
+from tests.destination import Destination, Reply
 from tests.events_support import Ev, store, store_delivery
 from tests.helpers import (
     db,
@@ -192,6 +192,39 @@ def test_listen_forwards_every_event_once_across_control_and_own_restarts(
 def _relay_as(prefix: str, headers: dict[str, str]) -> dict[str, str]:
     """The identity scheme's relay-* headers under the names a library reads."""
     return {f"{prefix}-{part}": headers[f"relay-{part}"] for part in ("id", "timestamp", "signature")}
+
+
+def test_listen_says_once_when_its_target_looks_wrong(
+    running, destination: Destination, procs: list[Proc], tmp_path: Path
+) -> None:
+    """Another program on the port (it answers 404 and names itself), then nothing on it: one hint line per
+    run, naming what answered and how to send the event again; every event is still forwarded and printed."""
+    _stack, env, api = running
+    endpoint = api.post("/v1/endpoints", json={"name": "wrong target"}).json()
+    destination.reply(default=Reply(status=404, body=b"Cannot POST /hook", headers={"server": "other-app/1.0"}))
+    wrong = Proc(["listen", endpoint["id"], "--forward-to", destination.url], env, tmp_path / "wrong.log")
+    procs.append(wrong)
+    wrong.wait_for_output("Forwarding to")
+    acked = [httpx.post(endpoint["ingest_url"], json={"n": n}).json()["id"] for n in range(2)]
+    _until(lambda: len(re.findall(r"→ 404", wrong.output)) == 2, what="both forwards answered 404")
+    hints = re.findall(r"^  hint: .*$", wrong.output, re.MULTILINE)
+    assert hints == [
+        f"  hint: {destination.url} answered 404 from 'other-app/1.0': is that your app, and does it take POST at "
+        f"that path? (`hookyard replay {acked[0]} --to URL` sends it again)"
+    ]
+    assert wrong.interrupt() == 0
+
+    nowhere = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
+    refused = Proc(["listen", endpoint["id"], "--forward-to", nowhere], env, tmp_path / "refused.log")
+    procs.append(refused)
+    refused.wait_for_output("Forwarding to")
+    third = httpx.post(endpoint["ingest_url"], json={"n": 2}).json()["id"]
+    refused.wait_for_output(re.escape(third))
+    assert re.findall(r"^  hint: .*$", refused.output, re.MULTILINE) == [
+        f"  hint: nothing is listening at {nowhere}; start your app there (`hookyard replay {third} --to URL` "
+        "sends it again)"
+    ]
+    assert refused.interrupt() == 0
 
 
 def test_listen_start_filters_event_types_and_resigns(
