@@ -32,7 +32,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO, TypeVar
@@ -211,11 +211,11 @@ async def _forward(client: httpx.AsyncClient, url: str, event: dict[str, Any], r
     return _Forwarded(status, round((time.perf_counter() - started) * 1000), error, server, refused)
 
 
-def _hint(forward_to: str, event: dict[str, Any], done: _Forwarded) -> str | None:
+def _hint(forward_to: str, event: dict[str, Any], done: _Forwarded, replay_flags: Sequence[str]) -> str | None:
     """One line for a forward that looks like the wrong target: nothing listening, or something that has no
     such route (another program on the port, or the app at another path). listen moves on either way (the
     event stays stored), so the hint says how to send it again."""
-    again = f"`hookyard replay {event['id']} --to URL` sends it again"
+    again = f"`{shlex.join(['hookyard', 'replay', event['id'], '--to', 'URL', *replay_flags])}` sends it again"
     if done.refused:
         return f"  hint: nothing is listening at {forward_to}; start your app there ({again})"
     if done.status in (404, 405):
@@ -253,9 +253,11 @@ async def listen(
     events: frozenset[str],
     resign_with: str | None,
     again: list[str] | None = None,
+    replay_flags: Sequence[str] = (),
     stream: TextIO = sys.stdout,
 ) -> int:
-    """``again``: the flags the "restart with:" line repeats (default: ``--forward-to`` alone).
+    """``again``: the flags the "restart with:" line repeats (default: ``--forward-to`` alone); ``replay_flags``:
+    those the hint's ``replay`` line adds (the same instance, the same re-signing).
 
     Where "now" is, is pinned before "Ready" is printed (as ``tail`` does): an event sent as that line
     appears is forwarded, once. The endpoint is recorded as the one later commands default to first."""
@@ -294,7 +296,7 @@ async def listen(
                     f"{_now()}  {event.get('provider') or '-':<9}  {event.get('event_type') or '-':<32}  "
                     f"→ {out.status(done.status, done.error)}  {done.latency_ms:>5} ms  {event['id']}"
                 )
-                hint = None if hinted else _hint(forward_to, event, done)
+                hint = None if hinted else _hint(forward_to, event, done, replay_flags)
                 if hint is not None:
                     out.line(hint)
                     hinted = True

@@ -214,17 +214,25 @@ def test_listen_says_once_when_its_target_looks_wrong(
     ]
     assert wrong.interrupt() == 0
 
-    nowhere = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
-    refused = Proc(["listen", endpoint["id"], "--forward-to", nowhere], env, tmp_path / "refused.log")
+    # the instance named by flag this time: the hint's command carries the flag, and works as printed
+    nowhere, data_dir = f"http://127.0.0.1:{free_port()}/hook", env["HOOKYARD_DATA_DIR"]
+    args = ["listen", endpoint["id"], "--forward-to", nowhere, "--data-dir", data_dir]
+    refused = Proc(args, env, tmp_path / "refused.log")
     procs.append(refused)
     refused.wait_for_output("Forwarding to")
     third = httpx.post(endpoint["ingest_url"], json={"n": 2}).json()["id"]
     refused.wait_for_output(re.escape(third))
     assert re.findall(r"^  hint: .*$", refused.output, re.MULTILINE) == [
-        f"  hint: nothing is listening at {nowhere}; start your app there (`hookyard replay {third} --to URL` "
-        "sends it again)"
+        f"  hint: nothing is listening at {nowhere}; start your app there (`hookyard replay {third} --to URL "
+        f"--data-dir {data_dir}` sends it again)"
     ]
     assert refused.interrupt() == 0
+    destination.reply(default=Reply())
+    command = re.search(r"`hookyard (replay [^`]+)`", refused.output).group(1).replace("URL", destination.url)
+    without = {k: v for k, v in env.items() if k != "HOOKYARD_DATA_DIR"}
+    sent = _cli(without, *command.split())
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(destination.requests[-1].body) == {"n": 2}
 
 
 def test_listen_start_filters_event_types_and_resigns(

@@ -115,23 +115,26 @@ def _listen(args: argparse.Namespace) -> int:
             events=types,
             resign_with=args.resign_with,
             again=_listen_again(args, remote),
+            replay_flags=_same_instance(args, remote) + _resigned(args),
         ),
     )
 
 
+def _same_instance(args: argparse.Namespace, remote: Any) -> list[str]:
+    """The flags that find this instance again: a control URL given by flag or variable, a data dir by flag."""
+    flags = ["--control-url", remote.base_url] if remote.source in ("--control-url", CONTROL_URL_ENV) else []
+    return flags + (["--data-dir", args.data_dir] if args.data_dir else [])
+
+
+def _resigned(args: argparse.Namespace) -> list[str]:
+    return ["--resign-with", args.resign_with] if args.resign_with else []
+
+
 def _listen_again(args: argparse.Namespace, remote: Any) -> list[str]:
-    """What ``listen --start``'s "restart with:" line repeats besides the endpoint: the same instance (a URL
-    given by flag or variable, a data dir by flag), the same filter and re-signing."""
-    again = ["--forward-to", args.forward_to]
-    if remote.source in ("--control-url", CONTROL_URL_ENV):
-        again += ["--control-url", remote.base_url]
-    if args.data_dir:
-        again += ["--data-dir", args.data_dir]
-    if args.events:
-        again += ["--events", args.events]
-    if args.resign_with:
-        again += ["--resign-with", args.resign_with]
-    return again
+    """What ``listen --start``'s "restart with:" line repeats besides the endpoint: the same instance, the same
+    filter and re-signing."""
+    events = ["--events", args.events] if args.events else []
+    return ["--forward-to", args.forward_to, *_same_instance(args, remote), *events, *_resigned(args)]
 
 
 def _tail(args: argparse.Namespace) -> int:
