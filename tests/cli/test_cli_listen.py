@@ -1,0 +1,172 @@
+"""``hookyard listen`` as a user runs it: real edge, control and worker processes (``tests.stack``), the CLI as a
+subprocess, a real loopback destination.
+
+The ledger sends numbered events through the edge while the control plane is killed and restarted and while
+``listen`` itself is stopped and started again, and checks the destination got each number exactly once.
+Re-signed forwards are checked with the official libraries (stripe, svix, standardwebhooks)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+import standardwebhooks
+import stripe
+import svix
+
+from shared.samples import sample
+from tests.cli.webhooks_support import PROVIDER_SECRET, RESIGN, Proc, cli, relay_as, until
+from tests.destination import Destination, Reply
+from tests.stack import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _numbers(destination: Destination) -> list[int]:
+    return sorted(json.loads(r.body)["n"] for r in destination.requests)
+
+
+def test_listen_forwards_every_event_once_across_control_and_own_restarts(
+    running, destination: Destination, procs: list[Proc], tmp_path: Path
+) -> None:
+    stack, env, api = running
+    endpoint = api.post("/v1/endpoints", json={"name": "ledger"}).json()
+
+    def send(numbers: range) -> None:
+        for n in numbers:
+            ack = httpx.post(endpoint["ingest_url"], json={"n": n})
+            assert ack.status_code == 200, ack.text
+
+    def listen() -> Proc:
+        proc = Proc(["listen", endpoint["id"], "--forward-to", destination.url], env, tmp_path / "listen.log")
+        procs.append(proc)
+        return proc
+
+    first = listen()
+    first.wait_for_output("Forwarding to .*new events from now")
+    send(range(10))
+    stored = f"/v1/endpoints/{endpoint['id']}/events"
+    until(lambda: len(api.get(stored, params={"limit": 100}).json()["events"]) == 10, what="the first 10 stored")
+    until(lambda: len(destination.requests) >= 10, what="the first 10 forwarded")
+    stack.kill("control")  # SIGKILL, with listen's long poll in flight
+    send(range(10, 20))  # stored by the worker meanwhile
+    first.wait_for_output("cannot reach the control plane at .*retrying")
+    stack.start_control()
+    until(lambda: len(destination.requests) >= 20, what="the events sent while control was down")
+    assert first.interrupt() == 0
+    assert first.output.rstrip().endswith("stopped")
+    send(range(20, 30))  # while nobody listens
+    second = listen()
+    second.wait_for_output("resuming after the last event forwarded")
+    send(range(30, 40))
+    until(lambda: len(api.get(stored, params={"limit": 100}).json()["events"]) == 40, what="all 40 stored")
+    # A sentinel, stored after all 40: listen forwards in stored order, one at a time, so a duplicate of any
+    # of them would reach the destination before it does.
+    send(range(40, 41))
+    until(lambda: 40 in _numbers(destination), what="the sentinel sent after all 40")
+    assert _numbers(destination) == list(range(41))  # each exactly once
+    # listen prints an event's line once the destination has answered, so the sentinel's may come a moment after
+    # the destination has it (a suite run read the log first and found 40).
+    forwarded = re.compile(r"^\d\d:\d\d:\d\d  .* → 200 .* ms  (evt_\w+)$", re.MULTILINE)
+    until(lambda: len(forwarded.findall(second.output)) >= 41, what="a line for the sentinel")
+    lines = forwarded.findall(second.output)
+    assert len(lines) == 41 == len(set(lines))  # one line per event, across both runs (same log file)
+    assert second.interrupt() == 0
+
+
+def test_listen_says_once_when_its_target_looks_wrong(
+    running, destination: Destination, procs: list[Proc], tmp_path: Path
+) -> None:
+    """Another program on the port (it answers 404 and names itself), then nothing on it: one hint line per
+    run, naming what answered and how to send the event again; every event is still forwarded and printed."""
+    _stack, env, api = running
+    endpoint = api.post("/v1/endpoints", json={"name": "wrong target"}).json()
+    destination.reply(default=Reply(status=404, body=b"Cannot POST /hook", headers={"server": "other-app/1.0"}))
+    wrong = Proc(["listen", endpoint["id"], "--forward-to", destination.url], env, tmp_path / "wrong.log")
+    procs.append(wrong)
+    wrong.wait_for_output("Forwarding to")
+    acked = [httpx.post(endpoint["ingest_url"], json={"n": n}).json()["id"] for n in range(2)]
+    until(lambda: len(re.findall(r"→ 404", wrong.output)) == 2, what="both forwards answered 404")
+    hints = re.findall(r"^  hint: .*$", wrong.output, re.MULTILINE)
+    assert hints == [
+        f"  hint: {destination.url} answered 404 from 'other-app/1.0': is that your app, and does it take POST at "
+        f"that path? (`hookyard replay {acked[0]} --to URL` sends it again)"
+    ]
+    assert wrong.interrupt() == 0
+
+    # the instance named by flag this time: the hint's command carries the flag, and works as printed
+    nowhere, data_dir = f"http://127.0.0.1:{free_port()}/hook", env["HOOKYARD_DATA_DIR"]
+    args = ["listen", endpoint["id"], "--forward-to", nowhere, "--data-dir", data_dir]
+    refused = Proc(args, env, tmp_path / "refused.log")
+    procs.append(refused)
+    refused.wait_for_output("Forwarding to")
+    third = httpx.post(endpoint["ingest_url"], json={"n": 2}).json()["id"]
+    refused.wait_for_output(re.escape(third))
+    assert re.findall(r"^  hint: .*$", refused.output, re.MULTILINE) == [
+        f"  hint: nothing is listening at {nowhere}; start your app there (`hookyard replay {third} --to URL "
+        f"--data-dir {data_dir}` sends it again)"
+    ]
+    assert refused.interrupt() == 0
+    destination.reply(default=Reply())
+    command = re.search(r"`hookyard (replay [^`]+)`", refused.output).group(1).replace("URL", destination.url)
+    without = {k: v for k, v in env.items() if k != "HOOKYARD_DATA_DIR"}
+    sent = cli(without, *command.split())
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(destination.requests[-1].body) == {"n": 2}
+
+
+def test_listen_start_filters_event_types_and_resigns(
+    running, destination: Destination, procs: list[Proc], tmp_path: Path
+) -> None:
+    _stack, env, api = running
+    proc = Proc(
+        [
+            "listen",
+            "--start",
+            "--forward-to",
+            destination.url,
+            "--events",
+            "invoice.paid,user.created",
+            "--resign-with",
+            RESIGN,
+        ],
+        env,
+        tmp_path / "start.log",
+    )
+    procs.append(proc)
+    ingest_url = proc.wait_for_output(r"Send webhooks to (\S+)").group(1)
+    endpoint_id = proc.wait_for_output(r"endpoint (ep_\w+) \(temporary").group(1)
+    assert api.get(f"/v1/endpoints/{endpoint_id}").json()["temporary"] is True
+    proc.wait_for_output("Forwarding to")
+    sent, acked = {}, {}
+    for provider, event_type in (
+        ("payments", "charge.refunded"),
+        ("payments", "invoice.paid"),
+        ("identity", "user.created"),
+    ):
+        webhook = sample(provider, event_type, secret=PROVIDER_SECRET)
+        ack = httpx.post(ingest_url, content=webhook.body, headers=webhook.headers)
+        assert ack.status_code == 200, ack.text
+        sent[event_type], acked[event_type] = webhook, ack.json()["id"]
+    refunded = f"/v1/events/{acked['charge.refunded']}"
+    until(lambda: api.get(refunded).status_code == 200, what="charge.refunded stored")
+    # A sentinel of a listed type, stored after charge.refunded: listen goes through the events in stored order,
+    # so once the sentinel is forwarded, charge.refunded was passed over, not merely not reached yet.
+    sentinel = sample("identity", "user.created", secret=PROVIDER_SECRET)
+    assert httpx.post(ingest_url, content=sentinel.body, headers=sentinel.headers).status_code == 200
+    until(lambda: len(destination.requests) >= 3, what="the two events of the listed types and the sentinel")
+    paid, created, last = destination.requests
+    assert len(destination.requests) == 3
+    assert last.headers["relay-id"] == sentinel.headers["relay-id"]
+    assert json.loads(paid.body)["type"] == "invoice.paid"
+    stripe.WebhookSignature.verify_header(paid.body.decode(), paid.headers["pay-signature"], RESIGN, tolerance=300)
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(paid.body.decode(), paid.headers["pay-signature"], PROVIDER_SECRET)
+    assert created.headers["relay-id"] == sent["user.created"].headers["relay-id"]  # its own idempotency id
+    standardwebhooks.Webhook(RESIGN).verify(created.body, relay_as("webhook", created.headers))
+    svix.Webhook(RESIGN).verify(created.body, relay_as("svix", created.headers))
+    assert proc.interrupt() == 0
+    assert len(re.findall(r"→ 200", proc.output)) == 3
