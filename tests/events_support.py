@@ -168,12 +168,13 @@ async def store_task(
     status: str = "pending",
 ) -> str:
     """A delivery task for an event already stored (the flush creates tasks with their event): pending and
-    created now, unless told otherwise (its id then carries ``created_at``'s time, as the flush's would)."""
+    created now, unless told otherwise (its id then carries ``created_at``'s time, as the flush's would; it
+    was last updated then too)."""
     task_id = ids.new_id("task", None if created_at is None else int(created_at.timestamp() * 1000))
     await conn.execute(
         """INSERT INTO delivery_tasks (id, endpoint_id, event_id, event_received_at, rule_id, destination_id,
-                                       created_at, status)
-            VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), $8)""",
+                                       created_at, updated_at, status)
+            VALUES ($1, $2, $3, $4, $5, $6, coalesce($7, now()), coalesce($7, now()), $8)""",
         task_id,
         endpoint_id,
         event_id,

@@ -115,11 +115,13 @@ SELECT (SELECT count(*) FROM gone) AS removed, (SELECT count(*) FROM batch) AS s
 """
 # Only finished tasks, and only they are locked: a pending or in-flight one (its destination down for longer
 # than the retention) is neither held from a claim nor from its result, and goes once it has finished (as
-# failed when its event is no longer stored).
+# failed when its event is no longer stored). A finished task also stays until ``$5``: it may own a
+# deduplication key (``control.db.dedup``), whose window runs from its first attempt, which ``updated_at``
+# (its finish) cannot precede.
 _TASKS = """
 WITH batch AS (
     SELECT id FROM delivery_tasks
-     WHERE id > $1 AND id < $2 AND created_at < $3 AND status IN ('succeeded', 'failed')
+     WHERE id > $1 AND id < $2 AND created_at < $3 AND status IN ('succeeded', 'failed') AND updated_at < $5
      ORDER BY id LIMIT $4
        FOR UPDATE SKIP LOCKED
 ), gone AS (
@@ -136,7 +138,10 @@ async def remove_records(conn: asyncpg.Connection, *, after: str, below: str, cu
     return Removed(row["removed"], row["scanned"], row["last"])
 
 
-async def remove_tasks(conn: asyncpg.Connection, *, after: str, below: str, cutoff: datetime, limit: int) -> Removed:
-    """Deletes up to ``limit`` finished delivery tasks with ``after < id < below`` created before ``cutoff``."""
-    row = await conn.fetchrow(_TASKS, after, below, cutoff, limit)
+async def remove_tasks(
+    conn: asyncpg.Connection, *, after: str, below: str, cutoff: datetime, limit: int, finished_before: datetime
+) -> Removed:
+    """Deletes up to ``limit`` finished delivery tasks with ``after < id < below`` created before ``cutoff``
+    and finished before ``finished_before``."""
+    row = await conn.fetchrow(_TASKS, after, below, cutoff, limit, finished_before)
     return Removed(row["removed"], row["scanned"], row["last"])

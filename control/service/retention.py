@@ -26,6 +26,7 @@ than the instance's retention.
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
@@ -35,6 +36,7 @@ import msgspec
 from control.db import alerts as db_alerts
 from control.db import retention as db_retention
 from control.db.context import Context
+from control.records.destinations import MAX_DEDUPLICATE_WINDOW_S
 from shared import ids
 from shared.wire import decode_records
 
@@ -86,19 +88,29 @@ class Gone(NamedTuple):
 
 async def expire_records(ctx: Context, *, batch: int = BATCH, budget_s: float = 10.0) -> Gone:
     """Removes the delivery records, and the finished delivery tasks, created longer ago than the instance's
-    retention: what an event leaves behind once its partition is dropped."""
+    retention: what an event leaves behind once its partition is dropped. A finished task stays at least the
+    longest deduplication window (7 days) after it finished, whatever the retention: a task holds no payload,
+    and a copy arriving within the window must find it to be skipped."""
     deadline = time.monotonic() + budget_s
-    cutoff = datetime.now(UTC) - timedelta(days=ctx.settings.retention_days)
-    cutoff_ms = int(cutoff.timestamp() * 1000)
+    now = datetime.now(UTC)
+    cutoff = now - timedelta(days=ctx.settings.retention_days)
+    # A finished task is what tells a later copy of its webhook that it was delivered (deduplication): it stays
+    # for the longest window even where the retention is shorter, or the copy would be sent after all.
+    deduplicated = now - timedelta(seconds=MAX_DEDUPLICATE_WINDOW_S)
+    tasks = functools.partial(db_retention.remove_tasks, finished_before=deduplicated)
     removed = {}
-    for prefix, remove in (("dlv", db_retention.remove_records), ("task", db_retention.remove_tasks)):
+    for prefix, remove, until in (
+        ("dlv", db_retention.remove_records, cutoff),
+        ("task", tasks, min(cutoff, deduplicated)),
+    ):
+        cutoff_ms = int(until.timestamp() * 1000)
         below = ids.new_id(prefix, cutoff_ms)[: len(prefix) + 11]  # the time part only: below every id of then
         after, removed[prefix] = "", 0
         while True:
             if time.monotonic() >= deadline:
                 return Gone(removed["dlv"], removed.get("task", 0), finished=False)
             async with ctx.pool.acquire() as conn:
-                done = await remove(conn, after=after, below=below, cutoff=cutoff, limit=batch)
+                done = await remove(conn, after=after, below=below, cutoff=until, limit=batch)
             removed[prefix] += done.removed
             if done.scanned < batch or done.last is None:
                 break
