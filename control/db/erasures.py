@@ -169,12 +169,18 @@ async def page(
     return Page(head["visited"], head["last_at"], head["last_id"], found)
 
 
+_TASKS_OF = """destination_id IN (SELECT id FROM destinations WHERE endpoint_id = $1)
+                   AND event_id = any($2::text[]) AND endpoint_id = $1"""
+"""The endpoint's tasks of the events ``$2``. Their key leads with the destination (migration 0029), and an
+endpoint's tasks are all to its own destinations (a deleted destination's tasks go with it)."""
+
+
 async def busy(conn: asyncpg.Connection, endpoint_id: str, event_ids: list[str]) -> set[str]:
     """Locks the events' delivery tasks (a claim in progress finishes first) and answers the events with an
     attempt in flight."""
     rows = await conn.fetch(
-        """SELECT event_id, status FROM delivery_tasks
-            WHERE event_id = any($2::text[]) AND endpoint_id = $1 ORDER BY id FOR UPDATE""",
+        f"""SELECT event_id, status FROM delivery_tasks
+            WHERE {_TASKS_OF} ORDER BY id FOR UPDATE""",
         endpoint_id,
         event_ids,
     )
@@ -200,11 +206,11 @@ WITH locked AS (
 DELETE FROM events e USING locked l
  WHERE e.endpoint_id = $1 AND e.id = l.id AND e.received_at = l.received_at
 """
-_ERASE_HOLDERS = """
+_ERASE_HOLDERS = f"""
 WITH d AS (
     DELETE FROM deliveries WHERE event_id = any($2::text[]) AND endpoint_id = $1 RETURNING 1
 ), t AS (
-    DELETE FROM delivery_tasks WHERE event_id = any($2::text[]) AND endpoint_id = $1 RETURNING 1
+    DELETE FROM delivery_tasks WHERE {_TASKS_OF} RETURNING 1
 ), k AS (
     DELETE FROM delivery_dedup WHERE event_id = any($2::text[])
        AND destination_id IN (SELECT id FROM destinations WHERE endpoint_id = $1)

@@ -120,7 +120,7 @@ routed AS (
     SELECT r.task_id, r.endpoint_id, r.event_id, r.received_at, r.rule_id, r.destination_id, r.order_key,
            r.order_pos, r.dedup_key
       FROM routed r JOIN live l ON l.id = r.destination_id AND l.endpoint_id = r.endpoint_id
-    ON CONFLICT (event_id, rule_id, destination_id) DO NOTHING
+    ON CONFLICT (destination_id, event_id, rule_id) DO NOTHING
     RETURNING 1
 ), counted AS (
     SELECT count(*) AS n FROM tasks
