@@ -50,7 +50,7 @@ def _with_postgres(found: Target, coro_fn: Callable[[], Coroutine[Any, Any, Any]
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from control.db.migrate import migrate
+    from control.db.migrate import available, migrate
     from control.service.sealed import keyring_of
 
     settings = command_settings(data_dir=clients.data_dir(args))
@@ -58,7 +58,8 @@ def _migrate(args: argparse.Namespace) -> int:
     keys = _encryption_keys(settings)
     keyring_of(keys)  # a malformed key stops here, before any migration
     applied = _with_postgres(found, lambda: migrate(found.url))
-    print("\n".join(f"applied {version}" for version in applied) if applied else "up to date")
+    # "up to date" names the newest migration, so an upgrade can be checked against the release's files.
+    print("\n".join(f"applied {version}" for version in applied) if applied else f"up to date ({available()[-1][0]})")
     resealed = _with_postgres(found, lambda: _reseal(found.url, keys))
     if any(resealed.values()):
         print("sealed " + ", ".join(f"{count} {column}" for column, count in resealed.items()))
