@@ -89,10 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 class _Version(argparse.Action):
     """``--version``, read when asked: argparse's own action wants the text while the parser is built, and
-    ``importlib.metadata`` is a noticeable part of a command's start-up."""
+    ``importlib.metadata`` is a noticeable part of a command's start-up. It names the newest migration shipped
+    too: the package version is not bumped for every change, the schema is what an upgrade must reach (``hookyard
+    migrate`` prints the same name when the database is up to date)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        print(f"hookyard {_version()}")  # on stdout, as argparse's own action prints it
+        from control.db.migrate import available
+
+        # on stdout, as argparse's own action prints it
+        print(f"hookyard {_version()} (schema {available()[-1][0]})")
         parser.exit()
 
 

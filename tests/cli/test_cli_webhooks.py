@@ -15,6 +15,7 @@ import re
 import signal
 import threading
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import svix
 
 from control.cli.listen import tail
 from control.cli.remote import Remote
+from control.db.migrate import available
 from control.workers import activity
 from shared.keys import Keys
 from shared.samples import sample
@@ -102,7 +104,7 @@ def test_tail_prints_a_line_per_event_and_per_delivery(
 def test_version_and_a_temporary_token_are_answered_plainly(running) -> None:
     _stack, env, _api = running
     version = cli(env, "--version")
-    assert re.fullmatch(r"hookyard \S+\n", version.stdout)
+    assert version.stdout == f"hookyard {metadata.version('hookyard')} (schema {available()[-1][0]})\n"
     refused = cli(
         {**env, "HOOKYARD_API_KEY": "hy_tmp_" + "a" * 32}, "trigger", "payments", "invoice.paid", "--endpoint", "x"
     )
