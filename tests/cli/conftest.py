@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from shared.settings import Settings
-from tests.cli.webhooks_support import Proc
 from tests.conftest import make_account
+from tests.firsthour.clirun import procs  # noqa: F401 - the fixture procs
 from tests.helpers import module_settings_fixture  # noqa: F401 - the fixture module_settings
 from tests.stack import Stack
 
@@ -26,14 +26,6 @@ def private_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="hookyard-test-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        proc.kill()
 
 
 @pytest.fixture(scope="module")

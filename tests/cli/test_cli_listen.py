@@ -18,8 +18,9 @@ import stripe
 import svix
 
 from shared.samples import sample
-from tests.cli.webhooks_support import PROVIDER_SECRET, RESIGN, Proc, cli, relay_as, until
+from tests.cli.webhooks_support import PROVIDER_SECRET, RESIGN, relay_as
 from tests.destination import Destination, Reply
+from tests.firsthour.clirun import Proc, cli, until
 from tests.stack import free_port
 
 pytestmark = pytest.mark.slow

@@ -32,10 +32,11 @@ from control.workers import activity
 from shared.keys import Keys
 from shared.samples import sample
 from shared.settings import Settings
-from tests.cli.webhooks_support import PROVIDER_SECRET, Proc, cli, relay_as, until
+from tests.cli.webhooks_support import PROVIDER_SECRET, relay_as
 from tests.conftest import make_account
 from tests.destination import Destination
 from tests.events_support import Ev, store, store_delivery
+from tests.firsthour.clirun import Proc, cli, until
 from tests.helpers import (
     db,
     redis_client,

@@ -1,8 +1,9 @@
-"""hookyard commands as a user runs them, for the first-hour tests: one-shot (``cli``) or long-running in
-their own session with their output in a file (``Proc``; ``Up`` for ``hookyard up``), in a directory of
-their own if asked (``cwd``, where the default data dir ``.hookyard`` is), and a deadline-bound wait
-(``until``). ``clean_env`` is this machine's environment without any hookyard setting: only what a test
-sets applies, as in a fresh shell."""
+"""hookyard commands as a user runs them, for the first-hour and CLI tests: one-shot (``cli``) or long-running
+in their own session with their output in a file (``Proc``; ``Up`` for ``hookyard up``), in a directory of
+their own if asked (``cwd``, where the default data dir ``.hookyard`` is), a deadline-bound wait (``until``),
+and the ``procs`` fixture that kills what a test started (imported by the conftests of tests/firsthour and
+tests/cli). ``clean_env`` is this machine's environment without any hookyard setting: only what a test sets
+applies, as in a fresh shell."""
 
 from __future__ import annotations
 
@@ -17,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.stack import _hookyard, free_port, stop_embedded_redis
 
-__all__ = ("Proc", "Up", "clean_env", "cli", "until", "up_in")
+__all__ = ("Proc", "Up", "clean_env", "cli", "procs", "until", "up_in")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -76,6 +78,15 @@ class Proc:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """The long-running commands a test starts; each killed after it, however it ended."""
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        proc.kill()
 
 
 class Up(Proc):

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.firsthour.clirun import procs  # noqa: F401 - the fixture procs
 from tests.stack import Stack
 
 CHROMIUM = "/usr/bin/chromium"

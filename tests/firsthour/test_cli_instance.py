@@ -48,14 +48,6 @@ def destination() -> Iterator[Destination]:
         yield server
 
 
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        proc.kill()
-
-
 def _ok(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +35,6 @@ TRIGGERED = (
 )
 # Re-signed by listen: an identity event also under the Standard Webhooks names, so both libraries read it.
 RESIGNED_BY = {"payments": ["stripe"], "identity": ["svix", "standardwebhooks"], "commerce": ["shopify"]}
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in started:
-        proc.kill()
 
 
 @pytest.fixture
