@@ -12,7 +12,7 @@
   (``control.service.expiry``), every round;
 - removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
 - removes the bodies and headers of events past their endpoint's ``body_retention_days``
-  (``control.service.retention``), in short batches within a time budget per round.
+  (``control.service.retention``), in short batches within a time budget per round;
 - removes the delivery records and finished delivery tasks past the instance's retention, as their events
   go (``control.service.retention``), in short batches within a time budget per round;
 - removes the dead letters past their endpoint's body retention, and the alerts resolved longer ago than
