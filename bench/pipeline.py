@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
@@ -46,7 +47,7 @@ from bench.delivery import _body, route_to_sink
 from bench.infra import bench_env, free_port, run_process
 from bench.setup import create_endpoint
 from bench.wrk import run_wrk
-from control.db import connect
+from control.db import connect, stats
 
 __all__ = ("run",)
 
@@ -57,9 +58,22 @@ DRAIN_TIMEOUT_S = 600
 
 
 async def _stored(database_url: str, endpoint_id: str) -> int:
+    """The endpoint's events, counted row by row: the ledger's figure."""
     conn = await connect(database_url)
     try:
         return await conn.fetchval("SELECT count(*) FROM events WHERE endpoint_id = $1", endpoint_id)
+    finally:
+        await conn.close()
+
+
+async def _counted(database_url: str, endpoint_id: str, since: datetime) -> int:
+    """The endpoint's events as the flush counted them (``stats_events``, written by the statement that stores
+    them, from its RETURNING): a few rows to add up, where counting the events reads them all."""
+    conn = await connect(database_url)
+    try:
+        window = stats.Window(since.replace(second=0, microsecond=0), datetime.now(UTC) + timedelta(hours=1))
+        rows = await stats.event_counts(conn, endpoint_id, window)
+        return sum(row["count"] for row in rows if row["grouped"] == stats.EVENTS_BY_HOUR)
     finally:
         await conn.close()
 
@@ -85,24 +99,27 @@ class _SinkLines:
         return self.seen
 
 
-def _drained(database_url: str, endpoint_id: str, sink_file: Path) -> tuple[int, Counter[str]]:
+def _drained(database_url: str, endpoint_id: str, sink_file: Path, since: datetime) -> tuple[int, Counter[str]]:
     """Waits until the stored events stopped growing and each reached the sink (or the timeout), and a
     moment more with nothing new, so that late extra deliveries are counted too.
 
     The look must not load the machine it measures: counting the endpoint's events costs Postgres a scan of
-    them (about 0.2 s at 200,000), and re-reading the whole sink file costs as much in Python. So the file is
-    read as it grows, and the events are counted only until their number stops changing (the flush caught
-    up with wrk), then once more when the sink has that many, to confirm it."""
+    them (about 0.15 s at 180,000, and the flush may lag wrk by several seconds, so it ran about ten times
+    a run), and re-reading the whole sink file costs as much in Python. So the file is read as it grows,
+    progress is followed on the flush's own counters (``_counted``), and the events themselves are counted
+    once, when the sink has that many, to confirm it: the figure returned is that count."""
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     sink = _SinkLines(sink_file)
-    stored, settled = asyncio.run(_stored(database_url, endpoint_id)), False
+    stored = asyncio.run(_counted(database_url, endpoint_id, since))
     last: tuple[int, int] | None = None
     while True:
         time.sleep(1.0)
         seen = sink.read()
-        if not settled or len(seen) >= stored:
-            counted = asyncio.run(_stored(database_url, endpoint_id))
-            settled, stored = counted == stored, counted
+        counted = asyncio.run(_counted(database_url, endpoint_id, since))
+        settled = counted == stored
+        stored = counted
+        if settled and len(seen) >= stored:
+            stored = asyncio.run(_stored(database_url, endpoint_id))
         now = (stored, sum(seen.values()))
         if (settled and len(seen) >= stored and now == last) or time.monotonic() > deadline:
             return stored, seen
@@ -164,6 +181,7 @@ def run(seconds: float) -> dict[str, object]:
         ):
             time.sleep(2)  # the worker LISTENing and its loops started, as the edge answers before they do
             cpu_before = _cpu(service, sink)
+            since = datetime.now(UTC)
             started = time.time()
             result = run_wrk(
                 f"{edge}/h/{endpoint.token}",
@@ -173,7 +191,7 @@ def run(seconds: float) -> dict[str, object]:
                 headers={"content-type": "application/json"},
             )
             ended = time.time()
-            stored, seen = _drained(database_url, endpoint.id, sink_file)
+            stored, seen = _drained(database_url, endpoint.id, sink_file, since)
             cpu = _cpu(service, sink)
             cpu.subtract(cpu_before)
             last_delivery = os.stat(sink_file).st_mtime if sink_file.exists() else ended
