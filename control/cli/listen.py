@@ -70,6 +70,16 @@ class _Out:
             return self.paint(f"ERR {error or ''}".strip(), "31")
         return self.paint(str(status), "32" if 200 <= status < 300 else "33" if status < 500 else "31")
 
+    def outcome(self, delivery: dict[str, Any]) -> str:
+        """A delivery record's outcome: its status, or why nothing was sent. A deduplicated copy and a delivery
+        its transform skipped are successes without a request (``docs/reference/delivery.md``): not errors."""
+        if delivery.get("duplicate_of"):
+            return self.paint(f"skipped, duplicate of {delivery['duplicate_of']}", "32")
+        transform = delivery.get("transform") or {}
+        if transform.get("outcome") == "skipped":
+            return self.paint("skipped by its transform", "32")
+        return self.status(delivery.get("response_status"), delivery.get("error"))
+
     def line(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
@@ -386,7 +396,7 @@ async def _tail_deliveries(
         for d in reversed([d for d in page if d["id"] not in seen]):
             out.line(
                 f"{_now()}  {out.paint('delivery', '35')}  {endpoint['id']}  {d['source']:<9}  "
-                f"{d.get('destination_url') or '-':<32}  → {out.status(d['response_status'], d.get('error'))}  "
+                f"{d.get('destination_url') or '-':<32}  → {out.outcome(d)}  "
                 f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  {d['event_id']}"
             )
         seen |= {d["id"] for d in page}

@@ -91,7 +91,8 @@ def test_tail_prints_a_line_per_event_and_per_delivery(
 ) -> None:
     _stack, env, api = running
     endpoint = api.post("/v1/endpoints", json={"name": "tailed"}).json()
-    api.post(f"/v1/endpoints/{endpoint['id']}/destinations", json={"url": destination.url, "forward_all": True})
+    created = {"url": destination.url, "forward_all": True, "deduplicate_window_s": 3600}
+    api.post(f"/v1/endpoints/{endpoint['id']}/destinations", json=created)
     proc = Proc(["tail", endpoint["id"]], env, tmp_path / "tail.log")
     procs.append(proc)
     proc.wait_for_output("Following 1 endpoint")  # said once tail knows where "now" is
@@ -99,6 +100,10 @@ def test_tail_prints_a_line_per_event_and_per_delivery(
     event_id = httpx.post(endpoint["ingest_url"], content=webhook.body, headers=webhook.headers).json()["id"]
     proc.wait_for_output(rf"event .*{endpoint['id']}  payments  +invoice\.paid .* POST not checked  {event_id}")
     proc.wait_for_output(rf"delivery .*rule .*{re.escape(destination.url)} .*→ 200 .*attempt 1  {event_id}")
+    # The provider sends it again: not sent, and not an error either (it printed "ERR" before).
+    again = httpx.post(endpoint["ingest_url"], content=webhook.body, headers=webhook.headers).json()["id"]
+    proc.wait_for_output(rf"delivery .*rule .*→ skipped, duplicate of {event_id} .*attempt 1  {again}")
+    assert "ERR" not in proc.output
     assert proc.interrupt() == 0
 
 
