@@ -172,8 +172,10 @@ SELECT grouping(destination_id) = 1 AS overall, destination_id, coalesce(sum(att
  GROUP BY GROUPING SETS ((destination_id), ())
 """
 
-# The latest rule attempt of each destination, found through deliveries_destination_created; a pause that is
-# still on; and the FIFO tasks waiting behind the head of their queue (delivery_tasks_fifo: none for others).
+# The latest rule attempt of each destination, found through deliveries_destination_created (a copy its
+# deduplication skipped and a delivery its transform skipped sent nothing: recorded, not attempts, as in the
+# counts); a pause that is still on; and the FIFO tasks waiting behind the head of their queue
+# (delivery_tasks_fifo: none for others).
 _DESTINATION_STATES = """
 SELECT d.id, d.name, d.url, d.consecutive_failures, d.circuit, d.circuit_opened_at,
        l.response_status AS last_status, l.created_at AS last_attempt_at,
@@ -183,7 +185,8 @@ SELECT d.id, d.name, d.url, d.consecutive_failures, d.circuit, d.circuit_opened_
            AS fifo_waiting
   FROM destinations d
   LEFT JOIN LATERAL (SELECT x.response_status, x.created_at FROM deliveries x
-                      WHERE x.destination_id = d.id AND x.source = 'rule'
+                      WHERE x.destination_id = d.id AND x.source = 'rule' AND x.duplicate_of IS NULL
+                        AND (x.transform IS NULL OR x.transform ->> 'outcome' IS DISTINCT FROM 'skipped')
                       ORDER BY x.created_at DESC LIMIT 1) l ON true
  WHERE d.endpoint_id = $1 AND ($2::text IS NULL OR d.id = $2)
  ORDER BY d.created_at, d.id

@@ -113,7 +113,8 @@ class DestinationHealth(msgspec.Struct, kw_only=True):
     """`succeeded / attempts`, rounded to 4 decimals; null when nothing was attempted."""
     latency_ms: LatencyPercentiles
     last_status: int | None
-    """HTTP status of the latest rule attempt, whenever it was; null if it got no response or none was made."""
+    """HTTP status of the latest rule attempt, whenever it was; null if it got no response or none was made. A
+    copy deduplication skipped and a delivery its transform skipped sent nothing: they are not attempts."""
     last_attempt_at: datetime | None
     """Start of the latest rule attempt, whenever it was (also before the 24 hours)."""
     consecutive_failures: int

@@ -85,6 +85,12 @@ async def test_a_provider_retry_is_delivered_once_and_retries_by_hand_and_replay
         assert skipped["destination_id"] == destination_id
         (sent,) = await _deliveries(client, account, original)
         assert (sent["duplicate_of"], sent["response_status"]) == (None, 200)
+        # The skip is recorded, not an attempt: the destination's health still shows the send, not a null
+        # status at the skip's time (which read as a failure).
+        got = await client.get(f"/v1/destinations/{destination_id}", headers=account.headers)
+        health = got.json()["health"]
+        assert (health["attempts"], health["last_status"]) == (1, 200), health
+        assert health["last_attempt_at"] == sent["created_at"]
 
         retried = await client.post(f"/v1/deliveries/{skipped['id']}/retry", headers=account.headers)
         assert retried.status_code == 202, retried.text
