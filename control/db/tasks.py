@@ -51,8 +51,10 @@ LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule
        c.dedup_key, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
        d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
        d.sign_deliveries, d.rate_limit_per_s, d.deduplicate_window_s, e.idempotency_key,
-       (e.id IS NOT NULL) AS event_found, e.body_expired_at, d.transform_digest, e.provider, e.event_type, e.labels"""
-"""What a leased task comes with (``c``: the task, ``e``: its event, ``d``: its destination)."""
+       (e.id IS NOT NULL) AS event_found, e.body_expired_at, d.transform_digest, e.provider, e.event_type, e.labels,
+       (c.order_key IS NOT NULL) AS ordered"""
+"""What a leased task comes with (``c``: the task, ``e``: its event, ``d``: its destination). ``ordered``: a FIFO
+task, whose finish lets the next of its line go."""
 
 CIRCUIT = "CASE WHEN d.paused_until > now() THEN 'paused' ELSE d.circuit END"
 """A candidate's gate: its destination's circuit, or ``paused`` while a ``Retry-After`` pause lasts."""
@@ -90,7 +92,7 @@ WITH {ctes}cand AS ({cand}), ranked AS (
            lease_expires_at = now() + make_interval(secs => $6)
       FROM picked WHERE t.id = picked.id
     RETURNING t.id, t.endpoint_id, t.event_id, t.event_received_at, t.rule_id, t.destination_id, t.attempts,
-              t.dedup_key, t.next_attempt_at
+              t.dedup_key, t.order_key, t.next_attempt_at
 ), meta AS (
     SELECT (SELECT count(*) FROM cand WHERE circuit <> 'closed') AS circuit_candidates, {meta}
 )
@@ -205,7 +207,7 @@ async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: f
                       lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
                 WHERE id = ANY($1::text[]) AND status = 'pending'
                RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts, dedup_key,
-                         next_attempt_at
+                         order_key, next_attempt_at
            )
            SELECT {LEASED_COLUMNS}
              FROM claimed c

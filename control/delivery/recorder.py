@@ -74,10 +74,12 @@ class Attempt:
     """Whether it tells about the destination's health (a transform that failed or skipped does not)."""
     pause_s: float | None = None
     """The destination answered 429 or 503 with ``Retry-After``: no delivery to it for this long."""
+    ordered: bool = False
+    """A FIFO task: once its result is written as final, the next task of its line may go."""
 
 
 class Recorder:
-    def __init__(self, ctx: Context, *, on_written: Callable[[bool], None] | None = None) -> None:
+    def __init__(self, ctx: Context, *, on_written: Callable[[bool, bool], None] | None = None) -> None:
         self.ctx = ctx
         self.on_written = on_written
         self.failing: Counter[str] = Counter()
@@ -209,7 +211,8 @@ class Recorder:
             self.failing.subtract(a.destination_id for a in batch if not a.success and a.circuit)
             self.failing = +self.failing  # drop the zeros
         if self.on_written is not None:
-            self.on_written(had_failures)
+            released = any(a.ordered and a.status != "pending" for a in batch)
+            self.on_written(had_failures, released)
 
     async def _write(self, batch: Sequence[Attempt], *, rows: Sequence[tuple[object, ...]] | None = None) -> None:
         """One transaction: the batch's delivery rows (``rows`` instead, when given), task results and

@@ -70,6 +70,12 @@ class Shaper:
             self._paused.pop(destination_id, None)
         return list(self._until)
 
+    def unblocked_at(self, now: float) -> float | None:
+        """The monotonic time the first of the destinations left out of claims comes back, later than ``now``
+        (None: none is): the deliver loop looks again then, not at its next poll."""
+        self.blocked(now)  # those back already are forgotten: a time in the past would end every wait at once
+        return min(self._until.values(), default=None)
+
     @property
     def caps(self) -> dict[str, int]:
         return self._caps

@@ -126,6 +126,7 @@ class Attempts:
                     transform=recorded(transformed),
                 ),
                 pause_s=pause_s,
+                ordered=task["ordered"],
             )
         )
         if pause_s and task["rate_limit_per_s"] is not None:

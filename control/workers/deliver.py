@@ -134,8 +134,11 @@ class Deliver:
         self._look = True
         self._wake.set()
 
-    def _written(self, had_failures: bool) -> None:
-        if had_failures:  # destinations whose failures were waiting to be counted are claimable again
+    def _written(self, had_failures: bool, released: bool) -> None:
+        """A batch of results is committed. ``released``: a FIFO task in it finished, so the next of its line is
+        a head now; nothing else wakes the loop for it (the send's end came before the commit), and it waited
+        for the poll (about a second between two deliveries of a line)."""
+        if had_failures or released:  # claimable again: failures counted, or lines moved on
             self._look = True
         if self._waiting_for_recorder and not self.recorder.stalled:
             self._look = True
@@ -195,6 +198,8 @@ class Deliver:
                     return len(claimed)
         if self._due_at is not None:
             wait_s = min(wait_s, max(0.0, self._due_at - now) + 0.001)
+        if (unblocked_at := self.shaper.unblocked_at(now)) is not None:  # a pause or a rate's wait ends
+            wait_s = min(wait_s, max(0.0, unblocked_at - now) + 0.001)
         try:
             await asyncio.wait_for(self._wake.wait(), wait_s)
         except TimeoutError:

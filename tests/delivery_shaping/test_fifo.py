@@ -120,3 +120,33 @@ async def test_fifo_per_key_holds_through_failing_heads_two_workers_and_a_kill(
     assert overlapping, "no two keys were ever in flight together"
     assert max(waiting_seen) > 0
     assert waiting_seen[-1] == 0
+
+
+async def test_a_line_moves_on_as_soon_as_its_head_is_recorded(
+    settings: Settings, client: Any, account: Any, tmp_path: Path
+) -> None:
+    """Only the poll woke the deliver loop once a head's result was committed (the send's end, which does wake
+    it, comes before the commit), so a line went a poll per delivery (about one a second). With a 5 s poll, a
+    line of 20 now goes in well under one."""
+    sink = Judging(lambda _request: Reply())
+    sink.start()
+    stack = Stack(settings, tmp_path, HOOKYARD_DELIVER_POLL_S="5")
+    try:
+        stack.start_worker("worker", "flush", "deliver")
+        stack.start_edge()
+        endpoint = await create_endpoint(client, account.headers)
+        created = await client.post(
+            f"/v1/endpoints/{endpoint['id']}/destinations",
+            json={"url": sink.url, "forward_all": True, "ordering": "fifo"},
+            headers=account.headers,
+        )
+        assert created.status_code == 201, created.text
+        ingest = f"{stack.edge_url}/h/{token_of(endpoint['ingest_url'])}"
+        async with httpx.AsyncClient() as provider:
+            for seq in range(20):
+                assert (await provider.post(ingest, json={"seq": seq})).status_code == 200
+        await sink.wait_for(20, timeout=4)
+    finally:
+        stack.stop_all()
+        sink.stop()
+    assert [json.loads(r.body)["seq"] for r in sink.requests] == list(range(20))

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from control.service import Context
+from control.workers import worker_context
 from shared.settings import Settings
 from tests.delivery_shaping.support import busiest_second, limited_tasks, starts
 from tests.destination import FAST_DELIVERY, Destination, Reply, fetch_row, make_task, running, serving
@@ -109,6 +110,34 @@ async def test_retry_after_pauses_the_whole_destination_for_every_worker(
     after = requests[1:]
     assert min(r.at for r in after) >= refused.at + 2 - 0.05
     assert {r.headers["x-hookyard-event-id"] for r in other.requests} == set(unpaused["events"])
+
+
+@pytest.mark.slow
+async def test_deliveries_resume_when_a_pause_ends_not_at_the_next_poll(
+    settings: Settings, limited: Destination
+) -> None:
+    """A worker leaves a paused destination out of its claims, and nothing but its poll woke it when the pause
+    ended: deliveries resumed up to a poll late. With a 5 s poll, they resume at the pause's end."""
+    limited.reply(Reply(status=429, retry_after="1"))
+    slow = msgspec.structs.replace(settings, deliver_poll_s=5.0, retry_schedule_s=(10.0, 10.0))
+    async with worker_context(slow) as ctx:  # the refused one's retry is not what ends the wait
+        paused = await limited_tasks(ctx, limited.url, 1)
+        async with running(ctx):
+            (refused,) = await limited.wait_for(1)
+
+            async def recorded() -> Any:
+                return await fetch_row(
+                    ctx,
+                    "SELECT paused_until FROM destinations WHERE id = $1 AND paused_until IS NOT NULL",
+                    paused["destination"],
+                )
+
+            await wait_for(recorded)
+            await _more_tasks(ctx, paused, 5)
+            requests = await limited.wait_for(6, timeout=4)  # the five new ones (the retry comes later)
+    after = requests[1:]
+    assert min(r.at for r in after) >= refused.at + 1 - 0.05
+    assert max(r.at for r in after) < refused.at + 2.5, [r.at - refused.at for r in after]
 
 
 async def _more_tasks(ctx: Context, made: dict[str, Any], count: int) -> None:
