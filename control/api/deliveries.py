@@ -12,6 +12,7 @@ from litestar.params import QueryParameter
 from control.api.openapi import errors
 from control.api.params import Cursor, EndpointId, boolean, query
 from control.records.deliveries import DeliveryList, DeliverySource
+from control.records.text import id_pattern
 from control.service import Context, Principal
 from control.service import deliveries as service
 
@@ -37,6 +38,10 @@ class DeliveryController(Controller):
         ] = None,
         limit: Annotated[int, QueryParameter(ge=1, le=100, description="Page size")] = 20,
         cursor: Cursor = None,
+        destination_id: Annotated[
+            str | None,
+            query("Only attempts to this destination (also one deleted since)", pattern=id_pattern("dst")),
+        ] = None,
     ) -> DeliveryList:
         """Every outbound attempt of the endpoint, a rule delivery's retries included, newest first, paged
         with `next_cursor` (null on the last page)."""
@@ -48,4 +53,5 @@ class DeliveryController(Controller):
             source=source,
             limit=limit,
             cursor=cursor,
+            destination_id=destination_id,
         )

@@ -21,11 +21,15 @@ async def page(
     source: str | None,
     limit: int,
     after: tuple[datetime, str] | None = None,
+    destination_id: str | None = None,
 ) -> list[asyncpg.Record]:
     """Up to ``limit`` attempts, newest first, strictly older than the ``after`` (created_at, id) key;
-    walks ``deliveries_endpoint_created``."""
+    walks ``deliveries_endpoint_created`` (``deliveries_destination_created`` for one destination)."""
     args: list[object] = [endpoint_id]
     parts = ["endpoint_id = $1"]
+    if destination_id is not None:
+        args.append(destination_id)
+        parts.append(f"destination_id = ${len(args)}")
     if success is not None:
         args.append(success)
         parts.append(f"success = ${len(args)}")

@@ -12,6 +12,7 @@ from control.service import Context, Principal
 from control.service.bodies import shown_body
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.endpoints import require_endpoint
+from shared import ids
 from shared.errors import ValidationError
 
 __all__ = ("SOURCES", "delivery_record", "list_deliveries")
@@ -38,16 +39,28 @@ async def list_deliveries(
     source: str | None = None,
     limit: int = 20,
     cursor: str | None = None,
+    destination_id: str | None = None,
 ) -> DeliveryList:
-    """Newest first; ``success=False`` lists the failures, ``source`` one kind of attempt."""
+    """Newest first; ``success=False`` lists the failures, ``source`` one kind of attempt, ``destination_id``
+    the attempts to one destination (also one deleted since: its attempts stay in the endpoint's list)."""
     if source is not None and source not in SOURCES:
         raise ValidationError(f"source: must be one of {', '.join(SOURCES)}")
+    if destination_id is not None and not ids.is_id(destination_id, "dst"):
+        raise ValidationError(f"destination_id: {destination_id[:100]!r} is not a destination id (dst_ and a ULID)")
     if not 1 <= limit <= 100:
         raise ValidationError("limit: must be between 1 and 100")
     after = decode_cursor("dlv", cursor) if cursor else None
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
-        rows = await db_deliveries.page(conn, endpoint_id, success=success, source=source, limit=limit + 1, after=after)
+        rows = await db_deliveries.page(
+            conn,
+            endpoint_id,
+            success=success,
+            source=source,
+            limit=limit + 1,
+            after=after,
+            destination_id=destination_id,
+        )
     more, rows = len(rows) > limit, rows[:limit]
     next_cursor = encode_cursor("dlv", rows[-1]["created_at"], rows[-1]["id"]) if more else None
     return DeliveryList(deliveries=[delivery_record(r) for r in rows], next_cursor=next_cursor)

@@ -9,6 +9,8 @@ import pytest
 from tests.events_support import DELIVERY_FIELDS, Ev, at, store, store_delivery
 from tests.helpers import assert_error, create_endpoint, parse_ts
 
+DESTINATIONS = ("dst_01KAAAAAAAAAAAAAAAAAAAAAA1", "dst_01KAAAAAAAAAAAAAAAAAAAAAA2")
+
 
 @pytest.fixture
 async def attempts(endpoint, conn):
@@ -22,10 +24,26 @@ async def attempts(endpoint, conn):
         success = i % 3 != 0
         created = start + timedelta(seconds=i // 2)  # two attempts per instant: ties broken by id
         event_id = (a.id, b.id)[i % 2]
+        destination_id = None if source == "replay" else DESTINATIONS[i % 3 % 2]
         delivery_id = await store_delivery(
-            conn, endpoint, event_id, created_at=created, success=success, source=source, attempt_number=i + 1
+            conn,
+            endpoint,
+            event_id,
+            created_at=created,
+            success=success,
+            source=source,
+            attempt_number=i + 1,
+            destination_id=destination_id,
         )
-        made.append({"id": delivery_id, "source": source, "success": success, "created_at": created})
+        made.append(
+            {
+                "id": delivery_id,
+                "source": source,
+                "success": success,
+                "created_at": created,
+                "destination_id": destination_id,
+            }
+        )
     return sorted(made, key=lambda d: (d["created_at"], d["id"]), reverse=True)
 
 
@@ -111,6 +129,12 @@ async def test_filters_alone_and_combined(client, account, endpoint, attempts):
         ({"source": "replay"}, lambda d: d["source"] == "replay"),
         ({"source": "manual_test"}, lambda d: d["source"] == "manual_test"),
         ({"source": "rule", "success": "false"}, lambda d: d["source"] == "rule" and not d["success"]),
+        ({"destination_id": DESTINATIONS[0]}, lambda d: d["destination_id"] == DESTINATIONS[0]),
+        (
+            {"destination_id": DESTINATIONS[1], "success": "false"},
+            lambda d: d["destination_id"] == DESTINATIONS[1] and not d["success"],
+        ),
+        ({"destination_id": "dst_01KAAAAAAAAAAAAAAAAAAAAAA3"}, lambda d: False),  # none, or another endpoint's
     ]
     for params, keep in cases:
         seen = await _all(client, account, endpoint, limit=4, **params)
@@ -137,6 +161,8 @@ async def test_invalid_parameters_are_400_naming_them(client, account, endpoint,
         ({"limit": "101"}, "limit"),
         ({"limit": "x"}, "limit"),
         ({"cursor": "garbage"}, "cursor"),
+        ({"destination_id": "ep_01KAAAAAAAAAAAAAAAAAAAAAA1"}, "destination_id"),
+        ({"destination_id": "dst_<script>"}, "destination_id"),
     ):
         resp = await client.get(f"/v1/endpoints/{endpoint}/deliveries", params=params, headers=account.headers)
         assert_error(resp, 400, "validation_error", field=name)

@@ -15,9 +15,17 @@ async def list_deliveries(
     source: str | None = None,
     limit: int = 20,
     cursor: str | None = None,
+    destination_id: str | None = None,
 ) -> DeliveryList:
     """List an endpoint's outbound attempts (rule deliveries, replays, tests), newest first; `success: false`
-    lists the failures."""
+    lists the failures, `destination_id` the attempts to one destination."""
     return await service.list_deliveries(
-        call.ctx, call.principal, endpoint_id, success=success, source=source, limit=limit, cursor=cursor
+        call.ctx,
+        call.principal,
+        endpoint_id,
+        success=success,
+        source=source,
+        limit=limit,
+        cursor=cursor,
+        destination_id=destination_id,
     )
