@@ -17,6 +17,7 @@ from control.api.erasures import EndpointErasureController, ErasureController
 from control.api.events import EndpointEventController, EventController
 from control.api.inbox_links import EndpointInboxLinkController
 from control.api.labels import EndpointLabelController, LabelController
+from control.api.query_names import UnknownQueryMiddleware
 from control.api.replay import DestinationTestController, ReplayController
 from control.api.retries import DeliveryRetryController, DeliveryRetryJobController, EndpointDeliveryRetryController
 from control.api.rules import EndpointRuleController, RuleController
@@ -61,7 +62,7 @@ def v1_router() -> Router:
             SchemaController,
             EndpointSchemaController,
         ],
-        middleware=[bearer_auth()],
+        middleware=[bearer_auth(), UnknownQueryMiddleware()],
         dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},
         security=[{"bearer": []}],
     )

@@ -90,12 +90,31 @@ async def test_nul_in_any_query_parameter_is_a_400_naming_it(client, account, do
         for name in _query_strings(operation):
             checked.add((method, name))
             with subtests.test(operation=operation_id, parameter=name):
-                params = {name: "a\x00", "timeout": 1}
+                params = {name: "a\x00"} | ({"timeout": 1} if path.endswith("/wait") else {})
                 resp = await client.request(method, _url(path, made), params=params, headers=account.headers)
                 assert_error(resp, 400, "validation_error", field=name)
     names = {"external_ref", "since", "until", "type", "method", "q", "cursor", "provider"}
     assert {("GET", name) for name in names} <= checked
     assert {("POST", name) for name in ("q", "destination_id")} <= checked  # a bulk retry's filters
+
+
+async def test_a_query_parameter_the_operation_does_not_take_is_a_400_naming_it(
+    client, account, document, made, subtests
+):
+    """A typo of a filter (or another operation's filter) answered 200 with everything, unfiltered."""
+    checked = 0
+    for operation_id, method, path, operation in _operations(document):
+        if method != "GET" or not path.startswith("/v1/"):  # pages (the inbox) take what a browser adds
+            continue
+        with subtests.test(operation=operation_id):
+            resp = await client.request(method, _url(path, made), params={"sucess": "false"}, headers=account.headers)
+            err = assert_error(resp, 400, "validation_error", field="sucess")
+            taken = sorted(p["name"] for p in operation.get("parameters", []) if p["in"] == "query")
+            assert err["message"].endswith(f"(this operation takes: {', '.join(taken) or 'none'})"), err
+            checked += 1
+    assert checked > 20
+    anonymous = await client.get(f"/v1/endpoints/{made['endpoint_id']}/deliveries", params={"sucess": "false"})
+    assert_error(anonymous, 401, "unauthorized")  # nothing about the operation before the caller is known
 
 
 async def test_nul_in_any_path_id_is_a_404_not_a_500(client, account, document, made, subtests):
