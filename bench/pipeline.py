@@ -13,7 +13,9 @@ Figures (the last line):
 
 - ``delivered_per_s``: distinct events the sink received over the whole span, from wrk's start to the
   sink's last write (the file's mtime): the rate the service sustains, drain included, not a peak;
-- ``ingest_rps``, ``acked`` (wrk's completed requests less errors), ``stored`` (the endpoint's events:
+- ``ingest_rps``, ``acked`` (wrk's completed requests less errors), ``errors`` (no 2xx), ``refused`` (of
+  those, answered with another status: the edge sheds load with a 503 once 20,000 entries wait for the
+  flush, ``HOOKYARD_STREAM_HIGH_WATER``), ``stored`` (the endpoint's events:
   acked plus at most the requests in flight when wrk stopped, whose answers it never read), ``delivered``
   (distinct at the sink), ``extra`` (sink lines beyond one per event), ``drain_s`` (last delivery after
   wrk's end);
@@ -205,6 +207,7 @@ def run(seconds: float) -> dict[str, object]:
         "ingest_rps": round(result.rps),
         "acked": acked,
         "errors": result.errors,
+        "refused": result.refused,
         "stored": stored,
         "delivered": delivered,
         "extra": extra,

@@ -21,6 +21,9 @@ class WrkResult:
     p99_ms: float
     requests: int
     errors: int
+    """Requests that got no 2xx: answered otherwise (``refused``) or lost to a socket error or wrk's timeout."""
+    refused: int = 0
+    """Of ``errors``, those answered with a status outside 2xx/3xx (the edge's 503 backpressure, say)."""
 
 
 def _ms(text: str) -> float:
@@ -83,10 +86,10 @@ def run_wrk(
     p99 = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    errors = int(non2xx.group(1)) if non2xx else 0
+    refused = errors = int(non2xx.group(1)) if non2xx else 0
     if socket_errors:
         errors += sum(int(g) for g in socket_errors.groups())
-    return WrkResult(rps=rps, p50_ms=p50, p99_ms=p99, requests=requests, errors=errors)
+    return WrkResult(rps=rps, p50_ms=p50, p99_ms=p99, requests=requests, errors=errors, refused=refused)
 
 
 def run_wrk_paced(url: str, *, rate: float, seconds: float, connections: int = 64, **options: object) -> WrkResult:
