@@ -3,7 +3,9 @@
 Litestar reads the parameters a handler declares (its dependencies' too) and ignores the rest, so a typo
 (``?sucess=false``) or a filter another operation has (``destination_id`` on a list that had none) answered
 200 with everything unfiltered: the caller could not tell. Bodies already refuse unknown fields
-(``forbid_unknown_fields``); a query string now does the same, with the names the operation takes.
+(``forbid_unknown_fields``); a query string now does the same, with the names the operation takes. A name
+given twice is refused too: no /v1 parameter takes a list, and ``?success=true&success=false`` answered 200
+with an empty list.
 
 The names come from the route's own parameter model (``KwargsModel.expected_query_params``: what Litestar
 would read), built once per route and method. Authentication runs first (this middleware sits inside
@@ -52,11 +54,14 @@ class UnknownQueryMiddleware(ASGIMiddleware):
                 self._names = _parameter_names(scope["litestar_app"].routes)
             taken = self._names.get((scope.get("path_template", ""), scope["method"]))
             if taken is not None:
-                given = {k for k, _ in parse_qsl(query.decode("utf-8", "replace"), keep_blank_values=True)}
-                unknown = sorted(given - taken)
+                given = [k for k, _ in parse_qsl(query.decode("utf-8", "replace"), keep_blank_values=True)]
+                unknown = sorted(set(given) - taken)
                 if unknown:
                     what = ", ".join(sorted(taken)) if taken else "none"
                     raise ValidationError(
                         f"{unknown[0][:_NAME_SHOWN]}: unknown query parameter (this operation takes: {what})"
                     )
+                if len(given) != len(set(given)):  # no /v1 parameter is a list: which one would count?
+                    twice = sorted(k for k in set(given) if given.count(k) > 1)[0]
+                    raise ValidationError(f"{twice}: given more than once; each query parameter takes one value")
         await next_app(scope, receive, send)

@@ -75,13 +75,18 @@ class _Out:
         its transform skipped are successes without a request (``docs/reference/delivery.md``): not errors."""
         if delivery.get("duplicate_of"):
             return self.paint(f"skipped, duplicate of {delivery['duplicate_of']}", "32")
-        transform = delivery.get("transform") or {}
-        if transform.get("outcome") == "skipped":
+        if _sent_nothing(delivery):
             return self.paint("skipped by its transform", "32")
         return self.status(delivery.get("response_status"), delivery.get("error"))
 
     def line(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
+
+
+def _sent_nothing(delivery: dict[str, Any]) -> bool:
+    """A success recorded without a request: a deduplicated copy, or a delivery its transform skipped."""
+    transform = delivery.get("transform") or {}
+    return bool(delivery.get("duplicate_of")) or transform.get("outcome") == "skipped"
 
 
 def _now() -> str:
@@ -394,9 +399,10 @@ async def _tail_deliveries(
             return
         page = resp.json()["deliveries"]
         for d in reversed([d for d in page if d["id"] not in seen]):
+            # A record that sent nothing (a skipped copy) has no latency and is no attempt (stats.md).
+            sent = "" if _sent_nothing(d) else f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  "
             out.line(
                 f"{_now()}  {out.paint('delivery', '35')}  {endpoint['id']}  {d['source']:<9}  "
-                f"{d.get('destination_url') or '-':<32}  → {out.outcome(d)}  "
-                f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  {d['event_id']}"
+                f"{d.get('destination_url') or '-':<32}  → {out.outcome(d)}  {sent}{d['event_id']}"
             )
         seen |= {d["id"] for d in page}

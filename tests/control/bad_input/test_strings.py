@@ -113,6 +113,13 @@ async def test_a_query_parameter_the_operation_does_not_take_is_a_400_naming_it(
             assert err["message"].endswith(f"(this operation takes: {', '.join(taken) or 'none'})"), err
             checked += 1
     assert checked > 20
+    twice = await client.get(
+        f"/v1/endpoints/{made['endpoint_id']}/deliveries",
+        params=[("success", "true"), ("limit", "5"), ("success", "false")],
+        headers=account.headers,
+    )
+    err = assert_error(twice, 400, "validation_error", field="success")
+    assert "more than once" in err["message"]
     anonymous = await client.get(f"/v1/endpoints/{made['endpoint_id']}/deliveries", params={"sucess": "false"})
     assert_error(anonymous, 401, "unauthorized")  # nothing about the operation before the caller is known
 
