@@ -93,15 +93,7 @@ async def test_retry_after_pauses_the_whole_destination_for_every_worker(
     paused = await limited_tasks(ctx, limited.url, 1, **shaping)
     async with running(ctx), running(ctx):
         (refused,) = await limited.wait_for(1)
-
-        async def recorded() -> Any:
-            return await fetch_row(
-                ctx,
-                "SELECT paused_until FROM destinations WHERE id = $1 AND paused_until IS NOT NULL",
-                paused["destination"],
-            )
-
-        await wait_for(recorded)  # the 429 is written: both workers know of the pause from here on
+        await _pause_recorded(ctx, paused)  # the 429 is written: both workers know of the pause from here on
         await _more_tasks(ctx, paused, 5)
         unpaused = await limited_tasks(ctx, other.url, 3)
         await other.wait_for(3, timeout=10)
@@ -124,20 +116,25 @@ async def test_deliveries_resume_when_a_pause_ends_not_at_the_next_poll(
         paused = await limited_tasks(ctx, limited.url, 1)
         async with running(ctx):
             (refused,) = await limited.wait_for(1)
-
-            async def recorded() -> Any:
-                return await fetch_row(
-                    ctx,
-                    "SELECT paused_until FROM destinations WHERE id = $1 AND paused_until IS NOT NULL",
-                    paused["destination"],
-                )
-
-            await wait_for(recorded)
+            await _pause_recorded(ctx, paused)
             await _more_tasks(ctx, paused, 5)
             requests = await limited.wait_for(6, timeout=4)  # the five new ones (the retry comes later)
     after = requests[1:]
     assert min(r.at for r in after) >= refused.at + 1 - 0.05
     assert max(r.at for r in after) < refused.at + 2.5, [r.at - refused.at for r in after]
+
+
+async def _pause_recorded(ctx: Context, made: dict[str, Any]) -> None:
+    """Until the 429 of ``made``'s destination is written (its ``paused_until`` set)."""
+
+    async def recorded() -> Any:
+        return await fetch_row(
+            ctx,
+            "SELECT paused_until FROM destinations WHERE id = $1 AND paused_until IS NOT NULL",
+            made["destination"],
+        )
+
+    await wait_for(recorded)
 
 
 async def _more_tasks(ctx: Context, made: dict[str, Any], count: int) -> None:
