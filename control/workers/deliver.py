@@ -223,7 +223,10 @@ class Deliver:
                 watermarks=self._watermarks,
             )
         now_held: list[asyncpg.Record] = []
-        for task, start_at in await self.shaper.shape(claimed):
+        shaped = await self.shaper.shape(claimed)
+        if len(shaped) < len(claimed) and any(t["ordered"] for t in claimed):
+            self._look = True  # a FIFO head skipped as a duplicate is finished: the next of its line may go
+        for task, start_at in shaped:
             if start_at:  # a rate-limited send: its start is reserved, it waits for it in its own task
                 self._start(task, start_at)
             else:
