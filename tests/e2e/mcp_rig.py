@@ -1,6 +1,6 @@
-"""The rig of tests/e2e/test_mcp.py: one database, one stack (a control plane with two granian workers, an
-edge, a worker) and one destination server for the module, and the inputs that /v1 and the MCP tools must
-refuse alike. Fixtures here are module-scoped and bound by name in the test module."""
+"""The rig of tests/e2e/test_mcp.py (and test_mcp_documented.py): one database, one stack (a control plane with
+two granian workers, an edge, a worker) and one destination server per module, and the inputs that /v1 and the
+MCP tools must refuse alike. Fixtures here are module-scoped and bound by name in each test module."""
 
 from __future__ import annotations
 
