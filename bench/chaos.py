@@ -24,7 +24,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -33,9 +32,10 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import psutil
 
 from bench import sink as bench_sink
-from bench.infra import free_port, wait_http
+from bench.infra import free_port, script, wait_http
 from control.cli.embedded import EmbeddedServers, start_embedded
 from control.db import connect
 from control.db.migrate import migrate
@@ -51,10 +51,6 @@ _PROCESS_ARGS = {
     "deliver": ["worker", "deliver"],
     "sweep": ["worker", "sweep"],
 }
-
-
-def _exe(name: str) -> str:
-    return shutil.which(name) or str(Path(sys.executable).parent / name)
 
 
 def _redis_binary() -> str:
@@ -105,6 +101,19 @@ class PrivateRedis:
             self.proc = None
 
 
+def _own_listener(proc: subprocess.Popen[bytes], port: int) -> None:
+    """A healthy answer on ``port`` proves someone listens there, not that it is the process just started: had
+    its bind failed, the load would go to another test's server, be answered 200 and never be stored."""
+    family = [psutil.Process(proc.pid)]
+    with contextlib.suppress(psutil.Error):
+        family += family[0].children(recursive=True)
+    for member in family:
+        with contextlib.suppress(psutil.Error):
+            if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in member.net_connections("tcp")):
+                return
+    raise RuntimeError(f"127.0.0.1:{port} answers, but not from {' '.join(map(str, proc.args))} (pid {proc.pid})")
+
+
 @dataclass
 class Topology:
     root: Path
@@ -124,18 +133,29 @@ class Topology:
             port = self.sink_url.rsplit(":", 1)[1].split("/")[0]
             argv, env = bench_sink.command(int(port), self.sink_file), self.env
         else:
-            argv, env = [_exe("hookyard"), *_PROCESS_ARGS[name]], self.env
+            argv, env = [script("hookyard"), *_PROCESS_ARGS[name]], self.env
         self.procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         health = {"edge": self.edge_url, "control": self.control_url}.get(name)
         if health is not None:
             wait_http(health + "/healthz", 30)
+            _own_listener(self.procs[name], int(health.rsplit(":", 1)[1]))
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
         proc.wait(30)
+
+    def exited(self) -> str:
+        """Which processes are no longer running, each with the end of its log: a scenario that finds nothing
+        stored says why (a worker that exited) instead of only that."""
+        lines = []
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                tail = (self.root / f"{name}.log").read_bytes()[-600:].decode(errors="replace")
+                lines.append(f"{name} exited with {proc.returncode}: ...{tail}")
+        return "\n".join(lines)
 
     def stop_all(self) -> None:
         for name in list(self.procs):

@@ -18,17 +18,27 @@ import time
 
 import asyncpg
 
+from bench import results
 from bench.infra import bench_env
 from bench.list import _FILL
 from bench.setup import create_endpoint
+from control.db.context import Principal
 from control.records.erasures import EraseRequest
-from control.service import Principal
 from control.service import erasures as erasures_service
 from control.service.erasure_jobs import PAGE, advance
 from control.workers import worker_context
 from shared import ids
 
 __all__ = ("run",)
+
+TARGETS = (
+    results.Target(
+        figure="erasure of one customer from 1M events: events looked at per second",
+        key="events_per_s",
+        beside=("matched", "erased", "duration_s", "longest_step_ms", "probe_insert_max_ms"),
+    ),
+)
+
 
 _PROBE = """INSERT INTO events (id, endpoint_id, received_at, method, headers, body, body_is_utf8)
             VALUES ($1, $2, now(), 'POST', '{}'::jsonb, '{"customer": "cus_probe"}'::bytea, true)"""

@@ -40,12 +40,31 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from bench import results
 from bench.chaos import Load, Target, Topology, provision, topology
 from bench.ledger import Ledger, settle
 from shared.keys import Keys
 from shared.wire import decode_records
 
 __all__ = ("SCENARIOS", "Outcome", "run", "run_scenario")
+
+TARGETS = (
+    results.Target(
+        figure="every fault scenario: acknowledged events lost",
+        key="lost",
+        op="==",
+        bound=0,
+        beside=("scenarios", "failed"),
+    ),
+    results.Target(
+        figure="every fault scenario: events stored twice",
+        key="duplicated",
+        op="==",
+        bound=0,
+        beside=("extra_deliveries",),
+    ),
+)
+
 
 Fault = Callable[[Topology, float], Awaitable[int]]
 """Injects the fault for ``seconds`` (and undoes it); returns the loss window it allows (0: none)."""

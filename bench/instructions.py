@@ -12,8 +12,18 @@ attribution, signature, id, record and response. The parts are counted the same 
 figures say where it goes: ``decide_instr`` (header map, attribution and signature), ``hmac_instr`` (the
 HMAC-SHA256 alone, keyed states precomputed as the verifier keeps them; under valgrind OpenSSL cannot use
 the CPU's SHA instructions, so this count overstates its share of real time), ``probe_instr`` (one msgspec
-decode of ``type``/``id`` from the body) and ``ulid_instr``. ``bench all`` turns ``extra_instr`` into the
-budget the 0.85x target leaves, with the edge bench's live figures of the same run.
+decode of ``type``/``id`` from the body) and ``ulid_instr``. ``untraced_instr`` is the edge compiled without its
+tracing instrumentation (``bench.untraced``), so ``tracing_off_instr_ratio`` (untraced over edge) is what the
+instrumentation costs with tracing off, in instructions (docs/adr/0061-one-trace-per-webhook.md);
+``four_kinds_instr`` is the edge without the provider catalog's step (``bench.four_kinds``). Both builds are
+compiled by ``bench.strip`` rather than imported, so the two ratios divide by ``shipped_instr``, the edge's
+source compiled the same way with nothing taken out (``bench.shipped``): ``tracing_off_instr_ratio``
+(untraced over shipped) and ``catalog_instr_ratio`` (four kinds over shipped) cross-check ``bench edge``'s two
+CPU ratios, and ``loader_instr`` (shipped minus edge) is what the way of loading costs. These counts of the
+edge's path move by about 1% from run to run (a ULID, the clock, Redis's answers): near-1 ratios read to
+±0.02, not exactly (docs/adr/0063-edge-ratios-side-by-side.md).
+``bench all`` turns ``extra_instr`` into the budget the 0.85x target leaves, with the edge bench's live figures
+of the same run.
 """
 
 from __future__ import annotations
@@ -27,8 +37,32 @@ import time
 from typing import Any
 
 from bench.request import SECRET, payload
+from bench.results import Target
 
 __all__ = ("run",)
+
+TARGETS = (
+    Target(
+        figure="instructions of the edge's own work per request, over its floor (callgrind)",
+        key="extra_instr",
+        beside=("decide_instr", "hmac_instr", "ulid_instr", "floor_instr"),
+    ),
+    Target(
+        figure="instructions per request, edge with tracing off over the same code uninstrumented (compiled alike)",
+        key="tracing_off_instr_ratio",
+        bound=0.98,
+        unit="×",
+        beside=("untraced_instr", "shipped_instr"),
+    ),
+    Target(
+        figure="instructions per request, edge with the full catalog over the four kinds alone (compiled alike)",
+        key="catalog_instr_ratio",
+        bound=0.97,
+        unit="×",
+        beside=("four_kinds_instr", "shipped_instr", "loader_instr"),
+    ),
+)
+
 
 WAVE = 64
 SMALL, LARGE = 640, 3840
@@ -91,11 +125,18 @@ async def _serve_floor(requests: int) -> None:
 
 
 async def _serve_edge(token: str, requests: int) -> None:
-    from edge.app import EdgeApp
+    import gc
+
+    from edge.app import EDGE_GC_THRESHOLD, EdgeApp
     from shared.settings import load_settings
 
     edge = EdgeApp(load_settings())
     await edge.startup()
+    # As the edge's lifespan does once started (docs/adr/0010-freeze-the-startup-heap.md): without it, every
+    # collection scans the start-up heap, and an edge that imported one module more counted 2,600 instructions
+    # a request more for it (measured with collection off: 192).
+    gc.freeze()
+    gc.set_threshold(EDGE_GC_THRESHOLD, *gc.get_threshold()[1:])
     try:
         body, headers = payload()
         await _Driver(edge, f"/h/{token}", body, headers).serve(requests)
@@ -150,6 +191,18 @@ def _child(argv: list[str]) -> None:
         asyncio.run(_serve_floor(count))
     elif what == "edge":
         asyncio.run(_serve_edge(argv[2], count))
+    elif what == "untraced":  # the edge's source less its tracing lines (bench.untraced), served the same way
+        import bench.untraced  # replaces edge.app before _serve_edge imports it
+
+        asyncio.run(_serve_edge(argv[2], count))
+    elif what == "shipped":  # the edge's source compiled as the two builds are (bench.shipped), nothing taken out
+        import bench.shipped  # replaces edge.app before _serve_edge imports it
+
+        asyncio.run(_serve_edge(argv[2], count))
+    elif what == "four_kinds":  # the edge's source less the catalog's step (bench.four_kinds), served the same way
+        import bench.four_kinds  # noqa: F401 - replaces edge.app before _serve_edge imports it
+
+        asyncio.run(_serve_edge(argv[2], count))
     else:
         _part(what, count)
 
@@ -185,6 +238,9 @@ def run(seconds: float) -> dict[str, object]:
         env = {**bench.env, "PYTHONHASHSEED": "0"}
         floor = _per_call(env, "floor", SMALL, LARGE)
         edge = _per_call(env, "edge", SMALL, LARGE, endpoint.token)
+        untraced = _per_call(env, "untraced", SMALL, LARGE, endpoint.token)
+        four_kinds = _per_call(env, "four_kinds", SMALL, LARGE, endpoint.token)
+        shipped = _per_call(env, "shipped", SMALL, LARGE, endpoint.token)
         # Every part's child makes the same imports and set-up, so one empty loop is the baseline of all.
         empty = _instructions(env, "none", str(PART_CALLS))
         parts = {name: (_instructions(env, name, str(PART_CALLS)) - empty) / PART_CALLS for name in PARTS}
@@ -192,6 +248,13 @@ def run(seconds: float) -> dict[str, object]:
         "floor_instr": round(floor),
         "edge_instr": round(edge),
         "extra_instr": round(edge - floor),
+        "untraced_instr": round(untraced),
+        # ADR 0061: the edge as shipped (tracing off) against the same code without its instrumentation
+        "shipped_instr": round(shipped),
+        "loader_instr": round(shipped - edge),
+        "tracing_off_instr_ratio": round(untraced / shipped, 4),
+        "four_kinds_instr": round(four_kinds),
+        "catalog_instr_ratio": round(four_kinds / shipped, 4),
         **{f"{name}_instr": round(count) for name, count in parts.items()},
     }
 

@@ -15,9 +15,7 @@ import asyncio
 import csv
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,10 +23,22 @@ import asyncpg
 
 from bench import sink as bench_sink
 from bench.delivery import route_to_sink
-from bench.infra import OUT, bench_env, free_port, run_process
+from bench.infra import OUT, bench_env, free_port, run_process, script
+from bench.results import Target
 from bench.setup import create_endpoint
 
 __all__ = ("run",)
+
+TARGETS = (
+    Target(
+        figure="locust, providers and developers at once: acked = stored = distinct = valid = delivered",
+        key="ledger",
+        op="==",
+        bound="ok",
+        beside=("acked", "stored", "delivered", "ingest_rps", "ingest_p99_ms", "control_p99_ms"),
+    ),
+)
+
 
 SECRETS = {
     "payments": "whsec_loadtest_payments_secret_0123456789",
@@ -36,10 +46,6 @@ SECRETS = {
     "commerce": "shpss_loadtest_commerce_secret_0123",
     "code_host": "loadtest-code-host-secret-0123456789",
 }
-
-
-def _exe(name: str) -> str:
-    return shutil.which(name) or str(Path(sys.executable).parent / name)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -87,7 +93,7 @@ def run(seconds: float) -> dict[str, object]:
         for endpoint in endpoints:  # every event matches a forward-all rule to the sink
             asyncio.run(route_to_sink(bench.settings.database_url, endpoint["id"], sink))
         edge_url, control_url = f"http://127.0.0.1:{edge_port}", f"http://127.0.0.1:{control_port}"
-        hookyard = _exe("hookyard")
+        hookyard = script("hookyard")
         with (
             run_process([hookyard, "edge", "--port", str(edge_port)], bench.env, f"{edge_url}/healthz"),
             run_process([hookyard, "control", "--port", str(control_port)], bench.env, f"{control_url}/healthz"),
@@ -107,7 +113,7 @@ def run(seconds: float) -> dict[str, object]:
             prefix = OUT / "load"
             subprocess.run(
                 [
-                    *(_exe("locust"), "-f", str(Path(__file__).with_name("locustfile.py")), "--headless"),
+                    *(script("locust"), "-f", str(Path(__file__).with_name("locustfile.py")), "--headless"),
                     *("-u", str(users), "-r", str(users), "-t", f"{max(5, int(seconds))}s"),
                     *("--processes", str(processes), "--csv", str(prefix), "--only-summary"),
                     *("-L", "WARNING", "--exit-code-on-error", "0"),

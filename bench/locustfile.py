@@ -22,7 +22,7 @@ from shared.signatures import sign
 PLAN = json.loads(os.environ.get("HOOKYARD_LOAD_PLAN", "{}"))
 _counter = itertools.count()
 
-# The providers' own event names (SPEC.md) and how each carries its type and id.
+# The providers' own event names (docs/reference/events.md) and how each carries its type and id.
 _PROVIDERS = {
     "payments": ("stripe", ["invoice.paid", "payment_intent.succeeded", "charge.refunded"]),
     "identity": ("svix", ["user.created", "session.created", "organization.created"]),

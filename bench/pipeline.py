@@ -24,55 +24,127 @@ Figures (the last line):
   Postgres process: the bench's server), ``redis``; ``total`` sums them. On two cores, ``delivered_per_s``
   can reach at most 2,000,000 / ``cpu_us_total``: this is where a delivery's budget goes.
 - ``ledger``: ``exact`` when every stored event was delivered exactly once and nothing acknowledged is
-  missing, ``inexact`` otherwise.
+  missing, ``inexact`` otherwise;
+- ``edge_us_per_ingested``: the edge's CPU per acknowledged event; ``cost_ratio``: Postgres' and the worker's
+  CPU per delivered event over it (issue 48: at most 2.5, what it costs to take a webhook out against what it
+  costs to take it in); ``delivered_over_ingested``: ``delivered_per_s`` over ``ingest_rps`` (at least 0.6).
+  Only the bench's own Postgres and Redis servers are counted (by their process ids), not others on the
+  machine.
 
-Target (issue 27): ``delivered_per_s`` ≥ 6,000 with the ledger exact.
+With ``PIPELINE_DESTINATIONS=1,10,100`` it first runs once per number of destinations per event (each a
+forward-all rule to the sink; the ledger wants every event exactly that many times; wrk paced to offer about
+2,000 requests a second to the sink at every fan-out) and adds each run's CPU per delivered request
+(``cpu_us_per_request``: every process; ``pg_worker_us_per_request``): how the cost grows with the work, a
+curve rather than a point. ``PIPELINE_ENDPOINTS=10000`` adds a run with that many endpoints, a destination
+each, wrk posting to one of them at random per request, paced the same.
+
+With ``PIPELINE_AGAINST=DIR`` (another checkout with its own ``.venv``, e.g. ``git worktree add DIR main``)
+the run is ``PIPELINE_PAIRS`` pairs (default 2) of that checkout's code and this tree's, alternated in one
+sitting, each on a database migrated by its own code; the line ends with each pair's cost ratios (old/new)
+and the means of both figures, old beside new.
+
+Targets (``TARGETS``): ``delivered_per_s`` ≥ 6,000 with the ledger exact.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import psutil
+import redis.asyncio as redis_client
 
 from bench import sink as bench_sink
 from bench.delivery import _body, route_to_sink
-from bench.infra import bench_env, free_port, run_process
-from bench.setup import create_endpoint
+from bench.infra import bench_env, free_port, run_process, script, wait_listening
+from bench.results import Target
+from bench.setup import create_endpoint, create_endpoints_to_sink
 from bench.wrk import run_wrk
 from control.db import connect, stats
+from control.db.tasks import NOTIFY_CHANNEL
 
 __all__ = ("run",)
+
+TARGETS = (
+    Target(
+        figure="the whole service (`hookyard up` + sink + wrk -c32), delivered/s over the whole span",
+        key="delivered_per_s",
+        bound=6_000,
+        unit=" /s",
+        beside=("ingest_rps", "acked", "delivered", "drain_s", "cpu_us_total"),
+    ),
+    Target(
+        figure="the same run's ledger: every acknowledged event delivered once", key="ledger", op="==", bound="exact"
+    ),
+    Target(
+        figure="Postgres + worker CPU per delivered event over the edge's per ingested event (issue 48)",
+        key="cost_ratio",
+        op="<=",
+        bound=2.5,
+        beside=("cpu_us_pg", "cpu_us_worker", "edge_us_per_ingested"),
+    ),
+    *(
+        Target(
+            figure=f"CPU per delivered request, {n} destination{'s' * (n > 1)} per event (issue 48's curve)",
+            key=f"d{n}_cpu_us_per_request",
+            unit=" µs",
+            beside=(f"d{n}_pg_worker_us_per_request", f"d{n}_requests_per_s", f"d{n}_ledger"),
+        )
+        for n in (1, 10, 100)
+    ),
+    Target(
+        figure="CPU per delivered request, 10,000 endpoints with a destination each (issue 48's curve)",
+        key="e10000_cpu_us_per_request",
+        unit=" µs",
+        beside=("e10000_pg_worker_us_per_request", "e10000_requests_per_s", "e10000_ledger"),
+    ),
+    Target(
+        figure="delivered/s over ingested/s in the same run (issue 48)",
+        key="delivered_over_ingested",
+        bound=0.6,
+        beside=("delivered_per_s", "ingest_rps"),
+    ),
+)
+
 
 PIPELINE_S = 15
 """wrk's duration: long enough that the drain after it is part of the figure, as it is in use."""
 CONNECTIONS = 32
 DRAIN_TIMEOUT_S = 600
+CURVE_REQUESTS_PER_S = 2_000
+"""What the curve's runs offer the sink, events a second times destinations per event: the same work at every
+fan-out, well below what the box delivers, so each run drains in about its own length."""
+UP_TIMEOUT_S = 120
+"""How long ``hookyard up`` may take to answer on the edge: its embedded servers, migrations and workers start
+on a machine the bench shares; 20 s was not always enough there."""
 
 
-async def _stored(database_url: str, endpoint_id: str) -> int:
-    """The endpoint's events, counted row by row: the ledger's figure."""
+async def _stored(database_url: str, endpoint_id: str | None) -> int:
+    """The endpoint's events (None: every endpoint's), counted row by row: the ledger's figure."""
     conn = await connect(database_url)
     try:
+        if endpoint_id is None:
+            return await conn.fetchval("SELECT count(*) FROM events")
         return await conn.fetchval("SELECT count(*) FROM events WHERE endpoint_id = $1", endpoint_id)
     finally:
         await conn.close()
 
 
-async def _counted(database_url: str, endpoint_id: str, since: datetime) -> int:
+async def _counted(database_url: str, endpoint_id: str | None, since: datetime) -> int:
     """The endpoint's events as the flush counted them (``stats_events``, written by the statement that stores
-    them, from its RETURNING): a few rows to add up, where counting the events reads them all."""
+    them, from its RETURNING): a few rows to add up, where counting the events reads them all. None: every
+    endpoint's (the bench's database has no others), from the hourly counters."""
     conn = await connect(database_url)
     try:
+        if endpoint_id is None:
+            return await conn.fetchval("SELECT coalesce(sum(count), 0)::bigint FROM stats_events WHERE span = 60")
         window = stats.Window(since.replace(second=0, microsecond=0), datetime.now(UTC) + timedelta(hours=1))
         rows = await stats.event_counts(conn, endpoint_id, window)
         return sum(row["count"] for row in rows if row["grouped"] == stats.EVENTS_BY_HOUR)
@@ -101,7 +173,9 @@ class _SinkLines:
         return self.seen
 
 
-def _drained(database_url: str, endpoint_id: str, sink_file: Path, since: datetime) -> tuple[int, Counter[str]]:
+def _drained(
+    database_url: str, endpoint_id: str | None, sink_file: Path, since: datetime, fanout: int = 1
+) -> tuple[int, Counter[str]]:
     """Waits until the stored events stopped growing and each reached the sink (or the timeout), and a
     moment more with nothing new, so that late extra deliveries are counted too.
 
@@ -120,22 +194,46 @@ def _drained(database_url: str, endpoint_id: str, sink_file: Path, since: dateti
         counted = asyncio.run(_counted(database_url, endpoint_id, since))
         settled = counted == stored
         stored = counted
-        if settled and len(seen) >= stored:
+        sent = sum(seen.values())
+        if settled and sent >= stored * fanout:
             stored = asyncio.run(_stored(database_url, endpoint_id))
         now = (stored, sum(seen.values()))
-        if (settled and len(seen) >= stored and now == last) or time.monotonic() > deadline:
+        if (settled and sent >= stored * fanout and now == last) or time.monotonic() > deadline:
             return stored, seen
         last = now
 
 
-def _role(proc: psutil.Process, up: int, sink: int) -> str | None:
+class _Servers(msgspec.Struct, kw_only=True, frozen=True):
+    """The process ids of the bench's own Postgres server (its postmaster) and Redis server: only theirs count
+    as ``pg`` and ``redis``. Counting every process named ``postgres`` took in the servers of whatever else ran
+    on the machine (another checkout's tests, the system's server), a noise as large as the figure."""
+
+    postmaster: int
+    redis: int
+
+
+async def _servers(database_url: str, redis_url: str) -> _Servers:
+    conn = await connect(database_url)
+    try:
+        postmaster = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()")).ppid()  # while it lives
+    finally:
+        await conn.close()
+    client = redis_client.Redis.from_url(redis_url)
+    try:
+        info = await client.info("server")
+    finally:
+        await client.aclose()
+    return _Servers(postmaster=postmaster, redis=int(info["process_id"]))
+
+
+def _role(proc: psutil.Process, up: int, sink: int, servers: _Servers) -> str | None:
     """Which part of the pipeline a process is, None for the rest of the machine."""
     try:
-        name, tree = proc.name(), {proc.pid, *(p.pid for p in proc.parents())}
-        if name.startswith("postgres"):
+        if servers.postmaster in (proc.pid, proc.ppid()):
             return "pg"
-        if name.startswith("redis-server"):
+        if proc.pid == servers.redis:
             return "redis"
+        tree = {proc.pid, *(p.pid for p in proc.parents())}
         if sink in tree:
             return "sink"
         if up in tree and proc.pid != up:
@@ -152,11 +250,11 @@ def _role(proc: psutil.Process, up: int, sink: int) -> str | None:
     return None
 
 
-def _cpu(up: subprocess.Popen, sink: subprocess.Popen) -> Counter[str]:
+def _cpu(up: subprocess.Popen, sink: subprocess.Popen, servers: _Servers) -> Counter[str]:
     """Seconds of CPU (user + system) so far, by role; processes gone since are not counted."""
     spent: Counter[str] = Counter()
     for proc in psutil.process_iter():
-        if (role := _role(proc, up.pid, sink.pid)) is not None:
+        if (role := _role(proc, up.pid, sink.pid, servers)) is not None:
             try:
                 times = proc.cpu_times()
             except psutil.Error:
@@ -165,24 +263,40 @@ def _cpu(up: subprocess.Popen, sink: subprocess.Popen) -> Counter[str]:
     return spent
 
 
-def run(seconds: float) -> dict[str, object]:
-    span_s = int(os.environ.get("PIPELINE_S", max(PIPELINE_S, round(seconds))))
-    hookyard = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
-    with bench_env(egress="any") as bench, tempfile.TemporaryDirectory(prefix="hy-pipeline-") as data_dir:
+def _once(
+    span_s: int, python: str | None = None, fanout: int = 1, delay_ms: int | None = None, endpoints: int = 1
+) -> dict[str, object]:
+    """One run of the pipeline: this tree's code, or (``python``) another checkout's, its migrations included;
+    every event goes to ``fanout`` destinations (each its own forward-all rule, all on the sink); with
+    ``endpoints`` > 1, that many endpoints each with its destination, wrk posting to one at random per request."""
+    hookyard = script("hookyard") if python is None else str(Path(python).parent / "hookyard")
+    with (
+        bench_env(python=python, egress="any") as bench,
+        tempfile.TemporaryDirectory(prefix="hy-pipeline-") as data_dir,
+    ):
         database_url = bench.settings.database_url or ""
         edge_port, control_port, sink_port = free_port(), free_port(), free_port()
         sink_file = Path(data_dir) / "sink.txt"
-        endpoint = asyncio.run(create_endpoint(bench.settings))
-        asyncio.run(route_to_sink(database_url, endpoint.id, f"http://127.0.0.1:{sink_port}/hook"))
+        paths, endpoint_id = None, None
+        if endpoints > 1:
+            many = asyncio.run(create_endpoints_to_sink(bench.settings, endpoints, f"http://127.0.0.1:{sink_port}/h"))
+            endpoint, paths = many[0], [f"/h/{e.token}" for e in many]
+        else:
+            endpoint = asyncio.run(create_endpoint(bench.settings))
+            endpoint_id = endpoint.id
+            for n in range(fanout):  # a forward-all rule per destination: ``fanout`` tasks per event
+                asyncio.run(route_to_sink(database_url, endpoint.id, f"http://127.0.0.1:{sink_port}/hook?d={n}"))
         up = [hookyard, "up", "--data-dir", str(Path(data_dir) / "hy")]
         up += ["--edge-port", str(edge_port), "--control-port", str(control_port)]
         edge = f"http://127.0.0.1:{edge_port}"
+        begun = time.time()
         with (
             run_process(bench_sink.command(sink_port, sink_file), bench.env) as sink,
-            run_process(up, bench.env, f"{edge}/healthz") as service,
+            run_process(up, bench.env, f"{edge}/healthz", health_timeout_s=UP_TIMEOUT_S) as service,
         ):
-            time.sleep(2)  # the worker LISTENing and its loops started, as the edge answers before they do
-            cpu_before = _cpu(service, sink)
+            wait_listening(database_url, NOTIFY_CHANNEL, since=begun)  # the deliver worker ready, as Postgres says
+            servers = asyncio.run(_servers(database_url, bench.settings.redis_url or ""))
+            cpu_before = _cpu(service, sink, servers)
             since = datetime.now(UTC)
             started = time.time()
             result = run_wrk(
@@ -191,19 +305,24 @@ def run(seconds: float) -> dict[str, object]:
                 connections=CONNECTIONS,
                 body=_body(0),
                 headers={"content-type": "application/json"},
+                delay_ms=delay_ms,
+                paths=paths,
             )
             ended = time.time()
-            stored, seen = _drained(database_url, endpoint.id, sink_file, since)
-            cpu = _cpu(service, sink)
+            stored, seen = _drained(database_url, endpoint_id, sink_file, since, fanout)
+            cpu = _cpu(service, sink, servers)
             cpu.subtract(cpu_before)
             last_delivery = os.stat(sink_file).st_mtime if sink_file.exists() else ended
     acked = result.requests - result.errors
     delivered = len(seen)
-    extra = sum(n - 1 for n in seen.values() if n > 1)
-    exact = delivered == stored and extra == 0 and acked <= stored <= acked + CONNECTIONS and result.errors == 0
+    requests = sum(seen.values())
+    extra = sum(n - fanout for n in seen.values() if n > fanout)
+    once_each = all(n == fanout for n in seen.values())
+    exact = delivered == stored and once_each and acked <= stored <= acked + CONNECTIONS and result.errors == 0
     return {
         "seconds": span_s,
         "connections": CONNECTIONS,
+        "destinations": fanout,
         "ingest_rps": round(result.rps),
         "acked": acked,
         "errors": result.errors,
@@ -214,6 +333,103 @@ def run(seconds: float) -> dict[str, object]:
         "drain_s": round(max(0.0, last_delivery - ended), 1),
         **{f"cpu_us_{role}": round(cpu[role] * 1e6 / max(delivered, 1)) for role in sorted(cpu)},
         "cpu_us_total": round(sum(cpu.values()) * 1e6 / max(delivered, 1)),
+        "requests": requests,
+        "cpu_us_per_request": round(sum(cpu.values()) * 1e6 / max(requests, 1)),
+        "pg_worker_us_per_request": round((cpu["pg"] + cpu["worker"]) * 1e6 / max(requests, 1)),
         "delivered_per_s": round(delivered / max(last_delivery - started, 1e-9)),
         "ledger": "exact" if exact else "inexact",
+        **_cost(cpu, delivered=delivered, acked=acked),
     }
+
+
+def _cost(cpu: Counter[str], *, delivered: int, acked: int) -> dict[str, float]:
+    """Issue 48's figure: Postgres' and the worker's CPU per delivered event over the edge's per ingested
+    (acknowledged) event (target ≤ 2.5), the edge's own figure beside it."""
+    edge_us = cpu["edge"] * 1e6 / max(acked, 1)
+    delivery_us = (cpu["pg"] + cpu["worker"]) * 1e6 / max(delivered, 1)
+    return {"edge_us_per_ingested": round(edge_us), "cost_ratio": round(delivery_us / max(edge_us, 1e-9), 2)}
+
+
+def run(seconds: float) -> dict[str, object]:
+    """One run, or with ``PIPELINE_AGAINST`` (another checkout with its ``.venv``, e.g. the code before a
+    change) ``PIPELINE_PAIRS`` pairs (default 2), that checkout's run then this tree's, alternated in one
+    sitting: the figures of this tree's last run, each pair's cost ratio and delivered/s over ingested/s, and
+    last the means of both, old beside new."""
+    span_s = int(os.environ.get("PIPELINE_S", max(PIPELINE_S, round(seconds))))
+    fanouts = [int(n) for n in os.environ.get("PIPELINE_DESTINATIONS", "").split(",") if n]
+    endpoints = [int(n) for n in os.environ.get("PIPELINE_ENDPOINTS", "").split(",") if n]
+    sitting = _sitting(span_s)
+    curve = _curve(span_s, fanouts, endpoints) if fanouts or endpoints else {}
+    return {**curve, **sitting}  # the sitting's ratios last
+
+
+def _sitting(span_s: int) -> dict[str, object]:
+    against = os.environ.get("PIPELINE_AGAINST")
+    if not against:
+        figures = _once(span_s)
+        ratios = _ratios(figures)
+        return {**figures, "delivered_over_ingested": ratios["delivered_over_ingested"]}
+    python = str(Path(against).resolve() / ".venv" / "bin" / "python")
+    old: list[dict[str, float]] = []
+    new: list[dict[str, float]] = []
+    figures: dict[str, object] = {}
+    for _ in range(int(os.environ.get("PIPELINE_PAIRS", "2"))):
+        old.append(_ratios(_once(span_s, python)))
+        figures = _once(span_s)
+        new.append(_ratios(figures))
+    pairs = {f"pair{i}": f"{o['cost_ratio']}/{n['cost_ratio']}" for i, (o, n) in enumerate(zip(old, new, strict=True))}
+    return {
+        **figures,
+        **pairs,
+        "old_exact": f"{sum(1 for o in old if o['exact'])}/{len(old)}",
+        "new_exact": f"{sum(1 for n in new if n['exact'])}/{len(new)}",
+        "old_cost_ratio": _mean(old, "cost_ratio"),
+        "cost_ratio": _mean(new, "cost_ratio"),
+        "old_delivered_over_ingested": _mean(old, "delivered_over_ingested"),
+        "delivered_over_ingested": _mean(new, "delivered_over_ingested"),
+    }
+
+
+def _curve(span_s: int, fanouts: list[int], endpoints: list[int]) -> dict[str, object]:
+    """Issue 48's curve: one run per number of destinations per event and per number of endpoints (one
+    destination each), each paced so that the sink is offered about ``CURVE_REQUESTS_PER_S`` requests a second
+    whatever the shape (wrk's per-connection delay), CPU per delivered request for each (all processes, and
+    Postgres + worker)."""
+    shapes = [(f"d{n}", {"fanout": n, "delay_ms": _pace(n)}) for n in fanouts]
+    shapes += [(f"e{n}", {"endpoints": n, "delay_ms": _pace(1)}) for n in endpoints]
+    curve: dict[str, object] = {}
+    for n, shape in shapes:
+        try:
+            run_figures = _once(span_s, **shape)
+        except Exception as exc:  # noqa: BLE001 - one shape failing keeps the others' figures
+            curve[f"{n}_failed"] = type(exc).__name__
+            continue
+        curve[f"{n}_ledger"] = run_figures["ledger"]
+        curve[f"{n}_requests_per_s"] = round(
+            float(str(run_figures["requests"]))
+            * float(str(run_figures["delivered_per_s"]))
+            / max(float(str(run_figures["delivered"])), 1)
+        )
+        curve[f"{n}_pg_worker_us_per_request"] = run_figures["pg_worker_us_per_request"]
+        curve[f"{n}_cpu_us_per_request"] = run_figures["cpu_us_per_request"]
+    return curve
+
+
+def _pace(fanout: int) -> int:
+    """wrk's per-connection delay for about ``CURVE_REQUESTS_PER_S`` requests a second at the sink."""
+    return round(CONNECTIONS * 1000 * fanout / CURVE_REQUESTS_PER_S)
+
+
+def _ratios(figures: dict[str, object]) -> dict[str, float]:
+    """A run's two ratios (and whether its ledger was exact), whichever checkout's bench code measured it."""
+    return {
+        "cost_ratio": float(str(figures["cost_ratio"])),
+        "delivered_over_ingested": round(
+            float(str(figures["delivered_per_s"])) / max(float(str(figures["ingest_rps"])), 1), 3
+        ),
+        "exact": float(figures["ledger"] == "exact"),
+    }
+
+
+def _mean(runs: list[dict[str, float]], key: str) -> float:
+    return round(sum(r[key] for r in runs) / max(len(runs), 1), 3)

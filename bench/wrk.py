@@ -33,11 +33,16 @@ def _ms(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-def _lua(method: str, body: bytes, headers: dict[str, str], delay_ms: int | None) -> str:
+def _lua(
+    method: str, body: bytes, headers: dict[str, str], delay_ms: int | None, paths: list[str] | None = None
+) -> str:
     lines = [f'wrk.method = "{method}"', f"wrk.body = {_lua_string(body)}"]
     lines += [f"wrk.headers[{_lua_string(k.encode())}] = {_lua_string(v.encode())}" for k, v in headers.items()]
     if delay_ms is not None:
         lines.append(f"function delay() return {delay_ms} end")
+    if paths:  # each request to one of them, drawn at random
+        lines.append("paths = {" + ", ".join(_lua_string(p.encode()) for p in paths) + "}")
+        lines.append("function request() return wrk.format(nil, paths[math.random(#paths)]) end")
     return "\n".join(lines) + "\n"
 
 
@@ -55,13 +60,15 @@ def run_wrk(
     body: bytes = b"",
     headers: dict[str, str] | None = None,
     delay_ms: int | None = None,
+    paths: list[str] | None = None,
 ) -> WrkResult:
-    """At full speed, or with every connection pausing ``delay_ms`` between its requests (wrk's ``delay()``)."""
+    """At full speed, or with every connection pausing ``delay_ms`` between its requests (wrk's ``delay()``);
+    ``paths``: each request to one of them at random instead of ``url``'s own."""
     exe = shutil.which("wrk")
     if exe is None:
         raise SystemExit("bench needs wrk as its load generator: apt-get install wrk")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(_lua(method, body, headers or {}, delay_ms))
+        script.write(_lua(method, body, headers or {}, delay_ms, paths))
     try:
         out = subprocess.run(
             [

@@ -14,6 +14,7 @@ can serve one lifespan after another with other settings (``bind``; the tests re
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
@@ -30,20 +31,25 @@ from control.api import v1_router
 from control.api.allow import AllowMiddleware
 from control.api.body import StrictJSONRequest
 from control.api.deps import provide_ctx
+from control.api.empty_segments import EmptySegmentMiddleware
 from control.api.errors import EXCEPTION_HANDLERS, error_response
 from control.api.openapi import StrictStructSchemaPlugin
 from control.api.provisioning import provisioning_routes
 from control.api.public import AddressLimits
 from control.api.request_ids import RequestIdMiddleware, add_request_id
 from control.db import create_pool
+from control.db.connection import ping
+from control.db.context import Context
 from control.mcp import McpMount
 from control.mcp.llms import llms_txt
 from control.records import Health, HealthDetails
-from control.service import Context, dead_letters
+from control.service import dead_letters
+from control.service.backlog import sampling
 from control.service.metrics import CONTROL, live, publishing
 from control.service.sealed import keyring_of
 from control.service.waiters import Wakeups
-from shared import redis_client
+from control.transform.pool import close_pool
+from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.metrics import CONTENT_TYPE
@@ -56,10 +62,10 @@ log = logging.getLogger("hookyard.control")
 
 
 @get("/metrics", include_in_schema=False)
-async def metrics(ctx: NamedDependency[Context]) -> Response[bytes]:
+async def metrics(ctx: NamedDependency[Context], state: State) -> Response[bytes]:
     """Prometheus text: this server's counters summed over its granian workers, and the deployment-wide
-    gauges read now (``control.service.metrics``)."""
-    body = CONTROL.render(await live(ctx))
+    gauges read now or, the backlog, on a timer (``control.service.metrics``, ``control.service.backlog``)."""
+    body = CONTROL.render(await live(ctx, state.get("backlog")))
     return Response(body, media_type=CONTENT_TYPE)
 
 
@@ -69,7 +75,7 @@ async def healthz(ctx: NamedDependency[Context]) -> Response[Health]:
     an operator should look at while it is up: dead letters (``hookyard dead-letters``) and the backlog."""
     try:
         async with ctx.pool.acquire(timeout=2) as conn:
-            await conn.fetchval("SELECT 1")
+            await ping(conn)
         dead, backlog = await dead_letters.counts(ctx.redis, ctx.keys)
     except Exception as exc:  # noqa: BLE001 - any failure means "not ready", reported, not raised
         return error_response(503, "unavailable", f"not ready: {type(exc).__name__}: {exc}")
@@ -81,9 +87,15 @@ def shape(settings: Settings) -> tuple[int]:
     return (max(1_048_576, 2 * settings.max_body_bytes),)
 
 
-def _checked(settings: Settings) -> Settings:
+def _urls(settings: Settings) -> tuple[str, str]:
+    """The database's and Redis's URLs, without which the control plane cannot run."""
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the control plane (hookyard up sets them)")
+    return settings.database_url, settings.redis_url
+
+
+def _checked(settings: Settings) -> Settings:
+    _urls(settings)
     keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first request
     return settings
 
@@ -100,17 +112,19 @@ async def _resources(app: Litestar) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     for name in [name for name in app.state if name != "settings"]:  # nothing of a previous lifespan is kept
         del app.state[name]
-    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max)
-    redis = await redis_client.open_client(settings.redis_url)  # a cluster client on a Redis Cluster
+    database_url, redis_url = _urls(settings)
+    pool = await create_pool(database_url, max_size=settings.db_pool_max)
+    redis = await redis_client.open_client(redis_url)  # a cluster client on a Redis Cluster
     ctx = Context(
         settings=settings,
         pool=pool,
         redis=redis,
         keys=Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis)),
+        tracing=tracing.setup("control"),  # replays and retries are spans of their webhook's trace
     )
     app.state.ctx = ctx
     app.state.address_limits = AddressLimits.create(settings)  # /api/start, /api/register
-    app.state.wakeups = wakeups = Wakeups(settings.redis_url, ctx.keys)  # connects on the first events/wait
+    app.state.wakeups = wakeups = Wakeups(redis_url, ctx.keys)  # connects on the first events/wait
     CONTROL.gauge(
         "hookyard_wait_waiters", "Long polls waiting (events/wait)", (), lambda: [((), wakeups.waiter_count())]
     )
@@ -121,10 +135,14 @@ async def _resources(app: Litestar) -> AsyncIterator[None]:
         # On the stop signal, not at lifespan shutdown: granian runs that only once every request in
         # flight has ended, which a parked long poll or an open inbox stream would put off (shared.stopping).
         with on_stop_signal(wakeups.stop):
-            async with publishing(CONTROL, settings.metrics_dir):
+            async with publishing(CONTROL, settings.metrics_dir), sampling(ctx, "control") as backlog:
+                app.state.backlog = backlog
                 yield
     finally:
         gc.unfreeze()
+        await close_pool()  # the sandbox processes transforms ran in
+        if ctx.tracing is not None:
+            await asyncio.to_thread(ctx.tracing.shutdown)
         await wakeups.aclose()
         await redis.aclose()
         await pool.close()
@@ -141,7 +159,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,
         plugins=[StrictStructSchemaPlugin()],
         request_class=StrictJSONRequest,
-        middleware=[RequestIdMiddleware(), AllowMiddleware()],
+        middleware=[RequestIdMiddleware(), EmptySegmentMiddleware(), AllowMiddleware()],
         before_send=[add_request_id],
         request_max_body_size=shape(settings)[0],
         openapi_config=OpenAPIConfig(
@@ -155,7 +173,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 RedocRenderPlugin(
                     js_url="/static/redoc.standalone.js",
                     google_fonts=False,
-                    favicon="<link rel='icon' href='data:,'>",
+                    favicon="<link rel='icon' href='/favicon.ico'>",
                     path="/redoc",
                 ),
                 JsonRenderPlugin(),

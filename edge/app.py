@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,16 @@ from edge.refusals import Refusals
 from edge.resp import RespConnection
 from edge.respond import send_error, send_internal_error, send_json
 from edge.stream import StreamWriter
-from shared import redis_client
+from edge.tracing import TracedIngest  # traced
+from shared import (
+    redis_client,
+    tracing,  # traced
+)
 from shared.clientip import ClientIP
 from shared.keys import Keys
 from shared.metrics import CONTENT_TYPE, metrics_dir
 from shared.settings import Settings, load_settings
+from shared.tracing import Tracing  # traced
 from shared.uri import uri_text
 
 __all__ = ("EDGE_GC_THRESHOLD", "EdgeApp", "create_app")
@@ -60,13 +65,15 @@ class EdgeApp:
         if not settings.redis_url:
             raise ValueError("REDIS_URL must be set for the edge")
         self.settings = settings
+        self.redis_url: str = settings.redis_url
         self.keys = Keys(settings.redis_prefix, settings.stream_shards)
         self.redis: aioredis.Redis | None = None
         self.stream_redis: RespConnection | ClusterRespConnection | None = None
-        self.ingest: Ingest | None = None
+        self.ingest: Callable[[dict[str, Any], Any, Any], Awaitable[None]] | None = None  # Ingest, maybe traced
         self.refusals = Refusals(self.keys)  # its key names do not depend on the cluster's tags
         self._listener: asyncio.Task[None] | None = None
         self._metrics_task: asyncio.Task[None] | None = None
+        self.tracing: Tracing | None = None  # traced
 
     def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Awaitable[None]:
         """A plain method that hands back the handler's coroutine: no wrapper coroutine per request.
@@ -80,7 +87,7 @@ class EdgeApp:
             if kind == "http":
                 path = scope["raw_path"]
                 if path.startswith(b"/h/"):
-                    return self.ingest(scope, receive, send)  # type: ignore[misc]
+                    return self.ingest(scope, receive, send)  # type: ignore[misc]  # set by startup, before serving
                 if path == b"/healthz":
                     return self._healthz(scope, send)
                 if path == b"/metrics":
@@ -95,7 +102,7 @@ class EdgeApp:
     async def _healthz(self, scope: dict[str, Any], send: Any) -> None:
         try:
             try:
-                await self.redis.ping()  # type: ignore[union-attr]
+                await self.redis.ping()  # type: ignore[union-attr]  # set by startup, before serving
             except Exception as exc:  # noqa: BLE001 - any failure means "cannot serve"
                 await send_error(send, 503, "unavailable", f"redis unavailable: {type(exc).__name__}")
                 return
@@ -153,19 +160,22 @@ class EdgeApp:
                 return
 
     async def startup(self) -> None:
-        settings = self.settings
-        if await redis_client.is_cluster(settings.redis_url):
-            cluster = redis_client.connect(settings.redis_url, cluster=True)
+        settings, url = self.settings, self.redis_url
+        if await redis_client.is_cluster(url):
+            cluster = redis_client.connect(url, cluster=True)
             self.redis = cluster
             self.keys = Keys(settings.redis_prefix, settings.stream_shards, cluster=True)  # shards spread
-            await cluster.initialize()  # type: ignore[attr-defined] - the slot map the writer routes by
-            self.stream_redis = ClusterRespConnection(settings.redis_url, cluster)  # type: ignore[arg-type]
+            await cluster.initialize()  # the slot map the writer routes by
+            self.stream_redis = ClusterRespConnection(url, cluster)  # type: ignore[arg-type]  # a RedisCluster
         else:
-            self.redis = redis_client.connect(settings.redis_url)
-            self.stream_redis = RespConnection(settings.redis_url)
+            self.redis = redis_client.connect(url)
+            self.stream_redis = RespConnection(url)
         cache = EndpointCache(self.redis, self.keys)
         writer = StreamWriter(self.stream_redis, self.keys, high_water=settings.stream_high_water)
         self.ingest = Ingest(settings, self.keys, cache, writer, ClientIP(settings.trusted_proxies), self.refusals)
+        self.tracing = tracing.setup("edge")  # traced
+        if self.tracing is not None:  # traced
+            self.ingest = TracedIngest(self.ingest, self.tracing)
         self._listener = asyncio.create_task(cache.listen(), name="edge-config-listener")
         self.refusals.start(self.redis)
         if settings.metrics_dir:
@@ -176,6 +186,8 @@ class EdgeApp:
             await cache.listening.wait()
 
     async def shutdown(self) -> None:
+        if self.tracing is not None:  # traced
+            await asyncio.to_thread(self.tracing.shutdown)
         if self.redis is not None:
             await self.refusals.close(self.redis)
         if self._metrics_task is not None:

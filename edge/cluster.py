@@ -56,7 +56,7 @@ class ClusterRespConnection:
         if slot is None:
             slot = self._slots[key] = key_slot(key)
         node = self._cluster.nodes_manager.get_node_from_slot(slot)
-        return node.host, node.port
+        return node.host, int(node.port)
 
     def _connection(self, address: Address) -> RespConnection:
         connection = self._nodes.get(address)

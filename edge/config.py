@@ -32,6 +32,7 @@ import contextlib
 import functools
 import logging
 import time
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -47,6 +48,11 @@ __all__ = ("ACK_TTL_S", "EndpointCache")
 
 log = logging.getLogger("hookyard.edge")
 
+_ENTRY_BYTES = 512
+"""An entry's own objects (the tuple, the served endpoint's fixed fields, the dict slot)."""
+_CONFIG_BYTES_PER_BYTE = 4
+"""A decoded config's Python objects per byte of its stored form (an estimate: strings, lists, a Struct)."""
+
 ACK_TTL_S = 60
 """Life of an ack list: control deletes it once it has its acks; this only clears lists nobody waits on."""
 
@@ -59,6 +65,7 @@ class EndpointCache:
         *,
         ttl_s: float = 30.0,
         max_entries: int = 100_000,
+        max_bytes: int = 64 * 1024 * 1024,
         ping_every_s: float = 5.0,
     ) -> None:
         self._redis = redis
@@ -66,9 +73,14 @@ class EndpointCache:
         self._ttl_s = ttl_s
         self._max_entries = max_entries
         self._ping_every_s = ping_every_s
-        self.entries: dict[str, tuple[ServedEndpoint | None, float]] = {}
-        """token → (config or None for an unknown token, expiry as ``time.time()``). The hot path reads it
-        directly; it is cleared and updated in place, never replaced, and empty while not listening."""
+        self.entries: dict[str, tuple[ServedEndpoint | None, float, int]] = {}
+        """token → (config or None for an unknown token, expiry as ``time.time()``, weight in bytes). The hot
+        path reads it directly; it is cleared and updated in place, never replaced, and empty while not
+        listening."""
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        """What the entries weigh: past ``max_bytes`` (or ``max_entries``) the cache starts over. A config is
+        the tenant's (allowlists, secrets, signature settings), so its size, not the count, is the bound."""
         self._inflight: dict[str, asyncio.Task[ServedEndpoint | None]] = {}
         # Bumped on every invalidation: a lookup that started before one must not store what it read.
         self._generation = 0
@@ -112,9 +124,13 @@ class EndpointCache:
             except (msgspec.MsgspecError, ValueError):
                 log.error("edge config of a token is unreadable; serving it as unknown until control rewrites it")
         if generation == self._generation and self.listening.is_set():
-            if len(self.entries) >= self._max_entries:
+            weight = _ENTRY_BYTES + len(token) + _CONFIG_BYTES_PER_BYTE * len(raw or b"")
+            if len(self.entries) >= self._max_entries or self.nbytes + weight > self.max_bytes:
                 self.entries.clear()
-            self.entries[token] = (config, time.time() + self._ttl_s)
+                self.nbytes = 0
+            old = self.entries.get(token)
+            self.nbytes += weight - (old[2] if old is not None else 0)
+            self.entries[token] = (config, time.time() + self._ttl_s, weight)
         return config
 
     def _landed(self, token: str, task: asyncio.Task[ServedEndpoint | None]) -> None:
@@ -128,9 +144,12 @@ class EndpointCache:
         self._generation += 1
         if token == "*":
             self.entries.clear()
+            self.nbytes = 0
             self._inflight.clear()
         else:
-            self.entries.pop(token, None)
+            old = self.entries.pop(token, None)
+            if old is not None:
+                self.nbytes -= old[2]
             self._inflight.pop(token, None)
 
     async def listen(self) -> None:
@@ -155,12 +174,12 @@ class EndpointCache:
                 self.listening.clear()
                 self.invalidate("*")
                 with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
     async def _reload_slots(self, exc: Exception) -> None:
-        nodes = self._redis.nodes_manager  # type: ignore[attr-defined]
+        nodes = self._redis.nodes_manager  # type: ignore[attr-defined]  # sharded: a RedisCluster
         try:
             if isinstance(exc, MovedError):
                 await nodes.move_slot(exc)
@@ -172,7 +191,7 @@ class EndpointCache:
     async def _subscribe(self, pubsub: aioredis.client.PubSub) -> None:
         """Returns once Redis confirmed the subscription: every PUBLISH from then on reaches this listener."""
         if self._sharded:
-            await pubsub.ssubscribe(self._keys.config_channel)  # type: ignore[attr-defined]
+            await pubsub.ssubscribe(self._keys.config_channel)
         else:
             await pubsub.subscribe(self._keys.config_channel)
         async with asyncio.timeout(10):
@@ -181,14 +200,17 @@ class EndpointCache:
                 if message is not None and message["type"] in ("subscribe", "ssubscribe"):
                     return
 
-    async def _next(self, pubsub: aioredis.client.PubSub, wait_s: float) -> dict | None:
-        if self._sharded:
-            return await pubsub.get_sharded_message(timeout=wait_s)  # type: ignore[attr-defined]
-        return await pubsub.get_message(timeout=wait_s)
+    async def _next(self, pubsub: aioredis.client.PubSub, wait_s: float) -> dict[str, Any] | None:
+        message: dict[str, Any] | None
+        if self._sharded:  # a cluster client's pubsub (ClusterPubSub) has the sharded calls
+            message = await pubsub.get_sharded_message(timeout=wait_s)  # type: ignore[attr-defined]  # see above
+        else:
+            message = await pubsub.get_message(timeout=wait_s)
+        return message
 
     async def _ping(self, pubsub: aioredis.client.PubSub) -> None:
         if self._sharded:  # the connection of the channel's node
-            for node_pubsub in list(pubsub.node_pubsub_mapping.values()):  # type: ignore[attr-defined]
+            for node_pubsub in list(pubsub.node_pubsub_mapping.values()):  # type: ignore[attr-defined]  # a ClusterPubSub
                 await node_pubsub.ping()
         else:
             await pubsub.ping()

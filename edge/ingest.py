@@ -21,22 +21,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from edge.config import EndpointCache
 from edge.metrics import LATENCY, REQUESTS
+from edge.providers import REFUSED, send_answer, send_custom, settle
 from edge.refusals import Refusals
 from edge.respond import JSON_HEADER as _JSON
 from edge.respond import send_error, send_internal_error
 from edge.stream import StreamWriter
-from shared.attribution import attribute
+from shared.attribution import UNATTRIBUTED, Attribution, attribute
 from shared.clientip import ClientIP
 from shared.errors import ConfigsIncompleteError
 from shared.ids import ulid
 from shared.keys import Keys
+from shared.providers import RECOGNISING
+from shared.providers.handshake import Answer
+from shared.providers.recognise import recognise
 from shared.refusals import IP_NOT_ALLOWED
 from shared.settings import Settings
-from shared.signatures import Check, Verdict, repeated_header
+from shared.signatures import SIGNATURE_MISMATCH, Check, Verdict, repeated_header
 from shared.uri import uri_text
 from shared.wire import IngestRecord
 
@@ -80,6 +85,8 @@ class Ingest:
         refusals: Refusals,
     ) -> None:
         self.max_body = settings.max_body_bytes
+        self.public_base = settings.public_edge_url.rstrip("/") if settings.public_edge_url else None
+        """Where senders post (schemes that sign the URL, edge.providers); None: read from the request."""
         self.read_timeout_s = settings.body_read_timeout_s
         self.keys = keys
         self.cache = cache
@@ -88,6 +95,10 @@ class Ingest:
         self.refusals = refusals
         self._too_large = f"body: request body exceeds the limit of {self.max_body} bytes"
         self._lookup_logged_at = -_UNAVAILABLE_LOG_EVERY_S
+        self.store: Callable[[int, IngestRecord], Awaitable[None]] = writer.append
+        """The durable write of a request's record. With tracing on, ``edge.tracing`` swaps in its own at
+        startup, which first gives the record its span's context: off, the handler holds no tracing code
+        and does no tracing work per request (docs/adr/0063-edge-ratios-side-by-side.md)."""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
@@ -160,24 +171,39 @@ class Ingest:
                     return
 
             attribution = attribute(raw, body)
-            verifier = served.verifier
-            if verifier is None:  # no secret: nothing checked, signature_valid stays null
-                signature_valid = reason = None
-            else:
-                # A repeated header (two copies of any name) is the only way the dict can be shorter.
-                verdict = (
-                    verifier(raw, body, now)
-                    if len(raw) == len(headers)
-                    else _verify_repeated(verifier, headers, raw, body, now, endpoint.auth.header_name)
+            answer = catalog = None
+            # A catalog provider beyond the four kinds (edge.providers): the endpoint's own, else one its
+            # headers name. Lines marked "catalog" are what the four kinds alone do without (bench.four_kinds).
+            catalog = served.provider  # catalog
+            if catalog is None and attribution is UNATTRIBUTED and not RECOGNISING.isdisjoint(raw):  # catalog
+                catalog = recognise(raw)
+            if catalog is not None:  # catalog
+                attribution, signature_valid, reason, answer = settle(
+                    served, catalog, scope, raw, body, now, self.public_base
                 )
-                signature_valid, reason, _ = verdict
-                if not signature_valid and not served.checks:  # verification off: only a proof is recorded
-                    signature_valid = reason = None
-                # on_failure=reject: 401 and nothing stored (a blocked source logged below is refused anyway)
-                elif not signature_valid and served.rejects and ip_allowed is not False:
-                    self.refusals.add(endpoint.endpoint_id, reason, now)
+                if signature_valid is False and served.rejects and ip_allowed is not False:
+                    self.refusals.add(endpoint.endpoint_id, reason or SIGNATURE_MISMATCH, now)
                     await send_error(send, 401, "signature_invalid", f"signature verification failed: {reason}")
                     return
+            if catalog is None:  # the four kinds' check (shared.signatures)
+                verifier = served.verifier
+                if verifier is None:  # no secret: nothing checked, signature_valid stays null
+                    signature_valid = reason = None
+                else:
+                    # A repeated header (two copies of any name) is the only way the dict can be shorter.
+                    verdict = (
+                        verifier(raw, body, now)
+                        if len(raw) == len(headers)
+                        else _verify_repeated(verifier, headers, raw, body, now, endpoint.auth.header_name)
+                    )
+                    signature_valid, reason, _ = verdict
+                    if not signature_valid and not served.checks:  # verification off: only a proof is recorded
+                        signature_valid = reason = None
+                    # on_failure=reject: 401 and nothing stored (a blocked source logged below is refused anyway)
+                    elif not signature_valid and served.rejects and ip_allowed is not False:
+                        self.refusals.add(endpoint.endpoint_id, reason or SIGNATURE_MISMATCH, now)
+                        await send_error(send, 401, "signature_invalid", f"signature verification failed: {reason}")
+                        return
             event_id = "evt_" + ulid(int(now * 1000))
             record = IngestRecord(
                 event_id,
@@ -196,8 +222,10 @@ class Ingest:
                 reason,
                 ip_allowed,
             )
+            if answer is not None:  # catalog
+                record.handshake = True
             try:
-                await writer.append(shard, record)
+                await self.store(shard, record)
             except Exception:  # noqa: BLE001 - Redis unreachable: not stored, so the sender must retry
                 await send_error(send, 503, "unavailable", "the event could not be stored; retry shortly", _RETRY_SOON)
                 return
@@ -212,6 +240,14 @@ class Ingest:
                     [(b"x-hookyard-event-id", encoded_id)],
                 )
                 return
+            if answer is not None:  # catalog: a provider's handshake, now that the request is durable
+                await self._handshake(send, answer, attribution, reason, endpoint.endpoint_id, now, encoded_id)
+                return
+            if served.response is not None:  # the endpoint's own answer (Endpoint.response)
+                await send_custom(send, served.response, encoded_id)
+                REQUESTS.inc(("accepted", attribution.provider or ""))
+                LATENCY.observe(time.time() - now)
+                return
             await send(
                 {
                     "type": "http.response.start",
@@ -224,6 +260,31 @@ class Ingest:
             LATENCY.observe(time.time() - now)
         except Exception as exc:  # noqa: BLE001 - never the server's bare 500
             await send_internal_error(scope, send, exc)
+
+    async def _handshake(
+        self,
+        send: Any,
+        answer: Answer,
+        attribution: Attribution,
+        reason: str | None,
+        endpoint_id: str,
+        now: float,
+        encoded_id: bytes,
+    ) -> None:
+        """A stored handshake's answer: its provider's, or 401 for a signed one whose check failed (stored all
+        the same, never routed). Off the usual request's path, which checks ``answer`` once."""
+        if answer is REFUSED:
+            self.refusals.add(endpoint_id, reason or SIGNATURE_MISMATCH, now)
+            await send_error(
+                send,
+                401,
+                "signature_invalid",
+                f"signature verification failed: {reason}",
+                [(b"x-hookyard-event-id", encoded_id)],
+            )
+            return
+        await send_answer(send, answer, encoded_id)
+        REQUESTS.inc(("accepted", attribution.provider or ""))
 
     def _lookup_failed(self, exc: Exception) -> None:
         """Logged once per ``_UNAVAILABLE_LOG_EVERY_S``, not once per refused request of an outage."""

@@ -101,9 +101,9 @@ class Refusals:
         except BaseException:
             oldest = (int(time.time()) - KEEP_S) // 60
             counts = self.counts
-            for key, count in taken.items():
-                if key[2] >= oldest:
-                    counts[key] = counts.get(key, 0) + count
+            for counted, count in taken.items():
+                if counted[2] >= oldest:
+                    counts[counted] = counts.get(counted, 0) + count
             raise
         return sum(taken.values())
 

@@ -66,7 +66,7 @@ class _Protocol(asyncio.Protocol):
         self._resume: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a stream connection's: an asyncio.Transport
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
@@ -94,7 +94,7 @@ class _Protocol(asyncio.Protocol):
     def abandon(self, error: Exception) -> None:
         """Closes now and fails whatever is pending, so no later call can be queued behind the close."""
         self._fail(error)
-        self.transport.close()  # type: ignore[union-attr]
+        self.transport.close()  # type: ignore[union-attr]  # replies come only after connection_made
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(ConnectionError(f"redis connection lost: {exc or 'closed by the server'}"))
@@ -137,7 +137,7 @@ class RespConnection:
         port: int | None = None,
     ) -> None:
         """``host`` and ``port`` replace the URL's (a cluster node, reached with the URL's credentials and TLS)."""
-        options = parse_url(url)
+        options: dict[str, Any] = dict(parse_url(url))
         if host is not None:
             options.update(host=host, port=port)
             if options.get("connection_class") is UnixDomainSocketConnection:
@@ -160,7 +160,7 @@ class RespConnection:
             raise protocol.lost
         future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         protocol.pending.append(_Pending(future, len(commands)))
-        protocol.transport.write(pack(commands))  # type: ignore[union-attr]
+        protocol.transport.write(pack(commands))  # type: ignore[union-attr]  # a connected protocol has one
         try:
             async with asyncio.timeout(self._reply_timeout_s):
                 await protocol.drain()  # a Redis that stopped reading is bounded like one that stopped answering

@@ -34,6 +34,16 @@ async def send_error(
     await send_json(send, status, _encoder.encode(envelope(code, message)), headers)
 
 
+def _route_of(scope: dict[str, Any]) -> str:
+    """The request's first path segment only (``/h/…``): the rest is the ingest token and the sender's own
+    path, which may hold a person's data, and a log line outlives an erasure (docs/reference/retention.md)."""
+    raw = scope.get("raw_path") or scope.get("path") or b""
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)
+    first, _, rest = text.lstrip("/").partition("/")
+    first = "".join(c for c in first[:32] if c.isascii() and (c.isalnum() or c in "-_"))  # nothing to forge a line
+    return f"/{first}/…" if rest else f"/{first}"
+
+
 async def send_internal_error(scope: dict[str, Any], send: Any, exc: BaseException) -> None:
     """What every edge handler does with an exception nothing else expected: log it with its traceback and
     answer ``500 internal_error`` in the envelope, never the server's plain-text 500.
@@ -43,9 +53,9 @@ async def send_internal_error(scope: dict[str, Any], send: Any, exc: BaseExcepti
     left to tell. Never raises.
     """
     log.error(
-        "unhandled error on %s %r",
+        "unhandled error on %s %s",
         scope.get("method", "?"),
-        scope.get("raw_path", scope.get("path", "?")),
+        _route_of(scope),
         exc_info=(type(exc), exc, exc.__traceback__),
     )
     REQUESTS.inc(("internal_error", ""))

@@ -33,7 +33,7 @@ RECOUNT_S = 0.25
 log = logging.getLogger("hookyard.edge")
 
 
-class _Batch(asyncio.Future):
+class _Batch(asyncio.Future[None]):
     """The outcome of one write, awaited by every request in it.
 
     A request whose task is cancelled (its sender hung up) must not cancel its batch-mates' outcome; refusing

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from shared.keys import Keys
 from shared.networks import IPNetwork, covers, network
+from shared.providers import CATALOG, Provider
+from shared.providers.verify import CatalogCheck, check_for
 from shared.signatures import prover, verifier
 from shared.wire import EdgeEndpoint
 
@@ -23,7 +25,18 @@ __all__ = ("ServedEndpoint",)
 class ServedEndpoint:
     """Also what the hot path would otherwise recompute per request: the shard, whether to verify."""
 
-    __slots__ = ("checks", "config", "networks", "rejects", "shard", "verifier")
+    __slots__ = (
+        "checks",
+        "config",
+        "networks",
+        "provider",
+        "rejects",
+        "response",
+        "secret",
+        "shard",
+        "verifier",
+        "verify_token",
+    )
 
     def __init__(self, config: EdgeEndpoint, keys: Keys) -> None:
         self.config = config
@@ -40,6 +53,23 @@ class ServedEndpoint:
         )
         """None when nothing is checked (``signature_valid`` stays null)."""
         self.rejects = auth.hmac_enabled and auth.on_failure == "reject"
+        catalog = CATALOG.get(auth.provider) if auth.provider else None
+        self.provider: Provider | None = catalog if catalog is not None and catalog.kind is None else None
+        """The endpoint's catalog provider beyond the four kinds (checked by ``edge.providers``); None: a
+        provider is recognised per request from its headers."""
+        self.secret = auth.secret or None
+        self.verify_token = auth.verify_token
+        custom = config.response
+        self.response = (
+            None
+            if custom is None
+            else (custom.status, (b"content-type", custom.content_type.encode("latin-1")), custom.body.encode())
+        )
+        """The endpoint's own answer, ready to send: (status, content-type header, body); None: the usual one."""
+
+    def catalog_check(self, provider: Provider) -> CatalogCheck:
+        """``provider``'s check with this endpoint's secret (cached per provider and secret, as MAC states)."""
+        return check_for(provider.name, self.secret or "")
 
     def ip_allowed(self, ip: str | None) -> bool | None:
         """None when the endpoint has no allowlist (nothing was checked); else whether an entry covers ip."""

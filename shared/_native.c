@@ -1,7 +1,7 @@
 /* shared._native: the compiled parts of shared.signatures and shared.attribution.
  *
  * Why C: the edge runs attribution and one signature check per request on granian's single Python thread,
- * and that thread's time per request is what bounds the edge (DESIGN.md section 6). In Python the two cost
+ * and that thread's time per request is what bounds the edge (docs/adr/0007-edge-judged-by-python-cpu-per-request.md). In Python the two cost
  * about 1.9 us per request in a tight loop; here about 0.5 us (see
  * docs/adr/0008-native-fast-path-for-signatures-and-attribution.md).
  *

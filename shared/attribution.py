@@ -1,8 +1,8 @@
 """Provider attribution at ingest: which provider sent a request, its event type and idempotency key.
 
-Pure and cheap (the edge calls it for every request). Recognised by headers, both SPEC.md's neutral names
-and the real providers' (:data:`~shared.headers.RawHeaders`: lowercased byte names, as ASGI delivers them;
-a value taken from a header is decoded by :func:`~shared.headers.header_text`):
+Pure and cheap (the edge calls it for every request). Recognised by headers, both hookyard's neutral names
+and the real providers' (docs/reference/events.md; :data:`~shared.headers.RawHeaders`: lowercased byte names,
+as ASGI delivers them; a value taken from a header is decoded by :func:`~shared.headers.header_text`):
 
 =============  ==============================================  =================  ===========================
 provider       recognised by                                   event_type         idempotency key
@@ -16,11 +16,12 @@ provider       recognised by                                   event_type       
                                                                                   ``x-github-delivery``
 =============  ==============================================  =================  ===========================
 
-Checked in that order; anything else is unattributed (all ``None``), which is not an error. An empty header
-counts as absent. The body is parsed only when the event type lives in it, and only as far as needed: a
-module-level decoder of a two-field struct whose fields stay raw JSON (msgspec skips everything else), so
-an event type or id that is not a non-empty string, a body that is not JSON or not an object, or one nested
-too deep, simply yields ``None``.
+Checked in that order; anything else is unattributed (all ``None``, the very :data:`UNATTRIBUTED` object), which is
+not an error; the edge then asks the provider catalog (``shared.providers``, docs/adr/0054-provider-catalog.md). An
+empty header counts as absent. The body is parsed only when the event type lives in it, and only as far as needed: a
+module-level decoder of a two-field struct whose fields stay raw JSON (msgspec skips everything else), so an event
+type or id that is not a non-empty string, a body that is not JSON or not an object, or one nested too deep, simply
+yields ``None``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import msgspec
 
 from shared.headers import RawHeaders, header_text
 
-__all__ = ("PROVIDERS", "Attribution", "attribute")
+__all__ = ("PROVIDERS", "UNATTRIBUTED", "Attribution", "attribute")
 
 PROVIDERS: Final = ("identity", "commerce", "payments", "code_host")
 
@@ -68,6 +69,8 @@ _probe_decoder: Final = msgspec.json.Decoder(_Probe)
 _string_probe_decoder: Final = msgspec.json.Decoder(_StringProbe)
 _str_decoder: Final = msgspec.json.Decoder(str)
 _NONE: Final = Attribution(None, None, None)
+UNATTRIBUTED: Final = _NONE
+"""What :data:`attribute` returns, this very object, for a request of none of the four kinds (``is`` tests it)."""
 _QUOTE: Final = ord('"')
 
 _IDENTITY_IDS: Final = (b"relay-id", b"webhook-id", b"svix-id")
@@ -159,7 +162,7 @@ try:
     # else by _attribute (the tests run both and compare them).
     from shared import _native
 except ImportError:
-    _native = None  # type: ignore[assignment]
+    _native = None  # type: ignore[assignment]  # optional: mypy cannot type a module that may be None
 
 
 Attribute = Callable[[RawHeaders, bytes], Attribution]

@@ -6,7 +6,7 @@ Shared because the edge (ingest) and control (the per-address limits of ``/api/*
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from shared.networks import IPNetwork, covers
 
@@ -24,7 +24,7 @@ class ClientIP:
     def _is_trusted(self, host: str) -> bool:
         return covers(self._trusted, host)
 
-    def resolve(self, peer: str | None, headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+    def resolve(self, peer: str | None, headers: Iterable[tuple[bytes, bytes]]) -> str | None:
         """Walks X-Forwarded-For right to left past trusted hops; the first untrusted hop is the sender."""
         if peer is None or not self._trusted or not self._is_trusted(peer):
             return peer

@@ -8,6 +8,9 @@ Our exception hierarchy:
   x EmbeddedError              - ``hookyard up``'s embedded Postgres or Redis did not start; an unusable data dir
   x StartupError               - a child of ``hookyard up`` died or never became healthy
   x EgressRefusedError         - a destination resolves to an address the egress policy forbids (permanent)
+  x TokenFetchError            - a destination's OAuth2 token endpoint failed or was refused (``permanent``)
+  x NotATransformError         - a transform's source does not compile (V8's message and the line it names)
+  x SandboxEndedError          - a transform's sandbox process ended (killed for time or died) under a batch
   x ConfigsIncompleteError     - Redis lost the edge configs and the sweep has not rebuilt them: worth retrying
   x ApiError                   - the control plane refused a command's call (its envelope's code and message)
   x Unreachable                - the control plane did not answer, or answered 502-504: worth retrying
@@ -17,6 +20,7 @@ Our exception hierarchy:
       - InvalidConditionTree   - invalid_condition_tree (the message names the node)
     + UnauthorizedError        - unauthorized
     + ForbiddenError           - forbidden / temporary_token
+      - QuotaExceededError     - quota_exceeded (an account at its endpoints or alert destinations quota)
     + NotFoundError            - not_found (also: another account's id)
     + GoneError                - endpoint_expired (a temporary endpoint past its expiry)
     + ConflictError            - external_ref_taken, ...
@@ -49,11 +53,15 @@ __all__ = (
     "InvalidConditionTree",
     "JobDataError",
     "MigrationError",
+    "NotATransformError",
     "NotFoundError",
     "PayloadTooLargeError",
+    "QuotaExceededError",
     "RateLimitedError",
+    "SandboxEndedError",
     "ServiceError",
     "StartupError",
+    "TokenFetchError",
     "UnauthorizedError",
     "Unreachable",
     "ValidationError",
@@ -100,6 +108,34 @@ class EgressRefusedError(HookyardError):
     """The destination resolves to an address the egress policy forbids; a permanent failure."""
 
 
+class TokenFetchError(HookyardError):
+    """No OAuth2 token for a destination: its token endpoint failed, or the egress policy refused it
+    (``permanent``: fetching again cannot help until the destination changes)."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class NotATransformError(HookyardError):
+    """A transform's source does not compile: V8's ``message`` and the ``line`` it names. The services word
+    it as the error of the field it came in (``transform: line 3: ...``) or as a dry run's answer."""
+
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+class SandboxEndedError(HookyardError):
+    """A transform's sandbox process is gone: killed for time, or died (``crashed``). ``innocent``: the batch
+    never started (it waited behind the one that ended the process), and the pool sends it again."""
+
+    def __init__(self, message: str, *, crashed: bool, innocent: bool = False) -> None:
+        super().__init__(message)
+        self.message, self.crashed, self.innocent = message, crashed, innocent
+
+
 class ConfigsIncompleteError(HookyardError):
     """An edge found no config for a token while Redis holds no complete set of them (it lost its data, and
     the sweep is rebuilding them from Postgres): the token may well be known, so the sender is told to retry
@@ -118,6 +154,12 @@ class ApiError(HookyardError):
 
 class Unreachable(HookyardError):
     """The control plane did not answer (down, restarting) or answered 502-504: worth retrying."""
+
+    def __init__(self, message: str, *, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where
+        """How the message names the control plane (its URL and where that came from), to name it again once
+        that has changed."""
 
 
 class JobDataError(HookyardError):
@@ -156,6 +198,13 @@ class UnauthorizedError(ServiceError):
 
 class ForbiddenError(ServiceError):
     code = "forbidden"
+
+
+class QuotaExceededError(ForbiddenError):
+    """An account at one of its quotas (endpoints, alert destinations): a 403 whose code says which kind of
+    refusal it is, so a client tells it from a missing permission."""
+
+    code = "quota_exceeded"
 
 
 class NotFoundError(ServiceError):

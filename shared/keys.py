@@ -134,5 +134,10 @@ class Keys:
         destination's key is one slot and the limiter's script touches nothing else."""
         return f"{self.prefix}{{dst:{destination_id}}}:rate"
 
+    def replay_target(self, endpoint_id: str) -> str:
+        """String: the URL an endpoint's events were last sent to by hand (a replay) or by ``hookyard listen``
+        (a recorded forward), which the inbox's replay box starts with; it expires with the records."""
+        return f"{self.prefix}replay-target:{endpoint_id}"
+
     def worker_health(self, name: str) -> str:
         return f"{self.prefix}health:{name}"

@@ -2,8 +2,9 @@
 line (``HOOKYARD_LOG_FORMAT=json``) for log shippers.
 
 A JSON line has ``time``, ``level``, ``logger``, ``message`` and, where the line has them, ``request_id``,
-``event_id``, ``endpoint_id`` and ``delivery_id``: from the ``log_context`` of the code that is running
-(a control request, a delivery attempt) or from a call's ``extra=``. Both formats pass every message through
+``event_id``, ``endpoint_id``, ``delivery_id``, and ``trace_id`` and ``span_id`` (of the webhook's trace,
+when tracing is on: ``shared.tracing``): from the ``log_context`` of the code that is running (a control
+request, an ingest, a delivery attempt, a replay) or from a call's ``extra=``. Both formats pass every message through
 ``redact``, which replaces anything shaped like a secret hookyard hands out or checks (``whsec_`` signing
 secrets, ``hy_live_``/``hy_tmp_`` keys, sealed values, signature header values) by a marker: the code logs
 no secret on purpose, and a value that reaches a log by accident (an exception quoting a header) still
@@ -42,7 +43,7 @@ __all__ = (
     "safe_url",
 )
 
-IDS = ("request_id", "event_id", "endpoint_id", "delivery_id")
+IDS = ("request_id", "event_id", "endpoint_id", "delivery_id", "trace_id", "span_id")
 _context: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("hookyard_log_context", default={})  # noqa: B039 - never mutated, only replaced
 
 _SECRET = re.compile(

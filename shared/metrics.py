@@ -20,12 +20,13 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import msgspec
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 __all__ = ("CONTENT_TYPE", "Counter", "Histogram", "Metrics", "metrics_dir")
 
@@ -33,6 +34,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 _WRITE_EVERY_S = 1.0
+# One process's totals as written to its file: kind ("c", "h", "g") -> metric -> [label values, value] pairs, a
+# histogram's value being its bucket counts.
+Snapshot = dict[str, dict[str, list[tuple[list[str], float | list[float]]]]]
 
 
 class Counter:
@@ -126,7 +130,7 @@ class Metrics:
             out.write(msgspec.msgpack.encode(self._snapshot()))
         os.replace(tmp, path)
 
-    def _snapshots(self) -> list[dict[str, list[list[object]]]]:
+    def _snapshots(self) -> list[Snapshot]:
         if self.directory is None:
             return [msgspec.msgpack.decode(msgspec.msgpack.encode(self._snapshot()))]
         self.write(force=True)
@@ -136,60 +140,68 @@ class Metrics:
                 found.append(msgspec.msgpack.decode(path.read_bytes()))
         return found
 
-    def render(self, live: Iterable[object] = ()) -> bytes:
+    def render(self, live: Iterable[Metric] = ()) -> bytes:
         """The exposition text: every metric summed over this role's processes, then ``live`` families
         (deployment-wide values the caller just read, which must not be summed)."""
         snapshots = self._snapshots()
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Families(self, snapshots))  # type: ignore[arg-type]
-        registry.register(_Live(list(live)))  # type: ignore[arg-type]
+        registry.register(_Families(self, snapshots))
+        registry.register(_Live(list(live)))
         return generate_latest(registry)
 
 
-class _Families:
-    def __init__(self, metrics: Metrics, snapshots: list[dict[str, list[list[object]]]]) -> None:
+class _Families(Collector):
+    def __init__(self, metrics: Metrics, snapshots: list[Snapshot]) -> None:
         self.metrics, self.snapshots = metrics, snapshots
 
-    def _summed(self, kind: str, name: str) -> dict[tuple[str, ...], object]:
-        total: dict[tuple[str, ...], object] = {}
+    def _pairs(self, kind: str, name: str) -> Iterator[tuple[tuple[str, ...], float | list[float]]]:
         for snap in self.snapshots:
-            for key, value in snap.get(kind, {}).get(name, ()):  # type: ignore[attr-defined]
-                key = tuple(key)  # type: ignore[arg-type]
-                if isinstance(value, list):
-                    previous = total.get(key)
-                    total[key] = value if previous is None else [a + b for a, b in zip(previous, value, strict=True)]  # type: ignore[arg-type]
-                else:
-                    total[key] = total.get(key, 0) + value  # type: ignore[operator]
+            for key, value in snap.get(kind, {}).get(name, ()):
+                yield tuple(key), value
+
+    def _summed(self, kind: str, name: str) -> dict[tuple[str, ...], float]:
+        total: dict[tuple[str, ...], float] = {}
+        for key, value in self._pairs(kind, name):
+            if not isinstance(value, list):
+                total[key] = total.get(key, 0) + value
         return total
 
-    def collect(self) -> Iterable[object]:
+    def _summed_buckets(self, name: str) -> dict[tuple[str, ...], list[float]]:
+        total: dict[tuple[str, ...], list[float]] = {}
+        for key, value in self._pairs("h", name):
+            if isinstance(value, list):
+                previous = total.get(key)
+                total[key] = value if previous is None else [a + b for a, b in zip(previous, value, strict=True)]
+        return total
+
+    def collect(self) -> Iterable[Metric]:
         m = self.metrics
         for name, counter in m.counters.items():
-            family = CounterMetricFamily(name, counter.help, labels=counter.labels)
+            counters = CounterMetricFamily(name, counter.help, labels=counter.labels)
             for key, value in sorted(self._summed("c", name).items()):
-                family.add_metric(key, value)  # type: ignore[arg-type]
-            yield family
+                counters.add_metric(key, value)
+            yield counters
         for name, histogram in m.histograms.items():
-            family = HistogramMetricFamily(name, histogram.help, labels=histogram.labels)
-            for key, counts in sorted(self._summed("h", name).items()):
+            histograms = HistogramMetricFamily(name, histogram.help, labels=histogram.labels)
+            for key, counts in sorted(self._summed_buckets(name).items()):
                 running, buckets = 0.0, []
-                for bound, count in zip((*histogram.bounds, float("inf")), counts[:-1], strict=True):  # type: ignore[index]
+                for bound, count in zip((*histogram.bounds, float("inf")), counts[:-1], strict=True):
                     running += count
                     buckets.append((_bound(bound), running))
-                family.add_metric(key, buckets, counts[-1])  # type: ignore[index, arg-type]
-            yield family
+                histograms.add_metric(key, buckets, counts[-1])
+            yield histograms
         for name, (help_text, labels, _) in m.gauges.items():
-            family = GaugeMetricFamily(name, help_text, labels=labels)
+            gauges = GaugeMetricFamily(name, help_text, labels=labels)
             for key, value in sorted(self._summed("g", name).items()):
-                family.add_metric(key, value)  # type: ignore[arg-type]
-            yield family
+                gauges.add_metric(key, value)
+            yield gauges
 
 
-class _Live:
-    def __init__(self, families: list[object]) -> None:
+class _Live(Collector):
+    def __init__(self, families: list[Metric]) -> None:
         self.families = families
 
-    def collect(self) -> Iterable[object]:
+    def collect(self) -> Iterable[Metric]:
         return self.families
 
 

@@ -14,13 +14,20 @@ Cluster: ``REDIS_URL`` may name any node of a Redis Cluster. :func:`open_client`
 map and follows MOVED/ASK. Its per-node pools cannot wait for a free connection (they raise past the cap), so
 the cap is set well above what a burst holds (``CLUSTER_MAX_CONNECTIONS``). A cluster needs Redis 7 or later:
 the edge config notices use sharded pub/sub (:func:`publish_counted`).
+
+A worker may start before Redis answers (both restarted at once, a slow boot, a Redis restarting under it):
+:func:`open_client_when_up` waits for it with a capped backoff, as the worker loops wait out any later
+outage, instead of exiting and leaving the stream unflushed until someone restarts the process.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any, Final
 
 import redis.asyncio as aioredis
+import redis.exceptions
 from redis.asyncio.cluster import RedisCluster
 
 from shared.errors import ConfigError
@@ -33,8 +40,11 @@ __all__ = (
     "is_cluster",
     "is_cluster_client",
     "open_client",
+    "open_client_when_up",
     "publish_counted",
 )
+
+log = logging.getLogger("hookyard.redis")
 
 MAX_CONNECTIONS: Final = 100
 """Connections per client (redis-py's own default cap, now waited for instead of failing past it)."""
@@ -63,7 +73,7 @@ def connect(
         options.setdefault("socket_keepalive", True)
     if cluster:
         options.pop("client_name", None)  # set per connection by redis-py's plain clients only
-        return RedisCluster.from_url(  # type: ignore[return-value]
+        return RedisCluster.from_url(  # type: ignore[return-value]  # callers use only the commands both share
             url, max_connections=max(max_connections, CLUSTER_MAX_CONNECTIONS), **options
         )
     pool = aioredis.BlockingConnectionPool.from_url(
@@ -93,6 +103,22 @@ async def open_client(url: str, **options: Any) -> aioredis.Redis:
     return connect(url, cluster=await is_cluster(url), **options)
 
 
+async def open_client_when_up(url: str, *, cap_s: float = 5.0, **options: Any) -> aioredis.Redis:
+    """:func:`open_client`, once Redis answers: unreachable, it is asked again after 0.1 s, doubling up to
+    ``cap_s``, each failure logged as one line (without the URL, which may hold a password). Refused
+    credentials are not waited out: they end the start as before."""
+    delay = 0.1
+    while True:
+        try:
+            return await open_client(url, **options)
+        except redis.exceptions.AuthenticationError:  # a ConnectionError to redis-py, but no wait mends it
+            raise
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+            log.warning("Redis unreachable (%s: %s); asking again in %.1fs", type(exc).__name__, exc, delay)
+        await asyncio.sleep(delay)
+        delay = min(cap_s, delay * 2)
+
+
 def is_cluster_client(client: object) -> bool:
     return isinstance(client, RedisCluster)
 
@@ -103,5 +129,5 @@ async def publish_counted(client: aioredis.Redis, channel: str, message: bytes) 
     On a cluster PUBLISH reaches every node but counts only the receiving node's subscribers; a sharded
     channel (SPUBLISH, listeners SSUBSCRIBE) lives on the node owning its slot, so its count is all of them."""
     if is_cluster_client(client):
-        return int(await client.spublish(channel, message))  # type: ignore[attr-defined]
+        return int(await client.spublish(channel, message))
     return int(await client.publish(channel, message))

@@ -69,6 +69,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Outbound policy of deliveries, replays and destination tests: ``public`` refuses loopback, private,
     link-local, CGNAT, multicast, unspecified and cloud-metadata addresses (checked on the address actually
     connected to); ``any`` allows every address."""
+    endpoint_quota: Annotated[int, msgspec.Meta(ge=0)] = 1000
+    """Endpoints a registered account may have when its own ``endpoint_quota`` is unset (0: no default
+    quota). Alert volume follows from it (an alert per condition: per endpoint and per destination)."""
     deliver_concurrency: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 128
     """Outbound requests in flight per deliver worker process."""
     deliver_per_destination: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
@@ -152,6 +155,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     (``/metrics`` on any worker sums them); unset: ``hookyard edge``/``control`` make a fresh one per start."""
     worker_metrics_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
     """Port of ``hookyard worker``'s ``/metrics`` (on ``host``); 0: none."""
+    sandbox_processes: Annotated[int, msgspec.Meta(ge=0, le=256)] = 0
+    """Sandbox processes transforms run in, per control plane and per deliver worker (started as calls need
+    them); 0: as many as the machine has cores."""
+    sandbox_per_account: Annotated[int, msgspec.Meta(ge=0, le=256)] = 0
+    """Sandbox processes one account's calls may hold at once (the rest wait their turn, round robin); 0: half
+    of ``sandbox_processes``, at least 1."""
+    sandbox_memory_mb: Annotated[int, msgspec.Meta(ge=1024, le=65536)] = 1536
+    """OS limit (``RLIMIT_DATA``) on each sandbox process's memory, beside V8's 64 MB heap limit per call;
+    V8 takes about 540 MB of it (address space it writes to, mostly not resident); 1024 at least."""
 
     def __post_init__(self) -> None:
         if self.database_url is not None and not self.database_url.startswith(("postgres://", "postgresql://")):
@@ -218,6 +230,6 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
         return msgspec.convert(raw, Settings, strict=False)
     except msgspec.ValidationError as exc:
         text = str(exc)
-        field = text.rsplit("`$.", 1)[-1].split("`")[0].split("[")[0] if "`$." in text else None
-        name = env_name(field) if field in Settings.__struct_fields__ else "settings"
+        failed = text.rsplit("`$.", 1)[-1].split("`")[0].split("[")[0] if "`$." in text else None
+        name = env_name(failed) if failed in Settings.__struct_fields__ else "settings"
         raise ConfigError(f"{name}: {text.split(' - at ')[0]}") from None

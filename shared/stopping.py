@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 __all__ = ("STOP_SIGNALS", "on_stop_signal")
@@ -40,14 +41,16 @@ def on_stop_signal(callback: Callable[[], None]) -> Iterator[None]:
             fired = True
             callback()
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     try:
         for sig in STOP_SIGNALS:
             found = signal.getsignal(sig)
             if not callable(found):  # SIG_DFL ends the process anyway, SIG_IGN never stops it: nothing to add
                 continue
 
-            def chained(signum: int, frame: object, found: Callable[[int, object], Any] = found) -> None:
+            def chained(
+                signum: int, frame: FrameType | None, found: Callable[[int, FrameType | None], Any] = found
+            ) -> None:
                 loop.call_soon_threadsafe(fire)
                 found(signum, frame)
 

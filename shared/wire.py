@@ -22,6 +22,7 @@ __all__ = (
     "ConfigNotice",
     "EdgeAuth",
     "EdgeEndpoint",
+    "EdgeResponse",
     "IngestRecord",
     "decode_config_notice",
     "decode_edge_endpoint",
@@ -38,6 +39,19 @@ class EdgeAuth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     tolerance_seconds: int = 300
     on_failure: Literal["reject", "accept_log"] = "reject"
     log_blocked_ips: bool = False
+    provider: str | None = None
+    """A catalog provider's own name (``shared.providers``): its scheme checks and its handshake is answered
+    without recognising it from the headers; None recognises it per request."""
+    verify_token: str | None = None
+    """What the provider echoes in a keyed GET challenge (Meta's ``hub.verify_token``)."""
+
+
+class EdgeResponse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The endpoint's own answer to a stored request (``Endpoint.response``): a 2xx, its type and body."""
+
+    status: int = 200
+    content_type: str = "text/plain; charset=utf-8"
+    body: str = ""
 
 
 class EdgeEndpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -54,6 +68,8 @@ class EdgeEndpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     compare-and-set on it (``control.service.edge_config``); read at the top level by a Lua script."""
     deleted: bool = False
     """A tombstone: the endpoint is gone and the edge serves its token as unknown (404)."""
+    response: EdgeResponse | None = None
+    """What the sender gets once its request is stored; None: ``{"ok": true, "id"}``."""
 
 
 class ConfigNotice(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -72,7 +88,7 @@ def encode(obj: msgspec.Struct) -> bytes:
     return _encoder.encode(obj)
 
 
-def decode_edge_endpoint(data: bytes) -> EdgeEndpoint:
+def decode_edge_endpoint(data: bytes | str) -> EdgeEndpoint:
     return _edge_endpoint_decoder.decode(data)
 
 
@@ -120,6 +136,11 @@ class IngestRecord(msgspec.Struct, array_like=True, gc=False):
     signature_valid: bool | None = None
     signature_failure_reason: str | None = None
     ip_allowed: bool | None = None
+    traceparent: str | None = None  # traced
+    """The W3C ``traceparent`` of the edge's ingest span (its trace is the event's: ``shared.tracing``); None
+    when the edge does not trace, and in records of edges before it did."""
+    handshake: bool = False
+    """A provider's handshake the edge answered (``shared.providers.handshake``): stored, never delivered."""
 
 
 _records_encoder = msgspec.msgpack.Encoder()

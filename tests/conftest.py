@@ -31,14 +31,16 @@ import asyncpg
 import pytest
 from litestar.testing import AsyncTestClient
 
+from control.db.context import Context
 from control.db.migrate import migrate
-from control.service import Context
 from control.service.accounts import create_account
 from control.workers import worker_context
 from shared import ids, redis_client
 from shared.settings import Settings, load_settings
 from shared.wire import IngestRecord
 from tests.apps import control_app
+from tests.node_packages import ensure_node_modules
+from tests.otlp import otlp  # noqa: F401 - a real OTLP/HTTP receiver, for the tests of tracing and metrics export
 from tests.redis_cluster import redis_cluster  # noqa: F401 - a session's Redis Cluster, for the modules that ask
 from tests.stack import stack  # noqa: F401 - the real-process fixture, shared by the e2e modules
 
@@ -302,6 +304,12 @@ async def ctx(settings: Settings) -> AsyncIterator[Context]:
     """A worker-style Context (pool + Redis without socket timeout) on the test's database and prefix."""
     async with worker_context(settings) as context:
         yield context
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    """tests/node's npm packages, installed by ``npm ci`` on first use when stale (``tests.node_packages``)."""
+    return ensure_node_modules()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,14 +30,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from control.service import Context
+from bench.ports import free_port
+from control.db.context import Context
 from control.service.accounts import create_account
 from control.workers.deliver import Deliver
 from control.workers.loop import run_loops
 from shared import ids
 from tests.events_support import Ev, store, store_task
 from tests.helpers import wait_for
-from tests.ports import free_port
 
 __all__ = (
     "FAST_DELIVERY",
@@ -82,6 +82,8 @@ class Received:
     body: bytes
     at: float
     """time.time() when the request was complete."""
+    peer_certificate: dict[str, Any] | None = None
+    """The client certificate the sender presented over TLS (``ssl.SSLSocket.getpeercert``), if any."""
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
@@ -113,10 +115,14 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
 
 
 class Destination:
-    def __init__(self, *, tls_dir: Path | None = None) -> None:
+    def __init__(self, *, tls_dir: Path | None = None, server_context: ssl.SSLContext | None = None) -> None:
         """With ``tls_dir``: HTTPS with a self-signed certificate written there (trust it with
-        ``client_context()``)."""
+        ``client_context()``). With ``server_context``: HTTPS as that context says (a certificate of a test CA,
+        client certificates required...)."""
         self.tls_dir = tls_dir
+        self.server_context = server_context
+        self.answer: Callable[[Received], Reply | None] | None = None
+        """Decides the reply to a request (an auth check, a token endpoint); None from it: the scripted one."""
         self.idle_timeout_s: float | None = None
         """Close a kept-alive connection that sends no new request for this long (as servers do)."""
         self.idle_closed = 0
@@ -134,7 +140,8 @@ class Destination:
 
     @property
     def url(self) -> str:
-        return f"{'https' if self.tls_dir else 'http'}://127.0.0.1:{self.port}/hook"
+        secure = self.tls_dir is not None or self.server_context is not None
+        return f"{'https' if secure else 'http'}://127.0.0.1:{self.port}/hook"
 
     def client_context(self) -> ssl.SSLContext:
         """An SSL context trusting this destination's certificate (and nothing else)."""
@@ -195,12 +202,12 @@ class Destination:
     async def _serve(self, ready: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        context = None
+        context = self.server_context
         if self.tls_dir is not None:
             cert, key = _self_signed(self.tls_dir)
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(cert, key)
-        while True:  # a port of its own, never one a past test's destination had (tests/ports.py)
+        while True:  # a port of its own, never one a past test's destination had (bench/ports.py)
             port = free_port()
             try:
                 server = await asyncio.start_server(self._connection, "127.0.0.1", port, ssl=context)
@@ -260,13 +267,16 @@ class Destination:
         # Raw header values are bytes on the wire; show them as the sender's UTF-8.
         decoded = [(n, v.encode("latin-1").decode("utf-8", "replace")) for n, v in raw]
         wire = [(n, v.encode("latin-1")) for n, v in raw]
-        received = Received(method, target, dict(decoded), decoded, wire, body, time.time())
+        ssl_object = writer.get_extra_info("ssl_object")
+        peer = ssl_object.getpeercert() if ssl_object is not None else None
+        received = Received(method, target, dict(decoded), decoded, wire, body, time.time(), peer or None)
         with self._lock:
             self.requests.append(received)
             gate = self._gate
         if not gate.done():
             await asyncio.wrap_future(gate)
-        reply = self._next_reply()
+        answered = self.answer(received) if self.answer is not None else None
+        reply = answered if answered is not None else self._next_reply()
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
         if reply.drop:
@@ -295,9 +305,9 @@ async def running(ctx: Context) -> AsyncIterator[Deliver]:
 
 
 @contextlib.contextmanager
-def serving(*, tls_dir: Path | None = None) -> Iterator[Destination]:
+def serving(*, tls_dir: Path | None = None, server_context: ssl.SSLContext | None = None) -> Iterator[Destination]:
     """A started destination, stopped afterwards (test modules wrap it in a ``destination`` fixture)."""
-    server = Destination(tls_dir=tls_dir)
+    server = Destination(tls_dir=tls_dir, server_context=server_context)
     server.start()
     try:
         yield server

@@ -40,6 +40,7 @@ ENDPOINT_FIELDS = {
     "expect_event_within_s",  # alerts: endpoint.silent
     "signature_failure_alert_threshold",  # alerts: endpoint.signature_failures
     "body_retention_days",  # retention: bodies expire before events
+    "response",  # the endpoint's own answer to a stored request
 }
 
 
@@ -83,7 +84,7 @@ def module_database(servers: Any, template_database: str) -> Iterator[str]:
 
     Creating a database costs about a tenth of a second, so modules whose tests isolate themselves by account
     (every test gets fresh ``account`` / ``other_account`` fixtures and only counts its own rows) share one:
-    DESIGN.md allows a database per test or per module. Override ``database_url`` with it, module-scoped.
+    a database per test or per module isolates alike. Override ``database_url`` with it, module-scoped.
     """
     name = f"hy_tm_{uuid.uuid4().hex[:16]}"
     asyncio.run(_admin(servers.database_url, f"CREATE DATABASE {name} {servers.copy_of(template_database)}"))
@@ -146,6 +147,20 @@ async def wait_for(check: Callable[[], Awaitable[Any]], *, timeout: float = 5.0,
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(interval)
+
+
+async def blocked_by(observer: asyncpg.Connection, holder: asyncpg.Connection, *, timeout: float = 10.0) -> None:
+    """Returns once another backend waits for a lock ``holder``'s open transaction holds (Postgres's own
+    ``pg_blocking_pids``): the proof that a statement started elsewhere is waiting for this transaction, where a
+    fixed sleep followed by "not done yet" only hopes so. ``observer`` must be a third connection outside any
+    transaction (a backend reads ``pg_stat_activity`` once per transaction)."""
+    pid = holder.get_server_pid()
+    query = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))"
+
+    async def waiting() -> bool:
+        return await observer.fetchval(query, pid) > 0
+
+    await wait_for(waiting, timeout=timeout)
 
 
 async def configs_whole(settings: Settings, *, timeout: float = 30.0) -> None:

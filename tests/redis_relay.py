@@ -29,9 +29,10 @@ class RedisRelay:
         self._writers: list[asyncio.StreamWriter] = []
         self._pumps: set[asyncio.Task[None]] = set()
 
-    async def start(self) -> str:
-        """Listens on a free loopback port; the URL that reaches Redis through it."""
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> str:
+        """Listens on ``port`` (0: a free one); the URL that reaches Redis through it. A port chosen before
+        the relay starts is a Redis that comes up where a process was already told to look."""
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", port)
         port = self._server.sockets[0].getsockname()[1]
         credentials = f"{self._credentials}@" if self._credentials else ""
         self.url = f"redis://{credentials}127.0.0.1:{port}{self._path}"

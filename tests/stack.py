@@ -17,15 +17,16 @@ import httpx
 import psutil
 import pytest
 
+from bench.ports import free_port
 from shared.settings import Settings, env_name
-from tests.ports import free_port
 
 __all__ = ("Stack", "free_port", "stack", "stop_embedded_redis")
 
 
-def _hookyard() -> list[str]:
-    exe = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
-    return [exe]
+def hookyard_command() -> list[str]:
+    """The ``hookyard`` of the interpreter running the tests (the tree under test), else the first on PATH."""
+    sibling = Path(sys.executable).parent / "hookyard"
+    return [str(sibling) if sibling.exists() else (shutil.which("hookyard") or "hookyard")]
 
 
 def stop_embedded_redis(data_dir: Path) -> None:
@@ -47,6 +48,14 @@ def stop_embedded_redis(data_dir: Path) -> None:
         except psutil.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def _several_workers(args: tuple[str, ...]) -> bool:
+    """``hookyard edge|control ... --workers N`` with N above 1."""
+    if not args or args[0] not in ("edge", "control") or "--workers" not in args:
+        return False
+    at = args.index("--workers") + 1
+    return at < len(args) and int(args[at]) > 1
 
 
 class Stack:
@@ -73,10 +82,17 @@ class Stack:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str, *args: str, port: int | None = None) -> subprocess.Popen[bytes]:
-        """``name`` is a label (e.g. "edge2"); ``args`` the hookyard command (e.g. "edge", "--port", ...)."""
+        """``name`` is a label (e.g. "edge2"); ``args`` the hookyard command (e.g. "edge", "--port", ...).
+
+        An edge or control plane with several granian workers shares its metrics through a directory: one of
+        its own in the test's directory (``metrics-{name}``) unless the test set ``HOOKYARD_METRICS_DIR``, so
+        no test leaves a ``hookyard-metrics-*`` folder in /tmp, and two servers never sum each other's."""
+        env = self.env
+        if _several_workers(args) and "HOOKYARD_METRICS_DIR" not in env:
+            env = {**env, "HOOKYARD_METRICS_DIR": str(self.log_dir / f"metrics-{name}")}
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            [*_hookyard(), *args], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            [*hookyard_command(), *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         log.close()
         self.procs[name] = proc
@@ -130,8 +146,8 @@ class Stack:
 
 @pytest.fixture
 def stack(settings: Settings, tmp_path: Path) -> Iterator[Stack]:
-    running = Stack(settings, tmp_path)
+    started = Stack(settings, tmp_path)
     try:
-        yield running
+        yield started
     finally:
-        running.stop_all()
+        started.stop_all()

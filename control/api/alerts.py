@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
@@ -10,6 +10,7 @@ from litestar.params import JSONBody, QueryParameter
 
 from control.api.openapi import errors
 from control.api.params import AlertDestinationId, Cursor, boolean, query
+from control.db.context import Context, Principal
 from control.records.alerts import (
     AlertDestination,
     AlertDestinationCreate,
@@ -20,7 +21,6 @@ from control.records.alerts import (
 )
 from control.records.alerts import AlertDestinationUpdate as Update
 from control.records.text import id_pattern
-from control.service import Context, Principal
 from control.service import alerts as service
 
 __all__ = ("AlertController", "AlertDestinationController")
@@ -28,7 +28,7 @@ __all__ = ("AlertController", "AlertDestinationController")
 
 class AlertDestinationController(Controller):
     path = "/alert-destinations"
-    tags: ClassVar[list[str]] = ["alerts"]
+    tags = ("alerts",)
 
     @get("/", operation_id="ListAlertDestinations", responses=errors(401, 429))
     async def list_alert_destinations(
@@ -106,7 +106,7 @@ class AlertDestinationController(Controller):
 
 class AlertController(Controller):
     path = "/alerts"
-    tags: ClassVar[list[str]] = ["alerts"]
+    tags = ("alerts",)
 
     @get("/", operation_id="ListAlerts", responses=errors(400, 401, 404, 410, 429))
     async def list_alerts(

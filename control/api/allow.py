@@ -38,7 +38,7 @@ class AllowMiddleware(ASGIMiddleware):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         allow = None
-        if scope["method"] == "OPTIONS":
+        if scope["type"] == ScopeType.HTTP and scope["method"] == "OPTIONS":  # scopes: HTTP only
             if self._allow is None:
                 self._allow = allowed_methods(scope["litestar_app"])
             allow = self._allow.get(scope.get("path_template", ""))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
@@ -11,9 +9,9 @@ from litestar.params import JSONBody
 
 from control.api.openapi import errors
 from control.api.params import AllowlistEntryId, EndpointId
+from control.db.context import Context, Principal
 from control.records import Deleted
 from control.records.trust import AllowlistCreate, AllowlistEntry, AllowlistList
-from control.service import Context, Principal
 from control.service import trust as service
 
 __all__ = ("AllowlistController", "EndpointAllowlistController")
@@ -21,7 +19,7 @@ __all__ = ("AllowlistController", "EndpointAllowlistController")
 
 class EndpointAllowlistController(Controller):
     path = "/endpoints/{endpoint_id:str}/allowlist"
-    tags: ClassVar[list[str]] = ["allowlist"]
+    tags = ("allowlist",)
 
     @get("/", operation_id="ListAllowlist", responses=errors(401, 404, 410, 429))
     async def list_allowlist(
@@ -60,7 +58,7 @@ class EndpointAllowlistController(Controller):
 
 class AllowlistController(Controller):
     path = "/allowlist"
-    tags: ClassVar[list[str]] = ["allowlist"]
+    tags = ("allowlist",)
 
     @delete(
         "/{entry_id:str}",

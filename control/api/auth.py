@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar.connection import ASGIConnection
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult, DefineMiddleware
+from litestar.types import ASGIApp
 
 from control.service.callers import bearer_caller
 
@@ -13,11 +16,11 @@ __all__ = ("bearer_auth",)
 
 
 class _BearerAuthMiddleware(AbstractAuthenticationMiddleware):
-    def __init__(self, app, *, allow_temporary: bool = False, **kwargs) -> None:
+    def __init__(self, app: ASGIApp, *, allow_temporary: bool = False, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         self.allow_temporary = allow_temporary
 
-    async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
+    async def authenticate_request(self, connection: ASGIConnection[Any, Any, Any, Any]) -> AuthenticationResult:
         ctx = connection.app.state.ctx
         principal = await bearer_caller(
             ctx, connection.headers.get("authorization"), allow_temporary=self.allow_temporary

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from control.api.openapi import errors
 from control.api.params import EndpointId
+from control.db.context import Context, Principal
 from control.records.endpoints import EndpointCreated
 from control.records.trust import AuthConfig, AuthConfigUpdate
-from control.service import Context, Principal
 from control.service import trust as service
 
 __all__ = ("AuthConfigController",)
@@ -29,7 +27,7 @@ what the endpoint verifies with."""
 
 class AuthConfigController(Controller):
     path = "/endpoints/{endpoint_id:str}/auth-config"
-    tags: ClassVar[list[str]] = ["verification"]
+    tags = ("verification",)
 
     @get("/", operation_id="GetAuthConfig", responses=errors(401, 404, 410, 429))
     async def get_auth_config(

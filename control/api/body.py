@@ -21,6 +21,7 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.types import Empty
 
 from control.service.decoding import decode_json
+from control.service.depth import check_bytes
 
 __all__ = ("StrictJSONRequest",)
 
@@ -51,9 +52,11 @@ def _decoded(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
 class StrictJSONRequest(Request[Any, Any, Any]):
     async def json(self) -> Any:
         decoder = _decoder(self.route_handler)
+        body = await self.body()
+        if self._json is Empty:
+            check_bytes(body)  # before any decoder recurses into it (``control.service.depth``)
         if decoder is None:
             return await super().json()
-        body = await self.body()
         if not body:  # Litestar's own path reports the missing body
             return await super().json()
         if self._json is Empty:

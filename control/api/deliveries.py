@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import typing
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from litestar import Controller, get
 from litestar.di import NamedDependency
@@ -11,9 +11,9 @@ from litestar.params import QueryParameter
 
 from control.api.openapi import errors
 from control.api.params import Cursor, EndpointId, boolean, query
+from control.db.context import Context, Principal
 from control.records.deliveries import DeliveryList, DeliverySource
 from control.records.text import id_pattern
-from control.service import Context, Principal
 from control.service import deliveries as service
 
 __all__ = ("DeliveryController",)
@@ -21,7 +21,7 @@ __all__ = ("DeliveryController",)
 
 class DeliveryController(Controller):
     path = "/endpoints/{endpoint_id:str}/deliveries"
-    tags: ClassVar[list[str]] = ["deliveries"]
+    tags = ("deliveries",)
 
     @get("/", operation_id="ListDeliveries", responses=errors(400, 401, 404, 410, 429))
     async def list_deliveries(

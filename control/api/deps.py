@@ -7,13 +7,14 @@ from typing import Any
 from litestar import Request
 from litestar.datastructures import State
 
-from control.service import Context, Principal
+from control.db.context import Context, Principal
 
 __all__ = ("provide_ctx", "provide_principal")
 
 
 def provide_ctx(state: State) -> Context:
-    return state.ctx
+    found: Context = state.ctx
+    return found
 
 
 def provide_principal(request: Request[Principal, Any, Any]) -> Principal:

@@ -2,32 +2,38 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from control.api.openapi import errors
 from control.api.params import DestinationId, EndpointId
+from control.api.public import OptionalBody
+from control.db.context import Context, Principal
 from control.records.destinations import (
     Destination,
     DestinationCreate,
     DestinationCreated,
     DestinationDeleted,
     DestinationDetail,
+    DestinationDisable,
     DestinationList,
     DestinationUpdate,
+    SecretRotation,
 )
-from control.service import Context, Principal
+from control.service import destination_signing as signing
+from control.service import destination_state as state
 from control.service import destinations as service
 
 __all__ = ("DestinationController", "EndpointDestinationController")
 
+_DEFAULT_ROTATION = SecretRotation()
+_NO_REASON = DestinationDisable()
+
 
 class EndpointDestinationController(Controller):
     path = "/endpoints/{endpoint_id:str}/destinations"
-    tags: ClassVar[list[str]] = ["destinations"]
+    tags = ("destinations",)
 
     @get("/", operation_id="ListDestinations", responses=errors(401, 404, 410, 429))
     async def list_destinations(
@@ -53,7 +59,7 @@ class EndpointDestinationController(Controller):
 
 class DestinationController(Controller):
     path = "/destinations"
-    tags: ClassVar[list[str]] = ["destinations"]
+    tags = ("destinations",)
 
     @get("/{destination_id:str}", operation_id="GetDestination", responses=errors(401, 404, 410, 429))
     async def get_destination(
@@ -67,14 +73,56 @@ class DestinationController(Controller):
         "/{destination_id:str}/rotate-secret",
         operation_id="RotateDestinationSecret",
         status_code=200,
+        operation_class=OptionalBody,
         responses=errors(401, 403, 404, 410, 429),
     )
     async def rotate_destination_secret(
-        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
+        self,
+        ctx: NamedDependency[Context],
+        principal: NamedDependency[Principal],
+        destination_id: DestinationId,
+        data: JSONBody[SecretRotation] = _DEFAULT_ROTATION,
     ) -> DestinationCreated:
-        """A new `signing_secret` for hookyard's signature on deliveries to this destination (shown only here
-        and on create); the next attempt is signed with it."""
-        return await service.rotate_destination_secret(ctx, principal, destination_id)
+        """A new signing secret for hookyard's signature on deliveries to this destination; the next attempt
+        is signed with it. For `hmac` the new `signing_secret` is shown only here (and on create); for
+        `ed25519` read the new `signing_public_key` (`whpk_`). The previous secret keeps signing beside it for
+        `overlap_s` (default 86400, 24 h; 0: not at all): every delivery carries both signatures, space
+        separated in `webhook-signature`, so a receiver holding either verifies it. `signing_scheme` switches
+        between `hmac` (`v1`) and `ed25519` (`v1a`)."""
+        return await signing.rotate_destination_secret(ctx, principal, destination_id, data)
+
+    @post(
+        "/{destination_id:str}/disable",
+        operation_id="DisableDestination",
+        status_code=200,
+        operation_class=OptionalBody,
+        responses=errors(400, 401, 403, 404, 410, 429),
+    )
+    async def disable_destination(
+        self,
+        ctx: NamedDependency[Context],
+        principal: NamedDependency[Principal],
+        destination_id: DestinationId,
+        data: JSONBody[DestinationDisable] = _NO_REASON,
+    ) -> Destination:
+        """Stops deliveries to the destination (`state: disabled`, with `disabled_reason` and `disabled_at`):
+        nothing is sent to it, its due deliveries and those routed meanwhile are held (no attempt spent, its
+        circuit untouched), and a `destination.disabled` alert is open until it is enabled. A destination that
+        answers 410 Gone is disabled the same way by the worker."""
+        return await state.disable_destination(ctx, principal, destination_id, data)
+
+    @post(
+        "/{destination_id:str}/enable",
+        operation_id="EnableDestination",
+        status_code=200,
+        responses=errors(401, 403, 404, 410, 429),
+    )
+    async def enable_destination(
+        self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], destination_id: DestinationId
+    ) -> Destination:
+        """Resumes deliveries: the held ones go out at once, in order for a FIFO destination, and its circuit
+        starts closed. Enabling an enabled destination changes nothing."""
+        return await state.enable_destination(ctx, principal, destination_id)
 
     @patch("/{destination_id:str}", operation_id="UpdateDestination", responses=errors(400, 401, 403, 404, 410, 429))
     async def update_destination(
@@ -84,8 +132,9 @@ class DestinationController(Controller):
         destination_id: DestinationId,
         data: JSONBody[DestinationUpdate],
     ) -> Destination:
-        """Changes `url`, `name` or `headers`; fields left out stay; `name: null` and `headers: null` clear
-        them. `headers` replaces the whole set."""
+        """Changes the destination; fields left out stay; `null` clears `name`, `headers`, `auth`, `tls_ca` and
+        the other nullable fields. `headers` replaces the whole set, `auth` the whole authentication (its
+        secrets too). A `url` with `user:pass@` is stored without it, as `auth` of type `basic`."""
         return await service.update_destination(ctx, principal, destination_id, data)
 
     @delete(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
@@ -10,9 +10,9 @@ from litestar.params import JSONBody
 
 from control.api.openapi import errors
 from control.api.params import EndpointId, query, ref_schema
+from control.db.context import Context, Principal
 from control.records import Deleted
 from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
-from control.service import Context, Principal
 from control.service import endpoints as service
 
 __all__ = ("EndpointController",)
@@ -20,7 +20,7 @@ __all__ = ("EndpointController",)
 
 class EndpointController(Controller):
     path = "/endpoints"
-    tags: ClassVar[list[str]] = ["endpoints"]
+    tags = ("endpoints",)
 
     @get("/", operation_id="ListEndpoints", responses=errors(400, 401, 429))
     async def list_endpoints(

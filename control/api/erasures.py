@@ -3,7 +3,7 @@ GET /v1/erasures/{id} (its progress, then its audit record) and GET /v1/erasures
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from litestar import Controller, get, post
 from litestar.di import NamedDependency
@@ -11,9 +11,9 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from control.api.openapi import errors
 from control.api.params import Cursor, EndpointId, query
+from control.db.context import Context, Principal
 from control.records.erasures import EraseRequest, Erasure, ErasureList
 from control.records.text import id_pattern
-from control.service import Context, Principal
 from control.service import erasures as service
 
 __all__ = ("EndpointErasureController", "ErasureController")
@@ -28,7 +28,7 @@ ErasureId = Annotated[
 
 class EndpointErasureController(Controller):
     path = "/endpoints/{endpoint_id:str}/events/erase"
-    tags: ClassVar[list[str]] = ["erasure"]
+    tags = ("erasure",)
 
     @post("/", operation_id="EraseEvents", status_code=202, responses=errors(400, 401, 403, 404, 410, 429))
     async def erase_events(
@@ -53,7 +53,7 @@ class EndpointErasureController(Controller):
 
 class ErasureController(Controller):
     path = "/erasures"
-    tags: ClassVar[list[str]] = ["erasure"]
+    tags = ("erasure",)
 
     @get("/", operation_id="ListErasures", responses=errors(400, 401, 404, 410, 429))
     async def list_erasures(

@@ -9,12 +9,16 @@ being unavailable (503 ``unavailable`` with ``Retry-After``) and anything unexpe
 from __future__ import annotations
 
 import logging
+import re
 import traceback
+from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
+from litestar.types import ExceptionHandlersMap
 from redis.exceptions import RedisError
 
+from control.api.empty_segments import empty_segment
 from control.db.faults import UNAVAILABLE, describe
 from control.service.decoding import field_message
 from shared.errors import (
@@ -66,14 +70,14 @@ def status_of(exc: ServiceError) -> int:
     return next((STATUSES[cls] for cls in type(exc).__mro__ if cls in STATUSES), 400)
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
     return Response(envelope(code, message), status_code=status, headers=headers, media_type="application/json")
 
 
-def field_messages(exc: ValidationException) -> str:
+def field_messages(exc: ValidationException, request: Request[Any, Any, Any] | None = None) -> str:
     """``name: Expected `str` of length >= 1`` for each problem Litestar reports (a path or query parameter);
     the field always leads the message, worded as the strict body decoder words it
-    (``control.service.decoding``)."""
+    (``control.service.decoding``). An integer past one of its bounds says the whole range (``_range``)."""
     parts = []
     for item in exc.extra if isinstance(exc.extra, list) else []:
         if not isinstance(item, dict):
@@ -81,14 +85,39 @@ def field_messages(exc: ValidationException) -> str:
         key, message = item.get("key"), str(item.get("message", "invalid value"))
         if message == "'data'":  # Litestar's KeyError text when there is no body at all
             message = "a JSON object is required, the request body is empty"
+        elif request is not None and isinstance(key, str) and _BOUND.fullmatch(message):
+            message = _range(request, key) or message
         parts.append(field_message(key, message))
     return "; ".join(parts) or str(exc.detail)
 
 
-def _http_exception(request: Request, exc: HTTPException) -> Response:
+_BOUND = re.compile(r"Expected `int` [<>]=? -?\d+")
+
+
+def _range(request: Request[Any, Any, Any], key: str) -> str | None:
+    """``must be an integer from 1 to 55 (seconds to wait), got 60`` for a query parameter declared with both
+    bounds: msgspec names only the bound crossed (``Expected `int` <= 55``), which leaves the caller guessing
+    the other one. Read from the parameter's own declaration, so the message and the document cannot differ."""
+    handler = request.scope.get("route_handler")
+    parameters = getattr(getattr(handler, "parsed_fn_signature", None), "parameters", {})
+    found = parameters.get(key)
+    declared = getattr(found, "kwarg_definition", None)
+    low, high = getattr(declared, "ge", None), getattr(declared, "le", None)
+    if low is None or high is None:
+        return None
+    described = getattr(declared, "description", None)
+    what = f" ({described[0].lower()}{described[1:]})" if described else ""
+    given = request.query_params.get(key)
+    got = f", got {given}" if given is not None and len(given) <= 40 else ""
+    return f"must be an integer from {low} to {high}{what}{got}"
+
+
+def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     status = exc.status_code
+    if status in (404, 405) and (empty := empty_segment(request.scope)) is not None:
+        return error_response(404, _CODES[404], empty)  # the collapsed path matched no route, or not this method
     if isinstance(exc, ValidationException):
-        message = field_messages(exc)
+        message = field_messages(exc, request)
     elif status == 400 and isinstance(exc.__cause__, SerializationException):
         # Litestar re-raises msgspec's decode errors ("JSON is malformed: ...", "Input data was truncated")
         message = f"body: malformed JSON ({str(exc.detail).split(': ', 1)[-1]})"
@@ -108,7 +137,7 @@ def _http_exception(request: Request, exc: HTTPException) -> Response:
     return error_response(status, _CODES.get(status, "http_error"), message, headers)
 
 
-def _undecodable(request: Request, exc: UnicodeDecodeError) -> Response:
+def _undecodable(request: Request[Any, Any, Any], exc: UnicodeDecodeError) -> Response[Any]:
     """msgspec raises this (not a DecodeError, so Litestar passes it on) for invalid UTF-8 inside a JSON string
     of the request body; raised anywhere else it is our own failure."""
     if not any(frame.f_code.co_name == "decode_json" for frame, _ in traceback.walk_tb(exc.__traceback__)):
@@ -116,7 +145,7 @@ def _undecodable(request: Request, exc: UnicodeDecodeError) -> Response:
     return error_response(400, "validation_error", "body: malformed JSON (a string is not valid UTF-8)")
 
 
-def _service_error(request: Request, exc: ServiceError) -> Response:
+def _service_error(request: Request[Any, Any, Any], exc: ServiceError) -> Response[Any]:
     status = status_of(exc)
     headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, RateLimitedError) else None
     if status == 401:
@@ -124,7 +153,7 @@ def _service_error(request: Request, exc: ServiceError) -> Response:
     return error_response(status, exc.code, exc.message, headers)
 
 
-def _unavailable(request: Request, exc: Exception) -> Response:
+def _unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     """Postgres or Redis away, restarting, refusing or out of connections: the caller's request is fine and
     will work once the store is back, so 503 with ``Retry-After``, never a 500. Logged as one line: an outage
     makes many of these and the workers' logs already tell its story."""
@@ -133,12 +162,12 @@ def _unavailable(request: Request, exc: Exception) -> Response:
     return error_response(503, "unavailable", f"{what} is unavailable; retry shortly", {"retry-after": "2"})
 
 
-def _internal(request: Request, exc: Exception) -> Response:
+def _internal(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "internal server error; the failure was logged")
 
 
-EXCEPTION_HANDLERS = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ServiceError: _service_error,
     HTTPException: _http_exception,
     UnicodeDecodeError: _undecodable,

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import typing
 from collections.abc import Coroutine
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from litestar import Controller, MediaType, Request, Response, get
@@ -13,14 +12,14 @@ from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.openapi import ResponseSpec
 from litestar.params import QueryParameter
-from litestar.types import Receive, Scope, Send
+from litestar.types import Dependencies, Receive, Scope, Send
 
 from control.api.openapi import errors
 from control.api.params import Cursor, EndpointId, EventId, boolean, instant_schema, query, text_schema
-from control.records.events import Event, EventList, EventWait, EventWithDeliveries, Provider
-from control.service import Context, Principal
+from control.db.context import Context, Principal
+from control.records.events import Event, EventList, EventWait, EventWithDeliveries
 from control.service import events as service
-from control.service.events import EventFilters
+from control.service.events import WAIT_TIMEOUT_S, EventFilters
 from control.service.follow import NOW, follow_events
 from control.service.waiters import Wakeups
 
@@ -45,7 +44,9 @@ def provide_filters(
         query("Events received at or before this instant; a bare date means its whole day", **instant_schema()),
     ] = None,
     # A str, checked by the service: Litestar would take "null" for None.
-    provider: Annotated[str | None, query("Attributed provider", enum=list(typing.get_args(Provider)))] = None,
+    provider: Annotated[
+        str | None, query("Attributed provider (its catalog name or an alias)", enum=list(service.PROVIDERS))
+    ] = None,
     event_type: Annotated[
         str | None,
         query("The provider's own event name, exact match", name="type", **text_schema(service.MAX_TEXT)),
@@ -77,7 +78,8 @@ def provide_filters(
 
 
 def provide_wakeups(state: State) -> Wakeups:
-    return state.wakeups
+    found: Wakeups = state.wakeups
+    return found
 
 
 async def _disconnected(receive: Receive) -> None:
@@ -86,7 +88,7 @@ async def _disconnected(receive: Receive) -> None:
         pass
 
 
-async def _unless_disconnected(request: Request, work: Coroutine[Any, Any, T]) -> T | None:
+async def _unless_disconnected(request: Request[Any, Any, Any], work: Coroutine[Any, Any, T]) -> T | None:
     """Runs ``work`` but cancels it as soon as the client disconnects, so an abandoned long poll frees
     its waiter at once instead of at its deadline. None when the client left.
 
@@ -136,7 +138,12 @@ class _EncodedBody:
         await send({"type": "http.response.body", "body": self._body, "more_body": False})
 
 
-class _WaitAnswer(Response[bytes]):
+def _no_content(headers: dict[str, str] | None = None) -> Response[Any]:
+    """A 204: no body, in a route whose annotation names its 200's body (for the OpenAPI document)."""
+    return Response(content=None, status_code=204, headers=headers)
+
+
+class _WaitAnswer(Response[Any]):
     """A 200 whose body was encoded once for every waiter the same query answered.
 
     A thousand waiters woken by one event are answered back to back, and Litestar's generic response path
@@ -145,10 +152,10 @@ class _WaitAnswer(Response[bytes]):
     adds to the answer (cookies, headers, background tasks, another status, a HEAD request); otherwise
     the generic path runs as usual."""
 
-    def to_asgi_response(  # type: ignore[override]
+    def to_asgi_response(
         self,
         app: Any,
-        request: Request,
+        request: Request[Any, Any, Any],
         *,
         background: Any = None,
         cookies: Any = None,
@@ -189,10 +196,14 @@ def _wait_body(event: Event) -> bytes:
     return body
 
 
+_WAIT_TIMEOUT = QueryParameter(ge=WAIT_TIMEOUT_S[0], le=WAIT_TIMEOUT_S[1], description="Seconds to wait")
+"""The range is the service's; a value past it is a 400 that says the whole range (``control.api.errors``)."""
+
+
 class EndpointEventController(Controller):
     path = "/endpoints/{endpoint_id:str}/events"
-    tags: ClassVar[list[str]] = ["events"]
-    dependencies: ClassVar[dict[str, Provide]] = {
+    tags = ("events",)
+    dependencies: Dependencies | None = {  # noqa: RUF012 - Controller's, copied per app
         "filters": Provide(provide_filters, sync_to_thread=False),
         "wakeups": Provide(provide_wakeups, sync_to_thread=False),
     }
@@ -237,14 +248,14 @@ class EndpointEventController(Controller):
     )
     async def wait_for_event(
         self,
-        request: Request,
+        request: Request[Any, Any, Any],
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
         wakeups: NamedDependency[Wakeups],
         endpoint_id: EndpointId,
         filters: NamedDependency[EventFilters],
-        # The HTTP query parameter, named as SPEC.md names it (Litestar's errors use the Python name).
-        timeout: Annotated[int, QueryParameter(ge=1, le=55, description="Seconds to wait")] = 30,  # noqa: ASYNC109
+        # The HTTP query parameter, named as the API documents it (Litestar's errors use the Python name).
+        timeout: Annotated[int, _WAIT_TIMEOUT] = 30,  # noqa: ASYNC109
         after: Annotated[
             str | None,
             query(
@@ -270,22 +281,22 @@ class EndpointEventController(Controller):
                 follow_events(ctx, wakeups, principal, endpoint_id, filters, after=after, timeout_s=timeout),
             )
             if followed is None:  # the client left
-                return Response(content=None, status_code=204)
+                return _no_content()
             headers = {CURSOR_HEADER: followed.cursor}
             if followed.event is None:
-                return Response(content=None, status_code=204, headers=headers)
+                return _no_content(headers)
             return Response(EventWait(event=followed.event, cursor=followed.cursor), headers=headers)
         event = await _unless_disconnected(
             request, service.wait_for_event(ctx, wakeups, principal, endpoint_id, filters, timeout_s=timeout)
         )
         if event is None:
-            return Response(content=None, status_code=204)
+            return _no_content()
         return _WaitAnswer(_wait_body(event), media_type=MediaType.JSON)
 
 
 class EventController(Controller):
     path = "/events"
-    tags: ClassVar[list[str]] = ["events"]
+    tags = ("events",)
 
     @get("/{event_id:str}", operation_id="GetEvent", responses=errors(401, 404, 410, 429))
     async def get_event(

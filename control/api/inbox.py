@@ -15,7 +15,8 @@ and how to get a link that works (``control.api.inbox_refusal``), any other clie
 from __future__ import annotations
 
 import html
-from typing import Annotated, Any, ClassVar
+import json
+from typing import Annotated, Any
 
 from litestar import Controller, MediaType, Request, Response, get
 from litestar.datastructures import Cookie
@@ -25,13 +26,16 @@ from control.api.errors import status_of
 from control.api.inbox_refusal import REFUSED_STATUSES, refusal, wants_html
 from control.api.params import EndpointId, query, text_schema
 from control.api.public import described
+from control.db.context import Context
 from control.records.endpoints import Endpoint
-from control.service import Context
 from control.service.anonymous import SESSION_COOKIE
 from control.service.callers import redeemed_link
 from control.service.inbox import inbox_endpoint
 from control.service.inbox_links import LINK_COOKIE, MAX_LINK
 from shared.errors import ServiceError
+from shared.providers.catalog import CATALOG
+from shared.signatures.schemes import HEADERS as SCHEME_HEADERS
+from shared.signatures.schemes import SIGNATURE_HEADERS
 
 __all__ = ("HEADERS", "InboxController", "render")
 
@@ -48,6 +52,28 @@ HEADERS = {
 """The page carries the ingest URL, a secret: never cached, never framed, never sent on as a Referer."""
 
 
+_PROVIDERS = json.dumps(
+    [name for name, p in CATALOG.items() if p.kind is not None]
+    + sorted(name for name, p in CATALOG.items() if p.kind is None)
+)
+"""The provider filter's choices: the four kinds first, then every catalog name (what ``provider=`` takes)."""
+
+_SIGNATURE_HEADERS = json.dumps(
+    {
+        "order": [
+            [name.decode(), *found[:2]] for name, found in sorted(SIGNATURE_HEADERS.items(), key=lambda i: i[1][2])
+        ],
+        "names": {
+            scheme: {family: names[0] for family, names in families.items()}
+            for scheme, families in SCHEME_HEADERS.items()
+        },
+    },
+    separators=(",", ":"),
+)
+"""The provider signature headers in the order the server detects them, and each scheme's per family: the page
+shows which header a re-signed replay uses by default (``shared.signatures.provider_signature_header``)."""
+
+
 def render(endpoint: Endpoint) -> str:
     expires = endpoint.expires_at.strftime("%Y-%m-%d %H:%M UTC") if endpoint.expires_at else "never (permanent)"
     kind = "Temporary endpoint" if endpoint.temporary else "Endpoint"
@@ -55,13 +81,16 @@ def render(endpoint: Endpoint) -> str:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="robots" content="noindex">'
-        '<title>hookyard inbox</title><link rel="stylesheet" href="/static/inbox.css">'
+        '<title>hookyard inbox</title><link rel="icon" href="/favicon.ico">'
+        '<link rel="stylesheet" href="/static/inbox.css">'
         '<script src="/static/curl.js" defer></script><script src="/static/hexdump.js" defer></script>'
+        '<script src="/static/pretty.js" defer></script><script src="/static/resign.js" defer></script>'
         '<script src="/static/inbox.js" defer></script>'
         '<link rel="stylesheet" href="/static/transform.css"><script src="/static/transform.js" defer></script>'
-        '<script src="/static/alerts.js" defer></script></head>'
+        '<script src="/static/alerts.js" defer></script><script src="/static/destinations.js" defer></script></head>'
         f'<body data-endpoint="{e(endpoint.id)}" data-ingest="{e(endpoint.ingest_url)}"'
-        f' data-temporary="{str(endpoint.temporary).lower()}">'
+        f' data-temporary="{str(endpoint.temporary).lower()}" data-signature-headers="{e(_SIGNATURE_HEADERS)}"'
+        f' data-providers="{e(_PROVIDERS)}">'
         f'<header><h1>Inbox <span class="name">{e(endpoint.name)}</span></h1>'
         f'<dl class="meta"><dt>{kind}</dt><dd><code>{e(endpoint.id)}</code></dd>'
         f'<dt>Ingest URL</dt><dd id="ingest"><code id="ingest-url">{e(endpoint.ingest_url)}</code></dd>'
@@ -74,7 +103,7 @@ def render(endpoint: Endpoint) -> str:
 
 class InboxController(Controller):
     path = "/inbox"
-    tags: ClassVar[list[str]] = ["provisioning"]
+    tags = ("provisioning",)
 
     @get(
         "/{endpoint_id:str}",

@@ -1,5 +1,6 @@
 """The inbox page's data routes, under ``/inbox/{endpoint_id}/`` so the link cookie (scoped to that path)
-reaches them: the event list, one event, its raw body, a replay, the open alerts, and the live stream.
+reaches them: the event list, one event, its raw body, a replay and where it goes by default, the open
+alerts, and the live stream.
 
 Each is a /v1 operation (``control.service.inbox`` narrows the /v1 service functions to the endpoint),
 authorised as the page is (``control.service.inbox``): a browser cannot send a Bearer key, so the page's
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -29,31 +30,33 @@ from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody, QueryParameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
+from litestar.types import Dependencies
 
 from control.api.events import provide_filters
 from control.api.params import Cursor, EndpointId, EventId
+from control.db.context import Context, Principal
 from control.records.events import EventWithDeliveries
-from control.records.inbox import InboxAlertList, InboxEventList
+from control.records.inbox import InboxAlertList, InboxEventList, InboxReplayTarget
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.transforms import TransformTest, TransformTestResult
-from control.service import Context, Principal
 from control.service import inbox as service
 from control.service.anonymous import SESSION_COOKIE
 from control.service.decoding import decode_json
+from control.service.depth import check_bytes
 from control.service.events import EventFilters
 from control.service.inbox_links import LINK_COOKIE
 from shared.errors import ForbiddenError, ValidationError
 
-__all__ = ("STREAM_S", "InboxDataController")
+__all__ = ("HEADERS", "STREAM_S", "InboxDataController", "inbox_caller", "same_origin")
 
 STREAM_S = 300.0
 KEEPALIVE_S = 15.0
 """A comment this often keeps proxies from closing an idle stream."""
 _TRANSFORM_TEST = msgspec.json.Decoder(TransformTest, strict=True)
-_HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
+HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
 
 
-async def _principal(ctx: Context, request: Request[Any, Any, Any], endpoint_id: str) -> Principal:
+async def inbox_caller(ctx: Context, request: Request[Any, Any, Any], endpoint_id: str) -> Principal:
     return await service.inbox_principal(
         ctx,
         endpoint_id,
@@ -63,7 +66,7 @@ async def _principal(ctx: Context, request: Request[Any, Any, Any], endpoint_id:
     )
 
 
-def _same_origin(ctx: Context, request: Request[Any, Any, Any]) -> None:
+def same_origin(ctx: Context, request: Request[Any, Any, Any]) -> None:
     """A write with the page's cookies must come from the page: SameSite=Lax already keeps them off another
     site's POST; a foreign ``Origin`` is refused as well. Own is the Host asked for or, behind a proxy that
     rewrites it, the public control URL (``HOOKYARD_PUBLIC_CONTROL_URL``)."""
@@ -98,7 +101,7 @@ async def _stream(request: Request[Any, Any, Any], ctx: Context, endpoint_id: st
 
 class InboxDataController(Controller):
     path = "/inbox/{endpoint_id:str}"
-    dependencies: ClassVar[dict[str, Provide]] = {"filters": Provide(provide_filters, sync_to_thread=False)}
+    dependencies: Dependencies | None = {"filters": Provide(provide_filters, sync_to_thread=False)}  # noqa: RUF012 - Controller's, copied per app
 
     @get("/events", include_in_schema=False)
     async def events(
@@ -110,27 +113,27 @@ class InboxDataController(Controller):
         limit: Annotated[int, QueryParameter(ge=1, le=100)] = 50,
         cursor: Cursor = None,
     ) -> Response[InboxEventList]:
-        principal = await _principal(ctx, request, endpoint_id)
+        principal = await inbox_caller(ctx, request, endpoint_id)
         page = await service.inbox_events(ctx, principal, endpoint_id, filters, limit=limit, cursor=cursor)
-        return Response(page, headers=_HEADERS)
+        return Response(page, headers=HEADERS)
 
     @get("/events/{event_id:str}", include_in_schema=False)
     async def event(
         self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId, event_id: EventId
     ) -> Response[EventWithDeliveries]:
-        principal = await _principal(ctx, request, endpoint_id)
-        return Response(await service.inbox_event(ctx, principal, endpoint_id, event_id), headers=_HEADERS)
+        principal = await inbox_caller(ctx, request, endpoint_id)
+        return Response(await service.inbox_event(ctx, principal, endpoint_id, event_id), headers=HEADERS)
 
     @get("/events/{event_id:str}/body", media_type=MediaType.TEXT, include_in_schema=False)
     async def body(
         self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId, event_id: EventId
     ) -> Response[bytes]:
         """The raw body as an attachment: never rendered, whatever it holds (octet-stream, a sandbox CSP)."""
-        principal = await _principal(ctx, request, endpoint_id)
+        principal = await inbox_caller(ctx, request, endpoint_id)
         event, raw = await service.inbox_body(ctx, principal, endpoint_id, event_id)
         json = (event.content_type or "").split(";")[0].strip().lower().endswith("json")
         headers = {
-            **_HEADERS,
+            **HEADERS,
             "content-disposition": f'attachment; filename="{event.id}.{"json" if json else "bin"}"',
             "content-security-policy": "default-src 'none'; sandbox",
         }
@@ -145,9 +148,17 @@ class InboxDataController(Controller):
         event_id: EventId,
         data: JSONBody[ReplayRequest],
     ) -> Response[SendOutcome]:
-        _same_origin(ctx, request)
-        principal = await _principal(ctx, request, endpoint_id)
-        return Response(await service.inbox_replay(ctx, principal, endpoint_id, event_id, data), headers=_HEADERS)
+        same_origin(ctx, request)
+        principal = await inbox_caller(ctx, request, endpoint_id)
+        return Response(await service.inbox_replay(ctx, principal, endpoint_id, event_id, data), headers=HEADERS)
+
+    @get("/replay-target", include_in_schema=False)
+    async def replay_target(
+        self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId
+    ) -> Response[InboxReplayTarget]:
+        """The URL the replay box starts with: where ``hookyard listen`` forwards, or the last replay went."""
+        principal = await inbox_caller(ctx, request, endpoint_id)
+        return Response(await service.inbox_replay_target(ctx, principal, endpoint_id), headers=HEADERS)
 
     @post("/events/{event_id:str}/transform", status_code=200, include_in_schema=False)
     async def transform(
@@ -159,26 +170,27 @@ class InboxDataController(Controller):
     ) -> Response[TransformTestResult]:
         """The editor's dry run on the event shown (``TestTransformation``); sends and stores nothing. The
         body is read once the page may be used (an expired endpoint is 410 whatever the body)."""
-        _same_origin(ctx, request)
-        principal = await _principal(ctx, request, endpoint_id)
+        same_origin(ctx, request)
+        principal = await inbox_caller(ctx, request, endpoint_id)
+        check_bytes(await request.body())  # before the decoder recurses (``control.service.depth``)
         try:
             data = decode_json(_TRANSFORM_TEST, await request.body())
         except msgspec.DecodeError as exc:
             raise ValidationError(f"body: not JSON ({exc})") from None
         result = await service.inbox_transform_test(ctx, principal, endpoint_id, event_id, data)
-        return Response(result, headers=_HEADERS)
+        return Response(result, headers=HEADERS)
 
     @get("/alerts", include_in_schema=False)
     async def alerts(
         self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId
     ) -> Response[InboxAlertList]:
         """The banner's open alerts of this endpoint (``GET /v1/alerts?endpoint_id=&open=true``, without sends)."""
-        principal = await _principal(ctx, request, endpoint_id)
-        return Response(await service.inbox_alerts(ctx, principal, endpoint_id), headers=_HEADERS)
+        principal = await inbox_caller(ctx, request, endpoint_id)
+        return Response(await service.inbox_alerts(ctx, principal, endpoint_id), headers=HEADERS)
 
     @get("/stream", include_in_schema=False)
     async def stream(
         self, ctx: NamedDependency[Context], request: Request[Any, Any, Any], endpoint_id: EndpointId
     ) -> ServerSentEvent:
-        await _principal(ctx, request, endpoint_id)
-        return ServerSentEvent(_stream(request, ctx, endpoint_id), headers={**_HEADERS, "x-accel-buffering": "no"})
+        await inbox_caller(ctx, request, endpoint_id)
+        return ServerSentEvent(_stream(request, ctx, endpoint_id), headers={**HEADERS, "x-accel-buffering": "no"})

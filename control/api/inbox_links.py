@@ -4,15 +4,13 @@ they were traded for) at once (``control.service.inbox_links``)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, post
 from litestar.di import NamedDependency
 
 from control.api.openapi import errors
 from control.api.params import EndpointId
+from control.db.context import Context, Principal
 from control.records.inbox import InboxLink
-from control.service import Context, Principal
 from control.service import inbox_links as service
 
 __all__ = ("EndpointInboxLinkController",)
@@ -20,7 +18,7 @@ __all__ = ("EndpointInboxLinkController",)
 
 class EndpointInboxLinkController(Controller):
     path = "/endpoints/{endpoint_id:str}/inbox-link"
-    tags: ClassVar[list[str]] = ["endpoints"]
+    tags = ("endpoints",)
 
     @post("/", operation_id="CreateInboxLink", status_code=200, responses=errors(401, 404, 410, 429))
     async def create_inbox_link(

@@ -16,7 +16,7 @@ from typing import Any
 from litestar import MediaType, Request, Response
 
 from control.api.errors import status_of
-from control.service import Context
+from control.db.context import Context
 from shared import ids
 from shared.errors import ServiceError
 
@@ -38,7 +38,8 @@ def _page(ctx: Context, endpoint_id: str, error: ServiceError) -> str:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="robots" content="noindex">'
-        '<title>hookyard inbox: no access</title><link rel="stylesheet" href="/static/inbox.css"></head>'
+        '<link rel="icon" href="/favicon.ico"><title>hookyard inbox: no access</title>'
+        '<link rel="stylesheet" href="/static/inbox.css"></head>'
         '<body><main class="refusal"><h1>This inbox did not open</h1>'
         f'<p class="reason" id="reason">{e(error.message)}</p>'
         "<h2>How to get a link that works</h2><ul>"

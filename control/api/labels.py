@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from control.api.openapi import errors
 from control.api.params import EndpointId, LabelId
+from control.db.context import Context, Principal
 from control.records import Deleted
 from control.records.labels import LabelRule, LabelRuleCreate, LabelRuleList, LabelRuleUpdate
-from control.service import Context, Principal
 from control.service import labels as service
 
 __all__ = ("EndpointLabelController", "LabelController")
@@ -20,7 +18,7 @@ __all__ = ("EndpointLabelController", "LabelController")
 
 class EndpointLabelController(Controller):
     path = "/endpoints/{endpoint_id:str}/labels"
-    tags: ClassVar[list[str]] = ["labels"]
+    tags = ("labels",)
 
     @get("/", operation_id="ListLabelRules", responses=errors(401, 404, 410, 429))
     async def list_labels(
@@ -46,7 +44,7 @@ class EndpointLabelController(Controller):
 
 class LabelController(Controller):
     path = "/labels"
-    tags: ClassVar[list[str]] = ["labels"]
+    tags = ("labels",)
 
     @get("/{label_id:str}", operation_id="GetLabelRule", responses=errors(401, 404, 410, 429))
     async def get_label(

@@ -23,7 +23,8 @@ __all__ = ("StrictStructSchemaPlugin", "errors", "json_schema")
 _DESCRIPTIONS = {
     400: "Invalid request: `validation_error` (the message names the field), `invalid_condition_tree`",
     401: "Missing or invalid API key: `unauthorized`",
-    403: "`temporary_token` on /v1, a read-only key writing, or the account's endpoint quota reached: `forbidden`",
+    403: "`temporary_token` on /v1, a read-only key writing: `forbidden`; an account at a quota (endpoints, "
+    "alert destinations): `quota_exceeded`",
     404: "Unknown id, or an id of another account: `not_found`",
     409: "Conflict, e.g. `external_ref_taken`",
     410: "`endpoint_expired`: the endpoint (of this object) is a temporary one past its `expires_at`",
@@ -121,7 +122,7 @@ class StrictStructSchemaPlugin(StructSchemaPlugin):
                 described = schema_creator.for_field_definition(FieldDefinition.from_annotation(documented.annotation))
                 replacement = described if isinstance(described, Schema) else Schema(one_of=[described])
                 replacement.description = replacement.description or current.description
-                schema.properties[field.encode_name] = replacement  # type: ignore[index]
+                schema.properties[field.encode_name] = replacement  # type: ignore[index]  # a Schema of an object has properties
                 continue
             for key, value in (_extra_json_schema(field.type) or {}).items():
                 if key in ("title", "description", "examples"):

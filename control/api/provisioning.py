@@ -11,12 +11,21 @@ from litestar.handlers import HTTPRouteHandler
 
 from control.api.inbox import InboxController
 from control.api.inbox_data import InboxDataController
+from control.api.inbox_destinations import InboxDestinationsController
 from control.api.register import RegisterController
 from control.api.start import StartController
-from control.api.static import static_file
+from control.api.static import favicon, static_file
 
 __all__ = ("provisioning_routes",)
 
 
 def provisioning_routes() -> list[type[Controller] | HTTPRouteHandler]:
-    return [StartController, RegisterController, InboxController, InboxDataController, static_file]
+    return [
+        StartController,
+        RegisterController,
+        InboxController,
+        InboxDataController,
+        InboxDestinationsController,
+        static_file,
+        favicon,
+    ]

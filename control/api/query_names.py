@@ -14,6 +14,7 @@ would read), built once per route and method. Authentication runs first (this mi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import parse_qsl
 
 from litestar.enums import ScopeType
@@ -29,7 +30,7 @@ _NAME_SHOWN = 100
 """Characters of an unknown name quoted back."""
 
 
-def _parameter_names(routes: list[object]) -> dict[tuple[str, str], frozenset[str]]:
+def _parameter_names(routes: Sequence[object]) -> dict[tuple[str, str], frozenset[str]]:
     """(path template, method) -> the query parameter names its handler reads."""
     names: dict[tuple[str, str], frozenset[str]] = {}
     for route in routes:
@@ -49,7 +50,7 @@ class UnknownQueryMiddleware(ASGIMiddleware):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         query = scope.get("query_string", b"")
-        if query:
+        if query and scope["type"] == ScopeType.HTTP:  # scopes: HTTP only
             if self._names is None:
                 self._names = _parameter_names(scope["litestar_app"].routes)
             taken = self._names.get((scope.get("path_template", ""), scope["method"]))

@@ -1,17 +1,17 @@
 """POST /api/register: a free account and its API key; with `api_token`, the temporary endpoints become
-permanent (SPEC.md "States and transitions": temporary endpoint -> permanent on registering)."""
+permanent (docs/reference/agents.md: a temporary endpoint becomes permanent on registering)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from litestar import Controller, Request, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from control.api.public import charge_address, described
+from control.db.context import Context
 from control.records.anonymous import Registered, RegisterRequest
-from control.service import Context
 from control.service import registration as service
 from control.service.anonymous import require_open
 
@@ -20,7 +20,7 @@ __all__ = ("RegisterController",)
 
 class RegisterController(Controller):
     path = "/api"
-    tags: ClassVar[list[str]] = ["provisioning"]
+    tags = ("provisioning",)
 
     @post(
         "/register",

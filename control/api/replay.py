@@ -1,9 +1,8 @@
 """POST /v1/events/{id}/replay and POST /v1/destinations/{id}/test: one outbound request, answered with its
-outcome and recorded as a delivery."""
+outcome and recorded as a delivery; POST /v1/events/{id}/forwards: a forward ``hookyard listen`` made, recorded
+as one."""
 
 from __future__ import annotations
-
-from typing import ClassVar
 
 from litestar import Controller, post
 from litestar.di import NamedDependency
@@ -11,8 +10,11 @@ from litestar.params import JSONBody
 
 from control.api.openapi import errors
 from control.api.params import DestinationId, EventId
+from control.db.context import Context, Principal
+from control.records.deliveries import Delivery
+from control.records.forwards import ForwardReport
 from control.records.replay import ReplayRequest, SendOutcome
-from control.service import Context, Principal
+from control.service import forwards
 from control.service import replay as service
 
 __all__ = ("DestinationTestController", "ReplayController")
@@ -20,7 +22,7 @@ __all__ = ("DestinationTestController", "ReplayController")
 
 class ReplayController(Controller):
     path = "/events"
-    tags: ClassVar[list[str]] = ["events"]
+    tags = ("events",)
 
     @post(
         "/{event_id:str}/replay",
@@ -44,18 +46,37 @@ class ReplayController(Controller):
         `preserve_headers: false` sends only the captured `content-type` plus `headers`; `body` replaces the
         body. `resign_with` recomputes the signature over what is actually sent, in the event's provider
         scheme with a fresh timestamp (Standard Webhooks for unattributed events, with `webhook-id` and
-        `webhook-timestamp`), placed in `signature_header` (default `x-signature`); the captured signature
-        header it replaces is not sent.
+        `webhook-timestamp`), placed in `signature_header`, where the provider's own library reads it by
+        default; the captured signature header it replaces is not sent.
 
         The outcome is always 200: a refused connection, a timeout or a refused egress is `success: false`
         with `error`. 429 `rate_limited` (with `Retry-After`) once the account's outbound sends are spent:
         replays, destination tests, test webhooks and retries share one limit per account."""
         return await service.replay_event(ctx, principal, event_id, data)
 
+    @post(
+        "/{event_id:str}/forwards",
+        operation_id="RecordForward",
+        status_code=201,
+        responses=errors(400, 401, 403, 404, 410, 429),
+    )
+    async def record_forward(
+        self,
+        ctx: NamedDependency[Context],
+        principal: NamedDependency[Principal],
+        event_id: EventId,
+        data: JSONBody[ForwardReport],
+    ) -> Delivery:
+        """Records a forward of the event that the caller made itself, as `hookyard listen` does after sending
+        each event to a local app: a delivery with `source: "listen"` (no destination, no request body, never
+        retried), listed with the event's other attempts. hookyard sends nothing. The URL becomes the one the
+        inbox's replay box starts with."""
+        return await forwards.record_forward(ctx, principal, event_id, data)
+
 
 class DestinationTestController(Controller):
     path = "/destinations"
-    tags: ClassVar[list[str]] = ["destinations"]
+    tags = ("destinations",)
 
     @post(
         "/{destination_id:str}/test",

@@ -30,12 +30,13 @@ log = logging.getLogger("hookyard.control.requests")
 
 
 def _request_id(scope: Scope) -> str:
-    found = scope.get(_KEY)  # type: ignore[misc]
-    if found is None:
-        given = next((v for k, v in scope.get("headers", ()) if k == b"x-request-id"), None)
-        found = given.decode() if given and _ACCEPTED.fullmatch(given) else "req_" + uuid.uuid4().hex
-        scope[_KEY] = found  # type: ignore[literal-required]
-    return found
+    found = scope.get(_KEY)
+    if isinstance(found, str):
+        return found
+    given = next((v for k, v in scope.get("headers", ()) if k == b"x-request-id"), None)
+    made = given.decode() if given and _ACCEPTED.fullmatch(given) else "req_" + uuid.uuid4().hex
+    scope[_KEY] = made  # type: ignore[literal-required]  # hookyard's own key in the ASGI scope
+    return made
 
 
 class RequestIdMiddleware(ASGIMiddleware):
@@ -48,7 +49,7 @@ class RequestIdMiddleware(ASGIMiddleware):
 
 async def add_request_id(message: Message, scope: Scope) -> None:
     """``before_send``: the id on every HTTP response, and its debug line."""
-    if message["type"] == "http.response.start" and scope["type"] == "http":
+    if message["type"] == "http.response.start" and scope["type"] == ScopeType.HTTP:
         request_id = _request_id(scope)
         message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id.encode())]
         if log.isEnabledFor(logging.DEBUG):

@@ -3,19 +3,20 @@ bulk job) and GET /v1/delivery-retries/{id} (the job's progress)."""
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency, Provide
 from litestar.openapi import ResponseSpec
 from litestar.params import PathParameter
+from litestar.types import Dependencies
 
 from control.api.events import provide_filters
 from control.api.openapi import errors
 from control.api.params import EndpointId, boolean, query
+from control.db.context import Context, Principal
 from control.records.deliveries import DeliveryRetry, DeliveryRetryJob
 from control.records.text import id_pattern
-from control.service import Context, Principal
 from control.service import retries as service
 from control.service.events import EventFilters
 
@@ -35,7 +36,7 @@ RetryId = Annotated[
 
 class DeliveryRetryController(Controller):
     path = "/deliveries"
-    tags: ClassVar[list[str]] = ["deliveries"]
+    tags = ("deliveries",)
 
     @post(
         "/{delivery_id:str}/retry",
@@ -61,8 +62,8 @@ class DeliveryRetryController(Controller):
 
 class EndpointDeliveryRetryController(Controller):
     path = "/endpoints/{endpoint_id:str}/deliveries/retry"
-    tags: ClassVar[list[str]] = ["deliveries"]
-    dependencies: ClassVar[dict[str, Provide]] = {"filters": Provide(provide_filters, sync_to_thread=False)}
+    tags = ("deliveries",)
+    dependencies: Dependencies | None = {"filters": Provide(provide_filters, sync_to_thread=False)}  # noqa: RUF012 - Controller's, copied per app
 
     @post(
         "/",
@@ -119,7 +120,7 @@ class EndpointDeliveryRetryController(Controller):
 
 class DeliveryRetryJobController(Controller):
     path = "/delivery-retries"
-    tags: ClassVar[list[str]] = ["deliveries"]
+    tags = ("deliveries",)
 
     @get("/{retry_id:str}", operation_id="GetDeliveryRetry", responses=errors(401, 404, 410, 429))
     async def get_delivery_retry(

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from control.api.openapi import errors
 from control.api.params import EndpointId, RuleId
+from control.db.context import Context, Principal
 from control.records import Deleted
 from control.records.rules import Rule, RuleCreate, RuleList, RuleUpdate
-from control.service import Context, Principal
 from control.service import rules as service
 
 __all__ = ("EndpointRuleController", "RuleController")
@@ -20,7 +18,7 @@ __all__ = ("EndpointRuleController", "RuleController")
 
 class EndpointRuleController(Controller):
     path = "/endpoints/{endpoint_id:str}/rules"
-    tags: ClassVar[list[str]] = ["rules"]
+    tags = ("rules",)
 
     @get("/", operation_id="ListRules", responses=errors(401, 404, 410, 429))
     async def list_rules(
@@ -45,7 +43,7 @@ class EndpointRuleController(Controller):
 
 class RuleController(Controller):
     path = "/rules"
-    tags: ClassVar[list[str]] = ["rules"]
+    tags = ("rules",)
 
     @get("/{rule_id:str}", operation_id="GetRule", responses=errors(401, 404, 410, 429))
     async def get_rule(

@@ -4,7 +4,7 @@ generated types and correlation keys."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, ClassVar
+from typing import Annotated
 
 from litestar import Controller, Response, get
 from litestar.di import NamedDependency
@@ -15,9 +15,9 @@ from litestar.params import PathParameter
 
 from control.api.openapi import errors
 from control.api.params import EndpointId, boolean, query, text_schema
+from control.db.context import Context, Principal
 from control.records.schemas import Correlations, Schema, SchemaDiff, SchemaList, SchemaVersionList
 from control.records.text import id_pattern
-from control.service import Context, Principal
 from control.service import schemas as service
 
 __all__ = ("EndpointSchemaController", "SchemaController")
@@ -45,7 +45,7 @@ class _TypesOperation(Operation):
 
 class SchemaController(Controller):
     path = "/schemas"
-    tags: ClassVar[list[str]] = ["schemas"]
+    tags = ("schemas",)
 
     @get("/", operation_id="ListSchemas", responses=errors(401, 429))
     async def list_schemas(
@@ -150,7 +150,7 @@ class SchemaController(Controller):
 
 class EndpointSchemaController(Controller):
     path = "/endpoints/{endpoint_id:str}/schemas"
-    tags: ClassVar[list[str]] = ["schemas"]
+    tags = ("schemas",)
 
     @get("/", operation_id="ListEndpointSchemas", responses=errors(401, 404, 410, 429))
     async def list_endpoint_schemas(

@@ -1,8 +1,8 @@
-"""POST /api/start: a temporary endpoint, no account or key needed (SPEC.md "Anonymous provisioning")."""
+"""POST /api/start: a temporary endpoint, no account or key needed (docs/reference/agents.md)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from litestar import Controller, Request, Response, post
 from litestar.datastructures import Cookie
@@ -10,8 +10,8 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from control.api.public import OptionalBody, charge_address, described
+from control.db.context import Context
 from control.records.anonymous import StartRequest, TemporaryEndpoint
-from control.service import Context
 from control.service import anonymous as service
 from control.service.accounts import TEMPORARY_LIFETIME
 
@@ -41,7 +41,7 @@ _EMPTY = StartRequest()
 
 class StartController(Controller):
     path = "/api"
-    tags: ClassVar[list[str]] = ["provisioning"]
+    tags = ("provisioning",)
 
     @post(
         "/start",

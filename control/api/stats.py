@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, get
 from litestar.di import NamedDependency
 
 from control.api.openapi import errors
 from control.api.params import EndpointId
+from control.db.context import Context, Principal
 from control.records.stats import EndpointStats
-from control.service import Context, Principal
 from control.service import stats as service
 
 __all__ = ("EndpointStatsController",)
@@ -18,7 +16,7 @@ __all__ = ("EndpointStatsController",)
 
 class EndpointStatsController(Controller):
     path = "/endpoints/{endpoint_id:str}/stats"
-    tags: ClassVar[list[str]] = ["stats"]
+    tags = ("stats",)
 
     @get("/", operation_id="GetEndpointStats", responses=errors(401, 404, 410, 429))
     async def get_stats(

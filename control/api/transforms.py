@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from control.api.openapi import errors
+from control.db.context import Context, Principal
 from control.records.transforms import TransformTest, TransformTestResult
-from control.service import Context, Principal
 from control.service import transforms as service
 
 __all__ = ("TransformController",)
@@ -18,9 +16,14 @@ __all__ = ("TransformController",)
 
 class TransformController(Controller):
     path = "/transformations"
-    tags: ClassVar[list[str]] = ["transformations"]
+    tags = ("transformations",)
 
-    @post("/test", operation_id="TestTransformation", status_code=200, responses=errors(400, 401, 404, 410, 429))
+    @post(
+        "/test",
+        operation_id="TestTransformation",
+        status_code=200,
+        responses=errors(400, 401, 403, 404, 410, 429),
+    )
     async def test_transformation(
         self, ctx: NamedDependency[Context], principal: NamedDependency[Principal], data: JSONBody[TransformTest]
     ) -> TransformTestResult:

@@ -4,17 +4,16 @@ trigger``)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from litestar import Controller, post
 from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody
+from litestar.types import Dependencies
 
 from control.api.events import provide_wakeups
 from control.api.openapi import errors
 from control.api.params import EndpointId
+from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
-from control.service import Context, Principal
 from control.service import trigger as service
 from control.service.waiters import Wakeups
 
@@ -23,8 +22,8 @@ __all__ = ("EndpointTriggerController",)
 
 class EndpointTriggerController(Controller):
     path = "/endpoints/{endpoint_id:str}/test-webhook"
-    tags: ClassVar[list[str]] = ["events"]
-    dependencies: ClassVar[dict[str, Provide]] = {"wakeups": Provide(provide_wakeups, sync_to_thread=False)}
+    tags = ("events",)
+    dependencies: Dependencies | None = {"wakeups": Provide(provide_wakeups, sync_to_thread=False)}  # noqa: RUF012 - Controller's, copied per app
 
     @post("/", operation_id="SendTestWebhook", status_code=200, responses=errors(400, 401, 403, 404, 410, 429))
     async def send_test_webhook(

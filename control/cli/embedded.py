@@ -197,16 +197,17 @@ def _start_postgres(pgdata: Path) -> tuple[object, str]:
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
         import pgserver
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    bin_dir = Path(pgserver.postgres_server.POSTGRES_BIN_PATH)
+    bin_dir = Path(pgserver.postgres_server.POSTGRES_BIN_PATH)  # type: ignore[attr-defined]  # re-exported there
     for attempt in range(1, _PG_ATTEMPTS + 1):
         if _postmaster(pgdata)[0] is None:  # a pid file left by a killed server would stop Postgres starting
             (pgdata / "postmaster.pid").unlink(missing_ok=True)
         with _pg_lock, _traverse_only([pgdata, bin_dir]):
             try:
-                server = pgserver.get_server(pgdata, cleanup_mode=None)
+                server = pgserver.postgres_server.get_server(pgdata, cleanup_mode=None)
                 break
             except Exception as exc:
-                pgserver.PostgresServer._instances.pop(pgdata.resolve(), None)  # get_server caches failures too
+                # get_server caches failures too
+                pgserver.postgres_server.PostgresServer._instances.pop(pgdata.resolve(), None)
                 if not (pgdata / "postmaster.opts").exists():  # written by the first postmaster start only
                     shutil.rmtree(pgdata, ignore_errors=True)
                 if attempt == _PG_ATTEMPTS:
@@ -264,7 +265,7 @@ def _wait_postgres(server: object | None, pgdata: Path, pid: int | None) -> None
             os.kill(pid, signal.SIGQUIT)
     if server is not None:
         with contextlib.suppress(Exception):  # pgserver's handle bookkeeping only (cleanup_mode=None)
-            server.cleanup()  # type: ignore[attr-defined]
+            server.cleanup()  # type: ignore[attr-defined]  # a pgserver.PostgresServer, kept as object
 
 
 # --- Redis ----------------------------------------------------------------------------------------------

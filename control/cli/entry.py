@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     _without_httpx_cli()
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        found: int = args.handler(args)
+        return found
     except ConfigError as exc:
         print(f"hookyard: {exc}", file=sys.stderr)
         return 2
@@ -55,7 +56,7 @@ def _without_httpx_cli() -> None:
     def main() -> None:
         raise SystemExit("httpx's command line client is not loaded in the hookyard process")
 
-    stand_in.main = main  # type: ignore[attr-defined]
+    stand_in.main = main  # type: ignore[attr-defined]  # a module object made at run time
     sys.modules.setdefault("httpx._main", stand_in)
 
 

@@ -146,17 +146,21 @@ def control_target(flag: str | None, settings: Settings, environ: Mapping[str, s
     )
 
 
-def relocation(target: Target, settings: Settings) -> Callable[[], Target | None] | None:
+def relocation(target: Target, settings: Settings) -> Callable[[], Target] | None:
     """For a long-running client (``listen``, ``tail``) whose URL was not given (by flag or variable): reads
     the data dir's record again, so when ``hookyard up`` restarts on other ports the client follows it
-    instead of retrying the old URL forever. None for a given URL: that one is kept whatever runs here."""
+    instead of retrying the old URL forever, and on the same ports its messages name the ``up`` running now,
+    not the one that ran before. With no ``up`` running, the target's URL is empty and its source says so.
+    None for a given URL: that one is kept whatever runs here."""
     if target.source in ("--control-url", CONTROL_URL_ENV):
         return None
     data_dir = Path(settings.data_dir).resolve()
 
-    def now() -> Target | None:
+    def now() -> Target:
         running = read_instance(data_dir)
-        return Target(running.control_url, running.describe(data_dir)) if running is not None else None
+        if running is None:
+            return Target("", f"data dir {data_dir}, where no hookyard up is running now; waiting for one")
+        return Target(running.control_url, running.describe(data_dir))
 
     return now
 

@@ -1,9 +1,10 @@
 """The endpoint a client command uses when none is named: the one ``hookyard listen`` last followed.
 
 So the first hour needs no id copied by hand: ``hookyard listen --start`` makes an endpoint and records it
-(with where it forwards) in the data dir, in ``last-endpoint.json``, under the control URL it was made on
-and with when; ``trigger``, ``open`` and ``replay`` with no endpoint then use the entry of their control URL,
-else the latest entry of the data dir, and ``replay`` sends to where ``listen`` forwards. The data dir is the
+(with where it forwards, and the secret it re-signs with, if any) in the data dir, in ``last-endpoint.json``
+(0600), under the control URL it was made on and with when; ``trigger``, ``open`` and ``replay`` with no
+endpoint then use the entry of their control URL, else the latest entry of the data dir, and ``replay`` sends
+to where ``listen`` forwards, re-signed as it re-signs: no step is typed twice. The data dir is the
 instance, its URL is not: after ``hookyard up`` restarts on other ports, the default is still the endpoint
 ``listen`` last followed (an entry of another instance names an endpoint this one does not have, and is
 ignored as a deleted one is). Recorded before ``listen`` prints "Ready", so a command typed after that line
@@ -25,27 +26,43 @@ from typing import Any
 
 from shared.errors import ApiError, ConfigError
 
-__all__ = ("RECORD", "chosen_endpoint", "last_listened", "remember")
+__all__ = ("RECORD", "chosen_endpoint", "last_listened", "private_write", "remember")
 
 RECORD = "last-endpoint.json"
 _GONE = frozenset({"not_found", "gone"})
 _LISTED = 10
 
 
-def remember(data_dir: str | Path, control_url: str, endpoint_id: str, forward_to: str) -> None:
-    """Replaces this control plane's entry; others are kept. Renamed into place: never half written."""
+def remember(
+    data_dir: str | Path, control_url: str, endpoint_id: str, forward_to: str, resign_with: str | None = None
+) -> None:
+    """Replaces this control plane's entry; others are kept. ``resign_with``: the secret ``listen`` re-signs
+    with, which ``replay`` then re-signs with too. The file holds it, so it is created 0600 from its first byte
+    (``private_write``) and renamed into place: never readable by others, never half written."""
     path = Path(data_dir) / RECORD
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     entries = _read(path)
-    entries[control_url] = {"endpoint_id": endpoint_id, "forward_to": forward_to, "at": time.time()}
-    tmp = path.with_name(f".{RECORD}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(entries, indent=2) + "\n")
+    entry: dict[str, Any] = {"endpoint_id": endpoint_id, "forward_to": forward_to, "at": time.time()}
+    if resign_with is not None:
+        entry["resign_with"] = resign_with
+    entries[control_url] = entry
+    private_write(path, json.dumps(entries, indent=2) + "\n")
+
+
+def private_write(path: Path, text: str) -> None:
+    """``text`` into ``path``, mode 0600 (a secret may be in it), through a temporary file renamed into place."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
     os.replace(tmp, path)
 
 
 def last_listened(data_dir: str | Path, control_url: str) -> dict[str, str] | None:
-    """``endpoint_id`` and ``forward_to`` of the last ``listen`` on ``control_url``, else of the latest
-    ``listen`` from this data dir on any URL (the same instance on other ports); None if none ran."""
+    """``endpoint_id`` and ``forward_to`` (and ``resign_with`` when it re-signs) of the last ``listen`` on
+    ``control_url``, else of the latest ``listen`` from this data dir on any URL (the same instance on other
+    ports); None if none ran."""
     entries = {url: e for url, e in _read(Path(data_dir) / RECORD).items() if _valid(e)}
     url = control_url if control_url in entries else max(entries, key=lambda u: _at(entries[u]), default=None)
     if url is None:
@@ -78,17 +95,20 @@ async def chosen_endpoint(remote: Any, data_dir: str | Path, ref: str | None, fl
     control plane, if it still exists; else the account's only endpoint. ``flag`` is how the command names
     an endpoint, for the refusal."""
     if ref is not None:
-        return await remote.endpoint(ref)
+        found: dict[str, Any] = await remote.endpoint(ref)
+        return found
     last = last_listened(data_dir, remote.base_url)
     if last is not None:
         try:
-            return await remote.endpoint(last["endpoint_id"])
+            found = await remote.endpoint(last["endpoint_id"])
+            return found
         except ApiError as exc:
             if exc.code not in _GONE:
                 raise
     endpoints = (await remote.call("GET", "/v1/endpoints")).json()["endpoints"]
     if len(endpoints) == 1:
-        return endpoints[0]
+        found = endpoints[0]
+        return found
     where = f"no `hookyard listen` has run on {remote.base_url} from data dir {_absolute(data_dir)}"
     if last is not None:
         where = (

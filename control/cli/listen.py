@@ -12,7 +12,9 @@ progress finish, saves, and exits 0. ``--events`` skips other types on this side
 them all the same. A first run pins "now" to a position (one short wait, as ``tail`` does) before it
 prints "Ready", so an event sent as that line appears is forwarded, once. The first forward that looks like
 the wrong target (refused, or a 404/405, perhaps from another program on the port: its ``Server`` header is
-named) prints one hint with the ``replay`` command that sends that event again.
+named) prints one hint with the ``replay`` command that sends that event again. Each forward is made and
+recorded on its event by ``control.cli.forward``; ``--resign-with`` is kept with the cursor (0600), so a restart
+re-signs as the run before did (docs/adr/0056-listen-records-its-forwards-and-keeps-its-secret.md).
 
 ``tail`` prints one line per arriving event (following each endpoint from now) and per delivery attempt
 (the endpoint's deliveries list, polled every second; only attempts made after it started). Where "now" is
@@ -23,7 +25,6 @@ that line is printed (one short wait per endpoint, at most ``_BASELINE_WAIT_S``,
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import hashlib
 import json
@@ -31,20 +32,18 @@ import os
 import shlex
 import signal
 import sys
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import httpx
 
-from control.cli.last import remember
+from control.cli.forward import forward, hint, record
+from control.cli.last import private_write, remember
 from control.cli.remote import Remote
-from control.delivery.send import forwardable, merge
 from control.records.verdict import verdict_text
 from shared.errors import ApiError, Unreachable
-from shared.signatures import HEADERS, resign
 
 __all__ = ("listen", "tail")
 
@@ -116,20 +115,22 @@ def _signals(stop: asyncio.Event) -> None:
 
 
 class _Follow:
-    """One endpoint followed by position; ``state`` keeps the cursor between runs (None: from now)."""
+    """One endpoint followed by position; ``state`` keeps the cursor between runs (None: from now), and the
+    secret ``listen`` re-signs with (``secret``), so a restart on the same endpoint and target re-signs as the
+    run before did. The file is 0600 (``private_write``)."""
 
     def __init__(self, remote: Remote, endpoint_id: str, state: Path | None) -> None:
         self.remote, self.endpoint_id, self.state = remote, endpoint_id, state
-        self.cursor = "now"
+        self.cursor, self.secret = "now", None
         if state is not None and state.exists():
-            self.cursor = json.loads(state.read_text())["cursor"]
+            saved = json.loads(state.read_text())
+            self.cursor, self.secret = saved["cursor"], saved.get("resign_with")
 
     def save(self, cursor: str) -> None:
         self.cursor = cursor
         if self.state is not None:
-            tmp = self.state.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"endpoint_id": self.endpoint_id, "cursor": cursor}))
-            os.replace(tmp, self.state)
+            saved = {"endpoint_id": self.endpoint_id, "cursor": cursor}
+            private_write(self.state, json.dumps(saved | ({"resign_with": self.secret} if self.secret else {})))
 
     async def next(self, wait_s: int = _WAIT_S) -> tuple[dict[str, Any] | None, str]:
         """(event or None on a timeout, the cursor after it); raises Unreachable and ApiError."""
@@ -155,10 +156,12 @@ async def _patiently(
         try:
             result = await _until(stop, call())
         except Unreachable as exc:
-            if not told:
-                out.line(out.paint(f"{_now()}  {exc}; retrying", "33"))
-                told = True
             moved = remote.moved() if remote is not None else None
+            if not told:
+                # What was tried, named as what runs there now (the same ports: a new up, or none yet).
+                said = remote.unreachable(exc) if remote is not None and moved is None else str(exc)
+                out.line(out.paint(f"{_now()}  {said}; retrying", "33"))
+                told = True
             if moved is not None:
                 out.line(out.paint(f"{_now()}  control plane moved to {moved}", "33"))
                 delay = _BACKOFF_S[0]
@@ -168,79 +171,12 @@ async def _patiently(
                 raise
         else:
             if told and not stop.is_set():
-                out.line(out.paint(f"{_now()}  {what}: reconnected", "32"))
+                back = f" to {remote.base_url} (from {remote.source})" if remote is not None and remote.source else ""
+                out.line(out.paint(f"{_now()}  {what}: reconnected{back}", "32"))
             return (not stop.is_set()), result
         await _until(stop, asyncio.sleep(delay))
         delay = min(delay * 2, _BACKOFF_S[1])
     return False, None
-
-
-def _request(event: dict[str, Any], resign_with: str | None) -> tuple[str, dict[str, Any], bytes]:
-    """The captured request as it arrived (headers minus hop-by-hop ones), or re-signed."""
-    body_text = event.get("body") or ""
-    body = base64.b64decode(body_text) if event.get("body_encoding") == "base64" else body_text.encode()
-    encodings = event.get("header_encodings") or {}
-    text = forwardable({k: v for k, v in event["headers"].items() if k not in encodings})
-    headers: dict[str, Any] = dict(text)
-    for name in encodings:
-        if name in forwardable({name: ""}):
-            headers[name] = base64.b64decode(event["headers"][name])
-    if resign_with is not None:
-        signed, replaced = resign(text, event.get("provider"), body, resign_with)
-        if replaced is not None:
-            headers.pop(replaced, None)
-        headers = {**merge(headers, _standard_too(signed))}
-    return event["method"], headers, body
-
-
-def _standard_too(signed: dict[str, str]) -> dict[str, str]:
-    """An identity re-signature also under the Standard Webhooks names (``webhook-*``): the ``svix`` library
-    reads ``svix-*`` first, ``standardwebhooks`` only ``webhook-*``, and the local app may use either. The
-    signature covers id, timestamp and body, not the names, so the values are the same."""
-    standard = HEADERS["identity"]["standard"]
-    for names in HEADERS["identity"].values():
-        values = [signed.get(name or "") for name in names]
-        if all(values):
-            return {**signed, **{str(name): str(value) for name, value in zip(standard, values, strict=True)}}
-    return signed
-
-
-class _Forwarded(NamedTuple):
-    status: int | None
-    latency_ms: int
-    error: str | None
-    server: str | None
-    """The answer's ``Server`` header: which program answered, for the hint when it looks like another one."""
-    refused: bool
-
-
-async def _forward(client: httpx.AsyncClient, url: str, event: dict[str, Any], resign_with: str | None) -> _Forwarded:
-    method, headers, body = _request(event, resign_with)
-    started = time.perf_counter()
-    server, refused = None, False
-    try:
-        resp = await client.request(method, url, headers=headers, content=body)
-        status, error, server = resp.status_code, None, resp.headers.get("server")
-    except httpx.HTTPError as exc:
-        status, error, refused = None, f"{type(exc).__name__}: {exc}"[:120], isinstance(exc, httpx.ConnectError)
-    return _Forwarded(status, round((time.perf_counter() - started) * 1000), error, server, refused)
-
-
-def _hint(forward_to: str, event: dict[str, Any], done: _Forwarded, replay_flags: Sequence[str]) -> str | None:
-    """One line for a forward that looks like the wrong target: nothing listening, or something that has no
-    such route (another program on the port, or the app at another path). listen moves on either way (the
-    event stays stored), so the hint says how to send it again."""
-    again = f"`{shlex.join(['hookyard', 'replay', event['id'], '--to', 'URL', *replay_flags])}` sends it again"
-    if done.refused:
-        return f"  hint: nothing is listening at {forward_to}; start your app there ({again})"
-    if done.status in (404, 405):
-        by = f" from {done.server!r}" if done.server else ""
-        method = str(event.get("method") or "POST")
-        return (
-            f"  hint: {forward_to} answered {done.status}{by}: is that your app, and does it take {method} at that "
-            f"path? ({again})"
-        )
-    return None
 
 
 def state_file(data_dir: str, control_url: str, endpoint_id: str, forward_to: str) -> Path:
@@ -267,15 +203,19 @@ async def listen(
     forward_to: str,
     events: frozenset[str],
     resign_with: str | None,
+    verbatim: bool = False,
     again: list[str] | None = None,
     replay_flags: Sequence[str] = (),
     stream: TextIO = sys.stdout,
 ) -> int:
     """``again``: the flags the "restart with:" line repeats (default: ``--forward-to`` alone); ``replay_flags``:
-    those the hint's ``replay`` line adds (the same instance, the same re-signing).
+    those the hint's ``replay`` line adds (the same instance).
 
-    Where "now" is, is pinned before "Ready" is printed (as ``tail`` does): an event sent as that line
-    appears is forwarded, once. The endpoint is recorded as the one later commands default to first."""
+    ``resign_with`` re-signs each event and is kept (0600) in the data dir: a restart on the same endpoint and
+    target re-signs with it unless ``verbatim``, and ``hookyard replay`` re-signs with it too, so the secret is
+    typed once and never printed. Where "now" is, is pinned before "Ready" is printed (as ``tail`` does): an
+    event sent as that line appears is forwarded, once. The endpoint is recorded as the one later commands
+    default to first."""
     out, stop = _Out(stream), asyncio.Event()
     _signals(stop)
     if endpoint_ref is None:
@@ -284,8 +224,11 @@ async def listen(
         ).json()
     else:
         endpoint = await remote.endpoint(endpoint_ref)
-    remember(data_dir, remote.base_url, endpoint["id"], forward_to)
     follow = _Follow(remote, endpoint["id"], state_file(data_dir, remote.base_url, endpoint["id"], forward_to))
+    kept = follow.secret if resign_with is None and not verbatim else None
+    follow.secret = resign_with or kept
+    remember(data_dir, remote.base_url, endpoint["id"], forward_to, follow.secret)
+    resign_with = follow.secret
     resumed = "resuming after the last event forwarded" if follow.cursor != "now" else "new events from now"
     event, cursor = None, None
     if follow.cursor == "now":  # one short wait: its answer carries the position of "now"
@@ -302,19 +245,30 @@ async def listen(
     else:
         out.line(f"Ready. Send webhooks to {endpoint['ingest_url']} (endpoint {endpoint['id']})")
     out.line(f"Forwarding to {forward_to}, {resumed}. Ctrl-C stops.")
+    if resign_with is not None:
+        which = "the secret of the run before" if kept else "the secret given"
+        out.line(
+            f"Re-signing each event in its provider's own header with {which} (kept 0600 in "
+            f"{Path(data_dir).name}/ for `hookyard replay` and restarts; --verbatim: as captured)."
+        )
     async with httpx.AsyncClient(timeout=_FORWARD_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
         hinted = False  # once per run: the first forward that looks like the wrong target says so
+        unrecorded = False  # said once per run too: the control plane could not record a forward
         while True:
             if event is not None and (not events or event.get("event_type") in events):
-                done = await _forward(client, forward_to, event, resign_with)
+                done = await forward(client, forward_to, event, resign_with)
                 out.line(
                     f"{_now()}  {event.get('provider') or '-':<9}  {event.get('event_type') or '-':<32}  "
                     f"→ {out.status(done.status, done.error)}  {done.latency_ms:>5} ms  {event['id']}"
                 )
-                hint = None if hinted else _hint(forward_to, event, done, replay_flags)
-                if hint is not None:
-                    out.line(hint)
+                told = None if hinted else hint(forward_to, event, done, replay_flags)
+                if told is not None:
+                    out.line(told)
                     hinted = True
+                problem = await record(follow.remote, forward_to, event, done)
+                if problem is not None and not unrecorded:
+                    out.line(out.paint(f"{_now()}  this forward is not recorded in hookyard ({problem})", "33"))
+                    unrecorded = True
             if cursor is not None:
                 follow.save(cursor)  # after the forward: at least once, never skipped
             ok, answer = await _patiently(stop, out, follow.next, "control plane", follow.remote)

@@ -82,15 +82,17 @@ class Remote:
 
     async def call(self, method: str, path: str, *, timeout_s: float | None = None, **kwargs: Any) -> httpx.Response:
         """The 2xx answer; ``ApiError`` for an error envelope, ``Unreachable`` for no answer or a 502-504."""
-        extra = {} if timeout_s is None else {"timeout": httpx.Timeout(timeout_s, connect=5.0)}
+        extra: dict[str, Any] = {} if timeout_s is None else {"timeout": httpx.Timeout(timeout_s, connect=5.0)}
         try:
             resp = await self._client.request(method, path, **kwargs, **extra)
         except httpx.HTTPError as exc:
-            raise Unreachable(f"cannot reach the control plane at {self._where}: {type(exc).__name__}: {exc}") from exc
+            raise Unreachable(
+                f"cannot reach the control plane at {self._where}: {type(exc).__name__}: {exc}", where=self._where
+            ) from exc
         if resp.is_success:
             return resp
         if resp.status_code in _RETRYABLE:
-            raise Unreachable(f"the control plane at {self._where} answered {resp.status_code}")
+            raise Unreachable(f"the control plane at {self._where} answered {resp.status_code}", where=self._where)
         try:
             error = resp.json()["error"]
             raise _refusal(resp.status_code, error["code"], error["message"])
@@ -98,12 +100,17 @@ class Remote:
             raise _refusal(resp.status_code, "http_error", resp.text[:200] or resp.reason_phrase) from None
 
     def moved(self) -> str | None:
-        """After an unreachable answer: if the instance now serves elsewhere (``hookyard up`` restarted on other
-        ports), the calls go there from now on, and the new place is returned for the message; else None."""
+        """After an unreachable answer: reads the instance's record again (``relocate``). If it now serves
+        elsewhere (``hookyard up`` restarted on other ports), the calls go there from now on, and the new place
+        is returned for the message; else None. Either way ``source`` says what runs now: the ``up`` restarted on
+        the same ports (its own pid), or none, so no message names an ``up`` that has stopped."""
         found = self.relocate() if self.relocate is not None else None
-        if found is None or found.url.rstrip("/") == self.base_url:
+        if found is None:
             return None
-        self.base_url, self.source = found.url.rstrip("/"), found.source
+        self.source = found.source
+        if not found.url or found.url.rstrip("/") == self.base_url:
+            return None
+        self.base_url = found.url.rstrip("/")
         self._client.base_url = self.base_url
         return self._where
 
@@ -111,11 +118,18 @@ class Remote:
     def _where(self) -> str:
         return f"{self.base_url} (from {self.source})" if self.source else self.base_url
 
+    def unreachable(self, exc: Unreachable) -> str:
+        """``exc``'s message naming what runs now (``moved`` read the record again), not what ran when the
+        call was made: the first try after ``up`` stopped still carried the stopped ``up``'s pid."""
+        return str(exc).replace(exc.where, self._where, 1) if exc.where else str(exc)
+
     async def endpoint(self, ref: str) -> dict[str, Any]:
         """An endpoint by id, or by its ``external_ref``."""
         if ref.startswith("ep_"):
-            return (await self.call("GET", f"/v1/endpoints/{ref}")).json()
-        found = (await self.call("GET", "/v1/endpoints", params={"external_ref": ref})).json()["endpoints"]
-        if not found:
+            found: dict[str, Any] = (await self.call("GET", f"/v1/endpoints/{ref}")).json()
+            return found
+        matches = (await self.call("GET", "/v1/endpoints", params={"external_ref": ref})).json()["endpoints"]
+        if not matches:
             raise HookyardError(f"no endpoint with id or external_ref {ref!r}")
-        return found[0]
+        found = matches[0]
+        return found

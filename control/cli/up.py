@@ -80,6 +80,14 @@ class Child:
         log.debug("%s stopped in %.2fs", self.name, time.monotonic() - started)
 
 
+def _either(configured: str | None, started: str | None) -> str:
+    """The configured URL, else the embedded server's (``start_embedded`` starts one for each URL not set)."""
+    url = configured or started
+    if not url:
+        raise RuntimeError("the embedded server gave no URL")
+    return url
+
+
 def _killpg(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
@@ -94,6 +102,21 @@ def bind_to_parent(parent_pid: int) -> None:
             log.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         raise SystemExit(f"hookyard: parent process {parent_pid} is gone; not starting")
+
+
+_UPGRADE_NOTES = {
+    "0036_search_grams": "q search: the sweep now builds a trigram index (no extension needed) for each finished "
+    "day of events that lacks one, once, in the background, within a minute of starting; until a day has it, q "
+    "reads that day's events one by one, with the same answers (docs/adr/0057-q-trigrams-without-an-extension.md)",
+}
+
+
+def upgrade_notes(applied: list[str]) -> list[str]:
+    """What an upgrade's migrations start that a user would otherwise notice only as load: said plainly by
+    ``hookyard up`` when it upgrades an existing data directory (not on a first run, where nothing is there)."""
+    if "0001_init" in applied:
+        return []
+    return [note for version, note in _UPGRADE_NOTES.items() if version in applied]
 
 
 async def ensure_local_key(database_url: str, key_file: Path) -> tuple[str, bool]:
@@ -185,8 +208,8 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
             embedded = await asyncio.to_thread(
                 start_embedded, data_dir, postgres=not settings.database_url, redis=not settings.redis_url
             )
-        database_url = settings.database_url or embedded.database_url  # type: ignore[union-attr]
-        redis_url = settings.redis_url or embedded.redis_url  # type: ignore[union-attr]
+        database_url = _either(settings.database_url, embedded.database_url if embedded else None)
+        redis_url = _either(settings.redis_url, embedded.redis_url if embedded else None)
         if stop.is_set():
             return 0
         try:
@@ -202,6 +225,8 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         except (OSError, asyncpg.PostgresError) as exc:
             raise StartupError(f"cannot prepare the database: {type(exc).__name__}: {exc}") from exc
         log.info("migrations applied: %s", ", ".join(applied) or "none (schema up to date)")
+        for note in upgrade_notes(applied):
+            log.info("%s", note)
         await _check_redis(redis_url)
         env = {
             **environ,

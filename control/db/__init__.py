@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncpg
 import msgspec
 
+from control.db.connection import Connection
+
 __all__ = ("connect", "create_pool", "init_connection")
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
 
-async def init_connection(conn: asyncpg.Connection) -> None:
+async def init_connection(conn: Connection) -> None:
     """jsonb in and out as Python objects via msgspec (binary jsonb is a 0x01 version byte + JSON text)."""
     await conn.set_type_codec(
         "jsonb",
@@ -22,7 +24,7 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
+async def _keep_session(conn: Connection) -> None:
     """No reset query on release: asyncpg rolls back an open transaction and drops listeners itself first."""
 
 
@@ -45,7 +47,7 @@ async def create_pool(dsn: str, *, max_size: int = 10, min_size: int = 0, reset_
     )
 
 
-async def connect(dsn: str) -> asyncpg.Connection:
+async def connect(dsn: str) -> Connection:
     conn = await asyncpg.connect(dsn)
     await init_connection(conn)
     return conn

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncpg
 
+from control.db.connection import Connection
+
 __all__ = (
     "EXHAUSTED_GRACE_S",
     "SIGNATURE_WINDOW_MINUTES",
     "circuits_open",
+    "disabled",
     "evaluation_lock",
     "exhausted",
     "existing_destinations",
@@ -29,12 +32,12 @@ EXHAUSTED_GRACE_S = 120
 failed in an hour's last seconds is seen by an evaluation that runs after the hour turned."""
 
 
-async def evaluation_lock(conn: asyncpg.Connection) -> bool:
+async def evaluation_lock(conn: Connection) -> bool:
     """Takes the evaluator's lock for the current transaction; False when another worker holds it."""
-    return await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext('hookyard.alerts.evaluate'))")
+    return bool(await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext('hookyard.alerts.evaluate'))"))
 
 
-async def circuits_open(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+async def circuits_open(conn: Connection) -> list[asyncpg.Record]:
     return await conn.fetch(
         """SELECT e.account_id, d.id AS condition_key, d.endpoint_id, d.id AS destination_id,
                   d.consecutive_failures AS count,
@@ -45,7 +48,19 @@ async def circuits_open(conn: asyncpg.Connection) -> list[asyncpg.Record]:
     )
 
 
-async def exhausted(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+async def disabled(conn: Connection) -> list[asyncpg.Record]:
+    """Disabled destinations (``destinations_disabled`` finds the few), with their held deliveries."""
+    return await conn.fetch(
+        """SELECT e.account_id, d.id AS condition_key, d.endpoint_id, d.id AS destination_id,
+                  (SELECT count(*) FROM delivery_tasks t WHERE t.destination_id = d.id AND t.status = 'held') AS count,
+                  jsonb_build_object('destination_name', d.name, 'reason', d.disabled_reason,
+                                     'disabled_at', d.disabled_at, 'disabled_by', d.disabled_by) AS data
+             FROM destinations d JOIN endpoints e ON e.id = d.endpoint_id
+            WHERE d.state = 'disabled'"""
+    )
+
+
+async def exhausted(conn: Connection) -> list[asyncpg.Record]:
     """Per destination and UTC hour: the events whose deliveries used up their retries (or failed
     permanently) in that hour; the current hour, and the previous one for ``EXHAUSTED_GRACE_S``."""
     return await conn.fetch(
@@ -63,7 +78,7 @@ async def exhausted(conn: asyncpg.Connection) -> list[asyncpg.Record]:
     )
 
 
-async def signature_failures(conn: asyncpg.Connection, refused: dict[str, int]) -> list[asyncpg.Record]:
+async def signature_failures(conn: Connection, refused: dict[str, int]) -> list[asyncpg.Record]:
     """Endpoints with at least their threshold of failed signatures in the last five minutes: the stored
     events whose signature failed (the stats counters' last five minute buckets: the current minute and the
     four before it) and the requests the edges refused for their signature in those minutes (``refused``:
@@ -91,7 +106,7 @@ async def signature_failures(conn: asyncpg.Connection, refused: dict[str, int]) 
     )
 
 
-async def silent(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+async def silent(conn: Connection) -> list[asyncpg.Record]:
     """Endpoints with ``expect_event_within_s`` that received nothing for that long (counted from the later of
     their creation and when the setting was made)."""
     return await conn.fetch(
@@ -112,12 +127,12 @@ async def silent(conn: asyncpg.Connection) -> list[asyncpg.Record]:
     )
 
 
-async def live_endpoints(conn: asyncpg.Connection, endpoint_ids: list[str]) -> dict[str, str]:
+async def live_endpoints(conn: Connection, endpoint_ids: list[str]) -> dict[str, str]:
     """endpoint id -> account id, for those that exist."""
     rows = await conn.fetch("SELECT id, account_id FROM endpoints WHERE id = ANY($1::text[])", endpoint_ids)
     return {r["id"]: r["account_id"] for r in rows}
 
 
-async def existing_destinations(conn: asyncpg.Connection, destination_ids: list[str]) -> set[str]:
+async def existing_destinations(conn: Connection, destination_ids: list[str]) -> set[str]:
     rows = await conn.fetch("SELECT id FROM destinations WHERE id = ANY($1::text[])", destination_ids)
     return {r["id"] for r in rows}

@@ -10,14 +10,26 @@ from collections.abc import Mapping
 
 import asyncpg
 
-__all__ = ("count_for_account", "delete", "get", "insert", "list_for_account", "rotate_secret", "secret", "update")
+from control.db.connection import Connection, returned
+
+__all__ = (
+    "count_for_account",
+    "delete",
+    "get",
+    "insert",
+    "list_for_account",
+    "lock_creates",
+    "rotate_secret",
+    "secret",
+    "update",
+)
 
 _COLUMNS = "id, account_id, name, url, events, format, created_at, updated_at"
 _UPDATABLE = frozenset({"url", "name", "events", "format"})
 
 
 async def insert(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     alert_destination_id: str,
     account_id: str,
@@ -27,31 +39,39 @@ async def insert(
     format: str,
     signing_secret: str,
 ) -> asyncpg.Record:
-    return await conn.fetchrow(
-        f"""INSERT INTO alert_destinations (id, account_id, name, url, events, format, signing_secret)
+    return returned(
+        await conn.fetchrow(
+            f"""INSERT INTO alert_destinations (id, account_id, name, url, events, format, signing_secret)
             VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {_COLUMNS}""",
-        alert_destination_id,
-        account_id,
-        name,
-        url,
-        events,
-        format,
-        signing_secret,
+            alert_destination_id,
+            account_id,
+            name,
+            url,
+            events,
+            format,
+            signing_secret,
+        )
     )
 
 
-async def list_for_account(conn: asyncpg.Connection, account_id: str) -> list[asyncpg.Record]:
+async def list_for_account(conn: Connection, account_id: str) -> list[asyncpg.Record]:
     """Oldest first."""
     return await conn.fetch(
         f"SELECT {_COLUMNS} FROM alert_destinations WHERE account_id = $1 ORDER BY created_at, id", account_id
     )
 
 
-async def count_for_account(conn: asyncpg.Connection, account_id: str) -> int:
-    return await conn.fetchval("SELECT count(*) FROM alert_destinations WHERE account_id = $1", account_id)
+async def lock_creates(conn: Connection, account_id: str) -> None:
+    """Serialises the account's creates until the transaction ends, so a cap counted under it holds under
+    concurrent requests."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('alert_destinations:' || $1::text))", account_id)
 
 
-async def get(conn: asyncpg.Connection, account_id: str, alert_destination_id: str) -> asyncpg.Record | None:
+async def count_for_account(conn: Connection, account_id: str) -> int:
+    return int(await conn.fetchval("SELECT count(*) FROM alert_destinations WHERE account_id = $1", account_id))
+
+
+async def get(conn: Connection, account_id: str, alert_destination_id: str) -> asyncpg.Record | None:
     return await conn.fetchrow(
         f"SELECT {_COLUMNS} FROM alert_destinations WHERE id = $1 AND account_id = $2",
         alert_destination_id,
@@ -60,7 +80,7 @@ async def get(conn: asyncpg.Connection, account_id: str, alert_destination_id: s
 
 
 async def update(
-    conn: asyncpg.Connection, account_id: str, alert_destination_id: str, changes: Mapping[str, object]
+    conn: Connection, account_id: str, alert_destination_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
     unknown = set(changes) - _UPDATABLE
     if unknown:
@@ -79,7 +99,7 @@ async def update(
 
 
 async def rotate_secret(
-    conn: asyncpg.Connection, account_id: str, alert_destination_id: str, signing_secret: str
+    conn: Connection, account_id: str, alert_destination_id: str, signing_secret: str
 ) -> asyncpg.Record | None:
     return await conn.fetchrow(
         f"""UPDATE alert_destinations SET signing_secret = $3, updated_at = now()
@@ -90,7 +110,7 @@ async def rotate_secret(
     )
 
 
-async def delete(conn: asyncpg.Connection, account_id: str, alert_destination_id: str) -> bool:
+async def delete(conn: Connection, account_id: str, alert_destination_id: str) -> bool:
     """Its alerts' sends stay (the record of what was sent); pending ones fail at their next attempt."""
     status = await conn.execute(
         "DELETE FROM alert_destinations WHERE id = $1 AND account_id = $2", alert_destination_id, account_id
@@ -98,6 +118,9 @@ async def delete(conn: asyncpg.Connection, account_id: str, alert_destination_id
     return status.endswith(" 1")
 
 
-async def secret(conn: asyncpg.Connection, alert_destination_id: str) -> str | None:
+async def secret(conn: Connection, alert_destination_id: str) -> str | None:
     """The stored (sealed) signing secret; None when the destination was deleted."""
-    return await conn.fetchval("SELECT signing_secret FROM alert_destinations WHERE id = $1", alert_destination_id)
+    found: str | None = await conn.fetchval(
+        "SELECT signing_secret FROM alert_destinations WHERE id = $1", alert_destination_id
+    )
+    return found

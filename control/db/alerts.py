@@ -13,6 +13,8 @@ from datetime import datetime
 
 import asyncpg
 
+from control.db.connection import Connection
+
 __all__ = (
     "claim",
     "destination_names",
@@ -30,14 +32,14 @@ __all__ = (
 _ALERT_COLUMNS = "id, account_id, type, condition_key, endpoint_id, destination_id, data, count, fired_at, resolved_at"
 
 
-async def open_alerts(conn: asyncpg.Connection, types: Sequence[str]) -> list[asyncpg.Record]:
+async def open_alerts(conn: Connection, types: Sequence[str]) -> list[asyncpg.Record]:
     return await conn.fetch(
         f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE resolved_at IS NULL AND type = ANY($1::text[])", list(types)
     )
 
 
 async def fire(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     alert_id: str,
     account_id: str,
@@ -81,7 +83,7 @@ async def fire(
     return True
 
 
-async def set_counts(conn: asyncpg.Connection, counts: Sequence[tuple[str, int]]) -> None:
+async def set_counts(conn: Connection, counts: Sequence[tuple[str, int]]) -> None:
     """Updates the running count of open alerts (an hour's exhausted events, the window's failures)."""
     if counts:
         await conn.execute(
@@ -92,7 +94,7 @@ async def set_counts(conn: asyncpg.Connection, counts: Sequence[tuple[str, int]]
         )
 
 
-async def resolve(conn: asyncpg.Connection, alert_ids: Sequence[str]) -> None:
+async def resolve(conn: Connection, alert_ids: Sequence[str]) -> None:
     if alert_ids:
         await conn.execute(
             "UPDATE alerts SET resolved_at = now() WHERE id = ANY($1::text[]) AND resolved_at IS NULL",
@@ -100,19 +102,44 @@ async def resolve(conn: asyncpg.Connection, alert_ids: Sequence[str]) -> None:
         )
 
 
-async def claim(conn: asyncpg.Connection, *, limit: int, lease_s: float) -> list[asyncpg.Record]:
+async def claim(
+    conn: Connection, *, limit: int, lease_s: float, per_destination: int, per_account: int
+) -> list[asyncpg.Record]:
     """Leases up to ``limit`` due sends (pending, or in flight with an expired lease: its worker died),
-    with what sending needs: the alert, and the destination's stored secret (null: deleted meanwhile)."""
+    with what sending needs: the alert, and the destination's stored secret (null: deleted meanwhile).
+
+    Fair: a send is taken only while its alert destination has fewer than ``per_destination`` sends in
+    flight and its account fewer than ``per_account``; an account's sends are taken one per destination in
+    turn, and the accounts in turn (the first due send of every account before the second of any). Two
+    workers leasing at the same instant may each take a send under one cap (SKIP LOCKED): a cap is exact
+    per worker, and within twice itself across two."""
     return await conn.fetch(
-        """WITH due AS (
-               SELECT id FROM alert_sends
-                WHERE (status = 'pending' AND next_attempt_at <= now())
-                   OR (status = 'in_flight' AND lease_expires_at < now())
-                ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+        """WITH busy AS (
+               SELECT s.alert_destination_id, a.account_id
+                 FROM alert_sends s JOIN alerts a ON a.id = s.alert_id
+                WHERE s.status = 'in_flight' AND s.lease_expires_at >= now()),
+           busy_destination AS (SELECT alert_destination_id AS id, count(*) AS n FROM busy GROUP BY 1),
+           busy_account AS (SELECT account_id AS id, count(*) AS n FROM busy GROUP BY 1),
+           due AS (
+               SELECT s.id, s.alert_destination_id, a.account_id, s.next_attempt_at,
+                      row_number() OVER (PARTITION BY s.alert_destination_id ORDER BY s.next_attempt_at, s.id) AS k
+                 FROM alert_sends s JOIN alerts a ON a.id = s.alert_id
+                WHERE (s.status = 'pending' AND s.next_attempt_at <= now())
+                   OR (s.status = 'in_flight' AND s.lease_expires_at < now())),
+           open_destination AS (
+               SELECT d.*, row_number() OVER (PARTITION BY d.account_id ORDER BY d.k, d.next_attempt_at, d.id) AS ka
+                 FROM due d LEFT JOIN busy_destination b ON b.id = d.alert_destination_id
+                WHERE d.k + coalesce(b.n, 0) <= $3),
+           picked AS (
+               SELECT o.id FROM open_destination o LEFT JOIN busy_account b ON b.id = o.account_id
+                WHERE o.ka + coalesce(b.n, 0) <= $4
+                ORDER BY o.ka, o.next_attempt_at, o.id LIMIT $1),
+           locked AS (
+               SELECT id FROM alert_sends WHERE id IN (SELECT id FROM picked) FOR UPDATE SKIP LOCKED),
            leased AS (
                UPDATE alert_sends s SET status = 'in_flight', attempts = s.attempts + 1,
                       lease_expires_at = now() + make_interval(secs => $2)
-                 FROM due WHERE s.id = due.id
+                 FROM locked WHERE s.id = locked.id
              RETURNING s.*)
            SELECT l.id, l.alert_id, l.alert_destination_id, l.url, l.format, l.attempts,
                   a.type, a.account_id, a.endpoint_id, a.destination_id, a.count, a.data, a.fired_at, a.resolved_at,
@@ -121,11 +148,13 @@ async def claim(conn: asyncpg.Connection, *, limit: int, lease_s: float) -> list
              LEFT JOIN alert_destinations ad ON ad.id = l.alert_destination_id""",
         limit,
         lease_s,
+        per_destination,
+        per_account,
     )
 
 
 async def finish(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     send_id: str,
     attempt: int,
@@ -170,7 +199,7 @@ async def finish(
 
 
 async def list_for_account(
-    conn: asyncpg.Connection,
+    conn: Connection,
     account_id: str,
     *,
     limit: int,
@@ -192,14 +221,14 @@ async def list_for_account(
     )
 
 
-async def open_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
+async def open_for_endpoint(conn: Connection, endpoint_id: str) -> list[asyncpg.Record]:
     return await conn.fetch(
         f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE endpoint_id = $1 AND resolved_at IS NULL ORDER BY id DESC",
         endpoint_id,
     )
 
 
-async def sends_of(conn: asyncpg.Connection, alert_ids: Sequence[str]) -> list[asyncpg.Record]:
+async def sends_of(conn: Connection, alert_ids: Sequence[str]) -> list[asyncpg.Record]:
     """The sends of these alerts with their attempts (``attempts``: a JSON array, oldest first)."""
     return await conn.fetch(
         """SELECT s.alert_id, s.alert_destination_id, s.status, s.next_attempt_at,
@@ -213,23 +242,25 @@ async def sends_of(conn: asyncpg.Connection, alert_ids: Sequence[str]) -> list[a
     )
 
 
-async def prune(conn: asyncpg.Connection, *, fired_before_id: str, resolved_before: datetime, limit: int) -> int:
+async def prune(conn: Connection, *, fired_before_id: str, resolved_before: datetime, limit: int) -> int:
     """Deletes up to ``limit`` alerts resolved before ``resolved_before`` (their sends and attempts go by
     cascade); how many. ``fired_before_id`` is the lowest id of an alert fired at that time: ids are
     time-ordered, so the primary key bounds the scan to old alerts. Open alerts stay, however old: their
     condition still holds, and removing one would fire it again."""
-    return await conn.fetchval(
-        """WITH gone AS (
+    return int(
+        await conn.fetchval(
+            """WITH gone AS (
                DELETE FROM alerts WHERE id IN (
                    SELECT id FROM alerts WHERE id < $1 AND resolved_at < $2 ORDER BY id LIMIT $3)
                RETURNING 1)
            SELECT count(*) FROM gone""",
-        fired_before_id,
-        resolved_before,
-        limit,
+            fired_before_id,
+            resolved_before,
+            limit,
+        )
     )
 
 
-async def destination_names(conn: asyncpg.Connection, destination_ids: Sequence[str]) -> dict[str, str | None]:
+async def destination_names(conn: Connection, destination_ids: Sequence[str]) -> dict[str, str | None]:
     rows = await conn.fetch("SELECT id, name FROM destinations WHERE id = ANY($1::text[])", list(destination_ids))
     return {r["id"]: r["name"] for r in rows}

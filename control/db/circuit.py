@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import asyncpg
+from control.db.connection import Connection
 
 __all__ = ("close_statement", "count_by_state", "pause", "record_outcomes", "take_probe")
 
 
-async def count_by_state(conn: asyncpg.Connection) -> dict[str, int]:
+async def count_by_state(conn: Connection) -> dict[str, int]:
     """Destinations per circuit state (closed, open, half_open), for the metrics."""
     rows = await conn.fetch("SELECT circuit, count(*) AS n FROM destinations GROUP BY circuit")
     return {row["circuit"]: row["n"] for row in rows}
 
 
-async def take_probe(conn: asyncpg.Connection, destination_id: str, *, cooldown_s: float) -> bool:
+async def take_probe(conn: Connection, destination_id: str, *, cooldown_s: float) -> bool:
     """Moves an open circuit whose cool-down is over to half_open; True for the one caller that did."""
     return (
         await conn.fetchval(
@@ -52,7 +52,7 @@ _CLOSE = close_statement(1)
 
 
 async def record_outcomes(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     succeeded: Sequence[str],
     failed: Sequence[tuple[str, bool, int]],
@@ -98,7 +98,7 @@ async def record_outcomes(
     return [(r["id"], was.get(r["id"], "closed")) for r in opened if r["circuit"] == "open" and r["opened_now"]]
 
 
-async def pause(conn: asyncpg.Connection, pauses: dict[str, float]) -> None:
+async def pause(conn: Connection, pauses: dict[str, float]) -> None:
     """Destinations that answered 429 or 503 with ``Retry-After``: no delivery to them is claimed before
     ``now() + seconds`` (``paused_until``, never moved earlier; the claim pushes their due tasks back)."""
     rows = sorted(pauses.items())  # locked in id order, as record_outcomes locks them

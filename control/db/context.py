@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 
 from shared.keys import Keys
 from shared.settings import Settings
+from shared.tracing import Tracing
 
 __all__ = ("Context", "Principal")
 
@@ -24,6 +25,8 @@ class Context:
     pool: asyncpg.Pool
     redis: aioredis.Redis
     keys: Keys
+    tracing: Tracing | None = None
+    """This process's tracing when an OTLP endpoint is set (``shared.tracing``), else None."""
 
 
 @dataclass(frozen=True, slots=True)

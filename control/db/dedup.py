@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import asyncpg
+from control.db.connection import Connection
 
 __all__ = ("Ask", "decide", "prune")
 
@@ -102,7 +102,7 @@ SELECT task_id, decision, owner_event FROM decided
 """
 
 
-async def decide(conn: asyncpg.Connection, asks: Sequence[Ask]) -> dict[str, tuple[str, str]]:
+async def decide(conn: Connection, asks: Sequence[Ask]) -> dict[str, tuple[str, str]]:
     """Per asking task id: ``(decision, owner event id)`` with decision ``send``, ``skip`` (finished and
     recorded here) or ``wait`` (handed back here). One statement: atomic without a transaction of its own."""
     if not asks:
@@ -111,7 +111,7 @@ async def decide(conn: asyncpg.Connection, asks: Sequence[Ask]) -> dict[str, tup
     return {r["task_id"]: (r["decision"], r["owner_event"]) for r in rows}
 
 
-async def prune(conn: asyncpg.Connection, *, limit: int = 10_000) -> int:
+async def prune(conn: Connection, *, limit: int = 10_000) -> int:
     """Removes up to ``limit`` keys whose window is over (or whose destination stopped deduplicating);
     how many went. A key is also taken over once its window is over, so this only frees the space."""
     done = await conn.execute(

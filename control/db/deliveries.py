@@ -6,15 +6,17 @@ from datetime import datetime
 
 import asyncpg
 
-__all__ = ("for_event", "page")
+from control.db.connection import Connection
+
+__all__ = ("for_event", "one", "page")
 
 _COLUMNS = """id, event_id, destination_id, destination_name, destination_url, rule_id, source, attempt_number,
     request_headers, request_body, response_status, response_body, latency_ms, success, error, duplicate_of,
-    created_at, transform"""
+    created_at, transform, trace_id, span_id, auth"""
 
 
 async def page(
-    conn: asyncpg.Connection,
+    conn: Connection,
     endpoint_id: str,
     *,
     success: bool | None,
@@ -47,11 +49,18 @@ async def page(
     )
 
 
-async def for_event(conn: asyncpg.Connection, endpoint_id: str, event_id: str) -> list[asyncpg.Record]:
+async def for_event(conn: Connection, endpoint_id: str, event_id: str) -> list[asyncpg.Record]:
     """Every attempt made for the event, oldest first (``deliveries_event`` index)."""
     return await conn.fetch(
         f"""SELECT {_COLUMNS} FROM deliveries WHERE event_id = $1 AND endpoint_id = $2
             ORDER BY created_at, id""",
         event_id,
         endpoint_id,
+    )
+
+
+async def one(conn: Connection, endpoint_id: str, delivery_id: str) -> asyncpg.Record | None:
+    """One attempt of the endpoint, by id (its primary key)."""
+    return await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM deliveries WHERE id = $1 AND endpoint_id = $2", delivery_id, endpoint_id
     )

@@ -15,6 +15,7 @@ import asyncpg
 from control.db import circuit as db_circuit
 from control.db import stats
 from control.db import tasks as db_tasks
+from control.db.connection import Connection
 
 __all__ = (
     "COLUMNS",
@@ -47,6 +48,9 @@ COLUMNS = (
     "error",
     "created_at",
     "transform",
+    "trace_id",
+    "span_id",
+    "auth",
 )
 _TYPES = (
     "text",
@@ -68,6 +72,9 @@ _TYPES = (
     "text",
     "timestamptz",
     "jsonb",
+    "text",
+    "text",
+    "jsonb",
 )
 _INSERTED = f"""
 ins AS (
@@ -82,7 +89,7 @@ ins AS (
      WHERE source = 'rule' AND destination_id IS NOT NULL
        AND (transform IS NULL OR transform ->> 'outcome' IS DISTINCT FROM 'skipped')
 ), counted AS ({stats.deliveries_counted("rule_attempts")})"""
-"""The insert and its counting, as common table expressions; parameters $1 to $19, one array per column.
+"""The insert and its counting, as common table expressions; parameters $1 to $22, one array per column.
 Counted: the rule attempts among the rows actually inserted (a row already stored, or whose task is gone,
 is not), except those a transform skipped (nothing was sent, so no attempt for the destination's stats).
 
@@ -129,6 +136,8 @@ _KEPT = frozenset(
         "latency_ms",
         "success",
         "created_at",
+        "trace_id",
+        "span_id",
     }
 )
 """What a reduced row keeps: the attempt's identity and outcome, all of it values hookyard made itself."""
@@ -146,7 +155,7 @@ def reduced(row: Sequence[object], reason: str) -> tuple[object, ...]:
     return tuple(out)
 
 
-async def insert(conn: asyncpg.Connection, row: Sequence[object]) -> bool:
+async def insert(conn: Connection, row: Sequence[object]) -> bool:
     """One attempt of no stored event (a destination test), values in ``COLUMNS`` order, written only while its
     endpoint exists; False when the endpoint was deleted while the attempt was out. The endpoint row is locked
     (KEY SHARE) until the insert commits, as the foreign key did before migration 0026: a deletion waits for
@@ -161,7 +170,7 @@ async def insert(conn: asyncpg.Connection, row: Sequence[object]) -> bool:
         return True
 
 
-async def insert_for_event(conn: asyncpg.Connection, row: Sequence[object], received_at: object) -> bool:
+async def insert_for_event(conn: Connection, row: Sequence[object], received_at: object) -> bool:
     """One attempt of a stored event (a replay), written only if the event is still stored; False when it was
     erased (or expired) while the attempt was out. The event row is locked (KEY SHARE) until the insert
     commits: an erasure deleting it meanwhile waits for that commit, and then removes this record with the
@@ -178,7 +187,7 @@ async def insert_for_event(conn: asyncpg.Connection, row: Sequence[object], rece
         return True
 
 
-async def insert_many(conn: asyncpg.Connection, rows: Sequence[Sequence[object]]) -> None:
+async def insert_many(conn: Connection, rows: Sequence[Sequence[object]]) -> None:
     """Attempts in ``COLUMNS`` order, and their count, in one statement (atomic on its own, or part of the
     caller's transaction)."""
     if rows:
@@ -186,7 +195,7 @@ async def insert_many(conn: asyncpg.Connection, rows: Sequence[Sequence[object]]
 
 
 async def write(
-    conn: asyncpg.Connection,
+    conn: Connection,
     rows: Sequence[Sequence[object]],
     results: Sequence[tuple[str, int, str, float | None, str | None]],
     closed: Sequence[str],
@@ -197,15 +206,16 @@ async def write(
     counts against a circuit and without a ``Retry-After`` pause: those take ``circuit.record_outcomes``'s
     locks, in a transaction of several statements. Returns how many tasks were updated."""
     columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in COLUMNS]
-    return await conn.fetchval(_WRITE, *columns, *db_tasks.results_columns(results), sorted(closed))
+    found: int = await conn.fetchval(_WRITE, *columns, *db_tasks.results_columns(results), sorted(closed))
+    return found
 
 
-async def destination_for_account(
-    conn: asyncpg.Connection, account_id: str, destination_id: str
-) -> asyncpg.Record | None:
-    """The destination with its own signing secret and ``sign_deliveries``, if it belongs to the account."""
+async def destination_for_account(conn: Connection, account_id: str, destination_id: str) -> asyncpg.Record | None:
+    """The destination with its own signing secret, ``sign_deliveries`` and ``auth_version``, if it belongs to the
+    account."""
     return await conn.fetchrow(
-        """SELECT d.id, d.endpoint_id, d.name, d.url, d.headers, d.signing_secret, d.sign_deliveries
+        """SELECT d.id, d.endpoint_id, d.name, d.url, d.headers, d.signing_secret, d.sign_deliveries, d.propagate_trace,
+                  d.auth_version
              FROM destinations d JOIN endpoints p ON p.id = d.endpoint_id
             WHERE d.id = $1 AND p.account_id = $2""",
         destination_id,
@@ -213,10 +223,11 @@ async def destination_for_account(
     )
 
 
-async def destination_with_url(conn: asyncpg.Connection, endpoint_id: str, url: str) -> asyncpg.Record | None:
+async def destination_with_url(conn: Connection, endpoint_id: str, url: str) -> asyncpg.Record | None:
     """The endpoint's (oldest) destination whose URL is exactly ``url``, to attribute a replay to it."""
     return await conn.fetchrow(
-        "SELECT id, name FROM destinations WHERE endpoint_id = $1 AND url = $2 ORDER BY created_at, id LIMIT 1",
+        """SELECT id, name, propagate_trace FROM destinations WHERE endpoint_id = $1 AND url = $2
+            ORDER BY created_at, id LIMIT 1""",
         endpoint_id,
         url,
     )

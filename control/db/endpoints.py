@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 import asyncpg
 
+from control.db.connection import Connection, returned
+
 __all__ = (
     "Deleted",
     "count_for_account",
@@ -27,7 +29,7 @@ __all__ = (
 
 _COLUMNS = (
     "id, account_id, name, environment, external_ref, ingest_token, temporary, expires_at, created_at, updated_at,"
-    " expect_event_within_s, signature_failure_alert_threshold, body_retention_days"
+    " expect_event_within_s, signature_failure_alert_threshold, body_retention_days, response"
 )
 _UPDATABLE = frozenset(
     {
@@ -37,6 +39,7 @@ _UPDATABLE = frozenset(
         "expect_event_within_s",
         "signature_failure_alert_threshold",
         "body_retention_days",
+        "response",
     }
 )
 _LIVE = "(expires_at IS NULL OR expires_at > now())"
@@ -45,7 +48,7 @@ left out of lists and quotas) while its rows wait for the sweep (``control.servi
 
 
 async def insert(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     endpoint_id: str,
     account_id: str,
@@ -74,16 +77,17 @@ async def insert(
         expires_at,
     )
     await conn.execute("INSERT INTO auth_configs (endpoint_id) VALUES ($1)", endpoint_id)
-    return row
+    return returned(row)
 
 
-async def count_for_account(conn: asyncpg.Connection, account_id: str) -> int:
+async def count_for_account(conn: Connection, account_id: str) -> int:
     """The account's live endpoints (what its quota counts)."""
-    return await conn.fetchval(f"SELECT count(*) FROM endpoints WHERE account_id = $1 AND {_LIVE}", account_id)
+    found: int = await conn.fetchval(f"SELECT count(*) FROM endpoints WHERE account_id = $1 AND {_LIVE}", account_id)
+    return found
 
 
 async def list_for_account(
-    conn: asyncpg.Connection, account_id: str, *, external_ref: str | None = None
+    conn: Connection, account_id: str, *, external_ref: str | None = None
 ) -> list[asyncpg.Record]:
     """The account's live endpoints, newest first (with ``external_ref``: the one that carries it, if live)."""
     if external_ref is not None:
@@ -98,7 +102,7 @@ async def list_for_account(
     )
 
 
-async def get(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> asyncpg.Record | None:
+async def get(conn: Connection, account_id: str, endpoint_id: str) -> asyncpg.Record | None:
     """The account's endpoint, expired or not; ``expired`` says which, by the database's clock (as lists
     and the sweep judge it)."""
     return await conn.fetchrow(
@@ -108,17 +112,18 @@ async def get(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> as
     )
 
 
-async def expired_with_ref(conn: asyncpg.Connection, account_id: str, external_ref: str) -> str | None:
+async def expired_with_ref(conn: Connection, account_id: str, external_ref: str) -> str | None:
     """The id of the account's expired endpoint that still holds ``external_ref`` until the sweep."""
-    return await conn.fetchval(
+    found: str | None = await conn.fetchval(
         f"SELECT id FROM endpoints WHERE account_id = $1 AND external_ref = $2 AND NOT {_LIVE}",
         account_id,
         external_ref,
     )
+    return found
 
 
 async def update(
-    conn: asyncpg.Connection, account_id: str, endpoint_id: str, changes: Mapping[str, object]
+    conn: Connection, account_id: str, endpoint_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
     """Sets the given columns (``_UPDATABLE``) and bumps updated_at."""
     unknown = set(changes) - _UPDATABLE
@@ -138,7 +143,7 @@ async def update(
 
 
 async def set_signing_secret(
-    conn: asyncpg.Connection, account_id: str, endpoint_id: str, signing_secret: str
+    conn: Connection, account_id: str, endpoint_id: str, signing_secret: str
 ) -> asyncpg.Record | None:
     """Replaces the platform signing secret (rotation) and bumps updated_at; None for an unknown id."""
     return await conn.fetchrow(
@@ -156,7 +161,7 @@ class Deleted(NamedTuple):
     """A config version above every version the endpoint ever had (taken once its row was deleted)."""
 
 
-async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> Deleted | None:
+async def delete(conn: Connection, account_id: str, endpoint_id: str) -> Deleted | None:
     """Deletes the endpoint and, by cascade, its events, deliveries, rules...; None for an unknown id.
 
     The tombstone version is drawn in the same statement, after the row lock: every bump of this endpoint
@@ -172,7 +177,7 @@ async def delete(conn: asyncpg.Connection, account_id: str, endpoint_id: str) ->
 
 
 async def delete_expired(
-    conn: asyncpg.Connection, *, limit: int, grace_s: float = 0.0, endpoint_ids: list[str] | None = None
+    conn: Connection, *, limit: int, grace_s: float = 0.0, endpoint_ids: list[str] | None = None
 ) -> list[Deleted]:
     """Deletes up to ``limit`` temporary endpoints whose ``expires_at`` passed more than ``grace_s`` ago
     (of ``endpoint_ids`` when given), with their events, deliveries and everything else by cascade; learned
@@ -195,7 +200,7 @@ async def delete_expired(
     return [Deleted(row["ingest_token"], row["tombstone_version"]) for row in rows]
 
 
-async def session_endpoint(conn: asyncpg.Connection, account_id: str, ref: str | None) -> asyncpg.Record | None:
+async def session_endpoint(conn: Connection, account_id: str, ref: str | None) -> asyncpg.Record | None:
     """The account's newest endpoint with this ``external_ref`` (``None``: the newest without one), expired
     or not: what /api/start hands back to a session that asks again."""
     if ref is None:
@@ -209,7 +214,7 @@ async def session_endpoint(conn: asyncpg.Connection, account_id: str, ref: str |
     )
 
 
-async def make_permanent(conn: asyncpg.Connection, account_id: str) -> list[asyncpg.Record]:
+async def make_permanent(conn: Connection, account_id: str) -> list[asyncpg.Record]:
     """The account's temporary endpoints that have not expired become permanent (``expires_at`` null; the
     trigger of migration 0005 bumps their config versions). Expired ones are left to the sweep."""
     return await conn.fetch(
@@ -220,21 +225,24 @@ async def make_permanent(conn: asyncpg.Connection, account_id: str) -> list[asyn
     )
 
 
-async def next_config_version(conn: asyncpg.Connection) -> int:
+async def next_config_version(conn: Connection) -> int:
     """A version above every config version committed so far (tombstones of endpoints found gone)."""
-    return await conn.fetchval("SELECT nextval('hy_config_version')")
+    found: int = await conn.fetchval("SELECT nextval('hy_config_version')")
+    return found
 
 
 _EDGE_SELECT = """
     SELECT e.id, e.account_id, e.environment, e.ingest_token, e.expires_at, e.signing_secret, e.config_version,
+           e.response,
            a.hmac_enabled, a.secret, a.header_name, a.tolerance_seconds, a.on_failure, a.log_blocked_ips,
+           a.provider, a.verify_token,
            coalesce((SELECT array_agg(host(l.cidr) || '/' || masklen(l.cidr) ORDER BY l.created_at)
                        FROM allowlist_entries l WHERE l.endpoint_id = e.id), '{}') AS allowlist
       FROM endpoints e JOIN auth_configs a ON a.endpoint_id = e.id
 """
 
 
-async def edge_rows(conn: asyncpg.Connection, endpoint_ids: list[str] | None = None) -> list[asyncpg.Record]:
+async def edge_rows(conn: Connection, endpoint_ids: list[str] | None = None) -> list[asyncpg.Record]:
     """What the edge needs to serve each endpoint, with its ``config_version`` (all endpoints when
     ``endpoint_ids`` is None)."""
     if endpoint_ids is None:

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import asyncpg
 
+from control.db.connection import Connection, returned
+
 __all__ = (
     "JOB_COLUMNS",
     "Candidates",
@@ -38,7 +40,9 @@ __all__ = (
     "page",
     "save_progress",
     "schema_states",
+    "schema_versions",
     "store_schema_states",
+    "store_version_fields",
     "take_job",
     "undefer",
 )
@@ -49,7 +53,7 @@ JOB_COLUMNS = """j.id, j.account_id, j.endpoint_id, j.field, j.value, j.value_sh
 
 
 async def create_job(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     job_id: str,
     account_id: str,
@@ -61,30 +65,32 @@ async def create_job(
 ) -> asyncpg.Record:
     """``value`` is kept as jsonb (so its type stays), encoded by the pool's codec (``control.db``). The job
     starts at the ``ingest`` stage, waiting for the flush to pass ``ingest_marks``."""
-    return await conn.fetchrow(
-        f"""WITH j AS (
+    return returned(
+        await conn.fetchrow(
+            f"""WITH j AS (
                 INSERT INTO erasure_jobs (id, account_id, endpoint_id, field, value, value_sha256, ingest_marks, stage)
                 VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7::text[], 'ingest') RETURNING *
             )
             SELECT {JOB_COLUMNS} FROM j""",
-        job_id,
-        account_id,
-        endpoint_id,
-        field,
-        value,
-        sha256,
-        ingest_marks,
+            job_id,
+            account_id,
+            endpoint_id,
+            field,
+            value,
+            sha256,
+            ingest_marks,
+        )
     )
 
 
-async def get_job(conn: asyncpg.Connection, account_id: str, job_id: str) -> asyncpg.Record | None:
+async def get_job(conn: Connection, account_id: str, job_id: str) -> asyncpg.Record | None:
     return await conn.fetchrow(
         f"SELECT {JOB_COLUMNS} FROM erasure_jobs j WHERE j.id = $1 AND j.account_id = $2", job_id, account_id
     )
 
 
 async def list_jobs(
-    conn: asyncpg.Connection, account_id: str, *, endpoint_id: str | None, before: str | None, limit: int
+    conn: Connection, account_id: str, *, endpoint_id: str | None, before: str | None, limit: int
 ) -> list[asyncpg.Record]:
     """Newest first; ``before``: the last id of the previous page. Jobs of expired endpoints are left out."""
     return await conn.fetch(
@@ -99,15 +105,23 @@ async def list_jobs(
     )
 
 
-async def take_job(conn: asyncpg.Connection, *, exclude: list[str], retry_s: float) -> asyncpg.Record | None:
-    """The unfinished job advanced least recently that no other worker holds (SKIP LOCKED), locked until the
-    caller's transaction ends, with its endpoint's environment (null: the endpoint is gone). A job whose last
-    step failed for its data waits ``retry_s`` times its failures before it is tried again."""
+async def take_job(conn: Connection, *, exclude: list[str], retry_s: float) -> asyncpg.Record | None:
+    """An unfinished job that no other worker holds (SKIP LOCKED), locked until the caller's transaction ends,
+    with its endpoint's environment (null: the endpoint is gone): of the account whose unfinished jobs were
+    advanced least recently, the one advanced least recently. Per account first, so an account with many
+    jobs (or one that keeps failing: a failed step counts as advanced) takes one step in turn with every
+    other account, never all of them. A job whose last step failed waits ``retry_s`` times its failures."""
     return await conn.fetchrow(
-        f"""SELECT {JOB_COLUMNS}, p.environment FROM erasure_jobs j LEFT JOIN endpoints p ON p.id = j.endpoint_id
+        f"""WITH served AS (
+                SELECT account_id, max(checked_at) AS last FROM erasure_jobs
+                 WHERE state IN ('pending', 'running') GROUP BY account_id
+            )
+            SELECT {JOB_COLUMNS}, p.environment
+              FROM erasure_jobs j JOIN served s ON s.account_id = j.account_id
+              LEFT JOIN endpoints p ON p.id = j.endpoint_id
              WHERE j.state IN ('pending', 'running') AND j.id <> ALL($1::text[])
                AND (j.failures = 0 OR j.checked_at <= clock_timestamp() - make_interval(secs => $2 * j.failures))
-             ORDER BY j.checked_at NULLS FIRST, j.id
+             ORDER BY s.last NULLS FIRST, j.checked_at NULLS FIRST, j.id
              LIMIT 1
                FOR UPDATE OF j SKIP LOCKED""",
         exclude,
@@ -132,7 +146,7 @@ class Page(NamedTuple):
 
 
 async def page(
-    conn: asyncpg.Connection,
+    conn: Connection,
     endpoint_id: str,
     *,
     after_at: datetime | None,
@@ -175,7 +189,7 @@ _TASKS_OF = """destination_id IN (SELECT id FROM destinations WHERE endpoint_id 
 endpoint's tasks are all to its own destinations (a deleted destination's tasks go with it)."""
 
 
-async def busy(conn: asyncpg.Connection, endpoint_id: str, event_ids: list[str]) -> set[str]:
+async def busy(conn: Connection, endpoint_id: str, event_ids: list[str]) -> set[str]:
     """Locks the events' delivery tasks (a claim in progress finishes first) and answers the events with an
     attempt in flight."""
     rows = await conn.fetch(
@@ -220,7 +234,7 @@ SELECT (SELECT count(*) FROM d) AS deliveries, (SELECT count(*) FROM t) AS tasks
 """
 
 
-async def erase(conn: asyncpg.Connection, endpoint_id: str, events: list[tuple[str, datetime]]) -> Erased:
+async def erase(conn: Connection, endpoint_id: str, events: list[tuple[str, datetime]]) -> Erased:
     """Removes the events (id, received_at) of the endpoint and what holds their data; counts what it removed.
 
     Two statements, the events first, locked in arrival order (the order the learn worker locks the events
@@ -233,10 +247,10 @@ async def erase(conn: asyncpg.Connection, endpoint_id: str, events: list[tuple[s
     ids, received = [e[0] for e in events], [e[1] for e in events]
     done = await conn.execute(_ERASE_EVENTS, endpoint_id, ids, received)
     row = await conn.fetchrow(_ERASE_HOLDERS, endpoint_id, ids)
-    return Erased(int(done.rsplit(" ", 1)[-1]), row["deliveries"])
+    return Erased(int(done.rsplit(" ", 1)[-1]), returned(row)["deliveries"])
 
 
-async def defer(conn: asyncpg.Connection, job_id: str, events: list[tuple[str, datetime]]) -> None:
+async def defer(conn: Connection, job_id: str, events: list[tuple[str, datetime]]) -> None:
     await conn.execute(
         """INSERT INTO erasure_deferred (job_id, event_id, received_at)
            SELECT $1, * FROM unnest($2::text[], $3::timestamptz[]) ON CONFLICT DO NOTHING""",
@@ -246,7 +260,7 @@ async def defer(conn: asyncpg.Connection, job_id: str, events: list[tuple[str, d
     )
 
 
-async def deferred(conn: asyncpg.Connection, job_id: str, limit: int) -> list[tuple[str, datetime]]:
+async def deferred(conn: Connection, job_id: str, limit: int) -> list[tuple[str, datetime]]:
     rows = await conn.fetch(
         "SELECT event_id, received_at FROM erasure_deferred WHERE job_id = $1 ORDER BY event_id LIMIT $2",
         job_id,
@@ -255,14 +269,14 @@ async def deferred(conn: asyncpg.Connection, job_id: str, limit: int) -> list[tu
     return [(r["event_id"], r["received_at"]) for r in rows]
 
 
-async def undefer(conn: asyncpg.Connection, job_id: str, event_ids: list[str]) -> None:
+async def undefer(conn: Connection, job_id: str, event_ids: list[str]) -> None:
     await conn.execute(
         "DELETE FROM erasure_deferred WHERE job_id = $1 AND event_id = any($2::text[])", job_id, event_ids
     )
 
 
 async def save_progress(
-    conn: asyncpg.Connection,
+    conn: Connection,
     job_id: str,
     *,
     stage: str,
@@ -293,11 +307,12 @@ async def save_progress(
 
 
 async def finish(
-    conn: asyncpg.Connection, job_id: str, *, state: str, dead_letters: int, schemas: int, error: str | None
+    conn: Connection, job_id: str, *, state: str, dead_letters: int, schemas: int, error: str | None
 ) -> asyncpg.Record:
     """Done or failed: the value is dropped (its hash stays), the last counts written."""
-    return await conn.fetchrow(
-        f"""WITH j AS (
+    return returned(
+        await conn.fetchrow(
+            f"""WITH j AS (
                 UPDATE erasure_jobs
                    SET state = $2, value = NULL, dead_letters_erased = dead_letters_erased + $3,
                        schemas_scrubbed = schemas_scrubbed + $4, error = $5, finished_at = now(),
@@ -305,15 +320,16 @@ async def finish(
                  WHERE id = $1 RETURNING *
             )
             SELECT {JOB_COLUMNS} FROM j""",
-        job_id,
-        state,
-        dead_letters,
-        schemas,
-        error,
+            job_id,
+            state,
+            dead_letters,
+            schemas,
+            error,
+        )
     )
 
 
-async def fail_step(conn: asyncpg.Connection, job_id: str, *, error: str, limit: int) -> asyncpg.Record | None:
+async def fail_step(conn: Connection, job_id: str, *, error: str, limit: int) -> asyncpg.Record | None:
     """Counts a step that failed for the job's data and says why (``error``); the ``limit``-th in a row makes
     the job ``failed``, its value dropped as a finished job's is. None: the job was no longer unfinished."""
     return await conn.fetchrow(
@@ -332,7 +348,7 @@ async def fail_step(conn: asyncpg.Connection, job_id: str, *, error: str, limit:
     )
 
 
-async def schema_states(conn: asyncpg.Connection, endpoint_id: str) -> list[tuple[str, bytes | None]]:
+async def schema_states(conn: Connection, endpoint_id: str) -> list[tuple[str, bytes | None]]:
     """The states of the schemas learned on the endpoint, locked (id order, as the flush locks them) until the
     caller's transaction ends."""
     rows = await conn.fetch(
@@ -344,7 +360,25 @@ async def schema_states(conn: asyncpg.Connection, endpoint_id: str) -> list[tupl
     return [(r["id"], r["state"]) for r in rows]
 
 
-async def store_schema_states(conn: asyncpg.Connection, updates: list[tuple[str, bytes, int]]) -> None:
+async def store_schema_states(conn: Connection, updates: list[tuple[str, bytes, int]]) -> None:
     """(schema id, state, new revision): a flush worker's cached copy of the state is stale from now on."""
     if updates:
         await conn.executemany("UPDATE schemas SET state = $2, revision = $3 WHERE id = $1", updates)
+
+
+async def schema_versions(conn: Connection, schema_ids: list[str]) -> list[tuple[str, int, str]]:
+    """(schema id, version, fields JSON) of every version of the schemas (whose rows the caller locked)."""
+    rows = await conn.fetch(
+        """SELECT schema_id, version, fields::text AS fields FROM schema_versions
+            WHERE schema_id = any($1::text[]) ORDER BY schema_id, version""",
+        schema_ids,
+    )
+    return [(r["schema_id"], r["version"], r["fields"]) for r in rows]
+
+
+async def store_version_fields(conn: Connection, updates: list[tuple[str, int, str]]) -> None:
+    """(schema id, version, fields JSON): a version's fields rewritten without what an erasure named."""
+    if updates:
+        await conn.executemany(
+            "UPDATE schema_versions SET fields = $3::jsonb WHERE schema_id = $1 AND version = $2", updates
+        )

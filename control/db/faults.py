@@ -69,4 +69,5 @@ def backoff_s(failures: int, *, base_s: float = 0.1, cap_s: float = 5.0, rng: ra
     """Capped exponential backoff with full jitter in its upper half: many workers waking from one outage
     do not all hit the recovering server in the same instant, and none waits longer than ``cap_s``."""
     ceiling = min(cap_s, base_s * 2 ** max(0, failures - 1))
-    return ceiling * (0.5 + 0.5 * (rng or random).random())
+    found: float = ceiling * (0.5 + 0.5 * (rng or random).random())
+    return found

@@ -22,10 +22,9 @@ RETURNING of the insert, in the same transaction, a re-processed entry is never 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-import asyncpg
-
+from control.db.connection import Connection
 from control.db.stats import events_counted
 from control.db.tasks import NOTIFY_CHANNEL
 
@@ -52,14 +51,26 @@ _STAGING_TYPES = {
     "signature_valid": "boolean",
     "signature_failure_reason": "text",
     "ip_allowed": "boolean",
+    "traceparent": "text",
+    "handshake": "boolean",
     "labels": "jsonb",
     "search_text": "text",
 }
 COLUMNS = tuple(_STAGING_TYPES)
-TASK_COLUMNS = ("task_id", "event_id", "rule_id", "destination_id", "order_key", "order_pos", "dedup_key")
+TASK_COLUMNS = (
+    "task_id",
+    "event_id",
+    "rule_id",
+    "destination_id",
+    "order_key",
+    "order_pos",
+    "dedup_key",
+    "traceparent",
+)
 """A task to create when its event turns out to be new; endpoint and received_at come from the event. The
-last three are the keys of a destination that shapes its deliveries (``control.routing.shaping``): a batch
-without one stages only the first four (the rest stay null)."""
+next three are the keys of a destination that shapes its deliveries (``control.routing.shaping``), the last
+the routing span its attempts are children of (``control.workers.flush_tracing``): a batch without either
+stages only the first four (the rest stay null), one with shaping and no tracing the first seven."""
 
 _STAGING = "hy_flush_staging"
 _TASK_STAGING = "hy_flush_task_staging"
@@ -82,7 +93,7 @@ SELECT {", ".join("s." + c + ("::inet" if c == "source_ip" else "") for c in COL
    FOR KEY SHARE OF e
 ON CONFLICT (id, received_at) DO NOTHING
 RETURNING id, endpoint_id, received_at, ip_allowed, provider, event_type, signature_failure_reason,
-          signature_valid
+          signature_valid, handshake
 """
 
 
@@ -91,7 +102,7 @@ def _noted(learn: str) -> str:
     true: one row for the batch (``control.db.learn_queue``), none when no event is new."""
     return f"""INSERT INTO schema_learn_queue (event_ids, first_at, last_at)
     SELECT array_agg(id), min(received_at), max(received_at) FROM ins
-     WHERE {learn} AND ip_allowed IS NOT FALSE AND signature_valid IS NOT FALSE
+     WHERE {learn} AND ip_allowed IS NOT FALSE AND signature_valid IS NOT FALSE AND NOT handshake
     HAVING count(*) > 0"""
 
 
@@ -109,16 +120,16 @@ stats AS ({events_counted("ins")}),
 noted AS ({_noted("$2::boolean")}),
 routed AS (
     SELECT t.task_id, i.endpoint_id, i.id AS event_id, i.received_at, t.rule_id, t.destination_id, t.order_key,
-           t.order_pos, t.dedup_key
+           t.order_pos, t.dedup_key, t.traceparent
       FROM {_TASK_STAGING} t JOIN ins i ON i.id = t.event_id
-     WHERE i.ip_allowed IS NOT FALSE
+     WHERE i.ip_allowed IS NOT FALSE AND NOT i.handshake
 ), live AS (
     SELECT id, endpoint_id FROM destinations WHERE id = ANY($1::text[]) FOR KEY SHARE
 ), tasks AS (
     INSERT INTO delivery_tasks (id, endpoint_id, event_id, event_received_at, rule_id, destination_id, order_key,
-                                order_pos, dedup_key)
+                                order_pos, dedup_key, traceparent)
     SELECT r.task_id, r.endpoint_id, r.event_id, r.received_at, r.rule_id, r.destination_id, r.order_key,
-           r.order_pos, r.dedup_key
+           r.order_pos, r.dedup_key, r.traceparent
       FROM routed r JOIN live l ON l.id = r.destination_id AND l.endpoint_id = r.endpoint_id
     ON CONFLICT (destination_id, event_id, rule_id) DO NOTHING
     RETURNING 1
@@ -146,10 +157,10 @@ class Stored(NamedTuple):
 
 
 async def store_batch(
-    conn: asyncpg.Connection, rows: Sequence[tuple], tasks: Sequence[tuple] = (), *, learn: bool = False
+    conn: Connection, rows: Sequence[tuple[Any, ...]], tasks: Sequence[tuple[Any, ...]] = (), *, learn: bool = False
 ) -> Stored:
     """Inserts the events of ``rows`` (tuples in ``COLUMNS`` order) and those of ``tasks`` (tuples in
-    ``TASK_COLUMNS`` order, all of one length: the first four columns, or all) whose event is new, in the
+    ``TASK_COLUMNS`` order, all of one length: the first four columns, seven, or all) whose event is new, in the
     caller's transaction; with ``learn``, notes the new ones for schema learning (``control.db.learn_queue``).
 
     Tasks are unique per (event, rule, destination), so even a repeated call with fresh task ids creates

@@ -5,12 +5,12 @@ base64 on a deployment without encryption keys. This module neither seals nor op
 
 from __future__ import annotations
 
-import asyncpg
+from control.db.connection import Connection
 
 __all__ = ("get_or_create",)
 
 
-async def get_or_create(conn: asyncpg.Connection, name: str, candidate: str) -> str:
+async def get_or_create(conn: Connection, name: str, candidate: str) -> str:
     """The stored key called ``name``; ``candidate`` becomes it when there is none yet.
 
     Two statements, not one: when two processes race, the loser's INSERT waits for the winner's commit and
@@ -18,4 +18,5 @@ async def get_or_create(conn: asyncpg.Connection, name: str, candidate: str) -> 
     await conn.execute(
         "INSERT INTO instance_keys (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", name, candidate
     )
-    return await conn.fetchval("SELECT secret FROM instance_keys WHERE name = $1", name)
+    found: str = await conn.fetchval("SELECT secret FROM instance_keys WHERE name = $1", name)
+    return found

@@ -12,19 +12,21 @@ from typing import Any
 
 import asyncpg
 
+from control.db.connection import Connection, returned
+
 __all__ = ("count_for_endpoint", "delete", "for_endpoints", "get", "insert", "list_for_endpoint", "lock", "update")
 
 _COLUMNS = "l.id, l.endpoint_id, l.source, l.path, l.output_key, l.color, l.created_at"
 _UPDATABLE = frozenset({"source", "path", "output_key", "color"})
 
 
-async def list_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
+async def list_for_endpoint(conn: Connection, endpoint_id: str) -> list[asyncpg.Record]:
     return await conn.fetch(
         f"SELECT {_COLUMNS} FROM label_rules l WHERE l.endpoint_id = $1 ORDER BY l.created_at, l.id", endpoint_id
     )
 
 
-async def get(conn: asyncpg.Connection, account_id: str, label_id: str) -> asyncpg.Record | None:
+async def get(conn: Connection, account_id: str, label_id: str) -> asyncpg.Record | None:
     return await conn.fetchrow(
         f"""SELECT {_COLUMNS} FROM label_rules l JOIN endpoints e ON e.id = l.endpoint_id
              WHERE l.id = $1 AND e.account_id = $2""",
@@ -33,7 +35,7 @@ async def get(conn: asyncpg.Connection, account_id: str, label_id: str) -> async
     )
 
 
-async def lock(conn: asyncpg.Connection, account_id: str, label_id: str) -> asyncpg.Record | None:
+async def lock(conn: Connection, account_id: str, label_id: str) -> asyncpg.Record | None:
     """The label rule, its endpoint locked for changes until the transaction ends; None when unknown or
     another account's (or deleted while this waited for the lock)."""
     endpoint_id = await conn.fetchval(
@@ -48,28 +50,31 @@ async def lock(conn: asyncpg.Connection, account_id: str, label_id: str) -> asyn
     return await get(conn, account_id, label_id)
 
 
-async def count_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> int:
-    return await conn.fetchval("SELECT count(*) FROM label_rules WHERE endpoint_id = $1", endpoint_id)
+async def count_for_endpoint(conn: Connection, endpoint_id: str) -> int:
+    found: int = await conn.fetchval("SELECT count(*) FROM label_rules WHERE endpoint_id = $1", endpoint_id)
+    return found
 
 
 async def insert(
-    conn: asyncpg.Connection, *, label_id: str, endpoint_id: str, source: str, path: str, output_key: str, color: str
+    conn: Connection, *, label_id: str, endpoint_id: str, source: str, path: str, output_key: str, color: str
 ) -> asyncpg.Record:
-    return await conn.fetchrow(
-        f"""WITH l AS (
+    return returned(
+        await conn.fetchrow(
+            f"""WITH l AS (
                 INSERT INTO label_rules (id, endpoint_id, source, path, output_key, color)
                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING *
             ) SELECT {_COLUMNS} FROM l""",
-        label_id,
-        endpoint_id,
-        source,
-        path,
-        output_key,
-        color,
+            label_id,
+            endpoint_id,
+            source,
+            path,
+            output_key,
+            color,
+        )
     )
 
 
-async def update(conn: asyncpg.Connection, label_id: str, changes: Mapping[str, Any]) -> asyncpg.Record | None:
+async def update(conn: Connection, label_id: str, changes: Mapping[str, Any]) -> asyncpg.Record | None:
     """Sets the given columns (names from ``_UPDATABLE`` only); the caller holds the endpoint's lock."""
     names = [name for name in changes if name in _UPDATABLE]
     if not names:
@@ -82,11 +87,11 @@ async def update(conn: asyncpg.Connection, label_id: str, changes: Mapping[str, 
     )
 
 
-async def delete(conn: asyncpg.Connection, label_id: str) -> bool:
+async def delete(conn: Connection, label_id: str) -> bool:
     return await conn.fetchval("DELETE FROM label_rules WHERE id = $1 RETURNING true", label_id) is not None
 
 
-async def for_endpoints(conn: asyncpg.Connection, endpoint_ids: Sequence[str]) -> list[asyncpg.Record]:
+async def for_endpoints(conn: Connection, endpoint_ids: Sequence[str]) -> list[asyncpg.Record]:
     """What the flush labels with: ``(endpoint_id, source, path, output_key, color)`` of these endpoints,
     in creation order (the order labels appear on an event)."""
     return await conn.fetch(

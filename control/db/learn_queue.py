@@ -7,15 +7,22 @@ from them (``control.workers.learn``): exactly once, with no marker per event.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 import asyncpg
 
-__all__ = ("LEARN_COLUMNS", "Note", "backlog", "events", "forget", "take")
+from control.db.connection import Connection, returned
+
+__all__ = ("LEARN_COLUMNS", "LearnRow", "Note", "backlog", "events", "forget", "take")
 
 LEARN_COLUMNS = ("id", "endpoint_id", "received_at", "body", "provider", "event_type", "signature_valid", "ip_allowed")
 """What learning reads of an event, in this order (``control.schemas.learn``)."""
+
+LearnRow: TypeAlias = asyncpg.Record | Sequence[Any]
+"""An event as learning reads it, by position in ``LEARN_COLUMNS`` order: the record ``events`` fetched, or a
+tuple made in code (the stubs do not make the record a ``Sequence``)."""
 
 
 class Note(NamedTuple):
@@ -25,7 +32,7 @@ class Note(NamedTuple):
     last_at: datetime
 
 
-async def take(conn: asyncpg.Connection, limit: int) -> list[Note]:
+async def take(conn: Connection, limit: int) -> list[Note]:
     """The oldest notes no other learner holds, locked until the caller's transaction ends."""
     rows = await conn.fetch(
         """SELECT id, event_ids, first_at, last_at FROM schema_learn_queue
@@ -35,7 +42,7 @@ async def take(conn: asyncpg.Connection, limit: int) -> list[Note]:
     return [Note(*r) for r in rows]
 
 
-async def events(conn: asyncpg.Connection, notes: list[Note]) -> list[asyncpg.Record]:
+async def events(conn: Connection, notes: list[Note]) -> list[asyncpg.Record]:
     """The noted events still stored, in ``LEARN_COLUMNS`` order, by arrival (the order learning sees them).
 
     Locked ``FOR KEY SHARE`` until the caller's transaction ends, so an erasure cannot delete an event
@@ -57,14 +64,16 @@ async def events(conn: asyncpg.Connection, notes: list[Note]) -> list[asyncpg.Re
     )
 
 
-async def forget(conn: asyncpg.Connection, note_ids: list[int]) -> None:
+async def forget(conn: Connection, note_ids: list[int]) -> None:
     await conn.execute("DELETE FROM schema_learn_queue WHERE id = any($1::bigint[])", note_ids)
 
 
-async def backlog(conn: asyncpg.Connection) -> tuple[int, int, float | None]:
+async def backlog(conn: Connection) -> tuple[int, int, float | None]:
     """(notes, events, seconds since the oldest was noted): how far learning is behind."""
-    row = await conn.fetchrow(
-        """SELECT count(*), coalesce(sum(cardinality(event_ids)), 0),
+    row = returned(
+        await conn.fetchrow(
+            """SELECT count(*), coalesce(sum(cardinality(event_ids)), 0),
                   extract(epoch FROM now() - min(noted_at))::float8 FROM schema_learn_queue"""
+        )
     )
     return row[0], row[1], row[2]

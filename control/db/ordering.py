@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from control.db.tasks import CANDIDATE_GATE, CIRCUIT, claim_statement, window_for
+from control.db.connection import Connection
+from control.db.tasks import CANDIDATE_GATE, CIRCUIT, Claim, claim_statement, window_for
 
 __all__ = ("claim_heads", "entry_position", "head_candidates", "position")
 
@@ -93,36 +94,19 @@ def _claim_heads(window: int) -> str:
 
 
 async def claim_heads(
-    conn: asyncpg.Connection,
-    *,
-    free: int,
-    window: int,
-    blocked: Sequence[str],
-    room: dict[str, int],
-    per_destination: int,
-    lease_s: float,
-    watermarks: Sequence[str | None],
+    conn: Connection, ask: Claim, watermarks: Sequence[str | None]
 ) -> tuple[list[asyncpg.Record], int, float | None, int]:
-    """Leases up to ``free`` released heads as ``control.db.tasks.claim_ready`` leases unordered tasks (the
+    """Leases the released heads ``ask`` allows, as ``control.db.tasks.claim_ready`` leases unordered tasks (the
     same room, circuit and pause rules): (the tasks, how many candidates had a circuit that is not closed or
     a pause, seconds until the next head falls due, how many due heads wait for the stream watermark)."""
-    rows = await conn.fetch(
-        _claim_heads(window_for(window)),
-        free,
-        list(blocked),
-        list(room),
-        list(room.values()),
-        per_destination,
-        lease_s,
-        list(watermarks),
-    )
+    rows = await conn.fetch(_claim_heads(window_for(ask.window)), *ask.params(), list(watermarks))
     meta = rows[0]
     claimed = [r for r in rows if r["id"] is not None]
     return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["held"]
 
 
 async def head_candidates(
-    conn: asyncpg.Connection, *, window: int, exclude_destinations: Sequence[str], watermarks: Sequence[str | None]
+    conn: Connection, *, window: int, exclude_destinations: Sequence[str], watermarks: Sequence[str | None]
 ) -> list[asyncpg.Record]:
     """The released heads as ``control.db.tasks.due_candidates`` gives unordered tasks: locked until the
     caller's transaction ends, with their destination's circuit, ``open_for_s`` and ``paused_for_s``."""

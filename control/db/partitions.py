@@ -1,6 +1,8 @@
 """Event partitions: prepare days ahead, drop days past retention, index days for ``q``.
 
-``q``'s trigram index is never on the insert path (it made every flush pay: 100k inserts in 13 s with it
+``q``'s index is a GIN index of the search text's trigrams (``hy_search_grams``, built-in functions and GIN's
+built-in array operator class, so it exists on the embedded Postgres too, which has no pg_trgm: ADR 0057). It is
+never on the insert path (it made every flush pay: 100k inserts in 13 s with it
 against 0.2 s without). A finished day gets one full index. The day being written gets a *prefix* index,
 ``<partition>_search_to_HHMMSS``: partial, ``WHERE received_at < B`` for the last whole hour B, rebuilt by
 the sweep about once an hour. An insert only checks that predicate (a new event lies past B), so the flush
@@ -12,15 +14,18 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import asyncpg
+from control.db.connection import Connection
 
-__all__ = ("drop_expired", "ensure_ahead", "index_finished_days", "index_today")
+__all__ = ("GRAMS", "drop_expired", "ensure_ahead", "index_finished_days", "index_today")
 
 # A boundary is made this long after its hour began, so events received just before it are mostly
 # stored already (a late one is still indexed, at the cost of one index insert in the flush).
 _GRACE = "2 minutes"
 
-# The partition and boundary due for a prefix index, or nothing: no pg_trgm, no partition, a boundary at
+# The index's expression; a query must spell it the same way to use it (``control.db.events``).
+GRAMS = '(hy_search_grams(search_text) COLLATE "C")'
+
+# The partition and boundary due for a prefix index, or nothing: no partition, a boundary at
 # midnight (an empty prefix), a finished day's full index already there, or a valid prefix reaching as far.
 _DUE = f"""
 WITH b AS (SELECT date_trunc('second', coalesce($1::timestamptz,
@@ -29,7 +34,6 @@ WITH b AS (SELECT date_trunc('second', coalesce($1::timestamptz,
                   to_char(at AT TIME ZONE 'utc', 'HH24MISS') AS hhmmss FROM b)
 SELECT p.name, p.hhmmss, p.at FROM p JOIN pg_class c ON c.relname = p.name AND c.relkind = 'r'
  WHERE p.hhmmss <> '000000'
-   AND EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')
    AND NOT EXISTS (SELECT 1 FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
                     WHERE x.indrelid = c.oid AND x.indisvalid
                       AND (ic.relname = p.name || '_search'
@@ -45,15 +49,17 @@ SELECT ic.relname::text AS name FROM pg_index x JOIN pg_class ic ON ic.oid = x.i
 """
 
 
-async def ensure_ahead(conn: asyncpg.Connection, *, days_back: int = 1, days_ahead: int = 7) -> int:
-    return await conn.fetchval("SELECT hy_ensure_event_partitions($1, $2)", days_back, days_ahead)
+async def ensure_ahead(conn: Connection, *, days_back: int = 1, days_ahead: int = 7) -> int:
+    found: int = await conn.fetchval("SELECT hy_ensure_event_partitions($1, $2)", days_back, days_ahead)
+    return found
 
 
-async def drop_expired(conn: asyncpg.Connection, *, retention_days: int) -> int:
-    return await conn.fetchval("SELECT hy_drop_event_partitions($1)", retention_days)
+async def drop_expired(conn: Connection, *, retention_days: int) -> int:
+    found: int = await conn.fetchval("SELECT hy_drop_event_partitions($1)", retention_days)
+    return found
 
 
-async def index_finished_days(conn: asyncpg.Connection) -> list[str]:
+async def index_finished_days(conn: Connection) -> list[str]:
     """Builds the ``q`` trigram index of every finished day's partition that lacks one, then drops the
     day's prefix indexes it supersedes.
 
@@ -64,15 +70,13 @@ async def index_finished_days(conn: asyncpg.Connection) -> list[str]:
     for partition in await conn.fetch("SELECT hy_unindexed_search_partitions() AS name"):
         name = partition["name"]
         await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}_search"')
-        await conn.execute(
-            f'CREATE INDEX CONCURRENTLY "{name}_search" ON "{name}" USING gin (search_text gin_trgm_ops)'
-        )
+        await conn.execute(f'CREATE INDEX CONCURRENTLY "{name}_search" ON "{name}" USING gin ({GRAMS})')
         await _drop_prefixes(conn, name, keep="")
         built.append(name)
     return built
 
 
-async def index_today(conn: asyncpg.Connection, *, upto: datetime | None = None) -> str | None:
+async def index_today(conn: Connection, *, upto: datetime | None = None) -> str | None:
     """Builds the prefix index of the day being written up to ``upto`` (whole seconds; by default the
     last whole UTC hour that began over two minutes ago) when none reaches that far; returns its name.
 
@@ -86,13 +90,13 @@ async def index_today(conn: asyncpg.Connection, *, upto: datetime | None = None)
     name = f"{partition}_search_to_{due['hhmmss']}"
     await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')  # left invalid by a failed build
     await conn.execute(
-        f'CREATE INDEX CONCURRENTLY "{name}" ON "{partition}" USING gin (search_text gin_trgm_ops) '
+        f'CREATE INDEX CONCURRENTLY "{name}" ON "{partition}" USING gin ({GRAMS}) '
         f"WHERE received_at < '{at.isoformat()}'"
     )
     await _drop_prefixes(conn, partition, keep=name)
     return name
 
 
-async def _drop_prefixes(conn: asyncpg.Connection, partition: str, *, keep: str) -> None:
+async def _drop_prefixes(conn: Connection, partition: str, *, keep: str) -> None:
     for row in await conn.fetch(_PREFIXES, partition, keep):
         await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{row["name"]}"')

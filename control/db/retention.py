@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import asyncpg
 
+from control.db.connection import Connection, returned
+
 __all__ = ("Batch", "Removed", "body_retention", "due_endpoints", "expire_batch", "remove_records", "remove_tasks")
 
 
@@ -26,7 +28,7 @@ class Batch(NamedTuple):
     """received_at of the last event expired (the new watermark); None when none was due."""
 
 
-async def due_endpoints(conn: asyncpg.Connection, *, retention_days: int) -> list[asyncpg.Record]:
+async def due_endpoints(conn: Connection, *, retention_days: int) -> list[asyncpg.Record]:
     """(id, cutoff, watermark) of endpoints whose bodies expire before their events do."""
     return await conn.fetch(
         """SELECT id, now() - make_interval(days => body_retention_days) AS cutoff,
@@ -40,10 +42,11 @@ async def due_endpoints(conn: asyncpg.Connection, *, retention_days: int) -> lis
     )
 
 
-# The search text keeps what stays searchable (content type, method, event type, labels), lowercased as the
-# flush builds it (``control.records.storable.event_row``), so `q` still finds the event by its metadata.
-_SEARCH = r"""lower(concat_ws(E'\n', nullif(e.content_type, ''), e.method, nullif(e.event_type, ''),
-    (SELECT string_agg(l->>'value', E'\n') FROM jsonb_array_elements(e.labels) l)))"""
+# The search text keeps what stays searchable (content type, method, event type, path, query, labels: the body
+# and headers are gone), lowercased as the flush builds it (``control.records.storable.event_row``), so `q`
+# still finds the event by its metadata.
+_SEARCH = r"""lower(concat_ws(E'\n', nullif(e.content_type, ''), e.method, nullif(e.event_type, ''), e.path,
+    nullif(e.query, ''), (SELECT string_agg(l->>'value', E'\n') FROM jsonb_array_elements(e.labels) l)))"""
 
 _EXPIRE = f"""
 WITH batch AS (
@@ -74,17 +77,17 @@ SELECT (SELECT count(*) FROM ev) AS events, (SELECT count(*) FROM d) AS deliveri
 
 
 async def expire_batch(
-    conn: asyncpg.Connection, endpoint_id: str, *, since: datetime | None, cutoff: datetime, limit: int
+    conn: Connection, endpoint_id: str, *, since: datetime | None, cutoff: datetime, limit: int
 ) -> Batch:
     """Expires up to ``limit`` of the endpoint's events received in [since, cutoff), oldest first. A batch
     shorter than ``limit`` finished the range, so the watermark moves to ``cutoff``; otherwise to the last
     event expired (events at that same instant are found again next batch, their expiry filter skips the
     done ones)."""
-    row = await conn.fetchrow(_EXPIRE, endpoint_id, since, cutoff, limit)
+    row = returned(await conn.fetchrow(_EXPIRE, endpoint_id, since, cutoff, limit))
     return Batch(row["events"], row["deliveries"], row["last"])
 
 
-async def body_retention(conn: asyncpg.Connection, endpoint_ids: list[str]) -> dict[str, int | None]:
+async def body_retention(conn: Connection, endpoint_ids: list[str]) -> dict[str, int | None]:
     """endpoint id -> its ``body_retention_days`` (None: the instance's), for the endpoints that exist."""
     rows = await conn.fetch("SELECT id, body_retention_days FROM endpoints WHERE id = ANY($1::text[])", endpoint_ids)
     return {r["id"]: r["body_retention_days"] for r in rows}
@@ -132,16 +135,16 @@ SELECT (SELECT count(*) FROM gone) AS removed, (SELECT count(*) FROM batch) AS s
 """
 
 
-async def remove_records(conn: asyncpg.Connection, *, after: str, below: str, cutoff: datetime, limit: int) -> Removed:
+async def remove_records(conn: Connection, *, after: str, below: str, cutoff: datetime, limit: int) -> Removed:
     """Deletes up to ``limit`` delivery records with ``after < id < below`` created before ``cutoff``."""
-    row = await conn.fetchrow(_RECORDS, after, below, cutoff, limit)
+    row = returned(await conn.fetchrow(_RECORDS, after, below, cutoff, limit))
     return Removed(row["removed"], row["scanned"], row["last"])
 
 
 async def remove_tasks(
-    conn: asyncpg.Connection, *, after: str, below: str, cutoff: datetime, limit: int, finished_before: datetime
+    conn: Connection, *, after: str, below: str, cutoff: datetime, limit: int, finished_before: datetime
 ) -> Removed:
     """Deletes up to ``limit`` finished delivery tasks with ``after < id < below`` created before ``cutoff``
     and finished before ``finished_before``."""
-    row = await conn.fetchrow(_TASKS, after, below, cutoff, limit, finished_before)
+    row = returned(await conn.fetchrow(_TASKS, after, below, cutoff, limit, finished_before))
     return Removed(row["removed"], row["scanned"], row["last"])

@@ -13,17 +13,20 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from control.db.connection import Connection, returned
 from control.db.events import EventFilters
 from control.db.events import _Where as EventWhere  # the very SQL of the shared event filters
 from control.db.tasks import NOTIFY_CHANNEL
 
 __all__ = (
+    "FILTER_COLUMNS",
     "JOB_COLUMNS",
     "Checked",
     "Page",
     "check_items",
     "create_job",
     "delivery_for_account",
+    "filter_values",
     "get_job",
     "running_job",
     "save_progress",
@@ -35,45 +38,23 @@ JOB_COLUMNS = """j.id, j.endpoint_id, j.state, j.since, j.received_before, j.pro
     j.signature_valid, j.q, j.destination_id, j.scanned_to, j.check_after, j.matched, j.queued, j.done,
     j.failed, j.created_at, j.updated_at, j.completed_at"""
 
-_RETRYABLE = "(t.status = 'failed' OR (t.status = 'pending' AND t.attempts > 0))"
-"""A task whose latest attempt did not succeed: failed for good, or waiting for its next scheduled attempt.
-The predicate of the partial index ``delivery_tasks_retryable``, written exactly as there."""
+FILTER_COLUMNS = (
+    "since",
+    "received_before",
+    "provider",
+    "event_type",
+    "method",
+    "signature_valid",
+    "q",
+    "destination_id",
+)
+"""A job's filters as its columns, in the order :func:`filter_values` gives their values."""
 
 
-async def delivery_for_account(conn: asyncpg.Connection, account_id: str, delivery_id: str) -> asyncpg.Record | None:
-    """The attempt, if one of the account's endpoints made it."""
-    return await conn.fetchrow(
-        """SELECT d.id, d.endpoint_id, d.event_id, d.task_id, d.source, d.destination_id
-             FROM deliveries d JOIN endpoints p ON p.id = d.endpoint_id
-            WHERE d.id = $1 AND p.account_id = $2""",
-        delivery_id,
-        account_id,
-    )
-
-
-async def create_job(
-    conn: asyncpg.Connection,
-    *,
-    job_id: str,
-    endpoint_id: str,
-    filters: EventFilters,
-    destination_id: str | None,
-    key: str,
-) -> asyncpg.Record | None:
-    """A new job, or None when the endpoint has an unfinished one with the same ``key``. ``q`` is kept as
-    the caller's text: its SQL form (``filters.search``) is the service's to derive for each page."""
-    return await conn.fetchrow(
-        f"""WITH j AS (
-                INSERT INTO delivery_retry_jobs (id, endpoint_id, filters_key, since, received_before, provider,
-                                                 event_type, method, signature_valid, q, destination_id)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                ON CONFLICT (endpoint_id, filters_key) WHERE state <> 'completed' DO NOTHING
-                RETURNING *
-            )
-            SELECT {JOB_COLUMNS} FROM j""",
-        job_id,
-        endpoint_id,
-        key,
+def filter_values(filters: EventFilters, destination_id: str | None) -> tuple[object, ...]:
+    """The values of :data:`FILTER_COLUMNS` for a job's event filters and destination: what ``create_job``
+    writes, and (as one JSON list) the key that finds a running job asked for again."""
+    return (
         filters.since,
         filters.before,
         filters.provider,
@@ -85,7 +66,49 @@ async def create_job(
     )
 
 
-async def running_job(conn: asyncpg.Connection, endpoint_id: str, key: str) -> asyncpg.Record | None:
+_RETRYABLE = "(t.status = 'failed' OR (t.status = 'pending' AND t.attempts > 0))"
+"""A task whose latest attempt did not succeed: failed for good, or waiting for its next scheduled attempt.
+The predicate of the partial index ``delivery_tasks_retryable``, written exactly as there."""
+
+
+async def delivery_for_account(conn: Connection, account_id: str, delivery_id: str) -> asyncpg.Record | None:
+    """The attempt, if one of the account's endpoints made it."""
+    return await conn.fetchrow(
+        """SELECT d.id, d.endpoint_id, d.event_id, d.task_id, d.source, d.destination_id
+             FROM deliveries d JOIN endpoints p ON p.id = d.endpoint_id
+            WHERE d.id = $1 AND p.account_id = $2""",
+        delivery_id,
+        account_id,
+    )
+
+
+async def create_job(
+    conn: Connection,
+    *,
+    job_id: str,
+    endpoint_id: str,
+    filters: EventFilters,
+    destination_id: str | None,
+    key: str,
+) -> asyncpg.Record | None:
+    """A new job, or None when the endpoint has an unfinished one with the same ``key``. ``q`` is kept as
+    the caller's text: its SQL form (``filters.search``) is the service's to derive for each page."""
+    return await conn.fetchrow(
+        f"""WITH j AS (
+                INSERT INTO delivery_retry_jobs (id, endpoint_id, filters_key, {", ".join(FILTER_COLUMNS)})
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                ON CONFLICT (endpoint_id, filters_key) WHERE state <> 'completed' DO NOTHING
+                RETURNING *
+            )
+            SELECT {JOB_COLUMNS} FROM j""",
+        job_id,
+        endpoint_id,
+        key,
+        *filter_values(filters, destination_id),
+    )
+
+
+async def running_job(conn: Connection, endpoint_id: str, key: str) -> asyncpg.Record | None:
     """The endpoint's unfinished job with this ``key``."""
     return await conn.fetchrow(
         f"""SELECT {JOB_COLUMNS} FROM delivery_retry_jobs j
@@ -95,7 +118,7 @@ async def running_job(conn: asyncpg.Connection, endpoint_id: str, key: str) -> a
     )
 
 
-async def get_job(conn: asyncpg.Connection, account_id: str, job_id: str) -> asyncpg.Record | None:
+async def get_job(conn: Connection, account_id: str, job_id: str) -> asyncpg.Record | None:
     return await conn.fetchrow(
         f"""SELECT {JOB_COLUMNS} FROM delivery_retry_jobs j JOIN endpoints p ON p.id = j.endpoint_id
              WHERE j.id = $1 AND p.account_id = $2""",
@@ -104,7 +127,7 @@ async def get_job(conn: asyncpg.Connection, account_id: str, job_id: str) -> asy
     )
 
 
-async def take_job(conn: asyncpg.Connection, *, exclude: list[str]) -> asyncpg.Record | None:
+async def take_job(conn: Connection, *, exclude: list[str]) -> asyncpg.Record | None:
     """The unfinished job advanced least recently (none taken by another worker: SKIP LOCKED), locked until
     the caller's transaction ends."""
     return await conn.fetchrow(
@@ -128,7 +151,7 @@ class Page:
     """Of those, the ones re-queued (the others changed meanwhile: in flight, or succeeded)."""
 
 
-async def scan_page(conn: asyncpg.Connection, job: asyncpg.Record, filters: EventFilters, *, size: int) -> Page:
+async def scan_page(conn: Connection, job: asyncpg.Record, filters: EventFilters, *, size: int) -> Page:
     """The next ``size`` tasks of the job's endpoint whose latest attempt failed, after ``scanned_to``: those
     that match are made due now and become the job's items, in one statement.
 
@@ -139,8 +162,9 @@ async def scan_page(conn: asyncpg.Connection, job: asyncpg.Record, filters: Even
     where = EventWhere(job["endpoint_id"], args).filters(filters)
     if job["destination_id"] is not None:
         where.add("v.destination_id = {}", job["destination_id"])
-    row = await conn.fetchrow(
-        f"""WITH visited AS (
+    row = returned(
+        await conn.fetchrow(
+            f"""WITH visited AS (
                 SELECT t.id, t.event_id, t.event_received_at, t.destination_id, t.created_at, t.last_error
                   FROM delivery_tasks t
                  WHERE t.endpoint_id = $2 AND t.id > $3 AND {_RETRYABLE}
@@ -171,7 +195,8 @@ async def scan_page(conn: asyncpg.Connection, job: asyncpg.Record, filters: Even
             SELECT visited, last_id, matched, queued,
                    CASE WHEN queued > 0 THEN pg_notify('{NOTIFY_CHANNEL}', '') END
               FROM counts""",
-        *where.args,
+            *where.args,
+        )
     )
     return Page(visited=row["visited"], last_id=row["last_id"], matched=row["matched"], queued=row["queued"])
 
@@ -187,11 +212,12 @@ class Checked:
     """Items whose task's new attempt failed, or whose task is gone (its destination deleted) (removed)."""
 
 
-async def check_items(conn: asyncpg.Connection, job_id: str, *, after: str, limit: int) -> Checked:
+async def check_items(conn: Connection, job_id: str, *, after: str, limit: int) -> Checked:
     """Up to ``limit`` of the job's items after task id ``after``: those whose task made an attempt since it
     was re-queued, and is not in flight, are finished, counted by outcome and removed."""
-    row = await conn.fetchrow(
-        """WITH checked AS (
+    row = returned(
+        await conn.fetchrow(
+            """WITH checked AS (
                SELECT i.task_id, i.attempts, t.id IS NULL AS gone, t.status, t.attempts AS now_attempts
                  FROM delivery_retry_items i LEFT JOIN delivery_tasks t ON t.id = i.task_id
                 WHERE i.job_id = $1 AND i.task_id > $2
@@ -206,15 +232,16 @@ async def check_items(conn: asyncpg.Connection, job_id: str, *, after: str, limi
            SELECT (SELECT count(*) FROM checked) AS checked, (SELECT max(task_id) FROM checked) AS last_task_id,
                   (SELECT count(*) FROM finished WHERE status = 'succeeded') AS done,
                   (SELECT count(*) FROM finished WHERE status IS DISTINCT FROM 'succeeded') AS failed""",
-        job_id,
-        after,
-        limit,
+            job_id,
+            after,
+            limit,
+        )
     )
     return Checked(checked=row["checked"], last_task_id=row["last_task_id"], done=row["done"], failed=row["failed"])
 
 
 async def save_progress(
-    conn: asyncpg.Connection,
+    conn: Connection,
     job_id: str,
     *,
     state: str,

@@ -7,17 +7,19 @@ from collections.abc import Collection, Sequence
 
 import asyncpg
 
+from control.db.connection import Connection
+
 __all__ = ("active_rules", "config_versions", "shaping")
 
 
-async def config_versions(conn: asyncpg.Connection, endpoint_ids: Collection[str]) -> dict[str, int]:
+async def config_versions(conn: Connection, endpoint_ids: Collection[str]) -> dict[str, int]:
     """``endpoints.config_version`` of each endpoint that exists (migration 0005 bumps it on every change
     routing depends on); one index lookup per endpoint, once per flush batch."""
     rows = await conn.fetch("SELECT id, config_version FROM endpoints WHERE id = ANY($1::text[])", list(endpoint_ids))
     return {row[0]: row[1] for row in rows}
 
 
-async def active_rules(conn: asyncpg.Connection, endpoint_ids: Sequence[str]) -> list[asyncpg.Record]:
+async def active_rules(conn: Connection, endpoint_ids: Sequence[str]) -> list[asyncpg.Record]:
     """One row per endpoint and active rule that has destinations: ``(endpoint_id, environment,
     config_version, rule_id, condition_tree, destination_ids)``; an endpoint without any gets one row with a
     null ``rule_id`` (so "no rules" is cached too). Unknown (deleted) endpoints get no row. One statement, so
@@ -39,7 +41,7 @@ async def active_rules(conn: asyncpg.Connection, endpoint_ids: Sequence[str]) ->
     )
 
 
-async def shaping(conn: asyncpg.Connection, endpoint_ids: Sequence[str]) -> list[asyncpg.Record]:
+async def shaping(conn: Connection, endpoint_ids: Sequence[str]) -> list[asyncpg.Record]:
     """The destinations of these endpoints whose tasks carry keys (FIFO ordering or deduplication, migration
     0020): ``(endpoint_id, destination_id, ordering, ordering_key, deduplicate_window_s)``. Read with the
     rules, when an endpoint's config version moved (a change of these columns moves it)."""

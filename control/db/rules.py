@@ -11,6 +11,8 @@ from typing import Any
 
 import asyncpg
 
+from control.db.connection import Connection, returned
+
 __all__ = (
     "count_for_endpoint",
     "delete",
@@ -29,7 +31,7 @@ _COLUMNS = """r.id, r.endpoint_id, r.name, r.condition_tree, r.active, r.created
 _UPDATABLE = frozenset({"name", "active", "condition_tree"})
 
 
-async def lock_routing(conn: asyncpg.Connection, account_id: str, endpoint_id: str) -> bool:
+async def lock_routing(conn: Connection, account_id: str, endpoint_id: str) -> bool:
     """Locks the caller's endpoint row against other routing changes until the transaction ends.
 
     ``FOR NO KEY UPDATE`` does not conflict with the key-share lock the flush takes on the endpoint of the
@@ -41,7 +43,7 @@ async def lock_routing(conn: asyncpg.Connection, account_id: str, endpoint_id: s
     return bool(found)
 
 
-async def lock(conn: asyncpg.Connection, account_id: str, rule_id: str) -> str | None:
+async def lock(conn: Connection, account_id: str, rule_id: str) -> str | None:
     """Locks the rule's endpoint for routing changes and returns its id; None when the rule is unknown,
     another account's, or was deleted while this waited for the lock."""
     endpoint_id = await conn.fetchval(
@@ -58,7 +60,7 @@ async def lock(conn: asyncpg.Connection, account_id: str, rule_id: str) -> str |
 
 
 async def insert(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     rule_id: str,
     endpoint_id: str,
@@ -76,10 +78,10 @@ async def insert(
         active,
     )
     await set_destinations(conn, rule_id, destination_ids)
-    return await conn.fetchrow(f"SELECT {_COLUMNS} FROM rules r WHERE r.id = $1", rule_id)
+    return returned(await conn.fetchrow(f"SELECT {_COLUMNS} FROM rules r WHERE r.id = $1", rule_id))
 
 
-async def set_destinations(conn: asyncpg.Connection, rule_id: str, destination_ids: Sequence[str]) -> None:
+async def set_destinations(conn: Connection, rule_id: str, destination_ids: Sequence[str]) -> None:
     """Replaces the rule's destination list, keeping the given order."""
     await conn.execute("DELETE FROM rule_destinations WHERE rule_id = $1", rule_id)
     await conn.execute(
@@ -91,18 +93,19 @@ async def set_destinations(conn: asyncpg.Connection, rule_id: str, destination_i
     )
 
 
-async def list_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
+async def list_for_endpoint(conn: Connection, endpoint_id: str) -> list[asyncpg.Record]:
     """Oldest first."""
     return await conn.fetch(
         f"SELECT {_COLUMNS} FROM rules r WHERE r.endpoint_id = $1 ORDER BY r.created_at, r.id", endpoint_id
     )
 
 
-async def count_for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> int:
-    return await conn.fetchval("SELECT count(*) FROM rules WHERE endpoint_id = $1", endpoint_id)
+async def count_for_endpoint(conn: Connection, endpoint_id: str) -> int:
+    found: int = await conn.fetchval("SELECT count(*) FROM rules WHERE endpoint_id = $1", endpoint_id)
+    return found
 
 
-async def get(conn: asyncpg.Connection, account_id: str, rule_id: str) -> asyncpg.Record | None:
+async def get(conn: Connection, account_id: str, rule_id: str) -> asyncpg.Record | None:
     return await conn.fetchrow(
         f"""SELECT {_COLUMNS} FROM rules r JOIN endpoints e ON e.id = r.endpoint_id
              WHERE r.id = $1 AND e.account_id = $2""",
@@ -112,7 +115,7 @@ async def get(conn: asyncpg.Connection, account_id: str, rule_id: str) -> asyncp
 
 
 async def update(
-    conn: asyncpg.Connection,
+    conn: Connection,
     account_id: str,
     rule_id: str,
     changes: Mapping[str, object],
@@ -138,12 +141,13 @@ async def update(
     return await get(conn, account_id, rule_id)
 
 
-async def delete(conn: asyncpg.Connection, account_id: str, rule_id: str) -> str | None:
+async def delete(conn: Connection, account_id: str, rule_id: str) -> str | None:
     """Deletes the rule (its destination links cascade); returns its endpoint id, None when unknown."""
-    return await conn.fetchval(
+    found: str | None = await conn.fetchval(
         """DELETE FROM rules r USING endpoints e
             WHERE r.id = $1 AND e.id = r.endpoint_id AND e.account_id = $2
         RETURNING r.endpoint_id""",
         rule_id,
         account_id,
     )
+    return found

@@ -12,6 +12,8 @@ from typing import Any
 
 import asyncpg
 
+from control.db.connection import Connection
+
 __all__ = (
     "MAX_SCHEMAS",
     "accounts_of",
@@ -37,13 +39,13 @@ _COLUMNS = """s.id, s.provider, s.event_type, s.endpoint_id, s.current_version, 
               s.first_seen_at, s.last_seen_at"""
 
 
-async def accounts_of(conn: asyncpg.Connection, endpoint_ids: list[str]) -> dict[str, str]:
+async def accounts_of(conn: Connection, endpoint_ids: list[str]) -> dict[str, str]:
     rows = await conn.fetch("SELECT id, account_id FROM endpoints WHERE id = any($1::text[])", endpoint_ids)
     return {r["id"]: r["account_id"] for r in rows}
 
 
 async def create_missing(
-    conn: asyncpg.Connection, keys: Sequence[tuple[str, str, str, str | None, str | None, str | None]]
+    conn: Connection, keys: Sequence[tuple[str, str, str, str | None, str | None, str | None]]
 ) -> None:
     """``keys``: (new id, account id, scope key, provider, event type, endpoint id); existing ones stay, and
     an account at ``MAX_SCHEMAS`` gets no new one."""
@@ -60,7 +62,7 @@ async def create_missing(
     )
 
 
-async def ids_for(conn: asyncpg.Connection, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+async def ids_for(conn: Connection, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
     """(account id, scope key) → schema id."""
     rows = await conn.fetch(
         """SELECT s.id, s.account_id, s.scope_key FROM schemas s
@@ -72,7 +74,7 @@ async def ids_for(conn: asyncpg.Connection, keys: Sequence[tuple[str, str]]) -> 
     return {(r["account_id"], r["scope_key"]): r["id"] for r in rows}
 
 
-async def lock(conn: asyncpg.Connection, schema_ids: list[str]) -> dict[str, int]:
+async def lock(conn: Connection, schema_ids: list[str]) -> dict[str, int]:
     """Locks the schemas (id order) for the rest of the transaction; id → revision."""
     rows = await conn.fetch(
         "SELECT id, revision FROM schemas WHERE id = any($1::text[]) ORDER BY id FOR UPDATE", schema_ids
@@ -80,12 +82,12 @@ async def lock(conn: asyncpg.Connection, schema_ids: list[str]) -> dict[str, int
     return {r["id"]: r["revision"] for r in rows}
 
 
-async def states(conn: asyncpg.Connection, schema_ids: list[str]) -> dict[str, bytes | None]:
+async def states(conn: Connection, schema_ids: list[str]) -> dict[str, bytes | None]:
     rows = await conn.fetch("SELECT id, state FROM schemas WHERE id = any($1::text[])", schema_ids)
     return {r["id"]: r["state"] for r in rows}
 
 
-async def store(conn: asyncpg.Connection, updates: list[tuple[Any, ...]], endpoints: list[tuple[Any, ...]]) -> None:
+async def store(conn: Connection, updates: list[tuple[Any, ...]], endpoints: list[tuple[Any, ...]]) -> None:
     """``updates``: (id, state, revision, version, samples, first seen, last seen) per schema;
     ``endpoints``: (schema id, endpoint id, samples, first seen, last seen)."""
     await conn.execute(
@@ -107,7 +109,7 @@ async def store(conn: asyncpg.Connection, updates: list[tuple[Any, ...]], endpoi
     )
 
 
-async def write_versions(conn: asyncpg.Connection, versions: list[tuple[str, int, int, str]]) -> None:
+async def write_versions(conn: Connection, versions: list[tuple[str, int, int, str]]) -> None:
     """(schema id, version, first sample, fields JSON): a new version, or version 1 amended in warm-up."""
     await conn.execute(
         """INSERT INTO schema_versions (schema_id, version, first_sample, fields)
@@ -121,7 +123,7 @@ async def write_versions(conn: asyncpg.Connection, versions: list[tuple[str, int
 
 
 async def list_for_account(
-    conn: asyncpg.Connection, account_id: str, provider: str | None, event_type: str | None
+    conn: Connection, account_id: str, provider: str | None, event_type: str | None
 ) -> list[asyncpg.Record]:
     return await conn.fetch(
         f"""SELECT {_COLUMNS}, s.state FROM schemas s
@@ -134,7 +136,7 @@ async def list_for_account(
     )
 
 
-async def get(conn: asyncpg.Connection, account_id: str, schema_id: str) -> asyncpg.Record | None:
+async def get(conn: Connection, account_id: str, schema_id: str) -> asyncpg.Record | None:
     return await conn.fetchrow(
         f"SELECT {_COLUMNS}, s.state FROM schemas s WHERE s.id = $1 AND s.account_id = $2 AND s.current_version > 0",
         schema_id,
@@ -142,7 +144,7 @@ async def get(conn: asyncpg.Connection, account_id: str, schema_id: str) -> asyn
     )
 
 
-async def for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
+async def for_endpoint(conn: Connection, endpoint_id: str) -> list[asyncpg.Record]:
     return await conn.fetch(
         f"""SELECT {_COLUMNS}, s.state FROM schemas s JOIN schema_endpoints se ON se.schema_id = s.id
              WHERE se.endpoint_id = $1 AND s.current_version > 0
@@ -151,7 +153,7 @@ async def for_endpoint(conn: asyncpg.Connection, endpoint_id: str) -> list[async
     )
 
 
-async def versions(conn: asyncpg.Connection, schema_id: str) -> list[asyncpg.Record]:
+async def versions(conn: Connection, schema_id: str) -> list[asyncpg.Record]:
     """Newest first."""
     return await conn.fetch(
         """SELECT version, created_at, first_sample, fields::text AS fields FROM schema_versions
@@ -160,13 +162,14 @@ async def versions(conn: asyncpg.Connection, schema_id: str) -> list[asyncpg.Rec
     )
 
 
-async def version_fields(conn: asyncpg.Connection, schema_id: str, version: int) -> str | None:
-    return await conn.fetchval(
+async def version_fields(conn: Connection, schema_id: str, version: int) -> str | None:
+    found: str | None = await conn.fetchval(
         "SELECT fields::text FROM schema_versions WHERE schema_id = $1 AND version = $2", schema_id, version
     )
+    return found
 
 
-async def siblings(conn: asyncpg.Connection, schema_id: str) -> list[asyncpg.Record]:
+async def siblings(conn: Connection, schema_id: str) -> list[asyncpg.Record]:
     """The schema and every other schema of its provider learned on one of its endpoints (the event types
     one handler receives), with their current fields."""
     return await conn.fetch(
@@ -182,7 +185,7 @@ async def siblings(conn: asyncpg.Connection, schema_id: str) -> list[asyncpg.Rec
     )
 
 
-async def states_for_account(conn: asyncpg.Connection, account_id: str) -> list[asyncpg.Record]:
+async def states_for_account(conn: Connection, account_id: str) -> list[asyncpg.Record]:
     return await conn.fetch(
         """SELECT id, provider, event_type, endpoint_id, state FROM schemas
             WHERE account_id = $1 AND current_version > 0 ORDER BY id""",

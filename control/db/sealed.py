@@ -10,9 +10,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import NamedTuple
 
-import asyncpg
+from control.db.connection import Connection
 
-__all__ = ("ALERT_DESTINATION", "COLUMNS", "DESTINATION", "INSTANCE_KEY", "SealedColumn", "replace", "rows")
+__all__ = (
+    "ALERT_DESTINATION",
+    "COLUMNS",
+    "DESTINATION",
+    "DESTINATION_AUTH",
+    "DESTINATION_PREVIOUS",
+    "INSTANCE_KEY",
+    "SealedColumn",
+    "replace",
+    "rows",
+)
 
 
 class SealedColumn(NamedTuple):
@@ -28,6 +38,10 @@ class SealedColumn(NamedTuple):
 
 DESTINATION = SealedColumn("destinations", "id", "signing_secret")
 """A destination's own signing secret (migration 0013), which signs its rule deliveries."""
+DESTINATION_PREVIOUS = SealedColumn("destinations", "id", "previous_signing_secret")
+"""The signing secret a rotation replaced, while its overlap lasts (migration 0031)."""
+DESTINATION_AUTH = SealedColumn("destinations", "id", "auth_sealed")
+"""How deliveries authenticate to the destination, secrets included, as JSON (migration 0031)."""
 INSTANCE_KEY = SealedColumn("instance_keys", "name", "secret")
 """A deployment's own key by name (migration 0015): the inbox link key, which signs links and page cookies."""
 ALERT_DESTINATION = SealedColumn("alert_destinations", "id", "signing_secret")
@@ -38,12 +52,14 @@ COLUMNS: tuple[SealedColumn, ...] = (
     DESTINATION,
     INSTANCE_KEY,
     ALERT_DESTINATION,
+    DESTINATION_PREVIOUS,
+    DESTINATION_AUTH,
 )
 
 _BATCH = 500
 
 
-async def rows(conn: asyncpg.Connection, column: SealedColumn) -> AsyncIterator[tuple[str, str]]:
+async def rows(conn: Connection, column: SealedColumn) -> AsyncIterator[tuple[str, str]]:
     """(row key, stored value) of every row with a value, in key order, in batches (keyset pagination)."""
     after = ""
     while True:
@@ -59,7 +75,7 @@ async def rows(conn: asyncpg.Connection, column: SealedColumn) -> AsyncIterator[
         after = batch[-1]["k"]
 
 
-async def replace(conn: asyncpg.Connection, column: SealedColumn, key: str, old: str, new: str) -> bool:
+async def replace(conn: Connection, column: SealedColumn, key: str, old: str, new: str) -> bool:
     """Sets the value when it is still ``old``; False when it changed meanwhile (or the row is gone)."""
     status = await conn.execute(
         f"UPDATE {column.table} SET {column.column} = $3 WHERE {column.key} = $1 AND {column.column} = $2",

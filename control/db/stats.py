@@ -18,13 +18,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import msgspec
 
+from control.db.connection import Connection
 from control.db.histogram import BOUNDS_MS, SIZE
+from control.records.stats import Circuit
 
 __all__ = (
     "EVENT_TYPE_CHARS",
     "LATENCY_COLUMNS",
     "SLOTS",
+    "DestinationState",
     "Window",
     "count_deliveries",
     "deliveries_counted",
@@ -127,9 +131,7 @@ WITH attempts AS (
 SELECT count(*) FROM counted"""
 
 
-async def count_deliveries(
-    conn: asyncpg.Connection, attempts: Sequence[tuple[str, str, datetime, bool, int | None]]
-) -> None:
+async def count_deliveries(conn: Connection, attempts: Sequence[tuple[str, str, datetime, bool, int | None]]) -> None:
     """Adds rule attempts ``(endpoint_id, destination_id, created_at, success, latency_ms)`` to their minute and
     hour, in the caller's transaction: for counts of rows not inserted by ``delivery_records`` (the stats
     bench's fill), with the same statement as the inserts' own counting."""
@@ -197,29 +199,46 @@ def _bounds(window: Window) -> tuple[datetime, datetime, datetime]:
     return window.since, window.first_hour, window.until
 
 
-async def event_counts(conn: asyncpg.Connection, endpoint_id: str, window: Window) -> list[asyncpg.Record]:
+async def event_counts(conn: Connection, endpoint_id: str, window: Window) -> list[asyncpg.Record]:
     """The endpoint's event counts in the window, one row per group of each grouping set (``grouped``
     says which: ``EVENTS_BY_*``)."""
     return await conn.fetch(_EVENT_COUNTS, endpoint_id, *_bounds(window))
 
 
 async def delivery_counts(
-    conn: asyncpg.Connection, endpoint_id: str, window: Window, destination_id: str | None = None
+    conn: Connection, endpoint_id: str, window: Window, destination_id: str | None = None
 ) -> list[asyncpg.Record]:
     """Rule attempts in the window per destination, and over all of them (the row with ``overall``, there
     even when nothing was counted); ``latency`` is the summed histogram."""
     return await conn.fetch(_DELIVERY_COUNTS, endpoint_id, *_bounds(window), destination_id)
 
 
+class DestinationState(msgspec.Struct, kw_only=True, frozen=True):
+    """A row of ``_DESTINATION_STATES``: a destination, its circuit, its latest rule attempt, its pause (None
+    once over) and its FIFO backlog."""
+
+    id: str
+    name: str | None
+    url: str
+    consecutive_failures: int
+    circuit: Circuit
+    circuit_opened_at: datetime | None
+    last_status: int | None
+    last_attempt_at: datetime | None
+    paused_until: datetime | None
+    fifo_waiting: int
+
+
 async def destination_states(
-    conn: asyncpg.Connection, endpoint_id: str, destination_id: str | None = None
-) -> list[asyncpg.Record]:
+    conn: Connection, endpoint_id: str, destination_id: str | None = None
+) -> list[DestinationState]:
     """The endpoint's destinations (or the one), oldest first, with their circuit, latest rule attempt,
     pause and FIFO backlog."""
-    return await conn.fetch(_DESTINATION_STATES, endpoint_id, destination_id)
+    rows = await conn.fetch(_DESTINATION_STATES, endpoint_id, destination_id)
+    return [DestinationState(**dict(row.items())) for row in rows]
 
 
-async def prune(conn: asyncpg.Connection, *, keep: timedelta) -> int:
+async def prune(conn: Connection, *, keep: timedelta) -> int:
     """Deletes the counters that start more than ``keep`` before now (a window of ``keep`` minus a minute
     and less reads none of them); returns how many rows went."""
     deleted = 0

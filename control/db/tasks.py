@@ -20,13 +20,17 @@ back until the pause ends (``control.delivery.claim``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import asyncpg
+import msgspec
+
+from control.db.connection import Connection
 
 __all__ = (
     "LEASED_COLUMNS",
     "NOTIFY_CHANNEL",
+    "Claim",
     "claim_ready",
     "claim_statement",
     "defer",
@@ -34,6 +38,7 @@ __all__ = (
     "finish",
     "finish_statement",
     "hand_back",
+    "hold",
     "lease",
     "lock_for_retry",
     "make_due",
@@ -52,17 +57,24 @@ LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule
        d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
        d.sign_deliveries, d.rate_limit_per_s, d.deduplicate_window_s, e.idempotency_key,
        (e.id IS NOT NULL) AS event_found, e.body_expired_at, d.transform_digest, e.provider, e.event_type, e.labels,
-       (c.order_key IS NOT NULL) AS ordered"""
+       (c.order_key IS NOT NULL) AS ordered, coalesce(c.traceparent, e.traceparent) AS traceparent,
+       d.propagate_trace, d.auth_version, d.previous_signing_secret AS destination_previous_secret,
+       d.previous_secret_expires_at AS destination_previous_until, d.transform_crashed_at"""
 """What a leased task comes with (``c``: the task, ``e``: its event, ``d``: its destination). ``ordered``: a FIFO
-task, whose finish lets the next of its line go."""
+task, whose finish lets the next of its line go. ``traceparent``: what its attempt's span is a child of (the
+routing span that made it, or the event's own span: ``control.workers.flush_tracing``). ``auth_version``: which
+authentication to send with (null: none; ``control.delivery.auth``), not the secrets themselves; the previous
+signing secret while a rotation's overlap may last (the worker's clock decides: ``control.workers.attempt``)."""
 
-CIRCUIT = "CASE WHEN d.paused_until > now() THEN 'paused' ELSE d.circuit END"
-"""A candidate's gate: its destination's circuit, or ``paused`` while a ``Retry-After`` pause lasts."""
+CIRCUIT = "CASE WHEN d.state = 'disabled' THEN 'disabled' WHEN d.paused_until > now() THEN 'paused' ELSE d.circuit END"
+"""A candidate's gate: its destination's circuit, ``paused`` while a ``Retry-After`` pause lasts, or
+``disabled`` (its task is held: ``control.db.destination_state``)."""
 CANDIDATE_GATE = """CASE WHEN d.circuit = 'closed' THEN NULL
                        ELSE extract(epoch FROM now() - coalesce(d.circuit_opened_at, now()))::float8 END
                        AS open_for_s,
                   CASE WHEN d.paused_until > now() THEN extract(epoch FROM d.paused_until - now())::float8 END
-                       AS paused_for_s"""
+                       AS paused_for_s,
+                  d.state = 'disabled' AS disabled"""
 """What the circuit path decides a candidate by (``due_candidates``), from its destination ``d``."""
 
 
@@ -92,7 +104,7 @@ WITH {ctes}cand AS ({cand}), ranked AS (
            lease_expires_at = now() + make_interval(secs => $6)
       FROM picked WHERE t.id = picked.id
     RETURNING t.id, t.endpoint_id, t.event_id, t.event_received_at, t.rule_id, t.destination_id, t.attempts,
-              t.dedup_key, t.order_key, t.next_attempt_at
+              t.dedup_key, t.order_key, t.next_attempt_at, t.traceparent
 ), meta AS (
     SELECT (SELECT count(*) FROM cand WHERE circuit <> 'closed') AS circuit_candidates, {meta}
 )
@@ -144,32 +156,42 @@ def _claim_ready(window: int) -> str:
     )
 
 
-async def claim_ready(
-    conn: asyncpg.Connection,
-    *,
-    free: int,
-    window: int,
-    blocked: Sequence[str],
-    room: dict[str, int],
-    per_destination: int,
-    lease_s: float,
-) -> tuple[list[asyncpg.Record], int, float | None, bool]:
-    """Leases up to ``free`` due unordered tasks of destinations with a closed circuit (and no pause), not
-    ``blocked``, at most ``room`` (default ``per_destination``) per destination, from the oldest ``window`` due
-    ones (rounded up by :func:`window_for`): (the tasks as ``lease``
-    returns them, how many due candidates had a circuit that is not closed or a pause, seconds until the next
-    pending unordered task is due, whether any FIFO task is pending)."""
-    rows = await conn.fetch(
-        _claim_ready(window_for(window)), free, list(blocked), list(room), list(room.values()), per_destination, lease_s
-    )
+class Claim(msgspec.Struct, kw_only=True, frozen=True):
+    """What one claim asks for, the same for both claim statements (unordered tasks, :func:`claim_ready`; FIFO
+    heads, ``control.db.ordering.claim_heads``): up to ``free`` tasks of destinations with a closed circuit (and
+    no pause), none of a ``blocked`` one, at most ``room`` (default ``per_destination``) per destination, from
+    the oldest ``window`` due candidates (rounded up by :func:`window_for`), leased for ``lease_s``."""
+
+    free: int
+    window: int
+    blocked: Sequence[str]
+    room: Mapping[str, int]
+    per_destination: int
+    lease_s: float
+
+    def params(self) -> tuple[object, ...]:
+        """$1 to $6 of both statements."""
+        return (
+            self.free,
+            list(self.blocked),
+            list(self.room),
+            list(self.room.values()),
+            self.per_destination,
+            self.lease_s,
+        )
+
+
+async def claim_ready(conn: Connection, ask: Claim) -> tuple[list[asyncpg.Record], int, float | None, bool]:
+    """Leases the due unordered tasks ``ask`` allows: (the tasks as ``lease`` returns them, how many due
+    candidates had a circuit that is not closed or a pause, seconds until the next pending unordered task is
+    due, whether any FIFO task is pending)."""
+    rows = await conn.fetch(_claim_ready(window_for(ask.window)), *ask.params())
     meta = rows[0]
     claimed = [r for r in rows if r["id"] is not None]
     return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["fifo_pending"]
 
 
-async def due_candidates(
-    conn: asyncpg.Connection, *, window: int, exclude_destinations: Sequence[str]
-) -> list[asyncpg.Record]:
+async def due_candidates(conn: Connection, *, window: int, exclude_destinations: Sequence[str]) -> list[asyncpg.Record]:
     """Up to ``window`` due pending unordered tasks, oldest due first, locked (SKIP LOCKED: other workers take
     the rest) until the caller's transaction ends, with their destination's circuit and, unless it is closed,
     ``open_for_s``: the seconds since it opened (or since its last probe began); ``paused_for_s``: the
@@ -187,7 +209,7 @@ async def due_candidates(
     )
 
 
-async def defer(conn: asyncpg.Connection, task_ids: Sequence[str], delays_s: Sequence[float]) -> None:
+async def defer(conn: Connection, task_ids: Sequence[str], delays_s: Sequence[float]) -> None:
     """Pushes pending tasks back without counting an attempt (their destination's circuit is open)."""
     await conn.execute(
         """UPDATE delivery_tasks t SET next_attempt_at = now() + make_interval(secs => u.delay), updated_at = now()
@@ -198,7 +220,16 @@ async def defer(conn: asyncpg.Connection, task_ids: Sequence[str], delays_s: Seq
     )
 
 
-async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: float) -> list[asyncpg.Record]:
+async def hold(conn: Connection, task_ids: Sequence[str]) -> None:
+    """Holds pending tasks of disabled destinations (``control.db.destination_state``): no attempt counted."""
+    await conn.execute(
+        """UPDATE delivery_tasks SET status = 'held', updated_at = now()
+            WHERE id = ANY($1::text[]) AND status = 'pending'""",
+        list(task_ids),
+    )
+
+
+async def lease(conn: Connection, task_ids: Sequence[str], *, lease_s: float) -> list[asyncpg.Record]:
     """Marks the tasks in flight for ``lease_s`` and counts the attempt; returns each with what sending it
     needs: the event (null columns when the event is no longer stored) and the destination, oldest due first."""
     return await conn.fetch(
@@ -207,7 +238,7 @@ async def lease(conn: asyncpg.Connection, task_ids: Sequence[str], *, lease_s: f
                       lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
                 WHERE id = ANY($1::text[]) AND status = 'pending'
                RETURNING id, endpoint_id, event_id, event_received_at, rule_id, destination_id, attempts, dedup_key,
-                         order_key, next_attempt_at
+                         order_key, next_attempt_at, traceparent
            )
            SELECT {LEASED_COLUMNS}
              FROM claimed c
@@ -244,7 +275,7 @@ def results_columns(
 
 
 async def finish(
-    conn: asyncpg.Connection,
+    conn: Connection,
     results: Sequence[tuple[str, int, str, float | None, str | None]],
 ) -> int:
     """Writes attempt results ``(id, attempts, status, retry_in_s, error)``: ``status`` is succeeded,
@@ -255,7 +286,7 @@ async def finish(
     return int(done.rsplit(" ", 1)[-1])
 
 
-async def hand_back(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int, float | None]]) -> int:
+async def hand_back(conn: Connection, tasks: Sequence[tuple[str, int, float | None]]) -> int:
     """Gives claimed tasks ``(id, attempts, delay_s)`` back unsent: pending again in ``delay_s`` (None: due as
     they were, as if never claimed), and the claim's attempt uncounted. Nothing went out: a rate limit had no
     room for it, its destination paused, a duplicate waits for the delivery it may duplicate, or it was claimed
@@ -276,7 +307,7 @@ async def hand_back(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int, fl
     return int(done.rsplit(" ", 1)[-1])
 
 
-async def release(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int]]) -> None:
+async def release(conn: Connection, tasks: Sequence[tuple[str, int]]) -> None:
     """Hands in-flight tasks back at once (a draining worker gave up on them); the attempt stays counted."""
     if tasks:
         ids, attempts = (list(c) for c in zip(*tasks, strict=True))
@@ -290,9 +321,7 @@ async def release(conn: asyncpg.Connection, tasks: Sequence[tuple[str, int]]) ->
         )
 
 
-async def sweep_expired(
-    conn: asyncpg.Connection, *, max_attempts: int, exclude: Sequence[str] = (), limit: int = 1000
-) -> int:
+async def sweep_expired(conn: Connection, *, max_attempts: int, exclude: Sequence[str] = (), limit: int = 1000) -> int:
     """Tasks whose lease ran out (their worker died mid-attempt) become due again at once, or failed when
     that was their last attempt. ``exclude``: tasks the sweeping worker still holds itself (a send in
     flight, a result not yet written), which are not lost and must not be sent again. SKIP LOCKED: never
@@ -312,20 +341,24 @@ async def sweep_expired(
     return int(done.rsplit(" ", 1)[-1])
 
 
-async def next_due_in_s(conn: asyncpg.Connection) -> float | None:
+async def next_due_in_s(conn: Connection) -> float | None:
     """Seconds until the earliest pending task is due (≤ 0: now), FIFO ones included; None when nothing is
     pending."""
-    return await conn.fetchval(
+    found: float | None = await conn.fetchval(
         """SELECT extract(epoch FROM min(next_attempt_at) - now())::float8
              FROM delivery_tasks WHERE status = 'pending'"""
     )
+    return found
 
 
-async def lock_for_retry(conn: asyncpg.Connection, task_id: str) -> asyncpg.Record | None:
+async def lock_for_retry(conn: Connection, task_id: str) -> asyncpg.Record | None:
     """The task, locked until the caller's transaction ends (its deliver worker's result waits for it), with
     ``event_found``: whether its event is still stored (retention may have dropped it)."""
     return await conn.fetchrow(
-        """SELECT t.id, t.status, t.attempts, t.event_id, t.rule_id, t.destination_id,
+        """SELECT t.id, t.status, t.attempts, t.event_id, t.rule_id, t.destination_id, t.endpoint_id,
+                  coalesce(t.traceparent, (SELECT e.traceparent FROM events e
+                                            WHERE e.id = t.event_id AND e.received_at = t.event_received_at))
+                      AS traceparent,
                   EXISTS (SELECT 1 FROM events e WHERE e.id = t.event_id AND e.received_at = t.event_received_at)
                       AS event_found,
                   (SELECT e.body_expired_at FROM events e
@@ -336,18 +369,20 @@ async def lock_for_retry(conn: asyncpg.Connection, task_id: str) -> asyncpg.Reco
     )
 
 
-async def make_due(conn: asyncpg.Connection, task_id: str) -> asyncpg.Record | None:
+async def make_due(conn: Connection, task_id: str, traceparent: str | None = None) -> asyncpg.Record | None:
     """A task that is not in flight becomes pending and due at once, no attempt counted: one more attempt,
     whatever it was (succeeded, waiting for a scheduled retry, or failed for good: the schedule has no wait
     after its last attempt, so a failure fails it again). NOTIFYs the deliver workers (sent at commit).
-    A retry by hand is never deduplicated: the task's ``dedup_key`` goes. Returns ``attempts`` and
+    A retry by hand is never deduplicated: the task's ``dedup_key`` goes. ``traceparent``: the retry's span,
+    which its attempts are children of from now on (None: as before). Returns ``attempts`` and
     ``next_attempt_at``; None when the task is in flight or gone."""
     row = await conn.fetchrow(
         """UPDATE delivery_tasks SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL,
-                  dedup_key = NULL, updated_at = now()
+                  dedup_key = NULL, updated_at = now(), traceparent = coalesce($2, traceparent)
             WHERE id = $1 AND status <> 'in_flight'
            RETURNING attempts, next_attempt_at""",
         task_id,
+        traceparent,
     )
     if row is not None:
         await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 import asyncpg
 
+from control.db.connection import Connection
+
 __all__ = (
     "count_allowlist",
     "delete_allowlist_entry",
@@ -20,27 +22,35 @@ __all__ = (
     "insert_allowlist_entry",
     "list_allowlist",
     "lock_auth_config",
+    "provider_of",
     "update_auth_config",
 )
 
 _AUTH_COLUMNS = (
     "endpoint_id, hmac_enabled, secret IS NOT NULL AS secret_set, header_name, tolerance_seconds, on_failure, "
-    "log_blocked_ips, updated_at"
+    "log_blocked_ips, provider, verify_token IS NOT NULL AS verify_token_set, updated_at"
 )
 _AUTH_UPDATABLE = frozenset(
-    {"hmac_enabled", "secret", "header_name", "tolerance_seconds", "on_failure", "log_blocked_ips"}
+    {"hmac_enabled", "secret", "header_name", "tolerance_seconds", "on_failure", "log_blocked_ips", "provider"}
+    | {"verify_token"}
 )
 _ENTRY_COLUMNS = "id, endpoint_id, cidr, created_at"
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-async def get_auth_config(conn: asyncpg.Connection, endpoint_id: str) -> asyncpg.Record | None:
+async def get_auth_config(conn: Connection, endpoint_id: str) -> asyncpg.Record | None:
     """The endpoint's auth config without the secret itself (only ``secret_set``)."""
     return await conn.fetchrow(f"SELECT {_AUTH_COLUMNS} FROM auth_configs WHERE endpoint_id = $1", endpoint_id)
 
 
-async def lock_auth_config(conn: asyncpg.Connection, endpoint_id: str) -> bool:
+async def provider_of(conn: Connection, endpoint_id: str) -> str | None:
+    """The catalog provider the endpoint's auth config names (None: recognised per request)."""
+    provider: str | None = await conn.fetchval("SELECT provider FROM auth_configs WHERE endpoint_id = $1", endpoint_id)
+    return provider
+
+
+async def lock_auth_config(conn: Connection, endpoint_id: str) -> bool:
     """Locks the endpoint's auth config row until the transaction ends, serialising trust changes of one
     endpoint (e.g. the allowlist size check and the insert). False when the endpoint is gone."""
     found = await conn.fetchval("SELECT true FROM auth_configs WHERE endpoint_id = $1 FOR UPDATE", endpoint_id)
@@ -48,7 +58,7 @@ async def lock_auth_config(conn: asyncpg.Connection, endpoint_id: str) -> bool:
 
 
 async def update_auth_config(
-    conn: asyncpg.Connection, endpoint_id: str, changes: Mapping[str, object]
+    conn: Connection, endpoint_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
     """Sets the given columns and bumps ``updated_at`` (when anything is set); returns the new config."""
     unknown = set(changes) - _AUTH_UPDATABLE
@@ -65,25 +75,26 @@ async def update_auth_config(
     )
 
 
-async def list_allowlist(conn: asyncpg.Connection, endpoint_id: str) -> list[asyncpg.Record]:
+async def list_allowlist(conn: Connection, endpoint_id: str) -> list[asyncpg.Record]:
     return await conn.fetch(
         f"SELECT {_ENTRY_COLUMNS} FROM allowlist_entries WHERE endpoint_id = $1 ORDER BY created_at, id",
         endpoint_id,
     )
 
 
-async def count_allowlist(conn: asyncpg.Connection, endpoint_id: str) -> int:
-    return await conn.fetchval("SELECT count(*) FROM allowlist_entries WHERE endpoint_id = $1", endpoint_id)
+async def count_allowlist(conn: Connection, endpoint_id: str) -> int:
+    found: int = await conn.fetchval("SELECT count(*) FROM allowlist_entries WHERE endpoint_id = $1", endpoint_id)
+    return found
 
 
-async def find_allowlist_entry(conn: asyncpg.Connection, endpoint_id: str, cidr: IPNetwork) -> asyncpg.Record | None:
+async def find_allowlist_entry(conn: Connection, endpoint_id: str, cidr: IPNetwork) -> asyncpg.Record | None:
     return await conn.fetchrow(
         f"SELECT {_ENTRY_COLUMNS} FROM allowlist_entries WHERE endpoint_id = $1 AND cidr = $2", endpoint_id, cidr
     )
 
 
 async def insert_allowlist_entry(
-    conn: asyncpg.Connection, *, entry_id: str, endpoint_id: str, cidr: IPNetwork
+    conn: Connection, *, entry_id: str, endpoint_id: str, cidr: IPNetwork
 ) -> tuple[asyncpg.Record, bool]:
     """Adds the range unless the endpoint already has it: (the entry, whether it was created now)."""
     while True:  # the existing entry may be deleted between the conflict and the read: then insert again
@@ -101,12 +112,13 @@ async def insert_allowlist_entry(
             return existing, False
 
 
-async def delete_allowlist_entry(conn: asyncpg.Connection, account_id: str, entry_id: str) -> str | None:
+async def delete_allowlist_entry(conn: Connection, account_id: str, entry_id: str) -> str | None:
     """Deletes the entry if it belongs to an endpoint of the account; returns that endpoint's id."""
-    return await conn.fetchval(
+    found: str | None = await conn.fetchval(
         """DELETE FROM allowlist_entries l USING endpoints e
             WHERE l.id = $1 AND e.id = l.endpoint_id AND e.account_id = $2
         RETURNING l.endpoint_id""",
         entry_id,
         account_id,
     )
+    return found

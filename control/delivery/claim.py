@@ -5,7 +5,8 @@ worker leaves (over a cap) are simply not taken and stay due for the next look. 
 circuit closed, is one statement. Only when due tasks of a destination whose circuit is not closed turn
 up does a transaction handle them: pushed back (not attempted, no attempt counted) while it cools down,
 and the one that wins the half-open probe is taken. A destination paused by ``Retry-After`` is handled
-the same way: its due tasks are pushed back to the end of the pause.
+the same way: its due tasks are pushed back to the end of the pause. A disabled destination's due tasks
+(routed, retried or answered after it was disabled) are held (``control.db.destination_state``).
 
 Tasks of FIFO destinations are claimed by a second statement, at the heads of their queues
 (``control.db.ordering``), and only when the first one says some are pending: a batch of unordered tasks
@@ -17,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 import asyncpg
+import msgspec
 
 from control.db import circuit as db_circuit
 from control.db import ordering as db_ordering
 from control.db import tasks as db_tasks
+from control.db.connection import Connection
 from control.delivery.circuit import PROBE_WAIT_S, gate
 
 __all__ = ("HELD_RECHECK_S", "Watermarks", "claim")
@@ -35,7 +38,7 @@ Watermarks = Callable[[], Awaitable[Sequence[str | None] | None]]
 
 
 async def claim(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     free: int,
     in_flight: Mapping[str, int],
@@ -55,29 +58,16 @@ async def claim(
     caps = caps or {}
     room = {d: max(0, caps.get(d, per_destination) - in_flight.get(d, 0)) for d in {*in_flight, *caps}}
     window = max(2 * free, _MIN_WINDOW)
-    claimed, circuit_candidates, next_due_in_s, fifo_pending = await db_tasks.claim_ready(
-        conn,
-        free=free,
-        window=window,
-        blocked=list(blocked),
-        room=room,
-        per_destination=per_destination,
-        lease_s=lease_s,
+    ask = db_tasks.Claim(
+        free=free, window=window, blocked=list(blocked), room=room, per_destination=per_destination, lease_s=lease_s
     )
+    claimed, circuit_candidates, next_due_in_s, fifo_pending = await db_tasks.claim_ready(conn, ask)
     marks = None
     if fifo_pending and watermarks is not None and len(claimed) < free:
         marks = await watermarks()
     if marks is not None:
-        heads, head_candidates, heads_due_in_s, held = await db_ordering.claim_heads(
-            conn,
-            free=free - len(claimed),
-            window=window,
-            blocked=list(blocked),
-            room=_less(room, claimed, caps, per_destination),
-            per_destination=per_destination,
-            lease_s=lease_s,
-            watermarks=marks,
-        )
+        rest = msgspec.structs.replace(ask, free=free - len(claimed), room=_less(room, claimed, caps, per_destination))
+        heads, head_candidates, heads_due_in_s, held = await db_ordering.claim_heads(conn, rest, marks)
         claimed += heads
         circuit_candidates += head_candidates
         for due_in_s in (heads_due_in_s, HELD_RECHECK_S if held else None):
@@ -113,7 +103,7 @@ def _less(
 
 
 async def _claim_through_circuits(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     free: int,
     in_flight: Mapping[str, int],
@@ -134,12 +124,16 @@ async def _claim_through_circuits(
         room: dict[str, int] = {}
         probes: dict[str, bool] = {}
         take: list[str] = []
+        held: list[str] = []
         deferred: list[str] = []
         delays: list[float] = []
         for candidate in candidates:
             if len(take) >= free:
                 break
             destination_id = candidate["destination_id"]
+            if candidate["disabled"]:  # held until the destination is enabled again, no attempt spent
+                held.append(candidate["id"])
+                continue
             if candidate["paused_for_s"] is not None:  # the destination asked for no deliveries until then
                 deferred.append(candidate["id"])
                 delays.append(candidate["paused_for_s"])
@@ -163,4 +157,6 @@ async def _claim_through_circuits(
                 take.append(candidate["id"])
         if deferred:
             await db_tasks.defer(conn, deferred, delays)
+        if held:
+            await db_tasks.hold(conn, held)
         return await db_tasks.lease(conn, take, lease_s=lease_s) if take else []

@@ -40,6 +40,7 @@ from collections.abc import Callable
 import httpx
 
 from control.delivery.transport import Connector, Transport
+from control.delivery.transport.timings import mark
 from shared.errors import EgressRefusedError
 
 __all__ = ("REFUSED", "client", "connector", "refusal")
@@ -101,13 +102,28 @@ def _refused(host: str, port: int, detail: str) -> EgressRefusedError:
 
 async def _connect_any(
     host: str, port: int, factory: Callable[[], asyncio.Protocol]
-) -> tuple[asyncio.BaseTransport, asyncio.Protocol]:
-    return await asyncio.get_running_loop().create_connection(factory, host, port)
+) -> tuple[asyncio.Transport, asyncio.Protocol]:
+    """What ``create_connection(factory, host, port)`` does (resolve, try each address in turn, the same
+    errors), with the resolution apart so that a traced send times it (``transport.timings``)."""
+    loop = asyncio.get_running_loop()
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    mark("resolved")
+    if not infos:
+        raise OSError("getaddrinfo() returned empty list")
+    errors: list[OSError] = []
+    for family, _, _, _, address in infos:
+        try:
+            return await loop.create_connection(factory, address[0], address[1], family=family)  # type: ignore[arg-type]  # an INET address: (host, port, ...)
+        except OSError as exc:
+            errors.append(exc)
+    if len(errors) == 1 or len({str(e) for e in errors}) == 1:
+        raise errors[0]
+    raise OSError(f"Multiple exceptions: {', '.join(str(e) for e in errors)}")
 
 
 async def _connect_public(
     host: str, port: int, factory: Callable[[], asyncio.Protocol]
-) -> tuple[asyncio.BaseTransport, asyncio.Protocol]:
+) -> tuple[asyncio.Transport, asyncio.Protocol]:
     """Resolve, refuse if any answer is internal, connect to a checked address, check the peer again."""
     loop = asyncio.get_running_loop()
     try:
@@ -121,6 +137,7 @@ async def _connect_public(
     except OSError as exc:  # not an answer about the name: the resolver itself failed
         log.info("egress: resolving %s failed (%s)", host, exc)
         raise OSError("the host name could not be resolved just now (the resolver failed)") from None
+    mark("resolved")
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
         raise _refused(host, port, "resolved to no address")

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from control.db import circuit as db_circuit
-from control.db import delivery_records
+from control.db import delivery_records, destination_state
 from control.db import tasks as db_tasks
 from control.db.context import Context
 from control.db.faults import backoff_s, describe, is_record_fault
@@ -76,6 +76,14 @@ class Attempt:
     """The destination answered 429 or 503 with ``Retry-After``: no delivery to it for this long."""
     ordered: bool = False
     """A FIFO task: once its result is written as final, the next task of its line may go."""
+    disable: str | None = None
+    """The destination answered 410 Gone: disabled with this reason, its tasks held (the task itself too)."""
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether the destination's other tasks wait until this result is written: a failure the circuit
+        counts, or a 410 that disables the destination."""
+        return not self.success and (self.circuit or self.disable is not None)
 
 
 class Recorder:
@@ -99,7 +107,7 @@ class Recorder:
     def add(self, attempt: Attempt) -> None:
         """Queues a finished attempt; never blocks (so a cancelled send cannot lose one half-written)."""
         self._queue.append(attempt)
-        if not attempt.success and attempt.circuit:
+        if attempt.holds_back:
             self.failing[attempt.destination_id] += 1
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_all(), name="deliver:recorder")
@@ -206,9 +214,9 @@ class Recorder:
         )
 
     def _finished(self, batch: list[Attempt]) -> None:
-        had_failures = any(not a.success and a.circuit for a in batch)
+        had_failures = any(a.holds_back for a in batch)
         if had_failures:
-            self.failing.subtract(a.destination_id for a in batch if not a.success and a.circuit)
+            self.failing.subtract(a.destination_id for a in batch if a.holds_back)
             self.failing = +self.failing  # drop the zeros
         if self.on_written is not None:
             released = any(a.ordered and a.status != "pending" for a in batch)
@@ -222,9 +230,11 @@ class Recorder:
         records = [a.delivery for a in batch] if rows is None else rows
         results = [(a.task_id, a.attempts, a.status, a.retry_in_s, a.last_error) for a in batch]
         pauses = {a.destination_id: a.pause_s for a in batch if a.pause_s}
+        gone = [(a.destination_id, a.disable, "gone") for a in batch if a.disable is not None]
         opened: list[tuple[str, str]] = []
+        disabled: list[str] = []
         async with self.ctx.pool.acquire() as conn:
-            if not failed and not pauses:  # the usual batch: one statement (delivery_records.write)
+            if not failed and not pauses and not gone:  # the usual batch: one statement (delivery_records.write)
                 await delivery_records.write(conn, records, results, succeeded)
             else:
                 async with conn.transaction():
@@ -235,6 +245,12 @@ class Recorder:
                     )
                     if pauses:
                         await db_circuit.pause(conn, pauses)
+                    if gone:
+                        disabled = await destination_state.disable(conn, gone)
+        for destination_id in disabled:
+            log.warning(
+                "deliver: %s answered 410 Gone; disabled, its deliveries held until it is enabled", destination_id
+            )
         for destination_id, was in opened:
             # Opening is news, once per outage; a failed probe (half_open -> open) is the outage going on, every
             # cool-down, so it goes to debug: at warning it repeated "opened" every 30 s for as long as it lasted.

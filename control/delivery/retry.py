@@ -1,6 +1,6 @@
 """When a failed delivery attempt is tried again (svix's model: a fixed schedule, jittered).
 
-The default schedule (DESIGN.md) waits 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h and 12 h after
+The default schedule (docs/reference/delivery.md) waits 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 3 h, 6 h and 12 h after
 attempts 1 to 9, so a task gets 10 attempts over about 23 hours; ``HOOKYARD_RETRY_SCHEDULE_S`` replaces it
 (tests shorten it to fractions of a second). A ``Retry-After`` on a 429 or 503 is honoured when it asks for
 longer than the schedule would wait, up to :data:`MAX_RETRY_AFTER_S`.

@@ -15,25 +15,26 @@ listings and logs, where a URL's user info, path and query (often its secret) do
 from __future__ import annotations
 
 import asyncio
-import functools
+import sys
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
-from control.delivery.transport import Transport
+from control.delivery.signing import signature_headers
+from control.delivery.transport import TlsProfile, Transport
 from control.delivery.transport.http11 import Reply, origin_of
 from control.delivery.transport.messages import encode_head
 from control.records.destinations import HOP_BY_HOP
 from control.records.storable import storable
 from shared import ids
+from shared.bytes_lru import memoize
 from shared.errors import EgressRefusedError
 from shared.logs import safe_url
-from shared.signatures import sign
 
 __all__ = (
     "MAX_RESPONSE_BYTES",
@@ -46,7 +47,7 @@ __all__ = (
 )
 
 MAX_RESPONSE_BYTES = 65_536
-"""Response bodies are stored up to 64 KiB (DESIGN.md); the rest is never read."""
+"""Response bodies are stored up to 64 KiB (docs/reference/delivery.md); the rest is never read."""
 
 
 @dataclass(slots=True)
@@ -76,13 +77,16 @@ def forwardable(captured: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in captured.items() if name not in HOP_BY_HOP and name not in named}
 
 
-def signature(event_id: str, body: bytes, secret: str) -> dict[str, str]:
+def signature(event_id: str, body: bytes, secret: str | Sequence[str]) -> dict[str, str]:
     """hookyard's own signature on what it sends to a destination (rule deliveries and the destination test):
     Standard Webhooks headers (``webhook-id`` = the event id, stable across attempts, so receivers deduplicate
-    on it; ``webhook-timestamp`` = now; ``webhook-signature``) with the destination's signing secret. They are
-    layered over the captured headers, so an event that arrived with ``webhook-*`` headers of its own carries
-    hookyard's instead (a destination that wants the provider's: ``sign_deliveries: false``)."""
-    return sign("identity", body, secret, msg_id=event_id, timestamp=int(time.time()), header_family="standard")
+    on it; ``webhook-timestamp`` = now; ``webhook-signature``) with the destination's signing secret: ``v1``
+    for a ``whsec_`` one, ``v1a`` (Ed25519) for a ``whsk_`` one, one entry per secret when several are given
+    (a rotation's overlap: ``control.delivery.signing``). They are layered over the captured headers, so an
+    event that arrived with ``webhook-*`` headers of its own carries hookyard's instead (a destination that
+    wants the provider's: ``sign_deliveries: false``)."""
+    secrets = (secret,) if isinstance(secret, str) else secret
+    return signature_headers(event_id, body, secrets, int(time.time()))
 
 
 def merge(*layers: Mapping[str, str] | None) -> dict[str, str]:
@@ -108,13 +112,17 @@ def delivery_row(
     source: str,
     attempt: int,
     transform: Mapping[str, Any] | None = None,
+    trace: tuple[str, str] | None = None,
+    auth: Mapping[str, Any] | None = None,
 ) -> tuple[Any, ...]:
     """The ``deliveries`` row of one attempt, in ``control.db.delivery_records.COLUMNS`` order: one shape for
     rule deliveries and replays. Its id (first) carries the attempt's start time; ``request_headers`` is null
     when nothing went out. Bodies are the exact bytes (null when empty, or when no response came back); the
     descriptive text goes through ``storable`` (NUL and lone surrogates become U+FFFD), so every row built
     here can be written. ``transform``: what a transform did (``control.records.transforms.TransformRecord``
-    as a dict); one that skipped the delivery makes it a success with nothing sent."""
+    as a dict); one that skipped the delivery makes it a success with nothing sent. ``trace``: (trace id, span
+    id) of the attempt's span when tracing recorded it (``control.delivery.tracing``). ``auth``: what
+    authentication did (an OAuth2 token fetched: ``control.delivery.auth``), never a credential."""
     skipped = transform is not None and transform.get("outcome") == "skipped"
     return (
         ids.new_id("dlv", int(outcome.started_at * 1000)),
@@ -136,13 +144,20 @@ def delivery_row(
         storable(outcome.error),
         datetime.fromtimestamp(outcome.started_at, UTC),
         storable(dict(transform)) if transform is not None else None,
+        *(trace or (None, None)),
+        storable(dict(auth)) if auth is not None else None,
     )
 
 
-@functools.lru_cache(maxsize=4096)
+def _parts_weight(parts: tuple[str, bytes, str, str, int | None]) -> int:
+    return sum(sys.getsizeof(part) for part in parts)
+
+
+@memoize(16 * 1024 * 1024, size=_parts_weight, max_entry=64 * 1024)
 def _url(url: str) -> tuple[str, bytes, str, str, int | None]:
     """(``host`` header, request target, scheme, host, port) of a URL. Parsing a URL is most of what
-    building a request costs, and a worker sends to few distinct URLs."""
+    building a request costs, and a worker sends to few distinct URLs. Bounded in bytes, not entries: a
+    transform may make every URL different and megabytes long (such a URL is parsed each time)."""
     parsed = httpx.URL(url)
     return parsed.netloc.decode("ascii"), parsed.raw_path, parsed.scheme, parsed.host, parsed.port
 
@@ -209,10 +224,11 @@ class _BrotliInflater:
     the cap is reached, so the decoder is never asked to continue past it)."""
 
     def __init__(self) -> None:
-        self._decoder = brotli.Decompressor()  # type: ignore[union-attr]
+        self._decoder = brotli.Decompressor()
 
     def __call__(self, data: bytes, max_length: int) -> bytes:
-        return self._decoder.process(data, output_buffer_limit=max_length)
+        inflated: bytes = self._decoder.process(data, output_buffer_limit=max_length)
+        return inflated
 
 
 _ZLIB = frozenset({"gzip", "x-gzip", "deflate"})
@@ -279,13 +295,15 @@ async def send(
     body: bytes,
     *,
     total_timeout_s: float,
+    tls: TlsProfile | None = None,
 ) -> Outcome:
-    """Sends once; the whole exchange (connect, send, response, bounded body) within ``total_timeout_s``."""
+    """Sends once; the whole exchange (connect, send, response, bounded body) within ``total_timeout_s``.
+    ``tls``: the destination's own CA and client certificate (``control.delivery.auth``)."""
     started, clock = time.time(), time.perf_counter()
 
     def outcome(**values: object) -> Outcome:
         latency = round((time.perf_counter() - clock) * 1000)
-        return Outcome(latency_ms=latency, started_at=started, **values)  # type: ignore[arg-type]
+        return Outcome(latency_ms=latency, started_at=started, **values)  # type: ignore[arg-type]  # the values are Outcome's own fields
 
     try:
         target, sent, wire = _request(method, url, headers, body)
@@ -302,7 +320,7 @@ async def send(
         # The transport bounds every wait of the exchange (the body's too) by the deadline: one timer per
         # wait, not a second one around the whole send (docs/adr/0042-delivery-cpu-per-send.md).
         deadline = asyncio.get_running_loop().time() + total_timeout_s
-        reply = await transport.send(verb, destination, head, body, close_after, deadline=deadline)
+        reply = await transport.send(verb, destination, head, body, close_after, deadline=deadline, tls=tls)
         try:
             received = await _read_capped(reply)
         finally:

@@ -205,7 +205,7 @@ class Shaper:
             rate = group[0]["rate_limit_per_s"]
             self._caps[destination_id] = max(1, math.ceil(rate * self.horizon_s))
             granted = 0 if grant is None else grant.count
-            out.extend((task, grant.start_at(i)) for i, task in enumerate(group[:granted]))  # type: ignore[union-attr]
+            out.extend((task, grant.start_at(i)) for i, task in enumerate(group[:granted]))  # type: ignore[union-attr]  # granted is 0 when grant is None
             if granted < len(group):
                 # No start free within the horizon for the rest: back until one is near, and no claim till then.
                 next_at = now + _REDIS_AWAY_S if grant is None else grant.start_at(granted) - self.horizon_s / 2

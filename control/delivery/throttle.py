@@ -75,7 +75,7 @@ class Grant:
         return self.first_at + index * self.interval_s
 
 
-async def _run(redis: aioredis.Redis, key: str, *args: object) -> tuple[int, float, float]:
+async def _run(redis: aioredis.Redis, key: str, *args: str | int) -> tuple[int, float, float]:
     """(count, seconds from the script's "now" to the answer's time, ``time.monotonic()`` when it was asked)."""
     try:
         asked = time.monotonic()

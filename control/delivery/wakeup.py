@@ -3,6 +3,9 @@
 asyncpg drops a pooled connection's listeners on release, so this one is its own. It is (re)connected
 lazily by :meth:`TaskNotifications.ensure`, with backoff while Postgres is away; meanwhile (and always, as
 a safety net) the deliver loop still looks at the task table every ``deliver_poll_s``.
+
+A notification's payload may name a destination that was disabled or enabled (``disabled:<id>``,
+``enabled:<id>``: ``control.db.destination_state``), for the loop to drop what it claimed ahead of it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Callable
 
 import asyncpg
 
+from control.db.connection import Connection
 from control.db.tasks import NOTIFY_CHANNEL
 
 __all__ = ("TaskNotifications",)
@@ -21,11 +25,20 @@ log = logging.getLogger("hookyard.worker.deliver")
 
 
 class TaskNotifications:
-    def __init__(self, dsn: str, on_notify: Callable[[], None], *, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        on_notify: Callable[[], None],
+        *,
+        connect_timeout_s: float = 5.0,
+        on_state: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.dsn = dsn
         self.on_notify = on_notify
+        self.on_state = on_state
+        """Called with (``disabled`` or ``enabled``, destination id) for a destination's change of state."""
         self.connect_timeout_s = connect_timeout_s
-        self._conn: asyncpg.Connection | None = None
+        self._conn: Connection | None = None
         self._retry_at = 0.0
         self._failures = 0
 
@@ -54,7 +67,11 @@ class TaskNotifications:
         self._conn, self._failures = conn, 0
         self.on_notify()  # notifications sent while not listening were missed: look now
 
-    def _notified(self, conn: object, pid: int, channel: str, payload: str) -> None:
+    def _notified(self, conn: object, pid: int, channel: str, payload: object) -> None:
+        if isinstance(payload, str) and payload and self.on_state is not None:  # NOTIFY's payload: a str
+            state, _, destination_id = payload.partition(":")
+            if state in ("disabled", "enabled") and destination_id:
+                self.on_state(state, destination_id)
         self.on_notify()
 
     def _terminated(self, conn: object) -> None:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from control.service.decoding import decode_json
+from control.service.depth import check_value
 from shared.errors import ValidationError
 
 __all__ = ("Arguments", "decode")
@@ -35,8 +36,10 @@ def _decoder(record: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
 def decode(record: type[T], values: Mapping[str, Any]) -> T:
     """``values`` as ``record``, or ``ValidationError`` naming the field. The values are written out as JSON
     (lone surrogates escaped, as a client sends them) and read back by the /v1 body decoder itself."""
+    check_value(values)  # before json.dumps recurses into it (``control.service.depth``)
     try:
-        return decode_json(_decoder(record), json.dumps(values).encode())
+        decoded: T = decode_json(_decoder(record), json.dumps(values).encode())
+        return decoded
     except msgspec.DecodeError as exc:  # a value JSON cannot carry (NaN, Infinity)
         raise ValidationError(f"arguments: not valid JSON ({exc})") from None
 

@@ -8,6 +8,8 @@ ASGI scope, where the tools' server finds it (``control.mcp.server``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar.connection import ASGIConnection
 from litestar.middleware import AbstractAuthenticationMiddleware, AuthenticationResult, DefineMiddleware
 
@@ -17,7 +19,7 @@ __all__ = ("mcp_auth",)
 
 
 class _McpAuthMiddleware(AbstractAuthenticationMiddleware):
-    async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
+    async def authenticate_request(self, connection: ASGIConnection[Any, Any, Any, Any]) -> AuthenticationResult:
         principal = await bearer_caller(
             connection.app.state.ctx, connection.headers.get("authorization"), allow_temporary=True
         )

@@ -1,6 +1,6 @@
 """One MCP tool call from a command-line client, with the official MCP client over Streamable HTTP.
 
-What a temporary token (``hy_tmp_`` from ``POST /api/start``) can use: SPEC.md gives a temporary endpoint no
+What a temporary token (``hy_tmp_`` from ``POST /api/start``) can use: a temporary endpoint has no
 /v1 access until an account is registered (403 ``temporary_token``), while /mcp serves the token its own
 endpoints. ``hookyard open`` asks here for an inbox link when its key is such a token."""
 

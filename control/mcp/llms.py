@@ -21,6 +21,7 @@ from litestar import Litestar, Request, get
 
 from control.mcp.catalog import Catalog
 from control.mcp.registry import TOOLS
+from shared.providers.reference import summary as providers_summary
 from shared.settings import Settings
 
 __all__ = ("llms_txt", "render")
@@ -132,8 +133,10 @@ Filters everywhere: `since`, `until`, `provider`, `type`, `method`, `signature_v
 **Replay.** `POST /v1/events/{id}/replay {"url": ...}` (MCP `replay_event`) re-sends a captured request to any \
 URL: method, body and headers verbatim by default, the provider's signature included. `body` and `headers` \
 change what is sent; `resign_with` (16+ characters) recomputes the signature over what is actually sent, in \
-`signature_header` (default `x-signature`). The answer is always 200 with the outcome (`success`, `status`, \
-`error`) and the attempt is recorded as a delivery with `source: "replay"`.
+`signature_header`: by default the event's own signature header (`stripe-signature` for a payments event, \
+`svix-signature`, ...: the provider's library verifies it), `x-signature` for an event of no provider scheme. \
+The answer is always 200 with the outcome (`success`, `status`, `error`) and the attempt is recorded as a \
+delivery with `source: "replay"`.
 
 **Transforms.** A destination's `transform` (create, `PATCH /v1/destinations/{id}`, MCP \
 `update_destination_transform`; `null` removes it) is JavaScript defining `function handler(request, context)`: \
@@ -145,7 +148,23 @@ delivery records `transform` (`applied`, `skipped`, or `failed` with `error.mess
 `console.log` output); a failed one is not retried until you fix the code and retry it. Try code first with \
 `POST /v1/transformations/test {"transform", "event_id"}` (MCP `test_transformation`): it returns \
 `{request, skipped, logs, error, duration_ms}` and sends nothing. A replay takes `transform` too, applied \
-before `resign_with`."""
+before `resign_with`.
+
+**Destinations as apps expect them.** A destination's `auth` authenticates every delivery, by `type`: `basic` \
+(`username`, `password`; a URL's `user:pass@` becomes this), `bearer` (`token`), `header` (`name`, `value`), \
+`oauth2_client_credentials` (`token_url`, `client_id`, `client_secret`, optional `scope`, `audience`: the token \
+is fetched, cached until it expires and fetched again once on a 401; each fetch is in the delivery's `auth`, \
+never the token) or `mtls` (`certificate`, `private_key` PEM; https only). `tls_ca` (PEM) replaces the system's \
+CAs. Secrets are sealed and never returned: reads show the `type` and non-secret fields; recorded headers show \
+`[redacted]`. Example: `{"url": "https://api.example/hooks", "auth": {"type": "oauth2_client_credentials", \
+"token_url": "https://auth.example/oauth/token", "client_id": "hookyard", "client_secret": "..."}}`. \
+`signing_scheme: "ed25519"` signs as Standard Webhooks `v1a` (`webhook-signature: v1a,<base64>` over \
+`{webhook-id}.{webhook-timestamp}.{body}`); receivers verify with `signing_public_key` (`whpk_`, base64 of the \
+32-byte key) using libsodium, `cryptography` or Node's `crypto.verify(null, data, key, sig)`. \
+`rotate_destination_secret` takes `overlap_s` (default 86400; 0: none): meanwhile both signatures go out, \
+space separated. A destination answering 410 is disabled (`state`, `disabled_reason`, `disabled_at`): its \
+deliveries are held (no attempt spent) until `enable_destination`; `disable_destination` does it by hand. \
+A replay with `destination_id` instead of `url` uses that destination's auth; a replay to a URL never does."""
 
 
 def _limits(settings: Settings) -> str:
@@ -244,6 +263,7 @@ def render(app: Litestar) -> str:
         _getting_started(control, present),
         _RULES,
         _limits(settings),
+        providers_summary(),
         "**Worked example.**",
         _example(control, edge, present),
         f"**MCP.** Streamable HTTP at `{control}/mcp`, stateless (no session to keep). Authenticate with the "

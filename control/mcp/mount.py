@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 from litestar import Litestar, asgi
+from litestar.enums import ScopeType
 from litestar.handlers import ASGIRouteHandler
-from litestar.types import Receive, Scope, Send
+from litestar.types import HTTPScope, Receive, Scope, Send
 
 from control.mcp.auth import mcp_auth
 from control.mcp.catalog import Catalog, catalog
@@ -56,18 +57,18 @@ _ALLOW = (b"allow", b"OPTIONS, POST")
 _TRANSPORT_LOGGER = "mcp.server.streamable_http"
 
 
-async def _not_post(scope: Scope, send: Send) -> None:
+async def _not_post(scope: HTTPScope, send: Send) -> None:
     """204 for OPTIONS, else 405 with the error envelope."""
     method = scope["method"]
     if method == "OPTIONS":
         await send({"type": "http.response.start", "status": 204, "headers": [_ALLOW]})
-        await send({"type": "http.response.body", "body": b""})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
     message = f"method {method} is not allowed on /mcp: send MCP messages with POST (stateless Streamable HTTP)"
     body = msgspec.json.encode(envelope("method_not_allowed", message))
     headers = [_ALLOW, (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 405, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body, "more_body": False})
 
 
 class McpMount:
@@ -85,11 +86,13 @@ class McpMount:
 
         @asgi("/mcp", is_mount=True, copy_scope=True, middleware=[mcp_auth()])
         async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != ScopeType.HTTP:  # an HTTP mount: Litestar routes only HTTP requests here
+                raise TypeError(f"/mcp serves HTTP, not {scope['type']}")
             if scope["method"] != "POST":
                 await _not_post(scope, send)
                 return
             transport = self.transport or await self._start()
-            await transport(scope, receive, send)  # type: ignore[arg-type]
+            await transport(scope, receive, send)  # type: ignore[arg-type]  # Litestar's Scope is the SDK's ASGI scope
 
         self.handler: ASGIRouteHandler = mcp
 

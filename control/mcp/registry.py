@@ -14,7 +14,7 @@ call into the service layer. Everything else is derived, so nothing is stated tw
   for a /v1 operation that has one, that operation's description followed by the docstring's further
   paragraphs (what only the tool has: ``timed_out`` instead of a 204...), else the whole docstring. So a
   tool's docstring says in one line what the operation's description says in full, and a parameter's
-  meaning is its schema's ``description``, stated there only (tests/firsthour/test_tool_descriptions.py).
+  meaning is its schema's ``description``, stated there only (tests/onboarding/test_tool_descriptions.py).
 
 Adding a tool is a decorated function in a module of ``control.mcp.tools``.
 """
@@ -31,8 +31,8 @@ from typing import Any
 import msgspec
 from litestar.datastructures import State
 
+from control.db.context import Context, Principal
 from control.mcp.arguments import Arguments
-from control.service import Context, Principal
 
 __all__ = ("TOOLS", "Call", "ToolSpec", "snake_case", "tool")
 

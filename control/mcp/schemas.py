@@ -66,7 +66,7 @@ def _closure(root: Any, definitions: dict[str, Any], prefix: str) -> dict[str, A
 
 def _with_defs(schema: dict[str, Any], definitions: dict[str, Any], prefix: str) -> dict[str, Any]:
     needed = _closure(schema, definitions, prefix)
-    out = _rewrite(schema, prefix, _DEFS)
+    out: dict[str, Any] = _rewrite(schema, prefix, _DEFS)
     if needed:
         out["$defs"] = _rewrite(needed, prefix, _DEFS)
     return out
@@ -137,8 +137,8 @@ def operation_input_schema(document: dict[str, Any], operation_id: str) -> dict[
             raise ValueError(f"{operation_id}: body fields {sorted(clash)} repeat a parameter's name")
         properties.update(record.pop("properties", {}))
         required += record.pop("required", [])
-        for key in ("type", "title", "description", "additionalProperties"):
-            record.pop(key, None)
+        for key in ("type", "title", "description", "additionalProperties", "default"):
+            record.pop(key, None)  # ``default``: an optional body's (the record itself, not JSON)
         extra = record  # rules between fields: not, if/then
     schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
     return _with_defs({**schema, **extra}, components, _COMPONENTS)

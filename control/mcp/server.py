@@ -40,7 +40,7 @@ an error, call it again."""
 
 
 def _call(ctx: ServerRequestContext[Any, Any]) -> Call:
-    scope = ctx.request.scope  # the HTTP request that carried this message (see the module docstring)
+    scope = ctx.request.scope  # type: ignore[union-attr]  # stateless HTTP: every message came in a request
     state = scope["litestar_app"].state
     return Call(ctx=state.ctx, principal=scope["user"], state=state)
 

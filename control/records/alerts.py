@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -30,12 +30,13 @@ __all__ = (
 AlertType = Literal[
     "destination.circuit_opened",
     "destination.recovered",
+    "destination.disabled",
     "delivery.exhausted",
     "endpoint.signature_failures",
     "endpoint.silent",
     "dead_letter.added",
 ]
-ALERT_TYPES: tuple[str, ...] = AlertType.__args__  # type: ignore[attr-defined]
+ALERT_TYPES: tuple[str, ...] = get_args(AlertType)
 AlertFormat = Literal["json", "slack"]
 
 Events = Annotated[

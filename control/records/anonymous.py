@@ -9,7 +9,7 @@ from typing import Annotated
 import msgspec
 
 from control.records.endpoints import Endpoint
-from control.records.events import Provider
+from control.records.events import Kind
 from control.records.text import EMAIL, REF, TEMPORARY_TOKEN, text
 
 __all__ = (
@@ -31,7 +31,7 @@ Ref = Annotated[
     ),
 ]
 ProviderHint = Annotated[
-    Provider,
+    Kind,
     msgspec.Meta(
         description="The provider that will send here: kept in the endpoint's name; nothing is configured from it "
         "yet, and a session asking again gets its endpoint unchanged"
@@ -55,7 +55,8 @@ class StartRequest(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
 
 
 class TemporaryEndpoint(msgspec.Struct, kw_only=True, frozen=True):
-    """SPEC.md's temporary endpoint, plus the token that reaches it on /mcp and the inbox."""
+    """What ``POST /api/start`` answers: the temporary endpoint (docs/reference/agents.md), plus the
+    token that reaches it on /mcp and the inbox."""
 
     endpoint_id: str
     inbox_url: str

@@ -1,4 +1,5 @@
-"""Delivery records: one outbound attempt (rule delivery, replay or manual test) and the paged list."""
+"""Delivery records: one outbound attempt (rule delivery, replay, manual test, or a forward ``hookyard
+listen`` made and recorded) and the paged list."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import msgspec
 from control.records.transforms import TransformRecord
 
 __all__ = (
+    "AuthRecord",
     "Delivery",
     "DeliveryList",
     "DeliveryRetry",
@@ -19,7 +21,33 @@ __all__ = (
     "RetryJobState",
 )
 
-DeliverySource = Literal["rule", "replay", "manual_test"]
+DeliverySource = Literal["rule", "replay", "manual_test", "listen"]
+"""``listen``: a forward by ``hookyard listen`` to a local app, made by the CLI and recorded by it
+(``POST /v1/events/{id}/forwards``); its ``request_body`` is null (the event's own body was sent)."""
+
+
+class TokenFetch(msgspec.Struct, kw_only=True):
+    """One request an attempt made to its destination's OAuth2 token endpoint (never the token)."""
+
+    reason: str
+    """``no token cached``, ``token expired`` or ``the destination answered 401``."""
+    status: int | None
+    """The token endpoint's HTTP status; null when no answer came (``error`` says why)."""
+    latency_ms: int
+    expires_in: float | None = None
+    """The token's lifetime as the endpoint gave it (seconds)."""
+    error: str | None = None
+
+
+class AuthRecord(msgspec.Struct, kw_only=True):
+    """What authenticating to the destination took on this attempt (OAuth2: the token fetches)."""
+
+    type: str
+    token_fetches: list[TokenFetch]
+    """Empty when a cached token was sent."""
+    retried_after_401: bool
+    """The destination answered 401 to the cached token: a new one was fetched and the request sent again
+    (what is recorded is the second answer)."""
 
 
 class Delivery(msgspec.Struct, kw_only=True):
@@ -56,6 +84,14 @@ class Delivery(msgspec.Struct, kw_only=True):
     """What the destination's (or the replay's) transform did on this attempt; null when none ran. A
     skipped delivery sent nothing (``success`` true, no status); a failed one sent nothing either (``error``
     says why) and is not retried."""
+    trace_id: str | None = None
+    """The trace of the attempt's event in your tracing backend (OpenTelemetry, when an OTLP endpoint is set);
+    null when tracing is off or the trace was not sampled. Search for it, or for ``hookyard.delivery_id``."""
+    span_id: str | None = None
+    """The attempt's own span in that trace (its ``traceparent`` is what the destination received)."""
+    auth: AuthRecord | None = None
+    """What authenticating to the destination took (an OAuth2 token fetched, and why); null when nothing is
+    to be told. Credentials are never recorded: their headers show ``[redacted]`` in ``request_headers``."""
 
 
 class DeliveryList(msgspec.Struct, kw_only=True):

@@ -8,6 +8,8 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 
 from control.records import Deleted
+from control.records.destination_auth import AuthShown, DestinationAuth, TlsCa, TlsCaShown
+from control.records.http import HEADER_TOKEN, HEADER_VALUE, MAX_HEADER_NAME, Url
 from control.records.rules import FIELD_PATTERN, OptionalConditionTree, Rule, RuleName
 from control.records.stats import DestinationHealth
 from control.records.text import Name, text
@@ -24,16 +26,18 @@ __all__ = (
     "DestinationCreated",
     "DestinationDeleted",
     "DestinationDetail",
+    "DestinationDisable",
     "DestinationList",
     "DestinationUpdate",
     "Ordering",
+    "SecretRotation",
+    "SigningScheme",
     "Url",
     "any_case",
 )
 
 MAX_HEADERS = 50
 MAX_HEADER_VALUE = 8192
-MAX_HEADER_NAME = 256
 RESERVED_HEADERS = frozenset(
     {
         # hop-by-hop (RFC 9110 7.6.1) and framing: the HTTP client sets them for each request
@@ -74,10 +78,6 @@ HOP_BY_HOP = frozenset(
 """Header names of a captured request that a delivery, a replay or ``hookyard listen`` never forwards: the
 HTTP connection owns them (a replay request may not set them either, ``control.records.replay``)."""
 RESERVED_PREFIX = "x-hookyard-"
-HEADER_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]"
-"""One character of an RFC 9110 field-name (a token)."""
-HEADER_VALUE = r"^[\t\x20-\x7e]*$"
-"""Visible ASCII, space and tab: what every HTTP stack sends as it is."""
 
 
 def any_case(word: str) -> str:
@@ -87,15 +87,6 @@ def any_case(word: str) -> str:
 
 _RESERVED_NAME = "^(?:" + "|".join(any_case(n) for n in sorted(RESERVED_HEADERS)) + ")$|^" + any_case(RESERVED_PREFIX)
 
-Url = Annotated[
-    str,
-    text(
-        max_length=2048,
-        doc_pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f]+$",
-        format="uri",
-        description="Absolute http or https URL with a host; no spaces or control characters",
-    ),
-]
 Headers = Annotated[
     dict[str, str],
     msgspec.Meta(
@@ -118,6 +109,14 @@ SignDeliveries = Annotated[
     msgspec.Meta(
         description="Sign every delivery to this destination with its own `signing_secret` (Standard Webhooks: "
         "`webhook-id`, `webhook-timestamp`, `webhook-signature`); default true"
+    ),
+]
+PropagateTrace = Annotated[
+    bool,
+    msgspec.Meta(
+        description="When hookyard traces (OpenTelemetry), each delivery carries the W3C `traceparent` (and "
+        "`tracestate`) of its attempt's span, so this destination's own tracing continues the webhook's trace; "
+        "false sends the captured request's own, if any. Default true"
     ),
 ]
 
@@ -165,9 +164,31 @@ DeduplicateWindow = Annotated[
 ]
 
 
+SigningScheme = Literal["hmac", "ed25519"]
+SigningSchemeField = Annotated[
+    SigningScheme,
+    msgspec.Meta(
+        description="`hmac`: Standard Webhooks `v1` (HMAC-SHA256 with the `whsec_` signing secret, shown on "
+        "create and rotation); `ed25519`: Standard Webhooks `v1a` (an Ed25519 signature; receivers verify it "
+        "with `signing_public_key`, `whpk_`, and no secret is ever shown). Default `hmac`"
+    ),
+]
+AuthField = Annotated[
+    DestinationAuth,
+    msgspec.Meta(
+        description="How deliveries authenticate to the destination, by `type`: `basic`, `bearer`, `header`, "
+        "`oauth2_client_credentials` or `mtls`. Its secrets are sealed at rest and never returned; reads show "
+        "the `type` and the fields that are not secret. `null` clears it."
+    ),
+]
+MAX_OVERLAP_S = 30 * 86_400
+DEFAULT_OVERLAP_S = 86_400
+
+
 class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``forward_all`` or ``condition_tree`` also creates a rule forwarding to the new destination (in the same
-    transaction); ``rule_name`` names that rule."""
+    transaction); ``rule_name`` names that rule. A ``url`` with ``user:pass@`` is stored without it, as
+    ``auth`` of type ``basic`` (not both)."""
 
     url: Url
     name: Name | None = None
@@ -176,11 +197,15 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     condition_tree: OptionalConditionTree | msgspec.UnsetType = msgspec.UNSET
     rule_name: RuleName | None = None
     sign_deliveries: SignDeliveries = True
+    propagate_trace: PropagateTrace = True
     rate_limit_per_s: RateLimit | None = None
     ordering: OrderingField = "none"
     ordering_key: OrderingKey | None = None
     deduplicate_window_s: DeduplicateWindow | None = None
     transform: TransformSource | None = None
+    auth: AuthField | None = None
+    tls_ca: TlsCa | None = None
+    signing_scheme: SigningSchemeField = "hmac"
 
     openapi_extra: ClassVar[dict[str, Any]] = {
         # forward_all is the tree that matches every event: not both
@@ -215,12 +240,17 @@ class DestinationUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     name: Name | msgspec.UnsetType | None = msgspec.UNSET
     headers: Headers | msgspec.UnsetType | None = msgspec.UNSET
     sign_deliveries: SignDeliveries | msgspec.UnsetType = msgspec.UNSET
+    propagate_trace: PropagateTrace | msgspec.UnsetType = msgspec.UNSET
     rate_limit_per_s: RateLimit | msgspec.UnsetType | None = msgspec.UNSET
     ordering: OrderingField | msgspec.UnsetType = msgspec.UNSET
     ordering_key: OrderingKey | msgspec.UnsetType | None = msgspec.UNSET
     deduplicate_window_s: DeduplicateWindow | msgspec.UnsetType | None = msgspec.UNSET
     transform: TransformSource | msgspec.UnsetType | None = msgspec.UNSET
     """Replaces the transform (the next attempt runs the new code); ``null`` removes it."""
+    auth: AuthField | msgspec.UnsetType | None = msgspec.UNSET
+    """Replaces the whole authentication (its secrets too: write them again); ``null`` removes it. A ``url``
+    with ``user:pass@`` sets it too."""
+    tls_ca: TlsCa | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class Destination(msgspec.Struct, kw_only=True):
@@ -231,6 +261,8 @@ class Destination(msgspec.Struct, kw_only=True):
     headers: dict[str, str] | None
     sign_deliveries: bool
     """Deliveries carry hookyard's Standard Webhooks signature, made with the destination's signing secret."""
+    propagate_trace: bool = True
+    """Deliveries carry the ``traceparent`` of their attempt's span (when hookyard traces)."""
     rate_limit_per_s: float | None
     """Deliveries a second, held by every deliver worker together; null: no limit."""
     ordering: Ordering
@@ -244,6 +276,54 @@ class Destination(msgspec.Struct, kw_only=True):
     transform: str | None = None
     """The JavaScript each delivery to this destination runs through (``handler(request, context)``); null
     when deliveries go out as captured."""
+    transform_crashed_at: datetime | None = None
+    """When the transform ended its sandbox process (a V8 fatal error, memory past the OS limit): its
+    deliveries fail without running it until its code changes or a delivery is retried; null: it did not."""
+    transform_crash: str | None = None
+    """What the sandbox process said as it ended."""
+    auth: AuthShown | None = None
+    """How deliveries authenticate to the destination: its ``type`` and the fields that are not secret;
+    null: no authentication."""
+    tls_ca: TlsCaShown | None = None
+    """The private CA its certificate must chain to; null: the system's CAs."""
+    signing_scheme: SigningScheme = "hmac"
+    signing_public_key: str | None = None
+    """``whpk_`` + base64 of the Ed25519 public key (``signing_scheme: ed25519``): receivers verify the
+    ``v1a`` signature with it. Null for ``hmac``."""
+    previous_secret_expires_at: datetime | None = None
+    """While a rotation's overlap lasts: until then every delivery carries the previous secret's signature
+    too (space separated in ``webhook-signature``); null: no overlap."""
+    previous_public_key: str | None = None
+    """The previous Ed25519 public key, while its overlap lasts."""
+    state: Literal["enabled", "disabled"] = "enabled"
+    """``disabled``: nothing is sent; due deliveries are held (no attempt spent) until it is enabled again."""
+    disabled_reason: str | None = None
+    disabled_at: datetime | None = None
+
+
+class SecretRotation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """POST /v1/destinations/{id}/rotate-secret (the body is optional)."""
+
+    overlap_s: Annotated[
+        int,
+        msgspec.Meta(
+            ge=0,
+            le=MAX_OVERLAP_S,
+            description="Seconds (up to 30 days) during which deliveries carry the previous secret's signature "
+            "beside the new one, so receivers can switch at their pace; 0: the previous secret stops at once. "
+            "Default 86400 (24 h)",
+        ),
+    ] = DEFAULT_OVERLAP_S
+    signing_scheme: SigningSchemeField | None = None
+    """The new secret's scheme; null: the destination's current one. Rotating from ``hmac`` to ``ed25519``
+    (or back) with an overlap sends both a ``v1`` and a ``v1a`` signature meanwhile."""
+
+
+class DestinationDisable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
+    """POST /v1/destinations/{id}/disable (the body is optional)."""
+
+    reason: Annotated[str, text(max_length=500)] | None = None
+    """Shown as ``disabled_reason``; null: "disabled through the API"."""
 
 
 class DestinationCreated(Destination, kw_only=True):
@@ -251,9 +331,10 @@ class DestinationCreated(Destination, kw_only=True):
     ``condition_tree`` (absent otherwise). Create and rotate-secret are the only answers that carry the
     signing secret."""
 
-    signing_secret: str
+    signing_secret: str | None
     """``whsec_`` + base64 of 32 random bytes: the destination verifies hookyard's deliveries with it (any
-    Standard Webhooks library)."""
+    Standard Webhooks library). Null for ``signing_scheme: ed25519``, whose receivers need only
+    ``signing_public_key`` (the private key never leaves hookyard)."""
     rule: Rule | msgspec.UnsetType = msgspec.UNSET
 
 

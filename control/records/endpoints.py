@@ -14,9 +14,13 @@ __all__ = (
     "EndpointCreate",
     "EndpointCreated",
     "EndpointList",
+    "EndpointResponse",
     "EndpointUpdate",
     "Environment",
 )
+
+MAX_RESPONSE_BODY = 4096
+"""Characters of a custom answer's body: what a provider expects back is short, and the edge holds it per endpoint."""
 
 Environment = Literal["production", "staging", "sandbox", "development"]
 ExpectEventWithin = Annotated[
@@ -59,6 +63,26 @@ class EndpointCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ] = False
 
 
+class EndpointResponse(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What a sender gets once its request is stored, instead of ``{"ok": true, "id"}`` (a provider that wants
+    a particular answer). Always a 2xx: any other status would tell the sender it was not stored. A
+    provider's handshake still gets its own answer."""
+
+    status: Annotated[int, msgspec.Meta(ge=200, le=299, description="A 2xx status (the request is stored)")] = 200
+    content_type: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            max_length=100,
+            pattern=r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(; ?[A-Za-z0-9!#$&^_.+-]+=[A-Za-z0-9!#$&^_.+-]+)*$",
+            description="Its media type, e.g. `text/plain; charset=utf-8`",
+        ),
+    ] = "text/plain; charset=utf-8"
+    body: Annotated[
+        str, msgspec.Meta(max_length=MAX_RESPONSE_BODY, description="At most 4,096 characters, sent as UTF-8")
+    ] = ""
+
+
 class EndpointUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """PATCH body: a field left out stays as it is; ``external_ref: null`` clears the ref."""
 
@@ -68,6 +92,8 @@ class EndpointUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     expect_event_within_s: ExpectEventWithin | msgspec.UnsetType | None = msgspec.UNSET
     signature_failure_alert_threshold: SignatureFailureThreshold | msgspec.UnsetType = msgspec.UNSET
     body_retention_days: BodyRetentionDays | msgspec.UnsetType | None = msgspec.UNSET
+    response: EndpointResponse | msgspec.UnsetType | None = msgspec.UNSET
+    """``null`` restores the usual answer, ``{"ok": true, "id": "evt_..."}``."""
 
 
 class Endpoint(msgspec.Struct, kw_only=True):
@@ -82,6 +108,8 @@ class Endpoint(msgspec.Struct, kw_only=True):
     signature_failure_alert_threshold: int = 10
     body_retention_days: int | None = None
     """Days an event keeps its body and headers (null: as long as the event, the instance's retention)."""
+    response: EndpointResponse | None = None
+    """What a sender gets once its request is stored; null: ``{"ok": true, "id": "evt_..."}``."""
     created_at: datetime
     updated_at: datetime
 

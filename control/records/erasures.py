@@ -36,7 +36,8 @@ class EraseRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         ErasureValue,
         msgspec.Meta(
             description="A string, number or boolean; an event matches when its field equals it as a condition's "
-            '`equals` does (`2000` equals `"2000"`)',
+            '`equals` does (`2000` equals `"2000"`). An integer has at most 1,000 digits (matched exactly at any '
+            "size), a number is finite; anything else is a 400 naming `value`",
             # As decoded: a JSON number is one branch (an integer is a number), so exactly one matches.
             extra_json_schema={
                 "oneOf": [

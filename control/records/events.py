@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 from control.records.deliveries import Delivery
+from shared.providers import CATALOG
 
-__all__ = ("Event", "EventList", "EventWait", "EventWithDeliveries", "Label", "Provider")
+__all__ = ("Event", "EventList", "EventWait", "EventWithDeliveries", "Kind", "Label", "Provider")
 
-Provider = Literal["identity", "commerce", "payments", "code_host"]
+Kind = Literal["identity", "commerce", "payments", "code_host"]
+"""The four provider kinds of the spec (the first entries of the catalog)."""
+Provider = Annotated[
+    str,
+    msgspec.Meta(
+        description="The provider's name in the catalog (docs/reference/providers.md): one of the four kinds "
+        "(`payments` is Stripe, `commerce` Shopify, `code_host` GitHub, `identity` Svix) or a provider's own name",
+        extra_json_schema={"enum": [*CATALOG, None]},  # used as `Provider | None`: the enum is the whole value's
+    ),
+]
 
 
 class Label(msgspec.Struct, kw_only=True):
@@ -54,6 +64,13 @@ class Event(msgspec.Struct, kw_only=True):
     ip_allowed: bool | None
     received_at: datetime
     labels: list[Label]
+    handshake: bool = False
+    """A provider's handshake (Slack's url_verification, Meta's hub.challenge...) the edge answered: its
+    ``event_type`` names the handshake; it is shown, never routed or delivered."""
+    trace_id: str | None = None
+    """The webhook's trace in your tracing backend (OpenTelemetry, when an OTLP endpoint is set): the edge's
+    ingest span, the routing, every delivery attempt, replay and retry; the sender's own trace when it sent a
+    ``traceparent``. Null when tracing is off or the trace was not sampled (docs/reference/observability.md)."""
 
 
 class EventWithDeliveries(Event, kw_only=True):

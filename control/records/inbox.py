@@ -13,7 +13,7 @@ import msgspec
 
 from control.records.events import Label, Provider
 
-__all__ = ("InboxAlert", "InboxAlertList", "InboxEvent", "InboxEventList", "InboxLink")
+__all__ = ("InboxAlert", "InboxAlertList", "InboxEvent", "InboxEventList", "InboxLink", "InboxReplayTarget")
 
 
 class InboxLink(msgspec.Struct, kw_only=True):
@@ -37,16 +37,27 @@ class InboxEvent(msgspec.Struct, kw_only=True):
     signature_valid: bool | None
     signature_failure_reason: str | None
     ip_allowed: bool | None
+    source_ip: str | None
+    """The sender's address, as the edge saw it (behind a trusted proxy, from ``X-Forwarded-For``)."""
     received_at: datetime
     size: int
     """The body's length in bytes (0 when empty)."""
     body_encoding: Literal["utf8", "base64"]
     labels: list[Label]
+    handshake: bool = False
+    """A provider's handshake the edge answered: shown, never delivered."""
 
 
 class InboxEventList(msgspec.Struct, kw_only=True):
     events: list[InboxEvent]
     next_cursor: str | None
+
+
+class InboxReplayTarget(msgspec.Struct, kw_only=True):
+    """Where the replay box starts: the URL this endpoint's events were last sent to by ``hookyard listen``
+    or by a replay; null when none was (or it was long ago)."""
+
+    url: str | None
 
 
 class InboxAlert(msgspec.Struct, kw_only=True):

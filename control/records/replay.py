@@ -9,11 +9,13 @@ set one. Only the names the HTTP connection owns (``control.records.destinations
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from control.records.destinations import HEADER_TOKEN, HOP_BY_HOP, MAX_HEADER_NAME, Url, any_case
+from control.records.destinations import HOP_BY_HOP, any_case
+from control.records.http import HEADER_TOKEN, MAX_HEADER_NAME, Url
+from control.records.text import id_pattern
 from control.records.transforms import TransformRecord, TransformSource
 
 __all__ = ("REPLAY_HEADER_NAME", "REPLAY_HEADER_VALUE", "ReplayRequest", "SendOutcome")
@@ -30,8 +32,10 @@ SignatureHeader = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=MAX_HEADER_NAME,
-        description="Where the recomputed signature goes (with `resign_with`): a header name, not one of the "
-        "connection's own (hop-by-hop, `host`, `content-length`, `expect`); checked even without `resign_with`",
+        description="Where the recomputed signature goes (with `resign_with`); default: the event's own signature "
+        "header (`stripe-signature`, `svix-signature`, ...), `x-signature` for an event of no provider scheme. A "
+        "header name, not one of the connection's own (hop-by-hop, `host`, `content-length`, `expect`); checked "
+        "even without `resign_with`",
         extra_json_schema={"pattern": REPLAY_HEADER_NAME, "not": {"pattern": _CONNECTION_OWNED}},
     ),
 ]
@@ -50,7 +54,20 @@ Headers = Annotated[
 
 
 class ReplayRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    url: Url
+    url: Url | None = None
+    """Where to send it; required unless ``destination_id`` is given (then it may only repeat that URL). A
+    replay to a URL sends no credentials, whatever destination has that URL."""
+    destination_id: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                pattern=id_pattern("dst"),
+                description="A destination of the event's endpoint: the replay "
+                "goes to its URL with its authentication (`auth`, `tls_ca`), not with its signature or transform",
+            ),
+        ]
+        | None
+    ) = None
     preserve_headers: bool = True
     """true: the captured headers (minus hop-by-hop ones, ``host`` and ``content-length``); false: only
     the captured ``content-type``. ``headers`` then adds or overrides."""
@@ -60,11 +77,23 @@ class ReplayRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     resign_with: Annotated[str, msgspec.Meta(min_length=16)] | None = None
     """Secret to re-sign what is actually sent with, in the event's own provider scheme (Standard
     Webhooks for unattributed events). Any text: it is never stored, only used as the HMAC key."""
-    signature_header: SignatureHeader = "x-signature"
+    signature_header: SignatureHeader | msgspec.UnsetType = msgspec.UNSET
+    """Where the re-signature goes. Absent: the event's own signature header (``stripe-signature`` for
+    a payments event captured with Stripe's names, ``svix-signature``, ``x-shopify-hmac-sha256``,
+    ``x-hub-signature-256``, or the neutral name it was captured with), where the provider's own library
+    looks; ``x-signature`` for an event of no provider scheme (unattributed, no known signature header)."""
     transform: TransformSource | None = None
     """JavaScript applied to this replay alone (as a destination's ``transform``), after ``headers``,
     ``preserve_headers`` and ``body`` and before ``resign_with``: the signature is computed over what it
     returns. Returning null sends nothing."""
+
+    openapi_extra: ClassVar[dict[str, Any]] = {
+        # where it goes: a url, or a destination (whose url it is)
+        "anyOf": [
+            {"required": ["url"], "properties": {"url": {"type": "string"}}},
+            {"required": ["destination_id"], "properties": {"destination_id": {"type": "string"}}},
+        ]
+    }
 
 
 class SendOutcome(msgspec.Struct, kw_only=True):

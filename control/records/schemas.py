@@ -1,4 +1,4 @@
-"""Learned schema records (DESIGN.md section 4): a schema with its fields, its versions, a diff between two
+"""Learned schema records (docs/reference/schemas.md): a schema with its fields, its versions, a diff between two
 versions, correlation-key candidates, and generated code (for MCP; /v1 answers the text itself)."""
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
+from urllib.parse import unquote_plus
 
 from shared.errors import ValidationError
 from shared.headers import header_text
@@ -99,18 +100,18 @@ def storable(value: T) -> T:
     (nested) dict or list, as jsonb takes them; anything else unchanged."""
     if isinstance(value, str):
         if value.isascii():  # the usual case: only NUL can be wrong, and it almost never is
-            return value.replace("\x00", REPLACEMENT) if "\x00" in value else value  # type: ignore[return-value]
-        return _UNSTORABLE.sub(REPLACEMENT, value)  # type: ignore[return-value]
+            return value.replace("\x00", REPLACEMENT) if "\x00" in value else value  # type: ignore[return-value]  # a str in, the same str type out
+        return _UNSTORABLE.sub(REPLACEMENT, value)  # type: ignore[return-value]  # a str in, the same str type out
     if isinstance(value, dict):
         try:  # the usual dict, a request's headers: flat ASCII text, checked in one pass rather than per item
             flat = "".join(value) + "".join(value.values())
         except TypeError:  # a value that is not a string: item by item
             flat = None
         if flat is not None and flat.isascii() and "\x00" not in flat:
-            return dict(value)  # type: ignore[return-value]
-        return {storable(k): storable(v) for k, v in value.items()}  # type: ignore[return-value]
+            return dict(value)  # type: ignore[return-value]  # a dict in, a dict out
+        return {storable(k): storable(v) for k, v in value.items()}  # type: ignore[return-value]  # a dict in, a dict out
     if isinstance(value, list):
-        return [storable(v) for v in value]  # type: ignore[return-value]
+        return [storable(v) for v in value]  # type: ignore[return-value]  # a list in, a list out
     return value
 
 
@@ -180,7 +181,7 @@ def captured_headers(headers: Mapping[str, str], encoded: Sequence[str] | None) 
     return out
 
 
-def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) -> tuple:
+def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) -> tuple[object, ...]:
     """The row in ``control.db.flush.COLUMNS`` order."""
     headers, encoded = headers_object(record.headers)
     content_type = headers.get("content-type")
@@ -208,17 +209,15 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
     if query and not (query.isascii() and query.isprintable()):
         query = _uri_text(query)
     labels = labels or []
-    search = "\n".join(
-        part
-        for part in (
-            text.replace("\x00", ""),  # Postgres text cannot hold NUL
-            content_type or "",
-            record.method,
-            event_type or "",
-            *(label["value"] for label in labels),
-        )
-        if part
-    ).lower()
+    # ``q`` finds an event by what a person remembers of it: its body, type and labels, and where it was sent
+    # and with what (the path, the query, as sent and decoded, and every header value that is text: one kept
+    # as base64 holds no text, and no value here holds NUL). One list joined once: this runs per event.
+    parts = [text.replace("\x00", ""), content_type or "", record.method, event_type or "", path, query]
+    if "%" in query or "+" in query:
+        parts.append(unquote_plus(query).replace("\x00", ""))
+    parts.extend(headers.values() if encoded is None else (v for n, v in headers.items() if n not in encoded))
+    parts.extend(label["value"] for label in labels)
+    search = "\n".join(parts).lower()
     return (
         record.id,
         record.endpoint_id,
@@ -238,6 +237,8 @@ def event_row(record: IngestRecord, labels: list[dict[str, str]] | None = None) 
         record.signature_valid,
         record.signature_failure_reason,
         record.ip_allowed,
+        record.traceparent,
+        record.handshake,
         labels,
         search,
     )

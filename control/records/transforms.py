@@ -56,8 +56,10 @@ class TransformError(msgspec.Struct, kw_only=True):
     """The line of the transform's source it points at, when known."""
 
 
-class TransformRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What the transform did on one attempt (a delivery's ``transform``)."""
+class TransformRecord(msgspec.Struct, kw_only=True):
+    """What the transform did on one attempt (a delivery's ``transform``): every field on every attempt, as
+    transforms.md promises (``error: null``, ``logs: []`` included), stored and answered alike. A record
+    stored while it omitted its defaults reads with them filled in (``control.service.deliveries``)."""
 
     outcome: Literal["applied", "skipped", "failed"]
     """``applied``: what was sent is the returned request; ``skipped``: it returned null, nothing was sent;

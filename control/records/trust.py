@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from control.records.text import SECRET, text
+from shared.providers import NAMES
 
 __all__ = (
     "MAX_TOLERANCE_SECONDS",
@@ -29,9 +30,10 @@ Secret = Annotated[
         min_length=16,
         max_length=1024,
         doc_pattern=SECRET,
-        description="The provider's own signing secret (write-only; never returned). `null` clears it, and "
-        "verification falls back to the endpoint's platform signing secret. No NUL; neither whitespace nor "
-        "a control character at either end.",
+        description="The provider's own signing secret, or its public key for an Ed25519 or ECDSA P-256 "
+        "scheme (PEM, or the provider's own hex or base64 encoding) (write-only; never returned). `null` clears "
+        "it, and verification falls back to the endpoint's platform signing secret. No NUL; neither whitespace "
+        "nor a control character at either end.",
     ),
 ]
 # RFC 9110 field-name = token; stored lowercased, as the edge sees header names.
@@ -43,6 +45,27 @@ HeaderName = Annotated[
         pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
         description="A custom header carrying the signature (scheme detected from its value's shape); "
         "`null` detects the scheme from the standard provider headers",
+    ),
+]
+ProviderName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=40,
+        description="A provider of the catalog (docs/reference/providers.md), by its name or an alias "
+        "(`stripe`, `slack`...): its scheme is checked and its handshake answered; `null` recognises it from "
+        "the request's headers",
+        extra_json_schema={"enum": sorted(NAMES)},
+    ),
+]
+VerifyToken = Annotated[
+    str,
+    text(
+        min_length=1,
+        max_length=256,
+        doc_pattern=SECRET,
+        description="What the provider echoes in its GET challenge (Meta's `hub.verify_token`; write-only). "
+        "`null` clears it",
     ),
 ]
 Tolerance = Annotated[
@@ -61,6 +84,10 @@ class AuthConfig(msgspec.Struct, kw_only=True):
     log_blocked_ips: bool
     secret_set: bool
     """True when a secret was set through PATCH; false means the platform signing secret is used."""
+    provider: str | None
+    """The catalog provider checked and answered for this endpoint (its own name); null: recognised per request."""
+    verify_token_set: bool
+    """True when a verify token is set (it is never returned)."""
 
 
 class AuthConfigUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -72,6 +99,8 @@ class AuthConfigUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
     tolerance_seconds: Tolerance | msgspec.UnsetType = msgspec.UNSET
     on_failure: OnFailure | msgspec.UnsetType = msgspec.UNSET
     log_blocked_ips: bool | msgspec.UnsetType = msgspec.UNSET
+    provider: ProviderName | msgspec.UnsetType | None = msgspec.UNSET
+    verify_token: VerifyToken | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class AllowlistCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

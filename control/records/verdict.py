@@ -2,8 +2,8 @@
 ``hookyard up``'s activity lines and the inbox page (``control/static/inbox.js`` spells the same words).
 
 ``verified``: the signature checks out with the endpoint's secret (the provider's, or for what hookyard signs
-itself, its own); ``invalid: <reason>``: checked and failed (SPEC.md's reason); ``not checked``: verification
-is off and nothing was proven, which says nothing about the request.
+itself, its own); ``invalid: <reason>``: checked and failed (its reason, docs/reference/signatures.md); ``not checked``:
+verification is off and nothing was proven, which says nothing about the request.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from control.db.flush import COLUMNS
 from control.records.labels import MAX_LABEL_VALUE
@@ -52,7 +53,7 @@ def labels_of(rules: Sequence[LabelRule], view: EventView) -> list[dict[str, str
     return out
 
 
-def with_labels(row: tuple, labels: list[dict[str, str]]) -> tuple:
+def with_labels(row: tuple[Any, ...], labels: list[dict[str, str]]) -> tuple[Any, ...]:
     """The events row (``control.db.flush.COLUMNS``) with its labels, their values searchable too."""
     search = row[_SEARCH]
     values = "\n".join(label["value"] for label in labels).lower()

@@ -21,36 +21,47 @@ no event is even looked at; otherwise a body is parsed as JSON (once per event) 
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-import asyncpg
 import msgspec
 
 from control.db import labels as db_labels
 from control.db import routing as db_routing
+from control.db.connection import Connection
 from control.db.context import Context
 from control.db.flush import COLUMNS
 from control.routing.conditions import ALWAYS, LABEL_PREFIX, META_KEYS, MISSING, EventView, compile_tree
+from control.routing.conditions.validation import MAX_ENCODED_BYTES
 from control.routing.labels import LabelRule, compile_label, labels_of, with_labels
 from control.routing.shaping import NO_KEYS, Shaping, compile_shaping, position
+from shared.bytes_lru import BytesLRU
 from shared.ids import new_id
 
 __all__ = ("Router",)
 
 log = logging.getLogger("hookyard.routing")
 
-_ID, _ENDPOINT, _HEADERS, _BODY, _IP_ALLOWED, _IDEMPOTENCY_KEY = (
-    COLUMNS.index(c) for c in ("id", "endpoint_id", "headers", "body", "ip_allowed", "idempotency_key")
+_ID, _ENDPOINT, _HEADERS, _BODY, _IP_ALLOWED, _IDEMPOTENCY_KEY, _HANDSHAKE = (
+    COLUMNS.index(c) for c in ("id", "endpoint_id", "headers", "body", "ip_allowed", "idempotency_key", "handshake")
 )
 # Meta keys read straight from the event row; endpoint_id and environment are set per endpoint below.
 _META = tuple((name, COLUMNS.index(name)) for name in META_KEYS if name not in ("endpoint_id", "environment"))
 _NO_META: Mapping[str, object] = MappingProxyType({})
 _decode = msgspec.json.Decoder().decode
-_MAX_CACHED = 100_000
-"""Endpoints whose rules a worker keeps compiled; past it the cache starts over (a reload per endpoint)."""
+_encode = msgspec.json.encode
+_third = operator.itemgetter(2)
+_MAX_CACHED_BYTES = 64 * 1024 * 1024
+"""What the endpoints' compiled rules a worker keeps may weigh; past it the least recently used endpoint's
+are dropped (a reload of that endpoint). Rules are tenant text: a tree may be 64 KiB of JSON."""
+_MAX_COMPILED_BYTES = 64 * 1024 * 1024
+"""What the rules' compiled trees (by rule id) may weigh."""
+_PER_TREE_BYTE = 40
+"""What a tree held compiled costs per byte of its JSON: the closures (``compilation``: 32) and the decoded
+tree kept beside them to tell a changed rule."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +73,8 @@ class _Rule:
 
 @dataclass(frozen=True, slots=True)
 class _EndpointRules:
+    weight: int
+    """What it holds, in bytes (its trees at ``_PER_TREE_BYTE``, ids and labels): the cache's measure."""
     environment: str
     rules: tuple[_Rule, ...]
     needs_body: bool
@@ -86,6 +99,17 @@ def _reads(tree: object, kind: str) -> bool:
     return False
 
 
+def _weight_of(rules: _EndpointRules) -> int:
+    return rules.weight
+
+
+def _tree_bytes(tree: object) -> int:
+    try:
+        return len(_encode(tree))
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        return MAX_ENCODED_BYTES  # what a stored tree may be at most
+
+
 def _endpoint_rules(
     environment: str,
     rules: list[tuple[_Rule, object]],
@@ -97,7 +121,11 @@ def _endpoint_rules(
     if rules and all(rule.matches is ALWAYS for rule, _ in rules):
         fixed = tuple((rule.id, d) for rule, _ in rules for d in rule.destination_ids)
     reads = {s.reads for s in shaping.values()}
+    weight = 1024 + 256 * (len(labels) + len(shaping))
+    for rule, tree in rules:
+        weight += 256 + 64 * len(rule.destination_ids) + _PER_TREE_BYTE * _tree_bytes(tree)
     return _EndpointRules(
+        weight,
         environment,
         tuple(rule for rule, _ in rules),
         any(_reads(tree, "body") for _, tree in rules) or any(label.reads_body for label in labels) or "body" in reads,
@@ -116,12 +144,16 @@ class Router:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._shards = {stream: i for i, stream in enumerate(ctx.keys.ingest_streams())}
-        self._cache: dict[str, _EndpointRules] = {}
-        self._compiled: dict[str, tuple[object, Any]] = {}  # rule id → (tree, predicate)
+        self._cache: BytesLRU[str, _EndpointRules] = BytesLRU(_MAX_CACHED_BYTES, size=_weight_of)
+        # rule id → (tree, predicate, weight)
+        self._compiled: BytesLRU[str, tuple[object, Any, int]] = BytesLRU(_MAX_COMPILED_BYTES, size=_third)
 
     async def route(
-        self, conn: asyncpg.Connection, rows: Sequence[tuple], entries: Sequence[tuple[str, str, object]] | None = None
-    ) -> tuple[Sequence[tuple], list[tuple]]:
+        self,
+        conn: Connection,
+        rows: Sequence[tuple[Any, ...]],
+        entries: Sequence[tuple[str, str, object]] | None = None,
+    ) -> tuple[Sequence[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """``rows`` (flush ``COLUMNS`` order) with their labels, and the delivery tasks they make, as
         ``TASK_COLUMNS`` tuples ``(task id, event id, rule id, destination id)``, or, when an endpoint of the
         batch has a destination that shapes its deliveries, every task with its ``(order_key, order_pos,
@@ -139,8 +171,8 @@ class Router:
             return rows, []
         if any(c.shaping for c in current.values()):
             return self._route_shaped(rows, current, labelling, entries)
-        out = [] if labelling else rows
-        tasks: list[tuple] = []
+        labelled: list[tuple[Any, ...]] = []
+        tasks: list[tuple[Any, ...]] = []
         append = tasks.append
         for row in rows:
             endpoint = current.get(row[_ENDPOINT])
@@ -148,25 +180,26 @@ class Router:
             if endpoint is not None and endpoint.labels:
                 row, view = self._label(row, endpoint)
             if labelling:
-                out.append(row)  # type: ignore[union-attr]
-            if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False:
+                labelled.append(row)
+            # A blocked source's event and a provider's handshake (answered at the edge) are never delivered.
+            if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False or row[_HANDSHAKE]:
                 continue
             pairs = endpoint.fixed if endpoint.fixed is not None else self._match(row, endpoint, view)
             event_id = row[_ID]
             for rule_id, destination_id in pairs:
                 append((new_id("task"), event_id, rule_id, destination_id))
-        return out, tasks
+        return (labelled if labelling else rows), tasks
 
     def _route_shaped(
         self,
-        rows: Sequence[tuple],
+        rows: Sequence[tuple[Any, ...]],
         current: Mapping[str, _EndpointRules],
         labelling: bool,
         entries: Sequence[tuple[str, str, object]] | None,
-    ) -> tuple[Sequence[tuple], list[tuple]]:
+    ) -> tuple[Sequence[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """``route`` for a batch with shaping destinations: the same decisions, each task with its keys."""
-        out: list[tuple] = []
-        tasks: list[tuple] = []
+        out: list[tuple[Any, ...]] = []
+        tasks: list[tuple[Any, ...]] = []
         for index, row in enumerate(rows):
             endpoint = current.get(row[_ENDPOINT])
             view = None
@@ -174,7 +207,8 @@ class Router:
                 row, view = self._label(row, endpoint)
             if labelling:
                 out.append(row)
-            if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False:
+            # A blocked source's event and a provider's handshake (answered at the edge) are never delivered.
+            if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False or row[_HANDSHAKE]:
                 continue
             if endpoint.fixed is not None:
                 pairs: Sequence[tuple[str, str]] = endpoint.fixed
@@ -185,7 +219,7 @@ class Router:
             event_id = row[_ID]
             for rule_id, destination_id in pairs:
                 shaping = endpoint.shaping.get(destination_id)
-                keys = NO_KEYS
+                keys: tuple[str | None, str | None, str | None] = NO_KEYS
                 if shaping is not None:
                     if view is None and shaping.key is not None:
                         view = self._view(row, endpoint)
@@ -197,7 +231,7 @@ class Router:
                 tasks.append((new_id("task"), event_id, rule_id, destination_id, *keys))
         return (out if labelling else rows), tasks
 
-    def _label(self, row: tuple, endpoint: _EndpointRules) -> tuple[tuple, EventView]:
+    def _label(self, row: tuple[Any, ...], endpoint: _EndpointRules) -> tuple[tuple[Any, ...], EventView]:
         """The row with its labels, and the view routing reads it through (its labels in ``meta``)."""
         view = self._view(row, endpoint)
         labels = labels_of(endpoint.labels, view)
@@ -209,7 +243,7 @@ class Router:
             )
         return with_labels(row, labels), view
 
-    async def _current(self, conn: asyncpg.Connection, endpoint_ids: set[str]) -> dict[str, _EndpointRules]:
+    async def _current(self, conn: Connection, endpoint_ids: set[str]) -> dict[str, _EndpointRules]:
         """The rules of these endpoints as of now: cached ones whose version is still current, the rest
         reloaded. Deleted endpoints are left out (the insert drops their events)."""
         versions = await db_routing.config_versions(conn, endpoint_ids)
@@ -226,7 +260,7 @@ class Router:
             current.update(await self._load(conn, stale))
         return current
 
-    def _match(self, row: tuple, endpoint: _EndpointRules, view: EventView | None) -> list[tuple[str, str]]:
+    def _match(self, row: tuple[Any, ...], endpoint: _EndpointRules, view: EventView | None) -> list[tuple[str, str]]:
         if view is None:
             view = self._view(row, endpoint)
         return [
@@ -237,12 +271,12 @@ class Router:
         ]
 
     @staticmethod
-    def _view(row: tuple, endpoint: _EndpointRules) -> EventView:
+    def _view(row: tuple[Any, ...], endpoint: _EndpointRules) -> EventView:
         body: object = MISSING
         if endpoint.needs_body and row[_BODY]:
             try:
                 body = _decode(row[_BODY])
-            except (msgspec.DecodeError, UnicodeDecodeError):
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # too deep: not a JSON body
                 body = MISSING
         meta = _NO_META
         if endpoint.needs_meta:
@@ -259,7 +293,7 @@ class Router:
             log.exception("routing: rule %s failed on event %s; not routed by it", rule.id, event_id)
             return False
 
-    async def _load(self, conn: asyncpg.Connection, endpoint_ids: list[str]) -> dict[str, _EndpointRules]:
+    async def _load(self, conn: Connection, endpoint_ids: list[str]) -> dict[str, _EndpointRules]:
         grouped: dict[str, tuple[str, int, list[tuple[_Rule, object]]]] = {}
         for row in await db_routing.active_rules(conn, endpoint_ids):
             _, _, rules = grouped.setdefault(row["endpoint_id"], (row["environment"], row["config_version"], []))
@@ -279,12 +313,10 @@ class Router:
             for e, (environment, v, rules) in grouped.items()
         }
         cache = self._cache
-        if len(cache) + len(loaded) > _MAX_CACHED:
-            cache.clear()
-        for endpoint_id, rules in loaded.items():
+        for endpoint_id, endpoint_rules in loaded.items():
             cached = cache.get(endpoint_id)
-            if cached is None or cached.version < rules.version:  # another lane may have loaded newer ones
-                cache[endpoint_id] = rules
+            if cached is None or cached.version < endpoint_rules.version:  # another lane may have loaded newer ones
+                cache.put(endpoint_id, endpoint_rules)
         return loaded
 
     def _predicate(self, rule_id: str, tree: object) -> Any:
@@ -292,13 +324,11 @@ class Router:
         if known is not None and known[0] == tree:
             return known[1]
         try:
-            predicate = compile_tree(tree)  # type: ignore[arg-type]
+            predicate = compile_tree(tree)  # type: ignore[arg-type]  # a stored tree: validated as a dict on write
         except Exception:  # stored trees were validated on write; one that still fails matches nothing
             log.exception("routing: condition tree of rule %s does not compile; the rule is skipped", rule_id)
             return None
-        if len(self._compiled) > 10_000:
-            self._compiled.clear()
-        self._compiled[rule_id] = (tree, predicate)
+        self._compiled.put(rule_id, (tree, predicate, _PER_TREE_BYTE * _tree_bytes(tree)))
         return predicate
 
     async def aclose(self) -> None:

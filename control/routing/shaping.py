@@ -21,6 +21,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import asyncpg
+
 from control.db.ordering import position
 from control.routing.conditions import MISSING, EventView, Getter, getter, text_form
 
@@ -71,7 +73,7 @@ class Shaping:
         )
 
 
-def compile_shaping(rows: Sequence[Mapping[str, object]]) -> dict[str, dict[str, Shaping]]:
+def compile_shaping(rows: Sequence[Mapping[str, object] | asyncpg.Record]) -> dict[str, dict[str, Shaping]]:
     """``{endpoint id: {destination id: Shaping}}`` from ``control.db.routing.shaping`` rows."""
     out: dict[str, dict[str, Shaping]] = {}
     for row in rows:

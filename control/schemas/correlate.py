@@ -67,7 +67,7 @@ def candidates(
         for other_path, other_sketch in other.keys.items()
         if len(other_sketch.hashes) >= 2
     ]
-    out = []
+    out: list[dict[str, Any]] = []
     for path, sketch in state.keys.items():
         stat = state.paths.get(path)
         if path not in paths or stat is None or not sketch.occurrences or len(sketch.hashes) < 2:

@@ -30,11 +30,13 @@ import asyncpg
 import msgspec
 
 from control.db import schemas as db
+from control.db.connection import Connection
 from control.db.faults import is_record_fault
-from control.db.learn_queue import LEARN_COLUMNS
+from control.db.learn_queue import LEARN_COLUMNS, LearnRow
 from control.schemas.shape import Shape, Shapes
 from control.schemas.state import Batch, State, decode_state, encode_state, fields, merge, next_version
-from control.schemas.typed import Typed, typed
+from control.schemas.typed import Typed, shape_weight, typed
+from shared.bytes_lru import BytesLRU
 from shared.ids import new_id
 
 __all__ = ("Learner", "scope_key")
@@ -50,7 +52,20 @@ _body_of = operator.itemgetter(_BODY)
 _sender_of = operator.itemgetter(_ENDPOINT, _PROVIDER, _TYPE)
 _json = msgspec.json.Encoder()
 _MAX_CACHED = 50_000
-_MAX_STRUCTS = 2_000
+_MAX_TYPED_BYTES = 64 * 1024 * 1024
+"""What each of the learner's Struct caches (by shape, and by sender) may weigh: a hostile sender's every
+body can be a new shape of 2,000 paths, a few MB as a Struct (once bounded by count: 2,000 of any size)."""
+_MAX_LAST_BYTES = 32 * 1024 * 1024
+"""What the senders' last shapes may weigh (a shape there may be out of ``Shapes``' cache: held only here)."""
+_MAX_STATE_BYTES = 128 * 1024 * 1024
+"""What the schema states one learner keeps decoded may weigh (a state of 2,000 paths and their sketches is
+hundreds of KB; 50,000 of them were once kept by count)."""
+_STATE_WEIGHT_PER_BYTE = 8
+"""A decoded state's Python objects per byte of its msgpack: 7.8 measured (tracemalloc, 2,000 paths, 20 full
+sketches), rounded up."""
+_second = operator.itemgetter(1)
+_third = operator.itemgetter(2)
+_typed_weight = operator.attrgetter("weight")
 _Invalid = msgspec.ValidationError
 _Undecodable = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
@@ -62,10 +77,10 @@ def scope_key(provider: str | None, event_type: str | None, endpoint_id: str) ->
     return f"p:{provider}" if event_type is None else f"p:{provider}:{event_type}"
 
 
-def _by_sender(rows: Sequence[Sequence[Any]]) -> dict[tuple[str, Any, Any], list[Sequence[Any]]]:
+def _by_sender(rows: Sequence[LearnRow]) -> dict[tuple[str, Any, Any], list[LearnRow]]:
     """The rows learning looks at, by sender (endpoint, provider, event type), in arrival order: those with a
     body, of events that were not refused (a failed signature or a blocked address could be anyone's shape)."""
-    groups: dict[tuple[str, Any, Any], list[Sequence[Any]]] = {}
+    groups: dict[tuple[str, Any, Any], list[LearnRow]] = {}
     for row in rows:
         if not row[_BODY] or row[_SIG] is False or row[_IP] is False:
             continue
@@ -85,14 +100,17 @@ class Learner:
         self.shapes = Shapes()
         self._accounts: dict[str, str] = {}
         self._ids: dict[tuple[str, str], str] = {}
-        self._states: dict[str, tuple[int, State]] = {}
-        self._typed: dict[tuple[str, Any, Any], Typed] = {}
-        """Per sender (endpoint, provider, event type): the Struct decoder tried first on its bodies."""
-        self._last: dict[tuple[str, Any, Any], Shape] = {}
+        self._states: BytesLRU[str, tuple[int, State, int]] = BytesLRU(_MAX_STATE_BYTES, size=_third)
+        """Schema id → (revision, state, weight): a state is read again only when another process wrote it."""
+        self._typed: BytesLRU[tuple[str, Any, Any], Typed] = BytesLRU(_MAX_TYPED_BYTES, size=_typed_weight)
+        """Per sender (endpoint, provider, event type): the Struct decoder tried first on its bodies. Each
+        weighs all of its Struct (shared with ``_structs`` or not: the bound errs on the safe side)."""
+        self._last: BytesLRU[tuple[str, Any, Any], Shape] = BytesLRU(_MAX_LAST_BYTES, size=shape_weight)
         """Per sender: the shape of its last body that took the general path."""
-        self._structs: dict[Shape, Typed | None] = {}
+        self._structs: BytesLRU[Shape, tuple[Typed | None, int]] = BytesLRU(_MAX_TYPED_BYTES, size=_second)
+        """Shape → (its Struct decoder or None, weight): senders of one shape share one Struct."""
 
-    def read(self, rows: Sequence[Sequence[Any]]) -> dict[tuple[str, Any, Any], Batch]:
+    def read(self, rows: Sequence[LearnRow]) -> dict[tuple[str, Any, Any], Batch]:
         """The CPU part, without I/O: each sender's (endpoint, provider, event type) learned samples."""
         out: dict[tuple[str, Any, Any], Batch] = {}
         for sender, group in _by_sender(rows).items():
@@ -106,7 +124,7 @@ class Learner:
                 out[sender] = batch
         return out
 
-    async def learn(self, conn: asyncpg.Connection, rows: Sequence[Sequence[Any]]) -> None:
+    async def learn(self, conn: Connection, rows: Sequence[LearnRow]) -> None:
         """Learns ``rows`` (events in ``LEARN_COLUMNS`` order, each new to learning, in arrival order) in
         ``conn``'s transaction, under a savepoint."""
         try:
@@ -121,8 +139,8 @@ class Learner:
             log.exception("schemas: learning from %d new events failed; they are stored, not learned", len(rows))
 
     async def _schema_ids(
-        self, conn: asyncpg.Connection, batches: dict[tuple[str, str], tuple[Batch, tuple]]
-    ) -> dict[str, tuple[Batch, tuple]]:
+        self, conn: Connection, batches: dict[tuple[str, str], tuple[Batch, tuple[Any, ...]]]
+    ) -> dict[str, tuple[Batch, tuple[Any, ...]]]:
         """Schema id → batch; creates the schemas not seen before (unless the account is at its limit)."""
         missing = [k for k in batches if k not in self._ids]
         if missing:
@@ -132,14 +150,14 @@ class Learner:
             self._ids.update(await db.ids_for(conn, missing))
         return {self._ids[k]: batch for k, batch in batches.items() if k in self._ids}
 
-    async def _learn(self, conn: asyncpg.Connection, senders: dict[tuple[str, Any, Any], Batch]) -> None:
+    async def _learn(self, conn: Connection, senders: dict[tuple[str, Any, Any], Batch]) -> None:
         accounts = self._accounts
         unknown = list({endpoint_id for endpoint_id, _, _ in senders} - accounts.keys())
         if unknown:
             if len(accounts) > _MAX_CACHED:
                 accounts.clear()
             accounts.update(await db.accounts_of(conn, unknown))
-        batches: dict[tuple[str, str], tuple[Batch, tuple]] = {}
+        batches: dict[tuple[str, str], tuple[Batch, tuple[Any, ...]]] = {}
         for (endpoint_id, provider, event_type), batch in senders.items():
             account_id = accounts.get(endpoint_id)
             if account_id is None:  # the endpoint is gone
@@ -207,37 +225,33 @@ class Learner:
         """A general-path shape: the second in a row from one sender makes that shape the sender's Struct
         (returned), when a Struct can state it."""
         if self._last.get(sender) is not shape:
-            if len(self._last) > _MAX_CACHED:
-                self._last.clear()
-            self._last[sender] = shape
+            self._last.put(sender, shape)
             return None
-        structs = self._structs
-        if shape not in structs:
-            if len(structs) >= _MAX_STRUCTS:
-                structs.clear()
-                self._typed.clear()
-            structs[shape] = typed(shape)
-        found = structs[shape]
+        cached = self._structs.get(shape)
+        if cached is None:
+            found = typed(shape)
+            self._structs.put(shape, (found, shape_weight(shape) if found is None else found.weight))
+        else:
+            found = cached[0]
         if found is not None:
-            if len(self._typed) > _MAX_CACHED:
-                self._typed.clear()
-            self._typed[sender] = found
+            self._typed.put(sender, found)
         return found
 
-    async def _apply(self, conn: asyncpg.Connection, batches: dict[tuple[str, str], tuple[Batch, tuple]]) -> None:
+    async def _apply(self, conn: Connection, batches: dict[tuple[str, str], tuple[Batch, tuple[Any, ...]]]) -> None:
         by_id = await self._schema_ids(conn, batches)
         revisions = await db.lock(conn, sorted(by_id))
         if len(revisions) < len(by_id):  # cached ids of schemas created in a transaction that rolled back
             self._ids.clear()
             by_id = await self._schema_ids(conn, batches)
             revisions = await db.lock(conn, sorted(by_id))
-        stale = [i for i, rev in revisions.items() if self._states.get(i, (None,))[0] != rev]
+        cached = {i: self._states.get(i) for i in revisions}
+        stale = [i for i, rev in revisions.items() if (cached[i] or (None,))[0] != rev]
         loaded = await db.states(conn, stale) if stale else {}
         updates: list[tuple[Any, ...]] = []
         endpoints: list[tuple[Any, ...]] = []
         versions: list[tuple[str, int, int, str]] = []
         for schema_id in revisions:
-            state = decode_state(loaded[schema_id]) if schema_id in loaded else self._states[schema_id][1]
+            state = decode_state(loaded[schema_id]) if schema_id in loaded else cached[schema_id][1]
             batch, _ = by_id[schema_id]
             start = state.total + 1
             cut = next_version(state, start, merge(state, batch))
@@ -246,13 +260,10 @@ class Learner:
                 field_json = _json.encode(fields(state)).decode()
                 versions.append((schema_id, version, start - 1 if is_new else 0, field_json))
             revision = random.getrandbits(62)
-            self._states[schema_id] = (revision, state)
-            updates.append(
-                (schema_id, encode_state(state), revision, state.version, batch.count, batch.first_at, batch.last_at)
-            )
+            encoded = encode_state(state)
+            self._states.put(schema_id, (revision, state, _STATE_WEIGHT_PER_BYTE * len(encoded)))
+            updates.append((schema_id, encoded, revision, state.version, batch.count, batch.first_at, batch.last_at))
             endpoints.extend((schema_id, e, n, batch.first_at, batch.last_at) for e, n in batch.endpoints.items())
-        if len(self._states) > _MAX_CACHED:
-            self._states.clear()
         if not updates:
             return
         await db.store(conn, updates, endpoints)

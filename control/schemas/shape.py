@@ -19,12 +19,14 @@ absent only where its parent is one of those, so a body cut by a bound is no evi
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from control.records.storable import text_problem
+from shared.bytes_lru import BytesLRU
 
 __all__ = (
     "MAX_DEPTH",
@@ -43,6 +45,11 @@ MAX_ITEMS = 32
 MAX_PATHS = 2000
 """Paths one body contributes, and one schema holds (``control.schemas.state``): a body with more (a map keyed
 by data) is learned in part, and where it was cut nothing counts as absent."""
+_MAX_CACHED_BYTES = 128 * 1024 * 1024
+"""What the compiled shapes of one process's cache may weigh, however few paths that is."""
+_PATH_BYTES = 128
+"""A cached shape's cost per path beside twice its text (226 bytes a path of 107 characters measured with
+tracemalloc: the path, its entries in the shape's sets, its part of the signature)."""
 _MAX_CACHED_PATHS = 1_000_000
 """Paths held by the compiled shapes of one process's cache (bounded by what they weigh, not by their count:
 a hostile sender's every body can be a new 2,000-path shape)."""
@@ -84,8 +91,8 @@ def join_key(prefix: str, key: str) -> str:
 def split_path(path: str) -> list[tuple[str, int]]:
     """``a.b\\.c.items[][]`` → ``[("a", 0), ("b.c", 0), ("items", 2)]``: each key and how many array levels
     follow it."""
+    out: list[tuple[str, int]] = []
     if "\\" not in path:  # no escaped key (the usual case): every "." separates, every "[]" is an array level
-        out = []
         for part in path.split("."):
             levels = 0
             while part.endswith("[]"):
@@ -93,7 +100,6 @@ def split_path(path: str) -> list[tuple[str, int]]:
                 levels += 1
             out.append((part, levels))
         return out
-    out: list[tuple[str, int]] = []
     key: list[str] = []
     levels = i = 0
     n = len(path)
@@ -173,16 +179,16 @@ class Shape:
 
 
 _ONE = {name: frozenset([name]) for name in _NAMES.values()}
-_id_names: dict[str, bool] = {}
+_id_names: BytesLRU[str, bool] = BytesLRU(16 * 1024 * 1024, size=lambda _: 0)
+"""Key name → whether it is id-like: weighed by the key's text, a sender's to choose (once 100,000 of any size)."""
 
 
 def _id_name(key: str) -> bool:
     """``is_id_like`` of a key (remembered: real payloads repeat their key names across shapes)."""
     found = _id_names.get(key)
     if found is None:
-        if len(_id_names) >= 100_000:
-            _id_names.clear()
-        found = _id_names[key] = bool(_ID_NAME.search(key))
+        found = bool(_ID_NAME.search(key))
+        _id_names.put(key, found)
     return found
 
 
@@ -258,34 +264,38 @@ class _Compiler:
             self.walk(s, path, None, depth)
         if len(objects) > 1:
             child_sets = [{join_key(path, k) for k in s[0] if _storable(k)} for s in objects]
-            self.partial.update(set().union(*child_sets) - set.intersection(*child_sets))
+            self.partial.update(set[str]().union(*child_sets) - set[str].intersection(*child_sets))
 
 
-_fragments: dict[tuple[str, Any], _Compiler] = {}
-_fragment_paths = 0
-_MAX_FRAGMENT_PATHS = 500_000
+_COMPILER_BYTES = 1024
+"""A compiled fragment's bytes beside its paths (its object, dict and four sets): 216 per empty set measured."""
+_fragments: BytesLRU[tuple[str, Any], _Compiler] = BytesLRU(
+    64 * 1024 * 1024, size=lambda c: _COMPILER_BYTES + sum(_PATH_BYTES + 2 * len(path) for path in c.types)
+)
+"""(path, signature) → compiled fragment, bounded in bytes (once by 500,000 paths: a fragment of one path
+costs more than a kilobyte, and a hostile sender's every top-level field can be a fragment of its own)."""
 
 
 def _fragment(path: str, key: str, sig: Any) -> _Compiler | None:
     """A top-level field's compiled subtree, by its path and signature (remembered: shapes of one event type
     differ in a few leaves, and share ``repository``, ``sender`` and the like whole); None when it alone
     reaches ``MAX_PATHS`` (then it is walked in place, where it is cut)."""
-    global _fragment_paths
     found = _fragments.get((path, sig))
     if found is None:
         found = _Compiler()
         found.walk(sig, path, key, 1)
         if len(found.types) >= MAX_PATHS:
             return None
-        if _fragment_paths + len(found.types) > _MAX_FRAGMENT_PATHS:
-            _fragments.clear()
-            _fragment_paths = 0
-        _fragments[(path, sig)] = found
-        _fragment_paths += len(found.types)
+        _fragments.put((path, sig), found)
     return found
 
 
-_getters: dict[tuple[tuple[str, ...], ...], Callable[[Any], tuple[Any, ...]] | None] = {}
+_GETTER_BYTES = 2048
+"""A compiled getter's function and code object, beside its source's text (held in its constants)."""
+_getters: BytesLRU[tuple[tuple[str, ...], ...], tuple[Callable[[Any], tuple[Any, ...]], int]] = BytesLRU(
+    16 * 1024 * 1024, size=operator.itemgetter(1)
+)
+"""Key paths → (getter, weight), bounded in bytes: the keys are a sender's (once 2,000 of any size)."""
 
 
 def _id_values(paths: tuple[tuple[str, ...], ...]) -> Callable[[Any], tuple[Any, ...]] | None:
@@ -296,11 +306,10 @@ def _id_values(paths: tuple[tuple[str, ...], ...]) -> Callable[[Any], tuple[Any,
         return None
     found = _getters.get(paths)
     if found is None:
-        if len(_getters) >= 2_000:
-            _getters.clear()
         items = ", ".join("d" + "".join(f"[{key!r}]" for key in keys) for keys in paths)
-        found = _getters[paths] = eval(f"lambda d: ({items},)", {"__builtins__": {}})  # noqa: S307
-    return found
+        found = (eval(f"lambda d: ({items},)", {"__builtins__": {}}), _GETTER_BYTES + 4 * len(items))  # noqa: S307
+        _getters.put(paths, found)
+    return found[0]
 
 
 def _keys(path: str) -> tuple[str, ...]:
@@ -335,16 +344,20 @@ class Shapes:
     def __init__(self) -> None:
         self._cache: dict[Any, Shape] = {}
         self._paths = 0
-        """Paths of the cached shapes (what bounds the cache)."""
+        """Paths of the cached shapes (what bounds the cache, with ``nbytes``)."""
+        self.nbytes = 0
+        """What the cached shapes weigh: a path's key names are the sender's, so their length counts."""
 
     def of(self, doc: dict[str, Any]) -> Shape:
         sig = signature(doc)
         shape = self._cache.get(sig)
         if shape is None:
             shape = compile_shape(sig)
-            if self._paths + len(shape.present) > _MAX_CACHED_PATHS:
+            weight = sum(_PATH_BYTES + 2 * len(path) for path, _ in shape.present)
+            if self._paths + len(shape.present) > _MAX_CACHED_PATHS or self.nbytes + weight > _MAX_CACHED_BYTES:
                 self._cache.clear()
-                self._paths = 0
+                self._paths = self.nbytes = 0
             self._cache[sig] = shape
             self._paths += len(shape.present)
+            self.nbytes += weight
         return shape

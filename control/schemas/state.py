@@ -157,15 +157,22 @@ def _types(raw: Iterable[str]) -> list[str]:
 
 
 _parents: dict[str, str] = {}
+_parents_bytes = 0
+_PARENTS_MAX_BYTES = 16 * 1024 * 1024
+"""What the remembered parents may hold (a path is a sender's key names: bounded in bytes, not count)."""
 
 
 def _parent(path: str) -> str:
-    """``parent_path``, remembered: every batch asks it of every path of its schemas."""
+    """``parent_path``, remembered: every batch asks it of every path of its schemas. A plain dict started
+    over past its byte bound, not ``BytesLRU``: this lookup runs per path per batch."""
+    global _parents_bytes
     found = _parents.get(path)
     if found is None:
-        if len(_parents) >= 100_000:
+        if _parents_bytes >= _PARENTS_MAX_BYTES:
             _parents.clear()
+            _parents_bytes = 0
         found = _parents[path] = parent_path(path)
+        _parents_bytes += 2 * len(path) + 200  # the key, the parent (a prefix of it) and two objects
     return found
 
 
@@ -204,14 +211,16 @@ def _opened(state: State | Paths, path: str) -> int:
     return p.opened if p is not None and not p.gone else 0
 
 
-def _counts(batch: Batch) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int], dict[str, int], dict]:
+def _counts(
+    batch: Batch,
+) -> tuple[dict[str, int], dict[str, frozenset[str]], dict[str, int], dict[str, int], dict[str, int]]:
     """The batch's (present, types, opened objects, partial, cut) per path, summed over its shapes."""
     if len(batch.shapes) == 1:  # the usual case: one shape per schema in a batch
         ((shape, n),) = batch.shapes.items()
-        kinds = dict(shape.present)
+        single = dict(shape.present)
         return (
-            dict.fromkeys(kinds, n),
-            kinds,
+            dict.fromkeys(single, n),
+            single,
             dict.fromkeys(shape.objects, n),
             dict.fromkeys(shape.partial, n),
             (dict.fromkeys(shape.cut, n) if shape.cut else {}),

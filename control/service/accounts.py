@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime, timedelta
 
-import asyncpg
-
 from control.db import accounts as db_accounts
+from control.db.connection import Connection
+from control.db.context import Context, Principal
 from control.records.storable import check_text
-from control.service import Context, Principal
 from shared import ids
 from shared.errors import ForbiddenError, UnauthorizedError
 
@@ -25,7 +24,8 @@ __all__ = (
 _KEY_PREFIXES = ("hy_live_", "hy_tmp_")
 
 TEMPORARY_LIFETIME = timedelta(days=3)
-"""SPEC.md: a temporary endpoint lasts 3 days; so does each temporary token, from when it was issued."""
+"""A temporary endpoint lasts 3 days (docs/reference/agents.md); so does each temporary token, from when it was
+issued."""
 
 
 def hash_key(key: str) -> bytes:
@@ -33,7 +33,7 @@ def hash_key(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-async def issue_key(conn: asyncpg.Connection, account_id: str, *, kind: str = "live", read_only: bool = False) -> str:
+async def issue_key(conn: Connection, account_id: str, *, kind: str = "live", read_only: bool = False) -> str:
     """A live key never expires; a temporary token (``hy_tmp_``) stops working ``TEMPORARY_LIFETIME`` after
     it was issued, even once its account registered: it travels through browsers and agent configurations,
     and the registered account has a live key."""
@@ -74,7 +74,7 @@ async def _temporary_refused(ctx: Context, principal: Principal, refused: str) -
 
 
 async def create_account(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     email: str | None,
     kind: str = "permanent",

@@ -5,6 +5,8 @@ unique index ``alerts_open`` would refuse a second open alert of it even without
 
 - ``destination.circuit_opened``: open while the destination's circuit is not closed; when it closes again
   (the destination still exists) a ``destination.recovered`` notice fires, resolved as it fires.
+- ``destination.disabled``: open while the destination is disabled (a 410 answer, or by hand), its ``count``
+  the deliveries held; enabling it resolves it.
 - ``delivery.exhausted``: one per destination and UTC hour, its ``count`` the events whose deliveries used
   up their retries in that hour, kept current while the hour's summary is open.
 - ``endpoint.signature_failures``: open while the last five minutes hold at least the endpoint's threshold of
@@ -20,11 +22,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import partial
 
-import asyncpg
-
 from control.db import alert_conditions as detect
 from control.db import alerts as db_alerts
-from control.service import Context
+from control.db.connection import Connection
+from control.db.context import Context
 from control.service.alert_refusals import refused_signatures
 from control.service.dead_letters import list_dead_letters
 from shared import ids
@@ -33,6 +34,7 @@ __all__ = ("CONDITIONS", "Evaluated", "evaluate")
 
 CONDITIONS = (
     "destination.circuit_opened",
+    "destination.disabled",
     "delivery.exhausted",
     "endpoint.signature_failures",
     "endpoint.silent",
@@ -60,7 +62,7 @@ class _Now:
     data: dict[str, object]
 
 
-async def _dead_letters(ctx: Context, conn: asyncpg.Connection) -> dict[str, _Now]:
+async def _dead_letters(ctx: Context, conn: Connection) -> dict[str, _Now]:
     per_endpoint: dict[str, int] = defaultdict(int)
     for letter in await list_dead_letters(ctx.redis, ctx.keys, limit=_DEAD_LETTERS_READ):
         if letter.endpoint_id:
@@ -73,12 +75,13 @@ async def _dead_letters(ctx: Context, conn: asyncpg.Connection) -> dict[str, _No
     }
 
 
-async def _current(ctx: Context, conn: asyncpg.Connection) -> dict[tuple[str, str, str], _Now]:
+async def _current(ctx: Context, conn: Connection) -> dict[tuple[str, str, str], _Now]:
     """(type, account, condition key) -> what holds now, for every condition type."""
     found: dict[tuple[str, str, str], _Now] = {}
     refused = await refused_signatures(ctx)
     for type_, detector in (
         ("destination.circuit_opened", detect.circuits_open),
+        ("destination.disabled", detect.disabled),
         ("delivery.exhausted", detect.exhausted),
         ("endpoint.signature_failures", partial(detect.signature_failures, refused=refused)),
         ("endpoint.silent", detect.silent),
@@ -92,7 +95,7 @@ async def _current(ctx: Context, conn: asyncpg.Connection) -> dict[tuple[str, st
     return found
 
 
-async def _fire(conn: asyncpg.Connection, type_: str, key: str, now: _Now, *, resolved: bool = False) -> str | None:
+async def _fire(conn: Connection, type_: str, key: str, now: _Now, *, resolved: bool = False) -> str | None:
     alert_id = ids.new_id("alert")
     fired = await db_alerts.fire(
         conn,

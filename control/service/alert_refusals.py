@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from control.db.alert_conditions import SIGNATURE_WINDOW_MINUTES
-from control.service import Context
+from control.db.context import Context
 from shared.refusals import SIGNATURE_REASONS, parse
 
 __all__ = ("refused_signatures",)
@@ -27,7 +27,8 @@ async def refused_signatures(ctx: Context, now: float | None = None) -> dict[str
     recent = ctx.keys.signature_refusals_recent
     found = await ctx.redis.zrangebyscore(recent, first, "+inf")
     await ctx.redis.zremrangebyscore(recent, "-inf", f"({first}")
-    endpoint_ids = [e.decode() if isinstance(e, bytes) else e for e in found]
+    # without scores each member is bytes (str on a decoding client): the filter only narrows the type
+    endpoint_ids = [e.decode() if isinstance(e, bytes) else e for e in found if isinstance(e, bytes | str)]
     if not endpoint_ids:
         return {}
     hours = range(first // 60, minute // 60 + 1)

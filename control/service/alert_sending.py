@@ -2,6 +2,8 @@
 transport as deliveries (``control.delivery``), signed with its alert destination's own secret (Standard
 Webhooks; ``webhook-id`` is the alert's id, the same on every attempt and every destination, so a receiver
 deduplicates retries on it), and is retried on the delivery retry schedule (``HOOKYARD_RETRY_SCHEDULE_S``).
+Each send is its own task with its own short timeout, and what one account's destinations may hold at once
+is capped (``AlertSender``), so a receiver that never answers delays only its own alerts.
 
 Bodies: ``json`` is ``{"type", "timestamp", "data"}`` (the Standard Webhooks convention); ``slack`` is an
 incoming-webhook body ``{"text": ...}`` whose line a person reads in a channel.
@@ -10,6 +12,7 @@ incoming-webhook body ``{"text": ...}`` whose line a person reads in a channel.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -17,13 +20,34 @@ from typing import Any
 import msgspec
 
 from control.db import alerts as db_alerts
+from control.db.context import Context
 from control.delivery import egress, retry
 from control.delivery.send import Outcome, send, signature
-from control.service import Context, sealed
+from control.service import sealed
 from shared.logs import safe_url
 
-__all__ = ("AlertSender", "body_of", "line_of", "text_of")
+__all__ = (
+    "ALERT_TIMEOUT_S",
+    "MAX_IN_FLIGHT",
+    "PER_ACCOUNT",
+    "PER_DESTINATION",
+    "AlertSender",
+    "body_of",
+    "line_of",
+    "text_of",
+)
 
+log = logging.getLogger("hookyard.worker.alerts")
+
+ALERT_TIMEOUT_S = 5.0
+"""A whole alert send (connect, request, answer): an alert receiver answers at once or not at all, and a
+slow one is retried on the schedule rather than held."""
+PER_DESTINATION = 2
+"""Sends in flight to one alert destination (across the workers, as leased)."""
+PER_ACCOUNT = 8
+"""Sends in flight for one account, all its alert destinations together."""
+MAX_IN_FLIGHT = 128
+"""Sends in flight in one worker process (its connection pool has as many slots)."""
 _LEASE_MARGIN_S = 30.0
 _RESPONSE_KEPT = 2048
 """Characters of a receiver's answer kept with an attempt (what a Slack 400 says is in its first line)."""
@@ -50,6 +74,8 @@ def line_of(alert: Mapping[str, Any]) -> str:
         "destination.circuit_opened": f"{subject} is failing: its circuit opened after "
         f"{data.get('consecutive_failures', n)} consecutive failed deliveries; deliveries wait until it recovers",
         "destination.recovered": f"{subject} recovered: its circuit closed and deliveries resume",
+        "destination.disabled": f"{subject} is disabled ({data.get('reason', '?')}): nothing is sent to it and "
+        f"{n} deliveries are held until it is enabled (POST /v1/destinations/{{id}}/enable)",
         "delivery.exhausted": f"{subject}: {n} event(s) used up their delivery retries in the hour from "
         f"{data.get('hour', '?')}",
         "endpoint.signature_failures": f"{subject}: {n} request(s) with a failed signature in the last "
@@ -77,23 +103,70 @@ def body_of(alert: Mapping[str, Any], fmt: str) -> bytes:
 
 
 class AlertSender:
-    """Leases due sends and sends them concurrently; one instance per worker process."""
+    """Leases due sends and sends each in its own task; one instance per worker process.
 
-    def __init__(self, ctx: Context, *, batch: int = 50) -> None:
+    A send never waits for another: ``step`` starts the sends it leased and returns, each finishes (or
+    times out after ``ALERT_TIMEOUT_S``) on its own. What one account's alert destinations can hold is
+    bounded where sends are leased (``control.db.alerts.claim``): at most ``PER_DESTINATION`` sends in flight
+    to one alert destination and ``PER_ACCOUNT`` for one account, the accounts taking turns; the process
+    holds at most ``MAX_IN_FLIGHT``, and its connection pool has a slot for each, so a destination that
+    accepts and never answers holds one slot until its timeout and never another account's.
+    """
+
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        batch: int = 50,
+        timeout_s: float = ALERT_TIMEOUT_S,
+        per_destination: int = PER_DESTINATION,
+        per_account: int = PER_ACCOUNT,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ) -> None:
         s = ctx.settings
         self.ctx = ctx
         self.batch = batch
-        self.lease_s = s.deliver_timeout_s + _LEASE_MARGIN_S
+        self.timeout_s = timeout_s
+        self.per_destination, self.per_account, self.max_in_flight = per_destination, per_account, max_in_flight
+        self.lease_s = timeout_s + _LEASE_MARGIN_S
         self.transport = egress.client(
-            s.egress, timeout_s=s.deliver_timeout_s, connect_timeout_s=s.deliver_connect_timeout_s, max_connections=20
+            s.egress,
+            timeout_s=timeout_s,
+            connect_timeout_s=min(timeout_s, s.deliver_connect_timeout_s),
+            max_connections=max_in_flight,
         )
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
 
     async def step(self) -> int:
+        """Starts the due sends there is room for; how many it started."""
+        room = min(self.batch, self.max_in_flight - len(self._tasks))
+        if room <= 0:
+            return 0
         async with self.ctx.pool.acquire() as conn:
-            due = await db_alerts.claim(conn, limit=self.batch, lease_s=self.lease_s)
-        if due:
-            await asyncio.gather(*(self._send(dict(row)) for row in due))
+            due = await db_alerts.claim(
+                conn,
+                limit=room,
+                lease_s=self.lease_s,
+                per_destination=self.per_destination,
+                per_account=self.per_account,
+            )
+        for row in due:
+            task = asyncio.create_task(self._guarded(dict(row)))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         return len(due)
+
+    async def _guarded(self, row: dict[str, Any]) -> None:
+        """One send; a failure to record it (the database away) leaves it leased, retried once the lease
+        ends, and is logged rather than lost in an unobserved task."""
+        try:
+            await self._send(row)
+        except Exception:
+            log.exception("alert send %s: not recorded (retried when its lease ends)", row["id"])
 
     async def _send(self, row: dict[str, Any]) -> None:
         if row["signing_secret"] is None:
@@ -107,9 +180,7 @@ class AlertSender:
                 "user-agent": "hookyard-alerts",
                 **signature(row["alert_id"], body, secret),
             }
-            outcome = await send(
-                self.transport, "POST", row["url"], headers, body, total_timeout_s=self.ctx.settings.deliver_timeout_s
-            )
+            outcome = await send(self.transport, "POST", row["url"], headers, body, total_timeout_s=self.timeout_s)
         delay = None
         if not outcome.success and not outcome.permanent:
             delay = retry.next_delay_s(
@@ -134,4 +205,11 @@ class AlertSender:
             )
 
     async def close(self) -> None:
+        """Lets the sends under way finish (each is bounded by its timeout), then closes the connections."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self.timeout_s + 1.0)
+        for task in set(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.transport.aclose()

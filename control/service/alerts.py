@@ -7,11 +7,15 @@ only on create and rotation. /v1 and the MCP tools call these same functions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
 import msgspec
 
 from control.db import alert_destinations as db_destinations
 from control.db import alerts as db_alerts
+from control.db.connection import Connection
+from control.db.context import Context, Principal
 from control.records.alerts import (
     ALERT_TYPES,
     Alert,
@@ -26,13 +30,13 @@ from control.records.alerts import (
     AlertSend,
 )
 from control.records.storable import check_text
-from control.service import Context, Principal, sealed
+from control.service import sealed
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.destinations import check_url
 from control.service.endpoints import require_endpoint, require_write
 from control.service.text import check_name
 from shared import ids
-from shared.errors import NotFoundError, ValidationError
+from shared.errors import NotFoundError, QuotaExceededError, ValidationError
 
 __all__ = (
     "MAX_ALERT_DESTINATIONS",
@@ -67,7 +71,7 @@ def _not_found(alert_destination_id: str) -> NotFoundError:
     return NotFoundError(f"alert destination {alert_destination_id!r} not found")
 
 
-def _events(events: list[str] | None) -> list[str]:
+def _events(events: Sequence[str] | None) -> list[str]:
     """All types when none are given; duplicates refused, kept in the order of ``ALERT_TYPES``."""
     if events is None:
         return list(ALERT_TYPES)
@@ -105,13 +109,10 @@ async def create_alert_destination(
     secret = ids.signing_secret()
     alert_destination_id = ids.new_id("adst")
     async with ctx.pool.acquire() as conn, conn.transaction():
-        # Serialises creates of one account, so the cap holds under concurrent requests.
-        await conn.execute(
-            "SELECT pg_advisory_xact_lock(hashtext('alert_destinations:' || $1::text))", principal.account_id
-        )
+        await db_destinations.lock_creates(conn, principal.account_id)
         if await db_destinations.count_for_account(conn, principal.account_id) >= MAX_ALERT_DESTINATIONS:
-            raise ValidationError(
-                f"url: this account already has {MAX_ALERT_DESTINATIONS} alert destinations, the most it can have"
+            raise QuotaExceededError(
+                f"this account has reached its quota of {MAX_ALERT_DESTINATIONS} alert destinations"
             )
         row = await db_destinations.insert(
             conn,
@@ -173,7 +174,7 @@ async def delete_alert_destination(
     return AlertDestinationDeleted(id=alert_destination_id)
 
 
-async def _alerts(conn: asyncpg.Connection, rows: list[asyncpg.Record]) -> list[Alert]:
+async def _alerts(conn: Connection, rows: list[asyncpg.Record]) -> list[Alert]:
     sends: dict[str, list[AlertSend]] = {r["id"]: [] for r in rows}
     for s in await db_alerts.sends_of(conn, list(sends)):
         attempts = msgspec.convert(s["attempts"], list[AlertAttempt], strict=False)
@@ -225,6 +226,6 @@ async def list_alerts(
     return AlertList(alerts=page, next_cursor=next_cursor)
 
 
-async def open_alerts_for_endpoint(ctx: Context, conn: asyncpg.Connection, endpoint_id: str) -> list[Alert]:
+async def open_alerts_for_endpoint(ctx: Context, conn: Connection, endpoint_id: str) -> list[Alert]:
     """The inbox's banner: what is wrong with this endpoint now (the caller has checked the endpoint)."""
     return await _alerts(conn, await db_alerts.open_for_endpoint(conn, endpoint_id))

@@ -23,14 +23,17 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import get_args
 
 import asyncpg
 
 from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
+from control.db.connection import Connection
+from control.db.context import Context
 from control.records.anonymous import StartRequest, TemporaryEndpoint
-from control.records.events import Provider
-from control.service import Context, edge_config, sealed
+from control.records.events import Kind
+from control.service import edge_config, sealed
 from control.service.accounts import TEMPORARY_LIFETIME, issue_key
 from control.service.endpoints import ingest_url
 from control.service.inbox_links import lifetime_link
@@ -52,7 +55,7 @@ MAX_TOKENS = 20
 """Usable temporary tokens per anonymous account: each /api/start answer adds one, the oldest beyond this are
 revoked, so a script reloading a page cannot grow the table without bound."""
 _SESSION = re.compile(r"[A-Za-z0-9_-]{43}")
-_PROVIDERS = frozenset(Provider.__args__)  # type: ignore[attr-defined]
+_PROVIDERS = frozenset(get_args(Kind))
 _DAY_S = 86_400
 
 
@@ -94,8 +97,8 @@ async def start(ctx: Context, *, session: str | None, data: StartRequest) -> Sta
     async with ctx.pool.acquire() as conn:
         async with conn.transaction():
             account = await db_accounts.session_account(conn, stored, lock=True) if stored else None
-            if account is not None and account["kind"] != "anonymous":
-                if ref is not None and await db_endpoints.list_for_account(conn, account["id"], external_ref=ref):
+            if account is not None and account.kind != "anonymous":
+                if ref is not None and await db_endpoints.list_for_account(conn, account.id, external_ref=ref):
                     raise ConflictError(
                         f"ref: {ref!r} was claimed by the account this session registered; find it with that "
                         f"account's key: GET /v1/endpoints?external_ref=...",
@@ -103,13 +106,13 @@ async def start(ctx: Context, *, session: str | None, data: StartRequest) -> Sta
                     )
                 account = None
             row = None
-            if account is None:
+            if account is None or session is None:  # an account is only found by a session's hash
                 session = secrets.token_urlsafe(32)  # 43 characters, 256 bits
                 account_id = ids.new_id("acct")
                 await db_accounts.insert_account(conn, account_id=account_id, email=None, kind="anonymous")
                 await db_accounts.insert_session(conn, hashlib.sha256(session.encode()).digest(), account_id)
             else:
-                account_id = account["id"]
+                account_id = account.id
                 row = await db_endpoints.session_endpoint(conn, account_id, ref)
                 if row is not None and row["expires_at"] is not None and row["expires_at"] <= now:
                     if ref is not None:  # it holds the ref until the sweep: go now, so the ref is free again
@@ -140,7 +143,7 @@ async def start(ctx: Context, *, session: str | None, data: StartRequest) -> Sta
 
 
 async def _create(
-    ctx: Context, conn: asyncpg.Connection, account_id: str, ref: str | None, provider_hint: str | None, now: datetime
+    ctx: Context, conn: Connection, account_id: str, ref: str | None, provider_hint: str | None, now: datetime
 ) -> asyncpg.Record:
     endpoint_id = ids.new_id("ep")
     return await db_endpoints.insert(

@@ -23,7 +23,7 @@ of forged ones cannot lock the owner out.
 from __future__ import annotations
 
 from control.db import accounts as db_accounts
-from control.service import Context, Principal
+from control.db.context import Context, Principal
 from control.service.accounts import authenticate
 from control.service.anonymous import session_hash
 from control.service.inbox_links import Redeemed, cookie_principal, redeem_link
@@ -70,10 +70,10 @@ async def _session_caller(ctx: Context, session: str | None) -> Principal:
     if stored is not None:
         async with ctx.pool.acquire() as conn:
             account = await db_accounts.session_account(conn, stored, lock=False)
-    if stored is None or account is None or account["kind"] != "anonymous":
+    if stored is None or account is None or account.kind != "anonymous":
         raise UnauthorizedError(INBOX_DENIED)
     await charge_credential(ctx, f"session:{stored.hex()}", "this browser session")
-    return Principal(account_id=account["id"], key_id="", kind="temporary")
+    return Principal(account_id=account.id, key_id="", kind="temporary")
 
 
 async def redeemed_link(ctx: Context, endpoint_id: str, token: str) -> Redeemed:

@@ -21,6 +21,7 @@ control plane's ``/healthz`` details use these functions; there is no /v1 route.
 from __future__ import annotations
 
 import base64
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 import redis.asyncio as aioredis
@@ -28,6 +29,9 @@ import redis.asyncio as aioredis
 from shared.errors import NotFoundError, ValidationError
 from shared.keys import Keys
 from shared.wire import IngestRecord, decode_records, encode_records
+
+if TYPE_CHECKING:
+    from redis.typing import EncodableT, FieldT
 
 __all__ = ("DeadLetter", "count", "counts", "fields_for", "list_dead_letters", "record_fields", "retry", "show")
 
@@ -48,17 +52,22 @@ class DeadLetter(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     """``show`` only: the record as the edge captured it (body as text or base64), null if undecodable."""
 
 
-def fields_for(raw: bytes, reason: str, entry_id: str, record: IngestRecord | None = None) -> dict[str, bytes]:
+def fields_for(raw: bytes, reason: str, entry_id: str, record: IngestRecord | None = None) -> dict[FieldT, EncodableT]:
     """The dead-letter entry of one refused record (``raw`` is then its own one-record batch) or of a whole
-    undecodable ingest entry (``raw`` as read, ``record`` None)."""
-    fields = {"r": raw, "error": reason.encode("utf-8", "replace"), "entry": entry_id.encode()}
+    undecodable ingest entry (``raw`` as read, ``record`` None): str names, bytes values, typed as the fields
+    XADD takes (redis-py's ``dict`` of its own unions)."""
+    fields: dict[FieldT, EncodableT] = {
+        "r": raw,
+        "error": reason.encode("utf-8", "replace"),
+        "entry": entry_id.encode(),
+    }
     if record is not None:
         fields["event"] = record.id.encode("utf-8", "replace")
         fields["endpoint"] = record.endpoint_id.encode("utf-8", "replace")
-    return fields  # type: ignore[return-value]
+    return fields
 
 
-def record_fields(record: IngestRecord, reason: str, entry_id: str) -> dict[str, bytes]:
+def record_fields(record: IngestRecord, reason: str, entry_id: str) -> dict[FieldT, EncodableT]:
     return fields_for(encode_records([record]), reason, entry_id, record)
 
 
@@ -77,12 +86,25 @@ async def counts(redis: aioredis.Redis, keys: Keys) -> tuple[int, int]:
     return sum(lengths[0::2]), sum(lengths[1::2])
 
 
+async def entries(
+    redis: aioredis.Redis, keys: Keys, shard: int, *, after: str = "-", last: str = "+", count: int | None = None
+) -> list[tuple[str, dict[bytes, bytes]]]:
+    """Entries of a shard's dead-letter stream from ``after`` (``(id`` excludes it) to ``last``, oldest first,
+    ids as text: the one reader of the stream, so its callers (listing, retry, retention, erasure) neither
+    repeat the decoding nor the loose types redis-py gives a stream read."""
+    found = await redis.xrange(keys.dead_letter_stream(shard), min=after, max=last, count=count)
+    return [
+        (entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id), cast("dict[bytes, bytes]", fields))
+        # cast: the client does not decode responses, so a field map is bytes to bytes
+        for entry_id, fields in found or []
+    ]
+
+
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", "replace")
 
 
-def _dead_letter(shard: int, entry_id: bytes | str, fields: dict[bytes, bytes], *, detail: bool) -> DeadLetter:
-    eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+def _dead_letter(shard: int, eid: str, fields: dict[bytes, bytes], *, detail: bool) -> DeadLetter:
     raw = fields.get(b"r", b"")
     record = None
     if detail:
@@ -133,7 +155,7 @@ async def list_dead_letters(redis: aioredis.Redis, keys: Keys, *, limit: int = 1
         raise ValidationError("limit: must be between 1 and 10000")
     out: list[DeadLetter] = []
     for shard in range(keys.shards):
-        for entry_id, fields in await redis.xrange(keys.dead_letter_stream(shard), count=limit):
+        for entry_id, fields in await entries(redis, keys, shard, count=limit):
             out.append(_dead_letter(shard, entry_id, fields, detail=False))
     return out
 
@@ -148,7 +170,7 @@ def _parse_id(keys: Keys, dead_letter_id: str) -> tuple[int, str]:
 
 async def show(redis: aioredis.Redis, keys: Keys, dead_letter_id: str) -> DeadLetter:
     shard, entry_id = _parse_id(keys, dead_letter_id)
-    found = await redis.xrange(keys.dead_letter_stream(shard), min=entry_id, max=entry_id)
+    found = await entries(redis, keys, shard, after=entry_id, last=entry_id)
     if not found:
         raise NotFoundError(f"no dead letter {dead_letter_id!r}")
     return _dead_letter(shard, found[0][0], found[0][1], detail=True)
@@ -178,9 +200,7 @@ async def retry(redis: aioredis.Redis, keys: Keys, ids: list[str] | None = None)
     if ids is None:
         targets = []
         for shard in range(keys.shards):
-            stream = keys.dead_letter_stream(shard)
-            for eid, _ in await redis.xrange(stream):
-                targets.append((shard, eid.decode() if isinstance(eid, bytes) else eid))
+            targets.extend((shard, eid) for eid, _ in await entries(redis, keys, shard))
     else:
         targets = [_parse_id(keys, i) for i in ids]
     script = redis.register_script(_REDRIVE)

@@ -6,9 +6,9 @@ import asyncpg
 import msgspec
 
 from control.db import deliveries as db_deliveries
-from control.records.deliveries import Delivery, DeliveryList
+from control.db.context import Context, Principal
+from control.records.deliveries import AuthRecord, Delivery, DeliveryList
 from control.records.transforms import TransformRecord
-from control.service import Context, Principal
 from control.service.bodies import shown_body
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.endpoints import require_endpoint
@@ -17,7 +17,7 @@ from shared.errors import ValidationError
 
 __all__ = ("SOURCES", "delivery_record", "list_deliveries")
 
-SOURCES = ("rule", "replay", "manual_test")
+SOURCES = ("rule", "replay", "manual_test", "listen")
 
 
 def delivery_record(row: asyncpg.Record) -> Delivery:
@@ -27,6 +27,8 @@ def delivery_record(row: asyncpg.Record) -> Delivery:
     fields["response_body"], fields["response_body_encoding"] = shown_body(fields["response_body"])
     if fields.get("transform") is not None:
         fields["transform"] = msgspec.convert(fields["transform"], TransformRecord)
+    if fields.get("auth") is not None:
+        fields["auth"] = msgspec.convert(fields["auth"], AuthRecord)
     return Delivery(**fields)
 
 

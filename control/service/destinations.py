@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
-import httpx
 import msgspec
 
 from control.db import destinations as db_destinations
 from control.db import rules as db_rules
+from control.db.context import Context, Principal
+from control.records.destination_auth import DestinationAuth, MtlsAuth
 from control.records.destinations import (
     MAX_HEADER_VALUE,
     MAX_HEADERS,
@@ -33,12 +33,23 @@ from control.records.destinations import (
 )
 from control.records.storable import check_text
 from control.routing import conditions
-from control.service import Context, Principal, sealed
-from control.service.endpoints import require_endpoint, require_write
+from control.service import sealed
+from control.service.destination_auth import (
+    auth_columns,
+    check_auth,
+    check_https,
+    check_tls_ca,
+    credentials_in_url,
+    new_auth_version,
+)
+from control.service.destination_signing import new_signing_secret
+from control.service.destination_view import destination_record, not_found
+from control.service.endpoints import endpoint_rows, lock_owned, require_endpoint, require_owned, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health
 from control.service.text import check_name
 from control.service.transforms import check_transform
+from control.service.urls import check_url
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url
@@ -55,7 +66,6 @@ __all__ = (
     "delete_destination",
     "get_destination",
     "list_destinations",
-    "rotate_destination_secret",
     "update_destination",
 )
 
@@ -65,46 +75,6 @@ FORWARD_ALL: dict[str, Any] = {"op": "AND", "children": []}
 """The tree of a ``forward_all`` rule: an empty AND group matches every event."""
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")  # visible ASCII, space and tab: what every HTTP stack sends as is
-
-
-def _destination(row: asyncpg.Record) -> Destination:
-    return Destination(
-        id=row["id"],
-        endpoint_id=row["endpoint_id"],
-        name=row["name"],
-        url=row["url"],
-        headers=row["headers"],
-        sign_deliveries=row["sign_deliveries"],
-        rate_limit_per_s=row["rate_limit_per_s"],
-        ordering=row["ordering"],
-        ordering_key=row["ordering_key"],
-        deduplicate_window_s=row["deduplicate_window_s"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        transform=row["transform"],
-    )
-
-
-def _not_found(destination_id: str) -> NotFoundError:
-    return NotFoundError(f"destination {destination_id!r} not found")
-
-
-def check_url(url: str, *, where: str = "url") -> str:
-    """An absolute http(s) URL with a host, as given; ValidationError naming ``where`` otherwise."""
-    check_text(url, where)
-    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
-        raise ValidationError(f"{where}: must not contain spaces or control characters")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-        httpx.URL(url)
-    except (ValueError, httpx.InvalidURL) as exc:
-        raise ValidationError(f"{where}: not a valid URL ({exc})") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise ValidationError(f"{where}: must be an absolute http or https URL, e.g. https://example.com/hooks")
-    if port == 0:
-        raise ValidationError(f"{where}: port 0 cannot be connected to")
-    return url
 
 
 _KEY_NEEDS_FIFO = 'ordering_key: only with ordering "fifo" (set both, or clear ordering_key)'
@@ -123,7 +93,8 @@ def check_ordering_key(key: str | None, ordering: str | None) -> str | None:
         leaf = conditions.validate({"field": key, "operator": "exists"}, path="ordering_key")
     except conditions.InvalidConditionTree as exc:  # "ordering_key.field: ..." names the leaf's part
         raise ValidationError(str(exc).replace("ordering_key.field:", "ordering_key:", 1)) from None
-    return leaf["field"]
+    found: str | None = leaf["field"]
+    return found
 
 
 def check_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -154,23 +125,20 @@ def check_headers(headers: Mapping[str, str] | None) -> dict[str, str] | None:
 
 async def list_destinations(ctx: Context, principal: Principal, endpoint_id: str) -> DestinationList:
     async with ctx.pool.acquire() as conn:
-        await require_endpoint(conn, principal, endpoint_id)
-        rows = await db_destinations.list_for_endpoint(conn, endpoint_id)
-    return DestinationList(destinations=[_destination(r) for r in rows])
+        rows = await endpoint_rows(conn, principal, endpoint_id, db_destinations.list_for_endpoint)
+    return DestinationList(destinations=[destination_record(r) for r in rows])
 
 
 async def get_destination(ctx: Context, principal: Principal, destination_id: str) -> DestinationDetail:
     """The destination with its health (``control.service.stats``)."""
-    if not ids.is_id(destination_id, "dst"):
-        raise _not_found(destination_id)
     async with ctx.pool.acquire() as conn:
-        row = await db_destinations.get(conn, principal.account_id, destination_id)
-        if row is not None:
-            await require_endpoint(conn, principal, row["endpoint_id"])
-        health = None if row is None else await destination_health(ctx, conn, row["endpoint_id"], destination_id)
-    if row is None or health is None:  # unknown, another account's, or deleted meanwhile
-        raise _not_found(destination_id)
-    return DestinationDetail(**msgspec.structs.asdict(_destination(row)), health=health)
+        row = await require_owned(
+            conn, principal, destination_id, kind="dst", noun="destination", get=db_destinations.get
+        )
+        health = await destination_health(ctx, conn, row["endpoint_id"], destination_id)
+    if health is None:  # deleted meanwhile
+        raise not_found(destination_id)
+    return DestinationDetail(**msgspec.structs.asdict(destination_record(row)), health=health)
 
 
 def _rule_tree(data: DestinationCreate) -> dict[str, Any] | None:
@@ -191,7 +159,10 @@ async def create_destination(
 ) -> DestinationCreated:
     """The destination and, with ``forward_all`` or ``condition_tree``, its rule: one transaction."""
     require_write(principal)
-    url = check_url(data.url)
+    url, auth = _credentials(check_url(data.url), data.auth)
+    shown = None if auth is None else check_auth(auth)
+    tls_ca = None if data.tls_ca is None else check_tls_ca(data.tls_ca)
+    check_https(url, mtls=isinstance(auth, MtlsAuth), tls_ca=tls_ca is not None)
     check_name(data.name, "name")
     headers = check_headers(data.headers)
     tree = _rule_tree(data)
@@ -201,8 +172,8 @@ async def create_destination(
         "ordering_key": check_ordering_key(data.ordering_key, data.ordering),
         "deduplicate_window_s": data.deduplicate_window_s,
     }
-    transform = await check_transform(data.transform)
-    secret = ids.signing_secret()
+    transform = await check_transform(ctx, principal, data.transform)
+    secret, public_key = new_signing_secret(data.signing_scheme)
     if not ids.is_id(endpoint_id, "ep"):
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     async with ctx.pool.acquire() as conn, conn.transaction():
@@ -227,6 +198,13 @@ async def create_destination(
             sign_deliveries=data.sign_deliveries,
             shaping=shaping,
             transform=transform,
+            propagate_trace=data.propagate_trace,
+            auth={
+                **auth_columns(ctx, destination_id, auth, shown),
+                "tls_ca": tls_ca,
+                "auth_version": None if auth is None and tls_ca is None else new_auth_version(),
+            },
+            signing_public_key=public_key,
         )
         rule = None
         if tree is not None:
@@ -241,7 +219,8 @@ async def create_destination(
                 active=True,
                 destination_ids=[row["id"]],
             )
-    created = DestinationCreated(**msgspec.structs.asdict(_destination(row)), signing_secret=secret)
+    shown_secret = None if public_key is not None else secret  # an Ed25519 key never leaves hookyard
+    created = DestinationCreated(**msgspec.structs.asdict(destination_record(row)), signing_secret=shown_secret)
     if rule is not None:
         created.rule = rule_record(rule)
     return created
@@ -253,7 +232,13 @@ async def update_destination(
     require_write(principal)
     changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
     if "url" in changes:
-        changes["url"] = check_url(changes["url"])
+        changes["url"], from_url = _credentials(check_url(changes["url"]), changes.get("auth"))
+        if from_url is not None:
+            changes["auth"] = from_url
+    auth_given, tls_given = "auth" in changes, "tls_ca" in changes
+    shown = None if changes.get("auth") is None else check_auth(changes["auth"])
+    if changes.get("tls_ca") is not None:
+        changes["tls_ca"] = check_tls_ca(changes["tls_ca"])
     check_name(changes.get("name"), "name")
     if "headers" in changes:
         changes["headers"] = check_headers(changes["headers"])
@@ -262,10 +247,21 @@ async def update_destination(
     if changes.get("ordering") == "none" and "ordering_key" not in changes:
         changes["ordering_key"] = None  # a key means nothing without FIFO ordering
     if "transform" in changes:
-        changes["transform"] = await check_transform(changes["transform"])
+        changes["transform"] = await check_transform(ctx, principal, changes["transform"])
     if not ids.is_id(destination_id, "dst"):
-        raise _not_found(destination_id)
+        raise not_found(destination_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
+        if "url" in changes or auth_given or tls_given:
+            current = await db_destinations.for_update(conn, principal.account_id, destination_id)
+            if current is None:
+                raise not_found(destination_id)
+            auth_type = (shown or {}).get("type") if auth_given else current["auth_type"]
+            tls_ca = changes["tls_ca"] if tls_given else current["tls_ca"]
+            check_https(changes.get("url", current["url"]), mtls=auth_type == "mtls", tls_ca=tls_ca is not None)
+            if auth_given or tls_given:
+                if auth_given:
+                    changes.update(auth_columns(ctx, destination_id, changes.pop("auth"), shown))
+                changes["auth_version"] = None if auth_type is None and tls_ca is None else new_auth_version()
         try:
             row = await db_destinations.update(conn, principal.account_id, destination_id, changes)
         except asyncpg.CheckViolationError as exc:
@@ -273,36 +269,26 @@ async def update_destination(
                 raise
             raise ValidationError(_KEY_NEEDS_FIFO) from None
         if row is None:
-            raise _not_found(destination_id)
+            raise not_found(destination_id)
         await require_endpoint(conn, principal, row["endpoint_id"])  # expired: 410, and the change rolls back
-    return _destination(row)
+    return destination_record(row)
 
 
-async def rotate_destination_secret(ctx: Context, principal: Principal, destination_id: str) -> DestinationCreated:
-    """A new signing secret for the destination's deliveries, effective for the next attempt; returned once."""
-    require_write(principal)
-    if not ids.is_id(destination_id, "dst"):
-        raise _not_found(destination_id)
-    secret = ids.signing_secret()
-    async with ctx.pool.acquire() as conn, conn.transaction():
-        stored = sealed.seal_destination_secret(ctx, destination_id, secret)
-        row = await db_destinations.rotate_secret(conn, principal.account_id, destination_id, stored)
-        if row is None:
-            raise _not_found(destination_id)
-        await require_endpoint(conn, principal, row["endpoint_id"])  # expired: 410, and the change rolls back
-    return DestinationCreated(**msgspec.structs.asdict(_destination(row)), signing_secret=secret)
+def _credentials(url: str, auth: DestinationAuth | None) -> tuple[str, DestinationAuth | None]:
+    """The URL to store and the auth to use: a URL's ``user:pass@`` is ``auth`` of type ``basic``."""
+    url, from_url = credentials_in_url(url)
+    if from_url is None:
+        return url, auth
+    if auth is not None:
+        raise ValidationError("url: has user:password@ and auth is given too; give the credentials in auth alone")
+    return url, from_url
 
 
 async def delete_destination(ctx: Context, principal: Principal, destination_id: str) -> DestinationDeleted:
     """Deletes the destination, its pending deliveries, and the rules left without any destination (a rule
     forwards to at least one); rules that still have other destinations just lose this one."""
     require_write(principal)
-    if not ids.is_id(destination_id, "dst"):
-        raise _not_found(destination_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        endpoint_id = await db_destinations.lock(conn, principal.account_id, destination_id)
-        if endpoint_id is None:
-            raise _not_found(destination_id)
-        await require_endpoint(conn, principal, endpoint_id)
+        await lock_owned(conn, principal, destination_id, kind="dst", noun="destination", lock=db_destinations.lock)
         deleted_rules = await db_destinations.delete(conn, destination_id)
     return DestinationDeleted(id=destination_id, deleted_rule_ids=deleted_rules)

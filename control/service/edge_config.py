@@ -24,14 +24,16 @@ import uuid
 from collections.abc import Sequence
 
 import asyncpg
+import msgspec
 from redis.exceptions import RedisError
 
 from control.db import endpoints as db_endpoints
+from control.db.connection import Connection
 from control.db.context import Context
 from control.service import sealed
 from shared import redis_client
 from shared.keys import CONFIGS_COMPLETE
-from shared.wire import ConfigNotice, EdgeAuth, EdgeEndpoint, encode
+from shared.wire import ConfigNotice, EdgeAuth, EdgeEndpoint, EdgeResponse, encode
 
 __all__ = ("TOMBSTONE_TTL_MS", "configs_complete", "rebuild_all", "remove", "resync_all", "sync", "write")
 
@@ -95,9 +97,12 @@ def _record(ctx: Context, row: asyncpg.Record) -> EdgeEndpoint:
             tolerance_seconds=row["tolerance_seconds"],
             on_failure=row["on_failure"],
             log_blocked_ips=row["log_blocked_ips"],
+            provider=row["provider"],
+            verify_token=row["verify_token"],
         ),
         allowlist=tuple(row["allowlist"]),
         version=row["config_version"],
+        response=None if row["response"] is None else msgspec.convert(row["response"], EdgeResponse),
     )
 
 
@@ -114,7 +119,7 @@ async def write(ctx: Context, configs: Sequence[tuple[str, EdgeEndpoint]]) -> li
         chunk = configs[start : start + _WRITE_CHUNK]
         async with ctx.redis.pipeline(transaction=False) as pipe:
             for token, config in chunk:
-                args = [config.version, encode(config), TOMBSTONE_TTL_MS if config.deleted else 0]
+                args: list[int | bytes] = [config.version, encode(config), TOMBSTONE_TTL_MS if config.deleted else 0]
                 key = ctx.keys.endpoint_config(token)
                 if cluster:  # a cluster pipeline refuses EVALSHA (it cannot load the script per node); EVAL it is
                     pipe.execute_command("EVAL", _CAS, 1, key, *args)
@@ -125,7 +130,7 @@ async def write(ctx: Context, configs: Sequence[tuple[str, EdgeEndpoint]]) -> li
     return written
 
 
-async def sync(ctx: Context, conn: asyncpg.Connection, endpoint_ids: list[str]) -> None:
+async def sync(ctx: Context, conn: Connection, endpoint_ids: list[str]) -> None:
     """Writes the endpoints' configs as committed now; returns once every edge dropped its old copy."""
     rows = await db_endpoints.edge_rows(conn, endpoint_ids)
     if not rows:  # deleted meanwhile: the delete writes its tombstone itself

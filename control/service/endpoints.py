@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import asyncpg
@@ -9,22 +10,37 @@ import msgspec
 
 from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
-from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
-from control.service import Context, Principal, edge_config, sealed
+from control.db import events as db_events
+from control.db.connection import Connection
+from control.db.context import Context, Principal
+from control.records.endpoints import (
+    Endpoint,
+    EndpointCreate,
+    EndpointCreated,
+    EndpointList,
+    EndpointResponse,
+    EndpointUpdate,
+)
+from control.records.storable import check_text
+from control.service import edge_config, sealed
 from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
 from control.service.text import check_external_ref, check_name
 from shared import ids
-from shared.errors import ConflictError, ForbiddenError, GoneError, NotFoundError
+from shared.errors import ConflictError, ForbiddenError, GoneError, NotFoundError, QuotaExceededError, ValidationError
 from shared.logs import bind
 
 __all__ = (
     "create_endpoint",
     "delete_endpoint",
+    "endpoint_rows",
     "expired_error",
     "get_endpoint",
     "ingest_url",
     "list_endpoints",
+    "lock_owned",
     "require_endpoint",
+    "require_event",
+    "require_owned",
     "require_write",
     "update_endpoint",
 )
@@ -46,6 +62,7 @@ def _endpoint(ctx: Context, row: asyncpg.Record) -> Endpoint:
         expect_event_within_s=row["expect_event_within_s"],
         signature_failure_alert_threshold=row["signature_failure_alert_threshold"],
         body_retention_days=row["body_retention_days"],
+        response=None if row["response"] is None else msgspec.convert(row["response"], EndpointResponse),
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
@@ -56,7 +73,7 @@ def require_write(principal: Principal) -> None:
         raise ForbiddenError("this API key is read-only")
 
 
-async def require_endpoint(conn: asyncpg.Connection, principal: Principal, endpoint_id: str) -> asyncpg.Record:
+async def require_endpoint(conn: Connection, principal: Principal, endpoint_id: str) -> asyncpg.Record:
     """The caller's endpoint, or 404: another account's id is indistinguishable from an unknown one.
 
     Every route that names an endpoint, or an object of one (event, destination, rule, label, delivery,
@@ -71,6 +88,69 @@ async def require_endpoint(conn: asyncpg.Connection, principal: Principal, endpo
     if row["expired"]:
         raise expired_error(row["id"], row["expires_at"])
     return row
+
+
+AccountGet = Callable[[Connection, str, str], Awaitable[asyncpg.Record | None]]
+"""A ``control.db`` look-up of one object by (account id, object id), ``None`` when the account has none."""
+
+
+async def require_owned(
+    conn: Connection,
+    principal: Principal,
+    object_id: str,
+    *,
+    kind: str,
+    noun: str,
+    get: AccountGet,
+    field: str = "",
+) -> asyncpg.Record:
+    """An object of one of the caller's endpoints (an event, a destination, a rule, a label rule) by its id, or
+    404 ``{noun} {id!r} not found`` (after ``field: `` when given): an id without the ``kind`` prefix, an
+    unknown one and another account's read alike. Its endpoint passes :func:`require_endpoint` (410 when a
+    temporary one expired). The one skeleton of every "get by id" of the services."""
+    row = await get(conn, principal.account_id, object_id) if ids.is_id(object_id, kind) else None
+    if row is None:
+        raise NotFoundError(f"{field + ': ' if field else ''}{noun} {object_id!r} not found")
+    await require_endpoint(conn, principal, row["endpoint_id"])
+    return row
+
+
+async def require_event(conn: Connection, principal: Principal, event_id: str, *, field: str = "") -> asyncpg.Record:
+    """The caller's stored event (``control.db.events`` columns): for reading it, replaying it and trying a
+    transform on it."""
+    return await require_owned(
+        conn, principal, event_id, kind="evt", noun="event", get=db_events.get_for_account, field=field
+    )
+
+
+AccountLock = Callable[[Connection, str, str], Awaitable[str | None]]
+"""A ``control.db`` lock of one object by (account id, object id) until the transaction ends: the id of the
+object's endpoint, ``None`` when the account has no such object (or it went while this waited)."""
+
+
+async def lock_owned(
+    conn: Connection, principal: Principal, object_id: str, *, kind: str, noun: str, lock: AccountLock
+) -> str:
+    """:func:`require_owned` for a change that holds the object until it commits (``lock``, in the caller's
+    transaction): the id of its endpoint, which passed :func:`require_endpoint`, or 404 ``{noun} {id!r} not
+    found``."""
+    endpoint_id = await lock(conn, principal.account_id, object_id) if ids.is_id(object_id, kind) else None
+    if endpoint_id is None:
+        raise NotFoundError(f"{noun} {object_id!r} not found")
+    await require_endpoint(conn, principal, endpoint_id)
+    return endpoint_id
+
+
+async def endpoint_rows(
+    conn: Connection,
+    principal: Principal,
+    endpoint_id: str,
+    list_for_endpoint: Callable[[Connection, str], Awaitable[list[asyncpg.Record]]],
+) -> list[asyncpg.Record]:
+    """The rows of one kind under the caller's endpoint (its destinations, rules, label rules), once the
+    endpoint passed :func:`require_endpoint`: the one skeleton of every list under an endpoint."""
+    await require_endpoint(conn, principal, endpoint_id)
+    return await list_for_endpoint(conn, endpoint_id)
 
 
 def expired_error(endpoint_id: str, expires_at: datetime) -> GoneError:
@@ -105,7 +185,7 @@ async def get_endpoint(ctx: Context, principal: Principal, endpoint_id: str) -> 
         return _endpoint(ctx, await require_endpoint(conn, principal, endpoint_id))
 
 
-async def _free_ref(conn: asyncpg.Connection, account_id: str, ref: str | None) -> list[db_endpoints.Deleted]:
+async def _free_ref(conn: Connection, account_id: str, ref: str | None) -> list[db_endpoints.Deleted]:
     """An expired endpoint holds its ``external_ref`` until the sweep, though it is gone for the account: an
     endpoint that takes the ref now has it deleted first (as /api/start does), else the ref would be 409
     ``external_ref_taken`` by an endpoint no list shows. The caller tombstones what comes back."""
@@ -128,8 +208,10 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
         async with conn.transaction():
             account = await db_accounts.lock_account(conn, principal.account_id)
             quota = account["endpoint_quota"] if account else None
+            if quota is None and ctx.settings.endpoint_quota:
+                quota = ctx.settings.endpoint_quota  # HOOKYARD_ENDPOINT_QUOTA: every account is bounded
             if quota is not None and await db_endpoints.count_for_account(conn, principal.account_id) >= quota:
-                raise ForbiddenError(f"this account has reached its quota of {quota} endpoints")
+                raise QuotaExceededError(f"this account has reached its quota of {quota} endpoints")
             gone = await _free_ref(conn, principal.account_id, data.external_ref)
             endpoint_id = ids.new_id("ep")
             try:
@@ -160,6 +242,11 @@ async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, 
     if "name" in changes:
         check_name(changes["name"], "name")
     check_external_ref(changes.get("external_ref"))
+    if isinstance(changes.get("response"), EndpointResponse):
+        check_text(changes["response"].body, "response.body")
+        if changes["response"].status in (204, 205) and changes["response"].body:
+            raise ValidationError(f"response.body: a {changes['response'].status} answer has no body")
+        changes["response"] = msgspec.to_builtins(changes["response"])
     if not ids.is_id(endpoint_id, "ep"):
         raise _not_found(endpoint_id)
     async with ctx.pool.acquire() as conn:
@@ -171,12 +258,12 @@ async def update_endpoint(ctx: Context, principal: Principal, endpoint_id: str, 
             except asyncpg.UniqueViolationError as exc:
                 if exc.constraint_name == "endpoints_external_ref_unique":
                     # Only a real endpoint can collide, so this is not an existence oracle for other accounts.
-                    raise _ref_taken(data.external_ref) from None  # type: ignore[arg-type]
+                    raise _ref_taken(data.external_ref) from None  # type: ignore[arg-type]  # set: the update changed it
                 raise
         await _tombstone(ctx, gone)
         if row is None:
             raise _not_found(endpoint_id)
-        if "environment" in changes:
+        if "environment" in changes or "response" in changes:
             await edge_config.sync(ctx, conn, [endpoint_id])
     return _endpoint(ctx, row)
 

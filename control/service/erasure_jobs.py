@@ -19,19 +19,21 @@ The scan has no upper bound: events stored while the job runs are looked at too,
 short. Records the edge acknowledged after the request, still in the ingest stream when the job finishes,
 are not (they were sent after the person asked).
 
-A step that fails for the infrastructure (``control.db.faults.UNAVAILABLE``: Postgres or Redis away) or for
-a reason not recognised is raised to the loop, which waits it out with its backoff; the job is untouched. A
-step that fails for the job's own data (``JobDataError``: a stored field that no longer compiles, a row or
-schema state that cannot be read; or a value Postgres refuses, ``faults.is_record_fault``) is counted on the
-job with ``error`` saying why, retried after ``retry_s`` times its failures, and after ``MAX_FAILURES`` in a
-row the job is ``failed``: retrying the same data would fail the same way for ever.
+A step that fails for the infrastructure (``control.db.faults.UNAVAILABLE``: Postgres or Redis away) is
+raised to the loop, which waits it out with its backoff; the job is untouched (every job would fail alike).
+A step that fails for any other reason (``JobDataError``: a stored field that no longer compiles, a row or
+schema state that cannot be read; a value Postgres refuses; or a bug met by this job's data alone, such as
+the ``OverflowError`` a 310-digit integer once raised) is counted on the job with ``error`` saying why,
+retried after ``retry_s`` times its failures, and after ``MAX_FAILURES`` in a row the job is ``failed``. A
+failed step moves the job behind every other (``checked_at``), so it never holds the loop: other jobs, of
+its account and of every other, take the steps between its retries (``control.db.erasures.take_job``: the
+account served least recently goes first).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
@@ -39,14 +41,17 @@ import msgspec
 
 from control.db import erasures as db
 from control.db import labels as db_labels
-from control.db.faults import UNAVAILABLE, describe, is_record_fault
+from control.db.connection import Connection, Row
+from control.db.context import Context
+from control.db.faults import UNAVAILABLE, describe
+from control.records.storable import storable
 from control.routing.conditions import LABEL_PREFIX, MISSING, EventView, compile_tree, text_form
 from control.routing.conditions.text import as_number
 from control.routing.labels import LabelRule, compile_label, labels_of
 from control.schemas.batch import hash_value
-from control.schemas.scrub import scrub
+from control.schemas.scrub import drop_fields, drop_keys, scrub
 from control.schemas.state import decode_state, encode_state
-from control.service import Context, ingest_marks
+from control.service import dead_letters, ingest_marks
 from shared.errors import JobDataError
 from shared.wire import IngestRecord, decode_records
 
@@ -58,6 +63,8 @@ PAGE = 1000
 """Events looked at per step (one transaction): measured on the bench database (docs/reference/retention.md)."""
 MAX_FAILURES = 5
 """Steps in a row that may fail for the job's data before the job is ``failed``."""
+MAX_ERROR = 1000
+"""Characters of a failed step's ``error`` kept on the job."""
 RETRY_S = 10.0
 """A job whose step failed for its data is tried again after this many seconds times its failures."""
 _DEFERRED = 500
@@ -99,17 +106,17 @@ def value_hashes(value: Any) -> set[int]:
     text stands for (``"42"`` equals ``42``, and a sketch hashes the two apart)."""
     hashes = {hash_value(text_form(value))}
     number = as_number(value)
-    if number is not None and float(number).is_integer():
-        hashes.add(hash_value(int(number)))
+    if type(number) is int or (type(number) is float and number.is_integer()):
+        hashes.add(hash_value(int(number)))  # exact for an int of any size (a float past 1e308 is never one)
     return hashes
 
 
-def _view(row: Mapping[str, Any], endpoint_id: str, environment: str | None) -> EventView:
+def _view(row: Row, endpoint_id: str, environment: str | None) -> EventView:
     body: object = MISSING
     if row["body"]:
         try:
             body = _decode(row["body"])
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # too deep: as not JSON
             body = MISSING
     meta: dict[str, object] = {k: row[k] for k in ("provider", "event_type", "method", "path", "content_type")}
     meta |= {"source_ip": row["source_ip"], "signature_valid": row["signature_valid"]}
@@ -165,10 +172,11 @@ async def advance(
                     return None, 0
                 return job["id"], await _step(ctx, conn, job, page)
         except Exception as exc:
-            if job is None or not _data_fault(exc):
+            if job is None or isinstance(exc, UNAVAILABLE):
                 raise
             why = str(exc) if isinstance(exc, JobDataError) else describe(exc)
-            failed = await db.fail_step(conn, job["id"], error=f"{job['stage']} stage: {why}", limit=MAX_FAILURES)
+            error = storable(f"{job['stage']} stage: {why}")[:MAX_ERROR]
+            failed = await db.fail_step(conn, job["id"], error=error, limit=MAX_FAILURES)
     if failed is not None and failed["state"] == "failed":
         log.error("erasure %s failed after %d tries: %s", failed["id"], failed["failures"], failed["error"])
     elif failed is not None:
@@ -176,14 +184,7 @@ async def advance(
     return job["id"], 1
 
 
-def _data_fault(exc: BaseException) -> bool:
-    """The job's data is at fault (retrying fails alike); an outage or anything unrecognised is not."""
-    if isinstance(exc, UNAVAILABLE):
-        return False
-    return isinstance(exc, JobDataError) or is_record_fault(exc)
-
-
-async def _step(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record, page: int) -> int:
+async def _step(ctx: Context, conn: Connection, job: asyncpg.Record, page: int) -> int:
     if job["environment"] is None:  # the endpoint was deleted, and its events with it
         await db.finish(conn, job["id"], state="completed", dead_letters=0, schemas=0, error=None)
         return 1
@@ -197,7 +198,7 @@ async def _step(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record, pag
     return await _finish(ctx, conn, job, value)
 
 
-async def _ingest(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record) -> int:
+async def _ingest(ctx: Context, conn: Connection, job: asyncpg.Record) -> int:
     """Moves on to the scan once the flush stored what the edge had acknowledged at the request."""
     if await ingest_marks.stored_through(ctx.redis, ctx.keys, list(job["ingest_marks"] or ())) is not None:
         return 0
@@ -205,7 +206,7 @@ async def _ingest(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record) -
     return 1
 
 
-async def _erase(conn: asyncpg.Connection, job: asyncpg.Record, matched: list[tuple[str, Any]]) -> tuple[int, int]:
+async def _erase(conn: Connection, job: asyncpg.Record, matched: list[tuple[str, Any]]) -> tuple[int, int]:
     """Erases the matched events that have no attempt in flight; defers the others. (events, deliveries)."""
     busy = await db.busy(conn, job["endpoint_id"], [m[0] for m in matched]) if matched else set()
     if busy:
@@ -223,7 +224,7 @@ def _matches(predicate: Any, row: asyncpg.Record, endpoint_id: str, environment:
         raise JobDataError(f"event {row['id']} cannot be read to match it ({describe(exc)})") from exc
 
 
-async def _page(conn: asyncpg.Connection, job: asyncpg.Record, value: Any, size: int) -> int:
+async def _page(conn: Connection, job: asyncpg.Record, value: Any, size: int) -> int:
     found = await db.page(
         conn,
         job["endpoint_id"],
@@ -252,7 +253,7 @@ async def _page(conn: asyncpg.Connection, job: asyncpg.Record, value: Any, size:
     return found.visited + 1
 
 
-async def _deferred(conn: asyncpg.Connection, job: asyncpg.Record) -> int:
+async def _deferred(conn: Connection, job: asyncpg.Record) -> int:
     waiting = await db.deferred(conn, job["id"], _DEFERRED)
     if not waiting:
         await db.save_progress(
@@ -278,7 +279,7 @@ async def _deferred(conn: asyncpg.Connection, job: asyncpg.Record) -> int:
 
 
 async def _dead_letters(
-    ctx: Context, conn: asyncpg.Connection, endpoint_id: str, predicate: Any, environment: str | None
+    ctx: Context, conn: Connection, endpoint_id: str, predicate: Any, environment: str | None
 ) -> int:
     """Removes the endpoint's dead letters whose record matches, labels computed by the endpoint's label
     rules as the flush would have; each XDEL is idempotent."""
@@ -291,7 +292,7 @@ async def _dead_letters(
         stream = ctx.keys.dead_letter_stream(shard)
         start = "-"
         while True:
-            entries = await ctx.redis.xrange(stream, min=start, count=500)
+            entries = await dead_letters.entries(ctx.redis, ctx.keys, shard, after=start, count=500)
             for entry_id, fields in entries:
                 if fields.get(b"endpoint", b"").decode("utf-8", "replace") != endpoint_id:
                     continue
@@ -303,27 +304,42 @@ async def _dead_letters(
                     removed += await ctx.redis.xdel(stream, entry_id)
             if len(entries) < 500:
                 break
-            last = entries[-1][0]
-            start = "(" + (last.decode() if isinstance(last, bytes) else last)
+            start = "(" + entries[-1][0]
     return removed
 
 
-async def _finish(ctx: Context, conn: asyncpg.Connection, job: asyncpg.Record, value: Any) -> int:
+async def _drop_version_fields(conn: Connection, schema_ids: list[str], keys: frozenset[str]) -> None:
+    """Every stored version of these schemas loses the fields the value named (the diff and generated code
+    are made from them)."""
+    changed = []
+    for schema_id, version, raw in await db.schema_versions(conn, schema_ids):
+        kept = drop_fields(_decode(raw), keys)
+        if kept is not None:
+            changed.append((schema_id, version, msgspec.json.encode(kept).decode()))
+    await db.store_version_fields(conn, changed)
+
+
+async def _finish(ctx: Context, conn: Connection, job: asyncpg.Record, value: Any) -> int:
     """Dead letters, then the sketches and the job's end, under the job's lock (no other worker finishes it
     too). The dead letters' XDEL cannot roll back: a worker killed after it does the stage again, harmlessly,
     but counts only what is left."""
     predicate = matcher(job["field"], value)
     dead = await _dead_letters(ctx, conn, job["endpoint_id"], predicate, job["environment"])
-    hashes = value_hashes(value)
-    updates = []
+    hashes, keys = value_hashes(value), frozenset({text_form(value)})
+    updates, renamed = [], []
     for schema_id, raw in await db.schema_states(conn, job["endpoint_id"]):
         try:
             state = decode_state(raw)
         except Exception as exc:
             raise JobDataError(f"the state of schema {schema_id} cannot be read ({describe(exc)})") from exc
-        if raw and scrub(state, hashes):
+        sketches = scrub(state, hashes) if raw else 0
+        named = drop_keys(state, keys) if raw else 0
+        if sketches or named:
             updates.append((schema_id, encode_state(state), random.getrandbits(62)))
+        if named:
+            renamed.append(schema_id)
     await db.store_schema_states(conn, updates)
+    await _drop_version_fields(conn, renamed, keys)
     done = await db.finish(conn, job["id"], state="completed", dead_letters=dead, schemas=len(updates), error=None)
     log.info(
         "erasure %s completed: field %s, value sha256 %s, %d matched, %d erased, %d deliveries, %d dead letters, "

@@ -1,9 +1,10 @@
 """Erasure: ``POST /v1/endpoints/{id}/events/erase {field, value}`` and the job it records.
 
 A person asks for their data to be deleted. The request names a field in the condition-tree syntax (the
-very validator of rules: ``control.routing.conditions``) and a scalar value; an event matches when a
-condition ``{field, operator: "equals", value}`` would match it, exactly (``2000`` equals ``"2000"``, a
-body that is not JSON has no body field). The request only records a job and answers 202; the
+very validator of rules: ``control.routing.conditions``) and a scalar value (a string or an integer of up
+to 1,000 characters or digits, a finite number, a boolean; anything else is a 400 naming ``value``); an
+event matches when a condition ``{field, operator: "equals", value}`` would match it, exactly (``2000``
+equals ``"2000"``, a body that is not JSON has no body field). The request only records a job and answers 202; the
 ``erasures`` worker does the work (``control.service.erasure_jobs``), so an erasure of any size is many
 short transactions and never a long lock.
 
@@ -23,10 +24,11 @@ import asyncpg
 import msgspec
 
 from control.db import erasures as db
+from control.db.context import Context, Principal
 from control.records.erasures import MAX_VALUE_LENGTH, EraseRequest, Erasure, ErasureList
 from control.records.storable import check_text
 from control.routing import conditions
-from control.service import Context, Principal, ingest_marks
+from control.service import ingest_marks
 from control.service.endpoints import require_endpoint, require_write
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -45,6 +47,9 @@ __all__ = (
 JOB_PREFIX = "erase"
 """Erasure jobs are ``erase_`` and a ULID."""
 MAX_LIST = 100
+_TOO_MANY_DIGITS = 10**MAX_VALUE_LENGTH
+"""An integer is matched exactly at any size up to here (``control.routing.conditions.text``: never as a
+float); past it, as for text, nothing anyone is identified by."""
 
 
 def check_request(field: object, value: object) -> tuple[str, Any]:
@@ -66,6 +71,8 @@ def check_request(field: object, value: object) -> tuple[str, Any]:
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValidationError("value: must be a finite number")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _TOO_MANY_DIGITS:
+        raise ValidationError(f"value: an integer of more than {MAX_VALUE_LENGTH} digits")
     elif not isinstance(value, bool | int):
         kind = "null" if value is None else type(value).__name__
         raise ValidationError(f"value: must be a string, number or boolean, got {kind}")

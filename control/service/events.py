@@ -15,21 +15,26 @@ import msgspec
 
 from control.db import deliveries as db_deliveries
 from control.db import events as db_events
+from control.db.connection import Connection
+from control.db.context import Context, Principal
 from control.db.events import EventFilters
 from control.records.events import Event, EventList, EventWithDeliveries, Label
 from control.records.storable import check_text
-from control.service import Context, Principal
-from control.service.bodies import shown_body
+from control.service.bodies import BodyEncoding, shown_body
 from control.service.cursors import decode_cursor, encode_cursor
 from control.service.deliveries import delivery_record
-from control.service.endpoints import require_endpoint
+from control.service.endpoints import require_endpoint, require_event
+from control.service.providers import provider_name
 from control.service.waiters import Wakeups
-from shared import ids
 from shared.errors import NotFoundError, ValidationError
+from shared.providers import NAMES
+from shared.tracing import trace_id_of
 
 __all__ = (
     "PROVIDERS",
+    "WAIT_TIMEOUT_S",
     "EventFilters",
+    "check_wait_timeout",
     "event_filters",
     "event_record",
     "get_event",
@@ -38,7 +43,19 @@ __all__ = (
     "wait_for_event",
 )
 
-PROVIDERS = ("identity", "commerce", "payments", "code_host")
+WAIT_TIMEOUT_S = (1, 55)
+"""A long poll's ``timeout`` range, in seconds: under the 60 s after which common proxies and load balancers
+drop an idle request. /v1 declares it from here (``control.api.events``), and the message says it whole."""
+
+
+def check_wait_timeout(timeout_s: float) -> None:
+    low, high = WAIT_TIMEOUT_S
+    if not low <= timeout_s <= high:
+        raise ValidationError(f"timeout: must be an integer from {low} to {high} (seconds to wait), got {timeout_s}")
+
+
+PROVIDERS = tuple(sorted(NAMES))
+"""Every name a provider filter takes: the catalog's own names and their aliases (``stripe``...)."""
 MAX_TEXT = 200
 FILTER_YEARS = (2, 9998)
 """The years ``since`` and ``until`` may name (see ``_instant``)."""
@@ -51,7 +68,8 @@ def _text(value: str | None, field: str) -> str | None:
         return None
     if len(value) > MAX_TEXT:
         raise ValidationError(f"{field}: at most {MAX_TEXT} characters")
-    return check_text(value, field)
+    found: str | None = check_text(value, field)
+    return found
 
 
 _LEAP_SECOND = re.compile(r"(T\d\d:\d\d):60(?=[.Z+-]|$)")
@@ -77,6 +95,7 @@ def _instant(value: str | None, field: str, *, upper: bool) -> datetime | None:
     leap = _LEAP_SECOND.search(text)
     if leap:  # the leap second counts as the last microsecond of the second before it
         text = text[: leap.start()] + leap.group(1) + ":59.999999" + re.sub(r"^\.\d+", "", text[leap.end() :])
+    at: datetime | None
     try:
         day = date.fromisoformat(text)
     except ValueError:
@@ -113,8 +132,8 @@ def event_filters(
     lower, upper = _instant(since, "since", upper=False), _instant(until, "until", upper=True)
     if lower is not None and upper is not None and upper <= lower:
         raise ValidationError("until: must not be earlier than since")
-    if provider is not None and provider not in PROVIDERS:
-        raise ValidationError(f"provider: must be one of {', '.join(PROVIDERS)}")
+    if provider is not None:
+        provider = provider_name(provider)
     method = _text(method, "method")
     if method is not None:
         if not method.isascii() or not method.isalpha():
@@ -137,7 +156,7 @@ def event_filters(
     )
 
 
-def _body(raw: bytes, is_utf8: bool) -> tuple[str | None, str]:
+def _body(raw: bytes, is_utf8: bool) -> tuple[str | None, BodyEncoding]:
     """(body, body_encoding), never lossy (``control.service.bodies``); null when empty."""
     return shown_body(raw or None, utf8=is_utf8)
 
@@ -167,10 +186,12 @@ def event_record(row: asyncpg.Record) -> Event:
         ip_allowed=row["ip_allowed"],
         received_at=row["received_at"],
         labels=msgspec.convert(row["labels"] or [], list[Label]),
+        trace_id=trace_id_of(row["traceparent"]),
+        handshake=row["handshake"],
     )
 
 
-async def _with_deliveries(conn: asyncpg.Connection, row: asyncpg.Record) -> EventWithDeliveries:
+async def _with_deliveries(conn: Connection, row: asyncpg.Record) -> EventWithDeliveries:
     attempts = await db_deliveries.for_event(conn, row["endpoint_id"], row["id"])
     return EventWithDeliveries(
         **msgspec.structs.asdict(event_record(row)), deliveries=[delivery_record(a) for a in attempts]
@@ -202,18 +223,13 @@ async def latest_event(
         return await _with_deliveries(conn, rows[0])
 
 
-async def _endpoint(conn: asyncpg.Connection, principal: Principal, endpoint_id: str) -> None:
+async def _endpoint(conn: Connection, principal: Principal, endpoint_id: str) -> None:
     await require_endpoint(conn, principal, endpoint_id)
 
 
 async def get_event(ctx: Context, principal: Principal, event_id: str) -> EventWithDeliveries:
     async with ctx.pool.acquire() as conn:
-        known = ids.is_id(event_id, "evt")
-        row = await db_events.get_for_account(conn, principal.account_id, event_id) if known else None
-        if row is None:
-            raise NotFoundError(f"event {event_id!r} not found")
-        await require_endpoint(conn, principal, row["endpoint_id"])
-        return await _with_deliveries(conn, row)
+        return await _with_deliveries(conn, await require_event(conn, principal, event_id))
 
 
 _inflight: dict[tuple[object, ...], asyncio.Future[Event | None]] = {}
@@ -264,8 +280,7 @@ async def wait_for_event(
     event that reached the edge just before the call but was stored during it is not lost between a
     list and a wait). Non-matching events only cause a re-query. The waiter subscribes before it looks.
     """
-    if not 1 <= timeout_s <= 55:
-        raise ValidationError("timeout: must be between 1 and 55 seconds")
+    check_wait_timeout(timeout_s)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     started = datetime.now(UTC)

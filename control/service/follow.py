@@ -23,14 +23,13 @@ import asyncio
 from dataclasses import dataclass
 
 from control.db import events as db_events
+from control.db.context import Context, Principal
 from control.db.events import EventFilters
 from control.records.events import Event
-from control.service import Context, Principal
 from control.service.cursors import decode_position, encode_position
 from control.service.endpoints import require_endpoint
-from control.service.events import event_record
+from control.service.events import check_wait_timeout, event_record
 from control.service.waiters import Wakeups
-from shared.errors import ValidationError
 
 __all__ = ("NOW", "Followed", "follow_events")
 
@@ -62,8 +61,7 @@ async def follow_events(
     """The first match stored after ``after`` (``now``, or a cursor of a previous answer), or None with
     the cursor to continue from once ``timeout_s`` passes. A cursor of ``test-webhook`` is inclusive: its
     first answer is the sample that call sent."""
-    if not 1 <= timeout_s <= 55:
-        raise ValidationError("timeout: must be between 1 and 55 seconds")
+    check_wait_timeout(timeout_s)
     position = None if after == NOW else decode_position(after)  # (xid, event id, inclusive)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s

@@ -21,16 +21,17 @@ account's outbound sends as well (``control.service.replay``), exactly as over /
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import msgspec
 
 from control.db import alerts as db_alerts
+from control.db.context import Context, Principal
 from control.records.endpoints import Endpoint
 from control.records.events import Event, EventWithDeliveries
-from control.records.inbox import InboxAlert, InboxAlertList, InboxEvent, InboxEventList
+from control.records.inbox import InboxAlert, InboxAlertList, InboxEvent, InboxEventList, InboxReplayTarget
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.transforms import TransformTest, TransformTestResult
-from control.service import Context, Principal
 from control.service import events as service_events
 from control.service import replay as service_replay
 from control.service import transforms as service_transforms
@@ -39,6 +40,7 @@ from control.service.alerts import open_alerts_for_endpoint
 from control.service.callers import inbox_caller
 from control.service.endpoints import get_endpoint, require_endpoint
 from control.service.events import EventFilters
+from control.service.forwards import replay_target
 from shared.errors import NotFoundError
 
 __all__ = (
@@ -94,10 +96,12 @@ def _row(event: Event) -> InboxEvent:
         signature_valid=event.signature_valid,
         signature_failure_reason=event.signature_failure_reason,
         ip_allowed=event.ip_allowed,
+        source_ip=event.source_ip,
         received_at=event.received_at,
         size=len(body_bytes(event)),
         body_encoding=event.body_encoding,
         labels=event.labels,
+        handshake=event.handshake,
     )
 
 
@@ -139,6 +143,13 @@ async def inbox_replay(
     return await service_replay.replay_event(ctx, principal, event_id, data)
 
 
+async def inbox_replay_target(ctx: Context, principal: Principal, endpoint_id: str) -> InboxReplayTarget:
+    """Where the page's replay box starts (``control.service.forwards.replay_target``)."""
+    async with ctx.pool.acquire() as conn:
+        await require_endpoint(conn, principal, endpoint_id)
+    return InboxReplayTarget(url=await replay_target(ctx, endpoint_id))
+
+
 async def inbox_alerts(ctx: Context, principal: Principal, endpoint_id: str) -> InboxAlertList:
     """The endpoint's open alerts, newest first, for the page's banner (the caller owns the endpoint:
     ``inbox_principal``)."""
@@ -149,7 +160,7 @@ async def inbox_alerts(ctx: Context, principal: Principal, endpoint_id: str) -> 
     out = []
     for a in alerts:
         name = names.get(a.destination_id) if a.destination_id in names else a.data.get("destination_name")
-        described = {"type": a.type, "data": {**a.data, "destination_name": name}, "count": a.count}
+        described: dict[str, Any] = {"type": a.type, "data": {**a.data, "destination_name": name}, "count": a.count}
         described |= {"destination_id": a.destination_id, "endpoint_id": a.endpoint_id}
         out.append(
             InboxAlert(

@@ -33,9 +33,9 @@ import asyncpg
 
 from control.db import inbox_links as db_links
 from control.db import instance_keys
+from control.db.context import Context, Principal
 from control.records.inbox import InboxLink
 from control.records.storable import check_text
-from control.service import Context, Principal
 from control.service.endpoints import require_endpoint, require_write
 from control.service.sealed import open_instance_key, seal_instance_key
 from shared import ids

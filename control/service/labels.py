@@ -18,12 +18,13 @@ import msgspec
 
 from control.db import labels as db_labels
 from control.db import rules as db_rules
+from control.db.connection import Connection
+from control.db.context import Context, Principal
 from control.records import Deleted
 from control.records.labels import COLOR, OUTPUT_KEY, LabelRule, LabelRuleCreate, LabelRuleList, LabelRuleUpdate
 from control.records.storable import check_text
 from control.routing.conditions import MAX_FIELD_LENGTH
-from control.service import Context, Principal
-from control.service.endpoints import require_endpoint, require_write
+from control.service.endpoints import endpoint_rows, require_endpoint, require_owned, require_write
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -95,7 +96,7 @@ def _check_color(color: str) -> str:
     return color.lower()
 
 
-async def _check_unique(conn: asyncpg.Connection, endpoint_id: str, output_key: str, label_id: str | None) -> None:
+async def _check_unique(conn: Connection, endpoint_id: str, output_key: str, label_id: str | None) -> None:
     for row in await db_labels.list_for_endpoint(conn, endpoint_id):
         if row["output_key"] == output_key and row["id"] != label_id:
             raise ValidationError(
@@ -105,19 +106,13 @@ async def _check_unique(conn: asyncpg.Connection, endpoint_id: str, output_key: 
 
 async def list_labels(ctx: Context, principal: Principal, endpoint_id: str) -> LabelRuleList:
     async with ctx.pool.acquire() as conn:
-        await require_endpoint(conn, principal, endpoint_id)
-        rows = await db_labels.list_for_endpoint(conn, endpoint_id)
+        rows = await endpoint_rows(conn, principal, endpoint_id, db_labels.list_for_endpoint)
     return LabelRuleList(labels=[label_record(r) for r in rows])
 
 
 async def get_label(ctx: Context, principal: Principal, label_id: str) -> LabelRule:
-    if not ids.is_id(label_id, "lbl"):
-        raise _not_found(label_id)
     async with ctx.pool.acquire() as conn:
-        row = await db_labels.get(conn, principal.account_id, label_id)
-        if row is None:
-            raise _not_found(label_id)
-        await require_endpoint(conn, principal, row["endpoint_id"])
+        row = await require_owned(conn, principal, label_id, kind="lbl", noun="label rule", get=db_labels.get)
     return label_record(row)
 
 

@@ -15,7 +15,7 @@ the app's limits without any state to rebuild.
 
 from __future__ import annotations
 
-from control.service import Context, Principal
+from control.db.context import Context, Principal
 from control.service.ratelimit import Limit
 
 __all__ = ("SENDS_SUBJECT", "charge_credential", "charge_send")

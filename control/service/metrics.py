@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from control.db import circuit as db_circuit
 from control.db.context import Context
+from control.service.backlog import Backlog, sampling
 from shared.metrics import CONTENT_TYPE, SIZE_BUCKETS, Metrics, metrics_dir
 
 __all__ = ("CONTROL", "LIVE_GAUGES", "WORKER", "live", "publishing", "serve_worker_metrics")
@@ -34,6 +35,9 @@ LIVE_GAUGES = (
     "hookyard_dead_letters",
     "hookyard_circuits",
     "hookyard_wait_waiters",  # per control process, registered by the app (summed like its counters)
+    "hookyard_delivery_backlog",  # read on a timer (control.service.backlog), shown by control and workers
+    "hookyard_delivery_backlog_seconds",
+    "hookyard_stream_lag_seconds",
 )
 """Gauges whose values are read at scrape time, for the dashboard check (tests/test_dashboard.py)."""
 
@@ -56,9 +60,10 @@ DELIVERIES = WORKER.counter(
 DELIVERY_SECONDS = WORKER.histogram("hookyard_delivery_seconds", "Duration of one delivery attempt", ("outcome",))
 
 
-async def live(ctx: Context) -> list[GaugeMetricFamily]:
-    """Deployment-wide gauges, read now; a source that fails is left out (and logged), not a failed scrape."""
-    families: list[GaugeMetricFamily] = []
+async def live(ctx: Context, backlog: Backlog | None = None) -> list[GaugeMetricFamily]:
+    """Deployment-wide gauges, read now; a source that fails is left out (and logged), not a failed scrape.
+    ``backlog``: the process's latest backlog reading (``control.service.backlog``, read on a timer)."""
+    families: list[GaugeMetricFamily] = [] if backlog is None else backlog.families()
     length = GaugeMetricFamily("hookyard_stream_length", "Entries in each ingest stream shard", labels=("shard",))
     lag = GaugeMetricFamily(
         "hookyard_stream_lag", "Entries of each shard not yet read by the flush group", labels=("shard",)
@@ -138,6 +143,12 @@ async def serve_worker_metrics(ctx: Context) -> AsyncIterator[None]:
     if not port:
         yield
         return
+    async with sampling(ctx, "worker") as backlog, _serving(ctx, port, backlog):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _serving(ctx: Context, port: int, backlog: Backlog) -> AsyncIterator[None]:
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -145,7 +156,7 @@ async def serve_worker_metrics(ctx: Context) -> AsyncIterator[None]:
                 request = await reader.readuntil(b"\r\n\r\n")
             target = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b""
             if request.startswith(b"GET ") and target.split(b"?")[0] == b"/metrics":
-                body, status, kind = WORKER.render(await live(ctx)), b"200 OK", CONTENT_TYPE.encode()
+                body, status, kind = WORKER.render(await live(ctx, backlog)), b"200 OK", CONTENT_TYPE.encode()
             else:
                 body, status, kind = _NOT_FOUND, b"404 Not Found", b"application/json"
             head = b"HTTP/1.1 " + status + b"\r\ncontent-type: " + kind + b"\r\ncontent-length: "

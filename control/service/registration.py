@@ -20,10 +20,11 @@ from redis.exceptions import RedisError
 
 from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
+from control.db.context import Context
 from control.records.anonymous import Registered, RegisterRequest
 from control.records.storable import check_text
 from control.records.text import EMAIL, PATTERN_RULES, TEMPORARY_TOKEN
-from control.service import Context, edge_config
+from control.service import edge_config
 from control.service.accounts import hash_key, issue_key
 from control.service.anonymous import require_open
 from control.service.endpoints import _endpoint as endpoint_record
@@ -59,12 +60,12 @@ async def register(ctx: Context, data: RegisterRequest) -> Registered:
                     account = await db_accounts.lock_temporary_key_account(conn, hash_key(token))
                     if account is None:
                         raise UnauthorizedError("api_token: unknown, revoked or expired temporary token")
-                    if account["kind"] != "anonymous":
+                    if account.kind != "anonymous":
                         raise ConflictError(
                             "api_token: its account is already registered; use that account's hy_live_ key",
                             code="already_registered",
                         )
-                    account_id = account["id"]
+                    account_id = account.id
                 if await db_accounts.email_taken(conn, email):
                     raise _email_taken(email)
                 if token is None:

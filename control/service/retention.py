@@ -37,6 +37,7 @@ from control.db import alerts as db_alerts
 from control.db import retention as db_retention
 from control.db.context import Context
 from control.records.destinations import MAX_DEDUPLICATE_WINDOW_S
+from control.service import dead_letters
 from shared import ids
 from shared.wire import decode_records
 
@@ -151,11 +152,8 @@ async def prune_dead_letters(ctx: Context) -> int:
     for shard in range(ctx.keys.shards):
         stream = ctx.keys.dead_letter_stream(shard)
         start = "-"
-        while entries := await ctx.redis.xrange(stream, min=start, max="+", count=_PAGE):
-            letters = []
-            for entry_id, fields in entries:
-                eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                letters.append((eid, *_received_ms(eid, fields.get(b"r"))))
+        while entries := await dead_letters.entries(ctx.redis, ctx.keys, shard, after=start, count=_PAGE):
+            letters = [(eid, *_received_ms(eid, fields.get(b"r"))) for eid, fields in entries]
             async with ctx.pool.acquire() as conn:
                 days = await db_retention.body_retention(conn, sorted({e for _, _, e in letters if e}))
             due = []

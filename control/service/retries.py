@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import asyncpg
 import msgspec
@@ -28,22 +29,24 @@ import msgspec
 from control.db import destinations as db_destinations
 from control.db import retries as db_retries
 from control.db import tasks as db_tasks
+from control.db.context import Context, Principal
 from control.db.events import EventFilters
 from control.records.deliveries import DeliveryRetry, DeliveryRetryFilters, DeliveryRetryJob
-from control.service import Context, Principal
 from control.service import events as events_service
-from control.service.endpoints import require_endpoint, require_write
+from control.service.endpoints import require_endpoint, require_owned, require_write
 from control.service.limits import charge_send
 from control.service.replay import body_expired_error
 from shared import ids
 from shared.errors import ConflictError, NotFoundError, ValidationError
+from shared.logs import bind
+from shared.tracing import ids_of
 
 __all__ = ("JOB_PREFIX", "get_delivery_retry", "job_filters", "retry_deliveries", "retry_delivery")
 
 JOB_PREFIX = "retry"
 """Bulk retry jobs are ``retry_`` and a ULID."""
 _MICRO = timedelta(microseconds=1)
-_NOT_RULE = {"replay": "a replay", "manual_test": "a destination test"}
+_NOT_RULE = {"replay": "a replay", "manual_test": "a destination test", "listen": "a forward by hookyard listen"}
 
 
 def _delivery_not_found(delivery_id: str) -> NotFoundError:
@@ -80,8 +83,13 @@ async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -
                 code="attempt_in_flight",
             )
         await charge_send(ctx, principal)  # refused: the transaction rolls back, nothing was made due
-        due = await db_tasks.make_due(conn, task["id"])
+        await db_destinations.clear_transform_crash(conn, task["destination_id"])  # a retry asks it to run
+        span = _retry_span(ctx, task, delivery_id)
+        due = await db_tasks.make_due(conn, task["id"], ctx.tracing.traceparent(span) if span and ctx.tracing else None)
     assert due is not None  # locked above and not in flight
+    if span is not None:
+        span.set_attribute("hookyard.attempt", due["attempts"] + 1)
+        span.end()
     return DeliveryRetry(
         delivery_id=delivery_id,
         event_id=task["event_id"],
@@ -94,20 +102,32 @@ async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -
     )
 
 
+def _retry_span(ctx: Context, task: asyncpg.Record, delivery_id: str) -> Any:
+    """When tracing is on: the retry's span, in the event's trace (a child of the span the task's attempts
+    were children of); the attempt it brings forward is its child (the task keeps its ``traceparent``)."""
+    if ctx.tracing is None:
+        return None
+    span = ctx.tracing.start(
+        "hookyard.retry",
+        parent=task["traceparent"],
+        attributes={
+            "hookyard.event_id": task["event_id"],
+            "hookyard.endpoint_id": task["endpoint_id"],
+            "hookyard.destination_id": task["destination_id"],
+            "hookyard.rule_id": task["rule_id"],
+            "hookyard.task_id": task["id"],
+            "hookyard.delivery_id": delivery_id,
+            "hookyard.retry.previous_status": task["status"],
+        },
+    )
+    if (ids := ids_of(span)) is not None:
+        bind(trace_id=ids[0], span_id=ids[1])
+    return span
+
+
 def _filters_key(filters: EventFilters, destination_id: str | None) -> str:
     """The canonical text of normalised filters: equal for requests that select the same deliveries."""
-    return msgspec.json.encode(
-        [
-            filters.since,
-            filters.before,
-            filters.provider,
-            filters.event_type,
-            filters.method,
-            filters.signature_valid,
-            filters.q,
-            destination_id,
-        ]
-    ).decode()
+    return msgspec.json.encode(db_retries.filter_values(filters, destination_id)).decode()
 
 
 def job_filters(row: asyncpg.Record) -> EventFilters:
@@ -190,10 +210,8 @@ async def retry_deliveries(
 
 
 async def get_delivery_retry(ctx: Context, principal: Principal, retry_id: str) -> DeliveryRetryJob:
-    known = ids.is_id(retry_id, JOB_PREFIX)
     async with ctx.pool.acquire() as conn:
-        row = await db_retries.get_job(conn, principal.account_id, retry_id) if known else None
-        if row is None:
-            raise NotFoundError(f"delivery retry {retry_id!r} not found")
-        await require_endpoint(conn, principal, row["endpoint_id"])
+        row = await require_owned(
+            conn, principal, retry_id, kind=JOB_PREFIX, noun="delivery retry", get=db_retries.get_job
+        )
     return _job(row)

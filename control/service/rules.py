@@ -14,11 +14,12 @@ import msgspec
 
 from control.db import destinations as db_destinations
 from control.db import rules as db_rules
+from control.db.connection import Connection
+from control.db.context import Context, Principal
 from control.records import Deleted
 from control.records.rules import Rule, RuleCreate, RuleList, RuleUpdate
 from control.routing import conditions
-from control.service import Context, Principal
-from control.service.endpoints import require_endpoint, require_write
+from control.service.endpoints import endpoint_rows, lock_owned, require_endpoint, require_owned, require_write
 from control.service.text import check_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -67,7 +68,7 @@ def check_unique(destination_ids: Sequence[str]) -> None:
         seen[destination_id] = i
 
 
-async def check_destination_ids(conn: asyncpg.Connection, endpoint_id: str, destination_ids: Sequence[str]) -> None:
+async def check_destination_ids(conn: Connection, endpoint_id: str, destination_ids: Sequence[str]) -> None:
     """Each id must be a destination of this endpoint. Another account's destination reads exactly like an
     unknown one; the check is a 400 (a body error), the path's resource exists."""
     shaped = [d for d in destination_ids if ids.is_id(d, "dst")]
@@ -79,26 +80,20 @@ async def check_destination_ids(conn: asyncpg.Connection, endpoint_id: str, dest
             )
 
 
-async def check_rule_count(conn: asyncpg.Connection, endpoint_id: str) -> None:
+async def check_rule_count(conn: Connection, endpoint_id: str) -> None:
     if await db_rules.count_for_endpoint(conn, endpoint_id) >= MAX_RULES:
         raise ValidationError(f"endpoint {endpoint_id!r} already has {MAX_RULES} rules, the most it can have")
 
 
 async def list_rules(ctx: Context, principal: Principal, endpoint_id: str) -> RuleList:
     async with ctx.pool.acquire() as conn:
-        await require_endpoint(conn, principal, endpoint_id)
-        rows = await db_rules.list_for_endpoint(conn, endpoint_id)
+        rows = await endpoint_rows(conn, principal, endpoint_id, db_rules.list_for_endpoint)
     return RuleList(rules=[rule_record(r) for r in rows])
 
 
 async def get_rule(ctx: Context, principal: Principal, rule_id: str) -> Rule:
-    if not ids.is_id(rule_id, "rule"):
-        raise _not_found(rule_id)
     async with ctx.pool.acquire() as conn:
-        row = await db_rules.get(conn, principal.account_id, rule_id)
-        if row is None:
-            raise _not_found(rule_id)
-        await require_endpoint(conn, principal, row["endpoint_id"])
+        row = await require_owned(conn, principal, rule_id, kind="rule", noun="rule", get=db_rules.get)
     return rule_record(row)
 
 
@@ -139,13 +134,8 @@ async def update_rule(ctx: Context, principal: Principal, rule_id: str, data: Ru
     destination_ids = data.destination_ids
     if destination_ids is not msgspec.UNSET:
         check_unique(destination_ids)
-    if not ids.is_id(rule_id, "rule"):
-        raise _not_found(rule_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        endpoint_id = await db_rules.lock(conn, principal.account_id, rule_id)
-        if endpoint_id is None:
-            raise _not_found(rule_id)
-        await require_endpoint(conn, principal, endpoint_id)
+        endpoint_id = await lock_owned(conn, principal, rule_id, kind="rule", noun="rule", lock=db_rules.lock)
         if destination_ids is not msgspec.UNSET:
             await check_destination_ids(conn, endpoint_id, destination_ids)
             await db_rules.set_destinations(conn, rule_id, destination_ids)
@@ -159,14 +149,9 @@ async def update_rule(ctx: Context, principal: Principal, rule_id: str, data: Ru
 
 async def delete_rule(ctx: Context, principal: Principal, rule_id: str) -> Deleted:
     require_write(principal)
-    if not ids.is_id(rule_id, "rule"):
-        raise _not_found(rule_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
         # Under the endpoint's routing lock, so a concurrent PATCH of the rule never links a deleted rule.
-        endpoint_id = await db_rules.lock(conn, principal.account_id, rule_id)
-        if endpoint_id is None:
-            raise _not_found(rule_id)
-        await require_endpoint(conn, principal, endpoint_id)
+        await lock_owned(conn, principal, rule_id, kind="rule", noun="rule", lock=db_rules.lock)
         if await db_rules.delete(conn, principal.account_id, rule_id) is None:
             raise _not_found(rule_id)
     return Deleted(id=rule_id)

@@ -6,7 +6,8 @@ version's are as they were when it was cut. Generated code is made on each reque
 Version parameters take a number or ``current``: anything else is a 400 naming the parameter, a number the
 schema never reached a 404. Generated code is of the one event type asked for; the union over the event types
 of the schema's endpoints only when asked (``union``): one type's code is what a handler of that type needs,
-and an endpoint's every type at once is a file of thousands of lines (docs/adr/0033).
+and an endpoint's every type at once is a file of thousands of lines
+(docs/adr/0037-learned-schemas-on-real-traffic.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import asyncpg
 import msgspec
 
 from control.db import schemas as db
+from control.db.connection import Connection
+from control.db.context import Context, Principal
 from control.records.schemas import (
     Correlations,
     GeneratedTypes,
@@ -45,10 +48,11 @@ from control.schemas.state import (
     structure,
     structure_digest,
 )
-from control.service import Context, Principal
 from control.service.endpoints import require_endpoint
+from control.service.providers import provider_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
+from shared.providers import NAMES
 
 __all__ = (
     "FRAMEWORKS",
@@ -63,7 +67,8 @@ __all__ = (
     "schema_versions",
 )
 
-PROVIDERS = ("identity", "commerce", "payments", "code_host")
+PROVIDERS = tuple(sorted(NAMES))
+"""Every name a provider filter takes: the catalog's own names and their aliases (``stripe``...)."""
 LANGS = ("typescript", "json-schema", "zod")
 FRAMEWORKS = ("next", "express")
 MAX_EVENT_TYPE = 200
@@ -108,14 +113,14 @@ def _current(row: asyncpg.Record) -> Schema:
     return _record(row, row["current_version"], fields(decode_paths(row["state"])))
 
 
-async def _schema(conn: asyncpg.Connection, principal: Principal, schema_id: str) -> asyncpg.Record:
+async def _schema(conn: Connection, principal: Principal, schema_id: str) -> asyncpg.Record:
     row = await db.get(conn, principal.account_id, schema_id) if ids.is_id(schema_id, "sch") else None
     if row is None:
         raise _not_found(schema_id)
     return row
 
 
-async def _version_fields(conn: asyncpg.Connection, row: asyncpg.Record, version: int | None) -> tuple[int, list]:
+async def _version_fields(conn: Connection, row: asyncpg.Record, version: int | None) -> tuple[int, list[Any]]:
     """(version, its fields): the live ones for the current version."""
     if version is None or version == row["current_version"]:
         return row["current_version"], fields(decode_paths(row["state"]))
@@ -128,8 +133,8 @@ async def _version_fields(conn: asyncpg.Connection, row: asyncpg.Record, version
 async def list_schemas(
     ctx: Context, principal: Principal, provider: str | None = None, event_type: str | None = None
 ) -> SchemaList:
-    if provider is not None and provider not in PROVIDERS:
-        raise ValidationError(f"provider: {provider!r} is not one of {', '.join(PROVIDERS)}")
+    if provider is not None:
+        provider = provider_name(provider)
     if event_type is not None:
         check_text(event_type, "event_type")
         if len(event_type) > MAX_EVENT_TYPE:
@@ -219,7 +224,7 @@ def _member(part: _Part, source: asyncpg.Record, version: int) -> Member:
 
 
 async def _parts(
-    conn: asyncpg.Connection, row: asyncpg.Record, version: int | None, union: bool
+    conn: Connection, row: asyncpg.Record, version: int | None, union: bool
 ) -> tuple[int, list[tuple[_Part, asyncpg.Record, int]]]:
     """(version, [(part, its schema row, version)]): the schema (at ``version``) and, with ``union``, the other
     event types of its provider its endpoints receive."""

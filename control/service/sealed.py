@@ -14,9 +14,8 @@ from __future__ import annotations
 import base64
 import binascii
 
-import asyncpg
-
 from control.db import sealed as db_sealed
+from control.db.connection import Connection
 from control.db.context import Context
 from control.db.keyring import Keyring, keyring_for
 from shared.errors import ConfigError
@@ -26,12 +25,16 @@ __all__ = (
     "keyring",
     "keyring_of",
     "open_alert_destination_secret",
+    "open_destination_auth",
+    "open_destination_previous",
     "open_destination_secret",
     "open_endpoint_secret",
     "open_instance_key",
     "open_provider_secret",
     "reseal",
     "seal_alert_destination_secret",
+    "seal_destination_auth",
+    "seal_destination_previous",
     "seal_destination_secret",
     "seal_endpoint_secret",
     "seal_instance_key",
@@ -42,6 +45,8 @@ _ENDPOINT, _PROVIDER = db_sealed.COLUMNS[0].purpose, db_sealed.COLUMNS[1].purpos
 _DESTINATION = db_sealed.DESTINATION.purpose
 _INSTANCE_KEY = db_sealed.INSTANCE_KEY.purpose
 _ALERT_DESTINATION = db_sealed.ALERT_DESTINATION.purpose
+_DESTINATION_PREVIOUS = db_sealed.DESTINATION_PREVIOUS.purpose
+_DESTINATION_AUTH = db_sealed.DESTINATION_AUTH.purpose
 
 
 def keyring_of(entries: tuple[str, ...]) -> Keyring:
@@ -80,6 +85,23 @@ def open_destination_secret(ctx: Context, destination_id: str, stored: str) -> s
     return keyring(ctx).open(stored, _DESTINATION, destination_id)
 
 
+def seal_destination_previous(ctx: Context, destination_id: str, secret: str) -> str:
+    return keyring(ctx).seal(secret, _DESTINATION_PREVIOUS, destination_id)
+
+
+def open_destination_previous(ctx: Context, destination_id: str, stored: str) -> str:
+    return keyring(ctx).open(stored, _DESTINATION_PREVIOUS, destination_id)
+
+
+def seal_destination_auth(ctx: Context, destination_id: str, config: str) -> str:
+    """A destination's ``auth`` as JSON, secrets included (``control.service.destination_auth``)."""
+    return keyring(ctx).seal(config, _DESTINATION_AUTH, destination_id)
+
+
+def open_destination_auth(ctx: Context, destination_id: str, stored: str) -> str:
+    return keyring(ctx).open(stored, _DESTINATION_AUTH, destination_id)
+
+
 class OpenedDestinationSecrets:
     """Destination secrets opened once per stored value, for a worker that signs thousands of sends a second
     (an AES-GCM open per send was 3-4% of a drain's CPU). A rotated secret is another stored value, so it is
@@ -89,12 +111,14 @@ class OpenedDestinationSecrets:
         self.ctx, self.kept = ctx, kept
         self._opened: dict[tuple[str, str], str] = {}
 
-    def open(self, destination_id: str, stored: str) -> str:
+    def open(self, destination_id: str, stored: str, *, previous: bool = False) -> str:
+        """``previous``: a rotation's replaced secret (``previous_signing_secret``), sealed for its own column."""
         key = (destination_id, stored)
         if (clear := self._opened.get(key)) is None:
             if len(self._opened) >= self.kept:
                 self._opened.clear()
-            clear = self._opened[key] = open_destination_secret(self.ctx, destination_id, stored)
+            opener = open_destination_previous if previous else open_destination_secret
+            clear = self._opened[key] = opener(self.ctx, destination_id, stored)
         return clear
 
 
@@ -120,7 +144,7 @@ def open_instance_key(ctx: Context, name: str, stored: str) -> bytes:
         raise ConfigError(f"instance_keys: the stored key {name!r} is not base64 (edited by hand?)") from None
 
 
-async def reseal(conn: asyncpg.Connection, ring: Keyring) -> dict[str, int]:
+async def reseal(conn: Connection, ring: Keyring) -> dict[str, int]:
     """Re-seals every stored secret not under the current key; returns the changed count per column.
 
     Without a key it changes nothing (sealed values stay sealed: removing the keys never writes a secret

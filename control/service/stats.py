@@ -9,9 +9,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import msgspec
 
 from control.db import histogram
 from control.db import stats as db_stats
+from control.db.connection import Connection
+from control.db.context import Context, Principal
 from control.records.stats import (
     DeliveryStats,
     DestinationHealth,
@@ -25,7 +28,6 @@ from control.records.stats import (
     RefusedRequests,
     SignatureFailures,
 )
-from control.service import Context, Principal
 from control.service.endpoints import require_endpoint
 from shared.refusals import IP_NOT_ALLOWED, REASONS, SIGNATURE_REASONS, parse
 
@@ -111,23 +113,23 @@ def _reopens_at(ctx: Context, circuit: str, opened_at: datetime | None) -> datet
     return opened_at + timedelta(seconds=ctx.settings.circuit_cooldown_s)
 
 
-def _health(ctx: Context, state: asyncpg.Record, counts: asyncpg.Record | None) -> dict[str, object]:
+def _health(ctx: Context, state: db_stats.DestinationState, counts: asyncpg.Record | None) -> DestinationHealth:
     attempts = counts["attempts"] if counts else 0
     succeeded = counts["succeeded"] if counts else 0
-    return {
-        "attempts": attempts,
-        "succeeded": succeeded,
-        "failed": attempts - succeeded,
-        "success_rate": _rate(succeeded, attempts),
-        "latency_ms": _latency(counts["latency"] if counts else None),
-        "last_status": state["last_status"],
-        "last_attempt_at": state["last_attempt_at"],
-        "consecutive_failures": state["consecutive_failures"],
-        "circuit": state["circuit"],
-        "reopens_at": _reopens_at(ctx, state["circuit"], state["circuit_opened_at"]),
-        "paused_until": state["paused_until"],
-        "fifo_waiting": state["fifo_waiting"],
-    }
+    return DestinationHealth(
+        attempts=attempts,
+        succeeded=succeeded,
+        failed=attempts - succeeded,
+        success_rate=_rate(succeeded, attempts),
+        latency_ms=_latency(counts["latency"] if counts else None),
+        last_status=state.last_status,
+        last_attempt_at=state.last_attempt_at,
+        consecutive_failures=state.consecutive_failures,
+        circuit=state.circuit,
+        reopens_at=_reopens_at(ctx, state.circuit, state.circuit_opened_at),
+        paused_until=state.paused_until,
+        fifo_waiting=state.fifo_waiting,
+    )
 
 
 async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -> EndpointStats:
@@ -158,7 +160,10 @@ async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -
         ),
         destinations=[
             DestinationStats(
-                destination_id=s["id"], name=s["name"], url=s["url"], **_health(ctx, s, by_destination.get(s["id"]))
+                destination_id=s.id,
+                name=s.name,
+                url=s.url,
+                **msgspec.structs.asdict(_health(ctx, s, by_destination.get(s.id))),
             )
             for s in states
         ],
@@ -166,7 +171,7 @@ async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -
 
 
 async def destination_health(
-    ctx: Context, conn: asyncpg.Connection, endpoint_id: str, destination_id: str
+    ctx: Context, conn: Connection, endpoint_id: str, destination_id: str
 ) -> DestinationHealth | None:
     """The health of one destination of ``endpoint_id`` (None if it is gone), on the caller's connection."""
     window = db_stats.Window.last(WINDOW_HOURS, datetime.now(UTC))
@@ -175,7 +180,7 @@ async def destination_health(
         return None
     rows = await db_stats.delivery_counts(conn, endpoint_id, window, destination_id)
     counts = next((r for r in rows if not r["overall"]), None)
-    return DestinationHealth(**_health(ctx, states[0], counts))
+    return _health(ctx, states[0], counts)
 
 
 async def prune(ctx: Context) -> int:

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from control.db import events as db_events
-from control.service import Context
+from control.db.context import Context
 from control.service.cursors import encode_position
 from control.service.waiters import Waiter, Wakeups
 

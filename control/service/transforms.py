@@ -1,8 +1,9 @@
 """Transforms as the services use them: checked on write, run once for a replay, and the dry run.
 
-Rule deliveries run a destination's transform in the deliver worker (``control.workers.transforms``), each
-version compiled once. A replay's transform and a dry run are one call each: compiled in an isolate of their
-own and closed after it (a few milliseconds), so nothing of one caller's code stays in the control plane.
+Rule deliveries run a destination's transform in the deliver worker (``control.workers.transforms``). A
+replay's transform and a dry run are one call each. Every call runs in a sandbox process of this process's
+pool (``control.transform.pool``), in the caller's account's share of it: V8 never runs in the control
+plane, and what a transform does to its sandbox process fails only its own call.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from control.db import delivery_records
-from control.db import events as db_events
+from control.db.connection import Row
+from control.db.context import Context, Principal
 from control.delivery.send import Outcome, forwardable, merge
 from control.records.storable import captured_headers, check_text
 from control.records.transforms import (
@@ -25,15 +27,17 @@ from control.records.transforms import (
     TransformTest,
     TransformTestResult,
 )
-from control.service import Context, Principal
-from control.service.endpoints import require_endpoint
-from control.transform.apply import Outgoing, Result, apply, view
-from control.transform.sandbox import MAX_SOURCE, Problem, Sandbox, check
+from control.service.endpoints import require_event
+from control.transform.apply import Call, Outgoing, Result, apply, view
+from control.transform.pool import pool_for
+from control.transform.wire import MAX_SOURCE, Problem, Run
 from shared import ids
-from shared.errors import NotFoundError, ValidationError
+from shared.errors import ForbiddenError, NotATransformError, NotFoundError, ValidationError
 
-__all__ = ("check_transform", "event_context", "run_once", "test_transform", "unsent")
+__all__ = ("caller", "check_transform", "event_context", "run_once", "test_transform", "unsent")
 
+MAX_DEPTH = 128
+"""Levels a dry run's given ``request.body`` may nest."""
 _NOWHERE = "https://destination.invalid/"
 """The URL a dry run without a destination shows: path ``/``, no query."""
 _encode = msgspec.json.Encoder().encode
@@ -43,11 +47,24 @@ _NO_EVENT: dict[str, Any] = {
 }
 
 
-def _line(error: Problem) -> str:
+def _line(error: Problem | NotATransformError) -> str:
     return f"line {error.line}: {error.message}" if error.line is not None else error.message
 
 
-async def check_transform(source: str | None, *, where: str = "transform") -> str | None:
+def caller(ctx: Context, source: str, *, account: str, key: str) -> Call:
+    """One call of ``source`` at a time, in ``account``'s share of this process's sandbox pool; ``key``
+    (a destination, or the account's dry runs) is what a run of stopped calls slows down."""
+    pool = pool_for(ctx.settings)
+
+    async def call(payload: str) -> Run | Problem:
+        return await pool.run(source, payload, account=account, key=key)
+
+    return call
+
+
+async def check_transform(
+    ctx: Context, principal: Principal, source: str | None, *, where: str = "transform"
+) -> str | None:
     """The source when it is a transform (it compiles, and loading it defines ``handler``), None for none;
     ValidationError naming ``where`` and the line otherwise."""
     if source is None:
@@ -55,7 +72,7 @@ async def check_transform(source: str | None, *, where: str = "transform") -> st
     check_text(source, where)
     if len(source) > MAX_SOURCE:
         raise ValidationError(f"{where}: longer than {MAX_SOURCE} characters")
-    problem = await check(source)
+    problem = await pool_for(ctx.settings).check(source, account=principal.account_id)
     if problem is not None:
         raise ValidationError(f"{where}: {_line(problem)}")
     return source
@@ -65,9 +82,7 @@ def _iso(at: datetime) -> str:
     return at.isoformat().replace("+00:00", "Z")
 
 
-def event_context(
-    event: Mapping[str, Any], destination: Mapping[str, Any] | None, *, event_id: str | None = None
-) -> dict[str, Any]:
+def event_context(event: Row, destination: Row | None, *, event_id: str | None = None) -> dict[str, Any]:
     """``context``: the event (id, provider, event_type, received_at, labels) and the destination (id, name)."""
     return {
         "event": {
@@ -81,16 +96,37 @@ def event_context(
     }
 
 
-async def run_once(source: str, request: Outgoing, context: Mapping[str, Any], *, where: str = "transform") -> Result:
-    """One call of ``source`` on ``request``, in an isolate made for it; a source that does not compile is a
-    ValidationError naming ``where``."""
-    sandbox = Sandbox.compile(source)
-    if isinstance(sandbox, Problem):
-        raise ValidationError(f"{where}: {_line(sandbox)}")
+async def run_once(
+    ctx: Context,
+    principal: Principal,
+    source: str,
+    request: Outgoing,
+    context: Mapping[str, Any],
+    *,
+    where: str = "transform",
+) -> Result:
+    """One call of ``source`` on ``request``; a source that does not compile is a ValidationError naming
+    ``where``."""
+    account = principal.account_id
     try:
-        return await apply(sandbox, request, context)
-    finally:
-        sandbox.close()
+        return await apply(caller(ctx, source, account=account, key="once:" + account), request, context)
+    except NotATransformError as exc:
+        raise ValidationError(f"{where}: {_line(exc)}") from None
+
+
+def _check_body(body: Any, max_bytes: int) -> None:
+    """A given body nests at most ``MAX_DEPTH`` deep and is at most ``max_bytes`` as JSON (a webhook's
+    largest body): walked without recursion, so no depth reaches Python's stack."""
+    stack = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValidationError(f"request.body: nested deeper than {MAX_DEPTH} levels")
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    size = len(body.encode("utf-8", "surrogatepass")) if isinstance(body, str) else len(_encode(body))
+    if size > max_bytes:
+        raise ValidationError(f"request.body: larger than {max_bytes} bytes (the largest webhook body accepted)")
 
 
 def _check_request(request: TransformRequest) -> None:
@@ -128,14 +164,7 @@ async def _stored(ctx: Context, principal: Principal, data: TransformTest) -> tu
     or to no URL in particular), and its context."""
     event_id = data.event_id or ""
     async with ctx.pool.acquire() as conn:
-        row = (
-            await db_events.get_for_account(conn, principal.account_id, event_id)
-            if ids.is_id(event_id, "evt")
-            else None
-        )
-        if row is None:
-            raise NotFoundError(f"event_id: event {event_id!r} not found")
-        await require_endpoint(conn, principal, row["endpoint_id"])
+        row = await require_event(conn, principal, event_id, field="event_id")
         destination = None
         if data.destination_id is not None:
             if ids.is_id(data.destination_id, "dst"):
@@ -156,12 +185,15 @@ async def _stored(ctx: Context, principal: Principal, data: TransformTest) -> tu
 
 
 async def test_transform(ctx: Context, principal: Principal, data: TransformTest) -> TransformTestResult:
-    """Runs ``data.transform`` once and answers what it returned; sends nothing, stores nothing (so a
-    read-only credential, such as an inbox link's, may run it)."""
+    """Runs ``data.transform`` once and answers what it returned; sends nothing, stores nothing. It runs the
+    caller's code on the service's sandbox, so a read-only credential may not."""
+    if principal.read_only:
+        raise ForbiddenError("this API key is read-only: a dry run runs code, which takes a key that may write")
     check_text(data.transform, "transform")
     check_text(data.event_id, "event_id")
     check_text(data.destination_id, "destination_id")
     if data.request is not None:
+        _check_body(data.request.body, ctx.settings.max_body_bytes)
         _check_request(data.request)
     if data.event_id is None and data.request is None:
         raise ValidationError("event_id: give event_id (a stored event), request, or both")
@@ -172,16 +204,14 @@ async def test_transform(ctx: Context, principal: Principal, data: TransformTest
         request, context = await _stored(ctx, principal, data)
     if data.request is not None:  # the given request, sent where the event's would go
         request = _given(data.request, request.url)
-    sandbox = Sandbox.compile(data.transform)
-    if isinstance(sandbox, Problem):
-        error = TransformError(message=sandbox.message, line=sandbox.line)
+    account = principal.account_id
+    try:
+        result = await apply(caller(ctx, data.transform, account=account, key="once:" + account), request, context)
+    except NotATransformError as exc:
+        error = TransformError(message=exc.message, line=exc.line)
         return TransformTestResult(
             request=None, skipped=False, logs=[], logs_truncated=False, error=error, duration_ms=0
         )
-    try:
-        result = await apply(sandbox, request, context)
-    finally:
-        sandbox.close()
     record = result.record
     shown = None
     if result.request is not None:

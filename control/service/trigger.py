@@ -24,14 +24,16 @@ import json
 import httpx
 
 from control.db import endpoints as db_endpoints
+from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
-from control.service import Context, Principal, sealed
+from control.service import sealed
 from control.service.endpoints import ingest_url, require_endpoint, require_write
 from control.service.limits import charge_send
 from control.service.stored import watch_storing
 from control.service.waiters import Wakeups
 from shared import samples
 from shared.errors import NotFoundError, ValidationError
+from shared.providers import NAMES
 
 __all__ = ("send_test_webhook",)
 
@@ -43,31 +45,34 @@ async def send_test_webhook(
 ) -> TriggerOutcome:
     """For ``POST /v1/endpoints/{id}/test-webhook``, the MCP tool and ``hookyard trigger`` alike."""
     require_write(principal)
-    names = samples.EVENT_TYPES.get(data.provider)
-    if names is None:
-        raise ValidationError(f"provider: must be one of {', '.join(samples.PROVIDERS)}")
-    if data.event_type not in names:
-        raise ValidationError(f"event_type: {data.provider} sends no {data.event_type!r}; one of {', '.join(names)}")
+    provider = samples.provider_name(data.provider)
+    if provider is None:
+        raise ValidationError(f"provider: {data.provider!r} is not one of {', '.join(sorted(NAMES))}")
+    names = samples.EVENT_TYPES[provider]
+    event_type = names[0] if data.event_type is None else data.event_type
+    if event_type not in names:
+        raise ValidationError(f"event_type: {provider} sends no {event_type!r}; one of {', '.join(names)}")
     async with ctx.pool.acquire() as conn:
         endpoint = await require_endpoint(conn, principal, endpoint_id)
         rows = await db_endpoints.edge_rows(conn, [endpoint["id"]])
     if not rows:  # deleted between the two reads
         raise NotFoundError(f"endpoint {endpoint_id!r} not found")
     config = rows[0]
+    url = ingest_url(ctx, endpoint["ingest_token"])
     sample = samples.sample(
-        data.provider,
-        data.event_type,
+        provider,
+        event_type,
         secret=sealed.open_provider_secret(ctx, config["id"], config["secret"])
         or sealed.open_endpoint_secret(ctx, config["id"], config["signing_secret"]),
         header_name=config["header_name"],
         family="vendor" if data.headers == "provider" else "neutral",
+        url=url,
     )
-    url = ingest_url(ctx, endpoint["ingest_token"])
     await charge_send(ctx, principal)
     outcome = TriggerOutcome(
         endpoint_id=endpoint["id"],
-        provider=data.provider,
-        event_type=data.event_type,
+        provider=provider,
+        event_type=event_type,
         ingest_url=url,
         idempotency_key=sample.idempotency_key,
         signature_header=sample.signature_header,

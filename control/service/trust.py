@@ -15,12 +15,14 @@ import msgspec
 
 from control.db import endpoints as db_endpoints
 from control.db import trust as db_trust
+from control.db.context import Context, Principal
 from control.records.endpoints import EndpointCreated
 from control.records.storable import check_text
 from control.records.trust import AllowlistEntry, AllowlistList, AuthConfig, AuthConfigUpdate
-from control.service import Context, Principal, edge_config, sealed
+from control.service import edge_config, sealed
 from control.service.endpoints import _endpoint as endpoint_record
 from control.service.endpoints import require_endpoint, require_write
+from control.service.providers import check_public_key, provider_name
 from control.service.text import check_secret
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -51,6 +53,8 @@ def _auth_config(row: asyncpg.Record) -> AuthConfig:
         on_failure=row["on_failure"],
         log_blocked_ips=row["log_blocked_ips"],
         secret_set=row["secret_set"],
+        provider=row["provider"],
+        verify_token_set=row["verify_token_set"],
     )
 
 
@@ -78,10 +82,16 @@ async def update_auth_config(
     require_write(principal)
     changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
     check_secret(changes.get("secret"))
+    check_secret(changes.get("verify_token"), "verify_token")
     if isinstance(changes.get("header_name"), str):
         changes["header_name"] = changes["header_name"].lower()
+    if isinstance(changes.get("provider"), str):
+        changes["provider"] = provider_name(changes["provider"])
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
+        if isinstance(changes.get("secret"), str):
+            provider = changes["provider"] if "provider" in changes else await db_trust.provider_of(conn, endpoint_id)
+            check_public_key(provider, changes["secret"])
         if "secret" in changes:
             changes["secret"] = sealed.seal_provider_secret(ctx, endpoint_id, changes["secret"])
         row = await db_trust.update_auth_config(conn, endpoint_id, changes)

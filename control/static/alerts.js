@@ -12,6 +12,7 @@
   const EVERY_MS = 30000;
   const LABELS = {
     "destination.circuit_opened": "destination failing",
+    "destination.disabled": "destination disabled",
     "delivery.exhausted": "deliveries exhausted their retries",
     "endpoint.signature_failures": "signatures failing",
     "endpoint.silent": "no events arriving",

@@ -1,6 +1,6 @@
 // hookyard inbox page: the raw tab of a body that is not UTF-8 text, as `hexdump -C` prints it.
 //
-// A pure function of the body's bytes, in a file of its own so tests/firsthour/test_inbox_samples.py runs
+// A pure function of the body's bytes, in a file of its own so tests/onboarding/test_inbox_samples.py runs
 // this very code (in node) and compares it with `hexdump -C` byte for byte: offset, sixteen bytes in two
 // groups of eight, the printable ASCII column (anything else a dot), and the length on the last line. Only
 // the first LIMIT bytes are drawn (a 1 MiB body would be 4 MiB of text); the download link has them all.

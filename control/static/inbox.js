@@ -16,6 +16,7 @@
 
   const state = {
     events: new Map(), cursor: null, selected: null, loading: false, again: null, filterKey: "", pending: new Set(),
+    replayUrl: "", // the URL last replayed to from this page; else the endpoint's replay target (below)
   };
 
   // -- DOM helpers: text only ------------------------------------------------------------------------
@@ -121,10 +122,10 @@
   const main = document.querySelector("main");
   const form = h("form", { className: "filters", role: "search", on: { submit: (e) => e.preventDefault() } });
   append(form, [
-    h("input", { name: "q", type: "search", placeholder: "search body, type, labels…", ariaLabel: "search" }),
+    h("input", { name: "q", type: "search", placeholder: "search body, path, query, headers…", ariaLabel: "search" }),
     h("select", { name: "provider", ariaLabel: "provider" },
       h("option", { value: "" }, "any provider"),
-      ["identity", "commerce", "payments", "code_host"].map((p) => h("option", { value: p }, p))),
+      JSON.parse(document.body.dataset.providers || "[]").map((p) => h("option", { value: p }, p))),
     h("input", { name: "type", placeholder: "event type", ariaLabel: "event type" }),
     h("select", { name: "signature", ariaLabel: "signature" },
       h("option", { value: "" }, "any signature"),
@@ -179,10 +180,17 @@
     h("span", { className: "sub" },
       h("span", { className: "provider" }, event.provider || "unattributed"),
       event.event_type ? h("span", { className: "type" }, event.event_type) : null,
+      event.handshake ? h("span", { className: "handshake", title: "answered at the edge, never delivered" }, "handshake") : null,
       verdict(event.signature_valid, event.signature_failure_reason),
+      h("span", { className: "source", title: "source address" }, event.source_ip || "unknown source"),
       h("span", { className: "size" }, size(event.size))),
     event.labels.length ? h("span", { className: "labels" }, labelChips(event.labels)) : null);
     return li;
+  }
+
+  function selectNewest() {
+    const newest = ordered()[0];
+    if (newest && state.selected === null) select(newest.id);
   }
 
   function draw(freshIds) {
@@ -240,6 +248,7 @@
       }
       draw(fresh);
       say("live", "live");
+      if (mode === "live") selectNewest(); // the first event into a page that had none
     } catch (error) {
       say(error.message, "error");
     } finally {
@@ -292,9 +301,10 @@
     const raw = bytes(event.body, event.body_encoding);
     const views = [];
     if (event.body !== null && event.body_encoding === "utf8") {
-      try {
-        views.push(["pretty", JSON.stringify(JSON.parse(event.body), null, 2)]);
-      } catch (_) { /* not JSON: no pretty view */ }
+      // The body's own text, indented and coloured (pretty.js): never a value parsed and printed again,
+      // which would show `48` for `48.0`. Not JSON: no pretty view.
+      const pretty = hookyardPretty.render(event.body);
+      if (pretty !== null) views.push(["pretty", pretty, "pretty"]);
       views.push(["raw", event.body]);
     } else if (event.body !== null) {
       views.push(["raw", hookyardHex.hexDump(raw), "hex"]); // not UTF-8 text: its bytes, as hexdump -C shows them
@@ -303,7 +313,8 @@
     const pre = h("pre", { className: "body", id: "body-view" });
     const tabs = h("div", { className: "tabs", role: "tablist" });
     const show = (name, text, kind) => {
-      pre.textContent = text;
+      if (typeof text === "string") pre.textContent = text;
+      else pre.replaceChildren(text.cloneNode(true)); // a fragment empties itself when appended: keep the original
       pre.className = kind ? `body ${kind}` : "body";
       for (const tab of tabs.children) tab.setAttribute("aria-selected", String(tab.dataset.view === name));
     };
@@ -323,21 +334,32 @@
       d.response_status === null ? "no response" : String(d.response_status),
       d.latency_ms === null ? "" : `${d.latency_ms} ms`,
       d.success ? "ok" : (d.error || "failed"),
+      d.span_id || "",
     ]);
-    return [h("h3", {}, "Deliveries"), table(rows, ["time", "source", "attempt", "destination", "status", "latency", "outcome"])];
+    return [h("h3", {}, "Deliveries"), table(rows, ["time", "source", "attempt", "destination", "status", "latency", "outcome", "span"])];
   }
 
   function replayForm(event) {
-    const url = h("input", { name: "url", type: "url", required: true, placeholder: "https://example.com/webhooks", ariaLabel: "replay URL" });
+    const url = h("input", { name: "url", type: "url", required: true, placeholder: "https://example.com/webhooks", ariaLabel: "replay URL", value: state.replayUrl });
+    if (!state.replayUrl) { // where listen forwards, or where the last replay went (the endpoint's replay target)
+      api("/replay-target").then((target) => {
+        if (target.url && !url.value && !state.replayUrl) url.value = target.url;
+      }, () => { /* no hint: the box stays empty */ });
+    }
     const resign = h("input", { name: "resign", type: "checkbox" });
     const secret = h("input", { name: "secret", type: "password", placeholder: "signing secret (16+ chars)", ariaLabel: "signing secret", autocomplete: "off" });
-    const header = h("input", { name: "signature_header", value: "x-signature", ariaLabel: "signature header" });
+    const own = hookyardResign.ownHeader(event); // where the server re-signs when no header is named
+    const header = h("input", { name: "signature_header", placeholder: own, title: `default: ${own}`, ariaLabel: "signature header" });
     const outcome = h("div", { className: "outcome", id: "replay-outcome", role: "status" });
     const send = h("button", { type: "submit" }, "Replay");
     const formEl = h("form", { className: "replay", on: { submit: async (e) => {
       e.preventDefault();
       const request = { url: url.value.trim() };
-      if (resign.checked) Object.assign(request, { resign_with: secret.value, signature_header: header.value.trim() });
+      state.replayUrl = request.url;
+      if (resign.checked) {
+        request.resign_with = secret.value;
+        if (header.value.trim()) request.signature_header = header.value.trim(); // else the event's own (above)
+      }
       send.disabled = true;
       outcome.textContent = "sending…";
       try {
@@ -389,9 +411,11 @@
     const summary = [
       ["id", event.id], ["received", when(event.received_at)], ["request", `${event.method} ${event.path || "/"}`],
       ["provider", event.provider || "unattributed"], ["type", event.event_type || ""],
+      ["handshake", event.handshake ? "yes: answered at the edge, never delivered" : "no"],
       ["signature", verdict(event.signature_valid, event.signature_failure_reason)],
       ["source IP", `${event.source_ip || "unknown"} · ${allow}`], ["content type", event.content_type || ""],
       ["idempotency key", event.idempotency_key || ""], ["labels", h("span", {}, labelChips(event.labels))],
+      ["trace", h("code", { id: "trace-id" }, event.trace_id || "not traced")],
     ];
     const dl = h("dl", { className: "summary" }, summary.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
     const headerRows = Object.entries(event.headers).map(([name, value]) =>
@@ -411,9 +435,12 @@
     ]);
   }
 
+  // Opened on the event its address names, else on the newest: the page never opens on an empty detail
+  // while there are events (and the first event to arrive into an empty page is shown too, in draw).
   refresh("reset").then(() => {
     const wanted = location.hash.slice(1);
     if (/^evt_[0-9A-Za-z]+$/.test(wanted)) select(wanted);
+    else selectNewest();
   });
   connect();
 })();

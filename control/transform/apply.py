@@ -15,20 +15,25 @@ a transform reshapes a request, it does not choose where it goes.
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
 from control.records.destinations import HOP_BY_HOP
 from control.records.transforms import TransformError, TransformRecord
-from control.transform.sandbox import Run, Sandbox
+from control.transform.wire import Problem, Run
+from shared.bytes_lru import memoize
+from shared.errors import NotATransformError
 
-__all__ = ("Outgoing", "Result", "apply", "record_of", "view")
+__all__ = ("Call", "Outgoing", "Result", "apply", "record_of", "view")
+
+Call = Callable[[str], Awaitable[Run | Problem]]
+"""One call of a transform on a JSON payload (``control.transform.pool.Pool.run`` with its source bound)."""
 
 _encode = msgspec.json.Encoder().encode
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -37,6 +42,8 @@ _PATH = re.compile(r"/[^\x00-\x20\x7f#?]*")
 _QUERY = re.compile(r"[^\x00-\x20\x7f#]*")
 _FIELDS = frozenset({"method", "path", "query", "headers", "body"})
 _MAX_HEADERS = 100
+PARTS_CACHE_BYTES = 4 * 1024 * 1024
+"""What the parsed-URL cache of ``view`` may hold."""
 
 
 @dataclass(slots=True)
@@ -55,6 +62,8 @@ class Result:
 
     request: Outgoing | None
     record: TransformRecord
+    crashed: bool = False
+    """The call ended its sandbox process (``control.transform.pool``)."""
 
 
 class _Wrong(Exception):
@@ -78,9 +87,15 @@ def _text(value: str) -> str:
     return value
 
 
-@functools.lru_cache(maxsize=4096)
+def _weight(parts: tuple[str, str]) -> int:
+    return sys.getsizeof(parts[0]) + sys.getsizeof(parts[1])
+
+
+@memoize(PARTS_CACHE_BYTES, size=_weight, max_entry=16 * 1024)
 def _parts(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)  # a worker sends to few distinct URLs
+    """The path and query of a URL: a worker sends to few distinct URLs. Bounded in bytes, and a URL past
+    16 KB (a transform may return a path of megabytes) is not kept."""
+    parts = urlsplit(url)
     return parts.path or "/", parts.query
 
 
@@ -149,7 +164,7 @@ def _headers(returned: Any, sent: Outgoing, shown: Mapping[str, str]) -> dict[st
     return out
 
 
-def _url(sent: Outgoing, path: Any, query: Any, shown: Mapping[str, Any]) -> str:
+def _url(sent: Outgoing, path: object, query: object, shown: Mapping[str, Any]) -> str:
     if path == shown["path"] and query == shown["query"]:
         return sent.url
     if not isinstance(path, str) or not _PATH.fullmatch(path):
@@ -191,18 +206,33 @@ def _outgoing(returned: dict[str, Any], sent: Outgoing, shown: dict[str, Any], b
     return Outgoing(method=method.upper(), url=url, headers=headers, body=data)
 
 
-async def apply(sandbox: Sandbox, sent: Outgoing, context: Mapping[str, Any]) -> Result:
-    """Runs the transform on the request ``sent`` would be; the request to send instead, or why none is."""
+async def apply(call: Call, sent: Outgoing, context: Mapping[str, Any]) -> Result:
+    """Runs the transform on the request ``sent`` would be; the request to send instead, or why none is.
+    NotATransformError when its source does not compile."""
     shown, body_in = view(sent)
-    run = await sandbox.run(_encode({"request": shown, "context": context}).decode())
+    run = await call(_encode({"request": shown, "context": context}).decode())
+    if isinstance(run, Problem):
+        raise NotATransformError(run.message, run.line)
     if run.error is not None:
-        return Result(None, record_of(run))
-    done = {"logs": run.logs, "logs_truncated": run.logs_truncated, "duration_ms": round(run.duration_ms, 3)}
+        return Result(None, record_of(run), crashed=run.crashed)
     if run.request is None:
-        return Result(None, TransformRecord(outcome="skipped", **done))
+        return Result(None, _done(run, "skipped"))
     try:
         outgoing = _outgoing(run.request, sent, shown, body_in)
     except _Wrong as exc:
         error = TransformError(message=f"the returned request cannot be sent: {exc}", line=None)
-        return Result(None, TransformRecord(outcome="failed", error=error, **done))
-    return Result(outgoing, TransformRecord(outcome="applied", **done))
+        return Result(None, _done(run, "failed", error))
+    return Result(outgoing, _done(run, "applied"))
+
+
+def _done(
+    run: Run, outcome: Literal["applied", "skipped", "failed"], error: TransformError | None = None
+) -> TransformRecord:
+    """The record of a run that returned (its logs and duration), with what became of what it returned."""
+    return TransformRecord(
+        outcome=outcome,
+        error=error,
+        logs=run.logs,
+        logs_truncated=run.logs_truncated,
+        duration_ms=round(run.duration_ms, 3),
+    )

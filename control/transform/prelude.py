@@ -2,7 +2,9 @@
 
 Run once per isolate, before any user code: it removes what could reach outside the call or outlive it,
 then freezes every object reachable from the global object (and the intrinsics only reachable through
-syntax: generator, async and iterator prototypes), and the global object itself. What that buys:
+syntax or what a builtin returns: generator, async, iterator and iterator-helper prototypes, Intl.Segmenter's
+segments), and the global object itself; RegExp's legacy statics (``RegExp.input``, ``$1``...), which show
+the last match, are removed. What that buys:
 
 - no I/O: V8 has no network, file system or module loader of its own; ``import()`` has no host loader and
   rejects. What mini-racer adds (``setTimeout``/``clearTimeout`` over ``Atomics.waitAsync``) is removed, as
@@ -40,6 +42,14 @@ PRELUDE = r"""
   for (const name of removed) {
     if (Object.prototype.hasOwnProperty.call(g, name)) delete g[name];
   }
+  // RegExp's legacy static properties (RegExp.input, $1...$9, lastMatch...) read the isolate's last match:
+  // one call's data, shown to the next. Removed (they are configurable accessors).
+  for (const name of [
+    "input", "$_", "lastMatch", "$&", "lastParen", "$+", "leftContext", "$`", "rightContext", "$'",
+    "$1", "$2", "$3", "$4", "$5", "$6", "$7", "$8", "$9",
+  ]) {
+    delete g.RegExp[name];
+  }
   // mini-racer's timers are `var` bindings (not deletable): emptied instead, and its class frozen below.
   for (const name of ["setTimeout", "clearTimeout", "__timer_manager"]) {
     if (Object.prototype.hasOwnProperty.call(g, name)) g[name] = undefined;
@@ -55,6 +65,17 @@ PRELUDE = r"""
     Object.getPrototypeOf(""[Symbol.iterator]()),
     Object.getPrototypeOf(/a/[Symbol.matchAll]("a")),
   ];
+  // Intrinsics only reachable through what a builtin returns: iterator helpers, Iterator.from's wrapper,
+  // Intl.Segmenter's segments and their iterator.
+  const reached = [
+    () => [].values().map((x) => x),
+    () => Iterator.from({ next() { return { done: true }; } }),
+    () => new Intl.Segmenter().segment(""),
+    () => new Intl.Segmenter().segment("")[Symbol.iterator](),
+  ];
+  for (const make of reached) {
+    try { roots.push(Object.getPrototypeOf(make())); } catch (e) { /* not in this V8 */ }
+  }
   if (typeof __TimerManager === "function") roots.push(__TimerManager);
   const seen = new Set();
   const queue = roots.slice();

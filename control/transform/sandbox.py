@@ -1,4 +1,5 @@
 """One transform's code in a V8 isolate of its own (mini-racer), compiled once and called per delivery.
+Runs only in a sandbox process (``control.transform.child``), never in the control plane or a worker.
 
 An isolate per compiled transform: its heap limit is the transform's alone, a runaway call stops only its
 own transform's calls, and no two transforms (or accounts) share a heap. Each isolate has its own thread
@@ -31,13 +32,14 @@ import asyncio
 import json
 import re
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
-from py_mini_racer import JSEvalException, JSOOMException, JSParseException, MiniRacer
+from py_mini_racer import JSEvalException, JSFunction, JSOOMException, JSParseException, MiniRacer
+from py_mini_racer._context import Context
+from py_mini_racer._value_handle import ValueHandle
 
 from control.transform.prelude import LINE_OFFSET, PRELUDE, RUNNER, body, script
+from control.transform.wire import MAX_LOGS, MAX_OUTPUT, MAX_SOURCE, MEMORY_LIMIT, TIME_LIMIT_S, Problem, Run
 
 __all__ = (
     "MAX_LOGS",
@@ -51,29 +53,11 @@ __all__ = (
     "check",
 )
 
-MAX_SOURCE = 65_536
-"""Characters of JavaScript a transform may have."""
-TIME_LIMIT_S = 1.0
-MEMORY_LIMIT = 64 * 1024 * 1024
-"""Bytes of V8 heap an isolate may use."""
-MAX_OUTPUT = 4 * 1024 * 1024
-"""Characters of the returned request as JSON (the edge takes bodies of 1 MiB by default)."""
-MAX_LOGS = 4096
-"""Characters of ``console`` output kept per call; what is past them is dropped (``logs_truncated``)."""
 MAX_BATCH = 64
 """Calls of one transform sent to its isolate at once (those that waited while the previous batch ran)."""
 
 _LINE = re.compile(r"(?:<anonymous>|transform\.js):(\d+)")
 _decode = msgspec.json.Decoder().decode
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Why a source is not a transform: ``message`` (V8's, or what loading it did) and the ``line`` it names.
-    A value, not an error: the services say which field it came in (``transform: line 3: ...``)."""
-
-    message: str
-    line: int | None
 
 
 class _Refused(Exception):
@@ -82,20 +66,6 @@ class _Refused(Exception):
     def __init__(self, problem: Problem) -> None:
         super().__init__(problem.message)
         self.problem = problem
-
-
-@dataclass(slots=True)
-class Run:
-    """What one call did: the returned request (None: skip, or an error), or the error and its line."""
-
-    request: Any = None
-    error: str | None = None
-    line: int | None = None
-    logs: list[str] = field(default_factory=list)
-    logs_truncated: bool = False
-    duration_ms: float = 0.0
-    stopped: bool = False
-    """A limit stopped it (time or memory)."""
 
 
 def _first_line(text: str) -> str:
@@ -138,7 +108,7 @@ class Sandbox:
             raise _Refused(Problem(f"longer than {MAX_SOURCE} characters", None))
         self.source = source
         self._lock = asyncio.Lock()
-        self._queue: list[tuple[str, asyncio.Future[Run]]] = []
+        self._queue: list[tuple[list[str], asyncio.Future[list[Run]]]] = []
         self._pump: asyncio.Task[None] | None = None
         self._fence: asyncio.Task[None] | None = None
         self._fence_timer: asyncio.TimerHandle | None = None
@@ -146,7 +116,8 @@ class Sandbox:
         self._retired = False
         self._mr: MiniRacer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._call: Any = None
+        self._call: tuple[Context, ValueHandle, ValueHandle] | None = None
+        """mini-racer's context, the runner and the argument array, as ``_batch`` calls them."""
         self._build()
 
     def _build(self) -> None:
@@ -160,7 +131,9 @@ class Sandbox:
                 factory = mr.eval(f"Function('console', {json.dumps(body(self.source))})")
             except JSEvalException as exc:
                 raise _Refused(_syntax_error(mr, self.source, exc)) from None
-            runner = mr.eval(RUNNER)(factory, MAX_OUTPUT, MAX_LOGS, LINE_OFFSET)  # type: ignore[operator]
+            make_runner = mr.eval(RUNNER)
+            assert isinstance(make_runner, JSFunction)  # RUNNER is a function expression
+            runner = make_runner(factory, MAX_OUTPUT, MAX_LOGS, LINE_OFFSET)
             ctx = mr._ctx
             assert ctx is not None
             self._call = (
@@ -198,38 +171,57 @@ class Sandbox:
 
     async def run(self, payload: str) -> Run:
         """Calls ``handler`` with the JSON ``payload`` ``{"request", "context"}`` within the limits. Never
-        raises for what the code does: a throw, a bad return, a limit reached are a ``Run`` with ``error``.
+        raises for what the code does: a throw, a bad return, a limit reached are a ``Run`` with ``error``."""
+        return (await self.run_many([payload]))[0]
+
+    async def run_many(self, payloads: list[str]) -> list[Run]:
+        """``run`` for each payload, in order, as one entry of the queue: a sandbox process hands over the
+        batch the pool sent without a future and a task per call.
 
         Calls that arrive while a batch runs wait and go as the next batch, one task on the isolate's thread
         (group commit): each round trip to that thread costs a thread hop and, on the way back, the GIL, which
         a busy event loop hands over only every switch interval (5 ms). One transform's calls at a time, so
         the limits are each batch's; a batch that was stopped is run again call by call, each within the
         limits alone, so only the call that ran away is stopped."""
-        waiter: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
-        self._queue.append((payload, waiter))
+        waiter: asyncio.Future[list[Run]] = asyncio.get_running_loop().create_future()
+        self._queue.append((payloads, waiter))
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._drain(), name="transform:calls")
         return await waiter
 
+    def _take(self) -> list[tuple[list[str], asyncio.Future[list[Run]]]]:
+        """The next batch: entries from the head of the queue up to ``MAX_BATCH`` calls (at least one entry),
+        those cancelled meanwhile left out."""
+        taken: list[tuple[list[str], asyncio.Future[list[Run]]]] = []
+        calls = 0
+        while self._queue and (not taken or calls + len(self._queue[0][0]) <= MAX_BATCH):
+            payloads, waiter = self._queue.pop(0)
+            if not waiter.done():
+                taken.append((payloads, waiter))
+                calls += len(payloads)
+        return taken
+
     async def _drain(self) -> None:
         while self._queue:
-            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-            batch = [(payload, waiter) for payload, waiter in batch if not waiter.done()]  # cancelled meanwhile
+            batch = self._take()
             if not batch:
                 continue
+            payloads = [payload for entry, _ in batch for payload in entry]
             try:
                 async with self._lock:
-                    runs = await self._batch([payload for payload, _ in batch])
-                    if len(batch) > 1 and any(run.stopped for run in runs):
-                        runs = [(await self._batch([payload]))[0] for payload, _ in batch]
+                    runs = await self._batch(payloads)
+                    if len(payloads) > 1 and any(run.stopped for run in runs):
+                        runs = [(await self._batch([payload]))[0] for payload in payloads]
             except BaseException as exc:
                 for _, waiter in batch:
                     if not waiter.done():
                         waiter.set_exception(exc)
                 raise
-            for (_, waiter), run in zip(batch, runs, strict=True):
+            at = 0
+            for entry, waiter in batch:
                 if not waiter.done():
-                    waiter.set_result(run)
+                    waiter.set_result(runs[at : at + len(entry)])
+                at += len(entry)
             self._last_call = time.monotonic()
         if self._retired:
             self.close()
@@ -241,6 +233,7 @@ class Sandbox:
         if self._mr is None or self._loop is not asyncio.get_running_loop():
             self.close()
             self._build()  # it compiled before, so it compiles again
+        assert self._call is not None  # set with the isolate by _build
         ctx, runner, argv = self._call
         clock = time.perf_counter()
         try:
@@ -259,7 +252,11 @@ class Sandbox:
             return self._stopped(payloads, clock, f"stopped: {why}")
         elapsed_ms = (time.perf_counter() - clock) * 1000
         runs = []
-        for out in _decode(answer):  # type: ignore[arg-type]
+        try:
+            outs = _decode(answer)  # type: ignore[arg-type]  # mini-racer answers a JS string as a str
+        except msgspec.DecodeError:  # a lone surrogate escaped (msgspec refuses it): the child names it
+            outs = json.loads(answer)  # type: ignore[arg-type]  # idem
+        for out in outs:
             error = out["error"]
             runs.append(
                 Run(

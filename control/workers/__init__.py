@@ -8,11 +8,12 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from control.db import create_pool
+from control.db.context import Context
 from control.routing.route import Router
 from control.schemas.learn import Learner
-from control.service import Context
 from control.service.metrics import serve_worker_metrics
 from control.service.sealed import keyring_of
+from control.transform.pool import close_pool
 from control.workers.alerts import Alerts
 from control.workers.deliver import Deliver
 from control.workers.erasures import Erasures
@@ -21,7 +22,7 @@ from control.workers.learn import Learn, lower_priority
 from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
 from control.workers.retries import RetryJobs
 from control.workers.sweep import Sweep
-from shared import redis_client
+from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.settings import Settings
@@ -64,15 +65,21 @@ async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first sync
     pool = await create_pool(settings.database_url, max_size=settings.db_pool_max, reset_sessions=False)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
-    redis = await redis_client.open_client(settings.redis_url, blocking_reads=True)  # cluster-aware
+    # Cluster-aware, and waited for: a worker started before Redis answers starts once it does.
+    redis = await redis_client.open_client_when_up(settings.redis_url, blocking_reads=True)
+    traces = tracing.setup("worker")  # None without an OTLP endpoint
     try:
         yield Context(
             settings=settings,
             pool=pool,
             redis=redis,
             keys=Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis)),
+            tracing=traces,
         )
     finally:
+        await close_pool()  # the sandbox processes transforms ran in
+        if traces is not None:
+            await asyncio.to_thread(traces.shutdown)  # what is still queued goes out
         await redis.aclose()
         await pool.close()
 

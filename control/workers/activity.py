@@ -4,7 +4,9 @@ Logged at ``info`` on the logger ``hookyard.activity`` by the flush and deliver 
 setting ``log_activity`` is on (``hookyard up`` turns it on; a production worker storing thousands of
 events a second would rather not), so ``HOOKYARD_LOG_LEVEL=warning`` silences them like any info line and
 they share the process's one log format (``shared.logs``). A delivery line names its destination by id and
-``safe_url`` (scheme, host, port): the rest of a destination URL is often its secret.
+``safe_url`` (scheme, host, port): the rest of a destination URL is often its secret. An event line shows
+its method and ``/`` or ``/…``, never the ingest path or query: they may carry a person's data (a customer
+id in the path), and a log line outlives an erasure (``docs/reference/retention.md``).
 
 At most ``LINES_PER_S`` lines of each kind a second: past that, a burst is one summary line a second
 ("... 3,812 more deliveries in the last second: 3,810 succeeded, 2 failed"). Nobody reads four thousand
@@ -15,16 +17,16 @@ lines a second, and formatting and writing them was an eighth of the worker's CP
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from control.records.verdict import verdict_text
 from shared.logs import safe_url
 from shared.wire import IngestRecord
 
-__all__ = ("LINES_PER_S", "delivered", "enabled", "stored")
+__all__ = ("LINES_PER_S", "Clock", "LoopClock", "delivered", "enabled", "stored", "use_clock")
 
 log = logging.getLogger("hookyard.activity")
 
@@ -32,20 +34,50 @@ LINES_PER_S = 20
 """Lines of one kind (events, deliveries) shown each second before the rest is summed up."""
 
 
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """What the windows count seconds by, and how a second's summary is written once the second is over."""
+
+    def now(self) -> float:
+        """Seconds, monotonic."""
+        ...
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer | None:
+        """Calls ``callback`` after ``delay`` seconds; ``None`` when that cannot be arranged."""
+        ...
+
+
+class LoopClock:
+    """The process's clock: ``time.monotonic`` and the running event loop's timers. Without a running loop
+    (a synchronous caller) no timer is set, and the next line of the kind writes the summary."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer | None:
+        try:
+            return asyncio.get_running_loop().call_later(delay, callback)
+        except RuntimeError:
+            return None
+
+
 class _Window:
     """This second's lines of one kind: how many were shown, and what was held back (and how it went)."""
 
-    __slots__ = ("held", "held_failed", "label", "plural", "second", "shown", "timer")
+    __slots__ = ("clock", "held", "held_failed", "label", "plural", "second", "shown", "timer")
 
-    def __init__(self, label: str, plural: str) -> None:
-        self.label, self.plural = label, plural
+    def __init__(self, label: str, plural: str, clock: Clock) -> None:
+        self.label, self.plural, self.clock = label, plural, clock
         self.second = -1
         self.shown = self.held = self.held_failed = 0
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: Timer | None = None
 
     def admit(self, failed: bool = False) -> bool:
         """True when this line is to be written; False when it is counted into the second's summary."""
-        second = int(time.monotonic())
+        second = int(self.clock.now())
         if second != self.second:
             self.summarise()
             self.second, self.shown = second, 0
@@ -54,11 +86,8 @@ class _Window:
             return True
         self.held += 1
         self.held_failed += failed
-        if self.timer is None:
-            # The summary is due even when the burst ends with this line; without a running loop (a
-            # synchronous caller) the next line of this kind writes it.
-            with contextlib.suppress(RuntimeError):
-                self.timer = asyncio.get_running_loop().call_later(1.0, self.summarise)
+        if self.timer is None:  # the summary is due even when the burst ends with this line
+            self.timer = self.clock.call_later(1.0, self.summarise)
         return False
 
     def summarise(self) -> None:
@@ -75,17 +104,30 @@ class _Window:
         self.held = self.held_failed = 0
 
 
-_events, _deliveries = _Window("event", "events"), _Window("delivery", "deliveries")
+_events, _deliveries = _Window("event", "events", LoopClock()), _Window("delivery", "deliveries", LoopClock())
+
+
+def use_clock(clock: Clock) -> None:
+    """Counts both kinds of line by ``clock`` from now on, in fresh windows: how a test lets a second pass
+    without sleeping through it (``LoopClock()`` is the process's own)."""
+    global _events, _deliveries
+    _events, _deliveries = _Window("event", "events", clock), _Window("delivery", "deliveries", clock)
 
 
 def enabled(on: bool) -> bool:
     return on and log.isEnabledFor(logging.INFO)
 
 
-def stored(records: Iterable[IngestRecord], new_ids: set[str]) -> None:
-    """One line per event of ``records`` that this batch stored (not those already stored before)."""
+def stored(
+    records: Iterable[IngestRecord], new_ids: set[str], traces: Mapping[str, tuple[str, str]] | None = None
+) -> None:
+    """One line per event of ``records`` that this batch stored (not those already stored before), with the
+    event's ids (and its routing span's trace and span ids, from ``traces``, when tracing recorded them)."""
     for r in records:
         if r.id in new_ids and _events.admit():
+            extra: dict[str, str] = {"event_id": r.id, "endpoint_id": r.endpoint_id}
+            if traces and (found := traces.get(r.id)) is not None:
+                extra["trace_id"], extra["span_id"] = found
             what = f"{r.provider or '-'} {r.event_type or '-'}"
             blocked = "  blocked by the allowlist" if r.ip_allowed is False else ""
             log.info(
@@ -94,9 +136,10 @@ def stored(records: Iterable[IngestRecord], new_ids: set[str]) -> None:
                 r.endpoint_id,
                 what,
                 r.method,
-                r.path,
+                "…" if r.path or r.query else "",
                 verdict_text(r.signature_valid, r.signature_failure_reason),
                 blocked,
+                extra=extra,
             )
 
 

@@ -6,8 +6,11 @@ What goes out: the captured method, body and headers (minus hop-by-hop ones), th
 unless the destination turned it off; a transform may rewrite or skip the request (``control.workers.transforms``).
 2xx is success; anything else is retried on the schedule until the attempts run out (refused egress, unusable
 requests, an event no longer stored or whose body expired fail at once). A ``Retry-After`` on 429 or 503 pauses
-the destination as a whole. The result goes to the ``Recorder`` synchronously, once the response is in, so a
-cancelled send never loses a finished attempt's bookkeeping.
+the destination as a whole; a 410 disables it (its tasks held, this one too: ``control.db.destination_state``).
+A destination with ``auth`` or ``tls_ca`` is sent to through ``control.delivery.auth`` (credentials laid over
+everything else, redacted in the record); during a signing secret rotation's overlap both secrets sign. The
+result goes to the ``Recorder`` synchronously, once the response is in, so a cancelled send never loses a
+finished attempt's bookkeeping.
 
 Apart from the deliver loop (``control.workers.deliver``), which decides what to claim and when to start it:
 this is what one start does, and the loop's module stays within its size.
@@ -19,23 +22,32 @@ import asyncio
 import logging
 import random
 import time
+from functools import partial
 
 import asyncpg
 
+from control.db.context import Context
 from control.delivery import retry
+from control.delivery.auth.authenticator import Authenticator
 from control.delivery.recorder import Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, send
 from control.delivery.shaping import LATE_S, Shaper
+from control.delivery.tracing import attempt_span
 from control.delivery.transport import Transport
 from control.records.storable import storable
-from control.service import Context, sealed
+from control.service import sealed
+from control.service.destination_auth import load_material
 from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.service.transforms import unsent
 from control.workers import activity
 from control.workers.transforms import Transforms, outgoing, recorded
 from shared.logs import bind
 
-__all__ = ("Attempts",)
+__all__ = ("GONE", "Attempts")
+
+GONE = "the destination answered 410 Gone: disabled, its deliveries held until it is enabled again"
+HELD_BACK_S = 1.0
+"""A task claimed before its destination was disabled goes back this long (the claim then holds it)."""
 
 log = logging.getLogger("hookyard.worker.deliver")
 
@@ -54,6 +66,32 @@ class Attempts:
         self.max_attempts = retry.max_attempts(ctx.settings.retry_schedule_s)
         self._rng = random.Random()  # noqa: S311 - jitter
         self._secrets = sealed.OpenedDestinationSecrets(ctx)
+        self.authenticator = Authenticator(partial(load_material, ctx))
+        self.now = time.time
+        """The clock a rotation's overlap is judged by (injectable: tests move it past the overlap's end)."""
+        self.disabled: dict[str, float] = {}
+        """Destinations disabled while this worker may hold their tasks (``time.monotonic()`` it was told), so a
+        task claimed before that is handed back rather than sent (``Deliver.destination_disabled``)."""
+
+    def _held_back(self, destination_id: str) -> bool:
+        told = self.disabled.get(destination_id)
+        if told is None:
+            return False
+        if time.monotonic() - told > self.ctx.settings.deliver_lease_s:  # every task claimed before is done by now
+            del self.disabled[destination_id]
+            return False
+        return True
+
+    def _signing(self, task: asyncpg.Record) -> str | tuple[str, ...] | None:
+        """The secrets that sign this attempt: the current one, and the previous one while the overlap lasts."""
+        if not task["sign_deliveries"]:
+            return None
+        destination_id = task["destination_id"]
+        current = self._secrets.open(destination_id, task["destination_secret"])
+        previous, until = task["destination_previous_secret"], task["destination_previous_until"]
+        if previous is None or until is None or until.timestamp() <= self.now():
+            return current
+        return current, self._secrets.open(destination_id, previous, previous=True)
 
     async def run(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
         """The attempt of a leased ``task`` (``control.db.tasks.LEASED_COLUMNS``), after waiting for
@@ -62,10 +100,17 @@ class Attempts:
         bind(event_id=task["event_id"], endpoint_id=task["endpoint_id"], delivery_id=task["id"])
         if start_at and not await self._started(task, start_at):
             return
+        if self.disabled and self._held_back(task["destination_id"]):
+            await self.shaper.hand_back([(task["id"], task["attempts"], HELD_BACK_S)])
+            return
         s = self.ctx.settings
         attempt = task["attempts"]
+        span = attempt_span(self.ctx.tracing, task) if self.ctx.tracing is not None else None
+        if span is not None and span.ids is not None:
+            bind(trace_id=span.ids[0], span_id=span.ids[1])
         body = bytes(task["body"] or b"")
         transformed, url = None, task["destination_url"]  # a transform's path or query changes the URL sent
+        auth_record = None
         if not task["event_found"]:
             outcome = Outcome(
                 status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
@@ -79,18 +124,32 @@ class Attempts:
                 permanent=True,
             )
         else:
-            sealed_secret = (task["destination_id"], task["destination_secret"])
-            secret = self._secrets.open(*sealed_secret) if task["sign_deliveries"] else None
-            request, transformed = await outgoing(self.transforms, task, secret)
+            request, transformed = await outgoing(self.transforms, task, self._signing(task))
             if request is not None:
                 body, timeout_s, url = request.body, s.deliver_timeout_s, request.url
+                if span is not None:
+                    span.sending(url)
+                    if task["propagate_trace"]:  # the destination's tracing continues the webhook's trace
+                        span.propagate(request.headers)
                 args = (request.method, url, request.headers, body)
-                outcome = await send(self.transport, *args, total_timeout_s=timeout_s)
+                prepared = None
+                if task["auth_version"] is not None:
+                    prepared = await self.authenticator.prepare(task["destination_id"], task["auth_version"])
+                if prepared is None:
+                    outcome = await send(self.transport, *args, total_timeout_s=timeout_s)
+                else:
+                    send_authenticated = self.authenticator.send
+                    outcome, auth_record = await send_authenticated(
+                        self.transport, prepared, *args, total_timeout_s=timeout_s
+                    )
         if transformed is not None and transformed.request is None:
             outcome, status, error = unsent(transformed.record)
             retry_in_s, body = None, b""
         else:
             status, retry_in_s, error = self.next_state(outcome, attempt)
+        gone = outcome.status == 410
+        if gone:  # held, not failed: enabling the destination sends it again
+            status, retry_in_s, error = "held", None, GONE
         pause_s = retry.parse_retry_after(outcome.retry_after) if outcome.retry_after is not None else None
         if pause_s:  # the destination asked for a pause as a whole (docs/reference/delivery.md)
             self.shaper.pause(task["destination_id"], pause_s)
@@ -101,6 +160,24 @@ class Attempts:
         DELIVERIES.inc(kind)
         DELIVERY_SECONDS.observe(outcome.latency_ms / 1000, kind)
         log.debug("attempt %d: %s in %d ms (%s)", attempt, outcome.status or outcome.error, outcome.latency_ms, status)
+        row = delivery_row(
+            outcome,
+            body,
+            endpoint_id=task["endpoint_id"],
+            event_id=task["event_id"],
+            task_id=task["id"],
+            destination_id=task["destination_id"],
+            destination_name=task["destination_name"],
+            destination_url=url,
+            rule_id=task["rule_id"],
+            source="rule",
+            attempt=attempt,
+            transform=recorded(transformed),
+            trace=span.ids if span is not None else None,
+            auth=auth_record,
+        )
+        if span is not None:
+            span.finish(outcome, delivery_id=row[0], transform=transformed.record.outcome if transformed else None)
         self.recorder.add(  # synchronous: once the response is in, nothing can cancel its bookkeeping
             Attempt(
                 task_id=task["id"],
@@ -110,23 +187,11 @@ class Attempts:
                 last_error=error,
                 destination_id=task["destination_id"],
                 success=outcome.success,
-                circuit=transformed is None or transformed.request is not None,
-                delivery=delivery_row(
-                    outcome,
-                    body,
-                    endpoint_id=task["endpoint_id"],
-                    event_id=task["event_id"],
-                    task_id=task["id"],
-                    destination_id=task["destination_id"],
-                    destination_name=task["destination_name"],
-                    destination_url=url,
-                    rule_id=task["rule_id"],
-                    source="rule",
-                    attempt=attempt,
-                    transform=recorded(transformed),
-                ),
+                circuit=(transformed is None or transformed.request is not None) and not gone,
+                delivery=row,
                 pause_s=pause_s,
                 ordered=task["ordered"],
+                disable=GONE if gone else None,
             )
         )
         if pause_s and task["rate_limit_per_s"] is not None:

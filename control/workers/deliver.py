@@ -52,13 +52,13 @@ import asyncpg
 from redis.exceptions import RedisError
 
 from control.db import tasks as db_tasks
+from control.db.context import Context
 from control.delivery import egress, ordering
 from control.delivery.claim import claim
 from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Recorder
 from control.delivery.shaping import Shaper
 from control.delivery.wakeup import TaskNotifications
-from control.service import Context
 from control.workers.attempt import Attempts
 from control.workers.transforms import Transforms
 
@@ -95,10 +95,10 @@ class Deliver:
         self._due_at: float | None = None  # monotonic time the next pending task falls due, when known
         self._wake = asyncio.Event()
         self.recorder = Recorder(ctx, on_written=self._written)
-        self.transforms = Transforms(ctx)
+        self.transforms = Transforms(ctx, on_park=self._parked, per_account=max(2, s.deliver_concurrency // 4))
         # Rate-limited sends wait for their start, then send: both within the lease.
         self.shaper = Shaper(ctx, horizon_s=min(1.0, (s.deliver_lease_s - s.deliver_timeout_s) / 2))
-        self._notifications = TaskNotifications(s.database_url or "", self._notified)
+        self._notifications = TaskNotifications(s.database_url or "", self._notified, on_state=self._state_changed)
         self._sends: dict[asyncio.Task[None], tuple[str, int]] = {}  # send → (task id, attempts)
         self.ready = Ready(
             per_destination=s.deliver_per_destination, lease_s=s.deliver_lease_s, send_s=s.deliver_timeout_s
@@ -117,11 +117,22 @@ class Deliver:
     def in_flight(self) -> int:
         return len(self._sends)
 
+    def _active(self) -> int:
+        """Sends holding a slot: those whose transform waits or runs in the sandbox pool do not
+        (``Transforms.parked``), up to four concurrencies of them: what the worker holds stays bounded."""
+        return len(self._sends) - min(self.transforms.parked, 4 * self.concurrency)
+
+    def _parked(self) -> None:
+        """A send's transform went to the sandbox pool: its slot is free for another send."""
+        if not self._wake.is_set() and self._free() >= self._batch:
+            self._look = True
+            self._wake.set()
+
     def _free(self) -> int:
         # Busy: held tasks less the pace's allowance, results waiting beyond a concurrency; at 3x, no claim (ADR 0034).
         now, behind = time.monotonic(), max(0, self.recorder.queued - self.concurrency)
         allowed = sum(self.ready.ahead(d, now) for d in self.ready.tracked(self._per_destination))
-        free = self.concurrency - len(self._sends) - behind - self.ready.count + allowed
+        free = self.concurrency - self._active() - behind - self.ready.count + allowed
         return free if behind < 2 * self.concurrency else 0
 
     def _held(self, now: float) -> dict[str, int]:
@@ -133,6 +144,17 @@ class Deliver:
     def _notified(self) -> None:
         self._look = True
         self._wake.set()
+
+    def _state_changed(self, state: str, destination_id: str) -> None:
+        """A destination was disabled (nothing more goes to it: what was claimed ahead goes back, and a send
+        about to start is handed back by its attempt) or enabled again."""
+        if state == "enabled":
+            self.attempts.disabled.pop(destination_id, None)
+            return
+        self.attempts.disabled[destination_id] = time.monotonic()
+        unsent = self.ready.take_all(destination_id)
+        if unsent:
+            self._hand_back(unsent)
 
     def _written(self, had_failures: bool, released: bool) -> None:
         """A batch of results is committed. ``released``: a FIFO task in it finished, so the next of its line is
@@ -182,7 +204,7 @@ class Deliver:
         free = self._free()
         if self._look and free >= self._batch:
             blocked = [d for d, n in self._held(now).items() if n > self._half]
-            blocked += [*self.recorder.failing, *self.shaper.blocked(now)]
+            blocked += [*self.recorder.failing, *self.shaper.blocked(now), *self.transforms.crowded()]
             blocked += [d for going in self._handing_back.values() for d in going]
             if blocked and now < self._quiet_until:
                 # Skipping a busy destination's backlog costs a scan of it: at most every 50 ms.
@@ -253,7 +275,7 @@ class Deliver:
             if destination_id in self.recorder.failing:  # its circuit decides again, at the next claim
                 stale += self.ready.take_all(destination_id)
                 continue
-            while len(self._sends) < self.concurrency and self._per_destination[destination_id] < cap:
+            while self._active() < self.concurrency and self._per_destination[destination_id] < cap:
                 task = self.ready.pop(destination_id, now, stale)
                 if task is None:
                     break

@@ -1,7 +1,8 @@
 """Erasures: advances the erasure jobs (``POST /v1/endpoints/{id}/events/erase``), a page at a time.
 
-A step takes the unfinished job advanced least recently (SKIP LOCKED: several workers share the jobs, never
-one job) and moves it one bounded step in one transaction (``control.service.erasure_jobs``): a page of the
+A step takes the unfinished job advanced least recently of the account served least recently (accounts
+take turns, whatever their number of jobs; SKIP LOCKED: several workers share the jobs, never one job) and
+moves it one bounded step in one transaction (``control.service.erasure_jobs``): a page of the
 endpoint's events, the deferred events whose attempt finished, or the last stage. A worker killed mid-step
 loses that step's transaction only; the next step of any worker resumes at the last committed page.
 

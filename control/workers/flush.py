@@ -38,22 +38,29 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from redis.exceptions import RedisError, ResponseError
 
+from control.db.context import Context
 from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
 from control.records.storable import event_row
 from control.routing.route import Router
-from control.service import Context
 from control.service.dead_letters import fields_for, record_fields
 from control.service.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
 from control.workers import activity
+from control.workers.flush_tracing import BatchSpan, RoutingSpans
 from shared import redis_client
 from shared.keys import FLUSH_GROUP
+from shared.tracing import trace_ids
 from shared.wire import IngestRecord, decode_records
+
+if TYPE_CHECKING:
+    from redis.typing import EncodableT, FieldT, StreamIdT, XReadGroupResponse
 
 __all__ = ("Flush",)
 
@@ -70,10 +77,14 @@ class _Batch:
     held_since: float
     """Monotonic time the entries' idle time was last reset (read or XCLAIM)."""
     records: list[tuple[Entry, IngestRecord]] = field(default_factory=list)
-    dead: list[tuple[Entry, dict[bytes, bytes]]] = field(default_factory=list)
+    dead: list[tuple[Entry, dict[FieldT, EncodableT]]] = field(default_factory=list)
     """(entry, dead-letter fields) to write together with the acknowledgement."""
     new: list[tuple[str, str]] | None = None
     """Set once the records are committed: (endpoint id, its new event ids joined with commas)."""
+    span: BatchSpan | None = None
+    """The batch's span, when tracing is on (``control.workers.flush_tracing``)."""
+    traces: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """(trace id, span id) of each new event's routing span, when it was recorded: for the activity lines."""
 
 
 class Flush:
@@ -110,7 +121,7 @@ class Flush:
         self._next_claim = 0.0
         self._held: _Batch | None = None
         self._cluster = redis_client.is_cluster_client(ctx.redis)
-        self._reads: dict[str, asyncio.Task[object]] = {}
+        self._reads: dict[str, asyncio.Task[XReadGroupResponse]] = {}
         """Cluster: the blocking XREADGROUP in flight per shard stream."""
 
     @staticmethod
@@ -143,14 +154,20 @@ class Flush:
                 return 0
             batch = self._held = _Batch(entries, time.monotonic())
             self._decode(batch)
+            if self.ctx.tracing is not None:
+                batch.span = BatchSpan(self.ctx.tracing, [r for _, r in batch.records], len(entries))
         else:
             await self._keep(batch)
         if batch.new is None:
             batch.new = await self._store(batch)
         await self._finish(batch)
         self._held = None
+        if batch.span is not None:
+            new = sum(ids.count(",") + 1 for _, ids in batch.new)
+            batch.span.end(stored=len(batch.records), new=new, dead=len(batch.dead))
         if activity.enabled(self.ctx.settings.log_activity):
-            activity.stored((r for _, r in batch.records), {i for _, ids in batch.new for i in ids.split(",")})
+            new_ids = {i for _, ids in batch.new for i in ids.split(",")}
+            activity.stored((r for _, r in batch.records), new_ids, batch.traces)
         FLUSH_BATCH.observe(len(batch.records) + len(batch.dead))
         FLUSH_SECONDS.observe(time.monotonic() - batch.held_since)
         if batch.dead:
@@ -201,14 +218,14 @@ class Flush:
         await asyncio.wait(self._reads.values(), return_when=asyncio.FIRST_COMPLETED)
         entries: list[Entry] = []
         failure: BaseException | None = None
-        for stream, read in list(self._reads.items()):
-            if not read.done():
+        for stream, reading in list(self._reads.items()):
+            if not reading.done():
                 continue
             del self._reads[stream]
-            if read.exception() is not None:
-                failure = failure or read.exception()
+            if reading.exception() is not None:
+                failure = failure or reading.exception()
             else:
-                entries += _flatten(read.result())
+                entries += _flatten(reading.result())
         if failure is not None:
             # What the other reads delivered is pending on this consumer: the next step reads it first.
             self._own_pending = True
@@ -232,7 +249,7 @@ class Flush:
             return
         try:
             for stream in {s for s, _, _ in batch.entries}:
-                ids = [eid for s, eid, _ in batch.entries if s == stream]
+                ids: list[StreamIdT] = [eid for s, eid, _ in batch.entries if s == stream]
                 await self.ctx.redis.xclaim(stream, FLUSH_GROUP, self.consumer, 0, ids, justid=True)
             batch.held_since = time.monotonic()
         except (RedisError, OSError) as exc:
@@ -242,7 +259,7 @@ class Flush:
         """Commits every storable record; a record Postgres refuses joins ``batch.dead``."""
         new: list[tuple[str, str]] = []
         refused: list[tuple[tuple[Entry, IngestRecord], BaseException]] = []
-        await self._insert_isolating(batch.records, new, refused)
+        await self._insert_isolating(batch.records, new, refused, batch)
         for (entry, record), exc in refused:
             reason = f"rejected by Postgres: {describe(exc)}"
             log.error(
@@ -250,7 +267,7 @@ class Flush:
                 record.id,
                 record.endpoint_id,
                 reason,
-                extra={"event_id": record.id, "endpoint_id": record.endpoint_id},
+                extra={"event_id": record.id, "endpoint_id": record.endpoint_id, **trace_ids(record.traceparent)},
             )
             batch.dead.append((entry, record_fields(record, reason, entry[1])))
         if refused:
@@ -263,6 +280,7 @@ class Flush:
         records: list[tuple[Entry, IngestRecord]],
         new: list[tuple[str, str]],
         refused: list[tuple[tuple[Entry, IngestRecord], BaseException]],
+        batch: _Batch,
     ) -> None:
         """One transaction for the lot; when the data is at fault, halves until the bad records are alone.
 
@@ -271,7 +289,7 @@ class Flush:
         if not records:
             return
         try:
-            new.extend(await self._insert([r for _, r in records], [e for e, _ in records]))
+            new.extend(await self._insert([r for _, r in records], [e for e, _ in records], batch))
             return
         except Exception as exc:
             if not is_record_fault(exc):
@@ -281,25 +299,35 @@ class Flush:
                 return
             log.warning("flush: %d records rejected together (%s); isolating the bad one", len(records), describe(exc))
         middle = len(records) // 2
-        await self._insert_isolating(records[:middle], new, refused)
-        await self._insert_isolating(records[middle:], new, refused)
+        await self._insert_isolating(records[:middle], new, refused, batch)
+        await self._insert_isolating(records[middle:], new, refused, batch)
 
-    async def _insert(self, records: list[IngestRecord], entries: list[Entry]) -> list[tuple[str, str]]:
+    async def _insert(self, records: list[IngestRecord], entries: list[Entry], batch: _Batch) -> list[tuple[str, str]]:
         """(endpoint id, its new event ids joined with commas) per endpoint with new events. ``entries``: the
         stream entry of each record (a FIFO destination's tasks keep their place in the stream)."""
-        rows = [event_row(r) for r in records]
-        async with self.ctx.pool.acquire() as conn, conn.transaction():
-            rows, tasks = await self.router.route(conn, rows, entries)  # labelled; tasks commit with their events
-            # The new events are noted for learning in this transaction: each is learned once, elsewhere.
-            stored = await store_batch(conn, rows, tasks, learn=self.learn)
-            return stored.by_endpoint
+        rows: Sequence[tuple[Any, ...]] = [event_row(r) for r in records]
+        traced = RoutingSpans(self.ctx.tracing, batch.span) if self.ctx.tracing is not None else None
+        try:
+            async with self.ctx.pool.acquire() as conn, conn.transaction():
+                rows, tasks = await self.router.route(conn, rows, entries)  # labelled; tasks commit with their events
+                if traced is not None:  # each event's routing span; its tasks carry its context
+                    rows, tasks = traced.routed(rows, tasks)
+                # The new events are noted for learning in this transaction: each is learned once, elsewhere.
+                stored = await store_batch(conn, rows, tasks, learn=self.learn)
+        except BaseException as exc:
+            if traced is not None:
+                traced.failed(exc)
+            raise
+        if traced is not None:
+            batch.traces.update(traced.committed(i for _, ids in stored.by_endpoint for i in ids.split(",")))
+        return stored.by_endpoint
 
     async def _finish(self, batch: _Batch) -> None:
         """Acknowledges the batch; its dead letters go in the same MULTI as their shard's acknowledgement."""
         by_stream: dict[str, list[str]] = {}
         for stream, eid, _ in batch.entries:
             by_stream.setdefault(stream, []).append(eid)
-        dead_by_stream: dict[str, list[dict[bytes, bytes]]] = {}
+        dead_by_stream: dict[str, list[dict[FieldT, EncodableT]]] = {}
         for (stream, _, _), fields in batch.dead:
             dead_by_stream.setdefault(stream, []).append(fields)
         redis, keys = self.ctx.redis, self.ctx.keys
@@ -350,10 +378,11 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _flatten(response: object) -> list[Entry]:
-    """XREADGROUP's ``[[stream, [(id, fields), ...]], ...]`` as flat entries; skips deleted (None) ones."""
+def _flatten(response: Iterable[Any] | None) -> list[Entry]:
+    """XREADGROUP's ``[[stream, [(id, fields), ...]], ...]`` (RESP2, as the clients are made) as flat entries;
+    skips deleted (None) ones. None: a blocking read that timed out."""
     out: list[Entry] = []
-    for stream, messages in response or []:  # type: ignore[union-attr]
+    for stream, messages in response or []:
         name = _text(stream)
         out.extend((name, _text(eid), fields) for eid, fields in messages if fields)
     return out

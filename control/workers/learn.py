@@ -37,8 +37,8 @@ import logging
 import os
 
 from control.db import learn_queue as queue
+from control.db.context import Context
 from control.schemas.learn import Learner
-from control.service import Context
 
 __all__ = ("Learn",)
 

@@ -24,6 +24,7 @@ import logging
 import asyncpg
 
 from control.db import retries as db_retries
+from control.db.connection import Connection
 from control.db.context import Context
 from control.service.retries import job_filters
 
@@ -55,7 +56,7 @@ class RetryJobs:
                 return moved
             tried.append(job["id"])
 
-    async def _advance(self, conn: asyncpg.Connection, job: asyncpg.Record) -> int:
+    async def _advance(self, conn: Connection, job: asyncpg.Record) -> int:
         """One bounded step of the job in the caller's transaction; returns how much it moved (0: nothing)."""
         checked = await db_retries.check_items(conn, job["id"], after=job["check_after"], limit=self.check)
         full_chunk = checked.checked >= self.check

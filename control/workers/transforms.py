@@ -1,98 +1,107 @@
-"""A deliver worker's transforms: each destination's code compiled once per version and reused.
+"""A deliver worker's transforms: each destination's code loaded once per version and run in the sandbox pool.
 
 A claimed task carries its destination's ``transform_digest`` (the version), not the source; the worker
-keeps a ``Sandbox`` per (destination, digest) and loads the source only on a miss. A PATCH of the code is a
-new digest, so the next attempt (a retry, a manual or bulk retry) compiles and runs the new version; the
-old one is dropped once no longer used, at the latest when ``CAPACITY`` newer ones push it out.
+keeps the source per (destination, digest) and loads it only on a miss. A PATCH of the code is a new
+digest, so the next attempt (a retry, a manual or bulk retry) runs the new version. The calls run in this
+worker's sandbox processes (``control.transform.pool``), in the destination's account's share: V8 never
+runs in the worker, and a transform that ends its process fails its own attempt alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import sys
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from control.db import destinations as db_destinations
+from control.db.connection import Row
+from control.db.context import Context
 from control.delivery.send import forwardable, merge, signature
 from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
-from control.service import Context
 from control.service.transforms import event_context
 from control.transform.apply import Outgoing, Result, apply
-from control.transform.sandbox import Problem, Sandbox
+from control.transform.pool import pool_for
+from control.transform.wire import Problem, Run
+from shared.errors import NotATransformError
 
 __all__ = ("CAPACITY", "Transforms", "outgoing", "recorded")
 
-log = logging.getLogger("hookyard.worker.deliver")
+CAPACITY = 256
+"""Transform sources a worker keeps (64 KB at most each: 16 MB at most)."""
 
-CAPACITY = 64
-"""Compiled transforms a worker keeps (an isolate each: a thread and a few MB)."""
-SWITCH_INTERVAL_S = 0.0005
-"""Tuning note: a call's answer comes back on its isolate's thread, which needs the GIL for a moment; a busy
-event loop hands the GIL over only when the switch interval (5 ms by default) runs out, so every batch
-of calls waited about that long, and a destination's deliveries (32 in flight at most) with it: 1,024
-deliveries/s with a trivial transform against 1,714 without, on the 2-core bench machine. The interval
-matters only while another thread waits for the GIL, which here is only these answers: set to 0.5 ms once
-a worker compiles its first transform."""
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    source: str
+    account: str
 
 
 class Transforms:
-    def __init__(self, ctx: Context) -> None:
+    """``parked``: deliveries whose transform call waits or runs in the sandbox pool now. The deliver loop
+    does not count them against its concurrency (``on_park`` tells it one more is parked): a hostile
+    account's calls queued behind its share of the sandbox (issue 42) hold no send slot another account's
+    deliveries need. The pool bounds how long they wait (``MAX_WAIT_S``); ``crowded`` names the destinations
+    the loop stops claiming for meanwhile, so what an account has parked stays bounded too."""
+
+    def __init__(self, ctx: Context, on_park: Callable[[], None] | None = None, per_account: int = 32) -> None:
         self.ctx = ctx
-        self._compiled: OrderedDict[tuple[str, str], Sandbox | Problem] = OrderedDict()
+        self.parked = 0
+        self.per_account = per_account
+        """An account's parked deliveries past which its destinations are not claimed for."""
+        self._on_park = on_park
+        self._by_account: Counter[str] = Counter()
+        self._by_destination: dict[str, str] = {}
+        """The account of each destination with deliveries parked now."""
+        self._loaded: OrderedDict[tuple[str, str], _Loaded] = OrderedDict()
         self._loading: dict[str, asyncio.Lock] = {}
 
-    async def _sandbox(self, destination_id: str, digest: str) -> Sandbox | Problem | None:
-        """The compiled version; None when the destination no longer has a transform (removed meanwhile)."""
+    def crowded(self) -> list[str]:
+        """Destinations with deliveries parked whose account has ``per_account`` of them or more."""
+        full = {account for account, n in self._by_account.items() if n >= self.per_account}
+        return [d for d, account in self._by_destination.items() if account in full] if full else []
+
+    async def _load(self, destination_id: str, digest: str) -> _Loaded | None:
+        """The version's source and account; None when the destination no longer has a transform."""
         key = (destination_id, digest)
-        found = self._compiled.get(key)
+        found = self._loaded.get(key)
         if found is not None:
-            self._compiled.move_to_end(key)
+            self._loaded.move_to_end(key)
             return found
         lock = self._loading.setdefault(destination_id, asyncio.Lock())
-        async with lock:  # concurrent deliveries of a new version compile it once
-            found = self._compiled.get(key)
+        async with lock:  # concurrent deliveries of a new version load it once
+            found = self._loaded.get(key)
             if found is None:
                 async with self.ctx.pool.acquire() as conn:
                     row = await db_destinations.transform_source(conn, destination_id)
                 if row is None or row["transform"] is None:
                     return None
-                key = (destination_id, row["transform_digest"])
-                if sys.getswitchinterval() > SWITCH_INTERVAL_S:
-                    sys.setswitchinterval(SWITCH_INTERVAL_S)
-                found = Sandbox.compile(row["transform"])
-                if isinstance(found, Problem):  # it compiled when it was written: a V8 of another version?
-                    log.error("deliver: transform of %s does not compile: %s", destination_id, found.message)
-                self._keep(key, found)
+                found = _Loaded(row["transform"], row["account_id"])
+                for old in [k for k in self._loaded if k[0] == destination_id]:  # older versions: done with
+                    del self._loaded[old]
+                self._loaded[(destination_id, row["transform_digest"])] = found
+                while len(self._loaded) > CAPACITY:
+                    self._loaded.popitem(last=False)
         if len(self._loading) > 4 * CAPACITY:
             self._loading.clear()
         return found
 
-    def _keep(self, key: tuple[str, str], compiled: Sandbox | Problem) -> None:
-        for old in [k for k in self._compiled if k[0] == key[0] and k != key]:  # older versions: done with
-            self._drop(old)
-        self._compiled[key] = compiled
-        while len(self._compiled) > CAPACITY:
-            self._drop(next(iter(self._compiled)))
-
-    def _drop(self, key: tuple[str, str]) -> None:
-        compiled = self._compiled.pop(key)
-        if isinstance(compiled, Sandbox):
-            compiled.retire()
-
-    async def apply(self, task: Mapping[str, Any], request: Outgoing) -> Result | None:
+    async def apply(self, task: Row, request: Outgoing) -> Result | None:
         """The destination's transform run on the request the task would send; None when it has none."""
-        compiled = await self._sandbox(task["destination_id"], task["transform_digest"])
-        if compiled is None:
+        destination_id = task["destination_id"]
+        loaded = await self._load(destination_id, task["transform_digest"])
+        if loaded is None:
             return None
-        if isinstance(compiled, Problem):
-            error = TransformError(message=compiled.message, line=compiled.line)
-            return Result(None, TransformRecord(outcome="failed", error=error))
+        if task["transform_crashed_at"] is not None:  # not run again until its code changes or a retry asks
+            message = (
+                "not run: this transform ended its sandbox process (see the destination's transform_crash); "
+                "change its code, or retry the delivery to run it again"
+            )
+            return Result(None, TransformRecord(outcome="failed", error=TransformError(message=message, line=None)))
         event = {
             "id": task["event_id"],
             "provider": task["provider"],
@@ -100,24 +109,49 @@ class Transforms:
             "received_at": task["event_received_at"],
             "labels": task["labels"],
         }
-        destination = {"id": task["destination_id"], "name": task["destination_name"]}
-        return await apply(compiled, request, event_context(event, destination))
+        destination = {"id": destination_id, "name": task["destination_name"]}
+        pool = pool_for(self.ctx.settings)
+
+        async def call(payload: str) -> Run | Problem:
+            account = loaded.account
+            self.parked += 1
+            self._by_account[account] += 1
+            self._by_destination[destination_id] = account
+            if self._on_park is not None:
+                self._on_park()
+            try:
+                return await pool.run(loaded.source, payload, account=account, key=destination_id)
+            finally:
+                self.parked -= 1
+                self._by_account[account] -= 1
+                if not self._by_account[account]:
+                    del self._by_account[account]
+                    self._by_destination = {d: a for d, a in self._by_destination.items() if a != account}
+
+        try:
+            result = await apply(call, request, event_context(event, destination))
+        except NotATransformError as exc:  # it compiled when it was written: a V8 of another version?
+            error = TransformError(message=exc.message, line=exc.line)
+            return Result(None, TransformRecord(outcome="failed", error=error))
+        if result.crashed and result.record.error is not None:
+            async with self.ctx.pool.acquire() as conn:
+                await db_destinations.mark_transform_crash(
+                    conn, destination_id, task["transform_digest"], result.record.error.message
+                )
+        return result
 
     def close(self) -> None:
-        for compiled in self._compiled.values():
-            if isinstance(compiled, Sandbox):
-                compiled.close()
-        self._compiled.clear()
+        self._loaded.clear()
 
 
 async def outgoing(
-    transforms: Transforms, task: Mapping[str, Any], secret: str | None
+    transforms: Transforms, task: Row, secret: str | Sequence[str] | None
 ) -> tuple[Outgoing | None, Result | None]:
     """What a claimed task sends: its captured request to the destination's URL and headers, run through the
     destination's transform when it has one, then signed with ``secret`` (None: unsigned) over what the
-    transform returned. Also what the transform did (None without one). The request is None when the
-    transform kept it from being sent (skipped or failed)."""
-    request: Outgoing | None = Outgoing(
+    transform returned (several: each signs, a rotation's overlap). Also what the transform did (None without
+    one). The request is None when the transform kept it from being sent (skipped or failed)."""
+    captured = Outgoing(
         task["method"],
         task["destination_url"],
         merge(
@@ -126,8 +160,8 @@ async def outgoing(
         ),
         bytes(task["body"] or b""),
     )
-    transformed = await transforms.apply(task, request) if task["transform_digest"] is not None else None
-    request = request if transformed is None else transformed.request
+    transformed = await transforms.apply(task, captured) if task["transform_digest"] is not None else None
+    request = captured if transformed is None else transformed.request
     if request is not None:
         request.headers = merge(
             request.headers,

@@ -15,11 +15,11 @@ provider       event name                           idempotency key
 ``code_host``  ``X-CodeHost-Event`` header          ``X-CodeHost-Delivery`` header
 =============  ===================================  ==========================================
 
-``family="neutral"`` uses SPEC.md's header names (above); ``"vendor"`` the real providers' (``svix-*``,
-``X-Shopify-*``, ``Stripe-Signature``, ``X-GitHub-*`` and ``X-Hub-Signature-256``), which is what
-``send_test_webhook`` and ``hookyard trigger`` send unless asked for the neutral ones: the providers' own
-libraries (``stripe.Webhook.construct_event``, ``svix``) read only their own names. :data:`ALIASES` lets a
-person name a provider as they know it (``stripe``, ``clerk``...).
+``family="neutral"`` uses hookyard's neutral header names (above, docs/reference/signatures.md); ``"vendor"``
+the real providers' (``svix-*``, ``X-Shopify-*``, ``Stripe-Signature``, ``X-GitHub-*`` and
+``X-Hub-Signature-256``), which is what ``send_test_webhook`` and ``hookyard trigger`` send unless asked for
+the neutral ones: the providers' own libraries (``stripe.Webhook.construct_event``, ``svix``) read only their
+own names. :data:`ALIASES` lets a person name a provider as they know it (``stripe``, ``clerk``...).
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ from typing import Final, Literal, NamedTuple
 
 import msgspec
 
+from shared.providers import CATALOG, canonical
 from shared.samples import code_host, commerce, identity, payments
 from shared.samples._gen import Gen
+from shared.samples.catalog import catalog_sample
 from shared.signatures import HEADERS, sign
 
 __all__ = ("ALIASES", "EVENT_TYPES", "PROVIDERS", "Family", "Sample", "provider_name", "sample")
@@ -44,8 +46,12 @@ _MODULES: Final[dict[str, ModuleType]] = {
     "code_host": code_host,
 }
 PROVIDERS: Final = tuple(_MODULES)
-EVENT_TYPES: Final[dict[str, tuple[str, ...]]] = {name: module.EVENT_TYPES for name, module in _MODULES.items()}
-"""Per provider, the event names it sends (SPEC.md "Events"; the code host's are its most common ones)."""
+EVENT_TYPES: Final[dict[str, tuple[str, ...]]] = {
+    **{name: module.EVENT_TYPES for name, module in _MODULES.items()},
+    **{name: (p.sample.event_type,) for name, p in CATALOG.items() if p.kind is None and p.sample is not None},
+}
+"""Per provider, the event names it sends (docs/reference/events.md; the code host's are its most common ones);
+for the catalog's other providers, their sample event (docs/reference/providers.md)."""
 
 ALIASES: Final[dict[str, str]] = {
     "clerk": "identity",
@@ -54,15 +60,15 @@ ALIASES: Final[dict[str, str]] = {
     "stripe": "payments",
     "github": "code_host",
 }
-"""The real providers' names for the providers above (SPEC.md names them neutrally)."""
+"""The real providers' names for the providers above (hookyard names them neutrally)."""
 
 Family = Literal["neutral", "vendor"]
 
 
 def provider_name(name: str) -> str | None:
     """The provider ``name`` means: one of :data:`PROVIDERS` or an alias (any case); None when neither."""
-    key = name.strip().lower()
-    return key if key in _MODULES else ALIASES.get(key)
+    own = canonical(name)
+    return own if own in EVENT_TYPES else None
 
 
 class Sample(NamedTuple):
@@ -86,16 +92,24 @@ def sample(
     family: Family = "neutral",
     now: float | None = None,
     seed: int | None = None,
+    url: str = "",
 ) -> Sample:
     """A sample of ``provider``'s ``event_type``, signed with ``secret`` (unsigned without one), the signature
     in ``header_name`` when given (an endpoint's custom verification header). ``ValueError`` for a provider
-    or event name not listed in :data:`EVENT_TYPES`."""
+    or event name not listed in :data:`EVENT_TYPES`. ``url`` is where it is sent, for providers that sign it.
+
+    A catalog provider beyond the four kinds sends its catalog sample with its own header names (``family``
+    and ``header_name`` do not apply)."""
+    names = EVENT_TYPES.get(provider)
+    if names is None:
+        raise ValueError(f"unknown provider {provider!r}; one of {', '.join(EVENT_TYPES)}")
+    if event_type not in names:
+        raise ValueError(f"{provider} sends no {event_type!r}; one of {', '.join(names)}")
+    g = Gen(random.Random(seed), time.time() if now is None else now)  # noqa: S311 - sample data, not secrets
     module = _MODULES.get(provider)
     if module is None:
-        raise ValueError(f"unknown provider {provider!r}; one of {', '.join(PROVIDERS)}")
-    if event_type not in module.EVENT_TYPES:
-        raise ValueError(f"{provider} sends no {event_type!r}; one of {', '.join(module.EVENT_TYPES)}")
-    g = Gen(random.Random(seed), time.time() if now is None else now)  # noqa: S311 - sample data, not secrets
+        headers, body, key, signature = catalog_sample(CATALOG[provider], g, secret, url)
+        return Sample(provider, event_type, headers, body, key, signature)
     draft = module.draft(event_type, g, family)
     body = msgspec.json.encode(draft.body)
     headers = dict(draft.headers)

@@ -23,7 +23,7 @@ Keys: ``identity`` decodes its key from the base64 after ``whsec_`` (the ``ident
 leniently); every other scheme uses the whole secret string as UTF-8 (for ``payments`` that includes the
 ``whsec_`` prefix, as the real provider does).
 
-Verification order and failure reasons (exactly SPEC.md's):
+Verification order and failure reasons (docs/reference/signatures.md):
 
 1. no (non-empty) signature header, or for ``identity`` no id or timestamp header: ``missing_header``;
 2. the signature header does not parse (no ``v1`` entry, no ``t=``, bad base64 or hex, wrong length):
@@ -35,8 +35,8 @@ Verification order and failure reasons (exactly SPEC.md's):
    ``timestamp_out_of_tolerance``.
 
 The MAC is checked before the tolerance: a wrong secret then always reads ``signature_mismatch``, and
-``timestamp_out_of_tolerance`` only ever describes a genuine but delayed or replayed delivery (SPEC.md's
-meaning), never a forged one with an old timestamp. The signed timestamp is the integer's decimal form, as
+``timestamp_out_of_tolerance`` only ever describes a genuine but delayed or replayed delivery, never a
+forged one with an old timestamp. The signed timestamp is the integer's decimal form, as
 the reference libraries use it (``t=0017`` signs ``17``).
 
 One module per idea: one per scheme, its check and its signature together (``identity``, ``commerce``,
@@ -63,7 +63,7 @@ from shared.signatures.schemes import (
     HeaderFamily,
     Verdict,
 )
-from shared.signatures.signing import own_signature_header, resign, sign
+from shared.signatures.signing import own_signature_header, provider_signature_header, resign, sign
 
 __all__ = (
     "FAILURE_REASONS",
@@ -82,6 +82,7 @@ __all__ = (
     "detect_scheme",
     "own_signature_header",
     "prover",
+    "provider_signature_header",
     "repeated_header",
     "resign",
     "sign",

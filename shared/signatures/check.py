@@ -41,6 +41,7 @@ class Verifier:
     def __call__(self, headers: RawHeaders, body: bytes, now: float | None = None) -> Verdict:
         """With a custom header only that header is read, and its value's shape picks the scheme."""
         family: str | None = None
+        value: bytes | None
         if self._header is None:
             found = find(headers)
             if found is None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from functools import lru_cache
 
+from shared.bytes_lru import memoize
 from shared.headers import RawHeaders
 from shared.ids import ulid
 from shared.signatures.mac import Hmac, b64, compare, in_tolerance, is_b64_mac, timestamp, utf8
@@ -37,7 +37,7 @@ from shared.signatures.schemes import (
 __all__ = ("identity_mac", "sign_identity", "verify_identity")
 
 
-@lru_cache(maxsize=4096)
+@memoize(8 * 1024 * 1024, size=lambda _mac: 512)  # a MAC keeps its two padded key states
 def identity_mac(secret: str) -> Hmac:
     """The keyed MAC of ``secret``'s identity key (cached: the edge builds one per endpoint)."""
     if secret.startswith("whsec_"):

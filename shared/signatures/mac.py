@@ -18,8 +18,9 @@ import hashlib
 import hmac
 import math
 import time
-from functools import lru_cache
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+from shared.bytes_lru import memoize
 
 __all__ = (
     "Hmac",
@@ -87,11 +88,14 @@ try:
     # OpenSSL's headers are there; without them everything here runs in Python (the tests run both).
     from shared import _native as native
 except ImportError:
-    native = None  # type: ignore[assignment]
-Hmac = PyHmac if native is None else native.Mac
+    native = None  # type: ignore[assignment]  # optional: mypy cannot type a module that may be None
+if TYPE_CHECKING:
+    Hmac = PyHmac  # what type checkers see: the compiled Mac has the same interface (shared/_native.pyi)
+else:
+    Hmac = PyHmac if native is None else native.Mac
 
 
-@lru_cache(maxsize=4096)
+@memoize(8 * 1024 * 1024, size=lambda _mac: 512)  # a MAC keeps its two padded key states
 def plain_mac(secret: str) -> Hmac:
     """Every scheme but ``identity``: the key is the whole secret as UTF-8."""
     return Hmac(utf8(secret))

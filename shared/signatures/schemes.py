@@ -46,7 +46,7 @@ SCHEMES: Final = ("identity", "commerce", "payments", "code_host")
 """Also the provider values of attribution, in the order both modules check them."""
 
 HeaderFamily = Literal["neutral", "standard", "vendor"]
-"""Which header names to use: SPEC.md's neutral ones (``relay-*``, ``pay-signature``...), the Standard
+"""Which header names to use: hookyard's neutral ones (``relay-*``, ``pay-signature``...), the Standard
 Webhooks ``webhook-*`` ones (``identity`` only), or the real provider's (``svix-*``, ``stripe-signature``...)."""
 
 IDENTITY_HEADERS: Final[Mapping[str, tuple[str, str, str]]] = {

@@ -20,7 +20,7 @@ from shared.signatures.identity import sign_identity
 from shared.signatures.payments import sign_payments
 from shared.signatures.schemes import HEADERS, SCHEMES, HeaderFamily
 
-__all__ = ("own_signature_header", "resign", "sign")
+__all__ = ("own_signature_header", "provider_signature_header", "resign", "sign")
 
 
 def sign(
@@ -77,7 +77,7 @@ def _names(headers: Mapping[str, str], provider: str | None) -> tuple[str, Heade
         scheme, family = "identity", "standard"
     if family not in HEADERS[scheme]:
         family = "neutral"
-    return scheme, family, HEADERS[scheme][family]  # type: ignore[return-value]
+    return scheme, family, HEADERS[scheme][family]  # type: ignore[return-value]  # a key of HEADERS: a HeaderFamily
 
 
 def own_signature_header(headers: Mapping[str, str], provider: str | None) -> str:
@@ -86,6 +86,17 @@ def own_signature_header(headers: Mapping[str, str], provider: str | None) -> st
     library looks. ``hookyard replay --resign-with`` asks ``/v1`` replay for this header, so it signs as
     ``hookyard listen --resign-with`` does."""
     return _names(headers, provider)[2][0]
+
+
+def provider_signature_header(headers: Mapping[str, str], provider: str | None) -> str | None:
+    """The event's own signature header when it has a provider scheme (its provider, else one detected from
+    ``headers``): ``stripe-signature`` for a payments event captured with Stripe's names, ``pay-signature``
+    with the neutral ones, ``svix-signature``, ``x-shopify-hmac-sha256``, ``x-hub-signature-256``...; None
+    for a request of no known scheme. Replay's ``signature_header`` defaults to it (else ``x-signature``):
+    a re-signed replay then verifies with the provider's own library, as ``listen --resign-with`` does."""
+    if provider not in SCHEMES and detect_scheme(raw_headers(headers)) is None:
+        return None
+    return own_signature_header(headers, provider)
 
 
 def resign(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from control.service import Context
+from control.db.context import Context
 from control.service.alert_evaluation import evaluate
 from shared import ids
 from tests.conftest import Account
@@ -54,7 +54,7 @@ async def test_alert_destination_input_is_checked_and_scoped(client, account: Ac
         await client.post("/v1/alert-destinations", json={"url": "https://example.com/a"}, headers=account.headers)
     ).json()
     assert made["signing_secret"].startswith("whsec_")
-    assert len(made["events"]) == 6
+    assert len(made["events"]) == 7  # every alert type, destination.disabled included
     got = await client.get(f"/v1/alert-destinations/{made['id']}", headers=other_account.headers)
     assert_error(got, 404, "not_found")
     patched = await client.patch(

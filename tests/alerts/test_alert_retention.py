@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from control.service import Context
+from control.db.context import Context
 from control.workers.sweep import Sweep
 from shared import ids
 from tests.conftest import Account

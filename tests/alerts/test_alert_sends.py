@@ -4,25 +4,18 @@ and recorded; verified by a real loopback receiver with the ``standardwebhooks``
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import msgspec
 import pytest
 import standardwebhooks
 
-from control.service import Context
+from control.db.context import Context
 from control.service.alert_evaluation import evaluate
 from shared.settings import Settings
 from tests.alerts.support import alert_workers, verified
 from tests.conftest import Account
-from tests.destination import Destination, Reply, add_destination, serving
+from tests.destination import Destination, Reply, add_destination
 from tests.helpers import create_endpoint, wait_for
-
-
-@pytest.fixture
-def receiver() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _alert_destination(client, account: Account, url: str, **body) -> dict:

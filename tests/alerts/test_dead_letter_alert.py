@@ -4,27 +4,18 @@ dead letters while it is open fire nothing more, and re-driving them resolves it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from control.service import Context, dead_letters
+from control.db.context import Context
+from control.service import dead_letters
 from control.service.alert_evaluation import evaluate
 from control.workers.flush import Flush
 from shared.settings import Settings
 from shared.wire import encode_records
 from tests.alerts.support import alert_workers, verified
 from tests.conftest import Account, ingest_record
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.helpers import create_endpoint, wait_for
 
 UNSTORABLE = {"source_ip": "not-an-address"}  # inet refuses it: the record's own fault, dead-lettered
-
-
-@pytest.fixture
-def receiver() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _flush_poison(ctx: Context, endpoint_id: str, n: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from control.service import Context
+from control.db.context import Context
 from control.service.alert_evaluation import evaluate
 from tests.conftest import Account, make_account
 from tests.e2e.test_inbox_browser import (

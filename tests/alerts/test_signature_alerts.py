@@ -8,29 +8,22 @@ threshold raised above the count) the next burst fires a new one."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import httpx
-import pytest
 
-from control.service import Context
+from control.db.context import Context
 from control.service.alert_evaluation import evaluate
 from edge.app import create_app as create_edge
 from shared.settings import Settings
 from tests.alerts.support import alert_workers, verified
 from tests.conftest import Account
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.helpers import create_endpoint, wait_for
 
 BODY = b'{"type": "invoice.paid", "id": "evt_1"}'
 AUTH = {"hmac_enabled": True, "secret": "whsec_the_providers_own_secret", "on_failure": "reject"}
-
-
-@pytest.fixture
-def receiver() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 @contextlib.asynccontextmanager

@@ -1,6 +1,6 @@
 """The ``hookyard`` command as a user runs it: ``up`` with its embedded servers, ``listen``, ``trigger``, ``tail``
 and ``open``, as subprocesses against real servers. The webhook commands' modules share a stack per module
-(``shared_stack``) and an account per test (``running``)."""
+(``shared_stack``) and an account per test (``stack_cli_and_api``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 from shared.settings import Settings
 from tests.conftest import make_account
-from tests.firsthour.clirun import procs  # noqa: F401 - the fixture procs
 from tests.helpers import module_settings_fixture  # noqa: F401 - the fixture module_settings
+from tests.onboarding.clirun import procs  # noqa: F401 - the fixture procs
 from tests.stack import Stack
 
 
@@ -43,7 +43,7 @@ def shared_stack(module_settings: Settings, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture
-async def running(
+async def stack_cli_and_api(
     shared_stack: Stack, module_settings: Settings, tmp_path: Path
 ) -> AsyncIterator[tuple[Stack, dict[str, str], httpx.Client]]:
     if "control" not in shared_stack.procs:  # a test that restarts it failed before it could

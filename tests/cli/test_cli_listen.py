@@ -20,7 +20,7 @@ import svix
 from shared.samples import sample
 from tests.cli.webhooks_support import PROVIDER_SECRET, RESIGN, relay_as
 from tests.destination import Destination, Reply
-from tests.firsthour.clirun import Proc, cli, until
+from tests.onboarding.clirun import Proc, cli, until
 from tests.stack import free_port
 
 pytestmark = pytest.mark.slow
@@ -31,9 +31,9 @@ def _numbers(destination: Destination) -> list[int]:
 
 
 def test_listen_forwards_every_event_once_across_control_and_own_restarts(
-    running, destination: Destination, procs: list[Proc], tmp_path: Path
+    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
 ) -> None:
-    stack, env, api = running
+    stack, env, api = stack_cli_and_api
     endpoint = api.post("/v1/endpoints", json={"name": "ledger"}).json()
 
     def send(numbers: range) -> None:
@@ -79,11 +79,11 @@ def test_listen_forwards_every_event_once_across_control_and_own_restarts(
 
 
 def test_listen_says_once_when_its_target_looks_wrong(
-    running, destination: Destination, procs: list[Proc], tmp_path: Path
+    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
 ) -> None:
     """Another program on the port (it answers 404 and names itself), then nothing on it: one hint line per
     run, naming what answered and how to send the event again; every event is still forwarded and printed."""
-    _stack, env, api = running
+    _stack, env, api = stack_cli_and_api
     endpoint = api.post("/v1/endpoints", json={"name": "wrong target"}).json()
     destination.reply(default=Reply(status=404, body=b"Cannot POST /hook", headers={"server": "other-app/1.0"}))
     wrong = Proc(["listen", endpoint["id"], "--forward-to", destination.url], env, tmp_path / "wrong.log")
@@ -120,9 +120,9 @@ def test_listen_says_once_when_its_target_looks_wrong(
 
 
 def test_listen_start_filters_event_types_and_resigns(
-    running, destination: Destination, procs: list[Proc], tmp_path: Path
+    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
 ) -> None:
-    _stack, env, api = running
+    _stack, env, api = stack_cli_and_api
     proc = Proc(
         [
             "listen",

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import make_account
-from tests.stack import Stack, _hookyard
+from tests.stack import Stack, hookyard_command
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 def _run(stack: Stack, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in stack.env.items() if k != "HOOKYARD_API_KEY"}
     environ.update(env)
-    return subprocess.run([*_hookyard(), "open", *args], env=environ, capture_output=True, text=True, timeout=30)
+    return subprocess.run([*hookyard_command(), "open", *args], env=environ, capture_output=True, text=True, timeout=30)
 
 
 async def test_prints_a_link_that_opens_the_inbox(stack: Stack, database_url: str, tmp_path: Path) -> None:

@@ -36,11 +36,11 @@ from tests.cli.webhooks_support import PROVIDER_SECRET, relay_as
 from tests.conftest import make_account
 from tests.destination import Destination
 from tests.events_support import Ev, store, store_delivery
-from tests.firsthour.clirun import Proc, cli, until
 from tests.helpers import (
     db,
     redis_client,
 )
+from tests.onboarding.clirun import Proc, cli, until
 from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
@@ -61,8 +61,8 @@ def _verify_sample(provider: str, event: dict[str, Any]) -> None:
         assert headers["x-codehost-signature-256"] == f"sha256={mac}"
 
 
-def test_trigger_sends_each_providers_signed_sample(running) -> None:
-    _stack, env, api = running
+def test_trigger_sends_each_providers_signed_sample(stack_cli_and_api) -> None:
+    _stack, env, api = stack_cli_and_api
     endpoint = api.post("/v1/endpoints", json={"name": "trigger", "external_ref": "cli-trigger"}).json()
     config = {"hmac_enabled": True, "secret": PROVIDER_SECRET, "on_failure": "reject"}
     assert api.patch(f"/v1/endpoints/{endpoint['id']}/auth-config", json=config).status_code == 200
@@ -87,9 +87,9 @@ def test_trigger_sends_each_providers_signed_sample(running) -> None:
 
 
 def test_tail_prints_a_line_per_event_and_per_delivery(
-    running, destination: Destination, procs: list[Proc], tmp_path: Path
+    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
 ) -> None:
-    _stack, env, api = running
+    _stack, env, api = stack_cli_and_api
     endpoint = api.post("/v1/endpoints", json={"name": "tailed"}).json()
     created = {"url": destination.url, "forward_all": True, "deduplicate_window_s": 3600}
     api.post(f"/v1/endpoints/{endpoint['id']}/destinations", json=created)
@@ -107,8 +107,8 @@ def test_tail_prints_a_line_per_event_and_per_delivery(
     assert proc.interrupt() == 0
 
 
-def test_version_and_a_temporary_token_are_answered_plainly(running) -> None:
-    _stack, env, _api = running
+def test_version_and_a_temporary_token_are_answered_plainly(stack_cli_and_api) -> None:
+    _stack, env, _api = stack_cli_and_api
     version = cli(env, "--version")
     assert version.stdout == f"hookyard {metadata.version('hookyard')} (schema {available()[-1][0]})\n"
     refused = cli(
@@ -188,18 +188,18 @@ async def test_tail_prints_what_happens_the_moment_it_says_following(
 
     out = Terminal()
     remote = Remote(stack.control_url, account.key)
-    running = asyncio.create_task(tail(remote, endpoint_ref=endpoint_id, stream=out))
+    tailing = asyncio.create_task(tail(remote, endpoint_ref=endpoint_id, stream=out))
     loop = asyncio.get_running_loop()
     try:
         deadline = loop.time() + 20
         while not ("at.following" in out.getvalue() and f"attempt 1  {now.id}" in out.getvalue()):
-            assert not running.done(), out.getvalue()
+            assert not tailing.done(), out.getvalue()
             assert loop.time() < deadline, f"what happened at 'Following' was not printed:\n{out.getvalue()}"
             await asyncio.sleep(0.05)
     finally:
-        if not running.done():
+        if not tailing.done():
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, caught by tail's handler on this loop
-        code = await asyncio.wait_for(running, 30)
+        code = await asyncio.wait_for(tailing, 30)
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await remote.aclose()

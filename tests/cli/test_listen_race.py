@@ -1,4 +1,4 @@
-"""Issue 25: ``hookyard listen`` says "new events from now", so an event sent as its "Ready" line appears is
+"""``hookyard listen`` says "new events from now", so an event sent as its "Ready" line appears is
 forwarded, once.
 
 The moment is made exact, not hoped for: listen's output is a pipe this test has filled, so its first line
@@ -23,14 +23,14 @@ import pytest
 
 from tests.conftest import make_account
 from tests.destination import Destination
-from tests.firsthour.clirun import until
-from tests.stack import Stack, _hookyard
+from tests.onboarding.clirun import until
+from tests.stack import Stack, hookyard_command
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-async def running(
+async def cli_and_api(
     stack: Stack, database_url: str, tmp_path: Path
 ) -> AsyncIterator[tuple[dict[str, str], httpx.Client]]:
     stack.start_edge()
@@ -68,14 +68,14 @@ def _blocked_writing(pid: int, fd: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/syscall")
 def test_an_event_sent_as_ready_prints_is_forwarded_once(
-    running: tuple[dict[str, str], httpx.Client], destination: Destination
+    cli_and_api: tuple[dict[str, str], httpx.Client], destination: Destination
 ) -> None:
-    env, api = running
+    env, api = cli_and_api
     endpoint = api.post("/v1/endpoints", json={"name": "race"}).json()
     stored = f"/v1/endpoints/{endpoint['id']}/events"
     read_end, write_end = _full_pipe()
     listen = subprocess.Popen(
-        [*_hookyard(), "listen", endpoint["id"], "--forward-to", destination.url],
+        [*hookyard_command(), "listen", endpoint["id"], "--forward-to", destination.url],
         env=env,
         stdout=write_end,
         stderr=subprocess.STDOUT,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from control.cli.commands.clients import nearest_data_dir
 from control.cli.instance import instance_of_this_process, write_instance
-from tests.firsthour.clirun import clean_env, cli
+from tests.onboarding.clirun import clean_env, cli
 from tests.stack import free_port
 
 

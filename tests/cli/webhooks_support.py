@@ -1,6 +1,6 @@
 """What the CLI's webhook tests share: the signing secrets of their samples and the identity scheme's headers
 under a library's names. The commands as subprocesses (``Proc``, ``cli``, ``until``) are
-``tests.firsthour.clirun``'s."""
+``tests.onboarding.clirun``'s."""
 
 from __future__ import annotations
 

@@ -97,16 +97,17 @@ async def test_endpoint_quota(client, database_url):
     capped = await make_account(database_url, endpoint_quota=2)
     first = await create_endpoint(client, capped.headers)
     await create_endpoint(client, capped.headers)
-    err = assert_error(await client.post("/v1/endpoints", json={"name": "x"}, headers=capped.headers), 403, "forbidden")
+    resp = await client.post("/v1/endpoints", json={"name": "x"}, headers=capped.headers)
+    err = assert_error(resp, 403, "quota_exceeded")
     assert "quota of 2" in err["message"]
     # Deleting one frees a slot.
     assert (await client.delete(f"/v1/endpoints/{first['id']}", headers=capped.headers)).status_code == 200
     await create_endpoint(client, capped.headers)
-    assert_error(await client.post("/v1/endpoints", json={"name": "x"}, headers=capped.headers), 403, "forbidden")
+    assert_error(await client.post("/v1/endpoints", json={"name": "x"}, headers=capped.headers), 403, "quota_exceeded")
 
     # A quota of zero admits nothing; other accounts are not affected by anyone's quota.
     zero = await make_account(database_url, endpoint_quota=0)
-    assert_error(await client.post("/v1/endpoints", json={"name": "x"}, headers=zero.headers), 403, "forbidden")
+    assert_error(await client.post("/v1/endpoints", json={"name": "x"}, headers=zero.headers), 403, "quota_exceeded")
     unlimited = await make_account(database_url)
     for _ in range(3):
         await create_endpoint(client, unlimited.headers)
@@ -122,7 +123,7 @@ async def test_concurrent_creates_cannot_exceed_the_quota(settings, database_url
     assert statuses == [201] * 3 + [403] * 7, [r.text for r in responses]
     for r in responses:
         if r.status_code == 403:
-            assert_error(r, 403, "forbidden")
+            assert_error(r, 403, "quota_exceeded")
     async with db(database_url) as conn:
         assert await conn.fetchval("SELECT count(*) FROM endpoints WHERE account_id = $1", capped.id) == 3
 

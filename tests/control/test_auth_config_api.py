@@ -34,6 +34,8 @@ DEFAULTS = {
     "on_failure": "reject",
     "log_blocked_ips": False,
     "secret_set": False,
+    "provider": None,
+    "verify_token_set": False,
 }
 PROVIDER_SECRET = "whsec_provider-own-secret-0123456789"
 
@@ -82,6 +84,8 @@ async def test_patch_sets_every_field_and_never_returns_the_secret(client, accou
         "on_failure": "accept_log",
         "log_blocked_ips": True,
         "secret_set": True,
+        "provider": None,
+        "verify_token_set": False,
     }
     assert resp.json() == expected
     answers = [resp.text]

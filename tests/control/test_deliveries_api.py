@@ -109,6 +109,9 @@ async def test_delivery_record_has_every_field(client, account, endpoint, conn):
         "duplicate_of": None,
         "created_at": delivery["created_at"],
         "transform": None,
+        "trace_id": None,
+        "span_id": None,
+        "auth": None,
     }
     assert parse_ts(delivery["created_at"]) == created
     assert resp.json()["next_cursor"] is None

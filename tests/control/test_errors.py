@@ -203,6 +203,7 @@ WIRE = {
     "InvalidConditionTree": (400, "invalid_condition_tree"),
     "UnauthorizedError": (401, "unauthorized"),
     "ForbiddenError": (403, "forbidden"),
+    "QuotaExceededError": (403, "quota_exceeded"),
     "NotFoundError": (404, "not_found"),
     "GoneError": (410, "gone"),
     "ConflictError": (409, "conflict"),

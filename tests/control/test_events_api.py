@@ -42,6 +42,7 @@ async def test_event_record_has_every_field(client, account, endpoint, conn):
         signature_failure_reason="signature_mismatch",
         ip_allowed=True,
         labels=[{"key": "customer", "value": "cus_9", "color": "blue"}],
+        traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     )
     await store(conn, None, None, [ev])
     resp = await client.get(f"/v1/endpoints/{endpoint}/events", headers=account.headers)
@@ -73,8 +74,19 @@ async def test_event_record_has_every_field(client, account, endpoint, conn):
         "ip_allowed": True,
         "received_at": event["received_at"],
         "labels": [{"key": "customer", "value": "cus_9", "color": "blue"}],
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+        "handshake": False,
     }
     assert parse_ts(event["received_at"]) == ev.received_at
+
+
+async def test_trace_id_is_shown_only_for_a_sampled_trace(client, account, endpoint, conn):
+    """An event stored with an unsampled context (``-00``), or none (tracing off), has no trace to look up."""
+    unsampled = Ev(endpoint, traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-02")
+    untraced = Ev(endpoint)
+    await store(conn, None, None, [unsampled, untraced])
+    resp = await client.get(f"/v1/endpoints/{endpoint}/events", headers=account.headers)
+    assert [e["trace_id"] for e in resp.json()["events"]] == [None, None]
 
 
 async def test_non_utf8_body_comes_back_base64_and_exact(client, account, endpoint, conn):
@@ -130,6 +142,7 @@ def _newest_first(events):
 FILTER_CASES = [
     ({"provider": "payments"}, lambda e: e.provider == "payments"),
     ({"provider": "code_host"}, lambda e: e.provider == "code_host"),
+    ({"provider": "Stripe"}, lambda e: e.provider == "payments"),  # an alias, any case
     ({"type": "orders/create"}, lambda e: e.event_type == "orders/create"),
     ({"type": "invoice"}, lambda e: False),
     ({"method": "post"}, lambda e: e.method == "POST"),
@@ -311,7 +324,7 @@ INVALID_CASES = [
     ({"since": "2025-13-01"}, "since"),
     ({"until": "2025-03-10T25:00:00Z"}, "until"),
     ({"since": "2025-03-11", "until": "2025-03-10"}, "until"),
-    ({"provider": "stripe"}, "provider"),
+    ({"provider": "strpe"}, "provider"),  # `stripe` is an alias of payments (the provider catalog)
     ({"signature_valid": "maybe"}, "signature_valid"),
     ({"method": "PO ST"}, "method"),
     ({"q": "x" * 201}, "q"),

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 
-from control.service import Principal
+from control.db.context import Principal
 from control.service import events as service
 from shared.settings import Settings
 from tests.control.conftest import waiting
@@ -222,6 +222,22 @@ async def test_invalid_timeout_and_filters_are_400(live, account):
             f"/v1/endpoints/{live.endpoint}/events/wait", params=params, headers=account.headers
         )
         assert_error(resp, 400, "validation_error", field=name)
+    assert live.wakeups.waiter_count() == 0
+
+
+async def test_an_out_of_range_timeout_says_the_range(live, account):
+    """A timeout past the range names the range, not only the bound it crossed (it once read
+    `timeout: Expected `int` <= 55`, a number written nowhere in the docs); so do the lists' `limit`s."""
+    for value in ("60", "0", "-3"):
+        resp = await live.client.get(
+            f"/v1/endpoints/{live.endpoint}/events/wait", params={"timeout": value}, headers=account.headers
+        )
+        assert_error(resp, 400, "validation_error", field="timeout")
+        assert resp.json()["error"]["message"] == (
+            f"timeout: must be an integer from 1 to 55 (seconds to wait), got {value}"
+        )
+    resp = await live.client.get(f"/v1/endpoints/{live.endpoint}/events?limit=500", headers=account.headers)
+    assert resp.json()["error"]["message"] == "limit: must be an integer from 1 to 100 (page size), got 500"
     assert live.wakeups.waiter_count() == 0
 
 

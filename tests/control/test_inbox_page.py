@@ -9,7 +9,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from control.service import Principal
+from control.db.context import Principal
 from control.service.accounts import issue_key
 from control.service.inbox_links import LINK_COOKIE, _key, _sign
 from tests.destination import serving
@@ -38,9 +38,8 @@ def _assert_page(resp, endpoint_id: str) -> str:
     page = resp.text
     assert page.startswith("<!doctype html>")
     assert f'data-endpoint="{endpoint_id}"' in page
-    scripts = [
-        f'<script src="/static/{name}.js" defer>' for name in ("curl", "hexdump", "inbox", "transform", "alerts")
-    ]
+    names = ("curl", "hexdump", "pretty", "resign", "inbox", "transform", "alerts", "destinations")
+    scripts = [f'<script src="/static/{name}.js" defer>' for name in names]
     assert re.findall(r"<script[^>]*>", page) == scripts  # no inline script
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external asset
     return page
@@ -63,7 +62,7 @@ async def _open(client, url: str, settings) -> Any:
 async def test_the_browser_that_called_start_opens_its_inbox(client, settings):
     started = await _start(client)
     inbox = f"/inbox/{started['endpoint_id']}"
-    assert started["inbox_url"].startswith(f"{settings.control_url}{inbox}?link=acct_")  # tests/firsthour
+    assert started["inbox_url"].startswith(f"{settings.control_url}{inbox}?link=acct_")  # tests/onboarding
     page = _assert_page(await client.get(inbox), started["endpoint_id"])
     assert started["ingest_url"] in page
     assert "Temporary endpoint" in page
@@ -288,11 +287,16 @@ async def test_what_the_shell_shows_is_escaped_and_holds_nothing_captured(client
 
 
 async def test_static_files_are_the_packaged_ones_and_nothing_else(client):
+    for name in ("inbox.js", "pretty.js", "resign.js", "destinations.js"):
+        script = await client.get(f"/static/{name}")
+        assert script.status_code == 200
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert "innerHTML" not in script.text
+        assert "eval(" not in script.text
     script = await client.get("/static/inbox.js")
-    assert script.status_code == 200
-    assert script.headers["content-type"].startswith("text/javascript")
-    assert "innerHTML" not in script.text
-    assert "eval(" not in script.text
+    icon = await client.get("/favicon.ico")  # browsers ask for it unprompted: a 404 was an error in the console
+    assert (icon.status_code, icon.headers["content-type"]) == (200, "image/x-icon")
+    assert icon.content == (await client.get("/static/favicon.ico")).content
     again = await client.get("/static/inbox.js", headers={"if-none-match": script.headers["etag"]})
     assert again.status_code == 304
     for name in ("nope.js", "..%2Fapp.py", "inbox.js.map"):

@@ -16,6 +16,7 @@ from litestar.testing import AsyncTestClient
 
 from control.app import create_app
 from control.mcp.llms import _getting_started
+from shared.providers import CATALOG
 from shared.settings import Settings
 
 CONTROL = "https://hooks.example.com"
@@ -84,6 +85,9 @@ async def test_the_llmstxt_format_about_this_instance(served: tuple[AsyncTestCli
             found = LINK_LINE.match(line)
             assert found, f"{title}: not a link list item: {line!r}"
             assert found["url"].startswith(CONTROL + "/"), line
+    assert f"**Providers** ({len(CATALOG)}): `identity` (svix, clerk)" in text  # every catalog provider by name
+    for phrase in ("`slack`", "`meta`", "handshake: true"):
+        assert phrase in text, phrase
     for phrase in ("Authorization: Bearer", "signature_failure_reason", "resign_with", "Long poll", "204"):
         assert phrase in sections[""][0] or phrase in text, phrase
     assert "127.0.0.1" not in text, "only the public URLs of this instance"

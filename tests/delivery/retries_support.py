@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from control.service import Context
+from control.db.context import Context
 from control.workers.deliver import Deliver
 from control.workers.loop import run_loops
 from control.workers.retries import RetryJobs

@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from control.db.context import Context
 from control.delivery.egress import REFUSED
-from control.service import Context
 from control.workers import worker_context
 from shared.settings import Settings
 from tests.destination import (

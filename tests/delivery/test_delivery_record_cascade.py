@@ -10,9 +10,10 @@ from typing import Any
 import asyncpg
 
 from control.db import delivery_records
+from control.db.context import Context
 from control.delivery.send import Outcome, delivery_row
-from control.service import Context
 from tests.destination import Destination, make_task
+from tests.helpers import blocked_by
 
 
 def _row(made: dict[str, str], *, task: bool = True, source: str = "rule") -> tuple[Any, ...]:
@@ -53,11 +54,11 @@ async def test_a_record_committed_while_its_endpoint_is_deleted_goes_with_it(
     """The deliver worker's batch holds its task (KEY SHARE) from the insert to its commit; the endpoint's
     deletion reaches the task through the destination, waits there, and deletes the records after it."""
     made = await make_task(ctx, destination.url)
-    async with ctx.pool.acquire() as writer, ctx.pool.acquire() as deleter:
+    async with ctx.pool.acquire() as writer, ctx.pool.acquire() as deleter, ctx.pool.acquire() as observer:
         async with writer.transaction():
             await delivery_records.insert_many(writer, [_row(made)])
             deleting = asyncio.create_task(deleter.execute("DELETE FROM endpoints WHERE id = $1", made["endpoint"]))
-            await asyncio.sleep(0.3)
+            await blocked_by(observer, writer)
             assert not deleting.done(), "the deletion waits for the record's commit"
         assert await deleting == "DELETE 1"
         assert await _records(writer, made["endpoint"]) == 0
@@ -78,13 +79,13 @@ async def test_a_replay_recorded_while_its_endpoint_is_deleted_goes_with_it(
     """A replay's record holds its event (KEY SHARE); the endpoint's deletion deletes the events first, waits
     there, and deletes the records after (migration 0027: one trigger, in that order)."""
     made = await make_task(ctx, destination.url)
-    async with ctx.pool.acquire() as writer, ctx.pool.acquire() as deleter:
+    async with ctx.pool.acquire() as writer, ctx.pool.acquire() as deleter, ctx.pool.acquire() as observer:
         received_at = await writer.fetchval("SELECT received_at FROM events WHERE id = $1", made["event"])
         async with writer.transaction():
             row = _row(made, task=False, source="replay")
             assert await delivery_records.insert_for_event(writer, row, received_at)
             deleting = asyncio.create_task(deleter.execute("DELETE FROM endpoints WHERE id = $1", made["endpoint"]))
-            await asyncio.sleep(0.3)
+            await blocked_by(observer, writer)
             assert not deleting.done(), "the deletion waits for the replay's record"
         assert await deleting == "DELETE 1"
         assert await _records(writer, made["endpoint"]) == 0

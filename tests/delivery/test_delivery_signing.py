@@ -9,7 +9,7 @@ import pytest
 import standardwebhooks
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from control.service import Context
+from control.db.context import Context
 from control.service.sealed import seal_destination_secret
 from tests.destination import Destination, fetch_row, make_task, running, settled
 from tests.helpers import create_endpoint

@@ -11,8 +11,8 @@ import asyncpg
 
 from control.db import delivery_records, histogram
 from control.db import stats as db_stats
+from control.db.context import Context
 from control.delivery.send import Outcome, delivery_row
-from control.service import Context
 from tests.destination import Destination, make_task
 
 

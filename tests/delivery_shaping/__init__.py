@@ -1,1 +1,1 @@
-"""Issue 27: per-destination rate limit, FIFO ordering and deduplication, with real workers and sinks."""
+"""Per-destination rate limit, FIFO ordering and deduplication, with real workers and sinks."""

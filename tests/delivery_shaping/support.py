@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from control.service import Context
+from control.db.context import Context
 from shared import ids
 from tests.destination import Destination, Received, Reply, add_destination, add_endpoint, add_rule
 from tests.events_support import Ev, store

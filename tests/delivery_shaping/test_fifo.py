@@ -156,3 +156,56 @@ async def test_a_line_moves_on_as_soon_as_its_head_is_recorded_or_skipped(
         sink.stop()
     unique = [webhooks[0], *webhooks[2:]]
     assert [r.body for r in sink.requests] == [w.body for w in unique]
+
+
+async def test_a_fifo_destination_gone_then_enabled_sends_its_held_line_in_order(
+    settings: Settings, client: Any, account: Any, tmp_path: Path
+) -> None:
+    """A 410 disables the destination and holds its line; events routed meanwhile are held behind it; on
+    enable the held head goes first and the rest follow in the order they were sent (issue 46)."""
+    gone = threading.Event()
+    gone.set()
+    sink = Judging(lambda _request: Reply(status=410) if gone.is_set() else Reply())
+    sink.start()
+    stack = Stack(settings, tmp_path, HOOKYARD_DELIVER_POLL_S="0.2")
+    try:
+        stack.start_worker("worker", "flush", "deliver")
+        stack.start_edge()
+        endpoint = await create_endpoint(client, account.headers)
+        created = await client.post(
+            f"/v1/endpoints/{endpoint['id']}/destinations",
+            json={"url": sink.url, "forward_all": True, "ordering": "fifo"},
+            headers=account.headers,
+        )
+        assert created.status_code == 201, created.text
+        destination = f"/v1/destinations/{created.json()['id']}"
+        ingest = f"{stack.edge_url}/h/{token_of(endpoint['ingest_url'])}"
+        webhooks = [sample("payments", "invoice.paid", secret="whsec_fifo", seed=seq) for seq in range(6)]
+        async with httpx.AsyncClient() as provider:
+            assert (await provider.post(ingest, content=webhooks[0].body, headers=webhooks[0].headers)).is_success
+
+            async def disabled() -> bool:
+                return (await client.get(destination, headers=account.headers)).json()["state"] == "disabled"
+
+            await wait_for(disabled, timeout=20)
+            for webhook in webhooks[1:]:
+                assert (await provider.post(ingest, content=webhook.body, headers=webhook.headers)).is_success
+
+        async def all_held() -> bool:
+            async with db(settings.database_url) as conn:
+                held = await conn.fetchval(
+                    "SELECT count(*) FROM delivery_tasks WHERE destination_id = $1 AND status = 'held'",
+                    created.json()["id"],
+                )
+            return held == len(webhooks)
+
+        await wait_for(all_held, timeout=20)
+        assert len(sink.requests) == 1  # nothing sent while disabled
+        gone.clear()
+        enabled = await client.post(f"{destination}/enable", headers=account.headers)
+        assert enabled.status_code == 200, enabled.text
+        await sink.wait_for(1 + len(webhooks), timeout=20)
+    finally:
+        stack.stop_all()
+        sink.stop()
+    assert [r.body for r in sink.requests[1:]] == [w.body for w in webhooks]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from bench.redis_cluster import ClusterNodes
+from control.db.context import Context
 from control.db.ordering import entry_position
 from control.delivery import ordering, throttle
-from control.service import Context
 from shared.keys import FLUSH_GROUP, Keys
 
 pytestmark = pytest.mark.slow

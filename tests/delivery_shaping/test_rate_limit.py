@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from control.service import Context
+from control.db.context import Context
 from control.workers import worker_context
 from shared.settings import Settings
 from tests.delivery_shaping.support import busiest_second, limited_tasks, starts

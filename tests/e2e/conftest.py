@@ -18,7 +18,7 @@ from tests.stack import Stack
 
 
 @pytest.fixture
-async def running(stack: Stack, database_url: str) -> tuple[Stack, Account]:
+async def capture_stack(stack: Stack, database_url: str) -> tuple[Stack, Account]:
     """Control, an edge and a flush (and learn) worker as real processes, and an account: the capture path
     whole."""
     stack.start_control()

@@ -44,7 +44,9 @@ def sink() -> Iterator[Destination]:
 
 
 @pytest.fixture(scope="module")
-def running(module_settings: Settings, sink: Destination, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def mcp_stack(
+    module_settings: Settings, sink: Destination, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     """Stopped before the sink (which it depends on for that): the worker's kept-alive connections to the
     sink close with the worker, not under the sink's feet."""
     stack = Stack(module_settings, tmp_path_factory.mktemp("mcp-stack"))

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench import sink
-from tests.ports import free_port
+from bench.ports import free_port
 
 
 class Sink:
@@ -36,7 +36,7 @@ class Sink:
 
 
 @pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sink]:
+def sink_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sink]:
     port, file = free_port(), tmp_path_factory.mktemp("sink") / "sink.txt"
     proc = subprocess.Popen(sink.command(port, file), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 15
@@ -58,9 +58,9 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sink]:
 
 
 @pytest.fixture
-def fresh(running: Sink) -> Sink:
-    running.new_lines()
-    return running
+def fresh(sink_process: Sink) -> Sink:
+    sink_process.new_lines()
+    return sink_process
 
 
 def _request(event_id: str | None, body: bytes, *, chunked: bool = False, close: bool = False) -> bytes:

@@ -11,7 +11,8 @@ import asyncpg
 import httpx
 import pytest
 
-from control.service import Context, edge_config
+from control.db.context import Context
+from control.service import edge_config
 from shared.settings import Settings
 from tests.conftest import Account, Servers, database_name, make_account, with_database
 from tests.e2e.conftest import new_endpoint, stored_events
@@ -26,8 +27,8 @@ def _body(event: dict) -> bytes:
     return (event["body"] or "").encode()  # an empty body is null
 
 
-async def test_requests_are_captured_verbatim(running: tuple[Stack, Account]) -> None:
-    stack, account = running
+async def test_requests_are_captured_verbatim(capture_stack: tuple[Stack, Account]) -> None:
+    stack, account = capture_stack
     endpoint = new_endpoint(stack, account)
     url = endpoint["ingest_url"]
     assert url.startswith(stack.edge_url + "/h/")
@@ -126,8 +127,8 @@ async def test_a_delete_reaches_every_edge_node_within_a_second(stack: Stack, da
                 time.sleep(0.02)
 
 
-async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(running: tuple[Stack, Account]) -> None:
-    stack, account = running
+async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(capture_stack: tuple[Stack, Account]) -> None:
+    stack, account = capture_stack
     stack.kill("worker", 9)
     endpoint = new_endpoint(stack, account)
     total = 3000
@@ -148,9 +149,9 @@ async def test_worker_killed_mid_batch_loses_and_duplicates_nothing(running: tup
 
 
 async def test_postgres_away_the_edge_keeps_accepting(
-    running: tuple[Stack, Account], servers: Servers, settings: Settings
+    capture_stack: tuple[Stack, Account], servers: Servers, settings: Settings
 ) -> None:
-    stack, account = running
+    stack, account = capture_stack
     endpoint = new_endpoint(stack, account)
     name = database_name(settings.database_url)
     admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))

@@ -15,9 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from control.db.context import Context
 from control.records.destinations import DestinationCreate
-from control.service import Context, edge_config
 from control.service import destinations as destinations_service
+from control.service import edge_config
 from control.service import endpoints as endpoints_service
 from control.service.accounts import authenticate
 from control.workers.sweep import Sweep
@@ -105,7 +106,8 @@ async def test_expired_endpoints_answer_410_then_go_with_everything_theirs(
         assert await _count(ctx, "SELECT count(*) FROM events WHERE endpoint_id = $1", doomed_id) == 0
         assert await _count(ctx, "SELECT count(*) FROM events WHERE endpoint_id = $1", kept["endpoint_id"]) == 1
         assert await _count(ctx, "SELECT count(*) FROM schemas WHERE id = $1", schema_id) == 1
-        # Learned schemas are retained permanently (SPEC.md): the schema stays, its link to the endpoint goes.
+        # Learned schemas are retained permanently (docs/reference/retention.md): the schema stays, its link to the
+        # endpoint goes.
         assert await _count(ctx, "SELECT count(*) FROM schema_endpoints WHERE schema_id = $1", schema_id) == 0
         gone = _answer_within(client, doomed["ingest_url"], 404)
         assert gone.json()["error"]["code"] == "endpoint_not_found"

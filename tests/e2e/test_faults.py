@@ -43,14 +43,15 @@ backoff its loop reached during the outage (at most 1.6 s), with room for a load
 
 @pytest.fixture(scope="module")
 def top() -> Iterator[tuple[Topology, list[Target]]]:
-    with topology(aof=True, **SETTINGS) as running:
-        yield running, asyncio.run(provision(running))
+    with topology(aof=True, **SETTINGS) as topo:
+        yield topo, asyncio.run(provision(topo))
 
 
 async def _scenario(top: tuple[Topology, list[Target]], name: str, *, seconds: float = OUTAGE_S) -> Outcome:
-    running, targets = top
-    outcome = await run_scenario(running, targets, name, seconds=seconds, rate_per_s=RATE, calm_s=CALM_S, settle_s=90.0)
+    topo, targets = top
+    outcome = await run_scenario(topo, targets, name, seconds=seconds, rate_per_s=RATE, calm_s=CALM_S, settle_s=90.0)
     ledger = outcome.ledger
+    assert not topo.exited(), topo.exited()  # every process outlived the fault (the killed one restarted)
     assert ledger.acked > 0
     assert ledger.lost <= outcome.window, outcome.line()
     assert ledger.duplicated == 0, outcome.line()
@@ -59,13 +60,13 @@ async def _scenario(top: tuple[Topology, list[Target]], name: str, *, seconds: f
     return outcome
 
 
-def _log_size(running: Topology, process: str) -> int:
-    return (running.root / f"{process}.log").stat().st_size
+def _log_size(topo: Topology, process: str) -> int:
+    return (topo.root / f"{process}.log").stat().st_size
 
 
-def _most_failures_in_a_row(running: Topology, process: str, since: int) -> int:
+def _most_failures_in_a_row(topo: Topology, process: str, since: int) -> int:
     """The longest run of failed steps the process logged after byte ``since`` of its log."""
-    with (running.root / f"{process}.log").open("rb") as log:
+    with (topo.root / f"{process}.log").open("rb") as log:
         log.seek(since)
         text = log.read().decode(errors="replace")
     return max((int(n) for n in re.findall(r"step failed (\d+) times in a row", text)), default=0)
@@ -108,7 +109,7 @@ async def test_poison_mixed_into_other_tenants_traffic(top: tuple[Topology, list
 async def test_a_poison_burst_beside_another_accounts_burst(top: tuple[Topology, list[Target]]) -> None:
     """The reported case: 400 concurrent requests to account A and 20 poison requests to account B at once
     (NUL in the path and in the body's type and id)."""
-    running, targets = top
+    topo, targets = top
     a, b = targets[0], targets[-1]
     load = Load([a], 1.0, run_id=uuid.uuid4().hex[:8], poison=[b])
     limits = httpx.Limits(max_connections=200)
@@ -119,7 +120,7 @@ async def test_a_poison_burst_beside_another_accounts_burst(top: tuple[Topology,
         await asyncio.gather(*sends)
     assert load.sent == 420
     assert len(load.acked) == 420
-    ledger = await settle(running, load, timeout_s=60)
+    ledger = await settle(topo, load, timeout_s=60)
     assert (ledger.lost, ledger.duplicated, ledger.delivered) == (0, 0, 420), ledger.line()
 
 
@@ -128,12 +129,12 @@ def test_redis_restarted_without_persistence_loses_only_the_window() -> None:
     endpoint configs) dies with it: lost events are at most those in the stream at that moment, and
     everything else rebuilds itself (groups recreated, configs resynced from Postgres by the sweep, which
     notices the loss within its check interval plus the backoff it reached during the outage)."""
-    with topology(aof=False, **SETTINGS) as running:
-        targets = asyncio.run(provision(running))
+    with topology(aof=False, **SETTINGS) as topo:
+        targets = asyncio.run(provision(topo))
         loads: list[Load] = []
         outcome = asyncio.run(
             run_scenario(
-                running,
+                topo,
                 targets,
                 "redis_restart_no_aof",
                 seconds=2,
@@ -144,7 +145,7 @@ def test_redis_restarted_without_persistence_loses_only_the_window() -> None:
                 loads=loads,
             )
         )
-        back = running.redis.started_at
+        back = topo.redis.started_at
     ledger, (load,) = outcome.ledger, loads
     assert ledger.lost <= outcome.window, outcome.line()
     assert ledger.duplicated == 0, outcome.line()

@@ -109,7 +109,7 @@ async def _offline_page(browser: Any, stack: Stack) -> tuple[Any, list[str]]:
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.errors = errors  # type: ignore[attr-defined]
+    page.errors = errors  # type: ignore[attr-defined]  # Page has no slot for it; the tests read it back
     return page, foreign
 
 
@@ -191,6 +191,7 @@ async def test_live_list_hostile_content_and_replay(
     await page.get_by_role("tab", name="raw").click()
     assert await page.locator("#body-view").text_content() == HOSTILE_BODY
     assert "curl -X POST" in (await page.locator("#curl").text_content() or "")
+    assert await page.locator("#trace-id").text_content() == "not traced"  # this stack exports no traces
     # Inert: nothing ran, no element came from the data, no image was requested.
     assert await page.evaluate("window.__pwned") is None
     assert await page.locator("main img, main script, main b").count() == 0
@@ -247,7 +248,7 @@ async def test_live_list_hostile_content_and_replay(
 
     assert await page.evaluate("window.__pwned") is None
     assert foreign == []
-    assert page.errors == []  # type: ignore[attr-defined]
+    assert page.errors == []  # type: ignore[attr-defined]  # the list _offline_page attaches to the page
 
 
 async def test_links_refused_and_schema_offline(browser: Any, stack: Stack, database_url: str) -> None:
@@ -261,7 +262,7 @@ async def test_links_refused_and_schema_offline(browser: Any, stack: Stack, data
     forged = link[:-2] + ("AA" if not link.endswith("AA") else "BB")
     refused = await page.goto(forged)
     assert refused is not None
-    assert refused.status == 401  # a page that says how to get a link (tests/firsthour); JSON clients: the envelope
+    assert refused.status == 401  # a page that says how to get a link (tests/onboarding); JSON clients: the envelope
     assert "expired" in (await page.locator("#reason").text_content() or "")
     envelope = httpx.get(forged, follow_redirects=False, timeout=10).json()
     assert envelope["error"]["code"] == "unauthorized"

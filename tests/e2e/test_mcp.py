@@ -36,14 +36,14 @@ pytestmark = pytest.mark.slow
 # The module's rig (one database, one stack, one sink), bound here by name: tests/e2e/mcp_rig.py.
 database_url = mcp_rig.database_url
 module_settings = mcp_rig.module_settings
-running = mcp_rig.running
+mcp_stack = mcp_rig.mcp_stack
 sink = mcp_rig.sink
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_lists_every_tool_with_schemas_and_hints(running: Stack, account: Account, mode: str) -> None:
+async def test_lists_every_tool_with_schemas_and_hints(mcp_stack: Stack, account: Account, mode: str) -> None:
     """Both protocol eras (the per-request 2026 protocol and the initialize handshake) list the same tools."""
-    async with connected(running, account.key, mode) as tools:
+    async with connected(mcp_stack, account.key, mode) as tools:
         listed = {tool.name: tool for tool in (await tools.client.list_tools()).tools}
     assert set(listed) == set(TOOLS)
     for tool in listed.values():
@@ -59,9 +59,9 @@ async def test_lists_every_tool_with_schemas_and_hints(running: Stack, account: 
     assert listed["wait_for_event"].input_schema["properties"]["timeout"]["maximum"] == 55
 
 
-async def test_every_tool_over_streamable_http(running: Stack, account: Account, sink: Destination) -> None:
+async def test_every_tool_over_streamable_http(mcp_stack: Stack, account: Account, sink: Destination) -> None:
     started = datetime.now(UTC) - timedelta(seconds=1)
-    async with connected(running, account.key) as t:
+    async with connected(mcp_stack, account.key) as t:
         listed = {tool.name for tool in (await t.client.list_tools()).tools}
 
         endpoint = await t.ok("create_endpoint", name="orders", external_ref=f"orders-{uuid.uuid4().hex[:8]}")
@@ -90,8 +90,12 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert [d["id"] for d in (await t.ok("list_destinations", endpoint_id=ep))["destinations"]] == [dst]
         assert (await t.ok("get_destination", destination_id=dst))["url"] == sink.url
         await t.ok("update_destination", destination_id=dst, headers={"x-team": "billing"})
-        rotated = await t.ok("rotate_destination_secret", destination_id=dst)
+        rotated = await t.ok("rotate_destination_secret", destination_id=dst, overlap_s=60)
         assert rotated["signing_secret"].startswith("whsec_")
+        assert rotated["previous_secret_expires_at"] is not None
+        disabled = await t.ok("disable_destination", destination_id=dst, reason="maintenance")
+        assert (disabled["state"], disabled["disabled_reason"]) == ("disabled", "maintenance")
+        assert (await t.ok("enable_destination", destination_id=dst))["state"] == "enabled"
         before = len(sink.requests)
         assert (await t.ok("test_destination", destination_id=dst))["success"] is True
         assert (await sink.wait_for(before + 1))[-1].headers["x-hookyard-test"] == "true"
@@ -194,6 +198,9 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert resent.headers["x-replayed"] == "1"
         replays = await t.ok("list_deliveries", endpoint_id=ep, source="replay")
         assert [d["id"] for d in replays["deliveries"]] == [replayed["id"]]
+        # A forward made elsewhere (as hookyard listen makes it), recorded: nothing is sent by hookyard.
+        told = await t.ok("record_forward", event_id=event["id"], url="http://localhost:3000/hooks", status=204)
+        assert (told["source"], told["response_status"], len(sink.requests)) == ("listen", 204, before + 1)
 
         # Transforms: a dry run on the event as the destination would see it, then set as its transform.
         source = "function handler(r) { r.headers['x-transformed'] = r.headers['x-team']; return r; }"
@@ -225,7 +232,7 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
         assert [d["id"] for d in (await t.ok("list_alert_destinations"))["alert_destinations"]] == [adst]
         assert (await t.ok("get_alert_destination", alert_destination_id=adst))["format"] == "slack"
         changed = await t.ok("update_alert_destination", alert_destination_id=adst, events=None)
-        assert len(changed["events"]) == 6
+        assert len(changed["events"]) == 7  # every alert type, destination.disabled included
         rotated = await t.ok("rotate_alert_destination_secret", alert_destination_id=adst)
         assert rotated["signing_secret"] != made["signing_secret"]
         assert (await t.ok("list_alerts", open=True)) == {"alerts": [], "next_cursor": None}
@@ -234,12 +241,12 @@ async def test_every_tool_over_streamable_http(running: Stack, account: Account,
     assert t.called == listed, f"not called: {sorted(listed - t.called)}"
 
 
-async def test_a_provider_secret_and_custom_header_sign_the_sample(running: Stack, account: Account) -> None:
+async def test_a_provider_secret_and_custom_header_sign_the_sample(mcp_stack: Stack, account: Account) -> None:
     """With the provider's own secret set, the sample is signed with it (not the platform secret), in the
     endpoint's custom header when it has one; with verification off a sample is still signed."""
     secret = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0IQ=="
     started = datetime.now(UTC) - timedelta(seconds=1)
-    async with connected(running, account.key) as t:
+    async with connected(mcp_stack, account.key) as t:
         ep = (await t.ok("create_endpoint", name="identity"))["id"]
         for event_type in ("user.created", "session.revoked"):
             await t.ok("update_auth_config", endpoint_id=ep, hmac_enabled=True, on_failure="accept_log", secret=secret)
@@ -257,9 +264,9 @@ async def test_a_provider_secret_and_custom_header_sign_the_sample(running: Stac
         assert event["headers"]["x-acme-signature"].startswith("sha256=")
 
 
-async def test_a_refused_sample_is_an_answer_not_an_error(running: Stack, account: Account) -> None:
+async def test_a_refused_sample_is_an_answer_not_an_error(mcp_stack: Stack, account: Account) -> None:
     """The edge refusing the sample (here: the allowlist) is what the caller is testing: reported, not raised."""
-    async with connected(running, account.key) as t:
+    async with connected(mcp_stack, account.key) as t:
         ep = (await t.ok("create_endpoint", name="locked"))["id"]
         await t.ok("add_allowlist_entry", endpoint_id=ep, cidr="192.0.2.0/24")
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="commerce", event_type="app/uninstalled")
@@ -267,15 +274,15 @@ async def test_a_refused_sample_is_an_answer_not_an_error(running: Stack, accoun
         assert sent["response"]["error"]["code"] == "ip_not_allowed"
 
 
-async def test_errors_carry_the_v1_envelope(running: Stack, account: Account) -> None:
+async def test_errors_carry_the_v1_envelope(mcp_stack: Stack, account: Account) -> None:
     """The same inputs refused by /v1 and by the tool: the same code and, where the same decoder or the same
     service check refuses them, the same message."""
-    ep = v1_request(running, account, "POST", "/v1/endpoints", json={"name": "errors"}).json()["id"]
+    ep = v1_request(mcp_stack, account, "POST", "/v1/endpoints", json={"name": "errors"}).json()["id"]
     cases = refused_by_both(ep)
-    async with connected(running, account.key) as t:
+    async with connected(mcp_stack, account.key) as t:
         for tool, arguments, method, path, body in cases:
             tool_error = await t.error(tool, **arguments)
-            http_error = v1_request(running, account, method, path, json=body).json()["error"]
+            http_error = v1_request(mcp_stack, account, method, path, json=body).json()["error"]
             assert tool_error == http_error, (tool, arguments)
         expected = {
             "create_rule": "invalid_condition_tree",
@@ -304,7 +311,7 @@ async def test_errors_carry_the_v1_envelope(running: Stack, account: Account) ->
         assert missing == {"code": "validation_error", "message": "endpoint_id: required field is missing"}
 
 
-async def test_without_a_valid_key_mcp_is_401_envelope(running: Stack) -> None:
+async def test_without_a_valid_key_mcp_is_401_envelope(mcp_stack: Stack) -> None:
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -314,17 +321,17 @@ async def test_without_a_valid_key_mcp_is_401_envelope(running: Stack) -> None:
     headers = {"accept": "application/json, text/event-stream"}
     for authorization in (None, "Bearer hy_live_" + "x" * 32, "Basic abc", "Bearer hy_tmp_" + "y" * 32):
         sent = {**headers, **({"authorization": authorization} if authorization else {})}
-        resp = httpx.post(f"{running.control_url}/mcp", json=initialize, headers=sent, timeout=10)
+        resp = httpx.post(f"{mcp_stack.control_url}/mcp", json=initialize, headers=sent, timeout=10)
         assert_error(resp, 401, "unauthorized")
         assert resp.headers["www-authenticate"].startswith("Bearer")
 
 
-async def test_a_key_sees_its_own_account_only(running: Stack, account: Account, other_account: Account) -> None:
-    async with connected(running, account.key) as mine:
+async def test_a_key_sees_its_own_account_only(mcp_stack: Stack, account: Account, other_account: Account) -> None:
+    async with connected(mcp_stack, account.key) as mine:
         ep = (await mine.ok("create_endpoint", name="private"))["id"]
         sent = await mine.ok("send_test_webhook", endpoint_id=ep, provider="commerce", event_type="orders/create")
         assert sent["accepted"]
-    async with connected(running, other_account.key) as theirs:
+    async with connected(mcp_stack, other_account.key) as theirs:
         assert ep not in {e["id"] for e in (await theirs.ok("list_endpoints"))["endpoints"]}
         for tool, arguments in [
             ("get_endpoint", {"endpoint_id": ep}),
@@ -341,9 +348,9 @@ async def test_a_key_sees_its_own_account_only(running: Stack, account: Account,
             assert (await theirs.error(tool, **arguments))["code"] == "not_found", tool
 
 
-async def test_a_read_only_key_reads_but_changes_nothing(running: Stack, database_url: str) -> None:
+async def test_a_read_only_key_reads_but_changes_nothing(mcp_stack: Stack, database_url: str) -> None:
     reader = await make_account(database_url, read_only=True)
-    async with connected(running, reader.key) as t:
+    async with connected(mcp_stack, reader.key) as t:
         assert (await t.ok("list_endpoints"))["endpoints"] == []
         for tool, arguments in [
             ("create_endpoint", {"name": "no"}),
@@ -356,13 +363,13 @@ async def test_a_read_only_key_reads_but_changes_nothing(running: Stack, databas
             assert await t.error(tool, **arguments) == {"code": "forbidden", "message": "this API key is read-only"}
 
 
-async def test_a_temporary_token_acts_on_its_own_endpoint_only(running: Stack, account: Account) -> None:
-    token, ep = temporary(running)
-    theirs = v1_request(running, account, "POST", "/v1/endpoints", json={"name": "someone else's"}).json()["id"]
-    on_v1 = httpx.get(f"{running.control_url}/v1/endpoints", headers={"Authorization": f"Bearer {token}"})
+async def test_a_temporary_token_acts_on_its_own_endpoint_only(mcp_stack: Stack, account: Account) -> None:
+    token, ep = temporary(mcp_stack)
+    theirs = v1_request(mcp_stack, account, "POST", "/v1/endpoints", json={"name": "someone else's"}).json()["id"]
+    on_v1 = httpx.get(f"{mcp_stack.control_url}/v1/endpoints", headers={"Authorization": f"Bearer {token}"})
     assert_error(on_v1, 403, "temporary_token")
     started = datetime.now(UTC) - timedelta(seconds=1)
-    async with connected(running, token) as t:
+    async with connected(mcp_stack, token) as t:
         endpoints = (await t.ok("list_endpoints"))["endpoints"]
         assert [(e["id"], e["temporary"]) for e in endpoints] == [(ep, True)]
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="identity", event_type="user.created")
@@ -380,11 +387,11 @@ async def test_a_temporary_token_acts_on_its_own_endpoint_only(running: Stack, a
             assert (await t.error(tool, **arguments))["code"] == "not_found", tool
         # It owns what /api/start made for it, and makes nothing more (the service's rule, as on every route).
         assert (await t.error("create_endpoint", name="more"))["code"] == "temporary_token"
-    async with connected(running, account.key) as owner:
+    async with connected(mcp_stack, account.key) as owner:
         assert (await owner.error("get_endpoint", endpoint_id=ep))["code"] == "not_found"
 
 
-async def test_stateless_no_session_and_any_worker_answers(running: Stack, account: Account) -> None:
+async def test_stateless_no_session_and_any_worker_answers(mcp_stack: Stack, account: Account) -> None:
     """No ``Mcp-Session-Id``: a call needs nothing from an earlier request, so any process can answer it."""
     headers = {**account.headers, "accept": "application/json, text/event-stream"}
     initialize = {
@@ -393,25 +400,25 @@ async def test_stateless_no_session_and_any_worker_answers(running: Stack, accou
         "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
     }
-    with httpx.Client(base_url=running.control_url, headers=headers, timeout=10) as http:
+    with httpx.Client(base_url=mcp_stack.control_url, headers=headers, timeout=10) as http:
         first = http.post("/mcp", json=initialize)
         assert first.status_code == 200, first.text
         assert "mcp-session-id" not in first.headers
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         for _ in range(6):  # a fresh connection each time: both granian workers take some
             answer = httpx.post(
-                f"{running.control_url}/mcp", json=listing, headers={**headers, "mcp-protocol-version": "2025-06-18"}
+                f"{mcp_stack.control_url}/mcp", json=listing, headers={**headers, "mcp-protocol-version": "2025-06-18"}
             )
             assert answer.status_code == 200, answer.text
             assert '"list_endpoints"' in answer.text
-    async with connected(running, account.key) as t:
+    async with connected(mcp_stack, account.key) as t:
         for _ in range(10):
             await t.ok("list_endpoints")
 
 
-async def test_post_only(running: Stack, account: Account) -> None:
+async def test_post_only(mcp_stack: Stack, account: Account) -> None:
     """Stateless: no session to end (DELETE), no standalone stream to hold open (GET)."""
-    url = f"{running.control_url}/mcp"
+    url = f"{mcp_stack.control_url}/mcp"
     sse = {"accept": "text/event-stream"}
     for method in ("GET", "DELETE", "PUT"):
         resp = httpx.request(method, url, headers={**account.headers, **sse}, timeout=10)
@@ -422,7 +429,7 @@ async def test_post_only(running: Stack, account: Account) -> None:
     assert (options.status_code, options.headers["allow"]) == (204, "OPTIONS, POST")
 
 
-async def test_served_under_any_host_and_origin(running: Stack, account: Account) -> None:
+async def test_served_under_any_host_and_origin(mcp_stack: Stack, account: Account) -> None:
     """DNS-rebinding protection is off (control.mcp.mount): the Bearer key is the protection, and a public
     instance is reached under its own host name, through proxies, from browser-based clients."""
     listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -433,11 +440,11 @@ async def test_served_under_any_host_and_origin(running: Stack, account: Account
         "host": "hooks.example.com",
         "origin": "https://agent.example.org",
     }
-    answer = httpx.post(f"{running.control_url}/mcp", json=listing, headers=headers, timeout=10)
+    answer = httpx.post(f"{mcp_stack.control_url}/mcp", json=listing, headers=headers, timeout=10)
     assert answer.status_code == 200, answer.text
 
 
-def test_module_runs_against_real_processes(running: Stack) -> None:
-    assert set(running.procs) == {"control", "edge", "worker"}
-    assert all(proc.poll() is None for proc in running.procs.values())
-    assert Path(running.log_dir).is_dir()
+def test_module_runs_against_real_processes(mcp_stack: Stack) -> None:
+    assert set(mcp_stack.procs) == {"control", "edge", "worker"}
+    assert all(proc.poll() is None for proc in mcp_stack.procs.values())
+    assert Path(mcp_stack.log_dir).is_dir()

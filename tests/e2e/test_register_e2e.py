@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from control.service import Context, edge_config
+from control.db.context import Context
+from control.service import edge_config
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow

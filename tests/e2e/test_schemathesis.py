@@ -161,7 +161,7 @@ async def test_the_control_plane_keeps_to_its_openapi_document(
     account = await make_account(database_url)
     # Thousands of requests in a few seconds: the per-key rate limit, the account's outbound sends (replays,
     # tests, retries), and the per-address one of /api/start and /api/register would answer most of them 429.
-    running = Stack(
+    stack = Stack(
         settings,
         tmp_path,
         HOOKYARD_RATE_LIMIT_PER_S=1_000_000,
@@ -171,10 +171,10 @@ async def test_the_control_plane_keeps_to_its_openapi_document(
         HOOKYARD_START_RATE_PER_MIN=1_000_000,
     )
     try:
-        running.start_control()
-        running.start_edge()
-        running.start_worker()
-        ids = _seed(running.control_url, account.key, destination.url)
+        stack.start_control()
+        stack.start_edge()
+        stack.start_worker()
+        ids = _seed(stack.control_url, account.key, destination.url)
         config = tmp_path / "schemathesis.toml"
         config.write_text(_config(account.key, ids))
         env = {
@@ -186,7 +186,7 @@ async def test_the_control_plane_keeps_to_its_openapi_document(
         }
         command = [_schemathesis(), "--config-file", str(config), "run", "--checks", "all"]
         result = subprocess.run(
-            [*command, f"{running.control_url}/schema/openapi.json"],
+            [*command, f"{stack.control_url}/schema/openapi.json"],
             cwd=tmp_path,  # its caches and reports stay out of the repository
             env=env,
             capture_output=True,
@@ -195,7 +195,7 @@ async def test_the_control_plane_keeps_to_its_openapi_document(
             check=False,
         )
     finally:
-        running.stop_all()
+        stack.stop_all()
     (tmp_path / "schemathesis.out").write_text(result.stdout + result.stderr)
     assert result.returncode == 0, f"schemathesis found failures:\n{result.stdout[-20000:]}\n{result.stderr[-5000:]}"
     selected = re.search(r"Selected: (\d+)/(\d+)\s+Tested: (\d+)", result.stdout)

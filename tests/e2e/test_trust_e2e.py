@@ -132,7 +132,8 @@ async def test_requests_signed_by_the_official_libraries_verify(api: Api) -> Non
 
 
 def failing_requests(secret: str) -> dict[str, tuple[bytes, dict[str, str], str]]:
-    """case → (body, headers, the reason SPEC.md names for it), each a real provider-shaped request."""
+    """case → (body, headers, the reason docs/reference/signatures.md names for it), each a real provider-shaped
+    request."""
     now = int(time.time())
     body = payment("evt_failing")
     wrong = "whsec_" + uuid.uuid4().hex

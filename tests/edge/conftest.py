@@ -4,8 +4,12 @@ real ``hookyard edge`` process as providers meet it."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import httpx
 import pytest
 
+from edge.app import EdgeApp, create_app
 from shared.settings import Settings, load_settings
 from tests.conftest import Servers
 
@@ -14,3 +18,21 @@ from tests.conftest import Servers
 def edge_settings(servers: Servers, redis_prefix: str) -> Settings:
     """What an edge process loads: Redis and the test's key prefix, no database (the edge never has one)."""
     return load_settings({}, redis_url=servers.redis_url, redis_prefix=redis_prefix)
+
+
+@pytest.fixture
+async def edge_app(edge_settings: Settings) -> AsyncIterator[EdgeApp]:
+    """The edge app in process, started (its Redis connections and config listener) and stopped."""
+    app = create_app(edge_settings)
+    await app.startup()
+    try:
+        yield app
+    finally:
+        await app.shutdown()
+
+
+@pytest.fixture
+async def edge_client(edge_app: EdgeApp) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client calling that app in process (ASGI), as ``http://edge.test`` (``client`` is control's)."""
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge_app), base_url="http://edge.test") as c:
+        yield c

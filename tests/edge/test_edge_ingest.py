@@ -38,7 +38,7 @@ BODY = b'{"id":"evt_1","type":"invoice.paid"}'
 
 
 @contextlib.asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[EdgeApp]:
+async def started_edge(settings: Settings) -> AsyncIterator[EdgeApp]:
     app = create_app(settings)
     await app.startup()
     try:
@@ -55,7 +55,7 @@ async def http(app: EdgeApp) -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture
 async def edge(edge_settings: Settings) -> AsyncIterator[EdgeApp]:
-    async with running(edge_settings) as app:
+    async with started_edge(edge_settings) as app:
         yield app
 
 
@@ -144,7 +144,7 @@ async def test_redis_going_away_is_503_unavailable_with_retry_after(servers, red
     cached = await put_endpoint(redis, settings)
     fresh = await put_endpoint(redis, settings)
     try:
-        async with running(settings) as app, http(app) as client:
+        async with started_edge(settings) as app, http(app) as client:
             assert (await client.post(f"/h/{cached}", content=BODY)).status_code == 200
             await relay.cut()
             # A token never looked up (the config lookup fails), one served a moment ago (the lookup or the

@@ -1,4 +1,4 @@
-"""Issue 25, item 8: the edge counts the requests it refuses (a rejected signature by reason, a source not on
+"""The edge counts the requests it refuses (a rejected signature by reason, a source not on
 the allowlist) per endpoint, in process, and adds the counts to Redis about once a second and at shutdown;
 a Redis that is away keeps them for the next round. The edge app runs in this process against the test
 Redis (as in ``test_edge_ingest.py``); the stats that read these counts: ``test_stats_refused.py``.
@@ -48,7 +48,7 @@ def edge_settings(servers: Any, redis_prefix: str) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[EdgeApp]:
+async def started_edge(settings: Settings) -> AsyncIterator[EdgeApp]:
     app = create_app(settings)
     await app.startup()
     try:
@@ -104,7 +104,7 @@ async def test_refused_requests_are_counted_by_endpoint_and_reason(redis, edge_s
     blocked, blocked_id = await put_endpoint(redis, edge_settings, elsewhere)
     kept, kept_id = await put_endpoint(redis, edge_settings, elsewhere, log_blocked_ips=True)
 
-    async with running(edge_settings) as app, http(app) as client:
+    async with started_edge(edge_settings) as app, http(app) as client:
         assert (await client.post(f"/h/{checked}", content=BODY, headers=signed(SECRET))).status_code == 200
         for _ in range(2):
             assert_error(await client.post(f"/h/{checked}", content=BODY), 401, "signature_invalid")
@@ -141,7 +141,7 @@ async def test_refused_requests_are_counted_by_endpoint_and_reason(redis, edge_s
 
 async def test_shutdown_writes_what_the_last_round_left(redis, edge_settings: Settings) -> None:
     token, endpoint_id = await put_endpoint(redis, edge_settings, hmac_enabled=True, secret=SECRET)
-    async with running(edge_settings) as app, http(app) as client:
+    async with started_edge(edge_settings) as app, http(app) as client:
         app.refusals._task.cancel()  # no round runs: only the shutdown can write it
         assert_error(await client.post(f"/h/{token}", content=BODY), 401, "signature_invalid")
         assert app.refusals.counts
@@ -228,7 +228,7 @@ async def test_on_a_redis_cluster(redis_cluster: Any) -> None:
     client = await redis_client.open_client(redis_cluster.url)
     try:
         token, endpoint_id = await put_endpoint(client, settings, hmac_enabled=True, secret=SECRET)
-        async with running(settings) as app, http(app) as sender:
+        async with started_edge(settings) as app, http(app) as sender:
             for _ in range(3):
                 assert_error(await sender.post(f"/h/{token}", content=BODY), 401, "signature_invalid")
 

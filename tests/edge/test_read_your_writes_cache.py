@@ -261,3 +261,23 @@ async def test_an_edge_that_does_not_confirm_delays_the_answer_by_the_timeout_on
         assert 0.5 <= took < 5
         assert "1 of 2 edge listeners did not confirm" in caplog.text
         assert not [k async for k in edge_redis.scan_iter(match=keys.config_ack("*"))], "ack lists left behind"
+
+
+async def test_the_cache_is_bounded_by_what_its_configs_weigh(settings, edge_redis):
+    """Configs are the tenants' (an allowlist of 256 CIDRs, long ids): the cache starts over past its byte
+    bound, however few entries that is (issue 42: caches bounded in bytes, not entries)."""
+    keys = Keys(settings.redis_prefix)
+    cache = EndpointCache(edge_redis, keys, max_bytes=2 * 1024 * 1024)
+    allowlist = tuple(f"10.{i // 256}.{i % 256}.0/24" for i in range(256))
+    tokens = [f"heavy{n:019d}" for n in range(300)]
+    for n, token in enumerate(tokens):
+        config = EdgeEndpoint(endpoint_id=f"ep_{n}", account_id="acct_x", environment="production", allowlist=allowlist)
+        await edge_redis.set(keys.endpoint_config(token), encode(config))
+    async with listening(cache):
+        for token in tokens:
+            assert (await cache.get(token)) is not None
+            assert cache.nbytes <= cache.max_bytes
+            assert cache.nbytes == sum(entry[2] for entry in cache.entries.values())
+        assert len(cache.entries) < len(tokens)
+        cache.invalidate(tokens[-1])
+        assert cache.nbytes == sum(entry[2] for entry in cache.entries.values())

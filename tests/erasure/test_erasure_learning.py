@@ -15,10 +15,10 @@ import asyncpg
 
 from control.db import erasures as db_erasures
 from control.db import retention
+from control.db.context import Context
 from control.routing.route import Router
 from control.schemas.batch import hash_value
 from control.schemas.learn import Learner
-from control.service import Context
 from control.service.erasure_jobs import advance
 from control.workers.flush import Flush
 from control.workers.learn import Learn

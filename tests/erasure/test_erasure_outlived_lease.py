@@ -10,7 +10,7 @@ import asyncio
 from control.db import delivery_records, tasks
 from control.delivery.send import Outcome, delivery_row
 from tests.erasure.conftest import erase, make_endpoint, run_erasures, stored
-from tests.helpers import db
+from tests.helpers import blocked_by, db
 
 ALICE = "cus_alice"
 BODY = {"id": "evt_1", "type": "invoice.paid", "data": {"object": {"customer": ALICE}}}
@@ -69,7 +69,7 @@ async def test_a_record_committing_while_the_erasure_runs_is_erased_with_it(clie
         async with late.transaction():
             await delivery_records.insert_many(late, [row])  # written, not committed: the erasure waits
             erasing = asyncio.create_task(run_erasures(ctx))
-            await asyncio.sleep(0.3)
+            await blocked_by(conn, late)
             assert not erasing.done()
         await asyncio.wait_for(erasing, 30)
         done = await conn.fetchrow("SELECT state, erased FROM erasure_jobs WHERE id = $1", job["id"])

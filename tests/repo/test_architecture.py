@@ -1,4 +1,4 @@
-"""The layering DESIGN.md fixes (import-linter contracts) and the published interface description."""
+"""The layering docs/architecture.md draws (import-linter contracts) and the published interface description."""
 
 from __future__ import annotations
 
@@ -129,7 +129,8 @@ def database_url(servers, template_database) -> Iterator[str]:
         yield url
 
 
-# SPEC.md's error statuses per /v1/endpoints route; the schema may document more, never fewer.
+# The error statuses docs/reference/endpoints.md promises per /v1/endpoints route; the schema may document more,
+# never fewer.
 SPEC_ERRORS = {
     ("get", "/v1/endpoints"): {401, 429},
     ("post", "/v1/endpoints"): {400, 401, 403, 409, 429},
@@ -186,3 +187,31 @@ async def test_openapi_documents_every_v1_route_with_enveloped_errors_and_bearer
 
     assert "signing_secret" in schema["components"]["schemas"]["EndpointCreated"]["properties"]
     assert "signing_secret" not in schema["components"]["schemas"]["Endpoint"]["properties"]
+
+
+def test_context_and_principal_have_one_import_path():
+    """``Context`` and ``Principal`` are defined in ``control.db.context`` and imported from there alone (they
+    were re-exported through ``control.service`` and imported both ways, 59 and 13 times)."""
+    imported = re.compile(r"^from (control\.[\w.]+) import ([^\n(]+|\([^)]*\))", re.MULTILINE)
+    elsewhere = []
+    for path in [*ROOT.glob("control/**/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("bench/**/*.py")]:
+        for module, names in imported.findall(path.read_text()):
+            named = {name.strip(" ()\n") for name in names.split(",")}
+            if module != "control.db.context" and named & {"Context", "Principal"}:
+                elsewhere.append(f"{path.relative_to(ROOT)}: from {module}")
+    assert elsewhere == []
+
+
+def test_sql_is_only_in_control_db():
+    """A statement is written in ``control/db`` alone, so a schema change has one place to look: no module
+    elsewhere in control/ hands a connection a statement of its own (an alert cap's lock in the service and
+    the health check's ``SELECT 1`` in the app did)."""
+    statement = re.compile(r"\.(?:execute|executemany|fetch|fetchrow|fetchval|prepare)\(\s*[rbf]?[\"']")
+    found = [
+        f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+        for path in ROOT.glob("control/**/*.py")
+        if "db" not in path.relative_to(ROOT / "control").parts[:1]
+        for text in [path.read_text()]
+        for match in statement.finditer(text)
+    ]
+    assert found == []

@@ -38,3 +38,21 @@ def test_the_alerts_name_only_existing_metrics() -> None:
     used = set(_NAME.findall((ROOT / "docs" / "ALERTS.md").read_text()))
     assert used <= known(), sorted(used - known())
     assert {"hookyard_edge_requests_total", "hookyard_stream_lag", "hookyard_dead_letters_total"} <= used
+
+
+def test_the_rules_file_is_the_alerts_table() -> None:
+    """deploy/prometheus/hookyard-rules.yml has exactly the alerts of docs/ALERTS.md: names, expressions,
+    durations and severities; the backlog alerts among them."""
+    import yaml
+
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "hookyard-rules.yml").read_text())["groups"][0]["rules"]
+    got = {r["alert"]: (r["expr"], r.get("for", "0m"), r["labels"]["severity"]) for r in rules}
+    table = {}
+    for line in (ROOT / "docs" / "ALERTS.md").read_text().splitlines():
+        if re.match(r"^\| [A-Z][A-Za-z]+ \|", line):
+            name, expr, duration, severity = [c.strip() for c in line.strip("|").split(" | ")][:4]
+            table[name] = (expr.strip("`"), duration, severity)
+    assert got == table
+    used = {name for expr, _, _ in got.values() for name in _NAME.findall(expr)}
+    assert used <= known(), sorted(used - known())
+    assert {"hookyard_delivery_backlog_seconds", "hookyard_stream_lag_seconds"} <= used

@@ -1,11 +1,11 @@
-"""The test servers' port allocator (tests/ports.py): never the ephemeral range, never the same port twice."""
+"""The port allocator of tests and benches (bench/ports.py): never the ephemeral range, never the same port twice."""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
 
-from tests.ports import HIGH, LOW, free_port
+from bench.ports import HIGH, LOW, free_port
 
 
 def test_ports_are_below_the_ephemeral_range_and_never_repeat() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import asyncpg
 
+from control.db.context import Context, Principal
 from control.routing.route import Router
 from control.schemas.learn import Learner
-from control.service import Context, Principal
 from control.workers.flush import Flush
 from control.workers.learn import Learn
 from shared import ids

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -16,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import pytest
 
+from control.db.context import Context, Principal
 from control.routing.route import Router
 from control.schemas.learn import Learner
-from control.service import Context, Principal
 from control.service import schemas as service
 from control.workers.flush import Flush
 from control.workers.learn import Learn
 from shared import ids
 from shared.wire import IngestRecord, encode_records
+from tests import node_packages
 from tests.conftest import make_account
 
 __all__ = (
@@ -34,7 +33,6 @@ __all__ = (
     "flush",
     "learned",
     "make_endpoint",
-    "need_node",
     "node_work",
     "principal",
     "run",
@@ -109,17 +107,9 @@ async def learned(
     return account.id, {s.event_type or "": s.id for s in schemas}
 
 
-NODE = Path(__file__).resolve().parents[1] / "node"
-"""The npm packages the generated code is checked with, pinned in its ``package-lock.json`` (``.ci/run``
-installs them)."""
-
-
-def need_node() -> None:
-    if not (NODE / "node_modules" / ".bin" / "tsc").exists() or shutil.which("node") is None:
-        message = "tests/node/node_modules is missing: run `npm ci` in tests/node (.ci/run does)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+NODE = node_packages.NODE
+"""The npm packages the generated code is checked with (``tests.node_packages``; a test asks for them with the
+session fixture ``node_modules``, which installs them when stale)."""
 
 
 def run(args: list[str], cwd: Path, timeout: float = 300) -> str:

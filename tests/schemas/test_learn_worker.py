@@ -11,9 +11,9 @@ import asyncio
 
 import asyncpg
 
+from control.db.context import Context
 from control.routing.route import Router
 from control.schemas.learn import Learner
-from control.service import Context
 from control.service import schemas as service
 from control.workers import LOOP_NAMES, build_loops
 from control.workers.flush import Flush

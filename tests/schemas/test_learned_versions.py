@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import msgspec
 
+from control.db.context import Context
 from control.schemas.shape import Shapes
 from control.schemas.state import WARMUP, Batch, decode_state, encode_state, fields, merge, next_version
-from control.service import Context
 from control.service import schemas as service
 from tests.schemas.support import learned, principal
 

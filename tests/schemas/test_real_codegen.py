@@ -19,11 +19,11 @@ from typing import Any
 import jsonschema
 import pytest
 
+from control.db.context import Context
 from control.schemas.codegen.tree import type_name
-from control.service import Context
 from control.service import schemas as service
 from tests.schemas.real import by_event_type, examples
-from tests.schemas.support import learned, need_node, node_work, principal, run, tsc
+from tests.schemas.support import learned, node_work, principal, run, tsc
 
 pytestmark = pytest.mark.slow  # tsc and node over 329 payloads: scheduled with the modules that start processes
 
@@ -34,8 +34,8 @@ def _without_required(payload: dict[str, Any], fields: list[Any]) -> dict[str, A
     return {k: v for k, v in payload.items() if k != required}
 
 
+@pytest.mark.usefixtures("node_modules")
 async def test_generated_code_accepts_every_real_payload(ctx: Context, database_url: str) -> None:
-    need_node()
     events = by_event_type()
     assert len(examples()) == 329
     assert len(events) == 58

@@ -11,8 +11,8 @@ import itertools
 
 import pytest
 
+from control.db.context import Context
 from control.schemas.correlate import LINKS_FULL
-from control.service import Context
 from control.service import schemas as service
 from tests.schemas.real import by_event_type
 from tests.schemas.support import learned, principal

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from control.service import Context
+from control.db.context import Context
 from tests.conftest import make_account
 from tests.helpers import assert_error, create_endpoint
 from tests.schemas.conftest import flush, record
@@ -85,12 +85,18 @@ async def test_routes(client, account, other_account, ctx: Context) -> None:
         (f"/v1/schemas/{sid}/types", {"framework": "django"}, "framework"),
         ("/v1/schemas", {"event_type": "x" * 201}, "event_type"),
         (f"/v1/schemas/{sid}/correlations", {"version": "1.5"}, "version"),
-        ("/v1/schemas", {"provider": "stripe"}, "provider"),
+        ("/v1/schemas", {"provider": "no-such-provider"}, "provider"),
         ("/v1/schemas", {"event_type": "a\u0000b"}, "event_type"),
     ]:
         assert_error(
             await client.get(path, params=params, headers=account.headers), 400, "validation_error", field=field
         )
+    # A provider's alias names its kind (the provider catalog): `stripe` lists the payments schemas.
+    as_alias = await client.get("/v1/schemas", params={"provider": "stripe"}, headers=account.headers)
+    as_kind = await client.get("/v1/schemas", params={"provider": "payments"}, headers=account.headers)
+    assert as_alias.status_code == as_kind.status_code == 200
+    assert as_alias.json() == as_kind.json()
+    assert as_kind.json()["schemas"]
     assert_error(
         await client.get(f"/v1/schemas/{sid}", params={"version": "9"}, headers=account.headers), 404, "not_found"
     )

@@ -12,9 +12,9 @@ from typing import Any
 
 import asyncpg
 
+from control.db.context import Context
 from control.schemas.learn import Learner
 from control.schemas.state import WARMUP, WINDOW
-from control.service import Context
 from control.service import schemas as service
 from tests.conftest import make_account
 from tests.schemas.conftest import flush, make_endpoint, principal, record

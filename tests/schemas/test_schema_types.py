@@ -3,7 +3,8 @@ zod, the Next.js and Express handlers), Node runs the zod schemas and the Next.j
 captured samples (signed in the provider's own scheme), and ``jsonschema`` (draft 2020-12) validates the
 JSON Schema against them. Samples pass; a wrong shape fails; a bad signature is refused.
 
-The npm packages are pinned in ``tests/node/package-lock.json``; ``.ci/run`` installs them (``npm ci``).
+The npm packages are pinned in ``tests/node/package-lock.json``; the ``node_modules`` fixture installs them
+(``npm ci``) when they are stale.
 """
 
 from __future__ import annotations
@@ -19,22 +20,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from control.service import Context
+from control.db.context import Context
 from control.service import schemas as service
 from shared.signatures import sign
 from tests.conftest import make_account
+from tests.node_packages import NODE
 from tests.schemas.conftest import flush, make_endpoint, principal, record
 
-NODE = Path(__file__).resolve().parents[1] / "node"
 SECRET = "whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ="
-
-
-def _node_modules() -> None:
-    if not (NODE / "node_modules" / ".bin" / "tsc").exists() or shutil.which("node") is None:
-        message = "tests/node/node_modules is missing: run `npm ci` in tests/node (.ci/run does)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def intent(i: int) -> dict[str, Any]:
@@ -64,8 +57,8 @@ async def _generate(ctx: Context, account_id: str, schema_id: str, **kw: str) ->
     return (await service.schema_types(ctx, principal(account_id), schema_id, union=True, **kw)).text
 
 
+@pytest.mark.usefixtures("node_modules")
 async def test_generated_code_compiles_validates_and_handles(ctx: Context, database_url: str, tmp_path: Path) -> None:
-    _node_modules()
     account = await make_account(database_url)
     ep = await make_endpoint(database_url, account.id)
     intents, refunds, orders = (

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
+from control.db.context import Context
 from control.schemas.codegen.memo import CodeCache
-from control.service import Context
 from control.service import schemas as service
 from tests.conftest import make_account
 from tests.schemas.support import code_host_record, flush, make_endpoint, principal

@@ -6,9 +6,9 @@ argument, from the same OpenAPI operation."""
 from __future__ import annotations
 
 from control.app import create_app
+from control.db.context import Context
 from control.mcp.catalog import Catalog
 from control.mcp.registry import TOOLS
-from control.service import Context
 from shared.settings import load_settings
 from tests.helpers import assert_error, create_endpoint
 from tests.schemas.real import by_event_type

@@ -15,12 +15,12 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from control.db.context import Principal
 from control.service.inbox_links import COOKIE_LIFETIME, _sign
+from tests.stack import hookyard_command
 
 __all__ = ("copied_rows", "dump", "encodings", "forged_cookie", "hookyard", "keys_an_attacker_tries")
 
@@ -45,8 +45,7 @@ def dump(database_url: str) -> str:
 def hookyard(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The ``hookyard`` command with only the given hookyard settings (the machine's own are dropped)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_")}
-    exe = shutil.which("hookyard") or str(Path(sys.executable).parent / "hookyard")
-    return subprocess.run([exe, *args], env={**base, **env}, capture_output=True, text=True, timeout=60)
+    return subprocess.run([*hookyard_command(), *args], env={**base, **env}, capture_output=True, text=True, timeout=60)
 
 
 def copied_rows(text: str, table: str) -> list[dict[str, str]]:

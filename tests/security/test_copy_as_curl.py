@@ -1,4 +1,4 @@
-"""Issue 23, item 1: the inbox's "copy as curl" must not run the sender's command.
+"""The inbox's "copy as curl" must not run the sender's command.
 
 Anyone who can post to an ingest URL chooses the method, path, query, headers and body, and RFC 9110 allows
 `` ` $ & | ' `` in a method or header name. The owner pastes the copied text into a shell. Each case here

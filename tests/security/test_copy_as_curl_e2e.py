@@ -1,4 +1,4 @@
-"""Issue 23, item 1, end to end: a hostile request sent as raw bytes to the real edge (granian), flushed by
+"""End to end: a hostile request sent as raw bytes to the real edge (granian), flushed by
 the real worker into Postgres, read back through the inbox's data route, turned into "copy as curl" text by
 the shipped builder, and run: in bash and dash with the recording curl (exactly the request's parts,
 nothing else ran), then in bash with the real curl, which must capture the same request again."""

@@ -1,4 +1,4 @@
-"""Issue 23, item 5: under ``HOOKYARD_EGRESS=public`` the outbound paths cannot map the internal network.
+"""Under ``HOOKYARD_EGRESS=public`` the outbound paths cannot map the internal network.
 
 A loopback name, an IPv6 loopback literal, a private IP literal, a name that does not resolve (``.invalid``
 is reserved for that) and the cloud metadata address, each tried every way an account can send: a replay
@@ -19,8 +19,8 @@ import msgspec
 import pytest
 from litestar.testing import AsyncTestClient
 
+from control.db.context import Context
 from control.delivery.egress import REFUSED
-from control.service import Context
 from shared.settings import Settings
 from tests.conftest import Account
 from tests.destination import (

@@ -1,4 +1,4 @@
-"""Issue 23, item 2: every authenticated surface is rate limited per credential, and outbound sends per account.
+"""Every authenticated surface is rate limited per credential, and outbound sends per account.
 
 The audit found the inbox's data routes outside the limiter (``control/service/inbox.py`` resolved its
 Bearer key itself): with one key, 300 event lists and 150 replays in a row all answered 200, each replay an
@@ -28,7 +28,7 @@ import httpx
 import msgspec
 import pytest
 
-from control.service import Context, Principal
+from control.db.context import Context, Principal
 from control.service.accounts import issue_key
 from control.service.inbox_links import LINK_COOKIE, _key, _sign
 from shared.settings import Settings

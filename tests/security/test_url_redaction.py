@@ -1,4 +1,4 @@
-"""Issue 23, item 3: a destination URL that is itself the secret (a chat incoming webhook's path, an
+"""A destination URL that is itself the secret (a chat incoming webhook's path, an
 ``access_token`` query parameter, ``user:password@``) is named by id and ``scheme://host[:port]`` only in
 logs (both formats), metric labels and error messages; only the destination record itself holds it.
 
@@ -17,9 +17,9 @@ import msgspec
 import pytest
 from litestar.testing import AsyncTestClient
 
+from control.db.context import Context
 from control.delivery import egress
 from control.delivery.send import send
-from control.service import Context
 from control.service.metrics import CONTROL, WORKER
 from shared.logs import JsonFormatter, PlainFormatter, redact, safe_url
 from shared.settings import Settings
@@ -54,7 +54,9 @@ async def _destination(client: AsyncTestClient, account: Account, endpoint_id: s
     )
     assert created.status_code == 201, created.text
     body = created.json()
-    assert body["url"] == url  # the record itself keeps the URL: it is the owner's data
+    # The record keeps the URL (the owner's data) but its user info, which is Basic auth now, sealed.
+    assert body["url"] == url.replace(f"{USER}:{PASSWORD}@", "")
+    assert body["auth"] == {"type": "basic", "username": USER}
     return {"destination": body["id"], "rule": body["rule"]["id"]}
 
 

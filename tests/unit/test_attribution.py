@@ -16,7 +16,7 @@ from shared.attribution import PROVIDERS, Attribution
 from shared.headers import raw_headers
 from shared.signatures import SCHEMES
 
-# SPEC.md "Events": the providers' own event names.
+# The providers' own event names (shared/samples, docs/reference/events.md).
 IDENTITY_TYPES = [
     "user.created",
     "user.updated",

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from control.service import Context
+from control.db.context import Context
 from control.service.accounts import create_account
 from control.workers.flush import Flush
 from shared import ids

@@ -1,34 +1,79 @@
 """``hookyard up``'s activity lines under a flood: at most ``LINES_PER_S`` lines of a kind each second, then
 one summary line for the rest, written even when the burst ends (nobody reads 4,000 lines a second, and
-writing them was an eighth of the worker's CPU during a drain)."""
+writing them was an eighth of the worker's CPU during a drain).
+
+Time passes on a clock of the test's own (``activity.use_clock``): a second goes by when the test says so, not
+by sleeping through it, and the summary's timer fires exactly then."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import pytest
 
 from control.workers import activity
 
 
-async def _start_of_a_second() -> None:
-    second = int(time.monotonic())
-    while int(time.monotonic()) == second:
-        await asyncio.sleep(0.005)
+@dataclass
+class _Timer:
+    due: float
+    callback: Callable[[], None]
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
-async def test_a_burst_shows_the_first_lines_and_sums_up_the_rest(caplog: pytest.LogCaptureFixture) -> None:
+@dataclass
+class ManualClock:
+    """A monotonic clock that moves only by ``advance``, running the timers that fall due on the way."""
+
+    time: float = 1000.0  # the start of a second
+    timers: list[_Timer] = field(default_factory=list)
+
+    def now(self) -> float:
+        return self.time
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> _Timer:
+        timer = _Timer(self.time + delay, callback)
+        self.timers.append(timer)
+        return timer
+
+    def advance(self, seconds: float) -> None:
+        self.time += seconds
+        while due := [t for t in self.timers if t.due <= self.time and not t.cancelled]:
+            timer = min(due, key=lambda t: t.due)
+            self.timers.remove(timer)
+            timer.callback()
+
+
+@pytest.fixture
+def clock() -> Iterator[ManualClock]:
+    manual = ManualClock()
+    activity.use_clock(manual)
+    yield manual
+    activity.use_clock(activity.LoopClock())
+
+
+def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "hookyard.activity"]
+
+
+def test_a_burst_shows_the_first_lines_and_sums_up_the_rest(
+    caplog: pytest.LogCaptureFixture, clock: ManualClock
+) -> None:
     caplog.set_level(logging.INFO, logger="hookyard.activity")
-    await _start_of_a_second()
-    for i in range(500):  # every tenth failed; the burst takes milliseconds
+    for i in range(500):  # every tenth failed, all within one second
         failed = i % 10 == 0
         status, error = (None, "connection refused") if failed else (200, None)
         activity.delivered(f"evt_burst_{i}", "dst_1", "https://example.com/hook", 1, status, 3, error, None)
-    await asyncio.sleep(1.3)  # no further line: the summary comes from its own timer
-    text = [r.getMessage() for r in caplog.records if r.name == "hookyard.activity"]
+    assert not [t for t in _lines(caplog) if "more deliveries" in t], "the summary waits for the second's end"
+    clock.advance(1.0)  # no further line: the summary comes from its own timer
+    text = _lines(caplog)
     shown = [t for t in text if "evt_burst_" in t]
     assert len(shown) == activity.LINES_PER_S
     assert shown[0].startswith("delivery  evt_burst_0  -> dst_1 https://example.com")
@@ -36,15 +81,36 @@ async def test_a_burst_shows_the_first_lines_and_sums_up_the_rest(caplog: pytest
     assert "200 in 3 ms" in shown[1]
     summaries = [t for t in text if re.fullmatch(r"delivery  \.\.\. [\d,]+ more deliveries in the last second: .*", t)]
     # 480 held back; of the 50 failures, 2 (evt 0 and 10) were among the lines shown
-    assert "delivery  ... 480 more deliveries in the last second: 432 succeeded, 48 failed" in summaries
+    assert summaries == ["delivery  ... 480 more deliveries in the last second: 432 succeeded, 48 failed"]
 
 
-async def test_a_steady_trickle_is_shown_line_by_line(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_steady_trickle_is_shown_line_by_line(caplog: pytest.LogCaptureFixture, clock: ManualClock) -> None:
     caplog.set_level(logging.INFO, logger="hookyard.activity")
-    await _start_of_a_second()
-    for i in range(activity.LINES_PER_S):
-        activity.delivered(f"evt_trickle_{i}", "dst_1", "https://example.com/", 1, 204, 1, None, None)
-    await asyncio.sleep(1.1)
-    text = [r.getMessage() for r in caplog.records if r.name == "hookyard.activity"]
-    assert len([t for t in text if "evt_trickle_" in t]) == activity.LINES_PER_S
+    for second in range(3):
+        for i in range(activity.LINES_PER_S):
+            activity.delivered(f"evt_trickle_{second}_{i}", "dst_1", "https://example.com/", 1, 204, 1, None, None)
+        clock.advance(1.0)
+    text = _lines(caplog)
+    assert len([t for t in text if "evt_trickle_" in t]) == 3 * activity.LINES_PER_S
     assert not [t for t in text if "more deliveries" in t]
+
+
+def test_the_next_second_starts_a_fresh_window(caplog: pytest.LogCaptureFixture, clock: ManualClock) -> None:
+    caplog.set_level(logging.INFO, logger="hookyard.activity")
+    for i in range(activity.LINES_PER_S + 5):
+        activity.delivered(f"evt_first_{i}", "dst_1", "https://example.com/", 1, 204, 1, None, None)
+    clock.advance(1.0)
+    activity.delivered("evt_next", "dst_1", "https://example.com/", 1, 204, 1, None, None)
+    text = _lines(caplog)
+    assert "delivery  ... 5 more deliveries in the last second: 5 succeeded, 0 failed" in text
+    assert any("evt_next" in t for t in text), "a new second shows its lines again"
+
+
+async def test_the_process_clock_sets_the_summary_timer_on_the_running_loop() -> None:
+    fired = asyncio.Event()
+    assert activity.LoopClock().call_later(0.0, fired.set) is not None
+    await asyncio.wait_for(fired.wait(), 5)
+
+
+def test_without_a_running_loop_no_timer_is_set() -> None:
+    assert activity.LoopClock().call_later(1.0, lambda: None) is None

@@ -10,7 +10,7 @@ import sys
 import pytest
 from litestar.testing import AsyncTestClient
 
-from control.service import Context
+from control.db.context import Context
 from control.workers.flush import Flush
 from shared.settings import Settings
 from tests.conftest import ingest_record

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from control.service import Context
+from control.db.context import Context
 from control.workers.flush import Flush
 from shared.keys import FLUSH_GROUP
 from shared.wire import IngestRecord

@@ -7,8 +7,9 @@ import base64
 
 import pytest
 
+from control.db.context import Context, Principal
 from control.records.events import Event
-from control.service import Context, Principal, dead_letters
+from control.service import dead_letters
 from control.service.events import get_event
 from control.workers.flush import Flush
 from shared.errors import NotFoundError

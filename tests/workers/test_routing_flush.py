@@ -8,12 +8,12 @@ import asyncio
 import asyncpg
 import pytest
 
+from control.db.context import Context
 from control.db.flush import store_batch
 from control.db.tasks import NOTIFY_CHANNEL
 from control.records.storable import event_row
 from control.routing import route as route_module
 from control.routing.route import Router
-from control.service import Context
 from control.workers.flush import Flush
 from shared import ids
 from shared.settings import Settings
@@ -117,6 +117,23 @@ async def test_inactive_rules_and_blocked_ips_do_not_route(ctx: Context, flush: 
     assert await _tasks(ctx, endpoint_id) == sorted([(allowed.id, active, dst), (unknown.id, active, dst)])
 
 
+async def test_a_handshake_is_stored_as_one_and_never_routed(ctx: Context, flush: Flush) -> None:
+    """A provider's handshake the edge answered (Slack's url_verification...) is an event to see, never to
+    deliver: a forward-all rule routes the ordinary event beside it and not the handshake."""
+    async with ctx.pool.acquire() as conn:
+        endpoint_id = await add_endpoint(conn)
+        dst = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/a")
+        rule = await add_rule(conn, endpoint_id, [dst])
+    challenge = b'{"type":"url_verification","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gm"}'
+    handshake = _record(endpoint_id, challenge, provider="slack", event_type="slack_url_verification", handshake=True)
+    ordinary = _record(endpoint_id, provider="slack", event_type="app_mention")
+    await _flush(ctx, flush, [handshake, ordinary])
+    assert await _tasks(ctx, endpoint_id) == [(ordinary.id, rule, dst)]
+    async with ctx.pool.acquire() as conn:
+        rows = await conn.fetch("SELECT id, handshake FROM events WHERE endpoint_id = $1", endpoint_id)
+    assert {r["id"]: r["handshake"] for r in rows} == {handshake.id: True, ordinary.id: False}
+
+
 async def test_conditions_see_body_headers_and_meta(ctx: Context, flush: Flush) -> None:
     async with ctx.pool.acquire() as conn:
         endpoint_id = await add_endpoint(conn, environment="staging")
@@ -212,7 +229,7 @@ async def test_a_lane_that_read_older_rules_never_replaces_newer_ones(
         rule = await add_rule(conn, endpoint_id, [dst])
         rows = [event_row(_record(endpoint_id))]
         assert [t[2:] for t in (await router.route(conn, rows))[1]] == [(rule, dst)]  # the fast lane
-        newest = router._cache[endpoint_id].version
+        newest = router._cache.get(endpoint_id).version
 
         async def stale(*_: object) -> list[asyncpg.Record]:
             return read_before
@@ -221,7 +238,7 @@ async def test_a_lane_that_read_older_rules_never_replaces_newer_ones(
             m.setattr(route_module.db_routing, "active_rules", stale)
             slow = await router._load(conn, [endpoint_id])  # the slow lane stores last
         assert slow[endpoint_id].version < newest
-        assert router._cache[endpoint_id].version == newest
+        assert router._cache.get(endpoint_id).version == newest
         assert [t[2:] for t in (await router.route(conn, rows))[1]] == [(rule, dst)]
 
 
@@ -367,3 +384,21 @@ async def test_a_task_for_another_endpoints_destination_is_refused(ctx: Context)
         assert (stored.events, stored.tasks) == (1, 1)
     assert await _tasks(ctx, mine) == [(event.id, rule, my_dst)]
     assert await _tasks(ctx, theirs) == []
+
+
+async def test_a_body_nested_20000_deep_is_routed_as_one_without_body_fields(ctx: Context, flush: Flush) -> None:
+    """Too deep to decode is as not JSON: rules on headers still match, body rules do not, and the batch
+    (with another sender's event in it) is stored (issue 42: hostile input never stops the flush)."""
+    async with ctx.pool.acquire() as conn:
+        endpoint_id = await add_endpoint(conn)
+        dst = await add_destination(conn, endpoint_id, "http://127.0.0.1:9/a")
+        body_rule = await add_rule(conn, endpoint_id, [dst], {"field": "body.amount", "operator": "exists"})
+        header_rule = await add_rule(
+            conn, endpoint_id, [dst], {"field": "header.X-Shop-Topic", "operator": "equals", "value": "orders/paid"}
+        )
+    deep = _record(endpoint_id, body=b'{"amount": 1, "a":' + b"[" * 20_000 + b"]" * 20_000 + b"}")
+    plain = _record(endpoint_id)
+    await _flush(ctx, flush, [deep, plain])
+    assert await _tasks(ctx, endpoint_id) == sorted(
+        [(deep.id, header_rule, dst), (plain.id, body_rule, dst), (plain.id, header_rule, dst)]
+    )

@@ -1,4 +1,4 @@
-"""Issue 25, item 8: ``GET /v1/endpoints/{id}/stats`` counts the requests the edge refused, by reason
+"""``GET /v1/endpoints/{id}/stats`` counts the requests the edge refused, by reason
 (``refused``), beside the events it stored: through the real edge app (in this process, on the test's Redis)
 for endpoints configured through the API, and the window read from the counters' hashes to the minute.
 How the edge counts and writes them: ``test_edge_refusals.py``.

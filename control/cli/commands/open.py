@@ -67,7 +67,8 @@ def inbox_link(target: Target, key: str, endpoint: str) -> dict[str, Any]:
                 if not found:
                     raise HookyardError(f"no endpoint has the id or external_ref {endpoint!r}")
                 endpoint_id = found[0]["id"]
-            return _answer(client.post(f"/v1/endpoints/{endpoint_id}/inbox-link"))
+            link: dict[str, Any] = _answer(client.post(f"/v1/endpoints/{endpoint_id}/inbox-link"))
+            return link
     except httpx.HTTPError as exc:
         raise HookyardError(f"cannot reach the control plane at {target}: {type(exc).__name__}: {exc}") from exc
 

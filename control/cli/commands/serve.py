@@ -88,11 +88,14 @@ def _serve(args: argparse.Namespace) -> int:
     # The app reads its settings from the environment; make it agree with the flags.
     env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
     # Several granian workers share their metric totals through a directory (shared.metrics): the one set, else
-    # one made per start. A single worker (as under `hookyard up`) needs none, and so leaves nothing behind.
+    # one made per start, removed once the server has exited (_removed_after). A single worker (as under
+    # `hookyard up`) needs none.
     if settings.metrics_dir or args.workers > 1:
         from shared.metrics import metrics_dir
 
         env[env_name("metrics_dir")] = metrics_dir(settings.metrics_dir, args.command)
+        if not settings.metrics_dir:
+            _removed_after(env[env_name("metrics_dir")])
     argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory"]
     argv += ["--host", settings.host, "--port", str(port), "--workers", str(args.workers), "--loop", "uvloop"]
     argv += ["--log-level", settings.log_level, "--log-config", _granian_log_config(settings)]
@@ -101,6 +104,58 @@ def _serve(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)  # noqa: S606 - becoming granian is the point
     return 0  # not reached: execve replaced this process
+
+
+def _removed_after(directory: str) -> None:
+    """Removes ``directory`` once this process (granian, after the exec) has exited, however it ends.
+
+    Nothing of ours runs in granian's main process after the exec, and its workers cannot tell a server
+    stopping from one of them being replaced (whose file the sum must keep), so a watcher does it: a process
+    forked twice (nobody's child here: granian never reaps it, and a supervisor that reads granian's children
+    finds only its workers), in a session of its own (a Ctrl-C or a signal to the server's process group does
+    not end it first), holding no descriptor of ours (a pipe reading the server's output ends with it). It
+    waits on a pidfd of the server, then removes the directory and exits. It was left in ``/tmp`` on every
+    stop, one directory per start."""
+    server = os.getpid()
+    middle = os.fork()
+    if middle:
+        os.waitpid(middle, 0)
+        return
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        _watch(server, directory)
+    finally:
+        os._exit(0)
+
+
+def _watch(server: int, directory: str) -> None:
+    import select
+    import shutil
+    import signal
+    import time
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+    try:
+        done = os.pidfd_open(server)
+        select.select([done], [], [])
+    except (AttributeError, OSError):  # no pidfd (not Linux 5.3+), or the server is gone already
+        import psutil
+
+        while True:
+            try:
+                if psutil.Process(server).status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.Error:
+                break
+            time.sleep(0.5)
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def _granian_log_config(settings: Settings) -> str:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 from control.cli.commands import clients
@@ -22,17 +23,30 @@ from shared.settings import Settings
 
 __all__ = ("PROVIDER_NAMES", "add_parsers")
 
-PROVIDER_NAMES = {
-    **{name: name for name in ("identity", "commerce", "payments", "code_host")},
-    **{"clerk": "identity", "svix": "identity", "shopify": "commerce", "stripe": "payments", "github": "code_host"},
+
+def _catalog_names() -> dict[str, str]:
+    """Every name ``shared.providers`` gives a provider (its own and its aliases) → its own name, read from the
+    catalog's JSON with the standard library: importing the samples to build the parser and read PROVIDER
+    cost every command's start-up tens of milliseconds."""
+    document = json.loads((Path(__file__).resolve().parents[3] / "shared/providers/catalog.json").read_text())
+    return {
+        name: entry["name"] for entry in document["providers"] for name in (entry["name"], *entry.get("aliases", ()))
+    }
+
+
+PROVIDER_NAMES = _catalog_names()
+"""``shared.providers.NAMES`` (tests/onboarding holds them equal)."""
+_ALIASES = {
+    n: p for n, p in PROVIDER_NAMES.items() if n != p and p in ("identity", "commerce", "payments", "code_host")
 }
-"""``shared.samples``'s providers and their real names (``PROVIDERS``, ``ALIASES``; tests/cli holds them equal),
-written out: importing the samples to build the parser and read PROVIDER cost every command's start-up tens
-of milliseconds."""
 PROVIDERS_HELP = (
-    ", ".join(n for n, p in PROVIDER_NAMES.items() if n == p)
-    + ", or by its name: "
-    + ", ".join(f"{n} ({p})" for n, p in PROVIDER_NAMES.items() if n != p)
+    "identity, commerce, payments, code_host, or by its name: "
+    + ", ".join(f"{n} ({p})" for n, p in _ALIASES.items())
+    + ", or any provider of docs/reference/providers.md ("
+    + ", ".join(
+        n for n, p in PROVIDER_NAMES.items() if n == p and p not in ("identity", "commerce", "payments", "code_host")
+    )
+    + ")"
 )
 _DEFAULT_EP = "the one hookyard listen last followed, else the account's only one"
 
@@ -43,13 +57,26 @@ def add_parsers(commands: Any) -> None:
     listen.add_argument("--start", action="store_true", help="make a temporary endpoint and print its ingest URL")
     listen.add_argument("--forward-to", required=True, metavar="URL", help="where each event is sent")
     listen.add_argument("--events", metavar="T,..", help="only these event types (comma-separated)")
-    listen.add_argument("--resign-with", metavar="SECRET", help="re-sign each event with this secret")
+    listen.add_argument(
+        "--resign-with",
+        metavar="SECRET",
+        help="re-sign each event with this secret, in the provider's own header; kept (0600) in the data dir, so "
+        "a restart on the same endpoint and target and `hookyard replay` re-sign with it too",
+    )
+    listen.add_argument(
+        "--verbatim", action="store_true", help="forward as captured, forgetting a secret kept from the run before"
+    )
     clients.add_target(listen)
     listen.set_defaults(handler=_listen)
 
     trigger = commands.add_parser("trigger", help="send a realistic signed sample webhook to an endpoint")
     trigger.add_argument("provider", metavar="PROVIDER", help=PROVIDERS_HELP)
-    trigger.add_argument("event_type", metavar="EVENT_TYPE", help="e.g. payment_intent.succeeded")
+    trigger.add_argument(
+        "event_type",
+        metavar="EVENT_TYPE",
+        nargs="?",
+        help="e.g. payment_intent.succeeded (default: the provider's first)",
+    )
     trigger.add_argument("--endpoint", metavar="EP", help=f"endpoint id or external_ref (default: {_DEFAULT_EP})")
     trigger.add_argument(
         "--headers",
@@ -65,7 +92,13 @@ def add_parsers(commands: Any) -> None:
     replay.add_argument("--endpoint", metavar="EP", help=f"whose latest event (default: {_DEFAULT_EP})")
     replay.add_argument("--to", metavar="URL", help="where to send it (default: where hookyard listen forwards)")
     replay.add_argument(
-        "--resign-with", metavar="SECRET", help="re-sign it with this secret, in the provider's own header"
+        "--resign-with",
+        metavar="SECRET",
+        help="re-sign it with this secret, in the provider's own header (default: the secret hookyard listen "
+        "re-signs with, if it does)",
+    )
+    replay.add_argument(
+        "--verbatim", action="store_true", help="send it as captured, even where hookyard listen re-signs"
     )
     clients.add_target(replay)
     replay.set_defaults(handler=_replay)
@@ -104,6 +137,8 @@ def _listen(args: argparse.Namespace) -> int:
         raise ConfigError("listen: name an ENDPOINT, or --start for a new temporary one (not both)")
     if not args.forward_to.startswith(("http://", "https://")):
         raise ConfigError(f"--forward-to: {args.forward_to!r} is not an http(s) URL")
+    if args.verbatim and args.resign_with:
+        raise ConfigError("listen: --verbatim or --resign-with, not both")
     types = frozenset(t.strip() for t in (args.events or "").split(",") if t.strip())
     return _webhook_command(
         args,
@@ -114,8 +149,9 @@ def _listen(args: argparse.Namespace) -> int:
             forward_to=args.forward_to,
             events=types,
             resign_with=args.resign_with,
+            verbatim=args.verbatim,
             again=_listen_again(args, remote),
-            replay_flags=_same_instance(args, remote) + _resigned(args),
+            replay_flags=_same_instance(args, remote),
         ),
     )
 
@@ -126,15 +162,12 @@ def _same_instance(args: argparse.Namespace, remote: Any) -> list[str]:
     return flags + (["--data-dir", args.data_dir] if args.data_dir else [])
 
 
-def _resigned(args: argparse.Namespace) -> list[str]:
-    return ["--resign-with", args.resign_with] if args.resign_with else []
-
-
 def _listen_again(args: argparse.Namespace, remote: Any) -> list[str]:
-    """What ``listen --start``'s "restart with:" line repeats besides the endpoint: the same instance, the same
-    filter and re-signing."""
+    """What ``listen --start``'s "restart with:" line repeats besides the endpoint: the same instance and
+    filter. Not the secret: a restart on the same endpoint and target re-signs with the one kept, and a
+    secret is never printed."""
     events = ["--events", args.events] if args.events else []
-    return ["--forward-to", args.forward_to, *_same_instance(args, remote), *events, *_resigned(args)]
+    return ["--forward-to", args.forward_to, *_same_instance(args, remote), *events]
 
 
 def _tail(args: argparse.Namespace) -> int:
@@ -155,7 +188,7 @@ def _trigger(args: argparse.Namespace) -> int:
         body = {"provider": provider, "event_type": args.event_type, "headers": args.headers}
         sent = (await remote.call("POST", f"/v1/endpoints/{endpoint['id']}/test-webhook", json=body)).json()
         if sent["accepted"]:
-            print(f"sent {provider} {args.event_type} to {endpoint['id']}: {sent['status']}, {sent['event_id']}")
+            print(f"sent {provider} {sent['event_type']} to {endpoint['id']}: {sent['status']}, {sent['event_id']}")
             return 0
         refusal = sent["error"] or json.dumps(sent["response"])
         print(f"hookyard: the edge refused the sample: {sent['status']} {refusal}", file=sys.stderr)
@@ -165,22 +198,29 @@ def _trigger(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    """The captured request again, as it arrived (``POST /v1/events/{id}/replay``), recorded as a delivery.
+    """The captured request again, as it arrived (``POST /v1/events/{id}/replay``), recorded as a delivery;
+    re-signed as ``listen`` re-signs when it does (the secret it keeps in the data dir), unless ``--verbatim``.
 
-    ``--resign-with S`` is the replay's ``resign_with`` with ``signature_header`` set to the scheme's own
-    header (``shared.signatures.own_signature_header``, where ``resign`` signs for ``listen --resign-with``):
-    the provider's library finds the signature where it looks, not in replay's default ``x-signature``."""
+    Re-signing is the replay's ``resign_with`` with ``signature_header`` set to the header ``resign`` signs in
+    for ``listen --resign-with`` (``shared.signatures.own_signature_header``; for an event of no provider
+    scheme that is Standard Webhooks' ``webhook-signature``, where the API's default is ``x-signature``), so a
+    replay reaches the app exactly as listen's forward did."""
     if args.to is not None and not args.to.startswith(("http://", "https://")):
         raise ConfigError(f"--to: {args.to!r} is not an http(s) URL")
+    if args.verbatim and args.resign_with:
+        raise ConfigError("replay: --verbatim or --resign-with, not both")
 
     async def send(settings: Settings, remote: Any) -> int:
         from control.cli.last import chosen_endpoint, last_listened
 
-        to = args.to or (last_listened(settings.data_dir, remote.base_url) or {}).get("forward_to")
+        listened = last_listened(settings.data_dir, remote.base_url) or {}
+        to = args.to or listened.get("forward_to")
+        secret = None if args.verbatim else args.resign_with or listened.get("resign_with")
         if not to:
             raise ConfigError("--to: where to? no `hookyard listen` has forwarded from this data dir to say")
         event = None
-        if args.event is None:
+        event_id = args.event
+        if event_id is None:
             endpoint = await chosen_endpoint(remote, settings.data_dir, args.endpoint, "--endpoint")
             try:
                 event = (await remote.call("GET", f"/v1/endpoints/{endpoint['id']}/events/latest")).json()
@@ -188,18 +228,19 @@ def _replay(args: argparse.Namespace) -> int:
                 if exc.code != "not_found":
                     raise
                 raise HookyardError(f"endpoint {endpoint['id']} has no event yet to replay") from None
-        event_id = args.event or event["id"]
+            event_id = event["id"]
         body: dict[str, Any] = {"url": to}
-        if args.resign_with is not None:
+        if secret is not None:
             from shared.signatures import own_signature_header
 
             event = event or (await remote.call("GET", f"/v1/events/{event_id}")).json()
             text = {k: v for k, v in event["headers"].items() if k not in (event.get("header_encodings") or {})}
             header = own_signature_header(text, event.get("provider"))
-            body |= {"resign_with": args.resign_with, "signature_header": header}
+            body |= {"resign_with": secret, "signature_header": header}
         sent = (await remote.call("POST", f"/v1/events/{event_id}/replay", json=body)).json()
         status = sent["status"] if sent["status"] is not None else f"ERR {sent['error']}"
-        print(f"replayed {event_id} to {to}: {status}, {sent['latency_ms']} ms ({sent['id']})")
+        how = "" if secret is None else ", re-signed" if args.resign_with else ", re-signed as listen does"
+        print(f"replayed {event_id} to {to}{how}: {status}, {sent['latency_ms']} ms ({sent['id']})")
         return 0 if sent["success"] else 1
 
     return _webhook_command(args, send)

@@ -1,4 +1,4 @@
--- hookyard schema, designed for the whole of SPEC.md. Later issues fill tables; they do not reshape them.
+-- hookyard schema, designed for the whole interface (docs/architecture.md). Later migrations fill tables.
 -- Ids are text: a type prefix plus a ULID (time-ordered), see shared/ids.py.
 
 CREATE TABLE accounts (

@@ -1,4 +1,4 @@
--- Operational alerts (docs/adr/0033-operational-alerts-as-conditions.md): an account's alert destinations,
+-- Operational alerts (docs/adr/0033-alerts-are-conditions-fired-once.md): an account's alert destinations,
 -- the alerts that fired, and each alert's sends with their attempts.
 --
 -- An alert is a *condition* (a destination's open circuit, an endpoint's silence, ...) keyed by its type and

@@ -23,7 +23,7 @@ already arrived, so a reused connection never starts in the middle of an old bod
 
 from __future__ import annotations
 
-from control.delivery.transport.connection import MAX_HEAD, Connector
+from control.delivery.transport.connection import MAX_HEAD, Connector, TlsProfile
 from control.delivery.transport.http11 import Transport
 
-__all__ = ("MAX_HEAD", "Connector", "Transport")
+__all__ = ("MAX_HEAD", "Connector", "TlsProfile", "Transport")

@@ -13,17 +13,35 @@ send (``asyncio.timeout``, about 5% of a delivery's CPU; docs/adr/0042-delivery-
 from __future__ import annotations
 
 import asyncio
+import ssl
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
 from control.delivery.transport.messages import closed_error, invalid
+from control.delivery.transport.timings import Timings
 
-__all__ = ("HIGH_WATER", "MAX_HEAD", "Connection", "Connector", "Parking")
+__all__ = ("HIGH_WATER", "MAX_HEAD", "Connection", "Connector", "Parking", "PoolKey", "TlsProfile")
 
-Connector = Callable[[str, int, Callable[[], asyncio.Protocol]], Awaitable[tuple[asyncio.BaseTransport, Any]]]
+Connector = Callable[[str, int, Callable[[], asyncio.Protocol]], Awaitable[tuple[asyncio.Transport, Any]]]
 """``(host, port, protocol_factory) → (transport, protocol)``: a TCP connection, policy checks included."""
+
+PoolKey = tuple[str, str, int] | tuple[str, str, int, str]
+"""What pooled connections are kept apart by: (scheme, host, port), and for a destination with TLS settings of
+its own (``TlsProfile``) the profile's key as well."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsProfile:
+    """A destination's own TLS settings (``control.delivery.auth.tls``): ``context`` verifies against its CA
+    and presents its client certificate; ``key`` (a digest of them) keeps its pooled connections apart."""
+
+    key: str
+    context: ssl.SSLContext
+
 
 MAX_HEAD = 64 * 1024
 """Longest response head (status line and headers) accepted."""
@@ -43,7 +61,7 @@ class Parking(Protocol):
 class Connection(asyncio.Protocol):
     """One TCP (or TLS) connection: what arrived is buffered here, waits are futures with a timer."""
 
-    def __init__(self, key: tuple[str, str, int]) -> None:
+    def __init__(self, key: PoolKey) -> None:
         self.key = key
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
@@ -58,6 +76,9 @@ class Connection(asyncio.Protocol):
         self.deadline: float | None = None
         """The loop time by which the current exchange must end (None: only each wait's own timeout), set
         by the transport per exchange: a wait it cuts short raises ``TimeoutError``."""
+        self.timings: Timings | None = None
+        """The current exchange's moments when its send is traced (``transport.timings``): the first
+        response byte is noted here."""
         self._waiter: asyncio.Future[None] | None = None
         self._drain_waiter: asyncio.Future[None] | None = None
         self._writing_paused = False
@@ -65,10 +86,13 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio callbacks -------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a stream connection's: an asyncio.Transport
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
+        timings = self.timings
+        if timings is not None and not timings.first_byte:
+            timings.first_byte = time.perf_counter()
         if len(self.buffer) > HIGH_WATER and not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 import httpx
 
 from control.delivery.transport.body import Body
-from control.delivery.transport.connection import Connection, Connector
+from control.delivery.transport.connection import Connection, Connector, PoolKey, TlsProfile
 from control.delivery.transport.messages import encode_request, framing, invalid, parse_head
 from control.delivery.transport.pool import Pool
+from control.delivery.transport.timings import TIMINGS, mark
 
 __all__ = ("Reply", "Transport", "origin_of")
 
@@ -101,18 +102,24 @@ class Transport(httpx.AsyncBaseTransport):
         close_after: bool,
         *,
         deadline: float | None = None,
+        tls: TlsProfile | None = None,
     ) -> Reply:
         """One exchange of a request already encoded (``messages.encode_head``) to ``origin`` (from
         :func:`origin_of`), with the transport's own timeouts: what ``control.delivery.send`` uses, without
         building httpx's ``Request`` and ``Response`` (their headers objects and streams were a tenth of a
         delivery's CPU). The connection, egress checks, timeouts and errors are those of
         ``handle_async_request``. ``deadline`` (loop time) bounds the whole exchange, the reply's body
-        included: any wait still going then raises ``TimeoutError``."""
+        included: any wait still going then raises ``TimeoutError``. ``tls``: the destination's own TLS settings
+        (a private CA, a client certificate) for an https origin; its connections are pooled apart from the
+        origin's others, so a client certificate is only ever presented on the connections made for it."""
+        if tls is not None and origin[0] == "https":
+            key: PoolKey = (*origin, tls.key)
+            return await self._exchange(key, method, head, body, close_after, self._timeouts, None, deadline, tls)
         return await self._exchange(origin, method, head, body, close_after, self._timeouts, None, deadline)
 
     async def _exchange(
         self,
-        origin: tuple[str, str, int],
+        origin: PoolKey,
         method: str,
         head: bytes,
         body: bytes | None,
@@ -120,14 +127,18 @@ class Transport(httpx.AsyncBaseTransport):
         timeouts: dict[str, float | None],
         stream: httpx.Request | None,
         deadline: float | None = None,
+        tls: TlsProfile | None = None,
     ) -> Reply:
-        conn = await self._connection(origin, timeouts, deadline)
+        conn = await self._connection(origin, timeouts, deadline, tls)
         conn.deadline = deadline  # until the reply's body is read: its waits are the connection's
+        conn.timings = timings = TIMINGS.get()  # a traced send's moments (None: not timed)
+        if timings is not None:
+            timings.reused = conn.reused
         try:
             read_timeout, write_timeout = timeouts.get("read"), timeouts.get("write")
             if body is None:  # a streamed request body
                 await conn.write(head, write_timeout)
-                await _write_stream(conn, stream, write_timeout)  # type: ignore[arg-type]
+                await _write_stream(conn, stream, write_timeout)  # type: ignore[arg-type]  # body None: the request streams
             elif len(body) < 65_536:
                 await conn.write(head + body, write_timeout)
             else:
@@ -147,7 +158,7 @@ class Transport(httpx.AsyncBaseTransport):
             raise
 
     async def _connection(
-        self, key: tuple[str, str, int], timeouts: dict[str, float | None], deadline: float | None
+        self, key: PoolKey, timeouts: dict[str, float | None], deadline: float | None, tls: TlsProfile | None
     ) -> Connection:
         pool = self._pool
         if pool.closed:
@@ -167,26 +178,34 @@ class Transport(httpx.AsyncBaseTransport):
             if conn is not None:
                 return conn
         try:
-            return await self._connect(key, timeouts.get("connect"), deadline)
+            return await self._connect(key, timeouts.get("connect"), deadline, tls)
         except BaseException:
             pool.unreserve()
             raise
 
-    async def _connect(self, key: tuple[str, str, int], within_s: float | None, deadline: float | None) -> Connection:
-        scheme, host, port = key
+    async def _connect(
+        self, key: PoolKey, within_s: float | None, deadline: float | None, tls: TlsProfile | None = None
+    ) -> Connection:
+        scheme, host, port = key[0], key[1], key[2]
         conn: Connection | None = None
         until, whole = _first(within_s, deadline)
+        mark("connect_started")
         try:
             async with asyncio.timeout_at(until):
                 transport, conn = await self._connector(host, port, lambda: Connection(key))
+                mark("connected")
                 if scheme == "https":
-                    context = (
-                        self._ssl_context if isinstance(self._ssl_context, ssl.SSLContext) else self._ssl_context()
-                    )
-                    tls = await asyncio.get_running_loop().start_tls(transport, conn, context, server_hostname=host)
-                    if tls is None:
+                    if tls is not None:
+                        context = tls.context
+                    elif isinstance(self._ssl_context, ssl.SSLContext):
+                        context = self._ssl_context
+                    else:
+                        context = self._ssl_context()
+                    secured = await asyncio.get_running_loop().start_tls(transport, conn, context, server_hostname=host)
+                    if secured is None:
                         raise httpx.ConnectError("the connection closed during the TLS handshake")
-                    conn.transport = tls  # type: ignore[assignment]
+                    conn.transport = secured
+                    mark("tls")
         except TimeoutError:
             if conn is not None:
                 conn.close()
@@ -251,7 +270,7 @@ def origin_of(scheme: str, host: str, port: int | None) -> tuple[str, str, int]:
 async def _write_stream(conn: Connection, request: httpx.Request, within_s: float | None) -> None:
     """A streamed request body, as it comes: chunked when the request says so, else as it is."""
     chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
-    async for chunk in request.stream:  # type: ignore[union-attr]
+    async for chunk in request.stream:  # type: ignore[union-attr]  # an httpx request stream is async here
         if chunk:
             await conn.write(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk, within_s)
     if chunked:

@@ -16,7 +16,7 @@ from collections import deque
 
 import httpx
 
-from control.delivery.transport.connection import Connection
+from control.delivery.transport.connection import Connection, PoolKey
 
 __all__ = ("Pool",)
 
@@ -27,13 +27,13 @@ class Pool:
     def __init__(self, max_connections: int, keepalive_expiry: float) -> None:
         self.max_connections = max_connections
         self.keepalive_expiry = keepalive_expiry
-        self.idle: dict[tuple[str, str, int], deque[Connection]] = {}
+        self.idle: dict[PoolKey, deque[Connection]] = {}
         self.open = 0
         self.closed = False
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._next_sweep = 0.0
 
-    def take(self, key: tuple[str, str, int]) -> Connection | None:
+    def take(self, key: PoolKey) -> Connection | None:
         """The most recently parked idle connection to the origin that is still usable."""
         parked = self.idle.get(key)
         while parked:

@@ -9,9 +9,13 @@ from control.records.destinations import (
     DestinationCreated,
     DestinationDeleted,
     DestinationDetail,
+    DestinationDisable,
     DestinationList,
     DestinationUpdate,
+    SecretRotation,
 )
+from control.service import destination_signing as signing
+from control.service import destination_state as state
 from control.service import destinations as service
 
 
@@ -29,13 +33,14 @@ async def create_destination(call: Call, endpoint_id: str, data: DestinationCrea
 
 @tool("GetDestination", read_only=True)
 async def get_destination(call: Call, destination_id: str) -> DestinationDetail:
-    """Read one destination: its URL, name, extra headers and delivery health (success rate, circuit)."""
+    """Read one destination: its URL, name, headers, auth (type and non-secret fields), signing scheme and
+    public key, state and delivery health (success rate, circuit)."""
     return await service.get_destination(call.ctx, call.principal, destination_id)
 
 
 @tool("UpdateDestination", idempotent=True)
 async def update_destination(call: Call, destination_id: str, data: DestinationUpdate) -> Destination:
-    """Change a destination's `url`, `name` or `headers` (null clears); omitted fields stay."""
+    """Change a destination (`url`, `name`, `headers`, `auth`, `tls_ca`, shaping...): null clears, omitted stay."""
     return await service.update_destination(call.ctx, call.principal, destination_id, data)
 
 
@@ -46,6 +51,19 @@ async def delete_destination(call: Call, destination_id: str) -> DestinationDele
 
 
 @tool("RotateDestinationSecret")
-async def rotate_destination_secret(call: Call, destination_id: str) -> DestinationCreated:
-    """Issue a new signing secret for hookyard's signature on a destination's deliveries (returned once)."""
-    return await service.rotate_destination_secret(call.ctx, call.principal, destination_id)
+async def rotate_destination_secret(call: Call, destination_id: str, data: SecretRotation) -> DestinationCreated:
+    """Issue a new signing secret (hmac: returned once; ed25519: read `signing_public_key`); the previous one
+    keeps signing beside it for `overlap_s` (default 24 h)."""
+    return await signing.rotate_destination_secret(call.ctx, call.principal, destination_id, data)
+
+
+@tool("DisableDestination", idempotent=True)
+async def disable_destination(call: Call, destination_id: str, data: DestinationDisable) -> Destination:
+    """Stop deliveries to a destination: its due deliveries are held (no attempt spent) until it is enabled."""
+    return await state.disable_destination(call.ctx, call.principal, destination_id, data)
+
+
+@tool("EnableDestination", idempotent=True)
+async def enable_destination(call: Call, destination_id: str) -> Destination:
+    """Resume deliveries to a disabled destination: its held deliveries go out at once, in order when FIFO."""
+    return await state.enable_destination(call.ctx, call.principal, destination_id)

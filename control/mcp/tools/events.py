@@ -16,7 +16,8 @@ from control.service.waiters import Wakeups
 
 
 class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """SPEC.md's shared event filters, named as the /v1 query parameters are (``type`` included)."""
+    """The shared event filters (docs/reference/events.md), named as the /v1 query parameters are (``type``
+    included)."""
 
     since: str | None = None
     until: str | None = None
@@ -92,8 +93,10 @@ async def wait_for_event(
         if followed.event is None:
             message = f"no event matched within {timeout} s; call again with after={followed.cursor}"
             return EventWaited(event=None, timed_out=True, message=message, cursor=followed.cursor)
-        event = followed.event
-        return EventWaited(event=event, timed_out=False, message=f"event {event.id} arrived", cursor=followed.cursor)
+        arrived = followed.event
+        return EventWaited(
+            event=arrived, timed_out=False, message=f"event {arrived.id} arrived", cursor=followed.cursor
+        )
     event = await service.wait_for_event(call.ctx, wakeups, call.principal, endpoint_id, checked, timeout_s=timeout)
     if event is None:
         message = f"no event matched within {timeout} s; call wait_for_event again to keep waiting"

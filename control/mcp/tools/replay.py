@@ -4,7 +4,10 @@ delivery. Both reach a URL outside hookyard (open world)."""
 from __future__ import annotations
 
 from control.mcp.registry import Call, tool
+from control.records.deliveries import Delivery
+from control.records.forwards import ForwardReport
 from control.records.replay import ReplayRequest, SendOutcome
+from control.service import forwards
 from control.service import replay as service
 
 
@@ -18,3 +21,9 @@ async def replay_event(call: Call, event_id: str, data: ReplayRequest) -> SendOu
 async def test_destination(call: Call, destination_id: str) -> SendOutcome:
     """Send a small signed test event to a destination; answers what came back."""
     return await service.test_destination(call.ctx, call.principal, destination_id)
+
+
+@tool("RecordForward")
+async def record_forward(call: Call, event_id: str, data: ForwardReport) -> Delivery:
+    """Record a forward of an event that you made yourself (as `hookyard listen` does): listed with its attempts."""
+    return await forwards.record_forward(call.ctx, call.principal, event_id, data)

@@ -49,5 +49,6 @@ def as_number(value: object) -> int | float | None:
             number: int | float = float(value) if any(c in value for c in ".eE") else int(value)
         except ValueError:
             return None
-        return number if math.isfinite(number) else None
+        # An int is always finite (and math.isfinite of one past 1e308 overflows): only a float may be inf.
+        return number if type(number) is int or math.isfinite(number) else None
     return None

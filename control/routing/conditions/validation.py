@@ -10,7 +10,6 @@ is first compiled when it is validated; compilation reuses it.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -22,6 +21,7 @@ import re2
 from control.records.fields import HEADER_NAME, LABEL_KEY
 from control.records.storable import text_problem
 from control.routing.conditions.tree import LABEL_PREFIX, META_KEYS, OPERATORS, InvalidConditionTree
+from shared.bytes_lru import memoize
 
 __all__ = (
     "MAX_DEPTH",
@@ -86,9 +86,17 @@ _RE2_OPTIONS.log_errors = False
 _RE2_OPTIONS.never_capture = True  # groups are never read; RE2 then needs less memory and time
 
 
-@functools.lru_cache(maxsize=4096)
+_REGEX_BASE_WEIGHT = 8 * 1024
+"""An RE2 object's own structures beside its program (outside Python's heap, so estimated)."""
+
+
+def _regex_weight(compiled: Any) -> int:
+    return _REGEX_BASE_WEIGHT + 32 * int(compiled.programsize)
+
+
+@memoize(16 * 1024 * 1024, size=_regex_weight)
 def regex(pattern: str) -> Any:
-    """The compiled RE2 pattern (cached); raises ``re2.error`` for one RE2 refuses."""
+    """The compiled RE2 pattern (cached, bounded in bytes); raises ``re2.error`` for one RE2 refuses."""
     return re2.compile(pattern, _RE2_OPTIONS)
 
 

@@ -2,9 +2,10 @@
 
 A handler reads the raw body (signatures are over the exact bytes), verifies the signature in the
 provider's own scheme (``shared.signatures``: the header names and rules the edge checks) in every form
-hookyard sends it: the provider's header under its real and its neutral name, and the re-signature of a
-replay with ``resign_with`` in its ``signature_header`` (``x-signature`` unless ``WEBHOOK_SIGNATURE_HEADER``
-names another), any one verifying with ``WEBHOOK_SECRET``. It then parses the JSON, validates it with the
+hookyard sends it: the provider's header under its real and its neutral name (where a replay with
+``resign_with`` puts its re-signature by default), and a re-signature in another ``signature_header``
+(``x-signature`` unless ``WEBHOOK_SIGNATURE_HEADER`` names another), any one verifying with
+``WEBHOOK_SECRET``. It then parses the JSON, validates it with the
 generated zod union, and switches on the event type. Event types the schema never saw are acknowledged
 (200) and ignored, so a provider never retries them forever. Traffic with no provider is verified as
 Standard Webhooks.
@@ -27,8 +28,9 @@ type Outcome = { status: number; body: unknown };
 
 const SECRET = process.env.WEBHOOK_SECRET ?? "";
 const TOLERANCE_S = 300;
-// hookyard's own re-signature: a replay with `resign_with` puts it in its `signature_header` (default
-// x-signature), in this provider's scheme. Verified with the same SECRET: set it to your `resign_with`.
+// hookyard's own re-signature: a replay with `resign_with` puts it in the provider's own header unless its
+// `signature_header` names another (this one: x-signature unless WEBHOOK_SIGNATURE_HEADER says), in this
+// provider's scheme. Verified with the same SECRET: set it to your `resign_with`.
 const RESIGNED_HEADER = (process.env.WEBHOOK_SIGNATURE_HEADER ?? "x-signature").toLowerCase();
 
 function header(get: Get, ...names: string[]): string | null {
@@ -128,7 +130,7 @@ function verifyValue(value: string, raw: Buffer): boolean {
 
 
 def _verify(provider: str | None) -> str:
-    scheme = provider if provider in HEADERS else "identity"
+    scheme = provider if provider is not None and provider in HEADERS else "identity"
     families = HEADERS[scheme]
     sig = ", ".join(json.dumps(names[0]) for names in families.values())
     fams = json.dumps([list(names) for names in families.values()])

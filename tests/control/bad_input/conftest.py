@@ -13,6 +13,7 @@ from tests.control.bad_input.walk import TREE
 from tests.events_support import Ev, store, store_delivery
 from tests.helpers import db
 from tests.schemas.conftest import flush, record
+from tests.stack import free_port
 
 
 @pytest.fixture
@@ -37,6 +38,9 @@ async def made(client, account, database_url, ctx) -> dict[str, str]:
     endpoint = (await client.post("/v1/endpoints", json={"name": "e"}, headers=h)).json()
     base = f"/v1/endpoints/{endpoint['id']}"
     destination = (await client.post(f"{base}/destinations", json={"url": "https://example.com/"}, headers=h)).json()
+    # Replays with its destination_id go to its URL: a loopback port nobody listens on, refused at once.
+    dead = f"http://127.0.0.1:{free_port()}/nobody"
+    replay = (await client.post(f"{base}/destinations", json={"url": dead}, headers=h)).json()
     rule_body = {"name": "r", "condition_tree": TREE, "destination_ids": [destination["id"]]}
     rule = (await client.post(f"{base}/rules", json=rule_body, headers=h)).json()
     entry = (await client.post(f"{base}/allowlist", json={"cidr": "192.0.2.0/24"}, headers=h)).json()
@@ -55,6 +59,8 @@ async def made(client, account, database_url, ctx) -> dict[str, str]:
         "api_token": started["api_token"],
         "endpoint_id": endpoint["id"],
         "destination_id": destination["id"],
+        "replay_destination_id": replay["id"],
+        "replay_url": dead,
         "rule_id": rule["id"],
         "entry_id": entry["id"],
         "label_id": label["id"],

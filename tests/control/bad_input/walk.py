@@ -7,15 +7,18 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from tests.stack import free_port
+from tests.destination_auth.support import Pki
 
 Path = tuple[str | int, ...]
 TREE = {"op": "AND", "children": [{"field": "header.x-a", "operator": "equals", "value": "v"}]}
 ECHO = "function handler(request) { return request; }"
+CA_PEM = Pki().pem
+"""A CA certificate for ``tls_ca``: its PEM text gets a NUL or a lone surrogate too."""
 """A transform: a sampled body's every string gets a NUL or a lone surrogate, the source included."""
-NUL_IS_CONTENT = {("ReplayEvent", "body"), ("ReplayEvent", "resign_with")}
-"""Strings that are never stored as text: a replay ``body`` is sent and recorded as bytes, and ``resign_with``
-is only the HMAC key. NUL is valid there (a lone surrogate, which has no UTF-8 bytes, is not)."""
+NUL_IS_CONTENT = {("ReplayEvent", "body"), ("ReplayEvent", "resign_with"), ("RecordForward", "response_body")}
+"""Strings that are never stored as text: a replay ``body`` and a forward's ``response_body`` are recorded as
+bytes, and ``resign_with`` is only the HMAC key. NUL is valid there (a lone surrogate, which has no UTF-8
+bytes, is not)."""
 
 
 def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -29,6 +32,7 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "expect_event_within_s": 3600,
             "signature_failure_alert_threshold": 10,
             "body_retention_days": 7,
+            "response": {"status": 202, "content_type": "text/plain", "body": "accepted"},
         },
         "CreateAlertDestination": {
             "url": "https://example.com/alerts",
@@ -50,23 +54,32 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "condition_tree": TREE,
             "rule_name": "r",
             "sign_deliveries": True,
+            "propagate_trace": True,
             "rate_limit_per_s": 10,
             "ordering": "fifo",
             "ordering_key": "body.data.customer",
             "deduplicate_window_s": 60,
             "transform": ECHO,
+            "auth": {"type": "bearer", "token": "t0ken"},
+            "tls_ca": CA_PEM,
+            "signing_scheme": "ed25519",
         },
         "UpdateDestination": {
             "url": "https://example.com/other",
             "name": "n",
             "headers": {"x-a": "b"},
             "sign_deliveries": False,
+            "propagate_trace": False,
             "rate_limit_per_s": 10,
             "ordering": "fifo",
             "ordering_key": "body.data.customer",
             "deduplicate_window_s": 60,
             "transform": ECHO,
+            "auth": {"type": "header", "name": "x-key", "value": "v4lue"},
+            "tls_ca": CA_PEM,
         },
+        "RotateDestinationSecret": {"overlap_s": 60, "signing_scheme": "hmac"},
+        "DisableDestination": {"reason": "r"},
         "SendTestWebhook": {"provider": "payments", "event_type": "invoice.paid", "headers": "neutral"},
         "CreateRule": {
             "name": "n",
@@ -87,6 +100,8 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "tolerance_seconds": 300,
             "on_failure": "reject",
             "log_blocked_ips": False,
+            "provider": "slack",
+            "verify_token": "a-verify-token",
         },
         "AddAllowlistEntry": {"cidr": "198.51.100.0/24"},
         "EraseEvents": {"field": "body.data.customer", "value": "cus_1"},
@@ -95,13 +110,22 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
         "StartTemporaryEndpoint": {"ref": "r", "provider_hint": "payments"},
         "Register": {"email": "someone@example.com", "api_token": made["api_token"]},
         "ReplayEvent": {
-            "url": f"http://127.0.0.1:{free_port()}/nobody",  # refused at once: the outcome is a 200 all the same
+            "url": made["replay_url"],  # refused at once: the outcome is a 200 all the same
+            "destination_id": made["replay_destination_id"],
             "preserve_headers": True,
             "headers": {"x-a": "b"},
             "body": "b",
             "resign_with": "whsec_a-receiver-secret",
             "signature_header": "x-signature",
             "transform": ECHO,
+        },
+        "RecordForward": {
+            "url": "http://localhost:3000/webhooks",
+            "status": 401,
+            "latency_ms": 4,
+            "error": "the app said no",
+            "sent_headers": {"x-a": "b"},
+            "response_body": "signature mismatch",
         },
         "TestTransformation": {
             "transform": ECHO,
@@ -110,6 +134,13 @@ def _bodies(made: dict[str, str]) -> dict[str, dict[str, Any]]:
             "request": {"method": "POST", "path": "/p", "query": "a=1", "headers": {"x-a": "b"}, "body": "b"},
         },
     }
+
+
+def body_ref(operation: dict[str, Any]) -> str:
+    """The component name of an operation's JSON body (an optional body is one of it and null)."""
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    ref = schema.get("$ref") or next(o["$ref"] for o in schema.get("oneOf", schema.get("anyOf", [])) if "$ref" in o)
+    return ref.rsplit("/", 1)[1]
 
 
 def _operations(document: dict[str, Any]) -> Iterator[tuple[str, str, str, dict[str, Any]]]:

@@ -12,6 +12,7 @@ DESTINATION_FIELDS = {
     "url",
     "headers",
     "sign_deliveries",
+    "propagate_trace",
     "rate_limit_per_s",
     "ordering",
     "ordering_key",
@@ -19,6 +20,17 @@ DESTINATION_FIELDS = {
     "created_at",
     "updated_at",
     "transform",
+    "transform_crashed_at",
+    "transform_crash",
+    "auth",
+    "tls_ca",
+    "signing_scheme",
+    "signing_public_key",
+    "previous_secret_expires_at",
+    "previous_public_key",
+    "state",
+    "disabled_reason",
+    "disabled_at",
 }
 
 

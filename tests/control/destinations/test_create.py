@@ -109,13 +109,20 @@ async def test_accepted_urls(client, account, subtests):
     for url in [
         "http://127.0.0.1:9/x?y=1",
         "HTTPS://Example.COM",
-        "https://user:pw@example.com/path",
         "http://[::1]:8080/",
         "https://bücher.example/hook",
         "https://example.com/" + "a" * (2048 - len("https://example.com/")),
     ]:
         with subtests.test(url=url):
             assert (await added(client, account, made, url=url))["url"] == url
+
+
+async def test_a_urls_credentials_become_basic_auth_and_leave_the_stored_url(client, account):
+    made = await create_endpoint(client, account.headers)
+    body = await added(client, account, made, url="https://us%40er:p%3Aw@[::1]:8443/path?q=1")
+    assert body["url"] == "https://[::1]:8443/path?q=1"
+    assert body["auth"] == {"type": "basic", "username": "us@er"}
+    assert "p:w" not in str(body)
 
 
 @pytest.mark.parametrize(

@@ -211,5 +211,5 @@ async def test_post_answers_403_over_quota(client, database_url):
     capped = await make_account(database_url, endpoint_quota=1)
     await create_endpoint(client, capped.headers)
     resp = await client.post("/v1/endpoints", json={"name": "second"}, headers=capped.headers)
-    err = assert_error(resp, 403, "forbidden")
+    err = assert_error(resp, 403, "quota_exceeded")
     assert "quota" in err["message"]

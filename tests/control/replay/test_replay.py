@@ -169,18 +169,21 @@ async def test_a_destination_answering_nul_is_a_200_for_the_destination_test(
 async def test_resigned_payments_event_verifies_with_stripe(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination, payments: dict[str, Any]
 ) -> None:
+    """With no `signature_header`, the re-signature goes in the event's own header, where Stripe's library
+    reads it (it once went to `x-signature`, which the library never looks at); one named is used instead."""
     ids = await stored_event(client, account, database_url, **payments)
     body = '{"id":"evt_2","type":"invoice.paid"}'
     await _replay(client, account, ids["event"], url=destination.url, body=body, resign_with=SECRET)
     await _replay(
-        client, account, ids["event"], url=destination.url, resign_with=SECRET, signature_header="Stripe-Signature"
+        client, account, ids["event"], url=destination.url, resign_with=SECRET, signature_header="X-Signature"
     )
-    custom, own = await destination.wait_for(2)
-    event = stripe.Webhook.construct_event(custom.body.decode(), custom.headers["x-signature"], SECRET)
+    own, custom = await destination.wait_for(2)
+    event = stripe.Webhook.construct_event(own.body.decode(), own.headers["stripe-signature"], SECRET)
     assert event["type"] == "invoice.paid"
-    assert "stripe-signature" not in custom.headers  # the stale captured signature is not sent along
-    stripe.Webhook.construct_event(own.body.decode(), own.headers["stripe-signature"], SECRET)
     assert own.headers["stripe-signature"] != payments["headers"]["stripe-signature"]
+    assert "x-signature" not in own.headers
+    stripe.Webhook.construct_event(custom.body.decode(), custom.headers["x-signature"], SECRET)
+    assert "stripe-signature" not in custom.headers  # the stale captured signature is not sent along
 
 
 async def test_resigned_identity_event_verifies_with_svix(
@@ -214,6 +217,30 @@ async def test_resigned_identity_event_verifies_with_svix(
     assert int(got.headers["svix-timestamp"]) > int(captured["svix-timestamp"])
 
 
+@pytest.mark.parametrize("provider", ["identity", "commerce", "payments", "code_host"])
+@pytest.mark.parametrize("family", ["vendor", "neutral"])
+async def test_the_default_signature_header_is_the_events_own(
+    client: AsyncTestClient, account: Account, database_url: str, destination: Destination, provider: str, family: str
+) -> None:
+    """Each provider's sample, as captured with the real or the neutral names: re-signed with no
+    `signature_header`, the signature replaces the captured one in that same header (the real names verify
+    with the provider's own library: tests/onboarding/verifying_app), and no `x-signature` is added."""
+    from shared.samples import EVENT_TYPES, sample
+    from tests.onboarding.verifying_app import verified_by
+
+    made = sample(provider, EVENT_TYPES[provider][0], secret="whsec_" + "c" * 32, family=family)
+    ids = await stored_event(client, account, database_url, body=made.body, headers=made.headers, provider=provider)
+    outcome = await _replay(client, account, ids["event"], url=destination.url, resign_with=SECRET)
+    (got,) = destination.requests
+    assert made.signature_header is not None
+    assert got.headers[made.signature_header] != made.headers[made.signature_header]
+    assert outcome["sent_headers"][made.signature_header] == got.headers[made.signature_header]
+    assert "x-signature" not in got.headers
+    if family == "vendor":
+        expected = {"identity": ["svix"], "commerce": ["shopify"], "payments": ["stripe"], "code_host": ["github"]}
+        assert verified_by(got.body, got.headers, SECRET) == expected[provider]
+
+
 async def test_resigned_unattributed_event_uses_standard_webhooks(
     client: AsyncTestClient, account: Account, database_url: str, destination: Destination
 ) -> None:
@@ -224,6 +251,19 @@ async def test_resigned_unattributed_event_uses_standard_webhooks(
     (got,) = destination.requests
     assert standardwebhooks.Webhook(SECRET).verify(got.body, got.headers) == {"hello": "world"}
     assert {"webhook-id", "webhook-timestamp", "webhook-signature"} <= set(got.headers)
+
+
+async def test_an_event_of_no_provider_scheme_is_resigned_in_x_signature_by_default(
+    client: AsyncTestClient, account: Account, database_url: str, destination: Destination
+) -> None:
+    """The documented default where the event has no header of its own to sign in: `x-signature`, with the
+    Standard Webhooks id and timestamp it covers."""
+    ids = await stored_event(client, account, database_url, body=b'{"hello":"world"}')
+    await _replay(client, account, ids["event"], url=destination.url, resign_with=SECRET)
+    (got,) = destination.requests
+    moved = {**got.headers, "webhook-signature": got.headers["x-signature"]}
+    assert standardwebhooks.Webhook(SECRET).verify(got.body, moved) == {"hello": "world"}
+    assert "webhook-signature" not in got.headers
 
 
 async def test_failures_are_reported_in_a_200(

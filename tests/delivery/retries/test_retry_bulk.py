@@ -10,8 +10,8 @@ from typing import Any
 
 import msgspec
 
+from control.db.context import Context
 from control.db.tasks import NOTIFY_CHANNEL
-from control.service import Context
 from shared import ids
 from shared.settings import Settings
 from tests.conftest import make_account

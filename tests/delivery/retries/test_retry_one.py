@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from control.service import Context
+from control.db.context import Context
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.delivery.retries.support import endpoint_with_destinations

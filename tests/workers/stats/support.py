@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from control.service import Context
+from control.db.context import Context
 from control.workers.flush import Flush
 from shared.wire import IngestRecord, encode_records
 from tests.conftest import ingest_record

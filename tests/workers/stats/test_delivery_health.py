@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from control.db import histogram
-from control.service import Context
+from control.db.context import Context
 from control.workers.flush import Flush
 from tests.control.destinations.support import IDLE_HEALTH
 from tests.destination import Destination, Reply, add_destination, add_endpoint, add_rule, running, serving

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 from control.db import delivery_records, histogram
 from control.db import stats as db_stats
+from control.db.context import Context
 from control.db.flush import store_batch
 from control.records.storable import event_row
-from control.service import Context
 from control.service.stats import WINDOW_HOURS
 from control.workers.flush import Flush
 from control.workers.sweep import Sweep

@@ -1,0 +1,128 @@
+"""A sandbox process: the only place V8 runs. ``python -m control.transform.child MEMORY_MB``.
+
+Started by ``control.transform.pool`` and spoken to over its stdin and stdout: frames of a 4-byte
+big-endian length and a msgpack ``Call``, answered by one msgpack ``Answer`` each, one call at a time, in
+order (the pool may have written the next before this one is answered); an empty frame first says it is up.
+Before anything else it sets its own ``RLIMIT_DATA`` (the OS limit on private writable memory, which V8's
+heap, its zone memory and malloc all count against; ``RLIMIT_AS`` cannot be used: V8 reserves a 4 GiB cage
+of address space at start) and ``RLIMIT_CORE`` to 0. What V8 cannot survive (a fatal ``invalid size``
+error, memory past the OS limit) ends this process alone: the pool fails the call it was running and
+starts another.
+
+It keeps the last ``CACHED`` compiled transforms (an isolate each, ``control.transform.sandbox``), keyed by
+account and source, so a destination's deliveries compile once per process and no two accounts ever share
+an isolate (the same source of two accounts is two isolates); nothing of a call is kept by the next one
+(``control.transform.prelude``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import struct
+import sys
+from collections import OrderedDict
+
+import msgspec
+
+from control.transform.wire import Answer, Call, Run, problem_text, text_problem
+
+CACHED = 32
+"""Compiled transforms kept per process (a few MB of V8 heap each)."""
+
+
+_STATM: int | None = None
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def data_bytes() -> int:
+    """This process's private writable memory now, as ``RLIMIT_DATA`` counts it (Linux): ``/proc/self/statm``'s
+    data field (``VmData`` plus the stack, a little over), read with one ``pread`` of a file kept open, as it
+    is after every batch (``/proc/self/status`` opened and parsed each time cost 20 µs)."""
+    global _STATM
+    if _STATM is None:
+        _STATM = os.open("/proc/self/statm", os.O_RDONLY)
+    return int(os.pread(_STATM, 256, 0).split()[5]) * _PAGE
+
+
+HEADROOM_MB = 256
+"""What of the OS limit is kept free for the next call (its 64 MB heap, and what V8 needs beside it)."""
+_HEADER = struct.Struct(">I")
+
+
+def limit_memory(megabytes: int) -> None:
+    """The OS limit on this process's private writable memory, soft and hard (it cannot raise it again)."""
+    limit = megabytes * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def checked(run: Run) -> Run:
+    """The run, or a failed one when what the code left is not text (a lone UTF-16 surrogate in a log
+    line, the error or the returned request cannot be sent or stored)."""
+    where = text_problem(run)
+    if where is None:
+        return run
+    return Run(
+        error=f"the transform's {where} is not valid text (a lone UTF-16 surrogate such as \\ud800)",
+        duration_ms=run.duration_ms,
+    )
+
+
+async def _serve(budget: int) -> None:
+    """Serves calls until the pool closes the pipe. ``budget``: the memory (as the OS limit counts it)
+    past which the cached isolates are all closed after a call: V8 itself takes about 540 MB of it, each
+    isolate 10 MB more, and what its calls left in its heap until it collects (up to 64 MB each), so a
+    full cache of them would pass the OS limit and end the process."""
+    from control.transform.sandbox import Problem, Sandbox  # V8 is loaded after the limits are set
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=2**26)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = os.fdopen(sys.stdout.fileno(), "wb", buffering=0, closefd=False)
+    out.write(_HEADER.pack(0))  # up: the pool's clock for the first batch starts now, not at the exec
+    decode = msgspec.msgpack.Decoder(Call).decode
+    encoder = msgspec.msgpack.Encoder()
+    compiled: OrderedDict[tuple[str, str], Sandbox | Problem] = OrderedDict()
+    while True:
+        try:
+            size = _HEADER.unpack(await reader.readexactly(_HEADER.size))[0]
+            call = decode(await reader.readexactly(size))
+        except asyncio.IncompleteReadError:  # the pool closed the pipe (or its process is gone)
+            return
+        key = (call.account, call.source)  # the same code of two accounts: two isolates
+        sandbox = compiled.get(key)
+        if sandbox is None:
+            sandbox = Sandbox.compile(call.source)
+            compiled[key] = sandbox
+            while len(compiled) > CACHED:
+                old = compiled.popitem(last=False)[1]
+                if isinstance(old, Sandbox):
+                    old.retire()
+        compiled.move_to_end(key)
+        if isinstance(sandbox, Problem):
+            answer = Answer(problem=problem_text(sandbox.message), line=sandbox.line)
+        else:
+            runs = await sandbox.run_many(call.payloads)
+            answer = Answer(runs=runs)
+        try:
+            data = encoder.encode(answer)
+        except UnicodeEncodeError:  # a lone surrogate somewhere: each run checked, the guilty ones failed
+            data = encoder.encode(Answer(runs=[checked(run) for run in answer.runs or ()]))
+        out.write(_HEADER.pack(len(data)) + data)
+        if data_bytes() > budget:
+            for cached in compiled.values():
+                if isinstance(cached, Sandbox):
+                    cached.retire()
+            compiled.clear()
+
+
+def main() -> None:
+    megabytes = int(sys.argv[1])
+    limit_memory(megabytes)
+    asyncio.run(_serve((megabytes - HEADROOM_MB) * 1024 * 1024))
+
+
+if __name__ == "__main__":
+    main()

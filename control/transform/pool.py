@@ -1,0 +1,297 @@
+"""The sandbox processes a control plane or a worker runs transforms in: V8 never runs in their own process.
+
+A ``Pool`` starts up to ``size`` sandbox processes (``control.transform.child``; the machine's cores by
+default, ``HOOKYARD_SANDBOX_PROCESSES``) as calls need them and keeps them. A call is a frame on a
+process's stdin and an answer on its stdout: the caller's event loop only awaits a pipe. Calls of one
+account and one transform that wait together go as one batch; a process holds one account's batches at a
+time, up to ``PIPELINE`` of them written ahead (``control.transform.process``), and runs them one at a
+time, so what kills it fails only the batch it was running (those behind it go again, never started), and
+a batch that failed so is run again call by call, each in a process of its own: only the call that ended
+its process fails.
+
+- Time: V8 stops a call at ``TIME_LIMIT_S`` (``TerminateExecution``); a process that has not answered
+  ``GRACE_S`` later (a builtin such as ``Array.prototype.fill`` does not look at termination requests) is
+  killed, and the call fails with ``stopped: still running after 1 s``.
+- Memory: V8's heap limit in each isolate, and under it the process's OS limit (``RLIMIT_DATA``,
+  ``HOOKYARD_SANDBOX_MEMORY_MB``); a process that dies of either, of a V8 fatal error or of a signal fails
+  its call with ``crashed`` set, and the next call starts a new process.
+- Fair shares: calls wait in a queue per account, served round robin, and no account has more than
+  ``per_account`` processes at once (``HOOKYARD_SANDBOX_PER_ACCOUNT``; half the pool by default), so
+  another account always finds one. A ``key`` (a destination) whose calls keep being stopped by a limit
+  waits before each next call, longer each time (``_Strikes``): its own calls slow down, not others'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import weakref
+from collections import OrderedDict, deque
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from control.transform.process import GRACE_S, PIPELINE, Process
+from control.transform.wire import Call, Problem, Run
+from shared.errors import SandboxEndedError
+from shared.settings import Settings
+
+__all__ = ("GRACE_S", "MAX_BATCH", "Pool", "close_pool", "pool_for")
+
+MAX_BATCH = 64
+"""Calls of one transform sent to a process at once (those of an account that waited meanwhile)."""
+STRIKES_FREE = 2
+"""Calls of a key stopped by a limit in a row before its next calls wait."""
+MAX_WAIT_S = 20.0
+"""How long a call may wait for its account's turn: a worker's lease on the task outlives it (60 s). One
+written behind a running batch (``PIPELINE``) may wait that batch's limit more."""
+BACKOFF_S = 0.5
+MAX_BACKOFF_S = 30.0
+
+
+@dataclass(slots=True)
+class _Job:
+    source: str
+    payload: str
+    done: asyncio.Future[Run | Problem]
+    since: float
+    """When it was queued (the loop's clock)."""
+    started: bool = False
+
+
+class _Strikes:
+    """Calls of a key stopped by a limit in a row, for the last ``_KEYS`` keys that had any."""
+
+    _KEYS = 4096
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[str, int] = OrderedDict()
+
+    def wait_s(self, key: str) -> float:
+        over = self._counts.get(key, 0) - STRIKES_FREE
+        return 0.0 if over < 0 else min(BACKOFF_S * 2**over, MAX_BACKOFF_S)
+
+    def note(self, key: str, stopped: bool) -> None:
+        if not stopped:
+            self._counts.pop(key, None)
+            return
+        self._counts[key] = self._counts.get(key, 0) + 1
+        self._counts.move_to_end(key)
+        while len(self._counts) > self._KEYS:
+            self._counts.popitem(last=False)
+
+
+class Pool:
+    def __init__(self, size: int = 0, per_account: int = 0, memory_mb: int = 1536) -> None:
+        self.size = size or os.cpu_count() or 1
+        self.per_account = per_account or max(1, self.size // 2)
+        self.memory_mb = memory_mb
+        self._waiting: OrderedDict[str, deque[_Job]] = OrderedDict()
+        self._held: dict[str, list[Process]] = {}
+        """The processes each account holds: those with its batches sent and not yet answered."""
+        self._running = 0
+        self._idle: list[Process] = []
+        self._every: weakref.WeakSet[Process] = weakref.WeakSet()
+        """Every process made and not yet collected: ``close`` ends them all, also one whose kill was a task it
+        cancelled, or one neither idle nor held (a dedicated run's), which would outlive the pool."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._strikes = _Strikes()
+        self._closed = False
+
+    async def run(self, source: str, payload: str, *, account: str, key: str) -> Run | Problem:
+        """One call of ``source``'s ``handler`` on the JSON ``payload``; a ``Problem`` when it does not
+        compile. Never raises for what the code does."""
+        wait_s = self._strikes.wait_s(key)
+        if wait_s:
+            await asyncio.sleep(wait_s)
+        loop = asyncio.get_running_loop()
+        job = _Job(source, payload, loop.create_future(), loop.time())
+        self._waiting.setdefault(account, deque()).append(job)
+        self._pump()
+        timer = loop.call_later(MAX_WAIT_S, _give_up, job)  # one timer, not a timeout and a shield per call
+        try:
+            result = await job.done  # cancelled with its caller: skipped when its turn comes, or its result dropped
+        finally:
+            timer.cancel()
+        self._strikes.note(key, isinstance(result, Run) and result.stopped)
+        return result
+
+    async def check(self, source: str, *, account: str) -> Problem | None:
+        """Why ``source`` is not a transform (it must compile, and loading it must define ``handler``)."""
+        result = await self.run(source, '{"check": true}', account=account, key="check:" + account)
+        if isinstance(result, Problem):
+            return result
+        return None if result.error is None else Problem(result.error, result.line)
+
+    def _where(self, account: str) -> Process | Literal[False] | None:
+        """Where the account's next batch goes: a process of its own taken now (an idle one, or a new one),
+        one it holds with room in its pipeline, or False (it has its share, or the pool is full)."""
+        held = self._held.get(account, ())
+        if len(held) < self.per_account and self._running < self.size:
+            while self._idle:
+                process = self._idle.pop()
+                if process.alive:
+                    return process
+                self._spawn(process.kill())  # died idle (killed from outside): no one's fault
+            return None
+        return next((p for p in held if p.depth < PIPELINE and p.alive), False)
+
+    def _next(self) -> tuple[str, list[_Job], Process] | None:
+        """The next account's turn (round robin among those with room), its batch and its process."""
+        for account, jobs in list(self._waiting.items()):
+            while jobs and jobs[0].done.done():  # gave up waiting, or cancelled with their callers
+                jobs.popleft()
+            if not jobs:
+                del self._waiting[account]
+        for account in self._waiting:
+            where = self._where(account)
+            if where is not False:
+                break
+        else:
+            return None
+        if where is None:
+            where = Process(self.memory_mb)
+            self._every.add(where)
+        if where not in self._held.get(account, ()):
+            self._held.setdefault(account, []).append(where)
+            self._running += 1
+        jobs = self._waiting[account]
+        first = jobs.popleft()
+        batch, rest = [first], deque[_Job]()
+        while jobs:
+            job = jobs.popleft()
+            (batch if job.source == first.source and len(batch) < MAX_BATCH else rest).append(job)
+        if rest:
+            self._waiting[account] = rest
+            self._waiting.move_to_end(account)
+        else:
+            del self._waiting[account]
+        return account, [first, *(job for job in batch[1:] if not job.done.done())], where
+
+    def _pump(self) -> None:
+        while not self._closed:
+            turn = self._next()
+            if turn is None:
+                return
+            account, batch, process = turn
+            for job in batch:
+                job.started = True
+            process.depth += 1
+            self._spawn(self._dispatch(account, batch, process))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work, name="sandbox:call")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _release(self, account: str, process: Process) -> None:
+        """The account is done with the process (nothing of its in flight, or it died): idle, or ended."""
+        held = self._held.get(account, [])
+        if process not in held or (process.depth and process.alive):
+            return
+        held.remove(process)
+        if not held:
+            del self._held[account]
+        self._running -= 1
+        if process.alive and not self._closed and len(self._idle) < self.size:
+            self._idle.append(process)
+        else:
+            self._spawn(process.kill())
+
+    async def _dispatch(self, account: str, batch: list[_Job], process: Process) -> None:
+        try:
+            results = await self._execute(account, batch, process)
+        except BaseException as exc:
+            for job in batch:
+                if not job.done.done():
+                    job.done.set_exception(exc)
+            raise
+        finally:
+            self._release(account, process)
+            self._pump()
+        if results is None:  # never began: its place at the head of its account's queue again, within its bound
+            now = asyncio.get_running_loop().time()
+            for job in batch:
+                job.started = False
+                if now - job.since >= MAX_WAIT_S:
+                    _give_up(job)
+            self._waiting.setdefault(account, deque()).extendleft(reversed(batch))
+            self._pump()
+            return
+        for job, result in zip(batch, results, strict=True):
+            if not job.done.done():
+                job.done.set_result(result)
+
+    async def _execute(self, account: str, batch: list[_Job], process: Process) -> list[Run | Problem] | None:
+        """The batch's results, or None when it never began (it waited behind a batch that ended the
+        process). A batch that ended its process is run again call by call, each in a process of its own."""
+        clock = time.perf_counter()
+        try:
+            call = Call(account=account, source=batch[0].source, payloads=[job.payload for job in batch])
+            answer = await process.call(call)
+        except SandboxEndedError as ended:
+            if ended.innocent:
+                return None
+            if len(batch) > 1:  # which call did it: each again alone
+                return [await self._alone(account, job) for job in batch]
+            ms = (time.perf_counter() - clock) * 1000
+            return [Run(error=ended.message, stopped=True, crashed=ended.crashed, duration_ms=ms)]
+        if answer.problem is not None:
+            return [Problem(answer.problem, answer.line)] * len(batch)
+        assert answer.runs is not None
+        assert len(answer.runs) == len(batch)
+        return list(answer.runs)
+
+    async def _alone(self, account: str, job: _Job) -> Run | Problem:
+        """One call of a batch that ended its process, in a new process of its own (the slot of the one
+        that ended)."""
+        process = Process(self.memory_mb)
+        self._every.add(process)
+        process.depth += 1
+        try:
+            results = await self._execute(account, [job], process)
+        finally:
+            self._spawn(process.kill())
+        assert results is not None  # alone in its process: nothing ran before it
+        return results[0]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._idle, self._held = [], {}
+        await asyncio.gather(*(process.kill() for process in list(self._every)), return_exceptions=True)
+
+
+def _give_up(job: _Job) -> None:
+    """A call still waiting for its account's turn after ``MAX_WAIT_S`` fails (left in its queue, skipped);
+    one that runs is ended by its own limits."""
+    if not job.started and not job.done.done():
+        why = f"stopped: waited {MAX_WAIT_S:g} s for a sandbox process (this account's other calls held them)"
+        job.done.set_result(Run(error=why, stopped=True, duration_ms=MAX_WAIT_S * 1000))
+
+
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()
+
+
+def pool_for(settings: Settings) -> Pool:
+    """This event loop's pool (a process's control plane or worker has one), made on first use."""
+    loop = asyncio.get_running_loop()
+    pool = _POOLS.get(loop)
+    if pool is None or pool.closed:
+        pool = Pool(settings.sandbox_processes, settings.sandbox_per_account, settings.sandbox_memory_mb)
+        _POOLS[loop] = pool
+    return pool
+
+
+async def close_pool() -> None:
+    """Ends this event loop's sandbox processes (at a process's shutdown)."""
+    pool = _POOLS.pop(asyncio.get_running_loop(), None)
+    if pool is not None:
+        await pool.close()

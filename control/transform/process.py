@@ -1,0 +1,237 @@
+"""One sandbox process (``control.transform.child``) as the pool sees it: its pipes, the batches sent to it
+and not yet answered, and the clock that kills it.
+
+Batches are pipelined: up to ``PIPELINE`` are written before the first is answered, so the process never
+waits a round trip through the caller's event loop for its next batch (on a loaded machine that round trip,
+not V8, was most of a trivial transform's cost). The process runs them one at a time, in order, and answers
+in order, so the oldest unanswered batch is the one running: it alone is timed (``TIME_LIMIT_S`` +
+``GRACE_S`` from when the batch before it was answered), and it alone is to blame when the process dies.
+The batches behind it never started; they fail with ``SandboxEndedError.innocent`` set, and the pool sends
+them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import struct
+import sys
+from collections import deque
+
+import msgspec
+
+from control.transform.wire import TIME_LIMIT_S, Answer, Call
+from shared.errors import SandboxEndedError
+
+__all__ = ("GRACE_S", "PIPELINE", "Process")
+
+GRACE_S = 0.25
+"""How long after ``TIME_LIMIT_S`` a process that has not answered is killed."""
+START_S = 30.0
+"""How long a new process may take to be up (Python and V8 loaded) before its first batch's clock starts."""
+PIPELINE = 2
+"""Batches written to a process before the first is answered."""
+_TAIL = 4096
+_HEADER = struct.Struct(">I")
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(Answer).decode
+
+
+def _reason(returncode: int | None, tail: bytes) -> str:
+    """Why a process died, from its exit status and the last of what it printed (V8's fatal messages)."""
+    text = tail.decode("utf-8", "replace")
+    lines = [line.strip("# \t") for line in text.splitlines()]
+    said = [line for line in lines if ("Fatal" in line or "FATAL" in line or "out of memory" in line.lower())]
+    said = [line for line in said if not line.endswith(":")] or said  # "Fatal error with no security impact:"
+    first = said[0] if said else ""
+    if returncode is not None and returncode < 0:
+        try:
+            status = signal.Signals(-returncode).name
+        except ValueError:
+            status = f"signal {-returncode}"
+    else:
+        status = f"exit status {returncode}"
+    return f"{first[:200]}; {status}" if first else status
+
+
+def _child_env() -> dict[str, str]:
+    """The environment of a sandbox process: what Python needs to find its packages, nothing else."""
+    import os
+
+    return {name: os.environ[name] for name in ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "LANG") if name in os.environ}
+
+
+class Process:
+    """A sandbox process, started at once in the background: batches can be handed to it (``send``) before
+    it is up. ``depth``: batches handed to it and not yet answered (or failed)."""
+
+    def __init__(self, memory_mb: int) -> None:
+        self.proc: asyncio.subprocess.Process | None = None
+        self.depth = 0
+        self.tail = bytearray()
+        self._sent: deque[asyncio.Future[Answer]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._ended: SandboxEndedError | None = None
+        self._dying = False
+        self._up = False
+        self._ready = asyncio.create_task(self._start(memory_mb), name="sandbox:start")
+        self._reader: asyncio.Task[None] | None = None
+        self._pidfd: int | None = None
+
+    async def _start(self, memory_mb: int) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "control.transform.child",
+            str(memory_mb),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=2**26,
+            start_new_session=True,  # a signal to the caller's process group is not the sandbox's
+            env=_child_env(),  # none of the caller's secrets (database URL, encryption keys) is there
+        )
+        with contextlib.suppress(AttributeError, OSError):  # no pidfds here (Linux < 5.3): ``os.kill`` then
+            self._pidfd = os.pidfd_open(self.proc.pid)
+        self._stderr = asyncio.create_task(self._drain_stderr(), name="sandbox:stderr")
+        self._reader = asyncio.create_task(self._read(), name="sandbox:answers")
+
+    @property
+    def alive(self) -> bool:
+        return self._ended is None and (self.proc is None or self.proc.returncode is None)
+
+    async def call(self, call: Call) -> Answer:
+        """Sends a batch and awaits its answer; ``SandboxEndedError`` when the process ends first. Batches are written
+        in the order their calls began (they all await the same start, then write without awaiting)."""
+        try:
+            await self._ready
+            if not self.alive or self._dying:
+                raise SandboxEndedError(
+                    "stopped: its sandbox process ended before it began", crashed=False, innocent=True
+                )
+            assert self.proc is not None
+            assert self.proc.stdin is not None
+            done: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+            data = _encode(call)
+            self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+            self._sent.append(done)
+            if len(self._sent) == 1:
+                self._arm(0.0 if self._up else START_S)
+            return await done
+        finally:
+            self.depth -= 1
+
+    def _arm(self, more_s: float = 0.0) -> None:
+        """The running batch's clock: ``more_s`` on top while the process is not up yet."""
+        self._timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S + GRACE_S + more_s, self._overdue)
+
+    def _overdue(self) -> None:
+        self._timer = None
+        self._end(SandboxEndedError(f"stopped: still running after {TIME_LIMIT_S:g} s", crashed=False))
+
+    async def _read(self) -> None:
+        assert self.proc is not None
+        stdout = self.proc.stdout
+        assert stdout is not None
+        try:
+            await stdout.readexactly(_HEADER.size)  # the empty frame that says it is up (Python and V8 loaded)
+            self._up = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._arm()
+            while True:
+                size = _HEADER.unpack(await stdout.readexactly(_HEADER.size))[0]
+                answer = _decode(await stdout.readexactly(size))
+                done = self._sent.popleft()
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                if self._sent:
+                    self._arm()  # the next batch starts now
+                if not done.done():
+                    done.set_result(answer)
+        except (asyncio.IncompleteReadError, ConnectionError, msgspec.DecodeError, IndexError):
+            if self._ended is not None:  # killed for time: that is why it is gone
+                return
+            self._dying = True  # nothing more is sent; what waited behind the running batch goes elsewhere
+            running = self._sent.popleft() if self._sent else None
+            self._end(
+                SandboxEndedError("stopped: its sandbox process ended before it began", crashed=False, innocent=True)
+            )
+            await self._kill()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1):
+                    await self._stderr
+            why = _reason(self.proc.returncode, bytes(self.tail))
+            if running is not None and not running.done():
+                running.set_exception(
+                    SandboxEndedError(f"stopped: the transform ended its sandbox process ({why})", crashed=True)
+                )
+
+    def _end(self, ended: SandboxEndedError) -> None:
+        """The running batch fails with ``ended`` (unless ``ended.innocent``), those behind it as never
+        started; the process is killed."""
+        if self._ended is not None:
+            return
+        self._ended = ended
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._sigkill()
+        for at, done in enumerate(self._sent):
+            if not done.done():
+                done.set_exception(ended if at == 0 else SandboxEndedError(ended.message, crashed=False, innocent=True))
+        self._sent.clear()
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc is not None
+        stream = self.proc.stderr
+        assert stream is not None
+        while chunk := await stream.read(65536):
+            self.tail += chunk
+            del self.tail[:-_TAIL]
+
+    def _sigkill(self) -> None:
+        """SIGKILL, never by ``proc.kill()``: ``Popen.send_signal`` first polls (``os.waitpid``), which reaps
+        a child that has just died (a crash, a kill before) ahead of asyncio's child watcher; the watcher then
+        logs "Unknown child process pid" and reports 255 instead of the signal that ended the process, which
+        is what a crashed call's error names. A pidfd signals this process only, dead or reaped; without
+        one, ``os.kill`` while asyncio has not seen it exit (the pid is not reused before asyncio's watcher
+        reaps it, and the return code is set on the loop's next turn after that)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            else:
+                os.kill(proc.pid, signal.SIGKILL)
+
+    async def _kill(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        self._sigkill()
+        try:
+            await proc.wait()
+        finally:
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
+        if proc.stdin is not None:
+            proc.stdin.close()
+
+    async def kill(self) -> None:
+        """Ends the process (what it was sent fails as never started) and waits for it."""
+        if not self._ready.done():
+            self._ready.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._ready
+        self._end(SandboxEndedError("stopped: the sandbox pool closed", crashed=False))
+        await self._kill()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader

@@ -1,0 +1,19 @@
+"""`hookyard up` says what an upgrade's migrations start in the background (ADR 0057: the finished days' `q`
+indexes on a data directory made before them), and says nothing of it on a first run."""
+
+from __future__ import annotations
+
+from control.cli.up import upgrade_notes
+from control.db.migrate import available
+
+
+def test_an_upgrade_past_0036_says_the_sweep_indexes_the_finished_days() -> None:
+    notes = upgrade_notes(["0036_search_grams"])
+    assert len(notes) == 1
+    assert "trigram index" in notes[0]
+    assert "docs/adr/0057-q-trigrams-without-an-extension.md" in notes[0]
+
+
+def test_a_first_run_applies_everything_and_has_nothing_to_say() -> None:
+    assert upgrade_notes([version for version, _ in available()]) == []
+    assert upgrade_notes([]) == []

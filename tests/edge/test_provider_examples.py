@@ -1,0 +1,120 @@
+"""Providers' published examples replayed: the worked example a provider (or its own SDK's tests) publishes,
+with its secret, request and signature as published (``tests/data/provider_examples``, each with its source
+and licence), is verified, and a copy with one byte of the body changed is refused.
+
+Where the example's URL is not an ingest URL (Twilio signs the URL it posted to, and the published one is
+``https://mycompany.com/...``), the catalog's check is given that URL directly; every other example is sent
+to the in-process edge as published, at the example's own time where its scheme bounds the timestamp (the
+edge's clock, ``edge.ingest.time``, is set to it). A provider whose catalog entry names a published example
+must have one here, so the providers page cannot claim one the tests do not replay."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import edge.ingest
+from shared.providers import CATALOG
+from shared.providers.values import Body
+from shared.providers.verify import CatalogCheck, Request
+from tests.edge.test_edge_ingest import put_endpoint, stored
+from tests.helpers import (
+    assert_error,
+    redis_connection,  # noqa: F401 - the `redis` fixture
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "provider_examples"
+
+
+class Example(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    provider: str
+    name: str
+    source: str
+    licence: str
+    secret: str
+    url: str | None
+    """The URL the example was posted to, when its scheme signs it."""
+    at: int | None
+    """The example's own time (Unix seconds), when its scheme bounds the timestamp."""
+    headers: dict[str, str]
+    routing: dict[str, str]
+    """Headers the example leaves out and the edge needs to name the provider (none is signed)."""
+    body: str
+
+
+EXAMPLES = msgspec.json.decode((DATA / "examples.json").read_bytes(), type=dict[str, tuple[Example, ...]])["examples"]
+
+
+def tampered(body: str) -> bytes:
+    """The body with one character changed (its last letter or digit)."""
+    raw = bytearray(body.encode())
+    for at in range(len(raw) - 1, -1, -1):
+        if chr(raw[at]).isalnum():
+            raw[at] = ord("0") if raw[at] != ord("0") else ord("1")
+            return bytes(raw)
+    raise AssertionError("no letter or digit to change")
+
+
+class _Clock:
+    """``edge.ingest``'s ``time`` module, its wall clock set to an example's time."""
+
+    def __init__(self, at: float) -> None:
+        self._at = at
+        self.monotonic = time.monotonic
+
+    def time(self) -> float:
+        return self._at
+
+
+def test_every_published_example_the_catalog_names_is_replayed() -> None:
+    replayed = {example.provider for example in EXAMPLES}
+    for provider in CATALOG.values():
+        if provider.proof == "example" or provider.example:
+            assert provider.name in replayed, provider.name
+            assert provider.example in {e.source for e in EXAMPLES if e.provider == provider.name}
+    for example in EXAMPLES:
+        assert example.source.startswith("https://")
+        assert example.licence
+
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if CATALOG[e.provider].kind is None], ids=lambda e: e.name)
+def test_the_catalog_check_verifies_the_published_example(example: Example) -> None:
+    check = CatalogCheck(CATALOG[example.provider], example.secret)
+    headers = {name.encode(): value.encode() for name, value in example.headers.items()}
+    now = example.at if example.at is not None else time.time()
+
+    def verdict(body: bytes) -> Any:
+        return check(Request(headers, Body(headers, body), "POST", example.url or ""), now)
+
+    assert tuple(verdict(example.body.encode())) == (True, None, example.provider)
+    assert tuple(verdict(tampered(example.body))) == (False, "signature_mismatch", example.provider)
+
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if e.url is None], ids=lambda e: e.name)
+async def test_the_edge_stores_the_published_example_verified_and_refuses_it_tampered(
+    edge_client, redis, edge_settings, monkeypatch, example: Example
+) -> None:
+    if example.at is not None:
+        monkeypatch.setattr(edge.ingest, "time", _Clock(example.at))
+    token = await put_endpoint(redis, edge_settings, hmac_enabled=True, secret=example.secret, on_failure="reject")
+    headers = {**example.routing, **example.headers}
+    resp = await edge_client.post(f"/h/{token}", content=example.body.encode(), headers=headers)
+    assert resp.status_code == 200, resp.text
+    (record,) = await stored(redis, edge_settings)
+    assert (record.provider, record.signature_valid, record.signature_failure_reason) == (example.provider, True, None)
+    refused = await edge_client.post(f"/h/{token}", content=tampered(example.body), headers=headers)
+    assert "signature_mismatch" in assert_error(refused, 401, "signature_invalid")["message"]
+    assert len(await stored(redis, edge_settings)) == 1
+
+
+def test_the_examples_file_is_what_the_readme_lists() -> None:
+    readme = (DATA / "README.md").read_text()
+    for example in EXAMPLES:
+        assert example.name in readme
+        assert example.source in readme
+    assert json.loads((DATA / "examples.json").read_text())["examples"]

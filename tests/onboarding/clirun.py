@@ -1,0 +1,167 @@
+"""hookyard commands as a user runs them, for the first-hour and CLI tests: one-shot (``cli``) or long-running
+in their own session with their output in a file (``Proc``; ``Up`` for ``hookyard up``), in a directory of
+their own if asked (``cwd``, where the default data dir ``.hookyard`` is), a deadline-bound wait (``until``),
+and the ``procs`` fixture that kills what a test started (imported by the conftests of tests/onboarding and
+tests/cli). ``clean_env`` is this machine's environment without any hookyard setting: only what a test sets
+applies, as in a fresh shell."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.stack import free_port, hookyard_command, stop_embedded_redis
+
+__all__ = ("Proc", "Up", "clean_env", "cli", "procs", "until", "up_in")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_") and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    env.update(extra)
+    return env
+
+
+def cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*hookyard_command(), *args], env=env, capture_output=True, text=True, timeout=60, check=False, cwd=cwd
+    )
+
+
+def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+class Proc:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path, *, cwd: Path | None = None) -> None:
+        self.log = log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [*hookyard_command(), *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=cwd,
+            )
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_for_output(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        found = until(
+            lambda: re.search(pattern, self.output, re.MULTILINE) or self.proc.poll() is not None, timeout, pattern
+        )
+        if not isinstance(found, re.Match):
+            raise AssertionError(f"{pattern!r} not in the output of {self.proc.args}:\n{self.output}")
+        return found
+
+    def interrupt(self) -> int:
+        """Ctrl-C: the exit code."""
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(20)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """The long-running commands a test starts; each killed after it, however it ended."""
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        proc.kill()
+
+
+class Up(Proc):
+    """``hookyard up`` in a session of its own (a terminal's process group), on the ports given."""
+
+    def __init__(
+        self, env: dict[str, str], log: Path, *, edge_port: int, control_port: int, cwd: Path, data_dir: Path
+    ) -> None:
+        self.edge_port, self.control_port, self.data_dir = edge_port, control_port, data_dir
+        args = ["up", "--data-dir", str(data_dir), "--edge-port", str(edge_port), "--control-port", str(control_port)]
+        super().__init__(args, env, log, cwd=cwd)
+
+    @property
+    def control_url(self) -> str:
+        return f"http://127.0.0.1:{self.control_port}"
+
+    @property
+    def edge_url(self) -> str:
+        return f"http://127.0.0.1:{self.edge_port}"
+
+    @property
+    def key(self) -> str:
+        return (self.data_dir / "api_key").read_text().strip()
+
+    def wait_up(self) -> None:
+        self.wait_for_output("^hookyard is up: control ", timeout=120)
+
+    def kill(self) -> None:
+        """SIGKILL to ``up``'s process group and to every process it started (each runs in a session of its
+        own, so that a terminal's Ctrl-C reaches ``up`` alone: killing the group once left the edge's granian
+        serving after the test), its embedded Redis stopped. Not that of an ``up`` that had already exited
+        (it stopped its Redis itself): another ``up`` may run on the same data dir by now, and its Redis is
+        not ours to stop (that cost a test 15 s of SIGTERM waiting)."""
+        running = self.proc.poll() is None
+        started: list[psutil.Process] = []
+        with contextlib.suppress(psutil.Error):
+            started = psutil.Process(self.proc.pid).children(recursive=True) if running else []
+        super().kill()
+        for child in started:
+            with contextlib.suppress(psutil.Error):
+                if not child.name().startswith("redis-server"):  # stopped below, gracefully
+                    child.kill()
+        if running:
+            stop_embedded_redis(self.data_dir)
+
+    def ctrl_c(self) -> float:
+        """Ctrl-C as a terminal sends it, to the whole process group: the seconds until ``up`` exited."""
+        started = time.monotonic()
+        os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"hookyard up did not stop within 30s:\n{self.output}") from None
+        return time.monotonic() - started
+
+
+@contextlib.contextmanager
+def up_in(project: Path, env: dict[str, str]) -> Iterator[Up]:
+    """``hookyard up`` run from ``project`` (data in its ``.hookyard``) on free ports other than the defaults,
+    ready, and killed afterwards: what a module's tests share."""
+    running = Up(
+        env,
+        project / "up.log",
+        edge_port=free_port(),
+        control_port=free_port(),
+        cwd=project,
+        data_dir=project / ".hookyard",
+    )
+    try:
+        running.wait_up()
+        yield running
+    finally:
+        running.kill()

@@ -1,0 +1,49 @@
+"""The inbox page shows a destination whose transform ended its sandbox process (headless Chromium against a
+real control process), and what the process said stays text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from control.db import destinations as db_destinations
+from tests.conftest import make_account
+from tests.e2e.test_inbox_browser import (
+    _offline_page,
+    browser,  # noqa: F401 - a fixture
+)
+from tests.helpers import db
+from tests.stack import Stack
+
+HOSTILE = '<img src=x onerror="window.__pwned = 7">'
+
+
+@pytest.mark.slow
+async def test_the_inbox_shows_a_crashed_transform(
+    browser: Any,  # noqa: F811 - the fixture imported above
+    stack: Stack,
+    database_url: str,
+) -> None:
+    from playwright.async_api import expect
+
+    stack.start_control()
+    account = await make_account(database_url)
+    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+        ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
+        body = {"url": "https://crm.example/hooks", "transform": "function handler(r) { return r; }"}
+        created = (await api.post(f"/v1/endpoints/{ep}/destinations", json=body)).json()
+        async with db(database_url) as conn:  # as the deliver worker marks it (tests/transform/test_deliveries)
+            digest = await conn.fetchval("SELECT transform_digest FROM destinations WHERE id = $1", created["id"])
+            await db_destinations.mark_transform_crash(conn, created["id"], digest, HOSTILE)
+        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+        page, foreign = await _offline_page(browser, stack)
+        await page.goto(link)
+        item = page.locator(f'#destinations li.destination[data-id="{created["id"]}"]')
+        crash = item.locator(".destination-transform-crash")
+        await expect(crash).to_contain_text("transform crashed its sandbox")
+        assert await crash.get_attribute("title") == HOSTILE
+    assert await page.evaluate("window.__pwned") is None
+    assert foreign == []
+    assert page.errors == []
