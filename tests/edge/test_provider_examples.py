@@ -1,6 +1,7 @@
 """Providers' published examples replayed: the worked example a provider (or its own SDK's tests) publishes,
 with its secret, request and signature as published (``tests/data/provider_examples``, each with its source
-and licence), is verified, and a copy with one byte of the body changed is refused.
+and licence), is verified, and a copy with one byte of the body changed is refused (for a shared token,
+which vouches for no body, one character of the token).
 
 Where the example's URL is not an ingest URL (Twilio signs the URL it posted to, and the published one is
 ``https://mycompany.com/...``), the catalog's check is given that URL directly; every other example is sent
