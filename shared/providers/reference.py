@@ -110,6 +110,14 @@ def _proof(provider: Provider) -> str:
     return "documented rule only"
 
 
+def _proof_counts(providers: list[Provider]) -> str:
+    """How many of ``providers`` rest on each kind of proof, in one sentence."""
+    kinds = [p.proof.partition(":")[0] for p in providers]
+    named = (("library", "official library"), ("community", "community library"), ("example", "published example"))
+    counts = ", ".join(f"{label} {kinds.count(kind)}" for kind, label in named)
+    return f"Of the {len(providers)} beyond the four kinds: {counts}, documented rule only {kinds.count('documented')}."
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -154,10 +162,12 @@ def render() -> str:
         "(`tests/edge/test_provider_libraries*.py`). *Community library*: the provider publishes neither, and the "
         "maintained community library its developers use verifies instead (same tests). *Published example*: "
         "a worked example the provider publishes "
-        "(secret, request, signature, in its documentation or its own SDK's tests) is replayed as published "
+        "(secret, request, signature, in its documentation or its own SDK's tests; for a shared token, the "
+        "request with the token it carries) is replayed as published, and a copy with what it vouches for "
+        "changed (a body byte; for a token, the token) is refused "
         "(`tests/edge/test_provider_examples.py`, values and licences in `tests/data/provider_examples`). "
         "*Documented rule only*: no library and no published example was found; the test signs with hookyard's "
-        "own reading of the provider's documented rule, so a misreading would pass it.",
+        "own reading of the provider's documented rule, so a misreading would pass it. " + _proof_counts(beyond),
         "",
         (Path(__file__).parent / "first_contact.md").read_text().rstrip("\n"),
         "",

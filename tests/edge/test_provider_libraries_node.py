@@ -1,11 +1,10 @@
 """Provider schemes proven with the providers' own npm libraries (``tests/node/provider_proofs.mjs``):
-``@sanity/webhook`` and GitHub's ``@octokit/webhooks-methods`` sign; ``@linear/sdk``,
-``discord-interactions``, ``@mux/mux-node``, ``webflow-api``, ``@shopify/shopify-api`` and Zoom's
-``@zoom/rivet`` accept what the
-catalog signs and refuse the tampered copy (Rivet also answers Zoom's URL validation as the edge does), and so
-does Twurple's ``@twurple/eventsub-http`` for Twitch EventSub (Twitch publishes no Node library of its own;
-Twurple is the maintained one its developer docs' community points to). The
-edge then stores each request verified and refuses the tampered copy, as in ``test_provider_libraries.py``."""
+``@sanity/webhook``, GitHub's ``@octokit/webhooks-methods`` and Meta's WhatsApp SDK (``whatsapp``) sign;
+``@linear/sdk``, ``discord-interactions``, ``@mux/mux-node``, ``webflow-api``, ``@shopify/shopify-api`` and
+Zoom's ``@zoom/rivet`` accept what the catalog signs and refuse the tampered copy (Rivet also answers Zoom's
+URL validation as the edge does), and so does Twurple's ``@twurple/eventsub-http`` for Twitch EventSub (Twitch
+publishes no Node library of its own; Twurple is the maintained one its developer docs' community points to).
+The edge then stores each request verified and refuses the tampered copy, as in ``test_provider_libraries.py``."""
 
 from __future__ import annotations
 
@@ -178,3 +177,19 @@ async def test_twurple_eventsub_http_verifies_a_twitch_notification(edge_client,
     tampered = body.replace(b"cool_user", b"cool_usex")
     assert library("twitch", body, tampered, headers, SECRET) == {"valid": True, "tampered": False}
     await proves(edge_client, redis, edge_settings, token, "twitch", body, headers, tampered)
+
+
+async def test_metas_whatsapp_sdk_signs_a_webhook_delivery(edge_client, redis, edge_settings) -> None:
+    """Meta's own SDK signs; a Meta POST carries no header that names Meta (GitHub's X-Hub-Signature-256 looks
+    the same), so the endpoint names the provider, as a user does for Meta."""
+    token = await endpoint(redis, edge_settings, provider="meta")
+    body = (
+        b'{"object":"whatsapp_business_account","entry":[{"id":"102290129340398","changes":[{"field":"messages",'
+        b'"value":{"messaging_product":"whatsapp","messages":[{"from":"16315551181","type":"text",'
+        b'"text":{"body":"this is a text message"}}]}}]}]}'
+    )
+    tampered = body.replace(b"a text message", b"a text massage")
+    answer = library("meta", body, tampered, {}, SECRET)
+    assert (answer["valid"], answer["tampered"]) == (True, False)
+    headers = {"content-type": "application/json", **answer["headers"]}
+    await proves(edge_client, redis, edge_settings, token, "meta", body, headers, tampered)

@@ -11,6 +11,7 @@ import { AwsLambdaReceiver } from "@zoom/rivet/users";
 import "@shopify/shopify-api/adapters/web-api";
 import { ApiVersion, shopifyApi } from "@shopify/shopify-api";
 import { EventSubMiddleware } from "@twurple/eventsub-http";
+import { createRequire } from "node:module";
 
 console.debug = () => {}; // a library's debug lines (Rivet logs each event) would corrupt the JSON answer
 const input = JSON.parse(await new Promise((resolve) => {
@@ -96,6 +97,14 @@ if (provider === "sanity") {
     headers["twitch-eventsub-message-signature"],
   );
   answer = { valid: check(body), tampered: check(tampered) };
+} else if (provider === "meta") {
+  // Meta's WhatsApp Business Platform SDK (npm `whatsapp`, by Meta) computes X-Hub-Signature-256 for its
+  // webhook receiver with generateXHub256Sig. Its exports map lists only the client, so the module is
+  // loaded by its file; the receiver compares that hex digest with the header after `sha256=`.
+  const { generateXHub256Sig } = createRequire(import.meta.url)("./node_modules/whatsapp/build/utils.js");
+  const header = `sha256=${generateXHub256Sig(body, secret)}`;
+  const check = (text) => generateXHub256Sig(text, secret) === header.replace("sha256=", "");
+  answer = { headers: { "x-hub-signature-256": header }, valid: check(body), tampered: check(tampered) };
 } else {
   throw new Error(`no library for ${provider}`);
 }

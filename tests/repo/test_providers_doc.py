@@ -41,3 +41,12 @@ def test_every_library_proof_names_a_test_that_uses_it() -> None:
                 }.get(library.strip(), library.strip())
                 assert module in tests, (provider.name, library)
     assert "`slack`" in summary()
+
+
+def test_every_proof_is_one_the_page_counts() -> None:
+    """The page's count of proofs covers every provider: a proof of another kind would be left out of it
+    (and shown as documented rule only)."""
+    for provider in CATALOG.values():
+        kind = provider.proof.partition(":")[0]
+        assert kind in ("library", "community", "example", "documented"), (provider.name, provider.proof)
+        assert (kind == "example") <= bool(provider.example), provider.name
