@@ -56,6 +56,7 @@ def test_contracts_cover_what_design_requires():
         "workers",
         "service",
         "delivery | routing | schemas",
+        "support",
         "transform",
         "db",
         "records",
