@@ -46,8 +46,8 @@ from control.records import Health, HealthDetails
 from control.service import dead_letters
 from control.service.backlog import sampling
 from control.service.metrics import CONTROL, live, publishing
-from control.service.sealed import keyring_of
 from control.service.waiters import Wakeups
+from control.support.sealing import keyring_of
 from control.transform.pool import close_pool
 from shared import redis_client, tracing
 from shared.errors import ConfigError

@@ -23,7 +23,7 @@ from control.db import alerts as db_alerts
 from control.db.context import Context
 from control.delivery import egress, retry
 from control.delivery.send import Outcome, send, signature
-from control.service import sealed
+from control.support import sealing
 from shared.logs import safe_url
 
 __all__ = (
@@ -173,7 +173,7 @@ class AlertSender:
             outcome = Outcome(status=None, latency_ms=0, sent_headers={}, permanent=True)
             outcome.error = "alert destination deleted"
         else:
-            secret = sealed.open_alert_destination_secret(self.ctx, row["alert_destination_id"], row["signing_secret"])
+            secret = sealing.open_alert_destination_secret(self.ctx, row["alert_destination_id"], row["signing_secret"])
             body = body_of(row, row["format"])
             headers = {
                 "content-type": "application/json",

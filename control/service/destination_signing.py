@@ -16,9 +16,9 @@ from control.db import destinations as db_destinations
 from control.db.context import Context, Principal
 from control.delivery.signing import new_ed25519
 from control.records.destinations import DestinationCreated, SecretRotation, SigningScheme
-from control.service import sealed
 from control.service.destination_view import destination_record, not_found
 from control.service.endpoints import require_endpoint, require_write
+from control.support import sealing
 from shared import ids
 
 __all__ = ("new_signing_secret", "rotate_destination_secret")
@@ -49,12 +49,12 @@ async def rotate_destination_secret(
         secret, public = new_signing_secret(scheme)
         previous = None
         if data.overlap_s > 0:
-            clear = sealed.open_destination_secret(ctx, destination_id, current["signing_secret"])
-            previous = sealed.seal_destination_previous(ctx, destination_id, clear)
+            clear = sealing.open_destination_secret(ctx, destination_id, current["signing_secret"])
+            previous = sealing.seal_destination_previous(ctx, destination_id, clear)
         row = await db_destinations.rotate_secret(
             conn,
             destination_id,
-            signing_secret=sealed.seal_destination_secret(ctx, destination_id, secret),
+            signing_secret=sealing.seal_destination_secret(ctx, destination_id, secret),
             signing_public_key=public,
             previous_secret=previous,
             previous_public_key=current["signing_public_key"],

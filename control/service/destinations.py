@@ -33,7 +33,6 @@ from control.records.destinations import (
 )
 from control.records.storable import check_text
 from control.routing import conditions
-from control.service import sealed
 from control.service.destination_auth import (
     auth_columns,
     check_auth,
@@ -50,6 +49,7 @@ from control.service.stats import destination_health
 from control.service.text import check_name
 from control.service.transforms import check_transform
 from control.service.urls import check_url
+from control.support import sealing
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url
@@ -194,7 +194,7 @@ async def create_destination(
             name=data.name,
             url=url,
             headers=headers,
-            signing_secret=sealed.seal_destination_secret(ctx, destination_id, secret),
+            signing_secret=sealing.seal_destination_secret(ctx, destination_id, secret),
             sign_deliveries=data.sign_deliveries,
             shaping=shaping,
             transform=transform,

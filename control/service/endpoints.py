@@ -22,9 +22,10 @@ from control.records.endpoints import (
     EndpointUpdate,
 )
 from control.records.storable import check_text
-from control.service import edge_config, sealed
+from control.service import edge_config
 from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
 from control.service.text import check_external_ref, check_name
+from control.support import sealing
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, GoneError, NotFoundError, QuotaExceededError, ValidationError
 from shared.logs import bind
@@ -225,7 +226,7 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
                     ingest_token=ids.ingest_token(),
                     temporary=data.temporary,
                     expires_at=datetime.now(UTC) + TEMPORARY_LIFETIME if data.temporary else None,
-                    signing_secret=sealed.seal_endpoint_secret(ctx, endpoint_id, secret),
+                    signing_secret=sealing.seal_endpoint_secret(ctx, endpoint_id, secret),
                 )
             except asyncpg.UniqueViolationError as exc:
                 if exc.constraint_name == "endpoints_external_ref_unique":

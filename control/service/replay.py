@@ -56,7 +56,6 @@ from control.records.destinations import HOP_BY_HOP
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.storable import captured_headers, check_text, storable
 from control.records.transforms import TransformRecord
-from control.service import sealed
 from control.service.bodies import shown_body
 from control.service.destination_auth import load_material
 from control.service.destinations import check_url
@@ -64,6 +63,7 @@ from control.service.endpoints import require_event, require_owned, require_writ
 from control.service.forwards import remember_target
 from control.service.limits import charge_send
 from control.service.transforms import event_context, run_once, unsent
+from control.support import sealing
 from control.transform.apply import Outgoing
 from shared import ids
 from shared.errors import ConflictError, ValidationError
@@ -372,7 +372,7 @@ async def test_destination(ctx: Context, principal: Principal, destination_id: s
     headers = merge(
         {"content-type": "application/json", "user-agent": "hookyard"},
         row["headers"],
-        signature(event_id, body, sealed.open_destination_secret(ctx, row["id"], row["signing_secret"]))
+        signature(event_id, body, sealing.open_destination_secret(ctx, row["id"], row["signing_secret"]))
         if row["sign_deliveries"]
         else None,
         {"x-hookyard-event-id": event_id, "x-hookyard-delivery-attempt": "1", "x-hookyard-test": "true"},

@@ -26,11 +26,11 @@ import httpx
 from control.db import endpoints as db_endpoints
 from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
-from control.service import sealed
 from control.service.endpoints import ingest_url, require_endpoint, require_write
 from control.service.limits import charge_send
 from control.service.stored import watch_storing
 from control.service.waiters import Wakeups
+from control.support import sealing
 from shared import samples
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
@@ -62,8 +62,8 @@ async def send_test_webhook(
     sample = samples.sample(
         provider,
         event_type,
-        secret=sealed.open_provider_secret(ctx, config["id"], config["secret"])
-        or sealed.open_endpoint_secret(ctx, config["id"], config["signing_secret"]),
+        secret=sealing.open_provider_secret(ctx, config["id"], config["secret"])
+        or sealing.open_endpoint_secret(ctx, config["id"], config["signing_secret"]),
         header_name=config["header_name"],
         family="vendor" if data.headers == "provider" else "neutral",
         url=url,

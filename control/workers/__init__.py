@@ -12,7 +12,7 @@ from control.db.context import Context
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service.metrics import serve_worker_metrics
-from control.service.sealed import keyring_of
+from control.support.sealing import keyring_of
 from control.transform.pool import close_pool
 from control.workers.alerts import Alerts
 from control.workers.deliver import Deliver
