@@ -33,12 +33,11 @@ from control.db.connection import Connection
 from control.db.context import Context
 from control.records.anonymous import StartRequest, TemporaryEndpoint
 from control.records.events import Kind
-from control.service import edge_config
 from control.service.accounts import TEMPORARY_LIFETIME, issue_key
 from control.service.endpoints import ingest_url
 from control.service.inbox_links import lifetime_link
 from control.service.text import check_external_ref
-from control.support import sealing
+from control.support import edge_config, sealing
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, ValidationError
 

@@ -22,10 +22,9 @@ from control.records.endpoints import (
     EndpointUpdate,
 )
 from control.records.storable import check_text
-from control.service import edge_config
 from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
 from control.service.text import check_external_ref, check_name
-from control.support import sealing
+from control.support import edge_config, sealing
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, GoneError, NotFoundError, QuotaExceededError, ValidationError
 from shared.logs import bind

@@ -19,12 +19,11 @@ from control.db.context import Context, Principal
 from control.records.endpoints import EndpointCreated
 from control.records.storable import check_text
 from control.records.trust import AllowlistEntry, AllowlistList, AuthConfig, AuthConfigUpdate
-from control.service import edge_config
 from control.service.endpoints import _endpoint as endpoint_record
 from control.service.endpoints import require_endpoint, require_write
 from control.service.providers import check_public_key, provider_name
 from control.service.text import check_secret
-from control.support import sealing
+from control.support import edge_config, sealing
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 

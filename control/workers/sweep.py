@@ -27,10 +27,10 @@ import time
 
 from control.db import dedup, partitions
 from control.db.context import Context
-from control.service.edge_config import configs_complete, rebuild_all, resync_all
 from control.service.expiry import expire_temporary
 from control.service.retention import expire_bodies, expire_records, prune_alerts, prune_dead_letters
 from control.service.stats import prune as prune_stats
+from control.support.edge_config import configs_complete, rebuild_all, resync_all
 
 __all__ = ("Sweep",)
 
