@@ -43,10 +43,10 @@ from control.db.context import Context
 from control.mcp import McpMount
 from control.mcp.llms import llms_txt
 from control.records import Health, HealthDetails
-from control.service import dead_letters
 from control.service.backlog import sampling
 from control.service.metrics import CONTROL, live, publishing
 from control.service.waiters import Wakeups
+from control.support import dead_letters
 from control.support.sealing import keyring_of
 from control.transform.pool import close_pool
 from shared import redis_client, tracing

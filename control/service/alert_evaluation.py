@@ -27,7 +27,7 @@ from control.db import alerts as db_alerts
 from control.db.connection import Connection
 from control.db.context import Context
 from control.service.alert_refusals import refused_signatures
-from control.service.dead_letters import list_dead_letters
+from control.support.dead_letters import list_dead_letters
 from shared import ids
 
 __all__ = ("CONDITIONS", "Evaluated", "evaluate")

@@ -51,7 +51,8 @@ from control.routing.labels import LabelRule, compile_label, labels_of
 from control.schemas.batch import hash_value
 from control.schemas.scrub import drop_fields, drop_keys, scrub
 from control.schemas.state import decode_state, encode_state
-from control.service import dead_letters, ingest_marks
+from control.service import ingest_marks
+from control.support import dead_letters
 from shared.errors import JobDataError
 from shared.wire import IngestRecord, decode_records
 

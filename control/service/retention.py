@@ -37,7 +37,7 @@ from control.db import alerts as db_alerts
 from control.db import retention as db_retention
 from control.db.context import Context
 from control.records.destinations import MAX_DEDUPLICATE_WINDOW_S
-from control.service import dead_letters
+from control.support import dead_letters
 from shared import ids
 from shared.wire import decode_records
 
