@@ -43,10 +43,10 @@ from control.db.context import Context
 from control.mcp import McpMount
 from control.mcp.llms import llms_txt
 from control.records import Health, HealthDetails
-from control.service.metrics import CONTROL, live, publishing
 from control.service.waiters import Wakeups
 from control.support import dead_letters
 from control.support.backlog_metrics import sampling
+from control.support.metrics import CONTROL, live, publishing
 from control.support.sealing import keyring_of
 from control.transform.pool import close_pool
 from shared import redis_client, tracing
@@ -64,7 +64,7 @@ log = logging.getLogger("hookyard.control")
 @get("/metrics", include_in_schema=False)
 async def metrics(ctx: NamedDependency[Context], state: State) -> Response[bytes]:
     """Prometheus text: this server's counters summed over its granian workers, and the deployment-wide
-    gauges read now or, the backlog, on a timer (``control.service.metrics``, ``control.support.backlog_metrics``)."""
+    gauges read now or, the backlog, on a timer (``control.support.metrics``, ``control.support.backlog_metrics``)."""
     body = CONTROL.render(await live(ctx, state.get("backlog")))
     return Response(body, media_type=CONTENT_TYPE)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from control.service.metrics import RATE_LIMITED
+from control.support.metrics import RATE_LIMITED
 from shared.errors import RateLimitedError
 
 __all__ = ("Limit",)

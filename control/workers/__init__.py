@@ -11,7 +11,7 @@ from control.db import create_pool
 from control.db.context import Context
 from control.routing.route import Router
 from control.schemas.learn import Learner
-from control.service.metrics import serve_worker_metrics
+from control.support.metrics import serve_worker_metrics
 from control.support.sealing import keyring_of
 from control.transform.pool import close_pool
 from control.workers.alerts import Alerts

@@ -36,9 +36,9 @@ from control.delivery.tracing import attempt_span
 from control.delivery.transport import Transport
 from control.records.storable import storable
 from control.service.destination_auth import load_material
-from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.service.transforms import unsent
 from control.support import sealing
+from control.support.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.workers import activity
 from control.workers.transforms import Transforms, outgoing, recorded
 from shared.logs import bind

@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from control.db import backlog as db_backlog
 from control.db.context import Context
-from control.service.metrics import WORKER, live
 from control.support.backlog_metrics import sampling
+from control.support.metrics import WORKER, live
 from tests.destination import make_task
 from tests.helpers import wait_for
 from tests.otlp import Received
