@@ -26,7 +26,7 @@ its exact bytes (NUL included); the outcome shows the response body as the deliv
 it is UTF-8 and base64 otherwise (``response_body_encoding``). A record the database still refuses is
 stored reduced (``delivery_records.reduced``) rather than turning a finished request into a 500.
 
-Each is one of the account's outbound sends (``control.service.limits``), charged once the request is
+Each is one of the account's outbound sends (``control.support.rate_limits``), charged once the request is
 known to be valid, just before it goes out.
 """
 
@@ -61,9 +61,9 @@ from control.service.destination_auth import load_material
 from control.service.destinations import check_url
 from control.service.endpoints import require_event, require_owned, require_write
 from control.service.forwards import remember_target
-from control.service.limits import charge_send
 from control.service.transforms import event_context, run_once, unsent
 from control.support import sealing
+from control.support.rate_limits import charge_send
 from control.transform.apply import Outgoing
 from shared import ids
 from shared.errors import ConflictError, ValidationError

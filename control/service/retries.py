@@ -12,7 +12,7 @@ A bulk retry is a job (``control.workers.retries`` advances it): the request onl
 filters, ``destination_id`` and ``success`` (only ``false``: failed deliveries).
 
 Both make outbound requests on demand, so each call is one of the account's outbound sends
-(``control.service.limits``), charged once the request is known to be valid: one retry, one token; a bulk
+(``control.support.rate_limits``), charged once the request is known to be valid: one retry, one token; a bulk
 retry, one token for the job, whose deliveries the deliver workers then pace (a repeated request that finds
 the job still running is charged too, as it cannot know that before asking).
 """
@@ -34,8 +34,8 @@ from control.db.events import EventFilters
 from control.records.deliveries import DeliveryRetry, DeliveryRetryFilters, DeliveryRetryJob
 from control.service import events as events_service
 from control.service.endpoints import require_endpoint, require_owned, require_write
-from control.service.limits import charge_send
 from control.service.replay import body_expired_error
+from control.support.rate_limits import charge_send
 from shared import ids
 from shared.errors import ConflictError, NotFoundError, ValidationError
 from shared.logs import bind

@@ -13,7 +13,7 @@ policy, which guards outbound requests to URLs callers choose, does not apply. T
 outcome, refusals included (401 signature, 403 allowlist): they are what the caller is testing. Only an
 edge that cannot be reached is reported as ``error``. An expired endpoint is refused before anything is sent
 (410 ``endpoint_expired``, as on every route that names it). Each sample is one of the account's outbound
-sends (``control.service.limits``), as a replay is. An accepted sample is answered once it is stored, with
+sends (``control.support.rate_limits``), as a replay is. An accepted sample is answered once it is stored, with
 the ``cursor`` to wait for it from (``control.service.stored``).
 """
 
@@ -27,10 +27,10 @@ from control.db import endpoints as db_endpoints
 from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
 from control.service.endpoints import ingest_url, require_endpoint, require_write
-from control.service.limits import charge_send
 from control.service.stored import watch_storing
 from control.service.waiters import Wakeups
 from control.support import sealing
+from control.support.rate_limits import charge_send
 from shared import samples
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
