@@ -43,9 +43,9 @@ from control.db.context import Context
 from control.mcp import McpMount
 from control.mcp.llms import llms_txt
 from control.records import Health, HealthDetails
-from control.service.waiters import Wakeups
 from control.support import dead_letters
 from control.support.backlog_metrics import sampling
+from control.support.long_poll import Wakeups
 from control.support.metrics import CONTROL, live, publishing
 from control.support.sealing import keyring_of
 from control.transform.pool import close_pool

@@ -21,7 +21,7 @@ from control.records.events import Event, EventList, EventWait, EventWithDeliver
 from control.service import events as service
 from control.service.events import WAIT_TIMEOUT_S, EventFilters
 from control.service.follow import NOW, follow_events
-from control.service.waiters import Wakeups
+from control.support.long_poll import Wakeups
 
 __all__ = ("CURSOR_HEADER", "EndpointEventController", "EventController")
 

@@ -25,7 +25,7 @@ from control.service.cursors import decode_cursor, encode_cursor
 from control.service.deliveries import delivery_record
 from control.service.endpoints import require_endpoint, require_event
 from control.service.providers import provider_name
-from control.service.waiters import Wakeups
+from control.support.long_poll import Wakeups
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
 from shared.tracing import trace_id_of

@@ -29,7 +29,7 @@ from control.records.events import Event
 from control.service.cursors import decode_position, encode_position
 from control.service.endpoints import require_endpoint
 from control.service.events import check_wait_timeout, event_record
-from control.service.waiters import Wakeups
+from control.support.long_poll import Wakeups
 
 __all__ = ("NOW", "Followed", "follow_events")
 

@@ -28,8 +28,8 @@ from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
 from control.service.endpoints import ingest_url, require_endpoint, require_write
 from control.service.stored import watch_storing
-from control.service.waiters import Wakeups
 from control.support import sealing
+from control.support.long_poll import Wakeups
 from control.support.rate_limits import charge_send
 from shared import samples
 from shared.errors import NotFoundError, ValidationError

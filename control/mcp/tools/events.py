@@ -12,7 +12,7 @@ from control.records.events import Event, EventList, EventWithDeliveries
 from control.service import events as service
 from control.service.events import EventFilters
 from control.service.follow import follow_events
-from control.service.waiters import Wakeups
+from control.support.long_poll import Wakeups
 
 
 class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
