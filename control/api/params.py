@@ -50,7 +50,7 @@ LabelId = Annotated[str, _id("lbl", "label rule")]
 AlertDestinationId = Annotated[str, _id("adst", "alert destination")]
 
 CURSOR = r"^[A-Za-z0-9_-]{1,200}$"
-"""``control.service.cursors``: url-safe base64 without padding, at most 200 characters."""
+"""``control.support.page_cursors``: url-safe base64 without padding, at most 200 characters."""
 
 
 def query(description: str, *, kind: str = "string", name: str | None = None, **schema: object) -> QueryParameter:

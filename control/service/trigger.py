@@ -14,7 +14,7 @@ outcome, refusals included (401 signature, 403 allowlist): they are what the cal
 edge that cannot be reached is reported as ``error``. An expired endpoint is refused before anything is sent
 (410 ``endpoint_expired``, as on every route that names it). Each sample is one of the account's outbound
 sends (``control.support.rate_limits``), as a replay is. An accepted sample is answered once it is stored, with
-the ``cursor`` to wait for it from (``control.service.stored``).
+the ``cursor`` to wait for it from (``control.support.until_stored``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from control.db import endpoints as db_endpoints
 from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
 from control.service.endpoints import ingest_url, require_endpoint, require_write
-from control.service.stored import watch_storing
 from control.support import sealing
 from control.support.long_poll import Wakeups
 from control.support.rate_limits import charge_send
+from control.support.until_stored import watch_storing
 from shared import samples
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
