@@ -32,9 +32,9 @@ from control.records.alerts import (
 from control.records.storable import check_text
 from control.service.destinations import check_url
 from control.service.endpoints import require_endpoint, require_write
-from control.service.text import check_name
 from control.support import sealing
 from control.support.page_cursors import decode_cursor, encode_cursor
+from control.support.text_checks import check_name
 from shared import ids
 from shared.errors import NotFoundError, QuotaExceededError, ValidationError
 

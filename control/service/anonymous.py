@@ -36,8 +36,8 @@ from control.records.events import Kind
 from control.service.accounts import TEMPORARY_LIFETIME, issue_key
 from control.service.endpoints import ingest_url
 from control.service.inbox_links import lifetime_link
-from control.service.text import check_external_ref
 from control.support import edge_config, sealing
+from control.support.text_checks import check_external_ref
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, ValidationError
 

@@ -46,10 +46,10 @@ from control.service.destination_view import destination_record, not_found
 from control.service.endpoints import endpoint_rows, lock_owned, require_endpoint, require_owned, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health
-from control.service.text import check_name
 from control.service.transforms import check_transform
 from control.service.urls import check_url
 from control.support import sealing
+from control.support.text_checks import check_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url

@@ -23,8 +23,8 @@ from control.records.endpoints import (
 )
 from control.records.storable import check_text
 from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
-from control.service.text import check_external_ref, check_name
 from control.support import edge_config, sealing
+from control.support.text_checks import check_external_ref, check_name
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, GoneError, NotFoundError, QuotaExceededError, ValidationError
 from shared.logs import bind
