@@ -35,8 +35,8 @@ from control.records.destination_auth import (
 )
 from control.records.destinations import RESERVED_HEADERS, RESERVED_PREFIX
 from control.records.storable import check_text
-from control.service.urls import check_url
 from control.support import sealing
+from control.support.url_checks import check_url
 from shared.errors import ValidationError
 
 __all__ = (

@@ -47,9 +47,9 @@ from control.service.endpoints import endpoint_rows, lock_owned, require_endpoin
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health
 from control.service.transforms import check_transform
-from control.service.urls import check_url
 from control.support import sealing
 from control.support.text_checks import check_name
+from control.support.url_checks import check_url
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url
