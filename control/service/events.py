@@ -22,10 +22,10 @@ from control.records.events import Event, EventList, EventWithDeliveries, Label
 from control.records.storable import check_text
 from control.service.deliveries import delivery_record
 from control.service.endpoints import require_endpoint, require_event
-from control.service.providers import provider_name
 from control.support.body_encoding import BodyEncoding, shown_body
 from control.support.long_poll import Wakeups
 from control.support.page_cursors import decode_cursor, encode_cursor
+from control.support.provider_checks import provider_name
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
 from shared.tracing import trace_id_of

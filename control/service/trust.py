@@ -21,8 +21,8 @@ from control.records.storable import check_text
 from control.records.trust import AllowlistEntry, AllowlistList, AuthConfig, AuthConfigUpdate
 from control.service.endpoints import _endpoint as endpoint_record
 from control.service.endpoints import require_endpoint, require_write
-from control.service.providers import check_public_key, provider_name
 from control.support import edge_config, sealing
+from control.support.provider_checks import check_public_key, provider_name
 from control.support.text_checks import check_secret
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
