@@ -28,8 +28,8 @@ from control.db.context import Context, Principal
 from control.records.erasures import MAX_VALUE_LENGTH, EraseRequest, Erasure, ErasureList
 from control.records.storable import check_text
 from control.routing import conditions
-from control.service import ingest_marks
 from control.service.endpoints import require_endpoint, require_write
+from control.support import ingest_marks
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
