@@ -41,10 +41,10 @@ from control.records.replay import ReplayRequest, SendOutcome
 from control.records.transforms import TransformTest, TransformTestResult
 from control.service import inbox as service
 from control.service.anonymous import SESSION_COOKIE
-from control.service.decoding import decode_json
 from control.service.depth import check_bytes
 from control.service.events import EventFilters
 from control.service.inbox_links import LINK_COOKIE
+from control.support.request_decoding import decode_json
 from shared.errors import ForbiddenError, ValidationError
 
 __all__ = ("HEADERS", "STREAM_S", "InboxDataController", "inbox_caller", "same_origin")
