@@ -35,12 +35,12 @@ from control.records.transforms import TransformTest, TransformTestResult
 from control.service import events as service_events
 from control.service import replay as service_replay
 from control.service import transforms as service_transforms
-from control.service.alert_sending import line_of
 from control.service.alerts import open_alerts_for_endpoint
 from control.service.callers import inbox_caller
 from control.service.endpoints import get_endpoint, require_endpoint
 from control.service.events import EventFilters
 from control.service.forwards import replay_target
+from control.support.alert_lines import line_of
 from shared.errors import NotFoundError
 
 __all__ = (
