@@ -1,4 +1,4 @@
-"""Running an erasure job, one bounded step at a time (``control.workers.erasures`` calls ``advance``).
+"""Running an erasure job, one bounded step at a time (``control.workers.erasures.loop`` calls ``advance``).
 
 Stages, each step one transaction on the job's locked row (several workers share the jobs, never one job):
 

@@ -21,7 +21,7 @@ from control.service import destinations as destinations_service
 from control.service import endpoints as endpoints_service
 from control.service.accounts import authenticate
 from control.support import edge_config
-from control.workers.sweep import Sweep
+from control.workers.sweep.loop import Sweep
 from shared.errors import UnauthorizedError
 from tests.destination import Destination
 from tests.helpers import wait_for

@@ -22,7 +22,7 @@ from control.records.replay import ReplayRequest
 from control.service.erasure_jobs import MAX_FAILURES, advance
 from control.service.replay import replay_event
 from control.support import ingest_marks
-from control.workers.erasures import Erasures
+from control.workers.erasures.loop import Erasures
 from control.workers.flush import Flush
 from control.workers.loop import run_loops
 from edge.app import create_app as create_edge
