@@ -2,7 +2,7 @@
 
 Disabled, a destination is sent nothing: its due deliveries are held (no attempt spent, nothing counted
 against its circuit), those routed meanwhile too, and a ``destination.disabled`` alert is open while it lasts
-(``control.service.alert_evaluation``). Enabled again, every held delivery goes out as it stood (in order for
+(``control.workers.alerts.evaluator``). Enabled again, every held delivery goes out as it stood (in order for
 a FIFO destination), with its circuit closed. How the workers take it: ``control.db.destination_state``.
 """
 
