@@ -79,7 +79,8 @@ async def require_endpoint(conn: Connection, principal: Principal, endpoint_id: 
     Every route that names an endpoint, or an object of one (event, destination, rule, label, delivery,
     allowlist entry, retry job), passes here with that endpoint's id, on /v1, over MCP and in the inbox: so
     this is the one place that answers 410 ``endpoint_expired`` for a temporary endpoint past its
-    ``expires_at``, as the edge does. Its data stays until the sweep (``control.service.expiry``), unreachable.
+    ``expires_at``, as the edge does. Its data stays, unreachable, until the sweep removes it
+    (``control.workers.sweep.expired_endpoints``).
     """
     row = await db_endpoints.get(conn, principal.account_id, endpoint_id) if ids.is_id(endpoint_id, "ep") else None
     if row is None:

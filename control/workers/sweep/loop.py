@@ -9,7 +9,7 @@
 - builds the ``q`` search index of each day's partition once the day is over, and of today's up to its
   last whole hour (``control.db.partitions``);
 - removes expired temporary endpoints and the anonymous accounts they leave empty
-  (``control.service.expiry``), every round;
+  (``control.workers.sweep.expired_endpoints``), every round;
 - removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
 - removes the bodies and headers of events past their endpoint's ``body_retention_days``
   (``control.service.retention``), in short batches within a time budget per round;
@@ -27,10 +27,10 @@ import time
 
 from control.db import dedup, partitions
 from control.db.context import Context
-from control.service.expiry import expire_temporary
 from control.service.retention import expire_bodies, expire_records, prune_alerts, prune_dead_letters
 from control.service.stats import prune as prune_stats
 from control.support.edge_config import configs_complete, rebuild_all, resync_all
+from control.workers.sweep.expired_endpoints import expire_temporary
 
 __all__ = ("Sweep",)
 
