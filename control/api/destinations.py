@@ -23,7 +23,7 @@ from control.records.destinations import (
 )
 from control.service import destination_signing as signing
 from control.service import destination_state as state
-from control.service import destinations as service
+from control.service.destinations import crud as service
 
 __all__ = ("DestinationController", "EndpointDestinationController")
 

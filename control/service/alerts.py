@@ -30,7 +30,7 @@ from control.records.alerts import (
     AlertSend,
 )
 from control.records.storable import check_text
-from control.service.destinations import check_url
+from control.service.destinations.crud import check_url
 from control.service.endpoints import require_endpoint, require_write
 from control.support import sealing
 from control.support.page_cursors import decode_cursor, encode_cursor

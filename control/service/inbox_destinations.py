@@ -11,7 +11,7 @@ from control.db.context import Context, Principal
 from control.records.destinations import Destination, DestinationDisable, DestinationList
 from control.service.destination_state import disable_destination, enable_destination
 from control.service.destination_view import not_found
-from control.service.destinations import list_destinations
+from control.service.destinations.crud import list_destinations
 
 __all__ = ("inbox_destination_state", "inbox_destinations")
 

@@ -43,7 +43,7 @@ import schemathesis
 from hypothesis import strategies as st
 
 from control.routing import conditions
-from control.service.destinations import check_url
+from control.service.destinations.crud import check_url
 from control.service.events import event_filters
 from control.service.labels import check_path
 from shared.errors import ValidationError
