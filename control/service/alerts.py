@@ -30,11 +30,11 @@ from control.records.alerts import (
     AlertSend,
 )
 from control.records.storable import check_text
-from control.service.destinations.crud import check_url
 from control.service.endpoints import require_endpoint, require_write
 from control.support import sealing
 from control.support.page_cursors import decode_cursor, encode_cursor
 from control.support.text_checks import check_name
+from control.support.url_checks import check_url
 from shared import ids
 from shared.errors import NotFoundError, QuotaExceededError, ValidationError
 

@@ -57,13 +57,13 @@ from control.records.replay import ReplayRequest, SendOutcome
 from control.records.storable import captured_headers, check_text, storable
 from control.records.transforms import TransformRecord
 from control.service.destination_auth import load_material
-from control.service.destinations.crud import check_url
 from control.service.endpoints import require_event, require_owned, require_write
 from control.service.forwards import remember_target
 from control.service.transforms import event_context, run_once, unsent
 from control.support import sealing
 from control.support.body_encoding import shown_body
 from control.support.rate_limits import charge_send
+from control.support.url_checks import check_url
 from control.transform.apply import Outgoing
 from shared import ids
 from shared.errors import ConflictError, ValidationError
