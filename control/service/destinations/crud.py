@@ -61,7 +61,6 @@ __all__ = (
     "RESERVED_HEADERS",
     "check_headers",
     "check_ordering_key",
-    "check_url",
     "create_destination",
     "delete_destination",
     "get_destination",
