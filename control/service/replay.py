@@ -56,7 +56,7 @@ from control.records.destinations import HOP_BY_HOP
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.storable import captured_headers, check_text, storable
 from control.records.transforms import TransformRecord
-from control.service.destination_auth import load_material
+from control.service.destinations.auth import load_material
 from control.service.endpoints import require_event, require_owned, require_write
 from control.service.forwards import remember_target
 from control.service.transforms import event_context, run_once, unsent

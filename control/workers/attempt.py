@@ -35,7 +35,7 @@ from control.delivery.shaping import LATE_S, Shaper
 from control.delivery.tracing import attempt_span
 from control.delivery.transport import Transport
 from control.records.storable import storable
-from control.service.destination_auth import load_material
+from control.service.destinations.auth import load_material
 from control.service.transforms import unsent
 from control.support import sealing
 from control.support.metrics import DELIVERIES, DELIVERY_SECONDS

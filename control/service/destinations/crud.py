@@ -33,7 +33,7 @@ from control.records.destinations import (
 )
 from control.records.storable import check_text
 from control.routing import conditions
-from control.service.destination_auth import (
+from control.service.destinations.auth import (
     auth_columns,
     check_auth,
     check_https,
@@ -41,8 +41,8 @@ from control.service.destination_auth import (
     credentials_in_url,
     new_auth_version,
 )
-from control.service.destination_signing import new_signing_secret
-from control.service.destination_view import destination_record, not_found
+from control.service.destinations.signing import new_signing_secret
+from control.service.destinations.view import destination_record, not_found
 from control.service.endpoints import endpoint_rows, lock_owned, require_endpoint, require_owned, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health

@@ -16,7 +16,7 @@ from control.db import destinations as db_destinations
 from control.db.context import Context, Principal
 from control.delivery.signing import new_ed25519
 from control.records.destinations import DestinationCreated, SecretRotation, SigningScheme
-from control.service.destination_view import destination_record, not_found
+from control.service.destinations.view import destination_record, not_found
 from control.service.endpoints import require_endpoint, require_write
 from control.support import sealing
 from shared import ids

@@ -14,7 +14,7 @@ from control.db.connection import returned
 from control.db.context import Context, Principal
 from control.records.destinations import Destination, DestinationDisable
 from control.records.storable import check_text
-from control.service.destination_view import destination_record, not_found
+from control.service.destinations.view import destination_record, not_found
 from control.service.endpoints import require_endpoint, require_write
 from shared import ids
 
