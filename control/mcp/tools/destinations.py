@@ -16,7 +16,7 @@ from control.records.destinations import (
 )
 from control.service.destinations import crud as service
 from control.service.destinations import disable_enable as state
-from control.service.destinations import signing as signing
+from control.service.destinations import signing
 
 
 @tool("ListDestinations", read_only=True)
