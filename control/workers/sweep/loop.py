@@ -10,7 +10,7 @@
   last whole hour (``control.db.partitions``);
 - removes expired temporary endpoints and the anonymous accounts they leave empty
   (``control.workers.sweep.expired_endpoints``), every round;
-- removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
+- removes the stats counters older than the stats window (``retention.prune_stats``), every round;
 - removes the bodies and headers of events past their endpoint's ``body_retention_days``
   (``control.workers.sweep.retention``), in short batches within a time budget per round;
 - removes the delivery records and finished delivery tasks past the instance's retention, as their events
@@ -27,10 +27,15 @@ import time
 
 from control.db import dedup, partitions
 from control.db.context import Context
-from control.service.stats import prune as prune_stats
 from control.support.edge_config import configs_complete, rebuild_all, resync_all
 from control.workers.sweep.expired_endpoints import expire_temporary
-from control.workers.sweep.retention import expire_bodies, expire_records, prune_alerts, prune_dead_letters
+from control.workers.sweep.retention import (
+    expire_bodies,
+    expire_records,
+    prune_alerts,
+    prune_dead_letters,
+    prune_stats,
+)
 
 __all__ = ("Sweep",)
 
