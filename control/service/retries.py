@@ -49,20 +49,13 @@ _MICRO = timedelta(microseconds=1)
 _NOT_RULE = {"replay": "a replay", "manual_test": "a destination test", "listen": "a forward by hookyard listen"}
 
 
-def _delivery_not_found(delivery_id: str) -> NotFoundError:
-    return NotFoundError(f"delivery {delivery_id!r} not found")
-
-
 async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -> DeliveryRetry:
     """One more attempt of the delivery's event to its destination, due now."""
     require_write(principal)
-    if not ids.is_id(delivery_id, "dlv"):
-        raise _delivery_not_found(delivery_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        delivery = await db_retries.delivery_for_account(conn, principal.account_id, delivery_id)
-        if delivery is None:
-            raise _delivery_not_found(delivery_id)
-        await require_endpoint(conn, principal, delivery["endpoint_id"])
+        delivery = await require_owned(
+            conn, principal, delivery_id, kind="dlv", noun="delivery", get=db_retries.delivery_for_account
+        )
         if delivery["task_id"] is None:
             what = _NOT_RULE.get(delivery["source"], delivery["source"])
             raise ValidationError(
