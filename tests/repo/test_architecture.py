@@ -114,7 +114,8 @@ def test_import_contracts_catch_violations(tmp_path):
 def test_service_holds_the_operations_of_v1_and_mcp():
     """control/service/ reads as the list of operations: every module of it (or, for a resource with several,
     its package) is called by a /v1 handler or an MCP tool. A job belongs beside its loop in control/workers,
-    a helper or a piece of infrastructure in control/support (docs/adr/0066)."""
+    a helper or a piece of infrastructure in control/support
+    (docs/adr/0066-operations-jobs-and-support.md)."""
     graph = grimp.build_graph("control")
     fronts = ("control.api", "control.mcp")
     uncalled = []
