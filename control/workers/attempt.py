@@ -37,7 +37,7 @@ from control.delivery.transport import Transport
 from control.records.storable import storable
 from control.service.destinations.auth import load_material
 from control.service.transforms import unsent
-from control.support import sealing
+from control.support import sealing as sealed
 from control.support.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.workers import activity
 from control.workers.transforms import Transforms, outgoing, recorded
@@ -65,7 +65,7 @@ class Attempts:
         self.transforms = transforms
         self.max_attempts = retry.max_attempts(ctx.settings.retry_schedule_s)
         self._rng = random.Random()  # noqa: S311 - jitter
-        self._secrets = sealing.OpenedDestinationSecrets(ctx)
+        self._secrets = sealed.OpenedDestinationSecrets(ctx)
         self.authenticator = Authenticator(partial(load_material, ctx))
         self.now = time.time
         """The clock a rotation's overlap is judged by (injectable: tests move it past the overlap's end)."""
