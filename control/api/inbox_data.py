@@ -41,7 +41,7 @@ from control.records.replay import ReplayRequest, SendOutcome
 from control.records.transforms import TransformTest, TransformTestResult
 from control.service import inbox as service
 from control.service.anonymous import SESSION_COOKIE
-from control.service.events import EventFilters
+from control.service.events.read import EventFilters
 from control.service.inbox_links import LINK_COOKIE
 from control.support.json_depth import check_bytes
 from control.support.request_decoding import decode_json

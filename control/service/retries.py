@@ -32,8 +32,8 @@ from control.db import tasks as db_tasks
 from control.db.context import Context, Principal
 from control.db.events import EventFilters
 from control.records.deliveries import DeliveryRetry, DeliveryRetryFilters, DeliveryRetryJob
-from control.service import events as events_service
 from control.service.endpoints import require_endpoint, require_owned, require_write
+from control.service.events import read as events_service
 from control.service.replay import body_expired_error
 from control.support.rate_limits import charge_send
 from shared import ids

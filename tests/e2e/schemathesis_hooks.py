@@ -43,7 +43,7 @@ import schemathesis
 from hypothesis import strategies as st
 
 from control.routing import conditions
-from control.service.events import event_filters
+from control.service.events.read import event_filters
 from control.service.labels import check_path
 from control.support.url_checks import check_url
 from shared.errors import ValidationError

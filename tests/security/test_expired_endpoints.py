@@ -38,7 +38,7 @@ from control.service import retries as retries_service
 from control.service import trust as trust_service
 from control.service.accounts import authenticate
 from control.service.destinations import crud as destinations_service
-from control.service.events import event_filters
+from control.service.events.read import event_filters
 from shared.samples import EVENT_TYPES
 from shared.settings import Settings
 from tests.conftest import Account, make_account

@@ -9,7 +9,7 @@ import pytest
 
 from control.db.context import Context, Principal
 from control.records.events import Event
-from control.service.events import get_event
+from control.service.events.read import get_event
 from control.support import dead_letters
 from control.workers.flush import Flush
 from shared.errors import NotFoundError
