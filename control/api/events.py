@@ -19,8 +19,8 @@ from control.api.params import Cursor, EndpointId, EventId, boolean, instant_sch
 from control.db.context import Context, Principal
 from control.records.events import Event, EventList, EventWait, EventWithDeliveries
 from control.service.events import read as service
+from control.service.events.follow import NOW, follow_events
 from control.service.events.read import WAIT_TIMEOUT_S, EventFilters
-from control.service.follow import NOW, follow_events
 from control.support.long_poll import Wakeups
 
 __all__ = ("CURSOR_HEADER", "EndpointEventController", "EventController")

@@ -14,7 +14,7 @@ import pytest
 
 from control.db.context import Principal
 from control.db.events import EventFilters
-from control.service.follow import follow_events
+from control.service.events.follow import follow_events
 from control.support.until_stored import watch_storing
 from shared.keys import Keys
 from tests.events_support import Ev, live_app, store

@@ -10,8 +10,8 @@ import msgspec
 from control.mcp.registry import Call, tool
 from control.records.events import Event, EventList, EventWithDeliveries
 from control.service.events import read as service
+from control.service.events.follow import follow_events
 from control.service.events.read import EventFilters
-from control.service.follow import follow_events
 from control.support.long_poll import Wakeups
 
 
