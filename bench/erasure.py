@@ -2,7 +2,7 @@
 ``{"type", "customer": "cus_<g % 50000>", "word", "amount"}``): one customer's events are erased out of it.
 
 ``cus_123`` is on one endpoint (50,000 is a multiple of 10), in 1/50,000 of the events; the erasure job runs
-through the ``erasures`` loop's own step (``control.service.erasure_jobs.advance``) to its end, while a
+through the ``erasures`` loop's own step (``control.workers.erasures.step.advance``) to its end, while a
 probe inserts an event into the same endpoint every 20 ms and times it. Printed last: the duration, matched
 and erased, events looked at per second, the longest step (the longest any row lock of the job is held) and
 the probe's longest insert (the longest a writer waited meanwhile). Run: ``python -m bench erasure``; the
@@ -25,8 +25,8 @@ from bench.setup import create_endpoint
 from control.db.context import Principal
 from control.records.erasures import EraseRequest
 from control.service import erasures as erasures_service
-from control.service.erasure_jobs import PAGE, advance
 from control.workers import worker_context
+from control.workers.erasures.step import PAGE, advance
 from shared import ids
 
 __all__ = ("run",)

@@ -55,7 +55,7 @@ from control.db.learn_queue import backlog
 from control.records.destinations import DestinationCreate
 from control.routing.route import Router
 from control.schemas.learn import Learner
-from control.service.destinations import create_destination
+from control.service.destinations.crud import create_destination
 from control.workers import worker_context
 from control.workers.flush import Flush
 from control.workers.learn import Learn, lower_priority

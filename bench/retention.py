@@ -1,11 +1,11 @@
 """Body-retention sweep on the 1,000,000-event bench database (``bench.list``'s fill: 10 endpoints, 7 days).
 
 Every endpoint gets ``body_retention_days = 1``, so the events of the six days before yesterday's cutoff
-(about 850,000) are due; then ``control.service.retention.expire_bodies`` runs to the end, batch by batch,
+(about 850,000) are due; then ``control.workers.sweep.retention.expire_bodies`` runs to the end, batch by batch,
 and prints the total time, events per second, and the longest single batch (the longest any row lock is
 held). Then the instance's retention for what events leave behind: 1,000,000 delivery records and as many
 finished tasks created over the last 60 days (half past the 30-day retention), and
-``control.service.retention.expire_records`` until nothing is due, batch by batch: rows removed per second
+``control.workers.sweep.retention.expire_records`` until nothing is due, batch by batch: rows removed per second
 and the longest batch. Run: ``python -m bench.retention`` (no pytest).
 """
 
@@ -23,8 +23,8 @@ from bench.infra import bench_env
 from bench.list import _FILL
 from bench.setup import create_endpoint
 from control.db import retention as db_retention
-from control.service.retention import BATCH, expire_records
 from control.workers import worker_context
+from control.workers.sweep.retention import BATCH, expire_records
 from shared import ids
 
 __all__ = ("run",)

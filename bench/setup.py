@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from control.db import connect, create_pool
 from control.db.context import Context, Principal
 from control.records.endpoints import EndpointCreate
-from control.service import edge_config
 from control.service.accounts import create_account
 from control.service.endpoints import create_endpoint as create
+from control.support import edge_config
 from shared import ids, redis_client
 from shared.keys import Keys
 from shared.settings import Settings

@@ -43,11 +43,11 @@ from control.db.context import Context
 from control.mcp import McpMount
 from control.mcp.llms import llms_txt
 from control.records import Health, HealthDetails
-from control.service import dead_letters
-from control.service.backlog import sampling
-from control.service.metrics import CONTROL, live, publishing
-from control.service.sealed import keyring_of
-from control.service.waiters import Wakeups
+from control.support import dead_letters
+from control.support.backlog_metrics import sampling
+from control.support.long_poll import Wakeups
+from control.support.metrics import CONTROL, live, publishing
+from control.support.sealing import keyring_of
 from control.transform.pool import close_pool
 from shared import redis_client, tracing
 from shared.errors import ConfigError
@@ -64,7 +64,7 @@ log = logging.getLogger("hookyard.control")
 @get("/metrics", include_in_schema=False)
 async def metrics(ctx: NamedDependency[Context], state: State) -> Response[bytes]:
     """Prometheus text: this server's counters summed over its granian workers, and the deployment-wide
-    gauges read now or, the backlog, on a timer (``control.service.metrics``, ``control.service.backlog``)."""
+    gauges read now or, the backlog, on a timer (``control.support.metrics``, ``control.support.backlog_metrics``)."""
     body = CONTROL.render(await live(ctx, state.get("backlog")))
     return Response(body, media_type=CONTENT_TYPE)
 

@@ -105,7 +105,7 @@ class Keys:
     def signature_refusals_recent(self) -> str:
         """Sorted set: endpoint id -> the last minute (Unix time // 60) in which an edge refused a signature of
         it. The alert evaluator reads the endpoints refused in the last five minutes from it, instead of
-        every endpoint's hashes (``control.service.alert_refusals``)."""
+        every endpoint's hashes (``control.workers.alerts.signature_refusals``)."""
         return f"{self.prefix}refused:signatures"
 
     # -- wakeups and limits ----------------------------------------------------------------------

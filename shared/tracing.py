@@ -7,7 +7,7 @@ name the service (default ``hookyard-<role>``), ``OTEL_TRACES_SAMPLER``/``OTEL_T
 requests. Spans go out over OTLP/HTTP (protobuf) by the SDK's own exporter, on its own thread.
 
 The same endpoint (or ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``) receives the backlog gauges as OpenTelemetry
-metrics (:func:`setup_metrics`; ``control.service.backlog``), every ``OTEL_METRIC_EXPORT_INTERVAL`` ms.
+metrics (:func:`setup_metrics`; ``control.support.backlog_metrics``), every ``OTEL_METRIC_EXPORT_INTERVAL`` ms.
 
 Off (no endpoint, ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``), :func:`setup` returns None
 without importing the SDK: no provider, exporter, thread or span exists, and the callers' hooks are a check

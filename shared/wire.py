@@ -65,7 +65,7 @@ class EdgeEndpoint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     """CIDRs; empty allows every source, non-empty denies by default."""
     version: int = 0
     """``endpoints.config_version`` this was built from (0: written before versions existed). The write is a
-    compare-and-set on it (``control.service.edge_config``); read at the top level by a Lua script."""
+    compare-and-set on it (``control.support.edge_config``); read at the top level by a Lua script."""
     deleted: bool = False
     """A tombstone: the endpoint is gone and the edge serves its token as unknown (404)."""
     response: EdgeResponse | None = None

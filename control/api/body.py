@@ -6,7 +6,7 @@ into an integer. The document says ``boolean`` and ``integer``, and a client tha
 a bug it should hear about. So for handlers whose ``data`` is a msgspec Struct, the body is decoded here,
 strictly, straight into that Struct (which Litestar's conversion then passes through unchanged): one
 decoding, and the same errors (``name: Expected `str`, got `int```) as before, worded as the MCP tools word
-theirs (``control.service.decoding``).
+theirs (``control.support.request_decoding``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from litestar.exceptions import SerializationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.types import Empty
 
-from control.service.decoding import decode_json
-from control.service.depth import check_bytes
+from control.support.json_depth import check_bytes
+from control.support.request_decoding import decode_json
 
 __all__ = ("StrictJSONRequest",)
 
@@ -40,7 +40,7 @@ def _struct_decoder(struct: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
 
 
 def _decoded(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
-    """The body strictly decoded (``control.service.decoding``). A field's problem is its ``ValidationError``
+    """The body strictly decoded (``control.support.request_decoding``). A field's problem is its ``ValidationError``
     (400 ``validation_error``); a body that is not JSON is Litestar's own ``SerializationException``, which it
     turns into the 400 that ``control.api.errors`` words as malformed JSON."""
     try:
@@ -54,7 +54,7 @@ class StrictJSONRequest(Request[Any, Any, Any]):
         decoder = _decoder(self.route_handler)
         body = await self.body()
         if self._json is Empty:
-            check_bytes(body)  # before any decoder recurses into it (``control.service.depth``)
+            check_bytes(body)  # before any decoder recurses into it (``control.support.json_depth``)
         if decoder is None:
             return await super().json()
         if not body:  # Litestar's own path reports the missing body

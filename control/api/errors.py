@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from control.api.empty_segments import empty_segment
 from control.db.faults import UNAVAILABLE, describe
-from control.service.decoding import field_message
+from control.support.request_decoding import field_message
 from shared.errors import (
     ConflictError,
     ForbiddenError,
@@ -77,7 +77,7 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
 def field_messages(exc: ValidationException, request: Request[Any, Any, Any] | None = None) -> str:
     """``name: Expected `str` of length >= 1`` for each problem Litestar reports (a path or query parameter);
     the field always leads the message, worded as the strict body decoder words it
-    (``control.service.decoding``). An integer past one of its bounds says the whole range (``_range``)."""
+    (``control.support.request_decoding``). An integer past one of its bounds says the whole range (``_range``)."""
     parts = []
     for item in exc.extra if isinstance(exc.extra, list) else []:
         if not isinstance(item, dict):

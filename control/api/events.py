@@ -18,10 +18,10 @@ from control.api.openapi import errors
 from control.api.params import Cursor, EndpointId, EventId, boolean, instant_schema, query, text_schema
 from control.db.context import Context, Principal
 from control.records.events import Event, EventList, EventWait, EventWithDeliveries
-from control.service import events as service
-from control.service.events import WAIT_TIMEOUT_S, EventFilters
-from control.service.follow import NOW, follow_events
-from control.service.waiters import Wakeups
+from control.service.events import read as service
+from control.service.events.follow import NOW, follow_events
+from control.service.events.read import WAIT_TIMEOUT_S, EventFilters
+from control.support.long_poll import Wakeups
 
 __all__ = ("CURSOR_HEADER", "EndpointEventController", "EventController")
 

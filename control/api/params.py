@@ -50,7 +50,7 @@ LabelId = Annotated[str, _id("lbl", "label rule")]
 AlertDestinationId = Annotated[str, _id("adst", "alert destination")]
 
 CURSOR = r"^[A-Za-z0-9_-]{1,200}$"
-"""``control.service.cursors``: url-safe base64 without padding, at most 200 characters."""
+"""``control.support.page_cursors``: url-safe base64 without padding, at most 200 characters."""
 
 
 def query(description: str, *, kind: str = "string", name: str | None = None, **schema: object) -> QueryParameter:
@@ -77,7 +77,7 @@ Cursor = Annotated[
 ]
 
 FILTER_INSTANT = r"^(?:000[2-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-"
-"""Years 0002 to 9998 (``control.service.events.FILTER_YEARS``): at the two ends of the calendar a UTC offset
+"""Years 0002 to 9998 (``control.service.events.read.FILTER_YEARS``): at the two ends of the calendar a UTC offset
 can move an instant out of it."""
 
 

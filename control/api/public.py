@@ -18,7 +18,7 @@ from litestar import Request
 from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import Operation
 
-from control.service.ratelimit import Limit
+from control.support.token_buckets import Limit
 from shared.clientip import ClientIP
 from shared.errors import ErrorEnvelope
 from shared.settings import Settings

@@ -18,7 +18,7 @@ from control.db.context import Context, Principal
 from control.records.deliveries import DeliveryRetry, DeliveryRetryJob
 from control.records.text import id_pattern
 from control.service import retries as service
-from control.service.events import EventFilters
+from control.service.events.read import EventFilters
 
 __all__ = ("DeliveryRetryController", "DeliveryRetryJobController", "EndpointDeliveryRetryController")
 

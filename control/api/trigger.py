@@ -15,7 +15,7 @@ from control.api.params import EndpointId
 from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
 from control.service import trigger as service
-from control.service.waiters import Wakeups
+from control.support.long_poll import Wakeups
 
 __all__ = ("EndpointTriggerController",)
 

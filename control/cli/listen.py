@@ -3,7 +3,7 @@
 ``listen`` forwards every new event of an endpoint to a local URL, as ``stripe listen`` does, verbatim (the
 provider's method, headers and body, so its signature still verifies) or re-signed with ``--resign-with``
 (``shared.signatures.resign``: the event's own scheme and message id, a fresh timestamp). It follows the
-endpoint with ``events/wait?after=`` (``control.service.follow``) and writes the cursor after each event
+endpoint with ``events/wait?after=`` (``control.service.events.follow``) and writes the cursor after each event
 to a state file in the data dir, keyed by control URL, endpoint and target. So it misses nothing and
 forwards nothing twice across dropped connections, control-plane restarts and its own restart: a new run
 resumes after the last event the previous one forwarded. (Killed with SIGKILL between a forward and the

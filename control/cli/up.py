@@ -44,7 +44,7 @@ from control.db import connect
 from control.db.keyring import data_dir_keys
 from control.db.migrate import migrate
 from control.service.accounts import create_account, hash_key, issue_key
-from control.service.sealed import keyring_of, reseal
+from control.support.sealing import keyring_of, reseal
 from control.workers import LOOP_NAMES
 from shared.errors import ConfigError, StartupError
 from shared.settings import Settings

@@ -1,7 +1,7 @@
 """What is true now, per alert condition: the detectors the alert evaluator runs every few seconds.
 
 Each returns rows of ``(account_id, condition_key, endpoint_id, destination_id, count, data)``; the
-evaluator (``control.service.alert_evaluation``) compares them with the open alerts. All read the state the
+evaluator (``control.workers.alerts.evaluator``) compares them with the open alerts. All read the state the
 rest of hookyard already keeps (destinations' circuits, failed tasks, the stats counters, events), so
 nothing on the capture or delivery path writes anything for alerts. ``evaluation_lock`` makes one worker at
 a time the evaluator: the others skip the round, so conditions are compared once.
@@ -82,7 +82,7 @@ async def signature_failures(conn: Connection, refused: dict[str, int]) -> list[
     """Endpoints with at least their threshold of failed signatures in the last five minutes: the stored
     events whose signature failed (the stats counters' last five minute buckets: the current minute and the
     four before it) and the requests the edges refused for their signature in those minutes (``refused``:
-    endpoint id -> count, read from Redis by ``control.service.alert_refusals``)."""
+    endpoint id -> count, read from Redis by ``control.workers.alerts.signature_refusals``)."""
     return await conn.fetch(
         """WITH stored AS (
                SELECT s.endpoint_id, sum(s.count)::bigint AS n FROM stats_events s

@@ -1,5 +1,5 @@
 """The delivery backlog per destination: how many deliveries are due and not yet sent, and how long the
-oldest of them has waited past its due time (``control.service.backlog`` reads it on a timer).
+oldest of them has waited past its due time (``control.support.backlog_metrics`` reads it on a timer).
 
 Index-backed and bounded: unordered tasks are read from ``delivery_tasks_due`` (``next_attempt_at`` of
 pending unordered tasks), oldest due first, FIFO tasks from ``delivery_tasks_fifo`` (pending ordered tasks by

@@ -33,7 +33,7 @@ __all__ = (
 _SHAPING = ("rate_limit_per_s", "ordering", "ordering_key", "deduplicate_window_s")
 """How deliveries to the destination are shaped (migration 0020)."""
 _AUTH = ("auth_type", "auth_shown", "auth_sealed", "tls_ca", "auth_version")
-"""How deliveries authenticate to the destination (migration 0031; written by ``control.service.destination_auth``)."""
+"""How deliveries authenticate to the destination (migration 0031; written by ``control.service.destinations.auth``)."""
 _SHOWN = ("auth_shown", "tls_ca", "signing_public_key", "state", "disabled_reason", "disabled_at")
 """What reads show of authentication, signing and state (migration 0031)."""
 _OVERLAP = ("previous_secret_expires_at", "previous_public_key")

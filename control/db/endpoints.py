@@ -44,7 +44,7 @@ _UPDATABLE = frozenset(
 )
 _LIVE = "(expires_at IS NULL OR expires_at > now())"
 """Not a temporary endpoint past its expiry: an expired one is gone for its account (410 on every route,
-left out of lists and quotas) while its rows wait for the sweep (``control.service.expiry``)."""
+left out of lists and quotas) while its rows wait for the sweep (``control.workers.sweep.expired_endpoints``)."""
 
 
 async def insert(

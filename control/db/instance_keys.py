@@ -1,6 +1,6 @@
 """The deployment's own secret keys (table ``instance_keys``): read, or made once by the first caller.
 
-The values are stored as the service layer hands them over: sealed (``control.service.sealed``), or clear
+The values are stored as the service layer hands them over: sealed (``control.support.sealing``), or clear
 base64 on a deployment without encryption keys. This module neither seals nor opens them."""
 
 from __future__ import annotations

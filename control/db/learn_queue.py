@@ -47,7 +47,7 @@ async def events(conn: Connection, notes: list[Note]) -> list[asyncpg.Record]:
 
     Locked ``FOR KEY SHARE`` until the caller's transaction ends, so an erasure cannot delete an event
     between this read and the commit of what was learned from it: its DELETE waits for that commit and its
-    later scrub of the schemas removes what was learned (``control.service.erasure_jobs``), or it deleted the
+    later scrub of the schemas removes what was learned (``control.workers.erasures.step``), or it deleted the
     event first and this finds none. KEY SHARE, not SHARE: body retention's in-place update of expired
     bodies (``control.db.retention``) changes no key and does not wait, nor does the flush's insert of a
     re-processed entry (``ON CONFLICT DO NOTHING``). The rows are locked in (received_at, id) order, the

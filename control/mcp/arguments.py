@@ -3,7 +3,7 @@
 A tool's parameters (after ``call``) are of two kinds. A parameter typed with a msgspec Struct (a request
 record such as ``EndpointCreate``) contributes that record's fields as tool arguments, flattened, and
 receives the record; every other parameter is a tool argument of its own (the /v1 path and query
-parameters). Both are decoded by the strict JSON decoder of the /v1 bodies (``control.service.decoding``):
+parameters). Both are decoded by the strict JSON decoder of the /v1 bodies (``control.support.request_decoding``):
 no ``"true"`` for a boolean, ``300.0`` accepted as an integer, an unknown field refused, a lone surrogate
 named. The failure messages are the ones a /v1 caller reads for the same fields, and what the decoder
 leaves to the service (NUL characters, ranges, id shapes) the service checks for both.
@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from control.service.decoding import decode_json
-from control.service.depth import check_value
+from control.support.json_depth import check_value
+from control.support.request_decoding import decode_json
 from shared.errors import ValidationError
 
 __all__ = ("Arguments", "decode")
@@ -36,7 +36,7 @@ def _decoder(record: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
 def decode(record: type[T], values: Mapping[str, Any]) -> T:
     """``values`` as ``record``, or ``ValidationError`` naming the field. The values are written out as JSON
     (lone surrogates escaped, as a client sends them) and read back by the /v1 body decoder itself."""
-    check_value(values)  # before json.dumps recurses into it (``control.service.depth``)
+    check_value(values)  # before json.dumps recurses into it (``control.support.json_depth``)
     try:
         decoded: T = decode_json(_decoder(record), json.dumps(values).encode())
         return decoded

@@ -168,7 +168,7 @@ A replay with `destination_id` instead of `url` uses that destination's auth; a 
 
 
 def _limits(settings: Settings) -> str:
-    """This instance's rate limits (``control.service.limits``), from its settings."""
+    """This instance's rate limits (``control.support.rate_limits``), from its settings."""
     s = settings
     return (
         f"**Limits.** Each API key, temporary token, inbox link and browser session may make {s.rate_limit_per_s} "

@@ -4,7 +4,7 @@ Two shapes per kind: what a caller writes (secrets included; sealed at rest, nev
 read shows (the kind and the fields that are not secret). Both are unions tagged by ``type``, so the
 OpenAPI document and the MCP schemas list each kind with its own fields. The service checks what these
 types cannot say (a PEM that does not parse, a key that does not match its certificate, an https URL for
-TLS settings) with a message naming the field: ``control.service.destination_auth``.
+TLS settings) with a message naming the field: ``control.service.destinations.auth``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ __all__ = (
 )
 
 MAX_RULE_DESTINATIONS = 100
-"""As many as an endpoint may have (``control.service.destinations.MAX_DESTINATIONS``)."""
+"""As many as an endpoint may have (``control.service.destinations.crud.MAX_DESTINATIONS``)."""
 
 RuleName = Name
 DESTINATION_ID = r"^dst_[0-7][0-9A-HJKMNP-TV-Z]{25}$"

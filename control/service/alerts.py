@@ -30,11 +30,11 @@ from control.records.alerts import (
     AlertSend,
 )
 from control.records.storable import check_text
-from control.service import sealed
-from control.service.cursors import decode_cursor, encode_cursor
-from control.service.destinations import check_url
 from control.service.endpoints import require_endpoint, require_write
-from control.service.text import check_name
+from control.support import sealing
+from control.support.page_cursors import decode_cursor, encode_cursor
+from control.support.text_checks import check_name
+from control.support.url_checks import check_url
 from shared import ids
 from shared.errors import NotFoundError, QuotaExceededError, ValidationError
 
@@ -122,7 +122,7 @@ async def create_alert_destination(
             url=url,
             events=events,
             format=data.format,
-            signing_secret=sealed.seal_alert_destination_secret(ctx, alert_destination_id, secret),
+            signing_secret=sealing.seal_alert_destination_secret(ctx, alert_destination_id, secret),
         )
     return AlertDestinationCreated(**msgspec.structs.asdict(_record(row)), signing_secret=secret)
 
@@ -154,7 +154,7 @@ async def rotate_alert_destination_secret(
     if not ids.is_id(alert_destination_id, "adst"):
         raise _not_found(alert_destination_id)
     secret = ids.signing_secret()
-    stored = sealed.seal_alert_destination_secret(ctx, alert_destination_id, secret)
+    stored = sealing.seal_alert_destination_secret(ctx, alert_destination_id, secret)
     async with ctx.pool.acquire() as conn:
         row = await db_destinations.rotate_secret(conn, principal.account_id, alert_destination_id, stored)
     if row is None:

@@ -33,11 +33,11 @@ from control.db.connection import Connection
 from control.db.context import Context
 from control.records.anonymous import StartRequest, TemporaryEndpoint
 from control.records.events import Kind
-from control.service import edge_config, sealed
 from control.service.accounts import TEMPORARY_LIFETIME, issue_key
 from control.service.endpoints import ingest_url
 from control.service.inbox_links import lifetime_link
-from control.service.text import check_external_ref
+from control.support import edge_config, sealing
+from control.support.text_checks import check_external_ref
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, ValidationError
 
@@ -154,7 +154,7 @@ async def _create(
         environment="development",
         external_ref=ref,
         ingest_token=ids.ingest_token(),
-        signing_secret=sealed.seal_endpoint_secret(ctx, endpoint_id, ids.signing_secret()),
+        signing_secret=sealing.seal_endpoint_secret(ctx, endpoint_id, ids.signing_secret()),
         temporary=True,
         expires_at=now + TEMPORARY_LIFETIME,
     )

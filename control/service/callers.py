@@ -1,5 +1,5 @@
 """Who is calling: the one place any authenticated surface turns a presented credential into a ``Principal``,
-and charges that credential's rate limit (``control.service.limits``) as it does.
+and charges that credential's rate limit (``control.support.rate_limits``) as it does.
 
 ``/v1`` and ``/mcp`` come here through their Bearer middlewares (``control.api.auth``, ``control.mcp.auth``),
 the inbox page, its data routes and the redemption of an inbox link through ``control.service.inbox`` and
@@ -27,7 +27,7 @@ from control.db.context import Context, Principal
 from control.service.accounts import authenticate
 from control.service.anonymous import session_hash
 from control.service.inbox_links import Redeemed, cookie_principal, redeem_link
-from control.service.limits import charge_credential
+from control.support.rate_limits import charge_credential
 from shared.errors import UnauthorizedError
 
 __all__ = ("INBOX_DENIED", "bearer_caller", "inbox_caller", "redeemed_link")

@@ -9,9 +9,9 @@ from control.db import deliveries as db_deliveries
 from control.db.context import Context, Principal
 from control.records.deliveries import AuthRecord, Delivery, DeliveryList
 from control.records.transforms import TransformRecord
-from control.service.bodies import shown_body
-from control.service.cursors import decode_cursor, encode_cursor
 from control.service.endpoints import require_endpoint
+from control.support.body_encoding import shown_body
+from control.support.page_cursors import decode_cursor, encode_cursor
 from shared import ids
 from shared.errors import ValidationError
 

@@ -22,9 +22,9 @@ from control.records.endpoints import (
     EndpointUpdate,
 )
 from control.records.storable import check_text
-from control.service import edge_config, sealed
 from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
-from control.service.text import check_external_ref, check_name
+from control.support import edge_config, sealing
+from control.support.text_checks import check_external_ref, check_name
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, GoneError, NotFoundError, QuotaExceededError, ValidationError
 from shared.logs import bind
@@ -79,7 +79,8 @@ async def require_endpoint(conn: Connection, principal: Principal, endpoint_id: 
     Every route that names an endpoint, or an object of one (event, destination, rule, label, delivery,
     allowlist entry, retry job), passes here with that endpoint's id, on /v1, over MCP and in the inbox: so
     this is the one place that answers 410 ``endpoint_expired`` for a temporary endpoint past its
-    ``expires_at``, as the edge does. Its data stays until the sweep (``control.service.expiry``), unreachable.
+    ``expires_at``, as the edge does. Its data stays, unreachable, until the sweep removes it
+    (``control.workers.sweep.expired_endpoints``).
     """
     row = await db_endpoints.get(conn, principal.account_id, endpoint_id) if ids.is_id(endpoint_id, "ep") else None
     if row is None:
@@ -225,7 +226,7 @@ async def create_endpoint(ctx: Context, principal: Principal, data: EndpointCrea
                     ingest_token=ids.ingest_token(),
                     temporary=data.temporary,
                     expires_at=datetime.now(UTC) + TEMPORARY_LIFETIME if data.temporary else None,
-                    signing_secret=sealed.seal_endpoint_secret(ctx, endpoint_id, secret),
+                    signing_secret=sealing.seal_endpoint_secret(ctx, endpoint_id, secret),
                 )
             except asyncpg.UniqueViolationError as exc:
                 if exc.constraint_name == "endpoints_external_ref_unique":

@@ -5,7 +5,7 @@ very validator of rules: ``control.routing.conditions``) and a scalar value (a s
 to 1,000 characters or digits, a finite number, a boolean; anything else is a 400 naming ``value``); an
 event matches when a condition ``{field, operator: "equals", value}`` would match it, exactly (``2000``
 equals ``"2000"``, a body that is not JSON has no body field). The request only records a job and answers 202; the
-``erasures`` worker does the work (``control.service.erasure_jobs``), so an erasure of any size is many
+``erasures`` worker does the work (``control.workers.erasures.step``), so an erasure of any size is many
 short transactions and never a long lock.
 
 The job row is also the audit answer: the field, the counts, when it ran, and ``value_sha256`` instead of
@@ -28,8 +28,8 @@ from control.db.context import Context, Principal
 from control.records.erasures import MAX_VALUE_LENGTH, EraseRequest, Erasure, ErasureList
 from control.records.storable import check_text
 from control.routing import conditions
-from control.service import ingest_marks
 from control.service.endpoints import require_endpoint, require_write
+from control.support import ingest_marks
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -110,7 +110,7 @@ def erasure_record(row: asyncpg.Record | dict[str, Any]) -> Erasure:
 async def erase_events(ctx: Context, principal: Principal, endpoint_id: str, data: EraseRequest) -> Erasure:
     """Records the job (pending) and answers it; the worker erases. The ingest streams' positions are taken
     once the endpoint is known: what the edge acknowledged up to now is erased too, once the flush stored it
-    (``control.service.erasure_jobs``)."""
+    (``control.workers.erasures.step``)."""
     require_write(principal)
     field, value = check_request(data.field, data.value)
     job_id = ids.new_id(JOB_PREFIX)

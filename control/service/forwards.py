@@ -21,8 +21,8 @@ from control.records.deliveries import Delivery
 from control.records.forwards import ForwardReport
 from control.records.storable import check_text
 from control.service.deliveries import delivery_record
-from control.service.destinations import check_url
 from control.service.endpoints import require_event, require_write
+from control.support.url_checks import check_url
 from shared.errors import NotFoundError, ValidationError
 
 __all__ = ("record_forward", "remember_target", "replay_target")

@@ -10,7 +10,7 @@ credentials (or bad ones) is 401 and another account's endpoint is the same 404 
 The session and the link cookie may replay (the page's replay button) unless the link was made with a
 read-only key: they are the owner in a browser, as the token is the owner in an agent.
 
-The data functions are the /v1 ones (``control.service.events``, ``control.service.replay``) narrowed to
+The data functions are the /v1 ones (``control.service.events.read``, ``control.service.replay``) narrowed to
 the endpoint the page is about: a cookie scoped to ``/inbox/A`` must not read or replay an event of the
 account's endpoint B, although its principal is the whole account.
 
@@ -32,15 +32,15 @@ from control.records.events import Event, EventWithDeliveries
 from control.records.inbox import InboxAlert, InboxAlertList, InboxEvent, InboxEventList, InboxReplayTarget
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.transforms import TransformTest, TransformTestResult
-from control.service import events as service_events
 from control.service import replay as service_replay
 from control.service import transforms as service_transforms
-from control.service.alert_sending import line_of
 from control.service.alerts import open_alerts_for_endpoint
 from control.service.callers import inbox_caller
 from control.service.endpoints import get_endpoint, require_endpoint
-from control.service.events import EventFilters
+from control.service.events import read as service_events
+from control.service.events.read import EventFilters
 from control.service.forwards import replay_target
+from control.support.alert_lines import line_of
 from shared.errors import NotFoundError
 
 __all__ = (

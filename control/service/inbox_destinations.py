@@ -9,9 +9,9 @@ from __future__ import annotations
 from control.db import destinations as db_destinations
 from control.db.context import Context, Principal
 from control.records.destinations import Destination, DestinationDisable, DestinationList
-from control.service.destination_state import disable_destination, enable_destination
-from control.service.destination_view import not_found
-from control.service.destinations import list_destinations
+from control.service.destinations.crud import list_destinations
+from control.service.destinations.disable_enable import disable_destination, enable_destination
+from control.service.destinations.view import not_found
 
 __all__ = ("inbox_destination_state", "inbox_destinations")
 

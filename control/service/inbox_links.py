@@ -11,7 +11,7 @@ redirects to the clean URL, so the token leaves the address bar and the history.
 
 Nothing is stored per link: the key (``instance_keys``, made once per deployment) is what all control
 processes share. Whoever has that key makes a link or cookie for any endpoint, so it is stored sealed like
-every other secret (``control.service.sealed``): a dump of the database alone does not give it away.
+every other secret (``control.support.sealing``): a dump of the database alone does not give it away.
 Revocation is per endpoint: its ``inbox_generation`` (migration 0016) is signed in, and
 ``rotate_inbox_links`` raises it, which ends every link and cookie of that endpoint at once (one link
 cannot be revoked alone); deleting the endpoint (or the key row) ends them too. Every use checks that the
@@ -37,7 +37,7 @@ from control.db.context import Context, Principal
 from control.records.inbox import InboxLink
 from control.records.storable import check_text
 from control.service.endpoints import require_endpoint, require_write
-from control.service.sealed import open_instance_key, seal_instance_key
+from control.support.sealing import open_instance_key, seal_instance_key
 from shared import ids
 from shared.errors import UnauthorizedError, ValidationError
 

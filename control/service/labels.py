@@ -104,6 +104,11 @@ async def _check_unique(conn: Connection, endpoint_id: str, output_key: str, lab
             )
 
 
+async def _lock(conn: Connection, principal: Principal, label_id: str) -> asyncpg.Record:
+    """The caller's label rule, its endpoint held for the change until the transaction ends (404, 410)."""
+    return await require_owned(conn, principal, label_id, kind="lbl", noun="label rule", get=db_labels.lock)
+
+
 async def list_labels(ctx: Context, principal: Principal, endpoint_id: str) -> LabelRuleList:
     async with ctx.pool.acquire() as conn:
         rows = await endpoint_rows(conn, principal, endpoint_id, db_labels.list_for_endpoint)
@@ -153,13 +158,8 @@ async def update_label(ctx: Context, principal: Principal, label_id: str, data: 
         changes["output_key"] = _check_key(changes["output_key"])
     if "color" in changes:
         changes["color"] = _check_color(changes["color"])
-    if not ids.is_id(label_id, "lbl"):
-        raise _not_found(label_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        current = await db_labels.lock(conn, principal.account_id, label_id)
-        if current is None:
-            raise _not_found(label_id)
-        await require_endpoint(conn, principal, current["endpoint_id"])
+        current = await _lock(conn, principal, label_id)
         if "source" in changes or "path" in changes:
             changes["path"] = check_path(changes.get("source", current["source"]), changes.get("path", current["path"]))
         if "output_key" in changes:
@@ -172,13 +172,8 @@ async def update_label(ctx: Context, principal: Principal, label_id: str, data: 
 
 async def delete_label(ctx: Context, principal: Principal, label_id: str) -> Deleted:
     require_write(principal)
-    if not ids.is_id(label_id, "lbl"):
-        raise _not_found(label_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        current = await db_labels.lock(conn, principal.account_id, label_id)
-        if current is None:
-            raise _not_found(label_id)
-        await require_endpoint(conn, principal, current["endpoint_id"])
+        await _lock(conn, principal, label_id)
         if not await db_labels.delete(conn, label_id):
             raise _not_found(label_id)
     return Deleted(id=label_id)

@@ -24,10 +24,10 @@ from control.db.context import Context
 from control.records.anonymous import Registered, RegisterRequest
 from control.records.storable import check_text
 from control.records.text import EMAIL, PATTERN_RULES, TEMPORARY_TOKEN
-from control.service import edge_config
 from control.service.accounts import hash_key, issue_key
 from control.service.anonymous import require_open
 from control.service.endpoints import _endpoint as endpoint_record
+from control.support import edge_config
 from shared import ids
 from shared.errors import ConflictError, UnauthorizedError, ValidationError
 

@@ -26,7 +26,7 @@ its exact bytes (NUL included); the outcome shows the response body as the deliv
 it is UTF-8 and base64 otherwise (``response_body_encoding``). A record the database still refuses is
 stored reduced (``delivery_records.reduced``) rather than turning a finished request into a 500.
 
-Each is one of the account's outbound sends (``control.service.limits``), charged once the request is
+Each is one of the account's outbound sends (``control.support.rate_limits``), charged once the request is
 known to be valid, just before it goes out.
 """
 
@@ -56,14 +56,14 @@ from control.records.destinations import HOP_BY_HOP
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.storable import captured_headers, check_text, storable
 from control.records.transforms import TransformRecord
-from control.service import sealed
-from control.service.bodies import shown_body
-from control.service.destination_auth import load_material
-from control.service.destinations import check_url
+from control.service.destinations.auth import load_material
 from control.service.endpoints import require_event, require_owned, require_write
 from control.service.forwards import remember_target
-from control.service.limits import charge_send
 from control.service.transforms import event_context, run_once, unsent
+from control.support import sealing
+from control.support.body_encoding import shown_body
+from control.support.rate_limits import charge_send
+from control.support.url_checks import check_url
 from control.transform.apply import Outgoing
 from shared import ids
 from shared.errors import ConflictError, ValidationError
@@ -372,7 +372,7 @@ async def test_destination(ctx: Context, principal: Principal, destination_id: s
     headers = merge(
         {"content-type": "application/json", "user-agent": "hookyard"},
         row["headers"],
-        signature(event_id, body, sealed.open_destination_secret(ctx, row["id"], row["signing_secret"]))
+        signature(event_id, body, sealing.open_destination_secret(ctx, row["id"], row["signing_secret"]))
         if row["sign_deliveries"]
         else None,
         {"x-hookyard-event-id": event_id, "x-hookyard-delivery-attempt": "1", "x-hookyard-test": "true"},

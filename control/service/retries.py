@@ -12,7 +12,7 @@ A bulk retry is a job (``control.workers.retries`` advances it): the request onl
 filters, ``destination_id`` and ``success`` (only ``false``: failed deliveries).
 
 Both make outbound requests on demand, so each call is one of the account's outbound sends
-(``control.service.limits``), charged once the request is known to be valid: one retry, one token; a bulk
+(``control.support.rate_limits``), charged once the request is known to be valid: one retry, one token; a bulk
 retry, one token for the job, whose deliveries the deliver workers then pace (a repeated request that finds
 the job still running is charged too, as it cannot know that before asking).
 """
@@ -32,10 +32,10 @@ from control.db import tasks as db_tasks
 from control.db.context import Context, Principal
 from control.db.events import EventFilters
 from control.records.deliveries import DeliveryRetry, DeliveryRetryFilters, DeliveryRetryJob
-from control.service import events as events_service
 from control.service.endpoints import require_endpoint, require_owned, require_write
-from control.service.limits import charge_send
+from control.service.events import read as events_service
 from control.service.replay import body_expired_error
+from control.support.rate_limits import charge_send
 from shared import ids
 from shared.errors import ConflictError, NotFoundError, ValidationError
 from shared.logs import bind
@@ -49,20 +49,13 @@ _MICRO = timedelta(microseconds=1)
 _NOT_RULE = {"replay": "a replay", "manual_test": "a destination test", "listen": "a forward by hookyard listen"}
 
 
-def _delivery_not_found(delivery_id: str) -> NotFoundError:
-    return NotFoundError(f"delivery {delivery_id!r} not found")
-
-
 async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -> DeliveryRetry:
     """One more attempt of the delivery's event to its destination, due now."""
     require_write(principal)
-    if not ids.is_id(delivery_id, "dlv"):
-        raise _delivery_not_found(delivery_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        delivery = await db_retries.delivery_for_account(conn, principal.account_id, delivery_id)
-        if delivery is None:
-            raise _delivery_not_found(delivery_id)
-        await require_endpoint(conn, principal, delivery["endpoint_id"])
+        delivery = await require_owned(
+            conn, principal, delivery_id, kind="dlv", noun="delivery", get=db_retries.delivery_for_account
+        )
         if delivery["task_id"] is None:
             what = _NOT_RULE.get(delivery["source"], delivery["source"])
             raise ValidationError(

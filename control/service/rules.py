@@ -20,7 +20,7 @@ from control.records import Deleted
 from control.records.rules import Rule, RuleCreate, RuleList, RuleUpdate
 from control.routing import conditions
 from control.service.endpoints import endpoint_rows, lock_owned, require_endpoint, require_owned, require_write
-from control.service.text import check_name
+from control.support.text_checks import check_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 

@@ -49,7 +49,7 @@ from control.schemas.state import (
     structure_digest,
 )
 from control.service.endpoints import require_endpoint
-from control.service.providers import provider_name
+from control.support.provider_checks import provider_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES

@@ -31,7 +31,7 @@ from control.records.stats import (
 from control.service.endpoints import require_endpoint
 from shared.refusals import IP_NOT_ALLOWED, REASONS, SIGNATURE_REASONS, parse
 
-__all__ = ("KEEP", "WINDOW_HOURS", "destination_health", "endpoint_stats", "prune")
+__all__ = ("KEEP", "WINDOW_HOURS", "destination_health", "endpoint_stats")
 
 WINDOW_HOURS = 24
 KEEP = timedelta(hours=WINDOW_HOURS + 1)
@@ -181,9 +181,3 @@ async def destination_health(
     rows = await db_stats.delivery_counts(conn, endpoint_id, window, destination_id)
     counts = next((r for r in rows if not r["overall"]), None)
     return _health(ctx, states[0], counts)
-
-
-async def prune(ctx: Context) -> int:
-    """Removes the counters no window reads any more (the sweep calls it every round); how many rows went."""
-    async with ctx.pool.acquire() as conn:
-        return await db_stats.prune(conn, keep=KEEP)

@@ -13,8 +13,8 @@ policy, which guards outbound requests to URLs callers choose, does not apply. T
 outcome, refusals included (401 signature, 403 allowlist): they are what the caller is testing. Only an
 edge that cannot be reached is reported as ``error``. An expired endpoint is refused before anything is sent
 (410 ``endpoint_expired``, as on every route that names it). Each sample is one of the account's outbound
-sends (``control.service.limits``), as a replay is. An accepted sample is answered once it is stored, with
-the ``cursor`` to wait for it from (``control.service.stored``).
+sends (``control.support.rate_limits``), as a replay is. An accepted sample is answered once it is stored, with
+the ``cursor`` to wait for it from (``control.support.until_stored``).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import httpx
 from control.db import endpoints as db_endpoints
 from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
-from control.service import sealed
 from control.service.endpoints import ingest_url, require_endpoint, require_write
-from control.service.limits import charge_send
-from control.service.stored import watch_storing
-from control.service.waiters import Wakeups
+from control.support import sealing
+from control.support.long_poll import Wakeups
+from control.support.rate_limits import charge_send
+from control.support.until_stored import watch_storing
 from shared import samples
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
@@ -62,8 +62,8 @@ async def send_test_webhook(
     sample = samples.sample(
         provider,
         event_type,
-        secret=sealed.open_provider_secret(ctx, config["id"], config["secret"])
-        or sealed.open_endpoint_secret(ctx, config["id"], config["signing_secret"]),
+        secret=sealing.open_provider_secret(ctx, config["id"], config["secret"])
+        or sealing.open_endpoint_secret(ctx, config["id"], config["signing_secret"]),
         header_name=config["header_name"],
         family="vendor" if data.headers == "provider" else "neutral",
         url=url,

@@ -19,11 +19,11 @@ from control.db.context import Context, Principal
 from control.records.endpoints import EndpointCreated
 from control.records.storable import check_text
 from control.records.trust import AllowlistEntry, AllowlistList, AuthConfig, AuthConfigUpdate
-from control.service import edge_config, sealed
 from control.service.endpoints import _endpoint as endpoint_record
 from control.service.endpoints import require_endpoint, require_write
-from control.service.providers import check_public_key, provider_name
-from control.service.text import check_secret
+from control.support import edge_config, sealing
+from control.support.provider_checks import check_public_key, provider_name
+from control.support.text_checks import check_secret
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -93,7 +93,7 @@ async def update_auth_config(
             provider = changes["provider"] if "provider" in changes else await db_trust.provider_of(conn, endpoint_id)
             check_public_key(provider, changes["secret"])
         if "secret" in changes:
-            changes["secret"] = sealed.seal_provider_secret(ctx, endpoint_id, changes["secret"])
+            changes["secret"] = sealing.seal_provider_secret(ctx, endpoint_id, changes["secret"])
         row = await db_trust.update_auth_config(conn, endpoint_id, changes)
         if row is None:
             raise NotFoundError(f"endpoint {endpoint_id!r} not found")
@@ -111,7 +111,7 @@ async def rotate_secret(ctx: Context, principal: Principal, endpoint_id: str) ->
     secret = ids.signing_secret()
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
-        stored = sealed.seal_endpoint_secret(ctx, endpoint_id, secret)
+        stored = sealing.seal_endpoint_secret(ctx, endpoint_id, secret)
         row = await db_endpoints.set_signing_secret(conn, principal.account_id, endpoint_id, stored)
         if row is None:
             raise NotFoundError(f"endpoint {endpoint_id!r} not found")

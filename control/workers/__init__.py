@@ -11,17 +11,17 @@ from control.db import create_pool
 from control.db.context import Context
 from control.routing.route import Router
 from control.schemas.learn import Learner
-from control.service.metrics import serve_worker_metrics
-from control.service.sealed import keyring_of
+from control.support.metrics import serve_worker_metrics
+from control.support.sealing import keyring_of
 from control.transform.pool import close_pool
-from control.workers.alerts import Alerts
+from control.workers.alerts.loop import Alerts
 from control.workers.deliver import Deliver
-from control.workers.erasures import Erasures
+from control.workers.erasures.loop import Erasures
 from control.workers.flush import Flush
 from control.workers.learn import Learn, lower_priority
 from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
 from control.workers.retries import RetryJobs
-from control.workers.sweep import Sweep
+from control.workers.sweep.loop import Sweep
 from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys

@@ -35,10 +35,10 @@ from control.delivery.shaping import LATE_S, Shaper
 from control.delivery.tracing import attempt_span
 from control.delivery.transport import Transport
 from control.records.storable import storable
-from control.service import sealed
-from control.service.destination_auth import load_material
-from control.service.metrics import DELIVERIES, DELIVERY_SECONDS
+from control.service.destinations.auth import load_material
 from control.service.transforms import unsent
+from control.support import sealing as sealed
+from control.support.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.workers import activity
 from control.workers.transforms import Transforms, outgoing, recorded
 from shared.logs import bind

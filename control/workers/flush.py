@@ -18,7 +18,7 @@ Failure handling; ``control.db.faults`` says whose fault a failure is:
   only the acknowledgement is retried, so a Redis outage after the commit repeats no insert.
 - **A record Postgres refuses** (``faults.is_record_fault``): the batch is split in halves until the single
   record is found; every other record is stored, and only that one goes to its shard's dead-letter stream,
-  in the same MULTI that acknowledges its entry (``control.service.dead_letters``: visible, re-drivable).
+  in the same MULTI that acknowledges its entry (``control.support.dead_letters``: visible, re-drivable).
 - **An entry that cannot be decoded** goes to the dead letters whole.
 - Entries left pending by a consumer that died are taken over (XAUTOCLAIM) once idle for ``claim_idle_ms``.
 - A consumer group that disappeared (Redis restarted without persistence) is recreated; a batch held in
@@ -50,8 +50,8 @@ from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
 from control.records.storable import event_row
 from control.routing.route import Router
-from control.service.dead_letters import fields_for, record_fields
-from control.service.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
+from control.support.dead_letters import fields_for, record_fields
+from control.support.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
 from control.workers import activity
 from control.workers.flush_tracing import BatchSpan, RoutingSpans
 from shared import redis_client

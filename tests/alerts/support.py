@@ -11,7 +11,7 @@ from typing import Any
 import standardwebhooks
 
 from control.workers import worker_context
-from control.workers.alerts import Alerts
+from control.workers.alerts.loop import Alerts
 from control.workers.loop import run_loops
 from shared.settings import Settings
 from tests.destination import Received

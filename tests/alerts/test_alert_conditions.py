@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from control.db.context import Context
-from control.service.alert_evaluation import evaluate
+from control.workers.alerts.evaluator import evaluate
 from shared import ids
 from tests.conftest import Account
 from tests.destination import MATCH_ALL, add_destination, add_rule

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from control.db.context import Context
-from control.workers.sweep import Sweep
+from control.workers.sweep.loop import Sweep
 from shared import ids
 from tests.conftest import Account
 from tests.helpers import create_endpoint

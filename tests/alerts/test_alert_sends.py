@@ -10,7 +10,7 @@ import pytest
 import standardwebhooks
 
 from control.db.context import Context
-from control.service.alert_evaluation import evaluate
+from control.workers.alerts.evaluator import evaluate
 from shared.settings import Settings
 from tests.alerts.support import alert_workers, verified
 from tests.conftest import Account

@@ -17,9 +17,9 @@ import pytest
 
 from control.db.context import Context
 from control.records.endpoints import EndpointCreate
-from control.service.alert_sending import ALERT_TIMEOUT_S, PER_ACCOUNT, PER_DESTINATION
 from control.service.alerts import MAX_ALERT_DESTINATIONS
 from control.service.endpoints import create_endpoint as create_endpoint_service
+from control.workers.alerts.sender import ALERT_TIMEOUT_S, PER_ACCOUNT, PER_DESTINATION
 from shared.errors import QuotaExceededError
 from shared.settings import Settings
 from tests.alerts.support import alert_workers, verified

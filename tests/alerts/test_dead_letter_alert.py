@@ -5,8 +5,8 @@ dead letters while it is open fire nothing more, and re-driving them resolves it
 from __future__ import annotations
 
 from control.db.context import Context
-from control.service import dead_letters
-from control.service.alert_evaluation import evaluate
+from control.support import dead_letters
+from control.workers.alerts.evaluator import evaluate
 from control.workers.flush import Flush
 from shared.settings import Settings
 from shared.wire import encode_records

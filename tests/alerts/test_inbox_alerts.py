@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from control.db.context import Context
-from control.service.alert_evaluation import evaluate
+from control.workers.alerts.evaluator import evaluate
 from tests.conftest import Account, make_account
 from tests.e2e.test_inbox_browser import (
     ARTIFACTS,

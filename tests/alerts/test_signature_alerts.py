@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from control.db.context import Context
-from control.service.alert_evaluation import evaluate
+from control.workers.alerts.evaluator import evaluate
 from edge.app import create_app as create_edge
 from shared.settings import Settings
 from tests.alerts.support import alert_workers, verified

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from control.db.context import Principal
-from control.service import events as service
+from control.service.events import read as service
 from shared.settings import Settings
 from tests.control.conftest import waiting
 from tests.events_support import EVENT_FIELDS, Ev, store

@@ -10,7 +10,7 @@ import pytest
 
 from control.db.context import Context, Principal
 from control.routing.route import Router
-from control.service.events import event_filters, list_events
+from control.service.events.read import event_filters, list_events
 from control.service.labels import MAX_LABEL_RULES, PALETTE, default_color
 from control.workers.flush import Flush
 from shared import ids

@@ -15,7 +15,7 @@ from control.db import events as db_events
 from control.db import partitions
 from control.db.context import Context
 from control.routing.route import Router
-from control.service.events import event_filters
+from control.service.events.read import event_filters
 from control.workers.flush import Flush
 from shared.wire import IngestRecord, encode_records
 from tests.conftest import ingest_record

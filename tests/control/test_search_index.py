@@ -15,7 +15,7 @@ import asyncpg
 from control.db import events as db_events
 from control.db import partitions
 from control.db.migrate import available, migrate
-from control.service.events import event_filters
+from control.service.events.read import event_filters
 from tests.events_support import Ev, store
 from tests.helpers import create_endpoint
 

@@ -14,7 +14,7 @@ from control.db.context import Context
 from control.db.migrate import available, migrate
 from control.delivery.send import Outcome, delivery_row
 from control.records.storable import storable
-from control.service.bodies import shown_body
+from control.support.body_encoding import shown_body
 from shared import ids
 from tests.conftest import Account
 from tests.destination import (

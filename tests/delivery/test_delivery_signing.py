@@ -10,7 +10,7 @@ import standardwebhooks
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from control.db.context import Context
-from control.service.sealed import seal_destination_secret
+from control.support.sealing import seal_destination_secret
 from tests.destination import Destination, fetch_row, make_task, running, settled
 from tests.helpers import create_endpoint
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from control.db import tasks as db_tasks
 from control.db.context import Context
-from control.service.alert_evaluation import evaluate
+from control.workers.alerts.evaluator import evaluate
 from tests.destination import Destination, Reply, fetch_row, make_task, running, settled, task_status
 from tests.helpers import create_endpoint, wait_for
 

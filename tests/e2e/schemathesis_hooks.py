@@ -43,9 +43,9 @@ import schemathesis
 from hypothesis import strategies as st
 
 from control.routing import conditions
-from control.service.destinations import check_url
-from control.service.events import event_filters
+from control.service.events.read import event_filters
 from control.service.labels import check_path
+from control.support.url_checks import check_url
 from shared.errors import ValidationError
 
 _DESTINATION_ID = re.compile(r"^dst_[0-7][0-9A-HJKMNP-TV-Z]{25}$")

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from control.db.context import Context
-from control.service import edge_config
+from control.support import edge_config
 from shared.settings import Settings
 from tests.conftest import Account, Servers, database_name, make_account, with_database
 from tests.e2e.conftest import new_endpoint, stored_events

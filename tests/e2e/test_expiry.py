@@ -17,11 +17,11 @@ import pytest
 
 from control.db.context import Context
 from control.records.destinations import DestinationCreate
-from control.service import destinations as destinations_service
-from control.service import edge_config
 from control.service import endpoints as endpoints_service
 from control.service.accounts import authenticate
-from control.workers.sweep import Sweep
+from control.service.destinations import crud as destinations_service
+from control.support import edge_config
+from control.workers.sweep.loop import Sweep
 from shared.errors import UnauthorizedError
 from tests.destination import Destination
 from tests.helpers import wait_for

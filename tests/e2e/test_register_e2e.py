@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from control.db.context import Context
-from control.service import edge_config
+from control.support import edge_config
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from control.service.cursors import encode_cursor
+from control.support.page_cursors import encode_cursor
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.destination import Destination

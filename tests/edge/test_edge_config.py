@@ -13,8 +13,8 @@ import redis.asyncio as aioredis
 
 from control.db import create_pool
 from control.db.context import Context
-from control.service import edge_config as edge_config_service
-from control.workers.sweep import Sweep
+from control.support import edge_config as edge_config_service
+from control.workers.sweep.loop import Sweep
 from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.settings import Settings
 from shared.wire import EdgeEndpoint, decode_config_notice, decode_edge_endpoint, encode

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from control.workers.erasures import Erasures
+from control.workers.erasures.loop import Erasures
 from control.workers.loop import run_loops
 from tests.events_support import store_delivery
 from tests.helpers import create_endpoint, db

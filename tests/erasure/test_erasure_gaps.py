@@ -19,10 +19,10 @@ import redis.asyncio as aioredis
 
 from control.db.faults import UNAVAILABLE
 from control.records.replay import ReplayRequest
-from control.service import ingest_marks
-from control.service.erasure_jobs import MAX_FAILURES, advance
 from control.service.replay import replay_event
-from control.workers.erasures import Erasures
+from control.support import ingest_marks
+from control.workers.erasures.loop import Erasures
+from control.workers.erasures.step import MAX_FAILURES, advance
 from control.workers.flush import Flush
 from control.workers.loop import run_loops
 from edge.app import create_app as create_edge

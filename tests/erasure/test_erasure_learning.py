@@ -19,7 +19,7 @@ from control.db.context import Context
 from control.routing.route import Router
 from control.schemas.batch import hash_value
 from control.schemas.learn import Learner
-from control.service.erasure_jobs import advance
+from control.workers.erasures.step import advance
 from control.workers.flush import Flush
 from control.workers.learn import Learn
 from shared.wire import IngestRecord, encode_records

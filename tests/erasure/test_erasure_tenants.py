@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from control.service.erasure_jobs import MAX_FAILURES, advance
-from control.workers.erasures import Erasures
+from control.workers.erasures.loop import Erasures
+from control.workers.erasures.step import MAX_FAILURES, advance
 from control.workers.loop import run_loops
 from tests.erasure.conftest import erase, events_of, make_endpoint, stored
 from tests.helpers import assert_error, db

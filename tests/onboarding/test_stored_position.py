@@ -1,4 +1,4 @@
-"""The position ``test-webhook`` hands out (``control.service.stored``), in process against real Postgres
+"""The position ``test-webhook`` hands out (``control.support.until_stored``), in process against real Postgres
 and Redis: events are stored and announced the way the flush worker does (``tests.events_support.store``).
 
 Once the sample is stored, its ``cursor`` is the position just before it, so following from it answers the
@@ -14,8 +14,8 @@ import pytest
 
 from control.db.context import Principal
 from control.db.events import EventFilters
-from control.service.follow import follow_events
-from control.service.stored import watch_storing
+from control.service.events.follow import follow_events
+from control.support.until_stored import watch_storing
 from shared.keys import Keys
 from tests.events_support import Ev, live_app, store
 from tests.helpers import create_endpoint, db, redis_client

@@ -10,6 +10,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
+import grimp
 import pytest
 from litestar.routes import HTTPRoute
 
@@ -56,6 +57,7 @@ def test_contracts_cover_what_design_requires():
         "workers",
         "service",
         "delivery | routing | schemas",
+        "support",
         "transform",
         "db",
         "records",
@@ -82,6 +84,7 @@ VIOLATIONS = [
     # the import-cycle dodge remote.py once had: a late import counts as much as one at the top
     ("control/cli/remote.py", "def _late():\n    from control.cli.commands.open import add_parser"),
     ("control/service/accounts.py", "import control.service.registration"),  # registration imports accounts
+    ("control/support/sealing.py", "import control.service.endpoints"),  # support sits below the operations
 ]
 
 
@@ -105,6 +108,23 @@ def test_import_contracts_catch_violations(tmp_path):
     assert "control.loose" in done.stdout
     assert "control.cli.remote is not allowed to import control.cli.commands" in done.stdout
     assert "No cycles are allowed in control.service." in done.stdout
+    assert "control.support is not allowed to import control.service" in done.stdout
+
+
+def test_service_holds_the_operations_of_v1_and_mcp():
+    """control/service/ reads as the list of operations: every module of it (or, for a resource with several,
+    its package) is called by a /v1 handler or an MCP tool. A job belongs beside its loop in control/workers,
+    a helper or a piece of infrastructure in control/support
+    (docs/adr/0066-operations-jobs-and-support.md)."""
+    graph = grimp.build_graph("control")
+    fronts = ("control.api", "control.mcp")
+    uncalled = []
+    for entry in sorted(graph.find_children("control.service")):
+        modules = {entry} | graph.find_descendants(entry)
+        callers = {c for m in modules for c in graph.find_modules_that_directly_import(m)}
+        if not any(c.startswith(fronts) for c in callers):
+            uncalled.append(entry)
+    assert uncalled == []
 
 
 def test_importing_the_edge_loads_no_control_plane_module():

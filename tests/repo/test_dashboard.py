@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from control.service.metrics import CONTROL, LIVE_GAUGES, WORKER
+from control.support.metrics import CONTROL, LIVE_GAUGES, WORKER
 from edge.metrics import EDGE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from control.service.retention import expire_bodies
-from control.workers.sweep import Sweep
+from control.workers.sweep.loop import Sweep
+from control.workers.sweep.retention import expire_bodies
 from tests.destination import MATCH_ALL, add_destination, add_rule
 from tests.events_support import Ev, store, store_delivery, store_task
 from tests.helpers import assert_error, create_endpoint

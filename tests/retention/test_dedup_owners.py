@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 
 from control.db import dedup
-from control.service.retention import expire_records
+from control.workers.sweep.retention import expire_records
 from shared import ids
 from tests.events_support import store_task
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from control.service.retention import expire_records
-from control.workers.sweep import Sweep
+from control.workers.sweep.loop import Sweep
+from control.workers.sweep.retention import expire_records
 from shared import ids
 from tests.events_support import store_delivery, store_task
 from tests.helpers import create_endpoint

@@ -31,14 +31,14 @@ from control.mcp.registry import snake_case
 from control.records.destinations import DestinationCreate
 from control.records.erasures import EraseRequest
 from control.records.labels import LabelRuleCreate
-from control.service import destinations as destinations_service
 from control.service import erasures as erasures_service
 from control.service import inbox_links
 from control.service import labels as labels_service
 from control.service import retries as retries_service
 from control.service import trust as trust_service
 from control.service.accounts import authenticate
-from control.service.events import event_filters
+from control.service.destinations import crud as destinations_service
+from control.service.events.read import event_filters
 from shared.samples import EVENT_TYPES
 from shared.settings import Settings
 from tests.conftest import Account, make_account

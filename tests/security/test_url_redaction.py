@@ -20,7 +20,7 @@ from litestar.testing import AsyncTestClient
 from control.db.context import Context
 from control.delivery import egress
 from control.delivery.send import send
-from control.service.metrics import CONTROL, WORKER
+from control.support.metrics import CONTROL, WORKER
 from shared.logs import JsonFormatter, PlainFormatter, redact, safe_url
 from shared.settings import Settings
 from tests.conftest import Account

@@ -1,4 +1,4 @@
-"""Backlog as metrics (``control.service.backlog``): per destination the deliveries due and how long the oldest
+"""Backlog as metrics (``control.support.backlog_metrics``): per destination the deliveries due and how long the oldest
 has waited, per shard the age of the oldest unflushed entry; read on a timer by an index-backed query, shown
 in /metrics and exported over OTLP to a real receiver (``tests.otlp``)."""
 
@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from control.db import backlog as db_backlog
 from control.db.context import Context
-from control.service.backlog import sampling
-from control.service.metrics import WORKER, live
+from control.support.backlog_metrics import sampling
+from control.support.metrics import WORKER, live
 from tests.destination import make_task
 from tests.helpers import wait_for
 from tests.otlp import Received

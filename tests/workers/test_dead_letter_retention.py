@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 
 from control.db.context import Context
-from control.service import dead_letters
+from control.support import dead_letters
 from control.workers.flush import Flush
-from control.workers.sweep import Sweep
+from control.workers.sweep.loop import Sweep
 from tests.conftest import ingest_record
 from tests.workers.conftest import drain, endpoint_row, xadd
 

@@ -9,8 +9,8 @@ import pytest
 
 from control.db.context import Context, Principal
 from control.records.events import Event
-from control.service import dead_letters
-from control.service.events import get_event
+from control.service.events.read import get_event
+from control.support import dead_letters
 from control.workers.flush import Flush
 from shared.errors import NotFoundError
 from shared.wire import decode_records, encode_records

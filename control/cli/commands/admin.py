@@ -51,7 +51,7 @@ def _with_postgres(found: Target, coro_fn: Callable[[], Coroutine[Any, Any, Any]
 
 def _migrate(args: argparse.Namespace) -> int:
     from control.db.migrate import available, migrate
-    from control.service.sealed import keyring_of
+    from control.support.sealing import keyring_of
 
     settings = command_settings(data_dir=clients.data_dir(args))
     found = clients.database_url(settings)
@@ -87,7 +87,7 @@ def _encryption_keys(settings: Settings) -> tuple[str, ...]:
 
 async def _reseal(database_url: str, keys: tuple[str, ...]) -> dict[str, int]:
     from control.db import connect
-    from control.service.sealed import keyring_of, reseal
+    from control.support.sealing import keyring_of, reseal
 
     ring = keyring_of(keys)
     conn = await connect(database_url)

@@ -1,6 +1,6 @@
 """``hookyard dead-letters``: the records the flush could not store, listed, shown and retried.
 
-They live in Redis (``control.service.dead_letters``): ``REDIS_URL``, else the Redis of the ``hookyard up``
+They live in Redis (``control.support.dead_letters``): ``REDIS_URL``, else the Redis of the ``hookyard up``
 running on the data dir (``--data-dir``, else ``HOOKYARD_DATA_DIR``), as its record names it
 (``control.cli.instance``).
 """
@@ -56,7 +56,7 @@ def _dead_letters(args: argparse.Namespace) -> int:
 async def _dead_letters_command(args: argparse.Namespace, settings: Settings, redis_url: str) -> str:
     import msgspec
 
-    from control.service import dead_letters
+    from control.support import dead_letters
     from shared import redis_client
     from shared.keys import Keys
 

@@ -14,9 +14,9 @@ from control.records.destinations import (
     DestinationUpdate,
     SecretRotation,
 )
-from control.service import destination_signing as signing
-from control.service import destination_state as state
-from control.service import destinations as service
+from control.service.destinations import crud as service
+from control.service.destinations import disable_enable as state
+from control.service.destinations import signing
 
 
 @tool("ListDestinations", read_only=True)

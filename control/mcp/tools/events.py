@@ -9,10 +9,10 @@ import msgspec
 
 from control.mcp.registry import Call, tool
 from control.records.events import Event, EventList, EventWithDeliveries
-from control.service import events as service
-from control.service.events import EventFilters
-from control.service.follow import follow_events
-from control.service.waiters import Wakeups
+from control.service.events import read as service
+from control.service.events.follow import follow_events
+from control.service.events.read import EventFilters
+from control.support.long_poll import Wakeups
 
 
 class Filters(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

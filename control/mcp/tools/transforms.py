@@ -7,8 +7,8 @@ import msgspec
 from control.mcp.registry import Call, tool
 from control.records.destinations import Destination, DestinationUpdate
 from control.records.transforms import TransformSource, TransformTest, TransformTestResult
-from control.service import destinations as destinations_service
 from control.service import transforms as service
+from control.service.destinations import crud as destinations_service
 
 
 class DestinationTransform(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

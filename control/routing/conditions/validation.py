@@ -1,7 +1,7 @@
 """Validation of a condition tree on write: the normalised tree to store, or the first problem by its path.
 
 Apart from compilation because it runs at a different time for a different reader: on every rule write
-(``control.service.rules``, ``control.service.destinations``), for a caller who needs to know exactly which
+(``control.service.rules``, ``control.service.destinations.crud``), for a caller who needs to know exactly which
 node is wrong (``condition_tree.children[1].operator: unknown operator "gt"``); compilation runs in the
 flush and only needs a tree that is known to be valid. The limits (depth, nodes, encoded size, pattern and
 field length) bound what a caller can make the flush do per event. The RE2 cache is here because a pattern

@@ -16,13 +16,13 @@ from control.records.replay import ReplayRequest
 from control.records.rules import RuleCreate
 from control.records.trust import AuthConfigUpdate
 from control.routing.conditions import InvalidConditionTree
-from control.service import destinations as destinations_service
 from control.service import endpoints as endpoints_service
-from control.service import events as events_service
 from control.service import replay as replay_service
 from control.service import rules as rules_service
 from control.service import trust as trust_service
 from control.service.accounts import create_account
+from control.service.destinations import crud as destinations_service
+from control.service.events import read as events_service
 from shared.errors import ValidationError
 from tests.control.bad_input.walk import _bodies, _operations, _send, _url, body_ref
 from tests.events_support import Ev, store

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from control.db import rules as db_rules
-from control.service.destinations import MAX_DESTINATIONS
+from control.service.destinations.crud import MAX_DESTINATIONS
 from shared import ids
 from tests.control.destinations.support import (
     DESTINATION_FIELDS,

@@ -15,7 +15,7 @@ from control.db.flush import store_batch
 from control.records.storable import event_row
 from control.service.stats import WINDOW_HOURS
 from control.workers.flush import Flush
-from control.workers.sweep import Sweep
+from control.workers.sweep.loop import Sweep
 from shared import ids
 from tests.destination import add_destination, add_endpoint
 from tests.helpers import assert_error, create_endpoint, parse_ts

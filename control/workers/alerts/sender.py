@@ -23,7 +23,8 @@ from control.db import alerts as db_alerts
 from control.db.context import Context
 from control.delivery import egress, retry
 from control.delivery.send import Outcome, send, signature
-from control.service import sealed
+from control.support import sealing
+from control.support.alert_lines import line_of
 from shared.logs import safe_url
 
 __all__ = (
@@ -33,7 +34,6 @@ __all__ = (
     "PER_DESTINATION",
     "AlertSender",
     "body_of",
-    "line_of",
     "text_of",
 )
 
@@ -53,38 +53,9 @@ _RESPONSE_KEPT = 2048
 """Characters of a receiver's answer kept with an attempt (what a Slack 400 says is in its first line)."""
 
 
-def _subject(alert: Mapping[str, Any]) -> str:
-    data = alert["data"] or {}
-    if alert["destination_id"]:
-        name = data.get("destination_name")
-        shown = f"{name} ({alert['destination_id']})" if name else alert["destination_id"]
-        return f"destination {shown} of endpoint {alert['endpoint_id']}"
-    return f"endpoint {alert['endpoint_id']}"
-
-
 def text_of(alert: Mapping[str, Any]) -> str:
     """The readable line of a ``slack`` body."""
     return f"hookyard alert {alert['type']}: {line_of(alert)}"
-
-
-def line_of(alert: Mapping[str, Any]) -> str:
-    """What is wrong, in a sentence (a ``slack`` body's line, the inbox's banner)."""
-    data, subject, n = alert["data"] or {}, _subject(alert), alert["count"]
-    return {
-        "destination.circuit_opened": f"{subject} is failing: its circuit opened after "
-        f"{data.get('consecutive_failures', n)} consecutive failed deliveries; deliveries wait until it recovers",
-        "destination.recovered": f"{subject} recovered: its circuit closed and deliveries resume",
-        "destination.disabled": f"{subject} is disabled ({data.get('reason', '?')}): nothing is sent to it and "
-        f"{n} deliveries are held until it is enabled (POST /v1/destinations/{{id}}/enable)",
-        "delivery.exhausted": f"{subject}: {n} event(s) used up their delivery retries in the hour from "
-        f"{data.get('hour', '?')}",
-        "endpoint.signature_failures": f"{subject}: {n} request(s) with a failed signature in the last "
-        f"{int(data.get('window_s', 300)) // 60} minutes (threshold {data.get('threshold', '?')})",
-        "endpoint.silent": f"{subject} received nothing for {data.get('expect_event_within_s', '?')} s "
-        f"(last event: {data.get('last_event_at') or 'none in the last day'})",
-        "dead_letter.added": f"{subject}: {n} record(s) could not be stored and wait in the dead letters "
-        "(`hookyard dead-letters`)",
-    }.get(alert["type"], f"{subject}: {alert['type']}")
 
 
 def body_of(alert: Mapping[str, Any], fmt: str) -> bytes:
@@ -173,7 +144,7 @@ class AlertSender:
             outcome = Outcome(status=None, latency_ms=0, sent_headers={}, permanent=True)
             outcome.error = "alert destination deleted"
         else:
-            secret = sealed.open_alert_destination_secret(self.ctx, row["alert_destination_id"], row["signing_secret"])
+            secret = sealing.open_alert_destination_secret(self.ctx, row["alert_destination_id"], row["signing_secret"])
             body = body_of(row, row["format"])
             headers = {
                 "content-type": "application/json",

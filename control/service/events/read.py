@@ -20,12 +20,12 @@ from control.db.context import Context, Principal
 from control.db.events import EventFilters
 from control.records.events import Event, EventList, EventWithDeliveries, Label
 from control.records.storable import check_text
-from control.service.bodies import BodyEncoding, shown_body
-from control.service.cursors import decode_cursor, encode_cursor
 from control.service.deliveries import delivery_record
 from control.service.endpoints import require_endpoint, require_event
-from control.service.providers import provider_name
-from control.service.waiters import Wakeups
+from control.support.body_encoding import BodyEncoding, shown_body
+from control.support.long_poll import Wakeups
+from control.support.page_cursors import decode_cursor, encode_cursor
+from control.support.provider_checks import provider_name
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
 from shared.tracing import trace_id_of
@@ -157,7 +157,7 @@ def event_filters(
 
 
 def _body(raw: bytes, is_utf8: bool) -> tuple[str | None, BodyEncoding]:
-    """(body, body_encoding), never lossy (``control.service.bodies``); null when empty."""
+    """(body, body_encoding), never lossy (``control.support.body_encoding``); null when empty."""
     return shown_body(raw or None, utf8=is_utf8)
 
 

@@ -9,14 +9,14 @@
 - builds the ``q`` search index of each day's partition once the day is over, and of today's up to its
   last whole hour (``control.db.partitions``);
 - removes expired temporary endpoints and the anonymous accounts they leave empty
-  (``control.service.expiry``), every round;
-- removes the stats counters older than the stats window (``control.service.stats.prune``), every round;
+  (``control.workers.sweep.expired_endpoints``), every round;
+- removes the stats counters older than the stats window (``retention.prune_stats``), every round;
 - removes the bodies and headers of events past their endpoint's ``body_retention_days``
-  (``control.service.retention``), in short batches within a time budget per round;
+  (``control.workers.sweep.retention``), in short batches within a time budget per round;
 - removes the delivery records and finished delivery tasks past the instance's retention, as their events
-  go (``control.service.retention``), in short batches within a time budget per round;
+  go (``control.workers.sweep.retention``), in short batches within a time budget per round;
 - removes the dead letters past their endpoint's body retention, and the alerts resolved longer ago than
-  the instance's retention (``control.service.retention``), every round;
+  the instance's retention (``control.workers.sweep.retention``), every round;
 - removes the deduplication keys whose window is over (``control.db.dedup.prune``), every round.
 """
 
@@ -27,10 +27,15 @@ import time
 
 from control.db import dedup, partitions
 from control.db.context import Context
-from control.service.edge_config import configs_complete, rebuild_all, resync_all
-from control.service.expiry import expire_temporary
-from control.service.retention import expire_bodies, expire_records, prune_alerts, prune_dead_letters
-from control.service.stats import prune as prune_stats
+from control.support.edge_config import configs_complete, rebuild_all, resync_all
+from control.workers.sweep.expired_endpoints import expire_temporary
+from control.workers.sweep.retention import (
+    expire_bodies,
+    expire_records,
+    prune_alerts,
+    prune_dead_letters,
+    prune_stats,
+)
 
 __all__ = ("Sweep",)
 

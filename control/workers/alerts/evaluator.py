@@ -10,7 +10,8 @@ unique index ``alerts_open`` would refuse a second open alert of it even without
 - ``delivery.exhausted``: one per destination and UTC hour, its ``count`` the events whose deliveries used
   up their retries in that hour, kept current while the hour's summary is open.
 - ``endpoint.signature_failures``: open while the last five minutes hold at least the endpoint's threshold of
-  failed signatures, stored (``on_failure: accept_log``) or refused by the edge (``control.service.alert_refusals``).
+  failed signatures, stored (``on_failure: accept_log``) or refused by the edge
+  (``control.workers.alerts.signature_refusals``).
 - ``endpoint.silent``: open while nothing arrived for ``expect_event_within_s``; an event resolves it.
 - ``dead_letter.added``: open while the endpoint has records in the dead letters (Redis); retrying them
   (``hookyard dead-letters retry``) resolves it.
@@ -26,8 +27,8 @@ from control.db import alert_conditions as detect
 from control.db import alerts as db_alerts
 from control.db.connection import Connection
 from control.db.context import Context
-from control.service.alert_refusals import refused_signatures
-from control.service.dead_letters import list_dead_letters
+from control.support.dead_letters import list_dead_letters
+from control.workers.alerts.signature_refusals import refused_signatures
 from shared import ids
 
 __all__ = ("CONDITIONS", "Evaluated", "evaluate")

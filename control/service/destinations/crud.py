@@ -33,8 +33,7 @@ from control.records.destinations import (
 )
 from control.records.storable import check_text
 from control.routing import conditions
-from control.service import sealed
-from control.service.destination_auth import (
+from control.service.destinations.auth import (
     auth_columns,
     check_auth,
     check_https,
@@ -42,14 +41,15 @@ from control.service.destination_auth import (
     credentials_in_url,
     new_auth_version,
 )
-from control.service.destination_signing import new_signing_secret
-from control.service.destination_view import destination_record, not_found
+from control.service.destinations.signing import new_signing_secret
+from control.service.destinations.view import destination_record, not_found
 from control.service.endpoints import endpoint_rows, lock_owned, require_endpoint, require_owned, require_write
 from control.service.rules import check_rule_count, rule_record
 from control.service.stats import destination_health
-from control.service.text import check_name
 from control.service.transforms import check_transform
-from control.service.urls import check_url
+from control.support import sealing
+from control.support.text_checks import check_name
+from control.support.url_checks import check_url
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url
@@ -61,7 +61,6 @@ __all__ = (
     "RESERVED_HEADERS",
     "check_headers",
     "check_ordering_key",
-    "check_url",
     "create_destination",
     "delete_destination",
     "get_destination",
@@ -194,7 +193,7 @@ async def create_destination(
             name=data.name,
             url=url,
             headers=headers,
-            signing_secret=sealed.seal_destination_secret(ctx, destination_id, secret),
+            signing_secret=sealing.seal_destination_secret(ctx, destination_id, secret),
             sign_deliveries=data.sign_deliveries,
             shaping=shaping,
             transform=transform,

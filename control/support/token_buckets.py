@@ -1,6 +1,6 @@
 """Token buckets in Redis, so a limit holds across every control process. The one mechanism behind every
 limit: per credential on the authenticated surfaces and per account for outbound sends
-(``control.service.limits``), per client address on the unauthenticated provisioning routes
+(``control.support.rate_limits``), per client address on the unauthenticated provisioning routes
 (``control.api.public``).
 
 The bucket refills at ``rate`` tokens a second (a fraction for per-minute limits) up to ``burst``; Redis's own
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from control.service.metrics import RATE_LIMITED
+from control.support.metrics import RATE_LIMITED
 from shared.errors import RateLimitedError
 
 __all__ = ("Limit",)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from control.db import events as db_events
 from control.db.context import Context
-from control.service.cursors import encode_position
-from control.service.waiters import Waiter, Wakeups
+from control.support.long_poll import Waiter, Wakeups
+from control.support.page_cursors import encode_position
 
 __all__ = ("STORE_WAIT_S", "Storing", "watch_storing")
 

@@ -71,7 +71,8 @@ def encode_position(xid: int, event_id: str, *, inclusive: bool = False) -> str:
     transaction's id and the event id; ``event_id`` empty means before every event of that transaction.
 
     A position is *after* that event; an ``inclusive`` one is just before it, so following from it answers
-    the event itself first: what ``test-webhook`` hands out for the sample it sent (``control.service.stored``)."""
+    the event itself first: what ``test-webhook`` hands out for the sample it sent
+    (``control.support.until_stored``)."""
     return _seal(f"{'at' if inclusive else 'pos'}|{xid}|{event_id}".encode())
 
 

@@ -2,7 +2,7 @@
 
 A step takes the unfinished job advanced least recently of the account served least recently (accounts
 take turns, whatever their number of jobs; SKIP LOCKED: several workers share the jobs, never one job) and
-moves it one bounded step in one transaction (``control.service.erasure_jobs``): a page of the
+moves it one bounded step in one transaction (``control.workers.erasures.step``): a page of the
 endpoint's events, the deferred events whose attempt finished, or the last stage. A worker killed mid-step
 loses that step's transaction only; the next step of any worker resumes at the last committed page.
 
@@ -14,7 +14,7 @@ none moved, the loop waits ``idle_s``.
 from __future__ import annotations
 
 from control.db.context import Context
-from control.service.erasure_jobs import PAGE, RETRY_S, advance
+from control.workers.erasures.step import PAGE, RETRY_S, advance
 
 __all__ = ("Erasures",)
 

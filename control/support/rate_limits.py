@@ -1,4 +1,4 @@
-"""The two limits of authenticated callers, both token buckets of ``control.service.ratelimit``:
+"""The two limits of authenticated callers, both token buckets of ``control.support.token_buckets``:
 
 - **per credential**, every request on every authenticated surface (``rate_limit_per_s``,
   ``rate_limit_burst``): charged by ``control.service.callers`` once the credential is verified, the one
@@ -16,7 +16,7 @@ the app's limits without any state to rebuild.
 from __future__ import annotations
 
 from control.db.context import Context, Principal
-from control.service.ratelimit import Limit
+from control.support.token_buckets import Limit
 
 __all__ = ("SENDS_SUBJECT", "charge_credential", "charge_send")
 

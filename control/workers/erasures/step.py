@@ -1,9 +1,9 @@
-"""Running an erasure job, one bounded step at a time (``control.workers.erasures`` calls ``advance``).
+"""Running an erasure job, one bounded step at a time (``control.workers.erasures.loop`` calls ``advance``).
 
 Stages, each step one transaction on the job's locked row (several workers share the jobs, never one job):
 
 - ``ingest``: waits, without blocking a worker, until the flush has stored every record the edge had
-  acknowledged when the erasure was requested (``control.service.ingest_marks``: the job's marks in the
+  acknowledged when the erasure was requested (``control.support.ingest_marks``: the job's marks in the
   ingest streams); the scan that follows sees them;
 - ``events``: the next page of the endpoint's events after the cursor (every day partition), its candidates
   decided exactly by the condition trees' own ``equals`` (``control.routing.conditions``), the matched ones
@@ -51,7 +51,7 @@ from control.routing.labels import LabelRule, compile_label, labels_of
 from control.schemas.batch import hash_value
 from control.schemas.scrub import drop_fields, drop_keys, scrub
 from control.schemas.state import decode_state, encode_state
-from control.service import dead_letters, ingest_marks
+from control.support import dead_letters, ingest_marks
 from shared.errors import JobDataError
 from shared.wire import IngestRecord, decode_records
 

@@ -94,7 +94,7 @@ def open_destination_previous(ctx: Context, destination_id: str, stored: str) ->
 
 
 def seal_destination_auth(ctx: Context, destination_id: str, config: str) -> str:
-    """A destination's ``auth`` as JSON, secrets included (``control.service.destination_auth``)."""
+    """A destination's ``auth`` as JSON, secrets included (``control.service.destinations.auth``)."""
     return keyring(ctx).seal(config, _DESTINATION_AUTH, destination_id)
 
 

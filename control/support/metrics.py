@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 
 from control.db import circuit as db_circuit
 from control.db.context import Context
-from control.service.backlog import Backlog, sampling
+from control.support.backlog_metrics import Backlog, sampling
 from shared.metrics import CONTENT_TYPE, SIZE_BUCKETS, Metrics, metrics_dir
 
 __all__ = ("CONTROL", "LIVE_GAUGES", "WORKER", "live", "publishing", "serve_worker_metrics")
@@ -35,7 +35,7 @@ LIVE_GAUGES = (
     "hookyard_dead_letters",
     "hookyard_circuits",
     "hookyard_wait_waiters",  # per control process, registered by the app (summed like its counters)
-    "hookyard_delivery_backlog",  # read on a timer (control.service.backlog), shown by control and workers
+    "hookyard_delivery_backlog",  # read on a timer (control.support.backlog_metrics), shown by control and workers
     "hookyard_delivery_backlog_seconds",
     "hookyard_stream_lag_seconds",
 )
@@ -62,7 +62,7 @@ DELIVERY_SECONDS = WORKER.histogram("hookyard_delivery_seconds", "Duration of on
 
 async def live(ctx: Context, backlog: Backlog | None = None) -> list[GaugeMetricFamily]:
     """Deployment-wide gauges, read now; a source that fails is left out (and logged), not a failed scrape.
-    ``backlog``: the process's latest backlog reading (``control.service.backlog``, read on a timer)."""
+    ``backlog``: the process's latest backlog reading (``control.support.backlog_metrics``, read on a timer)."""
     families: list[GaugeMetricFamily] = [] if backlog is None else backlog.families()
     length = GaugeMetricFamily("hookyard_stream_length", "Entries in each ingest stream shard", labels=("shard",))
     lag = GaugeMetricFamily(

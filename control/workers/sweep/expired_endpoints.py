@@ -22,7 +22,7 @@ from typing import NamedTuple
 from control.db import accounts as db_accounts
 from control.db import endpoints as db_endpoints
 from control.db.context import Context
-from control.service import edge_config
+from control.support import edge_config
 
 __all__ = ("Expired", "expire_temporary")
 

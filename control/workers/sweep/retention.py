@@ -1,5 +1,5 @@
 """Retention of what the sweep does not drop a partition at a time: event bodies, delivery records and tasks,
-dead letters, alerts.
+dead letters, alerts, stats counters.
 
 Body retention: an endpoint's ``body_retention_days`` removes bodies before the instance drops events.
 
@@ -35,13 +35,24 @@ import msgspec
 
 from control.db import alerts as db_alerts
 from control.db import retention as db_retention
+from control.db import stats as db_stats
 from control.db.context import Context
 from control.records.destinations import MAX_DEDUPLICATE_WINDOW_S
-from control.service import dead_letters
+from control.service.stats import KEEP as STATS_KEPT
+from control.support import dead_letters
 from shared import ids
 from shared.wire import decode_records
 
-__all__ = ("BATCH", "Expired", "Gone", "expire_bodies", "expire_records", "prune_alerts", "prune_dead_letters")
+__all__ = (
+    "BATCH",
+    "Expired",
+    "Gone",
+    "expire_bodies",
+    "expire_records",
+    "prune_alerts",
+    "prune_dead_letters",
+    "prune_stats",
+)
 
 _DAY_MS = 86_400_000
 _PAGE = 1000
@@ -168,3 +179,10 @@ async def prune_dead_letters(ctx: Context) -> int:
                 break
             start = "(" + letters[-1][0]
     return removed
+
+
+async def prune_stats(ctx: Context) -> int:
+    """Removes the stats counters no window reads any more (the sweep calls it every round); how many rows
+    went."""
+    async with ctx.pool.acquire() as conn:
+        return await db_stats.prune(conn, keep=STATS_KEPT)

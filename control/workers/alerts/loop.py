@@ -1,5 +1,5 @@
 """The alerts loop: evaluates the alert conditions every ``evaluate_every_s`` (one worker at a time, see
-``control.service.alert_evaluation``) and sends the due alerts (``control.service.alert_sending``).
+``control.workers.alerts.evaluator``) and sends the due alerts (``control.workers.alerts.sender``).
 
 Five seconds between evaluations keeps "fired within 30 s of the condition" with room for a slow round;
 an evaluation is a handful of indexed queries, so running it that often costs nothing measurable.
@@ -11,8 +11,8 @@ import logging
 import time
 
 from control.db.context import Context
-from control.service.alert_evaluation import evaluate
-from control.service.alert_sending import AlertSender
+from control.workers.alerts.evaluator import evaluate
+from control.workers.alerts.sender import AlertSender
 
 __all__ = ("Alerts",)
 

@@ -1,7 +1,7 @@
 """A destination's authentication (``auth``) and private CA (``tls_ca``): checked on write, sealed, shown.
 
 What is stored: ``auth_type``, ``auth_shown`` (what reads show: the type and the fields that are not
-secret), ``auth_sealed`` (the whole configuration as JSON, sealed: ``control.service.sealed``), ``tls_ca``
+secret), ``auth_sealed`` (the whole configuration as JSON, sealed: ``control.support.sealing``), ``tls_ca``
 (public material, clear) and ``auth_version`` (new on every write of either, the key deliver workers keep
 what they built by). Secrets are never returned, logged or put in an error message: a message names the
 field and says what is wrong with it, never its value.
@@ -35,8 +35,8 @@ from control.records.destination_auth import (
 )
 from control.records.destinations import RESERVED_HEADERS, RESERVED_PREFIX
 from control.records.storable import check_text
-from control.service import sealed
-from control.service.urls import check_url
+from control.support import sealing
+from control.support.url_checks import check_url
 from shared.errors import ValidationError
 
 __all__ = (
@@ -130,7 +130,7 @@ def auth_columns(
         "auth_shown": shown,
         "auth_sealed": None
         if auth is None
-        else sealed.seal_destination_auth(ctx, destination_id, _encode(auth).decode("utf-8")),
+        else sealing.seal_destination_auth(ctx, destination_id, _encode(auth).decode("utf-8")),
     }
 
 
@@ -162,5 +162,5 @@ async def load_material(ctx: Context, destination_id: str) -> AuthMaterial | Non
         return None
     auth = None
     if row["auth_sealed"] is not None:
-        auth = _decode_auth(sealed.open_destination_auth(ctx, destination_id, row["auth_sealed"]))
+        auth = _decode_auth(sealing.open_destination_auth(ctx, destination_id, row["auth_sealed"]))
     return AuthMaterial(digest=row["auth_version"], auth=auth, tls_ca=row["tls_ca"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from control.records.destinations import Destination
-from control.service.destination_auth import shown_auth, shown_tls_ca
+from control.service.destinations.auth import shown_auth, shown_tls_ca
 from shared.errors import NotFoundError
 
 __all__ = ("destination_record", "not_found")

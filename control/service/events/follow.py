@@ -26,10 +26,10 @@ from control.db import events as db_events
 from control.db.context import Context, Principal
 from control.db.events import EventFilters
 from control.records.events import Event
-from control.service.cursors import decode_position, encode_position
 from control.service.endpoints import require_endpoint
-from control.service.events import check_wait_timeout, event_record
-from control.service.waiters import Wakeups
+from control.service.events.read import check_wait_timeout, event_record
+from control.support.long_poll import Wakeups
+from control.support.page_cursors import decode_position, encode_position
 
 __all__ = ("NOW", "Followed", "follow_events")
 

@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 from control.db import endpoints as db_endpoints
 from control.db.connection import Connection
 from control.db.context import Context
-from control.service import sealed
+from control.support import sealing
 from shared import redis_client
 from shared.keys import CONFIGS_COMPLETE
 from shared.wire import ConfigNotice, EdgeAuth, EdgeEndpoint, EdgeResponse, encode
@@ -83,7 +83,7 @@ return 0
 def _record(ctx: Context, row: asyncpg.Record) -> EdgeEndpoint:
     # The edge verifies with the clear secret: the config in Redis carries it (what that means for who may
     # read Redis: docs/adr/0027-sealed-secrets-at-rest.md); Postgres holds it sealed.
-    provider_secret = sealed.open_provider_secret(ctx, row["id"], row["secret"])
+    provider_secret = sealing.open_provider_secret(ctx, row["id"], row["secret"])
     return EdgeEndpoint(
         endpoint_id=row["id"],
         account_id=row["account_id"],
@@ -92,7 +92,7 @@ def _record(ctx: Context, row: asyncpg.Record) -> EdgeEndpoint:
         auth=EdgeAuth(
             hmac_enabled=row["hmac_enabled"],
             # The provider's own secret when set; else the platform secret, which verifies what hookyard signed.
-            secret=provider_secret or sealed.open_endpoint_secret(ctx, row["id"], row["signing_secret"]),
+            secret=provider_secret or sealing.open_endpoint_secret(ctx, row["id"], row["signing_secret"]),
             header_name=row["header_name"],
             tolerance_seconds=row["tolerance_seconds"],
             on_failure=row["on_failure"],

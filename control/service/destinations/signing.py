@@ -16,9 +16,9 @@ from control.db import destinations as db_destinations
 from control.db.context import Context, Principal
 from control.delivery.signing import new_ed25519
 from control.records.destinations import DestinationCreated, SecretRotation, SigningScheme
-from control.service import sealed
-from control.service.destination_view import destination_record, not_found
-from control.service.endpoints import require_endpoint, require_write
+from control.service.destinations.view import destination_record
+from control.service.endpoints import require_owned, require_write
+from control.support import sealing
 from shared import ids
 
 __all__ = ("new_signing_secret", "rotate_destination_secret")
@@ -38,23 +38,20 @@ async def rotate_destination_secret(
     attempt; the previous one signs beside it for ``data.overlap_s``. An ``hmac`` secret is returned once."""
     require_write(principal)
     data = data or SecretRotation()
-    if not ids.is_id(destination_id, "dst"):
-        raise not_found(destination_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        current = await db_destinations.signing_for_rotation(conn, principal.account_id, destination_id)
-        if current is None:
-            raise not_found(destination_id)
-        await require_endpoint(conn, principal, current["endpoint_id"])  # expired: 410
+        current = await require_owned(
+            conn, principal, destination_id, kind="dst", noun="destination", get=db_destinations.signing_for_rotation
+        )
         scheme = data.signing_scheme or ("ed25519" if current["signing_public_key"] else "hmac")
         secret, public = new_signing_secret(scheme)
         previous = None
         if data.overlap_s > 0:
-            clear = sealed.open_destination_secret(ctx, destination_id, current["signing_secret"])
-            previous = sealed.seal_destination_previous(ctx, destination_id, clear)
+            clear = sealing.open_destination_secret(ctx, destination_id, current["signing_secret"])
+            previous = sealing.seal_destination_previous(ctx, destination_id, clear)
         row = await db_destinations.rotate_secret(
             conn,
             destination_id,
-            signing_secret=sealed.seal_destination_secret(ctx, destination_id, secret),
+            signing_secret=sealing.seal_destination_secret(ctx, destination_id, secret),
             signing_public_key=public,
             previous_secret=previous,
             previous_public_key=current["signing_public_key"],

@@ -2,7 +2,7 @@
 
 Disabled, a destination is sent nothing: its due deliveries are held (no attempt spent, nothing counted
 against its circuit), those routed meanwhile too, and a ``destination.disabled`` alert is open while it lasts
-(``control.service.alert_evaluation``). Enabled again, every held delivery goes out as it stood (in order for
+(``control.workers.alerts.evaluator``). Enabled again, every held delivery goes out as it stood (in order for
 a FIFO destination), with its circuit closed. How the workers take it: ``control.db.destination_state``.
 """
 
@@ -14,8 +14,8 @@ from control.db.connection import returned
 from control.db.context import Context, Principal
 from control.records.destinations import Destination, DestinationDisable
 from control.records.storable import check_text
-from control.service.destination_view import destination_record, not_found
-from control.service.endpoints import require_endpoint, require_write
+from control.service.destinations.view import destination_record, not_found
+from control.service.endpoints import require_owned, require_write
 from shared import ids
 
 __all__ = ("BY_API", "disable_destination", "enable_destination")
@@ -32,10 +32,7 @@ async def disable_destination(
         raise not_found(destination_id)
     reason = (check_text(data.reason, "reason") if data is not None else None) or BY_API
     async with ctx.pool.acquire() as conn, conn.transaction():
-        row = await db_destinations.get(conn, principal.account_id, destination_id)
-        if row is None:
-            raise not_found(destination_id)
-        await require_endpoint(conn, principal, row["endpoint_id"])  # expired: 410
+        await require_owned(conn, principal, destination_id, kind="dst", noun="destination", get=db_destinations.get)
         await destination_state.disable(conn, [(destination_id, reason, "api")])
         row = returned(await db_destinations.get(conn, principal.account_id, destination_id))
     return destination_record(row)
@@ -44,13 +41,8 @@ async def disable_destination(
 async def enable_destination(ctx: Context, principal: Principal, destination_id: str) -> Destination:
     """Enables the destination; its held deliveries go out at once."""
     require_write(principal)
-    if not ids.is_id(destination_id, "dst"):
-        raise not_found(destination_id)
     async with ctx.pool.acquire() as conn, conn.transaction():
-        row = await db_destinations.get(conn, principal.account_id, destination_id)
-        if row is None:
-            raise not_found(destination_id)
-        await require_endpoint(conn, principal, row["endpoint_id"])
+        await require_owned(conn, principal, destination_id, kind="dst", noun="destination", get=db_destinations.get)
         await destination_state.enable(conn, destination_id)
         row = returned(await db_destinations.get(conn, principal.account_id, destination_id))
     return destination_record(row)
