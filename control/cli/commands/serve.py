@@ -18,6 +18,9 @@ from control.cli.runtime import command_settings, exit_now, run
 from shared.errors import ConfigError
 from shared.settings import Settings, env_name
 
+WORKERS_KILL_TIMEOUT_S = 10
+"""Seconds granian waits for a stopping worker before killing it (see ``_serve``)."""
+
 __all__ = ("add_parsers",)
 
 
@@ -99,6 +102,13 @@ def _serve(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory"]
     argv += ["--host", settings.host, "--port", str(port), "--workers", str(args.workers), "--loop", "uvloop"]
     argv += ["--log-level", settings.log_level, "--log-config", _granian_log_config(settings)]
+    # A worker that never finishes stopping (granian's own shutdown can deadlock: emmett-framework/granian#875,
+    # seen here as `hookyard edge` still running 60 s after SIGTERM) is killed after WORKERS_KILL_TIMEOUT_S
+    # instead of holding the server and its port forever. Longer than any shutdown of ours: the edge writes
+    # its last refusal counts within 2 s, control answers its long polls at once. GRANIAN_WORKERS_KILL_TIMEOUT
+    # set by the operator wins (an explicit flag would override it).
+    if "GRANIAN_WORKERS_KILL_TIMEOUT" not in env:
+        argv += ["--workers-kill-timeout", str(WORKERS_KILL_TIMEOUT_S)]
     argv += ["--http", "1", "--no-ws", "edge.app:create_app"] if edge else ["control.app:create_app"]
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,0 +1,60 @@
+"""A served plane stops within a bound even when one of its granian workers never finishes stopping.
+
+granian's own worker shutdown can deadlock (emmett-framework/granian#875); with its kill timeout off (granian's
+default) the main process then waits on that worker forever, and `hookyard edge` was seen still running 60 s
+after SIGTERM. A worker held by SIGSTOP stands in for the deadlocked one: it cannot act on the SIGTERM it is
+sent, exactly as a deadlocked one does not."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from control.cli.commands.serve import WORKERS_KILL_TIMEOUT_S
+from shared.settings import Settings
+from tests.onboarding.clirun import until
+from tests.stack import Stack, free_port, hookyard_command
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_worker_that_never_stops_is_killed_and_the_server_exits(settings: Settings, tmp_path: Path) -> None:
+    stack = Stack(settings, tmp_path)
+    port = free_port()
+    log_path = tmp_path / "edge.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - closed right after the start
+    server = subprocess.Popen(
+        [*hookyard_command(), "edge", "--port", str(port), "--workers", "2"],
+        env=stack.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    stuck: psutil.Process | None = None
+    try:
+        stack.wait_healthy(f"http://127.0.0.1:{port}/healthz", server)
+        until(lambda: log_path.read_text(errors="replace").count("Started worker") >= 2, 30, "both workers started")
+        stuck = psutil.Process(server.pid).children()[0]
+        os.kill(stuck.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(WORKERS_KILL_TIMEOUT_S + 20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running after SIGTERM:\n{log_path.read_text()[-3000:]}") from None
+        took = time.monotonic() - started
+        assert took >= WORKERS_KILL_TIMEOUT_S - 1, took  # it waited for the worker first, then killed it
+        assert "refused to gracefully stop" in log_path.read_text(errors="replace")
+        assert not stuck.is_running() or stuck.status() == psutil.STATUS_ZOMBIE
+    finally:
+        if stuck is not None and stuck.is_running():
+            stuck.kill()
+        if server.poll() is None:
+            server.kill()
+            server.wait(10)
