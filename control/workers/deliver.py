@@ -131,8 +131,7 @@ class Deliver:
     def _free(self) -> int:
         # Busy: held tasks less the pace's allowance, results waiting beyond a concurrency; at 3x, no claim (ADR 0034).
         now, behind = time.monotonic(), max(0, self.recorder.queued - self.concurrency)
-        allowed = sum(self.ready.ahead(d, now) for d in self.ready.tracked(self._per_destination))
-        free = self.concurrency - self._active() - behind - self.ready.count + allowed
+        free = self.concurrency - self._active() - behind - self.ready.count + self.ready.allowance(now)
         return free if behind < 2 * self.concurrency else 0
 
     def _held(self, now: float) -> dict[str, int]:
