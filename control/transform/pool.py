@@ -178,7 +178,7 @@ class Pool:
         deliveries start together and reach ``run`` in the same turn, and pumping at each call sent the first
         one or two alone (a process with room takes a batch at once) and the rest as the next batch. One
         write, one wakeup of the sandbox process and one answer per batch are most of what a call costs the
-        caller's process beyond the call itself (ADR 0065)."""
+        caller's process beyond the call itself (ADR 0060)."""
         self._pumping = False
         self._pump()
 
