@@ -162,12 +162,12 @@ class Learner:
 
     async def _learn(self, conn: Connection, senders: dict[tuple[str, Any, Any], Batch]) -> None:
         known = self._accounts.get
-        accounts = {e: a for e in {endpoint_id for endpoint_id, _, _ in senders} if (a := known(e)) is not None}
+        accounts: dict[str, str] = {e: a for e in {e for e, _, _ in senders} if (a := known(e)) is not None}
         unknown = [e for e, _, _ in senders if e not in accounts]
         if unknown:
             read = await db.accounts_of(conn, list(dict.fromkeys(unknown)))
-            for endpoint_id, account_id in read.items():
-                self._accounts.put(endpoint_id, account_id)
+            for endpoint, account in read.items():
+                self._accounts.put(endpoint, account)
             accounts.update(read)
         batches: dict[tuple[str, str], tuple[Batch, tuple[Any, ...]]] = {}
         for (endpoint_id, provider, event_type), batch in senders.items():
