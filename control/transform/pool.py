@@ -248,7 +248,7 @@ class Pool:
                 return None
             if len(batch) > 1:  # which call did it: each again alone
                 return [await self._alone(account, job) for job in batch]
-            ms = (time.perf_counter() - clock) * 1000
+            ms = (time.perf_counter() - (process.began or clock)) * 1000
             return [Run(error=ended.message, stopped=True, crashed=ended.crashed, duration_ms=ms)]
         if answer.problem is not None:
             return [Problem(answer.problem, answer.line)] * len(batch)
