@@ -51,7 +51,10 @@ _decode = msgspec.json.Decoder().decode
 _body_of = operator.itemgetter(_BODY)
 _sender_of = operator.itemgetter(_ENDPOINT, _PROVIDER, _TYPE)
 _json = msgspec.json.Encoder()
-_MAX_CACHED = 50_000
+_MAX_IDS_BYTES = 8 * 1024 * 1024
+"""What each of the learner's id maps may weigh (endpoint → account, (account, scope) → schema id): a scope
+key holds the sender's event type, so a hostile sender's keys can be long and every one new (once bounded by
+count: 50,000 of any length, and emptied all at once when full)."""
 _MAX_TYPED_BYTES = 64 * 1024 * 1024
 """What each of the learner's Struct caches (by shape, and by sender) may weigh: a hostile sender's every
 body can be a new shape of 2,000 paths, a few MB as a Struct (once bounded by count: 2,000 of any size)."""
@@ -98,8 +101,10 @@ class Learner:
 
     def __init__(self) -> None:
         self.shapes = Shapes()
-        self._accounts: dict[str, str] = {}
-        self._ids: dict[tuple[str, str], str] = {}
+        self._accounts: BytesLRU[str, str] = BytesLRU(_MAX_IDS_BYTES)
+        """Endpoint id → its account's id (an endpoint never changes account)."""
+        self._ids: BytesLRU[tuple[str, str], str] = BytesLRU(_MAX_IDS_BYTES)
+        """(account id, scope key) → schema id."""
         self._states: BytesLRU[str, tuple[int, State, int]] = BytesLRU(_MAX_STATE_BYTES, size=_third)
         """Schema id → (revision, state, weight): a state is read again only when another process wrote it."""
         self._typed: BytesLRU[tuple[str, Any, Any], Typed] = BytesLRU(_MAX_TYPED_BYTES, size=_typed_weight)
@@ -141,22 +146,29 @@ class Learner:
     async def _schema_ids(
         self, conn: Connection, batches: dict[tuple[str, str], tuple[Batch, tuple[Any, ...]]]
     ) -> dict[str, tuple[Batch, tuple[Any, ...]]]:
-        """Schema id → batch; creates the schemas not seen before (unless the account is at its limit)."""
-        missing = [k for k in batches if k not in self._ids]
+        """Schema id → batch; creates the schemas not seen before (unless the account is at its limit). The
+        ids read here are used from what was read, not from the cache: a batch of more new keys than the cache
+        holds would have evicted its own first ones."""
+        known = self._ids.get
+        found = {k: i for k in batches if (i := known(k)) is not None}
+        missing = [k for k in batches if k not in found]
         if missing:
             await db.create_missing(conn, [(new_id("sch"), a, s, *batches[(a, s)][1]) for a, s in missing])
-            if len(self._ids) > _MAX_CACHED:
-                self._ids.clear()
-            self._ids.update(await db.ids_for(conn, missing))
-        return {self._ids[k]: batch for k, batch in batches.items() if k in self._ids}
+            read = await db.ids_for(conn, missing)
+            for key, schema_id in read.items():
+                self._ids.put(key, schema_id)
+            found.update(read)
+        return {found[k]: batch for k, batch in batches.items() if k in found}
 
     async def _learn(self, conn: Connection, senders: dict[tuple[str, Any, Any], Batch]) -> None:
-        accounts = self._accounts
-        unknown = list({endpoint_id for endpoint_id, _, _ in senders} - accounts.keys())
+        known = self._accounts.get
+        accounts: dict[str, str] = {e: a for e in {e for e, _, _ in senders} if (a := known(e)) is not None}
+        unknown = [e for e, _, _ in senders if e not in accounts]
         if unknown:
-            if len(accounts) > _MAX_CACHED:
-                accounts.clear()
-            accounts.update(await db.accounts_of(conn, unknown))
+            read = await db.accounts_of(conn, list(dict.fromkeys(unknown)))
+            for endpoint, account in read.items():
+                self._accounts.put(endpoint, account)
+            accounts.update(read)
         batches: dict[tuple[str, str], tuple[Batch, tuple[Any, ...]]] = {}
         for (endpoint_id, provider, event_type), batch in senders.items():
             account_id = accounts.get(endpoint_id)

@@ -46,13 +46,11 @@ MAX_PATHS = 2000
 """Paths one body contributes, and one schema holds (``control.schemas.state``): a body with more (a map keyed
 by data) is learned in part, and where it was cut nothing counts as absent."""
 _MAX_CACHED_BYTES = 128 * 1024 * 1024
-"""What the compiled shapes of one process's cache may weigh, however few paths that is."""
+"""What the compiled shapes of one process's cache may weigh, however few paths that is (a hostile sender's
+every body can be a new 2,000-path shape)."""
 _PATH_BYTES = 128
 """A cached shape's cost per path beside twice its text (226 bytes a path of 107 characters measured with
 tracemalloc: the path, its entries in the shape's sets, its part of the signature)."""
-_MAX_CACHED_PATHS = 1_000_000
-"""Paths held by the compiled shapes of one process's cache (bounded by what they weigh, not by their count:
-a hostile sender's every body can be a new 2,000-path shape)."""
 
 _CODE: dict[Any, str] = {str: "s", int: "i", float: "n", bool: "b", type(None): "z"}
 _code = _CODE.get
@@ -339,25 +337,28 @@ def compile_shape(sig: Any) -> Shape:
 
 
 class Shapes:
-    """The signature → Shape cache of one worker process (shared by its flush lanes)."""
+    """The signature → Shape cache of one worker process (shared by its flush lanes), bounded in bytes: when
+    full, the least recently used shapes go, one at a time, so a sender's steady shapes stay while another's
+    flood of new ones passes through (it once emptied all at once, and every sender compiled again)."""
 
     def __init__(self) -> None:
-        self._cache: dict[Any, Shape] = {}
-        self._paths = 0
-        """Paths of the cached shapes (what bounds the cache, with ``nbytes``)."""
-        self.nbytes = 0
-        """What the cached shapes weigh: a path's key names are the sender's, so their length counts."""
+        self._cache: BytesLRU[Any, Shape] = BytesLRU(_MAX_CACHED_BYTES, size=_shape_bytes)
+        """A shape weighs its paths (a path's key names are the sender's, so their length counts), and its
+        signature again as the key: on the safe side."""
+
+    @property
+    def nbytes(self) -> int:
+        """What the cached shapes weigh."""
+        return self._cache.nbytes
 
     def of(self, doc: dict[str, Any]) -> Shape:
         sig = signature(doc)
         shape = self._cache.get(sig)
         if shape is None:
             shape = compile_shape(sig)
-            weight = sum(_PATH_BYTES + 2 * len(path) for path, _ in shape.present)
-            if self._paths + len(shape.present) > _MAX_CACHED_PATHS or self.nbytes + weight > _MAX_CACHED_BYTES:
-                self._cache.clear()
-                self._paths = self.nbytes = 0
-            self._cache[sig] = shape
-            self._paths += len(shape.present)
-            self.nbytes += weight
+            self._cache.put(sig, shape)
         return shape
+
+
+def _shape_bytes(shape: Shape) -> int:
+    return sum(_PATH_BYTES + 2 * len(path) for path, _ in shape.present)

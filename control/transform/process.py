@@ -18,6 +18,7 @@ import os
 import signal
 import struct
 import sys
+import time
 from collections import deque
 
 import msgspec
@@ -79,6 +80,10 @@ class Process:
         self._ready = asyncio.create_task(self._start(memory_mb), name="sandbox:start")
         self._reader: asyncio.Task[None] | None = None
         self._pidfd: int | None = None
+        self.began: float | None = None
+        """When the running batch began (``time.perf_counter()``): the process was up and the batch before
+        it answered. None before the process is up. What a stopped call ran for is measured from here, not
+        from when it was sent: a new process's start, or a batch ahead of it, is not the call's time."""
 
     async def _start(self, memory_mb: int) -> None:
         self.proc = await asyncio.create_subprocess_exec(
@@ -125,6 +130,7 @@ class Process:
 
     def _arm(self, more_s: float = 0.0) -> None:
         """The running batch's clock: ``more_s`` on top while the process is not up yet."""
+        self.began = None if more_s else time.perf_counter()
         self._timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S + GRACE_S + more_s, self._overdue)
 
     def _overdue(self) -> None:

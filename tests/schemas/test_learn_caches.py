@@ -4,7 +4,8 @@ grow, and another account's sender beside it still learns exactly what it sent (
 The hostile account's every endpoint sends a new shape of hundreds of nested paths twice in a row, which
 makes each one a Struct (a class per object) that the learner would keep per shape and per sender. The
 bounds are made small here so that a few hundred such senders pass them many times over; what the learner
-holds is measured with tracemalloc, not taken from its own accounting. No servers: the learner's CPU part.
+holds is measured with tracemalloc, not taken from its own accounting. No servers: the learner's CPU part,
+but for the id maps (endpoint → account, scope → schema id), which the learner fills from Postgres.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ import tracemalloc
 
 import pytest
 
+from control.db.context import Context
 from control.schemas import learn as learn_module
 from control.schemas import shape as shape_module
 from control.schemas.learn import Learner
+from control.service import schemas as service
+from tests.conftest import make_account
+from tests.schemas.conftest import flush, make_endpoint, principal, record
 from tests.schemas.test_schema_typed import _charge, _general, _row, _view
 
 _BOUND = 2 * 1024 * 1024
@@ -73,3 +78,59 @@ def test_a_hostile_account_filling_the_struct_caches_stays_within_their_bytes(
     # together 4.5 bounds): their weights are honest, not only bounded.
     assert len(learner._typed) < 100
     assert held < 4.5 * _BOUND, f"the learner holds {held} bytes after the flood"
+
+
+def test_the_shapes_cache_lets_go_of_the_least_recently_used_shapes_one_by_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Full, the shapes cache drops the shapes used longest ago, not all of them: a sender whose shape is
+    used all the time keeps it (the same compiled Shape) while a flood of new shapes passes through; it once
+    emptied at once, and every sender's shape was compiled again."""
+    monkeypatch.setattr(shape_module, "_MAX_CACHED_BYTES", _BOUND)
+    shapes = shape_module.Shapes()
+    normal = shapes.of(_charge(0))
+    sizes = []
+    for n in range(100):  # 100 shapes of 450 paths: about 30 bounds' worth at their weight
+        shapes.of(json.loads(_hostile(n)))
+        assert shapes.nbytes <= _BOUND
+        sizes.append(len(shapes._cache))
+        assert shapes.of(_charge(n)) is normal, "the shape in use was dropped"
+    assert sizes[-1] < 100  # it was full, and let shapes go...
+    assert min(sizes[len(sizes) // 2 :]) >= sizes[-1] - 1  # ...one at a time, never all at once
+    assert shapes.nbytes > _BOUND // 2
+    assert shapes.of(json.loads(_hostile(99))) is shapes.of(json.loads(_hostile(99)))  # the newest are kept
+    assert shape_module.signature(json.loads(_hostile(0))) not in shapes._cache  # the oldest are not
+
+
+async def test_the_learners_id_maps_stay_within_their_bytes_beside_a_hostile_account(
+    ctx: Context, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learner's endpoint → account and (account, scope) → schema maps are bounded in bytes (once 50,000
+    entries each of any length, emptied at once when full): a hostile account's many endpoints and long
+    event types (a scope key holds the event type) pass through them, and another account's sender beside
+    it still has every event learned in its own schema."""
+    bound = 32 * 1024
+    monkeypatch.setattr(learn_module, "_MAX_IDS_BYTES", bound)
+    learner = Learner()
+    normal = await make_account(database_url)
+    normal_endpoint = await make_endpoint(database_url, normal.id)
+    hostile = await make_account(database_url)
+    hostile_endpoints = [await make_endpoint(database_url, hostile.id) for _ in range(30)]
+    sent = 0
+    for round_ in range(5):
+        flood = [
+            record(endpoint, {"type": f"{round_}.{k}." + "t" * 1000, "n": 1})
+            for k, endpoint in enumerate(hostile_endpoints)
+        ]
+        await flush(ctx, flood, learner)
+        await flush(
+            ctx, [record(normal_endpoint, {"type": "charge.succeeded", "amount": i}) for i in range(5)], learner
+        )
+        sent += 5
+        assert learner._ids.nbytes <= bound
+        assert learner._accounts.nbytes <= bound
+        (schema,) = (await service.list_schemas(ctx, principal(normal.id))).schemas
+        assert schema.sample_count == sent
+    hostile_schemas = (await service.list_schemas(ctx, principal(hostile.id))).schemas
+    assert len(hostile_schemas) == 150  # every one learned, through maps that hold a fraction of them
+    assert len(learner._ids) < 60
