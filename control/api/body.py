@@ -20,8 +20,8 @@ from litestar.exceptions import SerializationException
 from litestar.handlers import HTTPRouteHandler
 from litestar.types import Empty
 
-from control.support.json_depth import check_bytes
 from control.support.request_decoding import decode_json
+from shared.json_depth import check_bytes
 
 __all__ = ("StrictJSONRequest",)
 
@@ -54,7 +54,7 @@ class StrictJSONRequest(Request[Any, Any, Any]):
         decoder = _decoder(self.route_handler)
         body = await self.body()
         if self._json is Empty:
-            check_bytes(body)  # before any decoder recurses into it (``control.support.json_depth``)
+            check_bytes(body)  # before any decoder recurses into it (``shared.json_depth``)
         if decoder is None:
             return await super().json()
         if not body:  # Litestar's own path reports the missing body

@@ -43,9 +43,9 @@ from control.service import inbox as service
 from control.service.anonymous import SESSION_COOKIE
 from control.service.events.read import EventFilters
 from control.service.inbox_links import LINK_COOKIE
-from control.support.json_depth import check_bytes
 from control.support.request_decoding import decode_json
 from shared.errors import ForbiddenError, ValidationError
+from shared.json_depth import check_bytes
 
 __all__ = ("HEADERS", "STREAM_S", "InboxDataController", "inbox_caller", "same_origin")
 
@@ -172,7 +172,7 @@ class InboxDataController(Controller):
         body is read once the page may be used (an expired endpoint is 410 whatever the body)."""
         same_origin(ctx, request)
         principal = await inbox_caller(ctx, request, endpoint_id)
-        check_bytes(await request.body())  # before the decoder recurses (``control.support.json_depth``)
+        check_bytes(await request.body())  # before the decoder recurses (``shared.json_depth``)
         try:
             data = decode_json(_TRANSFORM_TEST, await request.body())
         except msgspec.DecodeError as exc:

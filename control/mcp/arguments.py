@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from control.support.json_depth import check_value
 from control.support.request_decoding import decode_json
 from shared.errors import ValidationError
+from shared.json_depth import check_value
 
 __all__ = ("Arguments", "decode")
 
@@ -36,7 +36,7 @@ def _decoder(record: type[msgspec.Struct]) -> msgspec.json.Decoder[Any]:
 def decode(record: type[T], values: Mapping[str, Any]) -> T:
     """``values`` as ``record``, or ``ValidationError`` naming the field. The values are written out as JSON
     (lone surrogates escaped, as a client sends them) and read back by the /v1 body decoder itself."""
-    check_value(values)  # before json.dumps recurses into it (``control.support.json_depth``)
+    check_value(values)  # before json.dumps recurses into it (``shared.json_depth``)
     try:
         decoded: T = decode_json(_decoder(record), json.dumps(values).encode())
         return decoded

@@ -27,6 +27,7 @@ import msgspec
 from control.records.destinations import HOP_BY_HOP
 from control.records.transforms import TransformError, TransformRecord
 from control.transform.wire import Problem, Run
+from shared import json_depth
 from shared.bytes_lru import memoize
 from shared.errors import NotATransformError
 
@@ -104,7 +105,7 @@ def view(sent: Outgoing) -> tuple[dict[str, Any], Any]:
     path, query = _parts(sent.url)
     headers = {name: _text(value) for name, value in sent.headers.items()}
     body: Any = None
-    if sent.body and _is_json(sent.headers.get("content-type")):
+    if sent.body and _is_json(sent.headers.get("content-type")) and not json_depth.exceeds(sent.body):
         try:
             body = msgspec.json.decode(sent.body)
         except msgspec.DecodeError:
@@ -209,6 +210,15 @@ def _outgoing(returned: dict[str, Any], sent: Outgoing, shown: dict[str, Any], b
 async def apply(call: Call, sent: Outgoing, context: Mapping[str, Any]) -> Result:
     """Runs the transform on the request ``sent`` would be; the request to send instead, or why none is.
     NotATransformError when its source does not compile."""
+    if sent.body and _is_json(sent.headers.get("content-type")) and json_depth.exceeds(sent.body):
+        # Stored as sent, but no transform gets it: decoding and re-encoding it would recurse past Python's
+        # limit (a RecursionError was a 500 in the dry run and an attempt retried without end).
+        error = TransformError(
+            message=f"the request body nests deeper than {json_depth.MAX_DEPTH} levels, more than a transform "
+            "is given; nothing was sent",
+            line=None,
+        )
+        return Result(None, TransformRecord(outcome="failed", error=error, duration_ms=0.0))
     shown, body_in = view(sent)
     run = await call(_encode({"request": shown, "context": context}).decode())
     if isinstance(run, Problem):

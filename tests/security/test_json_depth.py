@@ -13,8 +13,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from control.support.json_depth import MAX_DEPTH, check_bytes, check_value
 from shared.errors import ValidationError
+from shared.json_depth import MAX_DEPTH, check_bytes, check_value
 from shared.settings import Settings
 from tests.events_support import live_app
 from tests.helpers import assert_error, create_endpoint

@@ -227,6 +227,29 @@ async def test_a_replay_its_transform_skips_or_fails_sends_nothing(
     assert resp.json()["error"]["message"].startswith("transform: line 1: SyntaxError")
 
 
+async def test_an_event_nested_past_the_cap_is_a_failed_transform_in_the_dry_run_and_the_replay(
+    client, account, database_url, destination: Destination
+) -> None:
+    """A captured webhook 20,000 levels deep (anyone can post one to an ingest URL): the dry run by its id and a
+    replay through a transform answer a failed transform saying why; both were a 500 (RecursionError)."""
+    endpoint = await create_endpoint(client, account.headers)
+    ev = Ev(endpoint_id=endpoint["id"], body=b'{"a":' * 20_000 + b"1" + b"}" * 20_000)
+    async with db(database_url) as conn:
+        await store(conn, None, None, [ev])
+    why = "the request body nests deeper than 128 levels, more than a transform is given; nothing was sent"
+    result = await _test(client, account, transform="function handler(r) { return r; }", event_id=ev.id)
+    assert (result["request"], result["error"]) == (None, {"message": why, "line": None})
+    resp = await client.post(
+        f"/v1/events/{ev.id}/replay",
+        json={"url": destination.url, "transform": "function handler(r) { return r; }"},
+        headers=account.headers,
+    )
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["transform"]["outcome"] == "failed"
+    assert resp.json()["transform"]["error"]["message"] == why
+    assert destination.requests == []
+
+
 async def test_llms_txt_tells_an_agent_how_to_write_and_try_one(client) -> None:
     text = (await client.get("/llms.txt")).text
     assert "**Transforms.**" in text

@@ -254,3 +254,24 @@ async def test_a_lone_surrogate_out_of_a_destinations_transform_fails_its_task(c
         )
         assert (await _delivery(ctx, made["task"]))["transform"]["outcome"] == "failed"
         assert sink.requests == []
+
+
+async def test_a_captured_body_nested_past_the_cap_fails_its_transform_once(ctx: Context, client, account) -> None:
+    """A webhook nested 20,000 deep is stored as sent, but handed to no transform: its attempt is a failed
+    transform, recorded, the task done. It was a RecursionError that re-leased the attempt every minute
+    without end (and held a FIFO line behind it for as long); the next task of the same destination goes."""
+    deep = b'{"a":' * 20_000 + b"1" + b"}" * 20_000
+    with serving() as sink:
+        endpoint, dst, _ = await _destination(client, account, sink.url, "function handler(r) { return r; }")
+        made = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst, body=deep)
+        after = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+        async with running(ctx):
+            failed = await settled(ctx, made["task"], "failed")
+            await settled(ctx, after["task"], "succeeded")
+        assert failed["last_error"] == (
+            "transform failed: the request body nests deeper than 128 levels, more than a transform is given; "
+            "nothing was sent"
+        )
+        assert await _attempts(ctx, made["task"], 1)
+        assert (await _delivery(ctx, made["task"]))["transform"]["outcome"] == "failed"
+        assert len(sink.requests) == 1

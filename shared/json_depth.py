@@ -4,7 +4,9 @@ A body nested 20,000 deep made the decoders recurse until Python's limit (``Recu
 anything that walks a value afterwards (validation, encoding, a condition tree, a dry run's event) would
 recurse as deep. No webhook payload or request record here needs more than a few dozen levels, so deeper
 input is refused before it is decoded, with a 400 naming where it went too deep (the first field or two of
-its path: ``request.body: nested deeper than 128 levels``).
+its path: ``request.body: nested deeper than 128 levels``). A captured webhook is stored as sent, however
+deep; a transform never gets one deeper than the cap (``control.transform.apply``: that attempt's transform
+fails, saying so).
 
 The check of raw bytes costs nothing for the usual body: strings are cut out and the brackets counted in C
 (``re``, ``bytes.translate``, ``itertools.accumulate``); only a body over the cap is walked in Python, to
@@ -19,7 +21,7 @@ from typing import Any
 
 from shared.errors import ValidationError
 
-__all__ = ("MAX_DEPTH", "check_bytes", "check_value", "too_deep")
+__all__ = ("MAX_DEPTH", "check_bytes", "check_value", "exceeds", "too_deep")
 
 MAX_DEPTH = 128
 """Levels of arrays and objects a JSON input may nest (the top-level object is level 1)."""
@@ -81,6 +83,12 @@ def _name(keys: list[str | None]) -> str:
 
 def too_deep(where: str) -> ValidationError:
     return ValidationError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+
+
+def exceeds(body: bytes) -> bool:
+    """Whether ``body`` nests deeper than the cap: for input that is not refused but must not be decoded (a
+    captured webhook, stored as sent, that a transform is about to get)."""
+    return _depth(body) > MAX_DEPTH
 
 
 def check_bytes(body: bytes) -> None:
