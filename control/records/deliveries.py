@@ -109,9 +109,10 @@ class DeliveryRetry(msgspec.Struct, kw_only=True):
     event_id: str
     destination_id: str
     rule_id: str
-    previous_status: Literal["pending", "failed", "succeeded"]
+    previous_status: Literal["pending", "failed", "succeeded", "held"]
     """Where the delivery stood: ``failed`` (the schedule had given up), ``pending`` (waiting for its next
-    scheduled attempt, now brought forward) or ``succeeded`` (the retry is a deliberate resend)."""
+    scheduled attempt, now brought forward), ``succeeded`` (the retry is a deliberate resend) or ``held`` (its
+    destination is disabled: the claim holds it again, and enabling the destination sends it)."""
     status: Literal["pending"]
     """Its state now: due at ``due_at``, and no longer in the schedule's hands until that attempt is made."""
     attempt_number: int
