@@ -8,26 +8,11 @@ a value lives is a :class:`Where`, every handshake one of :data:`HANDSHAKES`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import msgspec
 
 __all__ = ("HANDSHAKES", "Items", "Provider", "SampleSpec", "Scheme", "Where")
-
-HANDSHAKES = (
-    "slack_url_verification",
-    "zoom_url_validation",
-    "meta_hub_challenge",
-    "graph_validation_token",
-    "dropbox_challenge",
-    "x_crc",
-    "twitch_callback_verification",
-    "asana_hook_secret",
-    "okta_verification",
-    "discord_ping",
-    "body_challenge_echo",
-)
-"""Every handshake kind ``shared.providers.handshake`` answers."""
 
 Handshake = Literal[
     "slack_url_verification",
@@ -42,6 +27,9 @@ Handshake = Literal[
     "discord_ping",
     "body_challenge_echo",
 ]
+
+HANDSHAKES: tuple[str, ...] = get_args(Handshake)
+"""Every handshake kind ``shared.providers.handshake`` answers (the literal's values, in its order)."""
 
 
 class Where(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

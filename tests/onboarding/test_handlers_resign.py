@@ -14,10 +14,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import signal
 import subprocess
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,8 +23,8 @@ import httpx
 import pytest
 
 from tests.conftest import make_account
-from tests.node_packages import NODE
 from tests.onboarding.clirun import until
+from tests.schemas.support import node_work, tsc
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -116,87 +114,60 @@ async def learned(stack: Stack, database_url: str) -> AsyncIterator[tuple[httpx.
 def test_generated_handlers_accept_every_form_hookyard_sends_and_refuse_a_wrong_signature(learned) -> None:
     api, found = learned
     events, schemas = found["events"], found["schemas"]
-    work = NODE / f".gen-{uuid.uuid4().hex[:10]}"
-    work.mkdir()
     server: subprocess.Popen[bytes] | None = None
-    try:
-        handlers = []
-        for provider, schema_id in schemas.items():
-            for framework in FRAMEWORKS:
-                code = api.get(f"/v1/schemas/{schema_id}/types", params={"framework": framework})
-                assert code.status_code == 200, code.text
-                handlers.append(f"{provider}_{framework}")
-                (work / f"{handlers[-1]}.ts").write_text(code.text)
-        (work / "package.json").write_text('{"type": "module"}')
-        (work / "tsconfig.json").write_text(
-            json.dumps(
-                {
-                    "compilerOptions": {
-                        "strict": True,
-                        "module": "nodenext",
-                        "moduleResolution": "nodenext",
-                        "target": "es2022",
-                        "outDir": "out",
-                        "skipLibCheck": True,
-                        "types": ["node"],
-                    },
-                    "include": ["*.ts"],
-                }
-            )
-        )
-        tsc = subprocess.run(
-            [str(NODE / "node_modules" / ".bin" / "tsc"), "-p", "."],
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
-        assert tsc.returncode == 0, tsc.stdout + tsc.stderr
-        (work / "serve.mjs").write_text(SERVE)
-        env = {**os.environ, "WEBHOOK_SECRET": SECRET, "HANDLERS": json.dumps(handlers)}
-        log = open(work / "serve.log", "wb")  # noqa: SIM115 - closed right after the start
-        server = subprocess.Popen(["node", "serve.mjs"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        ports_file = work / "ports.json"
-        until(lambda: ports_file.exists() or server.poll() is not None, what="the handlers listening")
-        assert ports_file.exists(), (work / "serve.log").read_text()
-        ports = json.loads(ports_file.read_text())
+    with node_work() as work:  # removed after, with what the server wrote there
+        try:
+            handlers = []
+            for provider, schema_id in schemas.items():
+                for framework in FRAMEWORKS:
+                    code = api.get(f"/v1/schemas/{schema_id}/types", params={"framework": framework})
+                    assert code.status_code == 200, code.text
+                    handlers.append(f"{provider}_{framework}")
+                    (work / f"{handlers[-1]}.ts").write_text(code.text)
+            tsc(work)
+            (work / "serve.mjs").write_text(SERVE)
+            env = {**os.environ, "WEBHOOK_SECRET": SECRET, "HANDLERS": json.dumps(handlers)}
+            log = open(work / "serve.log", "wb")  # noqa: SIM115 - closed right after the start
+            server = subprocess.Popen(["node", "serve.mjs"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+            log.close()
+            ports_file = work / "ports.json"
+            until(lambda: ports_file.exists() or server.poll() is not None, what="the handlers listening")
+            assert ports_file.exists(), (work / "serve.log").read_text()
+            ports = json.loads(ports_file.read_text())
 
-        def replay(event_id: str, url: str, **options: Any) -> int | None:
-            done = api.post(f"/v1/events/{event_id}/replay", json={"url": url, **options})
-            assert done.status_code == 200, done.text
-            return done.json()["status"]
+            def replay(event_id: str, url: str, **options: Any) -> int | None:
+                done = api.post(f"/v1/events/{event_id}/replay", json={"url": url, **options})
+                assert done.status_code == 200, done.text
+                return done.json()["status"]
 
-        got, expected = {}, {}
-        for name in handlers:
-            provider, framework = name.rsplit("_", 1)
-            route = "/api/webhooks" if framework == "next" else f"/webhooks/{provider}"
-            url = f"http://127.0.0.1:{ports[name]}{route}"
-            forms = ("unsigned",) if provider == "endpoint" else ("provider", "neutral")
-            for form in forms:
-                event_id = events[provider, form]
-                got[name, form, "verbatim"] = replay(event_id, url)
-                got[name, form, "resign_with"] = replay(event_id, url, resign_with=SECRET)
-                got[name, form, "in x-signature"] = replay(
-                    event_id, url, resign_with=SECRET, signature_header="x-signature"
-                )
-                got[name, form, "wrong resign_with"] = replay(event_id, url, resign_with=WRONG)
-                got[name, form, "changed body"] = replay(event_id, url, body='{"forged": true}')
-                verbatim = 401 if form == "unsigned" else 200
-                expected.update(
-                    {
-                        (name, form, "verbatim"): verbatim,
-                        (name, form, "resign_with"): 200,
-                        (name, form, "in x-signature"): 200,
-                        (name, form, "wrong resign_with"): 401,
-                        (name, form, "changed body"): 401,
-                    }
-                )
-        assert {k: v for k, v in got.items() if v != expected[k]} == {}
-        assert len(got) == 2 * (4 * 2 + 1) * 5
-    finally:
-        if server is not None:
-            server.send_signal(signal.SIGTERM)
-            server.wait(10)
-        shutil.rmtree(work, ignore_errors=True)
+            got, expected = {}, {}
+            for name in handlers:
+                provider, framework = name.rsplit("_", 1)
+                route = "/api/webhooks" if framework == "next" else f"/webhooks/{provider}"
+                url = f"http://127.0.0.1:{ports[name]}{route}"
+                forms = ("unsigned",) if provider == "endpoint" else ("provider", "neutral")
+                for form in forms:
+                    event_id = events[provider, form]
+                    got[name, form, "verbatim"] = replay(event_id, url)
+                    got[name, form, "resign_with"] = replay(event_id, url, resign_with=SECRET)
+                    got[name, form, "in x-signature"] = replay(
+                        event_id, url, resign_with=SECRET, signature_header="x-signature"
+                    )
+                    got[name, form, "wrong resign_with"] = replay(event_id, url, resign_with=WRONG)
+                    got[name, form, "changed body"] = replay(event_id, url, body='{"forged": true}')
+                    verbatim = 401 if form == "unsigned" else 200
+                    expected.update(
+                        {
+                            (name, form, "verbatim"): verbatim,
+                            (name, form, "resign_with"): 200,
+                            (name, form, "in x-signature"): 200,
+                            (name, form, "wrong resign_with"): 401,
+                            (name, form, "changed body"): 401,
+                        }
+                    )
+            assert {k: v for k, v in got.items() if v != expected[k]} == {}
+            assert len(got) == 2 * (4 * 2 + 1) * 5
+        finally:
+            if server is not None:
+                server.send_signal(signal.SIGTERM)
+                server.wait(10)

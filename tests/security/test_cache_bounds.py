@@ -40,21 +40,21 @@ def test_compiled_condition_trees_stay_within_their_budget() -> None:
 def test_regex_cache_is_weighed() -> None:
     for n in range(1000):
         validation.regex(f"(a|b){{1,{n % 900 + 1}}}c{n}")
-    assert validation.regex.cache.nbytes <= validation.regex.cache.max_bytes  # type: ignore[attr-defined]
+    assert validation.regex.cache.nbytes <= validation.regex.cache.max_bytes  # type: ignore[attr-defined]  # memoize's wrapper carries .cache
 
 
 def test_a_long_url_is_parsed_but_never_kept() -> None:
     """A transform may make every URL different and as long as a URL may be (64 KB): parsed each time."""
-    before = send._url.cache.nbytes  # type: ignore[attr-defined]
+    before = send._url.cache.nbytes  # type: ignore[attr-defined]  # memoize's wrapper carries .cache
     for n in range(100):
         _, target, *_ = send._url(f"https://example.com/{n}/" + "p" * 60_000)
         assert len(target) > 60_000
-    assert send._url.cache.nbytes == before  # type: ignore[attr-defined]
+    assert send._url.cache.nbytes == before  # type: ignore[attr-defined]  # memoize's wrapper carries .cache
     for n in range(1000):  # 60 MB of URLs
         send._url(f"https://example.com/{n}/" + "q" * 30_000)  # under the entry bound: kept, within the budget
-    assert send._url.cache.nbytes <= send._url.cache.max_bytes  # type: ignore[attr-defined]
+    assert send._url.cache.nbytes <= send._url.cache.max_bytes  # type: ignore[attr-defined]  # memoize's wrapper carries .cache
     assert send._url("https://example.com/a")[0] == "example.com"
-    assert ("https://example.com/a",) in send._url.cache  # type: ignore[attr-defined]
+    assert ("https://example.com/a",) in send._url.cache  # type: ignore[attr-defined]  # memoize's wrapper carries .cache
 
 
 def test_secret_keyed_caches_are_bounded_by_their_keys_too() -> None:
@@ -62,7 +62,7 @@ def test_secret_keyed_caches_are_bounded_by_their_keys_too() -> None:
         secret = f"whsec_{n}" + "s" * 20_000  # an endpoint's secret is the caller's text
         mac.plain_mac(secret)
         identity.identity_mac(secret)
-    for cache in (mac.plain_mac.cache, identity.identity_mac.cache):  # type: ignore[attr-defined]
+    for cache in (mac.plain_mac.cache, identity.identity_mac.cache):  # type: ignore[attr-defined]  # memoize's wrapper carries .cache
         assert cache.nbytes <= cache.max_bytes
         assert len(cache) < 2000
 
