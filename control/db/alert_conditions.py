@@ -37,6 +37,13 @@ async def evaluation_lock(conn: Connection) -> bool:
     return bool(await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext('hookyard.alerts.evaluate'))"))
 
 
+async def wait_for_evaluation(conn: Connection) -> None:
+    """Waits for the evaluator's lock and holds it for the current transaction: a change that resolves an
+    alert itself (an enable) then cannot interleave with a round that read the condition before it and fires
+    after it. Take it first in the transaction, before any row lock, as the evaluator does."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('hookyard.alerts.evaluate'))")
+
+
 async def circuits_open(conn: Connection) -> list[asyncpg.Record]:
     return await conn.fetch(
         """SELECT e.account_id, d.id AS condition_key, d.endpoint_id, d.id AS destination_id,

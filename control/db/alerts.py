@@ -25,6 +25,7 @@ __all__ = (
     "open_for_endpoint",
     "prune",
     "resolve",
+    "resolve_condition",
     "sends_of",
     "set_counts",
 )
@@ -100,6 +101,18 @@ async def resolve(conn: Connection, alert_ids: Sequence[str]) -> None:
             "UPDATE alerts SET resolved_at = now() WHERE id = ANY($1::text[]) AND resolved_at IS NULL",
             list(alert_ids),
         )
+
+
+async def resolve_condition(conn: Connection, type_: str, condition_key: str) -> list[str]:
+    """Resolves the open alert of one condition (the ids resolved: none or one)."""
+    rows = await conn.fetch(
+        """UPDATE alerts SET resolved_at = now()
+            WHERE type = $1 AND condition_key = $2 AND resolved_at IS NULL
+        RETURNING id""",
+        type_,
+        condition_key,
+    )
+    return [r["id"] for r in rows]
 
 
 async def claim(
