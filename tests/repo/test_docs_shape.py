@@ -30,7 +30,7 @@ def test_the_index_lists_every_record_and_stays_short() -> None:
     text = index.read_text(encoding="utf-8")
     missing = [p.name for p in ADRS if f"(adr/{p.name})" not in text]
     assert not missing, f"docs/DECISIONS.md has no line for {missing}"
-    assert _lines(index) <= 40 + 3 * len(ADRS), "an index: a line or two per record, not its summary"
+    assert _lines(index) <= 150, "an index: a line or two per record, not its summary"
 
 
 def test_bench_results_are_one_table_written_by_bench_all() -> None:
