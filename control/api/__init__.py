@@ -15,7 +15,7 @@ from control.api.destinations import DestinationController, EndpointDestinationC
 from control.api.endpoints import EndpointController
 from control.api.erasures import EndpointErasureController, ErasureController
 from control.api.events import EndpointEventController, EventController
-from control.api.inbox_links import EndpointInboxLinkController
+from control.api.inbox.links import EndpointInboxLinkController
 from control.api.labels import EndpointLabelController, LabelController
 from control.api.query_names import UnknownQueryMiddleware
 from control.api.replay import DestinationTestController, ReplayController

@@ -9,9 +9,9 @@ from __future__ import annotations
 from litestar import Controller
 from litestar.handlers import HTTPRouteHandler
 
-from control.api.inbox import InboxController
-from control.api.inbox_data import InboxDataController
-from control.api.inbox_destinations import InboxDestinationsController
+from control.api.inbox.data import InboxDataController
+from control.api.inbox.destinations import InboxDestinationsController
+from control.api.inbox.page import InboxController
 from control.api.register import RegisterController
 from control.api.start import StartController
 from control.api.static import favicon, static_file

@@ -4,7 +4,7 @@
 - ``inbox.js``, ``curl.js`` (its "copy as curl"), ``hexdump.js`` (a binary body's raw tab), ``pretty.js`` (a
   JSON body indented and coloured from its own text), ``resign.js`` (the header a re-signed replay uses by
   default), ``inbox.css``:
-  the inbox page (``control.api.inbox``), written here, no framework; ``transform.js`` and ``transform.css``:
+  the inbox page (``control.api.inbox.page``), written here, no framework; ``transform.js`` and ``transform.css``:
   its transform editor (a dry run and a replay through a transform, on the event shown); ``alerts.js``: its
   banner of the endpoint's open alerts.
 - ``redoc.standalone.js``: the OpenAPI page at ``/schema``, Redoc pinned at the version in ``VENDORED``

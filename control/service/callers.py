@@ -2,8 +2,8 @@
 and charges that credential's rate limit (``control.support.rate_limits``) as it does.
 
 ``/v1`` and ``/mcp`` come here through their Bearer middlewares (``control.api.auth``, ``control.mcp.auth``),
-the inbox page, its data routes and the redemption of an inbox link through ``control.service.inbox`` and
-``control.api.inbox``.
+the inbox page, its data routes and the redemption of an inbox link through ``control.service.inbox.page`` and
+``control.api.inbox.page``.
 Nothing else resolves credentials (``tests/security/test_rate_limits.py`` checks the imports), so a new
 surface cannot be outside the limit without going around this module on purpose.
 

@@ -2,7 +2,7 @@
 // re-sign box. The server decides (shared/signatures.provider_signature_header): the event's own signature
 // header, its provider's in the family of names it arrived with (stripe-signature, or pay-signature for the
 // neutral names), x-signature when it has no provider scheme. The names and the order the server detects them
-// in come from the page (control/api/inbox.py writes them from shared/signatures), so none is written here.
+// in come from the page (control/api/inbox/page.py writes them from shared/signatures), so none is written here.
 "use strict";
 
 (() => {

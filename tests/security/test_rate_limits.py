@@ -1,6 +1,6 @@
 """Every authenticated surface is rate limited per credential, and outbound sends per account.
 
-The audit found the inbox's data routes outside the limiter (``control/service/inbox.py`` resolved its
+The audit found the inbox's data routes outside the limiter (``control/service/inbox/page.py`` resolved its
 Bearer key itself): with one key, 300 event lists and 150 replays in a row all answered 200, each replay an
 outbound request. Here each surface is tried with each credential it accepts: a burst past the limit is 429
 ``rate_limited`` with ``Retry-After`` and the envelope, and another credential carries on. The outbound-send

@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from control.api.inbox import _SIGNATURE_HEADERS
+from control.api.inbox.page import _SIGNATURE_HEADERS
 from shared.samples import EVENT_TYPES, sample
 from shared.signatures import provider_signature_header
 from tests.node_packages import node_executable

@@ -2,8 +2,8 @@
 reaches them: the event list, one event, its raw body, a replay and where it goes by default, the open
 alerts, and the live stream.
 
-Each is a /v1 operation (``control.service.inbox`` narrows the /v1 service functions to the endpoint),
-authorised as the page is (``control.service.inbox``): a browser cannot send a Bearer key, so the page's
+Each is a /v1 operation (``control.service.inbox.page`` narrows the /v1 service functions to the endpoint),
+authorised as the page is (``control.service.inbox.page``): a browser cannot send a Bearer key, so the page's
 cookies must be able to read. They are the page's own, not an API: undocumented in ``/schema``, /v1 and
 /mcp serve every client that is not this page.
 
@@ -39,9 +39,9 @@ from control.records.events import EventWithDeliveries
 from control.records.inbox import InboxAlertList, InboxEventList, InboxReplayTarget
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.transforms import TransformTest, TransformTestResult
-from control.service import inbox as service
 from control.service.anonymous import SESSION_COOKIE
 from control.service.events.read import EventFilters
+from control.service.inbox import page as service
 from control.service.inbox_links import LINK_COOKIE
 from control.support.request_decoding import decode_json
 from shared.errors import ForbiddenError, ValidationError

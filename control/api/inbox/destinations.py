@@ -9,11 +9,11 @@ from typing import Any
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 
-from control.api.inbox_data import HEADERS, inbox_caller, same_origin
+from control.api.inbox.data import HEADERS, inbox_caller, same_origin
 from control.api.params import DestinationId, EndpointId
 from control.db.context import Context
 from control.records.destinations import Destination, DestinationList
-from control.service import inbox_destinations as service
+from control.service.inbox import destinations as service
 
 __all__ = ("InboxDestinationsController",)
 

@@ -1,6 +1,6 @@
 """The inbox page's destinations: the endpoint's list, and disabling or enabling one of them.
 
-The /v1 service functions, narrowed to the page's endpoint (``control.service.inbox`` authorised the
+The /v1 service functions, narrowed to the page's endpoint (``control.service.inbox.page`` authorised the
 caller for it): a destination of another endpoint is a 404 here, even of the same account.
 """
 

@@ -2,14 +2,14 @@
 
 The page is a shell: the endpoint's id, name, ingest URL and expiry, escaped here, and the package's
 assets (``/static/inbox.js`` with ``curl.js`` and ``hexdump.js``, ``/static/inbox.css``) that draw the events
-from the page's data routes (``control.api.inbox_data``). Nothing is loaded from elsewhere, and the
+from the page's data routes (``control.api.inbox.data``). Nothing is loaded from elsewhere, and the
 Content-Security-Policy says so: scripts, styles and connections from this origin only, no
 ``unsafe-inline``, no framing, no form posts.
 
 ``?link=`` carries a signed inbox link (``control.service.inbox_links``): it is traded for a cookie scoped
 to this page's path and answered with a 303 to the same URL without it, so the token leaves the address
 bar and the history before anything renders. A forged, expired or rotated link is 401: a browser reads why
-and how to get a link that works (``control.api.inbox_refusal``), any other client the error envelope.
+and how to get a link that works (``control.api.inbox.refusal``), any other client the error envelope.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 
 from control.api.errors import status_of
-from control.api.inbox_refusal import REFUSED_STATUSES, refusal, wants_html
+from control.api.inbox.refusal import REFUSED_STATUSES, refusal, wants_html
 from control.api.params import EndpointId, query, text_schema
 from control.api.public import described
 from control.db.context import Context
 from control.records.endpoints import Endpoint
 from control.service.anonymous import SESSION_COOKIE
 from control.service.callers import redeemed_link
-from control.service.inbox import inbox_endpoint
+from control.service.inbox.page import inbox_endpoint
 from control.service.inbox_links import LINK_COOKIE, MAX_LINK
 from shared.errors import ServiceError
 from shared.providers.catalog import CATALOG

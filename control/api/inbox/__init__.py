@@ -1,0 +1,1 @@
+"""The live inbox page: its shell, its data routes, its destinations and its signed links."""
