@@ -50,9 +50,9 @@ from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
 from control.records.storable import event_row
 from control.routing.route import Router
+from control.support import activity
 from control.support.dead_letters import fields_for, record_fields
 from control.support.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
-from control.workers import activity
 from control.workers.flush_tracing import BatchSpan, RoutingSpans
 from shared import redis_client
 from shared.keys import FLUSH_GROUP
