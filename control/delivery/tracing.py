@@ -146,7 +146,7 @@ def _error_type(reason: str) -> str:
 
 
 def attempt_span(tracing: Tracing, task: LeasedTask) -> SendSpan:
-    """The span of a rule delivery's attempt of a leased task (``control.db.tasks.LEASED_COLUMNS``): a child of
+    """The span of a rule delivery's attempt of a leased task (``control.db.leased.LeasedTask``): a child of
     the routing span that made the task (or of the retry by hand that brought it forward)."""
     attributes: dict[str, Any] = {
         "hookyard.source": "rule",

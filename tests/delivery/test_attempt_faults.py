@@ -30,7 +30,8 @@ async def test_an_attempt_that_raises_fails_alone_and_runs_out_of_attempts(
     attempts = len(ctx.settings.retry_schedule_s) + 1
     assert failed["attempts"] == attempts
     assert failed["last_error"].endswith(f"(attempt {attempts} of {attempts}, no attempts left)")
-    assert "ConfigError" in failed["last_error"] and "'gone', which is not configured" in failed["last_error"]
+    assert "ConfigError" in failed["last_error"]
+    assert "'gone', which is not configured" in failed["last_error"]
     assert [r.body for r in destination.requests] == [b'{"n":"healthy"}']  # the broken one never went out
     records = await deliveries_of(ctx, broken["event"])
     assert [(r["attempt_number"], r["success"], r["response_status"]) for r in records] == [
