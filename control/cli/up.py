@@ -237,7 +237,7 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
             "HOOKYARD_CONTROL_PORT": str(settings.control_port),
             "HOOKYARD_DATA_DIR": str(data_dir),
             "HOOKYARD_EGRESS": settings.egress,
-            # a line per event and per delivery attempt (control.workers.activity), unless set otherwise
+            # a line per event and per delivery attempt (control.support.activity), unless set otherwise
             "HOOKYARD_LOG_ACTIVITY": environ.get("HOOKYARD_LOG_ACTIVITY", "true"),
             "HOOKYARD_ENCRYPTION_KEYS": ",".join(encryption_keys),
         }

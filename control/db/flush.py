@@ -27,10 +27,13 @@ from typing import Any, NamedTuple
 from control.db.connection import Connection
 from control.db.stats import events_counted
 from control.db.tasks import NOTIFY_CHANNEL
+from control.records.storable import EventRow
 
 __all__ = ("COLUMNS", "TASK_COLUMNS", "Stored", "store_batch")
 
-# Column and staging type; source_ip is text in staging because Postgres parses addresses in C while
+COLUMNS = EventRow._fields
+"""The events columns the flush writes, in the order of an ``EventRow``'s fields (which are these columns)."""
+# Each column's staging type; source_ip is text in staging because Postgres parses addresses in C while
 # asyncpg's inet codec does it in Python (a third of the worker's CPU in the flush bench).
 _STAGING_TYPES = {
     "id": "text",
@@ -56,7 +59,6 @@ _STAGING_TYPES = {
     "labels": "jsonb",
     "search_text": "text",
 }
-COLUMNS = tuple(_STAGING_TYPES)
 TASK_COLUMNS = (
     "task_id",
     "event_id",
@@ -76,7 +78,7 @@ _STAGING = "hy_flush_staging"
 _TASK_STAGING = "hy_flush_task_staging"
 _PREPARE = (
     f"CREATE TEMP TABLE IF NOT EXISTS {_STAGING} ("
-    + ", ".join(f"{c} {t}" for c, t in _STAGING_TYPES.items())
+    + ", ".join(f"{c} {_STAGING_TYPES[c]}" for c in COLUMNS)
     + ") ON COMMIT DELETE ROWS;"
     f" CREATE TEMP TABLE IF NOT EXISTS {_TASK_STAGING} ("
     + ", ".join(f"{c} text" for c in TASK_COLUMNS)
@@ -157,9 +159,9 @@ class Stored(NamedTuple):
 
 
 async def store_batch(
-    conn: Connection, rows: Sequence[tuple[Any, ...]], tasks: Sequence[tuple[Any, ...]] = (), *, learn: bool = False
+    conn: Connection, rows: Sequence[EventRow], tasks: Sequence[tuple[Any, ...]] = (), *, learn: bool = False
 ) -> Stored:
-    """Inserts the events of ``rows`` (tuples in ``COLUMNS`` order) and those of ``tasks`` (tuples in
+    """Inserts the events of ``rows`` and those of ``tasks`` (tuples in
     ``TASK_COLUMNS`` order, all of one length: the first four columns, seven, or all) whose event is new, in the
     caller's transaction; with ``learn``, notes the new ones for schema learning (``control.db.learn_queue``).
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from control.db.connection import Connection
+from control.db.leased import LeasedTask, leased
 from control.db.tasks import CANDIDATE_GATE, CIRCUIT, Claim, claim_statement, window_for
 
 __all__ = ("claim_heads", "entry_position", "head_candidates", "position")
@@ -95,13 +96,13 @@ def _claim_heads(window: int) -> str:
 
 async def claim_heads(
     conn: Connection, ask: Claim, watermarks: Sequence[str | None]
-) -> tuple[list[asyncpg.Record], int, float | None, int]:
+) -> tuple[list[LeasedTask], int, float | None, int]:
     """Leases the released heads ``ask`` allows, as ``control.db.tasks.claim_ready`` leases unordered tasks (the
     same room, circuit and pause rules): (the tasks, how many candidates had a circuit that is not closed or
     a pause, seconds until the next head falls due, how many due heads wait for the stream watermark)."""
     rows = await conn.fetch(_claim_heads(window_for(ask.window)), *ask.params(), list(watermarks))
     meta = rows[0]
-    claimed = [r for r in rows if r["id"] is not None]
+    claimed = [leased(r) for r in rows if r["id"] is not None]
     return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["held"]
 
 

@@ -26,9 +26,9 @@ import asyncpg
 import msgspec
 
 from control.db.connection import Connection
+from control.db.leased import LEASED_COLUMNS, LeasedTask, leased
 
 __all__ = (
-    "LEASED_COLUMNS",
     "NOTIFY_CHANNEL",
     "Claim",
     "claim_ready",
@@ -51,20 +51,6 @@ __all__ = (
 
 NOTIFY_CHANNEL = "hy_tasks"
 """Postgres channel the flush NOTIFYs (on commit) when it created tasks; deliver workers LISTEN on it."""
-
-LEASED_COLUMNS = """c.id, c.endpoint_id, c.event_id, c.event_received_at, c.rule_id, c.destination_id, c.attempts,
-       c.dedup_key, e.method, e.headers, e.headers_base64, e.body, d.name AS destination_name,
-       d.url AS destination_url, d.headers AS destination_headers, d.signing_secret AS destination_secret,
-       d.sign_deliveries, d.rate_limit_per_s, d.deduplicate_window_s, e.idempotency_key,
-       (e.id IS NOT NULL) AS event_found, e.body_expired_at, d.transform_digest, e.provider, e.event_type, e.labels,
-       (c.order_key IS NOT NULL) AS ordered, coalesce(c.traceparent, e.traceparent) AS traceparent,
-       d.propagate_trace, d.auth_version, d.previous_signing_secret AS destination_previous_secret,
-       d.previous_secret_expires_at AS destination_previous_until, d.transform_crashed_at"""
-"""What a leased task comes with (``c``: the task, ``e``: its event, ``d``: its destination). ``ordered``: a FIFO
-task, whose finish lets the next of its line go. ``traceparent``: what its attempt's span is a child of (the
-routing span that made it, or the event's own span: ``control.workers.flush_tracing``). ``auth_version``: which
-authentication to send with (null: none; ``control.delivery.auth``), not the secrets themselves; the previous
-signing secret while a rotation's overlap may last (the worker's clock decides: ``control.workers.attempt``)."""
 
 CIRCUIT = "CASE WHEN d.state = 'disabled' THEN 'disabled' WHEN d.paused_until > now() THEN 'paused' ELSE d.circuit END"
 """A candidate's gate: its destination's circuit, ``paused`` while a ``Retry-After`` pause lasts, or
@@ -181,13 +167,13 @@ class Claim(msgspec.Struct, kw_only=True, frozen=True):
         )
 
 
-async def claim_ready(conn: Connection, ask: Claim) -> tuple[list[asyncpg.Record], int, float | None, bool]:
+async def claim_ready(conn: Connection, ask: Claim) -> tuple[list[LeasedTask], int, float | None, bool]:
     """Leases the due unordered tasks ``ask`` allows: (the tasks as ``lease`` returns them, how many due
     candidates had a circuit that is not closed or a pause, seconds until the next pending unordered task is
     due, whether any FIFO task is pending)."""
     rows = await conn.fetch(_claim_ready(window_for(ask.window)), *ask.params())
     meta = rows[0]
-    claimed = [r for r in rows if r["id"] is not None]
+    claimed = [leased(r) for r in rows if r["id"] is not None]
     return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["fifo_pending"]
 
 
@@ -229,10 +215,10 @@ async def hold(conn: Connection, task_ids: Sequence[str]) -> None:
     )
 
 
-async def lease(conn: Connection, task_ids: Sequence[str], *, lease_s: float) -> list[asyncpg.Record]:
+async def lease(conn: Connection, task_ids: Sequence[str], *, lease_s: float) -> list[LeasedTask]:
     """Marks the tasks in flight for ``lease_s`` and counts the attempt; returns each with what sending it
     needs: the event (null columns when the event is no longer stored) and the destination, oldest due first."""
-    return await conn.fetch(
+    rows = await conn.fetch(
         f"""WITH claimed AS (
                UPDATE delivery_tasks SET status = 'in_flight', attempts = attempts + 1,
                       lease_expires_at = now() + make_interval(secs => $2), updated_at = now()
@@ -248,6 +234,7 @@ async def lease(conn: Connection, task_ids: Sequence[str], *, lease_s: float) ->
         list(task_ids),
         lease_s,
     )
+    return [leased(r) for r in rows]
 
 
 def finish_statement(first: int, also: str = "") -> str:

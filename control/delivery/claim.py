@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
-import asyncpg
 import msgspec
 
 from control.db import circuit as db_circuit
 from control.db import ordering as db_ordering
 from control.db import tasks as db_tasks
 from control.db.connection import Connection
+from control.db.leased import LeasedTask
 from control.delivery.circuit import PROBE_WAIT_S, gate
 
 __all__ = ("HELD_RECHECK_S", "Watermarks", "claim")
@@ -48,7 +48,7 @@ async def claim(
     cooldown_s: float,
     caps: Mapping[str, int] | None = None,
     watermarks: Watermarks | None = None,
-) -> tuple[list[asyncpg.Record], float | None]:
+) -> tuple[list[LeasedTask], float | None]:
     """Up to ``free`` tasks leased to this worker, none for a ``blocked`` destination and at most
     ``per_destination`` (or its entry in ``caps``) minus its ``in_flight`` requests for the others (each
     with what sending it needs, see ``control.db.tasks.lease``), and the seconds until the next pending
@@ -76,7 +76,7 @@ async def claim(
     if circuit_candidates and len(claimed) < free:
         taken = dict(in_flight)
         for task in claimed:
-            taken[task["destination_id"]] = taken.get(task["destination_id"], 0) + 1
+            taken[task.destination_id] = taken.get(task.destination_id, 0) + 1
         claimed += await _claim_through_circuits(
             conn,
             free=free - len(claimed),
@@ -92,12 +92,12 @@ async def claim(
 
 
 def _less(
-    room: Mapping[str, int], claimed: Sequence[asyncpg.Record], caps: Mapping[str, int], per_destination: int
+    room: Mapping[str, int], claimed: Sequence[LeasedTask], caps: Mapping[str, int], per_destination: int
 ) -> dict[str, int]:
     """The room per destination left after ``claimed``."""
     left = dict(room)
     for task in claimed:
-        destination_id = task["destination_id"]
+        destination_id = task.destination_id
         left[destination_id] = max(0, left.get(destination_id, caps.get(destination_id, per_destination)) - 1)
     return left
 
@@ -113,7 +113,7 @@ async def _claim_through_circuits(
     lease_s: float,
     cooldown_s: float,
     watermarks: Sequence[str | None] | None,
-) -> list[asyncpg.Record]:
+) -> list[LeasedTask]:
     async with conn.transaction():
         window = max(2 * free, _MIN_WINDOW)
         candidates = await db_tasks.due_candidates(conn, window=window, exclude_destinations=list(blocked))

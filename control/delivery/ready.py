@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Any
+
+from control.db.leased import LeasedTask
 
 __all__ = ("DEPTH", "EXACT_UP_TO", "WINDOW_S", "Ready")
 
@@ -50,7 +51,7 @@ class Ready:
         """A task claimed longer ago than this might not finish its send within its lease: handed back. Half
         the slack between the two, as the lease runs from the claim's statement (after ``claimed_at``) on
         Postgres's clock and the send's bound on ours."""
-        self._queues: dict[str, deque[tuple[float, Any]]] = {}
+        self._queues: dict[str, deque[tuple[float, LeasedTask]]] = {}
         self._pace: dict[str, list[float]] = {}  # destination → [window start, finished in it, in the one before]
         self._allowed: dict[str, int] = {}  # destination → its ``ahead`` when last looked at, summed in ``_total``
         self._total = 0
@@ -116,9 +117,9 @@ class Ready:
                 self._total -= self._allowed.pop(destination_id, 0)  # nothing finished for two windows: 0 anyway
 
     # -- queue --------------------------------------------------------------------------------------------
-    def add(self, tasks: Iterable[Any], claimed_at: float) -> None:
+    def add(self, tasks: Iterable[LeasedTask], claimed_at: float) -> None:
         for task in tasks:
-            self._queues.setdefault(task["destination_id"], deque()).append((claimed_at, task))
+            self._queues.setdefault(task.destination_id, deque()).append((claimed_at, task))
             self.count += 1
 
     def held(self, destination_id: str) -> int:
@@ -128,7 +129,7 @@ class Ready:
     def destinations(self) -> list[str]:
         return list(self._queues)
 
-    def pop(self, destination_id: str, now: float, stale: list[Any]) -> Any | None:
+    def pop(self, destination_id: str, now: float, stale: list[LeasedTask]) -> LeasedTask | None:
         """The destination's oldest task that can still be sent within its lease; older ones go to ``stale``."""
         queue = self._queues.get(destination_id)
         while queue:
@@ -141,7 +142,7 @@ class Ready:
             stale.append(task)
         return None
 
-    def take_all(self, destination_id: str | None = None) -> list[Any]:
+    def take_all(self, destination_id: str | None = None) -> list[LeasedTask]:
         """The destination's tasks (every destination's when None), removed."""
         keys = list(self._queues) if destination_id is None else [destination_id]
         out = [task for key in keys for _, task in self._queues.pop(key, ())]
@@ -151,4 +152,4 @@ class Ready:
     def task_ids(self) -> Iterator[str]:
         for queue in self._queues.values():
             for _, task in queue:
-                yield task["id"]
+                yield task.id

@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 from control.db import dedup as db_dedup
 from control.db import tasks as db_tasks
 from control.db.context import Context
+from control.db.leased import LeasedTask
 from control.delivery import throttle
 from shared import ids
 
@@ -100,36 +101,38 @@ class Shaper:
         except (RedisError, OSError) as exc:
             log.warning("deliver: could not share the pause of %s (%s)", destination_id, exc)
 
-    async def shape(self, claimed: Sequence[asyncpg.Record]) -> list[tuple[asyncpg.Record, float]]:
+    async def shape(self, claimed: Sequence[LeasedTask]) -> list[tuple[LeasedTask, float]]:
         """The claimed tasks to send, each with the ``time.monotonic()`` to send it at (0: at once); the
         others are finished (duplicates) or handed back here."""
-        if not any(t["rate_limit_per_s"] is not None or t["dedup_key"] is not None for t in claimed):
+        if not any(t.rate_limit_per_s is not None or t.dedup_key is not None for t in claimed):
             if self._caps:  # a destination whose limit was lifted is claimed for in full again
                 for task in claimed:
-                    self._caps.pop(task["destination_id"], None)
+                    self._caps.pop(task.destination_id, None)
             return [(task, 0.0) for task in claimed]
         back: list[tuple[str, int, float]] = []
         try:
             sending = await self._deduplicate(claimed, back)
             out = await self._throttle(sending, back)
         except Exception:
-            back = [(t["id"], t["attempts"], 0.0) for t in claimed]  # nothing was sent: all of it goes back
+            back = [(t.id, t.attempts, 0.0) for t in claimed]  # nothing was sent: all of it goes back
             await self.hand_back(back)
             raise
         await self.hand_back(back)
         return out
 
-    async def start_again(self, task: asyncpg.Record) -> float | None:
+    async def start_again(self, task: LeasedTask) -> float | None:
         """A new start for a send that woke too late for its own (``LATE_S``): its ``time.monotonic()``, or
         None when the horizon has none (the task is then handed back here)."""
-        destination_id = task["destination_id"]
-        grant = await self._reserve(destination_id, task["rate_limit_per_s"], 1)
+        destination_id, rate = task.destination_id, task.rate_limit_per_s
+        if rate is None:  # not rate-limited (only limited sends wait for a start): no start to wait for
+            return time.monotonic()
+        grant = await self._reserve(destination_id, rate, 1)
         if grant is not None and grant.count:
             return grant.start_at(0)
         now = time.monotonic()
         next_at = now + _REDIS_AWAY_S if grant is None else grant.start_at(0) - self.horizon_s / 2
         self._until[destination_id] = max(self._until.get(destination_id, 0.0), next_at)
-        await self.hand_back([(task["id"], task["attempts"], max(0.0, next_at - now))])
+        await self.hand_back([(task.id, task.attempts, max(0.0, next_at - now))])
         return None
 
     async def hand_back(self, tasks: list[tuple[str, int, float]]) -> None:
@@ -142,24 +145,22 @@ class Shaper:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
 
-    async def _deduplicate(
-        self, claimed: Sequence[asyncpg.Record], back: list[tuple[str, int, float]]
-    ) -> list[asyncpg.Record]:
+    async def _deduplicate(self, claimed: Sequence[LeasedTask], back: list[tuple[str, int, float]]) -> list[LeasedTask]:
         asks = [
             db_dedup.Ask(
-                task_id=t["id"],
-                attempts=t["attempts"],
-                destination_id=t["destination_id"],
-                idempotency_key=t["dedup_key"],
-                event_id=t["event_id"],
-                endpoint_id=t["endpoint_id"],
-                rule_id=t["rule_id"],
-                destination_name=t["destination_name"],
-                destination_url=t["destination_url"],
+                task_id=t.id,
+                attempts=t.attempts,
+                destination_id=t.destination_id,
+                idempotency_key=t.dedup_key,
+                event_id=t.event_id,
+                endpoint_id=t.endpoint_id,
+                rule_id=t.rule_id,
+                destination_name=t.destination_name,
+                destination_url=t.destination_url,
                 delivery_id=ids.new_id("dlv"),
             )
             for t in claimed
-            if t["dedup_key"] is not None and t["deduplicate_window_s"] is not None and t["event_found"]
+            if t.dedup_key is not None and t.deduplicate_window_s is not None and t.event_found
         ]
         if not asks:
             return list(claimed)
@@ -171,38 +172,38 @@ class Shaper:
         asked = {a.task_id for a in asks}
         sending = []
         for task in claimed:
-            if task["id"] not in asked:
+            if task.id not in asked:
                 sending.append(task)
                 continue
-            decision, owner = decisions.get(task["id"], ("gone", None))
+            decision, owner = decisions.get(task.id, ("gone", None))
             if decision == "send":
                 sending.append(task)
             elif decision == "skip":
-                log.info("deliver: %s not sent to %s: duplicate of %s", task["event_id"], task["destination_id"], owner)
+                log.info("deliver: %s not sent to %s: duplicate of %s", task.event_id, task.destination_id, owner)
             elif decision == "gone":  # not decided (the statement failed on a deleted destination): later
-                back.append((task["id"], task["attempts"], db_dedup.WAIT_S))
+                back.append((task.id, task.attempts, db_dedup.WAIT_S))
         return sending
 
     async def _throttle(
-        self, tasks: list[asyncpg.Record], back: list[tuple[str, int, float]]
-    ) -> list[tuple[asyncpg.Record, float]]:
-        out: list[tuple[asyncpg.Record, float]] = []
-        limited: dict[str, list[asyncpg.Record]] = {}
+        self, tasks: list[LeasedTask], back: list[tuple[str, int, float]]
+    ) -> list[tuple[LeasedTask, float]]:
+        out: list[tuple[LeasedTask, float]] = []
+        limited: dict[str, list[LeasedTask]] = {}
+        rates: dict[str, float] = {}
         for task in tasks:
-            if task["rate_limit_per_s"] is None:
+            if task.rate_limit_per_s is None:
                 out.append((task, 0.0))
                 if self._caps:
-                    self._caps.pop(task["destination_id"], None)
+                    self._caps.pop(task.destination_id, None)
             else:
-                limited.setdefault(task["destination_id"], []).append(task)
+                limited.setdefault(task.destination_id, []).append(task)
+                rates[task.destination_id] = task.rate_limit_per_s
         if not limited:
             return out
-        grants = await asyncio.gather(
-            *(self._reserve(d, group[0]["rate_limit_per_s"], len(group)) for d, group in limited.items())
-        )
+        grants = await asyncio.gather(*(self._reserve(d, rates[d], len(group)) for d, group in limited.items()))
         now = time.monotonic()
         for (destination_id, group), grant in zip(limited.items(), grants, strict=True):
-            rate = group[0]["rate_limit_per_s"]
+            rate = rates[destination_id]
             self._caps[destination_id] = max(1, math.ceil(rate * self.horizon_s))
             granted = 0 if grant is None else grant.count
             out.extend((task, grant.start_at(i)) for i, task in enumerate(group[:granted]))  # type: ignore[union-attr]  # granted is 0 when grant is None
@@ -210,7 +211,7 @@ class Shaper:
                 # No start free within the horizon for the rest: back until one is near, and no claim till then.
                 next_at = now + _REDIS_AWAY_S if grant is None else grant.start_at(granted) - self.horizon_s / 2
                 delay = max(0.0, next_at - now)
-                back.extend((t["id"], t["attempts"], delay) for t in group[granted:])
+                back.extend((t.id, t.attempts, delay) for t in group[granted:])
                 self._until[destination_id] = max(self._until.get(destination_id, 0.0), now + delay)
         return out
 

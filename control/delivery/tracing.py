@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from control.db.connection import Row
+from control.db.leased import LeasedTask
 from control.delivery.transport.timings import TIMINGS, Timings
 from shared.logs import safe_url
 from shared.tracing import Tracing, ids_of
@@ -145,23 +145,21 @@ def _error_type(reason: str) -> str:
     return "_OTHER"
 
 
-def attempt_span(tracing: Tracing, task: Row) -> SendSpan:
-    """The span of a rule delivery's attempt of a leased task (``control.db.tasks.LEASED_COLUMNS``): a child of
+def attempt_span(tracing: Tracing, task: LeasedTask) -> SendSpan:
+    """The span of a rule delivery's attempt of a leased task (``control.db.leased.LeasedTask``): a child of
     the routing span that made the task (or of the retry by hand that brought it forward)."""
     attributes: dict[str, Any] = {
         "hookyard.source": "rule",
-        "hookyard.event_id": task["event_id"],
-        "hookyard.endpoint_id": task["endpoint_id"],
-        "hookyard.destination_id": task["destination_id"],
-        "hookyard.rule_id": task["rule_id"],
-        "hookyard.task_id": task["id"],
-        "hookyard.attempt": task["attempts"],
+        "hookyard.event_id": task.event_id,
+        "hookyard.endpoint_id": task.endpoint_id,
+        "hookyard.destination_id": task.destination_id,
+        "hookyard.rule_id": task.rule_id,
+        "hookyard.task_id": task.id,
+        "hookyard.attempt": task.attempts,
     }
-    if task["provider"] is not None:
-        attributes["hookyard.provider"] = task["provider"]
-    if task["event_type"] is not None:
-        attributes["hookyard.event_type"] = task["event_type"]
-    method = task["method"] or "POST"
-    return SendSpan(
-        tracing, parent=task["traceparent"], method=method, url=task["destination_url"], attributes=attributes
-    )
+    if task.provider is not None:
+        attributes["hookyard.provider"] = task.provider
+    if task.event_type is not None:
+        attributes["hookyard.event_type"] = task.event_type
+    method = task.method or "POST"
+    return SendSpan(tracing, parent=task.traceparent, method=method, url=task.destination_url, attributes=attributes)

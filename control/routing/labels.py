@@ -13,17 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from control.db.flush import COLUMNS
 from control.records.labels import MAX_LABEL_VALUE
-from control.records.storable import storable
+from control.records.storable import EventRow, storable
 from control.routing.conditions import MISSING, EventView, Getter, getter, text_form
 
 __all__ = ("LabelRule", "compile_label", "labels_of", "with_labels")
-
-_LABELS, _SEARCH = COLUMNS.index("labels"), COLUMNS.index("search_text")
-assert (len(COLUMNS) - 2, len(COLUMNS) - 1) == (_LABELS, _SEARCH), "labels and search_text end the row"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +48,8 @@ def labels_of(rules: Sequence[LabelRule], view: EventView) -> list[dict[str, str
     return out
 
 
-def with_labels(row: tuple[Any, ...], labels: list[dict[str, str]]) -> tuple[Any, ...]:
-    """The events row (``control.db.flush.COLUMNS``) with its labels, their values searchable too."""
-    search = row[_SEARCH]
+def with_labels(row: EventRow, labels: list[dict[str, str]]) -> EventRow:
+    """The event's row with its labels, their values searchable too."""
+    search = row.search_text
     values = "\n".join(label["value"] for label in labels).lower()
-    return (*row[:_LABELS], labels, f"{search}\n{values}" if search else values)
+    return row._replace(labels=labels, search_text=f"{search}\n{values}" if search else values)

@@ -33,7 +33,7 @@ from control.db import labels as db_labels
 from control.db import routing as db_routing
 from control.db.connection import Connection
 from control.db.context import Context
-from control.db.flush import COLUMNS
+from control.records.storable import EventRow
 from control.routing.conditions import ALWAYS, LABEL_PREFIX, META_KEYS, MISSING, EventView, compile_tree
 from control.routing.conditions.validation import MAX_ENCODED_BYTES
 from control.routing.labels import LabelRule, compile_label, labels_of, with_labels
@@ -45,11 +45,8 @@ __all__ = ("Router",)
 
 log = logging.getLogger("hookyard.routing")
 
-_ID, _ENDPOINT, _HEADERS, _BODY, _IP_ALLOWED, _IDEMPOTENCY_KEY, _HANDSHAKE = (
-    COLUMNS.index(c) for c in ("id", "endpoint_id", "headers", "body", "ip_allowed", "idempotency_key", "handshake")
-)
 # Meta keys read straight from the event row; endpoint_id and environment are set per endpoint below.
-_META = tuple((name, COLUMNS.index(name)) for name in META_KEYS if name not in ("endpoint_id", "environment"))
+_META = tuple((name, EventRow._fields.index(name)) for name in META_KEYS if name not in ("endpoint_id", "environment"))
 _NO_META: Mapping[str, object] = MappingProxyType({})
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.encode
@@ -151,10 +148,10 @@ class Router:
     async def route(
         self,
         conn: Connection,
-        rows: Sequence[tuple[Any, ...]],
+        rows: Sequence[EventRow],
         entries: Sequence[tuple[str, str, object]] | None = None,
-    ) -> tuple[Sequence[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """``rows`` (flush ``COLUMNS`` order) with their labels, and the delivery tasks they make, as
+    ) -> tuple[Sequence[EventRow], list[tuple[Any, ...]]]:
+        """``rows`` with their labels, and the delivery tasks they make, as
         ``TASK_COLUMNS`` tuples ``(task id, event id, rule id, destination id)``, or, when an endpoint of the
         batch has a destination that shapes its deliveries, every task with its ``(order_key, order_pos,
         dedup_key)`` too (``control.routing.shaping``). ``entries``: the stream entry ``(stream, entry id,
@@ -165,50 +162,50 @@ class Router:
         """
         if not rows:
             return rows, []
-        current = await self._current(conn, {row[_ENDPOINT] for row in rows})
+        current = await self._current(conn, {row.endpoint_id for row in rows})
         labelling = any(c.labels for c in current.values())
         if not labelling and not any(c.rules for c in current.values()):
             return rows, []
         if any(c.shaping for c in current.values()):
             return self._route_shaped(rows, current, labelling, entries)
-        labelled: list[tuple[Any, ...]] = []
+        labelled: list[EventRow] = []
         tasks: list[tuple[Any, ...]] = []
         append = tasks.append
         for row in rows:
-            endpoint = current.get(row[_ENDPOINT])
+            endpoint = current.get(row.endpoint_id)
             view = None
             if endpoint is not None and endpoint.labels:
                 row, view = self._label(row, endpoint)
             if labelling:
                 labelled.append(row)
             # A blocked source's event and a provider's handshake (answered at the edge) are never delivered.
-            if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False or row[_HANDSHAKE]:
+            if endpoint is None or not endpoint.rules or row.ip_allowed is False or row.handshake:
                 continue
             pairs = endpoint.fixed if endpoint.fixed is not None else self._match(row, endpoint, view)
-            event_id = row[_ID]
+            event_id = row.id
             for rule_id, destination_id in pairs:
                 append((new_id("task"), event_id, rule_id, destination_id))
         return (labelled if labelling else rows), tasks
 
     def _route_shaped(
         self,
-        rows: Sequence[tuple[Any, ...]],
+        rows: Sequence[EventRow],
         current: Mapping[str, _EndpointRules],
         labelling: bool,
         entries: Sequence[tuple[str, str, object]] | None,
-    ) -> tuple[Sequence[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    ) -> tuple[Sequence[EventRow], list[tuple[Any, ...]]]:
         """``route`` for a batch with shaping destinations: the same decisions, each task with its keys."""
-        out: list[tuple[Any, ...]] = []
+        out: list[EventRow] = []
         tasks: list[tuple[Any, ...]] = []
         for index, row in enumerate(rows):
-            endpoint = current.get(row[_ENDPOINT])
+            endpoint = current.get(row.endpoint_id)
             view = None
             if endpoint is not None and endpoint.labels:
                 row, view = self._label(row, endpoint)
             if labelling:
                 out.append(row)
             # A blocked source's event and a provider's handshake (answered at the edge) are never delivered.
-            if endpoint is None or not endpoint.rules or row[_IP_ALLOWED] is False or row[_HANDSHAKE]:
+            if endpoint is None or not endpoint.rules or row.ip_allowed is False or row.handshake:
                 continue
             if endpoint.fixed is not None:
                 pairs: Sequence[tuple[str, str]] = endpoint.fixed
@@ -216,7 +213,7 @@ class Router:
                 if view is None:
                     view = self._view(row, endpoint)
                 pairs = self._match(row, endpoint, view)
-            event_id = row[_ID]
+            event_id = row.id
             for rule_id, destination_id in pairs:
                 shaping = endpoint.shaping.get(destination_id)
                 keys: tuple[str | None, str | None, str | None] = NO_KEYS
@@ -227,11 +224,11 @@ class Router:
                     if shaping.fifo and entries is not None:
                         stream, entry_id = entries[index][0], entries[index][1]
                         pos = position(self._shards.get(stream, 0), entry_id)
-                    keys = shaping.keys(view, row[_IDEMPOTENCY_KEY], pos)
+                    keys = shaping.keys(view, row.idempotency_key, pos)
                 tasks.append((new_id("task"), event_id, rule_id, destination_id, *keys))
         return (out if labelling else rows), tasks
 
-    def _label(self, row: tuple[Any, ...], endpoint: _EndpointRules) -> tuple[tuple[Any, ...], EventView]:
+    def _label(self, row: EventRow, endpoint: _EndpointRules) -> tuple[EventRow, EventView]:
         """The row with its labels, and the view routing reads it through (its labels in ``meta``)."""
         view = self._view(row, endpoint)
         labels = labels_of(endpoint.labels, view)
@@ -260,30 +257,30 @@ class Router:
             current.update(await self._load(conn, stale))
         return current
 
-    def _match(self, row: tuple[Any, ...], endpoint: _EndpointRules, view: EventView | None) -> list[tuple[str, str]]:
+    def _match(self, row: EventRow, endpoint: _EndpointRules, view: EventView | None) -> list[tuple[str, str]]:
         if view is None:
             view = self._view(row, endpoint)
         return [
             (rule.id, destination_id)
             for rule in endpoint.rules
-            if rule.matches is ALWAYS or self._matches(rule, view, row[_ID])
+            if rule.matches is ALWAYS or self._matches(rule, view, row.id)
             for destination_id in rule.destination_ids
         ]
 
     @staticmethod
-    def _view(row: tuple[Any, ...], endpoint: _EndpointRules) -> EventView:
+    def _view(row: EventRow, endpoint: _EndpointRules) -> EventView:
         body: object = MISSING
-        if endpoint.needs_body and row[_BODY]:
+        if endpoint.needs_body and row.body:
             try:
-                body = _decode(row[_BODY])
+                body = _decode(row.body)
             except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # too deep: not a JSON body
                 body = MISSING
         meta = _NO_META
         if endpoint.needs_meta:
             meta = {name: row[index] for name, index in _META}
-            meta["endpoint_id"] = row[_ENDPOINT]
+            meta["endpoint_id"] = row.endpoint_id
             meta["environment"] = endpoint.environment
-        return EventView(body, row[_HEADERS], meta)
+        return EventView(body, row.headers, meta)
 
     @staticmethod
     def _matches(rule: _Rule, view: EventView, event_id: str) -> bool:

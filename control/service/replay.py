@@ -48,23 +48,24 @@ from control.db.context import Context, Principal
 from control.db.faults import describe, is_record_fault
 from control.delivery import egress
 from control.delivery.auth.authenticator import Authenticator
+from control.delivery.auth.material import load_material
 from control.delivery.auth.oauth2 import Tokens
 from control.delivery.auth.tls import TlsProfiles
 from control.delivery.send import Outcome, delivery_row, forwardable, merge, send, signature
 from control.delivery.tracing import PROPAGATED, SendSpan
+from control.delivery.transforms import unsent
 from control.records.destinations import HOP_BY_HOP
 from control.records.replay import ReplayRequest, SendOutcome
 from control.records.storable import captured_headers, check_text, storable
 from control.records.transforms import TransformRecord
-from control.service.destinations.auth import load_material
 from control.service.endpoints import require_event, require_owned, require_write
 from control.service.forwards import remember_target
-from control.service.transforms import event_context, run_once, unsent
+from control.service.transforms import run_once
 from control.support import sealing
 from control.support.body_encoding import shown_body
 from control.support.rate_limits import charge_send
 from control.support.url_checks import check_url
-from control.transform.apply import Outgoing
+from control.transform.apply import Outgoing, event_context
 from shared import ids
 from shared.errors import ConflictError, ValidationError
 from shared.logs import bind

@@ -1,6 +1,6 @@
 """Transforms as the services use them: checked on write, run once for a replay, and the dry run.
 
-Rule deliveries run a destination's transform in the deliver worker (``control.workers.transforms``). A
+Rule deliveries run a destination's transform in the deliver worker (``control.delivery.transforms``). A
 replay's transform and a dry run are one call each. Every call runs in a sandbox process of this process's
 pool (``control.transform.pool``), in the caller's account's share of it: V8 never runs in the control
 plane, and what a transform does to its sandbox process fails only its own call.
@@ -9,32 +9,29 @@ plane, and what a transform does to its sandbox process fails only its own call.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
 from control.db import delivery_records
-from control.db.connection import Row
 from control.db.context import Context, Principal
-from control.delivery.send import Outcome, forwardable, merge
+from control.delivery.send import forwardable, merge
 from control.records.storable import captured_headers, check_text
 from control.records.transforms import (
     TransformError,
-    TransformRecord,
     TransformRequest,
     TransformTest,
     TransformTestResult,
 )
 from control.service.endpoints import require_event
-from control.transform.apply import Call, Outgoing, Result, apply, view
+from control.transform.apply import Call, Outgoing, Result, apply, event_context, view
 from control.transform.pool import pool_for
 from control.transform.wire import MAX_SOURCE, Problem, Run
 from shared import ids
 from shared.errors import ForbiddenError, NotATransformError, NotFoundError, ValidationError
 
-__all__ = ("caller", "check_transform", "event_context", "run_once", "test_transform", "unsent")
+__all__ = ("caller", "check_transform", "run_once", "test_transform")
 
 MAX_DEPTH = 128
 """Levels a dry run's given ``request.body`` may nest."""
@@ -76,24 +73,6 @@ async def check_transform(
     if problem is not None:
         raise ValidationError(f"{where}: {_line(problem)}")
     return source
-
-
-def _iso(at: datetime) -> str:
-    return at.isoformat().replace("+00:00", "Z")
-
-
-def event_context(event: Row, destination: Row | None, *, event_id: str | None = None) -> dict[str, Any]:
-    """``context``: the event (id, provider, event_type, received_at, labels) and the destination (id, name)."""
-    return {
-        "event": {
-            "id": event_id or event["id"],
-            "provider": event["provider"],
-            "event_type": event["event_type"],
-            "received_at": _iso(event["received_at"]) if event["received_at"] else None,
-            "labels": event["labels"] or [],
-        },
-        "destination": {"id": destination["id"], "name": destination["name"]} if destination else None,
-    }
 
 
 async def run_once(
@@ -225,15 +204,3 @@ async def test_transform(ctx: Context, principal: Principal, data: TransformTest
         error=record.error,
         duration_ms=record.duration_ms,
     )
-
-
-def unsent(record: TransformRecord) -> tuple[Outcome, str, str | None]:
-    """The outcome of an attempt the transform kept from being sent, the task's status and its error:
-    skipped is done (succeeded); failed is failed for good, neither retried (the same input gives the same
-    result: retry it after changing the code) nor counted against the destination's circuit."""
-    if record.outcome == "skipped":
-        return Outcome(status=None, latency_ms=0, sent_headers={}), "succeeded", None
-    error = record.error
-    where = f" (line {error.line})" if error is not None and error.line is not None else ""
-    text = f"transform failed: {error.message if error else 'unknown error'}{where}"
-    return Outcome(status=None, latency_ms=0, sent_headers={}, error=text, permanent=True), "failed", text

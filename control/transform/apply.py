@@ -2,9 +2,9 @@
 and the dry run share.
 
 In: ``{method, path, query, headers, body}`` (the path and query of the URL the request goes to; header
-names lowercased; ``body`` parsed when the request is JSON, else text) and ``context``. Out: the returned
-object, checked field by field (a wrong one is the transform's failure, named like a field of a request
-body; a field left out keeps its value; ``body: null`` sends none), or null to skip.
+names lowercased; ``body`` parsed when the request is JSON, else text) and ``context`` (:func:`event_context`).
+Out: the returned object, checked field by field (a wrong one is the transform's failure, named like a field
+of a request body; a field left out keeps its value; ``body: null`` sends none), or null to skip.
 
 What comes back unchanged is sent as it was, exactly: a body equal to the one handed in goes out as the
 original bytes (not re-serialised: a signature over them still holds, and a number past 2^53 keeps its
@@ -19,11 +19,13 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
+from control.db.connection import Row
 from control.records.destinations import HOP_BY_HOP
 from control.records.transforms import TransformError, TransformRecord
 from control.transform.wire import Problem, Run
@@ -31,7 +33,7 @@ from shared import json_depth
 from shared.bytes_lru import memoize
 from shared.errors import NotATransformError
 
-__all__ = ("Call", "Outgoing", "Result", "apply", "record_of", "view")
+__all__ = ("Call", "Outgoing", "Result", "apply", "event_context", "record_of", "view")
 
 Call = Callable[[str], Awaitable[Run | Problem]]
 """One call of a transform on a JSON payload (``control.transform.pool.Pool.run`` with its source bound)."""
@@ -65,6 +67,22 @@ class Result:
     record: TransformRecord
     crashed: bool = False
     """The call ended its sandbox process (``control.transform.pool``)."""
+
+
+def event_context(event: Row, destination: Row | None) -> dict[str, Any]:
+    """``context``: the event (``id``, ``provider``, ``event_type``, ``received_at``, ``labels``) and the destination
+    (``id``, ``name``), the same for a rule delivery, a replay and a dry run (each hands in what it read)."""
+    received_at: datetime | None = event["received_at"]
+    return {
+        "event": {
+            "id": event["id"],
+            "provider": event["provider"],
+            "event_type": event["event_type"],
+            "received_at": received_at.isoformat().replace("+00:00", "Z") if received_at else None,
+            "labels": event["labels"] or [],
+        },
+        "destination": {"id": destination["id"], "name": destination["name"]} if destination else None,
+    }
 
 
 class _Wrong(Exception):

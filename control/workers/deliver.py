@@ -10,8 +10,9 @@ worker once an eighth of its slots is free.
 
 Sends share one pooled transport (``control.delivery.transport``: HTTP/1.1 keep-alive per destination, the
 egress policy checked on every connection). What one send puts on the wire and how its outcome is judged
-(signature, transform, retry schedule, ``Retry-After``) is ``control.workers.attempt``; results are written
-in batches by the ``Recorder``.
+(signature, transform, retry schedule, ``Retry-After``) is ``control.delivery.attempt``; results are written
+in batches by the ``Recorder``. The loop is a worker; everything one task goes through after its claim lives in
+``control.delivery`` (docs/adr/0067-delivery-in-one-package.md).
 
 Destinations that shape their deliveries (issue 27, docs/reference/delivery.md): the claim takes FIFO
 tasks only at the heads of their lines, released by the ingest stream's watermark; a claimed batch with
@@ -53,14 +54,15 @@ from redis.exceptions import RedisError
 
 from control.db import tasks as db_tasks
 from control.db.context import Context
+from control.db.leased import LeasedTask
 from control.delivery import egress, ordering
+from control.delivery.attempt import Attempts
 from control.delivery.claim import claim
 from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Recorder
 from control.delivery.shaping import Shaper
+from control.delivery.transforms import Transforms
 from control.delivery.wakeup import TaskNotifications
-from control.workers.attempt import Attempts
-from control.workers.transforms import Transforms
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
 
@@ -228,7 +230,7 @@ class Deliver:
             self._due_at = None
         return 0
 
-    async def _claim(self, free: int, blocked: list[str]) -> tuple[list[asyncpg.Record], float | None]:
+    async def _claim(self, free: int, blocked: list[str]) -> tuple[list[LeasedTask], float | None]:
         s = self.ctx.settings
         claimed_at = time.monotonic()
         async with self.ctx.pool.acquire() as conn:
@@ -243,9 +245,9 @@ class Deliver:
                 caps=self.shaper.caps,
                 watermarks=self._watermarks,
             )
-        now_held: list[asyncpg.Record] = []
+        now_held: list[LeasedTask] = []
         shaped = await self.shaper.shape(claimed)
-        if len(shaped) < len(claimed) and any(t["ordered"] for t in claimed):
+        if len(shaped) < len(claimed) and any(t.ordered for t in claimed):
             self._look = True  # a FIFO head skipped as a duplicate is finished: the next of its line may go
         for task, start_at in shaped:
             if start_at:  # a rate-limited send: its start is reserved, it waits for it in its own task
@@ -269,7 +271,7 @@ class Deliver:
             return
         cap = self.ctx.settings.deliver_per_destination
         now = time.monotonic()
-        stale: list[asyncpg.Record] = []
+        stale: list[LeasedTask] = []
         for destination_id in [only] if only is not None else self.ready.destinations():
             if destination_id in self.recorder.failing:  # its circuit decides again, at the next claim
                 stale += self.ready.take_all(destination_id)
@@ -282,14 +284,14 @@ class Deliver:
         if stale:
             self._hand_back(stale)
 
-    def _hand_back(self, tasks: list[asyncpg.Record]) -> None:
+    def _hand_back(self, tasks: list[LeasedTask]) -> None:
         """Tasks claimed ahead and never sent go back uncounted (failing: their lease); meanwhile their
         destinations are not claimed for, which would take the tasks due after them first."""
 
         async def unlease() -> None:
             try:
                 async with self.ctx.pool.acquire() as conn:
-                    await db_tasks.hand_back(conn, [(t["id"], t["attempts"], None) for t in tasks])
+                    await db_tasks.hand_back(conn, [(t.id, t.attempts, None) for t in tasks])
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
 
@@ -299,13 +301,13 @@ class Deliver:
             self._wake.set()
 
         handing = asyncio.create_task(unlease(), name="deliver:hand-back")
-        self._handing_back[handing] = {t["destination_id"] for t in tasks}
+        self._handing_back[handing] = {t.destination_id for t in tasks}
         handing.add_done_callback(handed)
 
-    def _start(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
-        send_task = asyncio.create_task(self.attempts.run(task, start_at), name=f"deliver:{task['id']}")
-        self._sends[send_task] = (task["id"], task["attempts"])
-        destination_id = task["destination_id"]
+    def _start(self, task: LeasedTask, start_at: float = 0.0) -> None:
+        send_task = asyncio.create_task(self.attempts.run(task, start_at), name=f"deliver:{task.id}")
+        self._sends[send_task] = (task.id, task.attempts)
+        destination_id = task.destination_id
         self._per_destination[destination_id] += 1
 
         def done(finished: asyncio.Task[None]) -> None:
@@ -328,7 +330,9 @@ class Deliver:
             if self._look and self._free() >= self._batch:
                 self._wake.set()
             if not finished.cancelled() and finished.exception() is not None:
-                log.error("deliver: attempt of %s failed unexpectedly", task["id"], exc_info=finished.exception())
+                # Only a store away ends an attempt so (``Attempts.run``): its lease hands the task back.
+                stopped = finished.exception()
+                log.warning("deliver: attempt of %s stopped (%s); its lease hands it back", task.id, stopped)
 
         send_task.add_done_callback(done)
 
@@ -339,7 +343,7 @@ class Deliver:
         if unsent:
             try:
                 async with self.ctx.pool.acquire() as conn:
-                    await db_tasks.hand_back(conn, [(t["id"], t["attempts"], None) for t in unsent])
+                    await db_tasks.hand_back(conn, [(t.id, t.attempts, None) for t in unsent])
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(unsent), exc)
         if self._handing_back:

@@ -48,11 +48,11 @@ from redis.exceptions import RedisError, ResponseError
 from control.db.context import Context
 from control.db.faults import describe, is_record_fault
 from control.db.flush import store_batch
-from control.records.storable import event_row
+from control.records.storable import EventRow, event_row
 from control.routing.route import Router
+from control.support import activity
 from control.support.dead_letters import fields_for, record_fields
 from control.support.metrics import DEAD_LETTERED, FLUSH_BATCH, FLUSH_SECONDS
-from control.workers import activity
 from control.workers.flush_tracing import BatchSpan, RoutingSpans
 from shared import redis_client
 from shared.keys import FLUSH_GROUP
@@ -305,7 +305,7 @@ class Flush:
     async def _insert(self, records: list[IngestRecord], entries: list[Entry], batch: _Batch) -> list[tuple[str, str]]:
         """(endpoint id, its new event ids joined with commas) per endpoint with new events. ``entries``: the
         stream entry of each record (a FIFO destination's tasks keep their place in the stream)."""
-        rows: Sequence[tuple[Any, ...]] = [event_row(r) for r in records]
+        rows: Sequence[EventRow] = [event_row(r) for r in records]
         traced = RoutingSpans(self.ctx.tracing, batch.span) if self.ctx.tracing is not None else None
         try:
             async with self.ctx.pool.acquire() as conn, conn.transaction():

@@ -20,15 +20,12 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from control.db.flush import COLUMNS
+from control.records.storable import EventRow
 from shared.tracing import Tracing, ids_of, links_of
 from shared.wire import IngestRecord
 
 __all__ = ("BatchSpan", "RoutingSpans")
 
-_ID, _ENDPOINT, _HEADERS, _PROVIDER, _TYPE, _TRACEPARENT = (
-    COLUMNS.index(c) for c in ("id", "endpoint_id", "headers", "provider", "event_type", "traceparent")
-)
 _NO_KEYS = (None, None, None)
 """The shaping keys of a task of a batch without shaping (``control.routing.route``: four-column tasks)."""
 
@@ -63,8 +60,8 @@ class RoutingSpans:
         """Event id → its routing span."""
 
     def routed(
-        self, rows: Sequence[tuple[Any, ...]], tasks: Sequence[tuple[Any, ...]]
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        self, rows: Sequence[EventRow], tasks: Sequence[tuple[Any, ...]]
+    ) -> tuple[list[EventRow], list[tuple[Any, ...]]]:
         """The rows with each event's context (the edge's, or its routing span's when it had none) and the
         tasks with their routing span's ``traceparent`` (eight columns, ``control.db.flush.TASK_COLUMNS``)."""
         tracing = self.tracing
@@ -72,22 +69,22 @@ class RoutingSpans:
         for task in tasks:
             by_event.setdefault(task[1], []).append(task)
         link = [self.batch.span.get_span_context()] if self.batch is not None else []
-        out_rows: list[tuple[Any, ...]] = []
+        out_rows: list[EventRow] = []
         out_tasks: list[tuple[Any, ...]] = []
         for row in rows:
-            event_id = row[_ID]
-            edge = row[_TRACEPARENT]
-            parent = edge or (row[_HEADERS] or {}).get("traceparent")
+            event_id = row.id
+            edge = row.traceparent
+            parent = edge or (row.headers or {}).get("traceparent")
             made = by_event.get(event_id, ())
             attributes: dict[str, Any] = {
                 "hookyard.event_id": event_id,
-                "hookyard.endpoint_id": row[_ENDPOINT],
+                "hookyard.endpoint_id": row.endpoint_id,
                 "hookyard.route.tasks": len(made),
             }
-            if row[_PROVIDER] is not None:
-                attributes["hookyard.provider"] = row[_PROVIDER]
-            if row[_TYPE] is not None:
-                attributes["hookyard.event_type"] = row[_TYPE]
+            if row.provider is not None:
+                attributes["hookyard.provider"] = row.provider
+            if row.event_type is not None:
+                attributes["hookyard.event_type"] = row.event_type
             if made:
                 attributes["hookyard.route.destination_ids"] = sorted({t[3] for t in made})
                 attributes["hookyard.route.rule_ids"] = sorted({t[2] for t in made})
@@ -96,7 +93,7 @@ class RoutingSpans:
             )
             self.spans[event_id] = span
             context = tracing.traceparent(span)
-            out_rows.append(row if edge else (*row[:_TRACEPARENT], context, *row[_TRACEPARENT + 1 :]))
+            out_rows.append(row if edge else row._replace(traceparent=context))
             for task in made:
                 out_tasks.append((*task[:4], *(task[4:7] or _NO_KEYS), context))
         return out_rows, out_tasks

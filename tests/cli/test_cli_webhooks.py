@@ -28,7 +28,7 @@ import svix
 from control.cli.listen import tail
 from control.cli.remote import Remote
 from control.db.migrate import available
-from control.workers import activity
+from control.support import activity
 from shared.keys import Keys
 from shared.samples import sample
 from shared.settings import Settings

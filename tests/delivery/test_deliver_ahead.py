@@ -145,9 +145,9 @@ async def test_the_claim_is_planned_once_not_on_every_call(settings: Settings, d
                 cooldown_s=1,
             )
             claimed += got
-    assert len(claimed) == len({t["id"] for t in claimed}) == calls * sum(sizes) + 32
-    assert {t["destination_id"] for t in claimed} == {first["destination"]}
-    assert all(t["event_found"] and t["body"] is not None for t in claimed)
+    assert len(claimed) == len({t.id for t in claimed}) == calls * sum(sizes) + 32
+    assert {t.destination_id for t in claimed} == {first["destination"]}
+    assert all(t.event_found and t.body is not None for t in claimed)
     assert len(plans) == len({db_tasks.window_for(2 * free) for free in sizes})
     assert all(p["generic_plans"] >= calls - 5 for p in plans), [(p["generic_plans"], p["custom_plans"]) for p in plans]
 
@@ -183,12 +183,12 @@ async def test_claimed_tasks_come_oldest_due_first_whatever_their_place_in_the_t
             await conn.execute("UPDATE delivery_tasks SET updated_at = now() WHERE id = ANY($1::text[])", order[:6])
             ask = db_tasks.Claim(free=12, window=24, blocked=[], room={}, per_destination=12, lease_s=60)
             claimed, *_ = await db_tasks.claim_ready(conn, ask)
-            assert [r["id"] for r in claimed] == order
-            await db_tasks.hand_back(conn, [(r["id"], r["attempts"], None) for r in claimed])
+            assert [r.id for r in claimed] == order
+            await db_tasks.hand_back(conn, [(r.id, r.attempts, None) for r in claimed])
             await conn.execute("UPDATE delivery_tasks SET updated_at = now() WHERE id = ANY($1::text[])", order[:6])
             async with conn.transaction():
                 leased = await db_tasks.lease(conn, order[::-1], lease_s=60)
-            assert [r["id"] for r in leased] == order
+            assert [r.id for r in leased] == order
 
 
 async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, destination: Destination) -> None:
@@ -205,7 +205,7 @@ async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, de
             async with ctx.pool.acquire() as conn, ctx.pool.acquire() as holder:
                 ask = db_tasks.Claim(free=1, window=16, blocked=[], room={}, per_destination=1, lease_s=60)
                 claimed, *_ = await db_tasks.claim_ready(conn, ask)
-                assert [r["id"] for r in claimed] == [first]
+                assert [r.id for r in claimed] == [first]
                 async with holder.transaction():  # the hand back's update waits for this lock
                     await holder.execute("SELECT 1 FROM delivery_tasks WHERE id = $1 FOR UPDATE", first)
                     worker._hand_back(claimed)

@@ -9,12 +9,12 @@ import time
 from collections import Counter
 from typing import Any
 
-import asyncpg
 import msgspec
 import pytest
 
 from control.db.context import Context
 from control.db.delivery_records import COLUMNS
+from control.db.leased import LeasedTask
 from control.delivery.claim import claim
 from control.delivery.recorder import Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row
@@ -46,39 +46,39 @@ async def _tasks(ctx: Context, url: str, count: int) -> list[dict[str, str]]:
     return [first, *rest]
 
 
-def _attempt(task: asyncpg.Record, **row_changes: Any) -> Attempt:
+def _attempt(task: LeasedTask, **row_changes: Any) -> Attempt:
     """A successful attempt of a leased task, as the deliver worker hands it to the Recorder; its row
     with ``row_changes`` applied (set on purpose past the rule that makes rows storable)."""
     outcome = Outcome(
         status=200,
         latency_ms=7,
-        sent_headers={"content-type": "text/plain", "x-hookyard-event-id": task["event_id"]},
+        sent_headers={"content-type": "text/plain", "x-hookyard-event-id": task.event_id},
         response_body=b"ok",
     )
     row = list(
         delivery_row(
             outcome,
             b"payload",
-            endpoint_id=task["endpoint_id"],
-            event_id=task["event_id"],
-            task_id=task["id"],
-            destination_id=task["destination_id"],
-            destination_name=task["destination_name"],
-            destination_url=task["destination_url"],
-            rule_id=task["rule_id"],
+            endpoint_id=task.endpoint_id,
+            event_id=task.event_id,
+            task_id=task.id,
+            destination_id=task.destination_id,
+            destination_name=task.destination_name,
+            destination_url=task.destination_url,
+            rule_id=task.rule_id,
             source="rule",
-            attempt=task["attempts"],
+            attempt=task.attempts,
         )
     )
     for name, value in row_changes.items():
         row[COLUMNS.index(name)] = value
     return Attempt(
-        task_id=task["id"],
-        attempts=task["attempts"],
+        task_id=task.id,
+        attempts=task.attempts,
         status="succeeded",
         retry_in_s=None,
         last_error=None,
-        destination_id=task["destination_id"],
+        destination_id=task.destination_id,
         success=True,
         delivery=tuple(row),
     )
@@ -124,30 +124,30 @@ async def test_one_unstorable_attempt_is_isolated_and_its_task_finished(
     assert not recorder.stalled
 
     for task in leased:  # every task finished: nothing is left in flight to be sent again after its lease
-        row = await task_status(ctx, task["id"])
+        row = await task_status(ctx, task.id)
         expected = "pending" if task is victim and kept == "placeholder" else "succeeded"
-        assert (row["status"], row["attempts"]) == (expected, 1), task["id"]
+        assert (row["status"], row["attempts"]) == (expected, 1), task.id
     async with ctx.pool.acquire() as conn:
         rows = {r["task_id"]: r for r in await conn.fetch(f"SELECT {_COLUMNS} FROM deliveries")}
     others = [t for t in leased if t is not victim]
-    assert {t["id"] for t in others} <= set(rows)
+    assert {t.id for t in others} <= set(rows)
     for task in others:  # written normally, in full
-        row = rows[task["id"]]
+        row = rows[task.id]
         assert (row["request_body"], row["response_body"], row["success"]) == (b"payload", b"ok", True)
         assert row["destination_url"] == destination.url
         assert row["error"] is None
     if kept == "none":
-        assert victim["id"] not in rows
+        assert victim.id not in rows
     else:
-        row = rows[victim["id"]]
+        row = rows[victim.id]
         assert row["source"] == "rule"
         assert (row["request_headers"], row["request_body"], row["destination_name"]) == (None, None, None)
         assert row["error"].startswith("delivery record reduced: the full record could not be stored (")
         assert "\x00" not in row["error"]
     if kept == "placeholder":
-        last_error = (await task_status(ctx, victim["id"]))["last_error"]
+        last_error = (await task_status(ctx, victim.id))["last_error"]
         assert last_error.startswith("attempt finished, but its result could not be stored")
-    (logged,) = [r.getMessage() for r in caplog.records if victim["id"] in r.getMessage()]
+    (logged,) = [r.getMessage() for r in caplog.records if victim.id in r.getMessage()]
     assert "result written" in logged
     assert destination.requests == []  # nothing was sent: the tasks were leased by hand
 

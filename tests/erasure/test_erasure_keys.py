@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from control.schemas.state import decode_state
-from control.workers import activity
+from control.support import activity
 from tests.erasure.conftest import erase, make_endpoint, run_erasures, stored
 from tests.helpers import db
 from tests.schemas.conftest import record

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from control.workers import activity
+from control.support import activity
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A claimed task carries its destination's ``auth_digest`` (a digest of ``auth`` and ``tls_ca``, null when it
 has neither), not the secrets: the worker keeps what it built per (destination, digest) and loads the sealed
-material only on a miss (``load``, which the caller gives: opening sealed values is the service layer's), as
+material only on a miss (``load``, which the caller gives: ``control.delivery.auth.material.load_material``), as
 transforms are kept per digest. A PATCH is a new digest, so the next attempt uses the new credentials. A
 destination without either costs one ``None`` check and nothing else.
 

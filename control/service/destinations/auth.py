@@ -20,9 +20,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import msgspec
 from cryptography import x509
 
-from control.db import destinations as db_destinations
 from control.db.context import Context
-from control.delivery.auth.authenticator import AuthMaterial
 from control.delivery.auth.tls import certificate_info, check_ca, check_client_certificate
 from control.records.destination_auth import (
     AuthShown,
@@ -45,14 +43,12 @@ __all__ = (
     "check_https",
     "check_tls_ca",
     "credentials_in_url",
-    "load_material",
     "new_auth_version",
     "shown_auth",
     "shown_tls_ca",
 )
 
 _SIGNATURE_HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
-_decode_auth = msgspec.json.Decoder(DestinationAuth).decode
 _encode = msgspec.json.Encoder().encode
 
 
@@ -151,16 +147,3 @@ def shown_tls_ca(pem: str | None) -> TlsCaShown | None:
     except ValidationError:  # expired since it was stored: shown as it is, without the check
         certificates = x509.load_pem_x509_certificates(pem.encode("utf-8"))
         return msgspec.convert({"certificates": [certificate_info(c) for c in certificates]}, TlsCaShown)
-
-
-async def load_material(ctx: Context, destination_id: str) -> AuthMaterial | None:
-    """The destination's authentication, opened (for ``control.delivery.auth.Authenticator``); None when it
-    has neither ``auth`` nor ``tls_ca`` (or is gone)."""
-    async with ctx.pool.acquire() as conn:
-        row = await db_destinations.auth_material(conn, destination_id)
-    if row is None or row["auth_version"] is None:
-        return None
-    auth = None
-    if row["auth_sealed"] is not None:
-        auth = _decode_auth(sealing.open_destination_auth(ctx, destination_id, row["auth_sealed"]))
-    return AuthMaterial(digest=row["auth_version"], auth=auth, tls_ca=row["tls_ca"])

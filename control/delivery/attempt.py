@@ -3,14 +3,14 @@
 What goes out: the captured method, body and headers (minus hop-by-hop ones), the destination's headers on top,
 ``x-hookyard-event-id`` and ``x-hookyard-delivery-attempt``, and hookyard's own Standard Webhooks signature
 (``webhook-id`` = the event id, ``webhook-timestamp`` = now, ``webhook-signature`` with the destination's secret)
-unless the destination turned it off; a transform may rewrite or skip the request (``control.workers.transforms``).
+unless the destination turned it off; a transform may rewrite or skip the request (``control.delivery.transforms``).
 2xx is success; anything else is retried on the schedule until the attempts run out (refused egress, unusable
 requests, an event no longer stored or whose body expired fail at once). A ``Retry-After`` on 429 or 503 pauses
 the destination as a whole; a 410 disables it (its tasks held, this one too: ``control.db.destination_state``).
 A destination with ``auth`` or ``tls_ca`` is sent to through ``control.delivery.auth`` (credentials laid over
 everything else, redacted in the record); during a signing secret rotation's overlap both secrets sign. The
 result goes to the ``Recorder`` synchronously, once the response is in, so a cancelled send never loses a
-finished attempt's bookkeeping.
+finished attempt's bookkeeping. An attempt that raises fails alone unless a store is away (``Attempts.run``).
 
 Apart from the deliver loop (``control.workers.deliver``), which decides what to claim and when to start it:
 this is what one start does, and the loop's module stays within its size.
@@ -23,31 +23,38 @@ import logging
 import random
 import time
 from functools import partial
+from typing import Any
 
-import asyncpg
+from redis.exceptions import RedisError
 
 from control.db.context import Context
+from control.db.faults import UNAVAILABLE, describe
+from control.db.leased import LeasedTask
 from control.delivery import retry
 from control.delivery.auth.authenticator import Authenticator
+from control.delivery.auth.material import load_material
 from control.delivery.recorder import Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, send
 from control.delivery.shaping import LATE_S, Shaper
-from control.delivery.tracing import attempt_span
+from control.delivery.tracing import SendSpan, attempt_span
+from control.delivery.transforms import Transforms, outgoing, recorded, unsent
 from control.delivery.transport import Transport
 from control.records.storable import storable
-from control.service.destinations.auth import load_material
-from control.service.transforms import unsent
+from control.support import activity
 from control.support import sealing as sealed
 from control.support.metrics import DELIVERIES, DELIVERY_SECONDS
-from control.workers import activity
-from control.workers.transforms import Transforms, outgoing, recorded
+from control.transform.apply import Result
 from shared.logs import bind
 
-__all__ = ("GONE", "Attempts")
+__all__ = ("GONE", "STORE_AWAY", "Attempts")
 
 GONE = "the destination answered 410 Gone: disabled, its deliveries held until it is enabled again"
 HELD_BACK_S = 1.0
 """A task claimed before its destination was disabled goes back this long (the claim then holds it)."""
+
+STORE_AWAY: tuple[type[Exception], ...] = (*UNAVAILABLE, RedisError)
+"""What an attempt waits out rather than fails for: Postgres or Redis away (``control.db.faults.UNAVAILABLE``),
+and any Redis error (its rate limit and pauses live there)."""
 
 log = logging.getLogger("hookyard.worker.deliver")
 
@@ -82,66 +89,50 @@ class Attempts:
             return False
         return True
 
-    def _signing(self, task: asyncpg.Record) -> str | tuple[str, ...] | None:
+    def _signing(self, task: LeasedTask) -> str | tuple[str, ...] | None:
         """The secrets that sign this attempt: the current one, and the previous one while the overlap lasts."""
-        if not task["sign_deliveries"]:
+        if not task.sign_deliveries:
             return None
-        destination_id = task["destination_id"]
-        current = self._secrets.open(destination_id, task["destination_secret"])
-        previous, until = task["destination_previous_secret"], task["destination_previous_until"]
+        destination_id = task.destination_id
+        current = self._secrets.open(destination_id, task.destination_secret)
+        previous, until = task.destination_previous_secret, task.destination_previous_until
         if previous is None or until is None or until.timestamp() <= self.now():
             return current
         return current, self._secrets.open(destination_id, previous, previous=True)
 
-    async def run(self, task: asyncpg.Record, start_at: float = 0.0) -> None:
-        """The attempt of a leased ``task`` (``control.db.tasks.LEASED_COLUMNS``), after waiting for
-        ``start_at`` (``time.monotonic()``) when its destination is rate-limited. Run as its own asyncio
-        task: the ids bound for the log stay with this attempt's lines only."""
-        bind(event_id=task["event_id"], endpoint_id=task["endpoint_id"], delivery_id=task["id"])
+    async def run(self, task: LeasedTask, start_at: float = 0.0) -> None:
+        """The attempt of a leased ``task``, after waiting for ``start_at`` (``time.monotonic()``) when its
+        destination is rate-limited. Run as its own asyncio task: the ids bound for the log stay with this
+        attempt's lines only.
+
+        A store away (``STORE_AWAY``: Postgres or Redis unreachable, refusing, restarting) is waited out: the
+        exception ends this run, the task stays leased and its lease hands it back (``control.workers.deliver``).
+        Any other exception is a fault of this attempt (a bug, a secret that no longer opens): the attempt
+        fails alone, recorded with the error and counted, and is retried on the schedule like a failed send,
+        so it ends failed once the attempts run out instead of coming back with every lease."""
+        bind(event_id=task.event_id, endpoint_id=task.endpoint_id, delivery_id=task.id)
         if start_at and not await self._started(task, start_at):
             return
-        if self.disabled and self._held_back(task["destination_id"]):
-            await self.shaper.hand_back([(task["id"], task["attempts"], HELD_BACK_S)])
+        if self.disabled and self._held_back(task.destination_id):
+            await self.shaper.hand_back([(task.id, task.attempts, HELD_BACK_S)])
             return
         s = self.ctx.settings
-        attempt = task["attempts"]
+        attempt = task.attempts
         span = attempt_span(self.ctx.tracing, task) if self.ctx.tracing is not None else None
         if span is not None and span.ids is not None:
             bind(trace_id=span.ids[0], span_id=span.ids[1])
-        body = bytes(task["body"] or b"")
-        transformed, url = None, task["destination_url"]  # a transform's path or query changes the URL sent
-        auth_record = None
-        if not task["event_found"]:
-            outcome = Outcome(
-                status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True
-            )
-        elif task["body_expired_at"] is not None:  # the endpoint's body_retention_days passed: nothing to send
-            outcome = Outcome(
-                status=None,
-                latency_ms=0,
-                sent_headers={},
-                error="event body expired (body_retention_days)",
-                permanent=True,
-            )
-        else:
-            request, transformed = await outgoing(self.transforms, task, self._signing(task))
-            if request is not None:
-                body, timeout_s, url = request.body, s.deliver_timeout_s, request.url
-                if span is not None:
-                    span.sending(url)
-                    if task["propagate_trace"]:  # the destination's tracing continues the webhook's trace
-                        span.propagate(request.headers)
-                args = (request.method, url, request.headers, body)
-                prepared = None
-                if task["auth_version"] is not None:
-                    prepared = await self.authenticator.prepare(task["destination_id"], task["auth_version"])
-                if prepared is None:
-                    outcome = await send(self.transport, *args, total_timeout_s=timeout_s)
-                else:
-                    send_authenticated = self.authenticator.send
-                    outcome, auth_record = await send_authenticated(
-                        self.transport, prepared, *args, total_timeout_s=timeout_s
-                    )
+        started = time.monotonic()
+        faulted = False
+        try:
+            outcome, transformed, url, body, auth_record = await self._send(task, span)
+        except STORE_AWAY:
+            raise
+        except Exception as exc:
+            log.exception("attempt %d of %s raised: failed, retried on the schedule", attempt, task.id)
+            fault = f"attempt failed inside hookyard (not sent, or its outcome lost): {describe(exc)}"
+            latency_ms = round((time.monotonic() - started) * 1000)
+            outcome = Outcome(status=None, latency_ms=latency_ms, sent_headers={}, error=storable(fault))
+            transformed, url, body, auth_record, faulted = None, task.destination_url, b"", None, True
         if transformed is not None and transformed.request is None:
             outcome, status, error = unsent(transformed.record)
             retry_in_s, body = None, b""
@@ -152,10 +143,10 @@ class Attempts:
             status, retry_in_s, error = "held", None, GONE
         pause_s = retry.parse_retry_after(outcome.retry_after) if outcome.retry_after is not None else None
         if pause_s:  # the destination asked for a pause as a whole (docs/reference/delivery.md)
-            self.shaper.pause(task["destination_id"], pause_s)
+            self.shaper.pause(task.destination_id, pause_s)
         if activity.enabled(s.log_activity):
-            where = (task["destination_id"], task["destination_url"])
-            activity.delivered(task["event_id"], *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
+            where = (task.destination_id, task.destination_url)
+            activity.delivered(task.event_id, *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
         kind = ("success",) if outcome.success else ("error",) if outcome.status is None else ("failure",)
         DELIVERIES.inc(kind)
         DELIVERY_SECONDS.observe(outcome.latency_ms / 1000, kind)
@@ -163,13 +154,13 @@ class Attempts:
         row = delivery_row(
             outcome,
             body,
-            endpoint_id=task["endpoint_id"],
-            event_id=task["event_id"],
-            task_id=task["id"],
-            destination_id=task["destination_id"],
-            destination_name=task["destination_name"],
+            endpoint_id=task.endpoint_id,
+            event_id=task.event_id,
+            task_id=task.id,
+            destination_id=task.destination_id,
+            destination_name=task.destination_name,
             destination_url=url,
-            rule_id=task["rule_id"],
+            rule_id=task.rule_id,
             source="rule",
             attempt=attempt,
             transform=recorded(transformed),
@@ -180,31 +171,61 @@ class Attempts:
             span.finish(outcome, delivery_id=row[0], transform=transformed.record.outcome if transformed else None)
         self.recorder.add(  # synchronous: once the response is in, nothing can cancel its bookkeeping
             Attempt(
-                task_id=task["id"],
+                task_id=task.id,
                 attempts=attempt,
                 status=status,
                 retry_in_s=retry_in_s,
                 last_error=error,
-                destination_id=task["destination_id"],
+                destination_id=task.destination_id,
                 success=outcome.success,
-                circuit=(transformed is None or transformed.request is not None) and not gone,
+                circuit=(transformed is None or transformed.request is not None) and not gone and not faulted,
                 delivery=row,
                 pause_s=pause_s,
-                ordered=task["ordered"],
+                ordered=task.ordered,
                 disable=GONE if gone else None,
             )
         )
-        if pause_s and task["rate_limit_per_s"] is not None:
-            await self.shaper.share_pause(task["destination_id"], pause_s)
+        if pause_s and task.rate_limit_per_s is not None:
+            await self.shaper.share_pause(task.destination_id, pause_s)
 
-    async def _started(self, task: asyncpg.Record, start_at: float) -> bool:
+    async def _send(
+        self, task: LeasedTask, span: SendSpan | None
+    ) -> tuple[Outcome, Result | None, str, bytes, dict[str, Any] | None]:
+        """What the attempt sent and how it went: (the outcome, what the transform did, the URL and body sent,
+        the authentication record). Nothing is sent for an event no longer stored or whose body expired."""
+        if not task.event_found:
+            gone = Outcome(status=None, latency_ms=0, sent_headers={}, error="event no longer stored", permanent=True)
+            return gone, None, task.destination_url, bytes(task.body or b""), None
+        if task.body_expired_at is not None:  # the endpoint's body_retention_days passed: nothing to send
+            expired = "event body expired (body_retention_days)"
+            outcome = Outcome(status=None, latency_ms=0, sent_headers={}, error=expired, permanent=True)
+            return outcome, None, task.destination_url, bytes(task.body or b""), None
+        request, transformed = await outgoing(self.transforms, task, self._signing(task))
+        if request is None:  # the transform skipped or failed it: the caller records ``unsent``
+            skipped = Outcome(status=None, latency_ms=0, sent_headers={})
+            return skipped, transformed, task.destination_url, bytes(task.body or b""), None
+        body, timeout_s, url = request.body, self.ctx.settings.deliver_timeout_s, request.url
+        if span is not None:
+            span.sending(url)
+            if task.propagate_trace:  # the destination's tracing continues the webhook's trace
+                span.propagate(request.headers)
+        args = (request.method, url, request.headers, body)
+        prepared = None
+        if task.auth_version is not None:
+            prepared = await self.authenticator.prepare(task.destination_id, task.auth_version)
+        if prepared is None:
+            return await send(self.transport, *args, total_timeout_s=timeout_s), transformed, url, body, None
+        outcome, auth_record = await self.authenticator.send(self.transport, prepared, *args, total_timeout_s=timeout_s)
+        return outcome, transformed, url, body, auth_record
+
+    async def _started(self, task: LeasedTask, start_at: float) -> bool:
         """A rate-limited send waits for its reserved start (``control.delivery.shaping``); False when it
         went back unsent instead (its destination paused meanwhile, or no start was left for it)."""
         while True:
             await asyncio.sleep(start_at - time.monotonic())
-            paused_s = self.shaper.paused_for(task["destination_id"])
+            paused_s = self.shaper.paused_for(task.destination_id)
             if paused_s > 0:
-                await self.shaper.hand_back([(task["id"], task["attempts"], paused_s)])
+                await self.shaper.hand_back([(task.id, task.attempts, paused_s)])
                 return False
             if time.monotonic() - start_at <= LATE_S:
                 return True

@@ -1,4 +1,5 @@
-"""A deliver worker's transforms: each destination's code loaded once per version and run in the sandbox pool.
+"""A rule delivery's transform: the worker's cache of each destination's code (loaded once per version), its
+run in the sandbox pool on the request an attempt would send, and what the attempt sends and records after it.
 
 A claimed task carries its destination's ``transform_digest`` (the version), not the source; the worker
 keeps the source per (destination, digest) and loads it only on a miss. A PATCH of the code is a new
@@ -18,18 +19,17 @@ from typing import Any
 import msgspec
 
 from control.db import destinations as db_destinations
-from control.db.connection import Row
 from control.db.context import Context
-from control.delivery.send import forwardable, merge, signature
+from control.db.leased import LeasedTask
+from control.delivery.send import Outcome, forwardable, merge, signature
 from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
-from control.service.transforms import event_context
-from control.transform.apply import Outgoing, Result, apply
+from control.transform.apply import Outgoing, Result, apply, event_context
 from control.transform.pool import pool_for
 from control.transform.wire import Problem, Run
 from shared.errors import NotATransformError
 
-__all__ = ("CAPACITY", "Transforms", "outgoing", "recorded")
+__all__ = ("CAPACITY", "Transforms", "outgoing", "recorded", "unsent")
 
 CAPACITY = 256
 """Transform sources a worker keeps (64 KB at most each: 16 MB at most)."""
@@ -90,26 +90,28 @@ class Transforms:
             self._loading.clear()
         return found
 
-    async def apply(self, task: Row, request: Outgoing) -> Result | None:
+    async def apply(self, task: LeasedTask, request: Outgoing) -> Result | None:
         """The destination's transform run on the request the task would send; None when it has none."""
-        destination_id = task["destination_id"]
-        loaded = await self._load(destination_id, task["transform_digest"])
+        destination_id, digest = task.destination_id, task.transform_digest
+        if digest is None:
+            return None
+        loaded = await self._load(destination_id, digest)
         if loaded is None:
             return None
-        if task["transform_crashed_at"] is not None:  # not run again until its code changes or a retry asks
+        if task.transform_crashed_at is not None:  # not run again until its code changes or a retry asks
             message = (
                 "not run: this transform ended its sandbox process (see the destination's transform_crash); "
                 "change its code, or retry the delivery to run it again"
             )
             return Result(None, TransformRecord(outcome="failed", error=TransformError(message=message, line=None)))
         event = {
-            "id": task["event_id"],
-            "provider": task["provider"],
-            "event_type": task["event_type"],
-            "received_at": task["event_received_at"],
-            "labels": task["labels"],
+            "id": task.event_id,
+            "provider": task.provider,
+            "event_type": task.event_type,
+            "received_at": task.event_received_at,
+            "labels": task.labels,
         }
-        destination = {"id": destination_id, "name": task["destination_name"]}
+        destination = {"id": destination_id, "name": task.destination_name}
         pool = pool_for(self.ctx.settings)
 
         async def call(payload: str) -> Run | Problem:
@@ -135,9 +137,7 @@ class Transforms:
             return Result(None, TransformRecord(outcome="failed", error=error))
         if result.crashed and result.record.error is not None:
             async with self.ctx.pool.acquire() as conn:
-                await db_destinations.mark_transform_crash(
-                    conn, destination_id, task["transform_digest"], result.record.error.message
-                )
+                await db_destinations.mark_transform_crash(conn, destination_id, digest, result.record.error.message)
         return result
 
     def close(self) -> None:
@@ -145,28 +145,28 @@ class Transforms:
 
 
 async def outgoing(
-    transforms: Transforms, task: Row, secret: str | Sequence[str] | None
+    transforms: Transforms, task: LeasedTask, secret: str | Sequence[str] | None
 ) -> tuple[Outgoing | None, Result | None]:
     """What a claimed task sends: its captured request to the destination's URL and headers, run through the
     destination's transform when it has one, then signed with ``secret`` (None: unsigned) over what the
     transform returned (several: each signs, a rotation's overlap). Also what the transform did (None without
     one). The request is None when the transform kept it from being sent (skipped or failed)."""
     captured = Outgoing(
-        task["method"],
-        task["destination_url"],
+        task.method or "POST",  # always there: an attempt of an event no longer stored sends nothing
+        task.destination_url,
         merge(
-            forwardable(captured_headers(task["headers"] or {}, task["headers_base64"])),
-            task["destination_headers"],
+            forwardable(captured_headers(task.headers or {}, task.headers_base64)),
+            task.destination_headers,
         ),
-        bytes(task["body"] or b""),
+        bytes(task.body or b""),
     )
-    transformed = await transforms.apply(task, captured) if task["transform_digest"] is not None else None
+    transformed = await transforms.apply(task, captured) if task.transform_digest is not None else None
     request = captured if transformed is None else transformed.request
     if request is not None:
         request.headers = merge(
             request.headers,
-            signature(task["event_id"], request.body, secret) if secret is not None else None,
-            {"x-hookyard-event-id": task["event_id"], "x-hookyard-delivery-attempt": str(task["attempts"])},
+            signature(task.event_id, request.body, secret) if secret is not None else None,
+            {"x-hookyard-event-id": task.event_id, "x-hookyard-delivery-attempt": str(task.attempts)},
         )
     return request, transformed
 
@@ -174,3 +174,16 @@ async def outgoing(
 def recorded(transformed: Result | None) -> dict[str, Any] | None:
     """The ``deliveries.transform`` value: what the transform did, None without one."""
     return None if transformed is None else msgspec.to_builtins(transformed.record)
+
+
+def unsent(record: TransformRecord) -> tuple[Outcome, str, str | None]:
+    """The outcome of an attempt the transform kept from being sent, the task's status and its error:
+    skipped is done (succeeded); failed is failed for good, neither retried (the same input gives the same
+    result: retry it after changing the code) nor counted against the destination's circuit. A replay's
+    transform is judged the same way (``control.service.replay``)."""
+    if record.outcome == "skipped":
+        return Outcome(status=None, latency_ms=0, sent_headers={}), "succeeded", None
+    error = record.error
+    where = f" (line {error.line})" if error is not None and error.line is not None else ""
+    text = f"transform failed: {error.message if error else 'unknown error'}{where}"
+    return Outcome(status=None, latency_ms=0, sent_headers={}, error=text, permanent=True), "failed", text
