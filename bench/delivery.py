@@ -14,9 +14,10 @@ delivery over the throughput rounds, the part of the two cores the receiver took
    seconds per delivery (issue 28: at most 150 µs), and ``*_cpu_us_per_delivery`` the worker process's CPU
    time per delivery in those rounds (its threads included; ``transformed_cpu_us_per_delivery`` with its
    sandbox processes, ``transformed_worker_cpu_us_per_delivery`` the worker alone): the cost that does not
-   depend on how busy the machine's other processes keep its cores. ``transformed_ratio`` is printed last. ``pg_cpu_us_per_delivery`` is the same for the Postgres backends
-   serving that worker's connections (found by their client ports, CPU read from ``/proc/<pid>/stat``):
-   Postgres runs on the same cores, and per delivery it spends about as much as the worker.
+   depend on how busy the machine's other processes keep its cores. ``transformed_ratio`` is printed last.
+   ``pg_cpu_us_per_delivery`` is the same for the Postgres backends serving that worker's connections
+   (found by their client ports, CPU read from ``/proc/<pid>/stat``): Postgres runs on the same cores, and
+   per delivery it spends about as much as the worker.
 2. Latency: edge, a flush worker process and a deliver worker process; events are POSTed to the ingest URL at
    500/s (paced, not a burst) for the run; the figure is, per event, the first attempt's start
    (``deliveries.created_at``) minus the edge's ``received_at``: stream, flush, routing, commit, NOTIFY,
