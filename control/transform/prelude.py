@@ -98,7 +98,8 @@ PRELUDE = r"""
 RUNNER = r"""
 (function (factory, maxOutput, maxLogs, lineOffset, maxDepth) {
   "use strict";
-  // Whether JSON text nests past maxDepth levels (the cap every JSON input has, shared.json_depth): what
+  // Whether a field of the returned request (JSON text of an object) nests past maxDepth levels, the cap
+  // every JSON input has (shared.json_depth), so a captured body at the cap can come back as it was: what
   // nests deeper is refused here, with the limit named, and never reaches a decoder that would recurse.
   const tooDeep = (text) => {
     let depth = 0, inString = false;
@@ -108,7 +109,7 @@ RUNNER = r"""
         if (c === 92) i++;
         else if (c === 34) inString = false;
       } else if (c === 34) inString = true;
-      else if (c === 123 || c === 91) { if (++depth > maxDepth) return true; }
+      else if (c === 123 || c === 91) { if (++depth > maxDepth + 1) return true; }
       else if (c === 125 || c === 93) depth--;
     }
     return false;
@@ -186,7 +187,8 @@ RUNNER = r"""
     }
     if (text.length > maxOutput) return fail("the returned request is larger than " + maxOutput + " characters");
     if (tooDeep(text)) {
-      return fail("the returned request nests deeper than " + maxDepth + " levels (the limit on JSON depth)");
+      const limit = " levels (the limit on JSON depth)";
+      return fail("a field of the returned request nests deeper than " + maxDepth + limit);
     }
     return done(null, text);
   };

@@ -269,7 +269,8 @@ class Sandbox:
             outs = json.loads(answer)  # type: ignore[arg-type]  # idem
             text = False
         except RecursionError:  # the runner refuses what nests past MAX_DEPTH: never met, never a crash
-            return self._stopped(payloads, clock, f"the returned request nests deeper than {MAX_DEPTH} levels")
+            deep = f"a field of the returned request nests deeper than {MAX_DEPTH} levels"
+            return self._stopped(payloads, clock, deep)
         for out in outs:
             error = out["error"]
             runs.append(

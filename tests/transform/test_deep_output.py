@@ -11,6 +11,8 @@ import msgspec
 import pytest
 
 from control.db.context import Context
+from control.transform.apply import Outgoing, apply
+from control.transform.pool import Pool
 from shared.json_depth import MAX_DEPTH
 from shared.settings import Settings
 from tests.destination import FAST_DELIVERY, Destination, fetch_row, make_task, running, serving, settled
@@ -20,7 +22,7 @@ DEEP = "let o = {}; for (let i = 0; i < 20000; i++) o = { a: o };"
 AS_BODY = f"function handler(r) {{ {DEEP} r.body = o; return r; }}"
 AS_HEADER = f"function handler(r) {{ {DEEP} r.headers = {{ x: o }}; return r; }}"
 AS_TEXT = f"function handler(r) {{ {DEEP} r.body = JSON.stringify(o); return r; }}"
-TOO_DEEP = f"the returned request nests deeper than {MAX_DEPTH} levels (the limit on JSON depth)"
+TOO_DEEP = f"a field of the returned request nests deeper than {MAX_DEPTH} levels (the limit on JSON depth)"
 
 
 @pytest.fixture
@@ -84,3 +86,27 @@ async def test_a_delivery_fails_naming_the_depth_limit(ctx: Context, client, acc
         assert row["transform"]["error"] == {"message": TOO_DEEP, "line": None}
         assert row["transform"].get("crashed") is None
     assert destination.requests == []
+
+
+async def test_a_captured_body_at_the_cap_comes_back_as_it_was() -> None:
+    """The cap is on each field: a body nesting exactly ``MAX_DEPTH`` levels (a captured webhook a
+    transform is given) returned unchanged is sent byte for byte, one level deeper is refused."""
+    pool = Pool(size=1, per_account=1)
+    try:
+
+        async def call(item):  # type: ignore[no-untyped-def]
+            return await pool.run("function handler(r) { return r; }", item, account="acct_a", key="k")
+
+        at_cap = b"[" * MAX_DEPTH + b"]" * MAX_DEPTH
+        sent = Outgoing("POST", "https://example.com/h", {"content-type": "application/json"}, at_cap)
+        result = await apply(call, sent, {})
+        assert result.record.outcome == "applied", result.record
+        assert result.request is not None
+        assert result.request.body == at_cap
+        over = b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1)
+        refused = await apply(call, Outgoing("POST", "https://example.com/h", sent.headers, over), {})
+        assert refused.record.outcome == "failed"
+        assert refused.record.error is not None
+        assert refused.record.error.message.startswith(f"the request body nests deeper than {MAX_DEPTH} levels")
+    finally:
+        await pool.close()

@@ -141,7 +141,7 @@ async def test_a_dry_run_returning_a_request_past_the_depth_cap_names_the_limit(
     assert not failed, result
     assert result["request"] is None
     assert result["error"] == {
-        "message": "the returned request nests deeper than 128 levels (the limit on JSON depth)",
+        "message": "a field of the returned request nests deeper than 128 levels (the limit on JSON depth)",
         "line": None,
     }
 
