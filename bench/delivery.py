@@ -12,10 +12,12 @@ delivery over the throughput rounds, the part of the two cores the receiver took
    the best transformed round's rate over the best plain one's (issue 42: at least 0.8);
    ``transform_us_per_delivery`` is the difference of the best rounds'
    seconds per delivery (issue 28: at most 150 µs), and ``*_cpu_us_per_delivery`` the worker process's CPU
-   time per delivery in those rounds (its threads included): the cost that does not depend on how busy the
-   machine's other processes keep its cores. ``pg_cpu_us_per_delivery`` is the same for the Postgres backends
-   serving that worker's connections (found by their client ports, CPU read from ``/proc/<pid>/stat``):
-   Postgres runs on the same cores, and per delivery it spends about as much as the worker.
+   time per delivery in those rounds (its threads included; ``transformed_cpu_us_per_delivery`` with its
+   sandbox processes, ``transformed_worker_cpu_us_per_delivery`` the worker alone): the cost that does not
+   depend on how busy the machine's other processes keep its cores. ``transformed_ratio`` is printed last.
+   ``pg_cpu_us_per_delivery`` is the same for the Postgres backends serving that worker's connections
+   (found by their client ports, CPU read from ``/proc/<pid>/stat``): Postgres runs on the same cores, and
+   per delivery it spends about as much as the worker.
 2. Latency: edge, a flush worker process and a deliver worker process; events are POSTed to the ingest URL at
    500/s (paced, not a burst) for the run; the figure is, per event, the first attempt's start
    (``deliveries.created_at``) minus the edge's ``received_at``: stream, flush, routing, commit, NOTIFY,
@@ -293,11 +295,12 @@ def _cpu_s(processes: dict[int, psutil.Process]) -> dict[int, float]:
 
 def _cpu(
     pid: int, database_url: str, measured: Coroutine[Any, Any, tuple[int, float]]
-) -> tuple[int, float, float, float | None]:
+) -> tuple[int, float, float, float | None, float]:
     """The coroutine's figures, the CPU seconds the worker process and its sandbox processes spent
     meanwhile, and those of the Postgres backends serving it (a backend the worker's pool opened meanwhile
     counted from zero); None when no backend is found: over a Unix socket (the embedded Postgres) a backend
-    has no client port to be matched by, and 0 would read as a measurement."""
+    has no client port to be matched by, and 0 would read as a measurement. Last, the worker process's own
+    CPU seconds (its event loop is what a transformed delivery is bound by: ADR 0060)."""
     worker = psutil.Process(pid)
     before = _cpu_s(_family(worker))
     pg_before = _cpu_s(_backends(worker, database_url))
@@ -305,7 +308,8 @@ def _cpu(
     after = _cpu_s(_family(worker))
     pg_after = _cpu_s(_backends(worker, database_url))
     pg_s = sum(s - pg_before.get(p, 0.0) for p, s in pg_after.items()) if pg_after else None
-    return count, elapsed, sum(s - before.get(p, 0.0) for p, s in after.items()), pg_s
+    own_s = after.get(pid, 0.0) - before.get(pid, 0.0)
+    return count, elapsed, sum(s - before.get(p, 0.0) for p, s in after.items()), pg_s, own_s
 
 
 def _family(worker: psutil.Process) -> dict[int, psutil.Process]:
@@ -335,8 +339,8 @@ def run(seconds: float) -> dict[str, object]:
             begun = time.time()
             with run_process([hookyard, "worker", "deliver"], bench.env) as worker:
                 wait_listening(database_url, NOTIFY_CHANNEL, since=begun)  # ready for the tasks, as Postgres says
-                plain: list[tuple[int, float, float, float]] = []
-                transformed: list[tuple[int, float, float, float]] = []
+                plain: list[tuple[int, float, float, float | None, float]] = []
+                transformed: list[tuple[int, float, float, float | None, float]] = []
                 for _ in range(ROUNDS):
                     plain.append(
                         _cpu(worker.pid, database_url, _throughput(database_url, throughput_ep.id, sink, total))
@@ -346,8 +350,8 @@ def run(seconds: float) -> dict[str, object]:
                             worker.pid, database_url, _throughput(database_url, throughput_ep.id, sink, total, TRIVIAL)
                         )
                     )
-                delivered, elapsed, cpu_s, pg_s = min(plain, key=lambda r: r[1] / r[0])
-                with_n, with_s, with_cpu_s, _ = min(transformed, key=lambda r: r[1] / r[0])
+                delivered, elapsed, cpu_s, pg_s, _ = min(plain, key=lambda r: r[1] / r[0])
+                with_n, with_s, with_cpu_s, _, with_own_s = min(transformed, key=lambda r: r[1] / r[0])
             sink_s = _process_cpu_s(sink_proc.pid) - sink_before
             sent = sum(r[0] for r in plain) + sum(r[0] for r in transformed)
             edge = f"http://127.0.0.1:{edge_port}"
@@ -373,10 +377,10 @@ def run(seconds: float) -> dict[str, object]:
         "seconds": round(elapsed, 2),
         "deliveries_per_s": round(delivered / elapsed),
         "transformed_per_s": round(with_n / with_s),
-        "transformed_ratio": round((with_n / with_s) / (delivered / elapsed), 3),
         "transform_us_per_delivery": round((with_s / with_n - elapsed / delivered) * 1e6, 1),
         "worker_cpu_us_per_delivery": round(cpu_s / delivered * 1e6, 1),
         "transformed_cpu_us_per_delivery": round(with_cpu_s / with_n * 1e6, 1),
+        "transformed_worker_cpu_us_per_delivery": round(with_own_s / with_n * 1e6, 1),
         "pg_cpu_us_per_delivery": "n/a" if pg_s is None else round(pg_s / delivered * 1e6, 1),
         "sink_cpu_us_per_delivery": round(sink_s / sent * 1e6, 1),
         "rounds": ROUNDS,
@@ -389,4 +393,5 @@ def run(seconds: float) -> dict[str, object]:
         "committed_p99_ms": high["flush_p99"],
         f"at_{LOW_RATE_PER_S}_p50_ms": low["p50"],
         f"at_{LOW_RATE_PER_S}_p99_ms": low["p99"],
+        "transformed_ratio": round((with_n / with_s) / (delivered / elapsed), 3),  # last: the figure of issue 42
     }

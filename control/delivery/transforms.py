@@ -26,7 +26,7 @@ from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
 from control.transform.apply import Outgoing, Result, apply, event_context
 from control.transform.pool import pool_for
-from control.transform.wire import Problem, Run
+from control.transform.wire import Input, Problem, Run
 from shared.errors import NotATransformError
 
 __all__ = ("CAPACITY", "Transforms", "outgoing", "recorded", "unsent")
@@ -114,7 +114,7 @@ class Transforms:
         destination = {"id": destination_id, "name": task.destination_name}
         pool = pool_for(self.ctx.settings)
 
-        async def call(payload: str) -> Run | Problem:
+        async def call(payload: Input) -> Run | Problem:
             account = loaded.account
             self.parked += 1
             self._by_account[account] += 1

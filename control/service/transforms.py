@@ -27,7 +27,7 @@ from control.records.transforms import (
 from control.service.endpoints import require_event
 from control.transform.apply import Call, Outgoing, Result, apply, event_context, view
 from control.transform.pool import pool_for
-from control.transform.wire import MAX_SOURCE, Problem, Run
+from control.transform.wire import MAX_SOURCE, Input, Problem, Run
 from shared import ids
 from shared.errors import ForbiddenError, NotATransformError, NotFoundError, ValidationError
 
@@ -53,7 +53,7 @@ def caller(ctx: Context, source: str, *, account: str, key: str) -> Call:
     (a destination, or the account's dry runs) is what a run of stopped calls slows down."""
     pool = pool_for(ctx.settings)
 
-    async def call(payload: str) -> Run | Problem:
+    async def call(payload: Input) -> Run | Problem:
         return await pool.run(source, payload, account=account, key=key)
 
     return call

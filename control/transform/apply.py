@@ -11,6 +11,11 @@ original bytes (not re-serialised: a signature over them still holds, and a numb
 digits), a header value equal to the one handed in goes out as the captured bytes, and an unchanged path
 and query leave the URL as it was. A changed path or query goes to the same origin (scheme, host, port):
 a transform reshapes a request, it does not choose where it goes.
+
+The mapping runs in the sandbox process (``payload_of`` before the call, ``mapped`` after it), not in the
+caller's: the caller sends the request as it is (``Input``: the captured body's bytes, never decoded or
+encoded there) and gets back only what changed (``Sent``), so a delivery worker's own CPU per transformed
+delivery is a struct each way (ADR 0060).
 """
 
 from __future__ import annotations
@@ -28,17 +33,29 @@ import msgspec
 from control.db.connection import Row
 from control.records.destinations import HOP_BY_HOP
 from control.records.transforms import TransformError, TransformRecord
-from control.transform.wire import Problem, Run
+from control.transform.wire import Input, Problem, Run, Sent
 from shared import json_depth
 from shared.bytes_lru import memoize
 from shared.errors import NotATransformError
 
-__all__ = ("Call", "Outgoing", "Result", "apply", "event_context", "record_of", "view")
+__all__ = (
+    "Call",
+    "Outgoing",
+    "Prepared",
+    "Result",
+    "apply",
+    "event_context",
+    "mapped",
+    "payload_of",
+    "record_of",
+    "view",
+)
 
-Call = Callable[[str], Awaitable[Run | Problem]]
-"""One call of a transform on a JSON payload (``control.transform.pool.Pool.run`` with its source bound)."""
+Call = Callable[[Input], Awaitable[Run | Problem]]
+"""One call of a transform on a request (``control.transform.pool.Pool.run`` with its source bound)."""
 
 _encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _VALUE = re.compile(r"[\t\x20-\x7e\x80-\ud7ff\ue000-\U0010ffff]*")
 _PATH = re.compile(r"/[^\x00-\x20\x7f#?]*")
@@ -120,23 +137,23 @@ def _parts(url: str) -> tuple[str, str]:
 
 def view(sent: Outgoing) -> tuple[dict[str, Any], Any]:
     """The request as the transform gets it, and the body as handed in (to tell an unchanged one)."""
-    path, query = _parts(sent.url)
     headers = {name: _text(value) for name, value in sent.headers.items()}
+    json = bool(sent.body) and _is_json(sent.headers.get("content-type")) and not json_depth.exceeds(sent.body)
+    return _view(sent, headers, json)
+
+
+def _view(sent: Outgoing, headers: dict[str, str], json: bool) -> tuple[dict[str, Any], Any]:
+    """``view`` with the headers as shown, and whether the body is JSON to decode (not too deep)."""
+    path, query = _parts(sent.url)
     body: Any = None
-    if sent.body and _is_json(sent.headers.get("content-type")) and not json_depth.exceeds(sent.body):
+    if json:
         try:
-            body = msgspec.json.decode(sent.body)
+            body = _decode(sent.body)
         except msgspec.DecodeError:
             body = None
     if body is None:
         body = sent.body.decode("utf-8", "replace")
-    request = {
-        "method": sent.method,
-        "path": path,
-        "query": query,
-        "headers": headers,
-        "body": body,
-    }
+    request = {"method": sent.method, "path": path, "query": query, "headers": headers, "body": body}
     return request, body
 
 
@@ -225,31 +242,101 @@ def _outgoing(returned: dict[str, Any], sent: Outgoing, shown: dict[str, Any], b
     return Outgoing(method=method.upper(), url=url, headers=headers, body=data)
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """In the sandbox process: a call's request, and what its transform was shown (to tell what it left)."""
+
+    sent: Outgoing
+    shown: dict[str, Any]
+    body_in: Any
+
+
+def _too_deep() -> Run:
+    # Stored as sent, but no transform gets it: decoding and re-encoding it would recurse past Python's
+    # limit (a RecursionError was a 500 in the dry run and an attempt retried without end).
+    return Run(
+        error=f"the request body nests deeper than {json_depth.MAX_DEPTH} levels, more than a transform "
+        "is given; nothing was sent"
+    )
+
+
+def payload_of(item: Input) -> tuple[str, Prepared] | Run:
+    """In the sandbox process: the JSON payload a call gets for ``item``, or the failed run when its body
+    nests too deep to be given."""
+    headers: dict[str, str] = item.headers
+    shown = headers
+    if not all(value.__class__ is str for value in headers.values()):  # bytes: a captured value not UTF-8
+        given: dict[str, Any] = item.headers
+        headers = {k: v if isinstance(v, str) else v.decode("utf-8", "surrogateescape") for k, v in given.items()}
+        shown = {k: v if isinstance(v, str) else v.decode("utf-8", "replace") for k, v in given.items()}
+    sent = Outgoing(item.method, item.url, headers, item.body)
+    json = bool(sent.body) and _is_json(headers.get("content-type"))
+    if json and json_depth.exceeds(sent.body):
+        return _too_deep()
+    request, body_in = _view(sent, shown, json)
+    return _encode({"request": request, "context": item.context}).decode(), Prepared(sent, request, body_in)
+
+
+def mapped(run: Run, prepared: Prepared) -> Run:
+    """In the sandbox process: ``run`` with the request it returned checked and made the request to send,
+    only what differs from the input (``Sent``); a request that cannot be sent fails the run, saying why."""
+    returned = run.request
+    if run.error is not None or not isinstance(returned, dict):
+        return run
+    sent = prepared.sent
+    try:
+        out = _outgoing(returned, sent, prepared.shown, prepared.body_in)
+    except _Wrong as exc:
+        run.request = None
+        run.error = f"the returned request cannot be sent: {exc}"
+        run.line = None
+        return run
+    captured = sent.headers
+    run.request = Sent(
+        method=out.method,
+        url=None if out.url is sent.url else out.url,
+        headers={name: None if value is captured.get(name) else value for name, value in out.headers.items()},
+        body=None if out.body is sent.body else out.body,
+    )
+    return run
+
+
+def _wire_headers(headers: dict[str, str]) -> dict[str, Any]:
+    """Header values as msgpack carries them: a captured byte that is not UTF-8 (a surrogate escape) as
+    bytes."""
+    if all(value.isascii() for value in headers.values()):
+        return headers
+    out: dict[str, Any] = {}
+    for name, value in headers.items():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            out[name] = value.encode("utf-8", "surrogateescape")
+        else:
+            out[name] = value
+    return out
+
+
 async def apply(call: Call, sent: Outgoing, context: Mapping[str, Any]) -> Result:
     """Runs the transform on the request ``sent`` would be; the request to send instead, or why none is.
     NotATransformError when its source does not compile."""
-    if sent.body and _is_json(sent.headers.get("content-type")) and json_depth.exceeds(sent.body):
-        # Stored as sent, but no transform gets it: decoding and re-encoding it would recurse past Python's
-        # limit (a RecursionError was a 500 in the dry run and an attempt retried without end).
-        error = TransformError(
-            message=f"the request body nests deeper than {json_depth.MAX_DEPTH} levels, more than a transform "
-            "is given; nothing was sent",
-            line=None,
-        )
-        return Result(None, TransformRecord(outcome="failed", error=error, duration_ms=0.0))
-    shown, body_in = view(sent)
-    run = await call(_encode({"request": shown, "context": context}).decode())
+    item = Input(method=sent.method, url=sent.url, headers=_wire_headers(sent.headers), body=sent.body, context=context)
+    run = await call(item)
     if isinstance(run, Problem):
         raise NotATransformError(run.message, run.line)
     if run.error is not None:
         return Result(None, record_of(run), crashed=run.crashed)
-    if run.request is None:
+    returned = run.request
+    if returned is None:
         return Result(None, _done(run, "skipped"))
-    try:
-        outgoing = _outgoing(run.request, sent, shown, body_in)
-    except _Wrong as exc:
-        error = TransformError(message=f"the returned request cannot be sent: {exc}", line=None)
-        return Result(None, _done(run, "failed", error))
+    assert isinstance(returned, Sent)  # an Input's answer
+    captured = sent.headers
+    outgoing = Outgoing(
+        method=returned.method,
+        url=sent.url if returned.url is None else returned.url,
+        headers={name: captured[name] if value is None else value for name, value in returned.headers.items()},
+        body=sent.body if returned.body is None else returned.body,
+    )
     return Result(outgoing, _done(run, "applied"))
 
 

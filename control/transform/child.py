@@ -18,15 +18,21 @@ an isolate (the same source of two accounts is two isolates); nothing of a call 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import resource
 import struct
 import sys
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from control.transform.wire import Answer, Call, Run, problem_text, text_problem
+from control.transform.apply import Prepared, mapped, payload_of
+from control.transform.wire import Answer, Call, Run, checked, problem_text
+
+if TYPE_CHECKING:
+    from control.transform.sandbox import Sandbox
 
 CACHED = 32
 """Compiled transforms kept per process (a few MB of V8 heap each)."""
@@ -58,16 +64,28 @@ def limit_memory(megabytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def checked(run: Run) -> Run:
-    """The run, or a failed one when what the code left is not text (a lone UTF-16 surrogate in a log
-    line, the error or the returned request cannot be sent or stored)."""
-    where = text_problem(run)
-    if where is None:
-        return run
-    return Run(
-        error=f"the transform's {where} is not valid text (a lone UTF-16 surrogate such as \\ud800)",
-        duration_ms=run.duration_ms,
-    )
+async def _runs(sandbox: Sandbox, call: Call) -> list[Run]:
+    """The batch's runs, in order: a request (``Input``) is mapped to the transform's payload here and what
+    it returned to the request to send (``control.transform.apply``); one whose body nests too deep fails
+    without a call."""
+    runs: list[Run | None] = [None] * len(call.payloads)
+    payloads: list[str] = []
+    called: list[tuple[int, Prepared | None]] = []
+    for at, item in enumerate(call.payloads):
+        if isinstance(item, str):
+            payloads.append(item)
+            called.append((at, None))
+            continue
+        made = payload_of(item)
+        if isinstance(made, Run):
+            runs[at] = made
+        else:
+            payloads.append(made[0])
+            called.append((at, made[1]))
+    if payloads:
+        for (at, prepared), run in zip(called, await sandbox.run_many(payloads), strict=True):
+            runs[at] = run if prepared is None else mapped(run, prepared)
+    return [run for run in runs if run is not None]
 
 
 async def _serve(budget: int) -> None:
@@ -85,6 +103,7 @@ async def _serve(budget: int) -> None:
     decode = msgspec.msgpack.Decoder(Call).decode
     encoder = msgspec.msgpack.Encoder()
     compiled: OrderedDict[tuple[str, str], Sandbox | Problem] = OrderedDict()
+    gc.freeze()  # what start-up made lives as long as the process: full collections stop scanning it (ADR 0010)
     while True:
         try:
             size = _HEADER.unpack(await reader.readexactly(_HEADER.size))[0]
@@ -104,8 +123,7 @@ async def _serve(budget: int) -> None:
         if isinstance(sandbox, Problem):
             answer = Answer(problem=problem_text(sandbox.message), line=sandbox.line)
         else:
-            runs = await sandbox.run_many(call.payloads)
-            answer = Answer(runs=runs)
+            answer = Answer(runs=await _runs(sandbox, call))
         try:
             data = encoder.encode(answer)
         except UnicodeEncodeError:  # a lone surrogate somewhere: each run checked, the guilty ones failed

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from control.transform.process import GRACE_S, PIPELINE, Process
-from control.transform.wire import Call, Problem, Run
+from control.transform.wire import Call, Input, Problem, Run
 from shared.errors import SandboxEndedError
 from shared.settings import Settings
 
@@ -53,7 +53,7 @@ MAX_BACKOFF_S = 30.0
 @dataclass(slots=True)
 class _Job:
     source: str
-    payload: str
+    payload: str | Input
     done: asyncio.Future[Run | Problem]
     since: float
     """When it was queued (the loop's clock)."""
@@ -101,9 +101,10 @@ class Pool:
         self._pumping = False
         """A ``_pump`` is due on the event loop's next turn (``_pump_soon``)."""
 
-    async def run(self, source: str, payload: str, *, account: str, key: str) -> Run | Problem:
-        """One call of ``source``'s ``handler`` on the JSON ``payload``; a ``Problem`` when it does not
-        compile. Never raises for what the code does."""
+    async def run(self, source: str, payload: str | Input, *, account: str, key: str) -> Run | Problem:
+        """One call of ``source``'s ``handler`` on the JSON ``payload``, or on a request (``Input``, mapped in
+        the sandbox process: ``control.transform.apply``); a ``Problem`` when it does not compile. Never
+        raises for what the code does."""
         wait_s = self._strikes.wait_s(key)
         if wait_s:
             await asyncio.sleep(wait_s)

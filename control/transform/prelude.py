@@ -96,8 +96,24 @@ PRELUDE = r"""
 """
 
 RUNNER = r"""
-(function (factory, maxOutput, maxLogs, lineOffset) {
+(function (factory, maxOutput, maxLogs, lineOffset, maxDepth) {
   "use strict";
+  // Whether a field of the returned request (JSON text of an object) nests past maxDepth levels, the cap
+  // every JSON input has (shared.json_depth), so a captured body at the cap can come back as it was: what
+  // nests deeper is refused here, with the limit named, and never reaches a decoder that would recurse.
+  const tooDeep = (text) => {
+    let depth = 0, inString = false;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (inString) {
+        if (c === 92) i++;
+        else if (c === 34) inString = false;
+      } else if (c === 34) inString = true;
+      else if (c === 123 || c === 91) { if (++depth > maxDepth + 1) return true; }
+      else if (c === 125 || c === 93) depth--;
+    }
+    return false;
+  };
   const parse = JSON.parse, stringify = JSON.stringify, isArray = Array.isArray, now = Date.now;
   const describe = (value) => {
     try {
@@ -170,6 +186,10 @@ RUNNER = r"""
       return fail("the returned request cannot be sent as JSON: " + message(e));
     }
     if (text.length > maxOutput) return fail("the returned request is larger than " + maxOutput + " characters");
+    if (tooDeep(text)) {
+      const limit = " levels (the limit on JSON depth)";
+      return fail("a field of the returned request nests deeper than " + maxDepth + limit);
+    }
     return done(null, text);
   };
   // A batch: the calls that waited while the previous batch ran, in one task on the isolate's thread.

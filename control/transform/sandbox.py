@@ -39,7 +39,17 @@ from py_mini_racer._context import Context
 from py_mini_racer._value_handle import ValueHandle
 
 from control.transform.prelude import LINE_OFFSET, PRELUDE, RUNNER, body, script
-from control.transform.wire import MAX_LOGS, MAX_OUTPUT, MAX_SOURCE, MEMORY_LIMIT, TIME_LIMIT_S, Problem, Run
+from control.transform.wire import (
+    MAX_LOGS,
+    MAX_OUTPUT,
+    MAX_SOURCE,
+    MEMORY_LIMIT,
+    TIME_LIMIT_S,
+    Problem,
+    Run,
+    checked,
+)
+from shared.json_depth import MAX_DEPTH
 
 __all__ = (
     "MAX_LOGS",
@@ -133,7 +143,7 @@ class Sandbox:
                 raise _Refused(_syntax_error(mr, self.source, exc)) from None
             make_runner = mr.eval(RUNNER)
             assert isinstance(make_runner, JSFunction)  # RUNNER is a function expression
-            runner = make_runner(factory, MAX_OUTPUT, MAX_LOGS, LINE_OFFSET)
+            runner = make_runner(factory, MAX_OUTPUT, MAX_LOGS, LINE_OFFSET, MAX_DEPTH)
             ctx = mr._ctx
             assert ctx is not None
             self._call = (
@@ -252,10 +262,15 @@ class Sandbox:
             return self._stopped(payloads, clock, f"stopped: {why}")
         elapsed_ms = (time.perf_counter() - clock) * 1000
         runs = []
+        text = True
         try:
             outs = _decode(answer)  # type: ignore[arg-type]  # mini-racer answers a JS string as a str
-        except msgspec.DecodeError:  # a lone surrogate escaped (msgspec refuses it): the child names it
+        except msgspec.DecodeError:  # a lone surrogate escaped (msgspec refuses it): each run checked below
             outs = json.loads(answer)  # type: ignore[arg-type]  # idem
+            text = False
+        except RecursionError:  # the runner refuses what nests past MAX_DEPTH: never met, never a crash
+            deep = f"a field of the returned request nests deeper than {MAX_DEPTH} levels"
+            return self._stopped(payloads, clock, deep)
         for out in outs:
             error = out["error"]
             runs.append(
@@ -268,7 +283,7 @@ class Sandbox:
                     duration_ms=elapsed_ms if len(payloads) == 1 else float(out["ms"]),
                 )
             )
-        return runs
+        return runs if text else [checked(run) for run in runs]
 
     @staticmethod
     def _stopped(payloads: list[str], clock: float, error: str) -> list[Run]:

@@ -1,6 +1,12 @@
 """What goes between the pool and a sandbox process (``control.transform.child``): a ``Call`` (a transform's
-source and the JSON inputs of its calls) and an ``Answer`` (a ``Run`` per input, or why the source is not
-a transform), msgpack in length-prefixed frames.
+source and the inputs of its calls) and an ``Answer`` (a ``Run`` per input, or why the source is not a
+transform), msgpack in length-prefixed frames.
+
+A delivery's input is the request it would send as it is (``Input``: the captured body's bytes, not
+decoded) and its answer the request to send (``Sent``: what is unchanged left out, the caller has it). The
+mapping between a request and what the transform sees (``control.transform.apply``) runs in the sandbox
+process, on its own core, not in the caller's event loop: decoding the body, the JSON payload, and the checks
+of what came back were most of a delivery worker's own CPU per transformed delivery (ADR 0060).
 
 Only text crosses: a lone UTF-16 surrogate that JavaScript strings may hold cannot be encoded, so the
 sandbox process checks every string it answers with (``text_problem``) and turns a run that left one into
@@ -22,8 +28,11 @@ __all__ = (
     "TIME_LIMIT_S",
     "Answer",
     "Call",
+    "Input",
     "Problem",
     "Run",
+    "Sent",
+    "checked",
     "problem_text",
     "text_problem",
 )
@@ -50,10 +59,34 @@ class Problem:
     line: int | None
 
 
-class Run(msgspec.Struct, kw_only=True):
-    """What one call did: the returned request (None: skip, or an error), or the error and its line."""
+class Input(msgspec.Struct, kw_only=True, frozen=True, array_like=True):
+    """A request a delivery would send, and the call's ``context``: the sandbox process maps it to what the
+    transform sees (``control.transform.apply``)."""
 
-    request: Any = None
+    method: str
+    url: str
+    headers: dict[str, Any]
+    """Values are str, or bytes for a captured value that is not UTF-8 (held as a surrogate escape, which
+    msgpack cannot carry; msgspec takes no union of str and bytes)."""
+    body: bytes
+    context: Any
+
+
+class Sent(msgspec.Struct, kw_only=True, array_like=True):
+    """The request to send, as a sandbox process answers it for an ``Input``: None where it is what the
+    input had (the URL, the body, a header's value), which the caller keeps, byte for byte."""
+
+    method: str
+    url: str | None
+    headers: dict[str, str | None]
+    body: bytes | None
+
+
+class Run(msgspec.Struct, kw_only=True):
+    """What one call did: the returned request (None: skip, or an error), or the error and its line. The
+    request is what the code returned for a JSON payload, and a ``Sent`` for an ``Input``."""
+
+    request: Sent | dict[str, Any] | None = None
     error: str | None = None
     line: int | None = None
     logs: list[str] = msgspec.field(default_factory=list)
@@ -69,8 +102,9 @@ class Call(msgspec.Struct, kw_only=True, frozen=True):
     account: str
     """Whose calls: a sandbox process never runs two accounts' calls in one isolate."""
     source: str
-    payloads: list[str]
-    """JSON ``{"request", "context"}`` per call, or ``{"check": true}`` (load the source, call nothing)."""
+    payloads: list[str | Input]
+    """JSON ``{"request", "context"}`` (or ``{"check": true}``: load the source, call nothing), or an
+    ``Input``, per call."""
 
 
 class Answer(msgspec.Struct, kw_only=True, frozen=True):
@@ -110,3 +144,15 @@ def text_problem(run: Run) -> str | None:
     elif _not_text(request):
         return "returned request"
     return None
+
+
+def checked(run: Run) -> Run:
+    """The run, or a failed one when what the code left is not text (a lone UTF-16 surrogate in a log
+    line, the error or the returned request cannot be sent or stored)."""
+    where = text_problem(run)
+    if where is None:
+        return run
+    return Run(
+        error=f"the transform's {where} is not valid text (a lone UTF-16 surrogate such as \\ud800)",
+        duration_ms=run.duration_ms,
+    )

@@ -130,6 +130,22 @@ async def test_transform_tools_over_streamable_http(
         assert (failed, removed["transform"]) == (False, None)
 
 
+async def test_a_dry_run_returning_a_request_past_the_depth_cap_names_the_limit(
+    control: Stack, account: Account
+) -> None:
+    """20,000 levels returned as the body: a failed run naming the cap, not an ended sandbox process."""
+    deep = "function handler(r) { let o = {}; for (let i = 0; i < 20000; i++) o = { a: o }; r.body = o; return r; }"
+    request = {"method": "POST", "path": "/", "headers": {"content-type": "application/json"}, "body": {"a": 1}}
+    async with tools(control, account.key) as client:
+        failed, result = await call(client, "test_transformation", transform=deep, request=request)
+    assert not failed, result
+    assert result["request"] is None
+    assert result["error"] == {
+        "message": "a field of the returned request nests deeper than 128 levels (the limit on JSON depth)",
+        "line": None,
+    }
+
+
 async def test_the_attacks_of_issue_42_leave_a_real_control_process_up(
     control: Stack, account: Account, other_account: Account
 ) -> None:
