@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from control.db import delivery_records, tasks
+from control.db.leased import LeasedTask
 from control.delivery.send import Outcome, delivery_row
 from tests.erasure.conftest import erase, make_endpoint, run_erasures, stored
 from tests.helpers import blocked_by, db
@@ -16,24 +17,24 @@ ALICE = "cus_alice"
 BODY = {"id": "evt_1", "type": "invoice.paid", "data": {"object": {"customer": ALICE}}}
 
 
-async def _leased(conn, event_id: str) -> tuple[dict, bytes]:
+async def _leased(conn, event_id: str) -> tuple[LeasedTask, bytes]:
     """The event's task leased as a worker's claim leases it, and the row that worker would record."""
     task_id = await conn.fetchval("SELECT id FROM delivery_tasks WHERE event_id = $1", event_id)
     (task,) = await tasks.lease(conn, [task_id], lease_s=0.05)
     row = delivery_row(
         Outcome(status=200, latency_ms=3, sent_headers={"content-type": "application/json"}, response_body=b"ok"),
         ALICE.encode(),  # what was sent carries the value being erased
-        endpoint_id=task["endpoint_id"],
+        endpoint_id=task.endpoint_id,
         event_id=event_id,
-        task_id=task["id"],
-        destination_id=task["destination_id"],
+        task_id=task.id,
+        destination_id=task.destination_id,
         destination_name="hook",
         destination_url="http://127.0.0.1:9/hook",
-        rule_id=task["rule_id"],
+        rule_id=task.rule_id,
         source="rule",
-        attempt=task["attempts"],
+        attempt=task.attempts,
     )
-    return dict(task), row
+    return task, row
 
 
 async def _swept(conn) -> None:
