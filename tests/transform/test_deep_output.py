@@ -13,6 +13,7 @@ import pytest
 from control.db.context import Context
 from control.transform.apply import Outgoing, apply
 from control.transform.pool import Pool
+from control.transform.wire import Input, Problem, Run
 from shared.json_depth import MAX_DEPTH
 from shared.settings import Settings
 from tests.destination import FAST_DELIVERY, Destination, fetch_row, make_task, running, serving, settled
@@ -94,7 +95,7 @@ async def test_a_captured_body_at_the_cap_comes_back_as_it_was() -> None:
     pool = Pool(size=1, per_account=1)
     try:
 
-        async def call(item):  # type: ignore[no-untyped-def]
+        async def call(item: Input) -> Run | Problem:
             return await pool.run("function handler(r) { return r; }", item, account="acct_a", key="k")
 
         at_cap = b"[" * MAX_DEPTH + b"]" * MAX_DEPTH
