@@ -122,6 +122,7 @@ class _Follow:
     def __init__(self, remote: Remote, endpoint_id: str, state: Path | None) -> None:
         self.remote, self.endpoint_id, self.state = remote, endpoint_id, state
         self.cursor, self.secret = "now", None
+        self.lost = False  # the last call could not reach the control plane
         if state is not None and state.exists():
             saved = json.loads(state.read_text())
             self.cursor, self.secret = saved["cursor"], saved.get("resign_with")
@@ -133,13 +134,21 @@ class _Follow:
             private_write(self.state, json.dumps(saved | ({"resign_with": self.secret} if self.secret else {})))
 
     async def next(self, wait_s: int = _WAIT_S) -> tuple[dict[str, Any] | None, str]:
-        """(event or None on a timeout, the cursor after it); raises Unreachable and ApiError."""
-        resp = await self.remote.call(
-            "GET",
-            f"/v1/endpoints/{self.endpoint_id}/events/wait",
-            params={"after": self.cursor, "timeout": wait_s},
-            timeout_s=wait_s + 15,
-        )
+        """(event or None on a timeout, the cursor after it); raises Unreachable and ApiError. After an
+        unreachable control plane the first call is a short wait: a long one would say "reconnected" only when
+        it ends (25 s after the control plane came back, when no event arrives)."""
+        wait_s = _BASELINE_WAIT_S if self.lost else wait_s
+        try:
+            resp = await self.remote.call(
+                "GET",
+                f"/v1/endpoints/{self.endpoint_id}/events/wait",
+                params={"after": self.cursor, "timeout": wait_s},
+                timeout_s=wait_s + 15,
+            )
+        except Unreachable:
+            self.lost = True
+            raise
+        self.lost = False
         cursor = resp.headers["hookyard-cursor"]
         return (resp.json()["event"] if resp.status_code == 200 else None), cursor
 

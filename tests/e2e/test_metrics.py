@@ -6,6 +6,7 @@ parser, so the text is valid exposition format."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 from pathlib import Path
@@ -172,16 +173,19 @@ def test_a_server_removes_the_metrics_directory_it_made(settings: Settings, tmp_
         stderr=subprocess.STDOUT,
     )
     log.close()
+    workers: list[psutil.Process] = []
     try:
         stack.wait_healthy(f"http://127.0.0.1:{port}/healthz", server)
         made = _metrics_dirs(temp)
         assert len(made) == 1, made
-        assert [child.pid for child in psutil.Process(server.pid).children()] != []
+        workers = psutil.Process(server.pid).children(recursive=True)
+        assert workers != []
         assert all(child.name() != "hookyard" for child in psutil.Process(server.pid).children())
         # Both workers up before the signal: granian may miss a SIGTERM that lands while it spawns one (seen
         # once under load: the server still running 20 s later), and this test is about the directory.
         log_text = lambda: (tmp_path / "edge.log").read_text(errors="replace")  # noqa: E731
         until(lambda: log_text().count("Started worker") >= 2, 30, "both granian workers started")
+        workers = psutil.Process(server.pid).children(recursive=True)  # all of them, to clean up after
         server.send_signal(stop)
         try:
             server.wait(60)
@@ -192,6 +196,9 @@ def test_a_server_removes_the_metrics_directory_it_made(settings: Settings, tmp_
         if server.poll() is None:
             server.kill()
             server.wait(10)
+        for worker in workers:  # what it started outlives a SIGKILLed server (two granian processes kept its port)
+            with contextlib.suppress(psutil.Error):
+                worker.kill()
 
     rig = Stack(settings, tmp_path / "rig", TMPDIR=str(temp))
     (tmp_path / "rig").mkdir()

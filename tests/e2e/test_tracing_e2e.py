@@ -41,8 +41,10 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 async def test_one_webhooks_trace_across_edge_worker_and_control(
-    stack: Stack, database_url: str, destination: Destination, otlp: Received
+    otlp: Received, stack: Stack, database_url: str, destination: Destination
 ) -> None:
+    """``otlp`` first: the receiver outlives the stack, whose processes export their last spans as they stop
+    (with it gone first, each exporter's retries held the teardown 9 s)."""
     stack.env.update(
         OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
         OTEL_BSP_SCHEDULE_DELAY="100",

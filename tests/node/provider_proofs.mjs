@@ -1,16 +1,7 @@
 // The npm libraries' half of tests/edge/test_provider_libraries_node.py: each provider's own library signs a
 // request or checks one the catalog signed, and refuses the tampered copy. Reads one case as JSON on stdin,
-// writes its answer as JSON on stdout.
-import { encodeSignatureHeader, isValidSignature } from "@sanity/webhook";
-import { LinearWebhookClient } from "@linear/sdk/webhooks";
-import { verifyKey } from "discord-interactions";
-import Mux from "@mux/mux-node";
-import { sign as octokitSign, verify as octokitVerify } from "@octokit/webhooks-methods";
-import webflow from "webflow-api";
-import { AwsLambdaReceiver } from "@zoom/rivet/users";
-import "@shopify/shopify-api/adapters/web-api";
-import { ApiVersion, shopifyApi } from "@shopify/shopify-api";
-import { EventSubMiddleware } from "@twurple/eventsub-http";
+// writes its answer as JSON on stdout. Each library is imported by the branch that uses it: a process loads
+// one provider's library, not all ten (loading them all cost each of the ten runs seconds of CPU).
 import { createRequire } from "node:module";
 
 console.debug = () => {}; // a library's debug lines (Rivet logs each event) would corrupt the JSON answer
@@ -27,6 +18,7 @@ async function accepts(check) {
 const { provider, body, tampered, headers, secret } = input;
 let answer;
 if (provider === "sanity") {
+  const { encodeSignatureHeader, isValidSignature } = await import("@sanity/webhook");
   const header = await encodeSignatureHeader(body, Date.now(), secret);
   answer = {
     headers: { "sanity-webhook-signature": header },
@@ -34,6 +26,7 @@ if (provider === "sanity") {
     tampered: await isValidSignature(tampered, header, secret),
   };
 } else if (provider === "linear") {
+  const { LinearWebhookClient } = await import("@linear/sdk/webhooks");
   const client = new LinearWebhookClient(secret);
   const signature = headers["linear-signature"];
   answer = {
@@ -41,18 +34,21 @@ if (provider === "sanity") {
     tampered: await accepts(() => client.verify(Buffer.from(tampered), signature)),
   };
 } else if (provider === "discord") {
+  const { verifyKey } = await import("discord-interactions");
   const [signature, timestamp] = [headers["x-signature-ed25519"], headers["x-signature-timestamp"]];
   answer = {
     valid: await verifyKey(body, signature, timestamp, secret),
     tampered: await verifyKey(tampered, signature, timestamp, secret),
   };
 } else if (provider === "mux") {
+  const { default: Mux } = await import("@mux/mux-node");
   const mux = new Mux({ tokenId: "test-token-id", tokenSecret: "test-token-secret" });
   answer = {
     valid: await accepts(() => mux.webhooks.verifySignature(body, headers, secret)),
     tampered: await accepts(() => mux.webhooks.verifySignature(tampered, headers, secret)),
   };
 } else if (provider === "code_host") {
+  const { sign: octokitSign, verify: octokitVerify } = await import("@octokit/webhooks-methods");
   const header = await octokitSign(secret, body);
   answer = {
     headers: { "x-hub-signature-256": header },
@@ -60,12 +56,14 @@ if (provider === "sanity") {
     tampered: await octokitVerify(secret, tampered, header),
   };
 } else if (provider === "webflow") {
+  const { default: webflow } = await import("webflow-api");
   const client = new webflow.WebflowClient({ accessToken: "test-token" });
   answer = {
     valid: await client.webhooks.verifySignature({ headers, body, secret }),
     tampered: await client.webhooks.verifySignature({ headers, body: tampered, secret }),
   };
 } else if (provider === "zoom") {
+  const { AwsLambdaReceiver } = await import("@zoom/rivet/users");
   // Zoom's Rivet SDK as it receives a webhook (its Lambda receiver): 200 for a verified event, 400 for a
   // refused one, and for endpoint.url_validation the answer Zoom expects.
   const handle = new AwsLambdaReceiver({ webhooksSecretToken: secret }).start();
@@ -78,6 +76,8 @@ if (provider === "sanity") {
       : JSON.parse((await handle({ body: validation, headers: input.validation_headers, isBase64Encoded: false }, {})).body),
   };
 } else if (provider === "commerce") {
+  await import("@shopify/shopify-api/adapters/web-api");
+  const { ApiVersion, shopifyApi } = await import("@shopify/shopify-api");
   const shopify = shopifyApi({
     apiKey: "test-api-key", apiSecretKey: secret, scopes: [], hostName: "app.example.com",
     apiVersion: ApiVersion.January25, isEmbeddedApp: false, logger: { level: 0 },
@@ -88,6 +88,7 @@ if (provider === "sanity") {
   })).valid;
   answer = { valid: await check(body), tampered: await check(tampered) };
 } else if (provider === "twitch") {
+  const { EventSubMiddleware } = await import("@twurple/eventsub-http");
   // Twurple's EventSub receiver checks each delivery with _verifyData (message id, timestamp, raw body and
   // the signature header), the call its request handler makes before it parses the body; the API client is
   // only used to subscribe, which this check never does.

@@ -139,9 +139,11 @@ def test_listen_names_the_up_running_now_after_a_restart_on_the_same_ports(proje
         listen.wait_for_output(r"cannot reach the control plane at .*; retrying")
         second = Up(env, project / "up-second.log", cwd=project, data_dir=project / ".hookyard", **ports)
         second.wait_up()
+        # Soon after it is back (its backoff is 5 s at most), not when a 25 s wait for events ends (issue 44).
         listen.wait_for_output(
             rf"control plane: reconnected to {re.escape(second.control_url)} \(from the hookyard up running on "
-            rf"data dir .*, pid {second.proc.pid}\)$"
+            rf"data dir .*, pid {second.proc.pid}\)$",
+            timeout=15,
         )
         told = listen.output
         second.ctrl_c()
