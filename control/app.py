@@ -53,6 +53,7 @@ from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.metrics import CONTENT_TYPE
+from shared.parent import follow_server
 from shared.settings import Settings, load_settings
 from shared.stopping import on_stop_signal
 
@@ -149,6 +150,7 @@ async def _resources(app: Litestar) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
+    follow_server()  # granian's factory, run in each of its workers: a worker ends with granian's main process
     settings = _checked(settings or load_settings())
     mcp = McpMount()
     return Litestar(

@@ -36,6 +36,7 @@ from shared import (
 from shared.clientip import ClientIP
 from shared.keys import Keys
 from shared.metrics import CONTENT_TYPE, metrics_dir
+from shared.parent import follow_server
 from shared.settings import Settings, load_settings
 from shared.tracing import Tracing  # traced
 from shared.uri import uri_text
@@ -205,4 +206,6 @@ class EdgeApp:
 
 
 def create_app(settings: Settings | None = None) -> EdgeApp:
+    """granian's factory, run in each of its workers: a worker ends with granian's main process."""
+    follow_server()
     return EdgeApp(settings or load_settings())

@@ -29,6 +29,8 @@ _LISTS = {"trusted_proxies", "retry_schedule_s", "encryption_keys"}
 # The client commands' own variables (which key, which control plane): no server setting, but no typo either,
 # so a shell that exports them for `hookyard listen` can still run `hookyard up`.
 CLIENT_VARIABLES = frozenset({"HOOKYARD_API_KEY", "HOOKYARD_CONTROL_URL"})
+# Set by the serving commands for granian's workers (``shared.parent``), never by a user: no setting either.
+_INTERNAL_VARIABLES = frozenset({"HOOKYARD_SERVER_PID"})
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -223,7 +225,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
             if value == "" and _OPTIONAL[field]:
                 continue  # VAR= (as compose's ${X:-} writes it) means unset, not an invalid value
             raw[field] = [v.strip() for v in value.split(",") if v.strip()] if field in _LISTS else value
-        elif name.startswith("HOOKYARD_") and name not in CLIENT_VARIABLES:
+        elif name.startswith("HOOKYARD_") and name not in CLIENT_VARIABLES | _INTERNAL_VARIABLES:
             raise ConfigError(f"{name}: unknown setting{_suggestion(name)}")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:

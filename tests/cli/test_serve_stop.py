@@ -1,9 +1,11 @@
-"""A served plane stops within a bound even when one of its granian workers never finishes stopping.
+"""A served plane stops within a bound even when one of its granian workers never finishes stopping, and its
+workers end with it even when it is killed outright.
 
 granian's own worker shutdown can deadlock (emmett-framework/granian#875); with its kill timeout off (granian's
 default) the main process then waits on that worker forever, and `hookyard edge` was seen still running 60 s
 after SIGTERM. A worker held by SIGSTOP stands in for the deadlocked one: it cannot act on the SIGTERM it is
-sent, exactly as a deadlocked one does not."""
+sent, exactly as a deadlocked one does not. A ``kill -9`` of granian's main process used to leave its workers
+serving the port (``shared.parent``)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -55,6 +58,40 @@ def test_a_worker_that_never_stops_is_killed_and_the_server_exits(settings: Sett
     finally:
         if stuck is not None and stuck.is_running():
             stuck.kill()
+        if server.poll() is None:
+            server.kill()
+            server.wait(10)
+
+
+@pytest.mark.parametrize("plane", ["edge", "control"])
+def test_workers_end_with_a_server_killed_outright(settings: Settings, tmp_path: Path, plane: str) -> None:
+    stack = Stack(settings, tmp_path)
+    port = free_port()
+    log_path = tmp_path / f"{plane}.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - closed right after the start
+    server = subprocess.Popen(
+        [*hookyard_command(), plane, "--port", str(port), "--workers", "2"],
+        env=stack.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    workers: list[psutil.Process] = []
+    try:
+        stack.wait_healthy(f"http://127.0.0.1:{port}/healthz", server)
+        until(lambda: log_path.read_text(errors="replace").count("Started worker") >= 2, 30, "both workers started")
+        workers = psutil.Process(server.pid).children()
+        assert len(workers) == 2, workers
+        server.kill()
+        server.wait(10)
+        _gone, alive = psutil.wait_procs(workers, timeout=20)
+        assert alive == [], f"workers outlived their server: {alive}\n{log_path.read_text()[-3000:]}"
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+    finally:
+        for worker in workers:
+            if worker.is_running():
+                worker.kill()
         if server.poll() is None:
             server.kill()
             server.wait(10)

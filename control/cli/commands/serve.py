@@ -16,6 +16,7 @@ from typing import Any
 
 from control.cli.runtime import command_settings, exit_now, run
 from shared.errors import ConfigError
+from shared.parent import SERVER_PID, bind_to_parent
 from shared.settings import Settings, env_name
 
 WORKERS_KILL_TIMEOUT_S = 10
@@ -59,7 +60,7 @@ def _add_host(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_parent_pid(parser: argparse.ArgumentParser) -> None:
-    # Set by `hookyard up` for its children: they exit when it dies (see control.cli.up.bind_to_parent).
+    # Set by `hookyard up` for its children: they exit when it dies (see shared.parent).
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
 
 
@@ -84,12 +85,11 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
     if args.parent_pid is not None:
-        from control.cli.up import bind_to_parent
-
         bind_to_parent(args.parent_pid)
     port = getattr(settings, port_field)
     # The app reads its settings from the environment; make it agree with the flags.
     env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
+    env[SERVER_PID] = str(os.getpid())  # granian keeps this pid after the exec: its workers follow it
     # Several granian workers share their metric totals through a directory (shared.metrics): the one set, else
     # one made per start, removed once the server has exited (_removed_after). A single worker (as under
     # `hookyard up`) needs none.
@@ -194,8 +194,6 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = command_settings()
     if args.parent_pid is not None:
-        from control.cli.up import bind_to_parent
-
         bind_to_parent(args.parent_pid)
     run(lambda: workers.run(settings, tuple(args.names), burst=args.burst))
     exit_now(0)  # drained, and its pools closed
