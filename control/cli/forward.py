@@ -25,9 +25,20 @@ from control.records.forwards import MAX_FORWARD_RESPONSE
 from shared.errors import ApiError, Unreachable
 from shared.signatures import HEADERS, resign
 
-__all__ = ("Forwarded", "forward", "hint", "record", "request_of")
+__all__ = ("Forwarded", "forward", "forwarding_client", "hint", "record", "request_of")
 
 _RECORD_TIMEOUT_S = 5.0
+
+
+def forwarding_client(timeout_s: float) -> httpx.AsyncClient:
+    """A client that sends the captured headers and nothing of its own: httpx's defaults (``Accept``,
+    ``Accept-Encoding``, ``Connection``, ``User-Agent``) would fill in what the provider did not send, and the
+    app would see headers the recorded forward does not list. Only ``Host`` and the body's framing are added,
+    as any HTTP client must."""
+    client = httpx.AsyncClient(timeout=timeout_s, trust_env=False, follow_redirects=False)
+    for name in list(client.headers):
+        del client.headers[name]
+    return client
 
 
 def request_of(event: dict[str, Any], resign_with: str | None) -> tuple[str, dict[str, Any], bytes]:
@@ -104,10 +115,10 @@ def hint(forward_to: str, event: dict[str, Any], done: Forwarded, replay_flags: 
     """One line for a forward that looks like the wrong target: nothing listening, or something that has no
     such route (another program on the port, or the app at another path). listen moves on either way (the
     event stays stored), so the hint says how to send it again."""
-    again = f"`{shlex.join(['hookyard', 'replay', event['id'], '--to', 'URL', *replay_flags])}` sends it again"
+    again = f"`{shlex.join(['hookyard', 'replay', event['id'], '--to', forward_to, *replay_flags])}` sends it again"
     if done.refused:
         return f"  hint: nothing is listening at {forward_to}; start your app there ({again})"
-    if done.status in (404, 405):
+    if done.status in (404, 405, 501):  # 501: a server that takes no such method at all (python -m http.server)
         by = f" from {done.server!r}" if done.server else ""
         method = str(event.get("method") or "POST")
         return (

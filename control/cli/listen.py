@@ -37,9 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-import httpx
-
-from control.cli.forward import forward, hint, record
+from control.cli.forward import forward, forwarding_client, hint, record
 from control.cli.last import private_write, remember
 from control.cli.remote import Remote
 from control.records.verdict import verdict_text
@@ -260,7 +258,7 @@ async def listen(
             f"Re-signing each event in its provider's own header with {which} (kept 0600 in "
             f"{Path(data_dir).name}/ for `hookyard replay` and restarts; --verbatim: as captured)."
         )
-    async with httpx.AsyncClient(timeout=_FORWARD_TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+    async with forwarding_client(_FORWARD_TIMEOUT_S) as client:
         hinted = False  # once per run: the first forward that looks like the wrong target says so
         unrecorded = False  # said once per run too: the control plane could not record a forward
         while True:

@@ -17,6 +17,7 @@ import standardwebhooks
 import stripe
 import svix
 
+from control.cli.forward import Forwarded, hint
 from shared.samples import sample
 from tests.cli.webhooks_support import PROVIDER_SECRET, RESIGN, relay_as
 from tests.destination import Destination, Reply
@@ -78,6 +79,34 @@ def test_listen_forwards_every_event_once_across_control_and_own_restarts(
     assert second.interrupt() == 0
 
 
+def test_listen_forwards_the_captured_headers_and_adds_none_of_its_clients(
+    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
+) -> None:
+    """A provider that sends few headers: the app gets those (and the Host and Content-Length every request
+    has), not the forwarding client's defaults, and the recorded forward lists exactly what the app got."""
+    _stack, env, api = stack_cli_and_api
+    endpoint = api.post("/v1/endpoints", json={"name": "few headers"}).json()
+    proc = Proc(["listen", endpoint["id"], "--forward-to", destination.url], env, tmp_path / "listen.log")
+    procs.append(proc)
+    proc.wait_for_output("Forwarding to")
+    with httpx.Client() as provider:
+        for name in list(provider.headers):  # the sender's own defaults off: only what is named here goes out
+            del provider.headers[name]
+        ack = provider.post(endpoint["ingest_url"], content=b'{"n": 1}', headers={"content-type": "application/json"})
+    assert ack.status_code == 200, ack.text
+    until(lambda: len(destination.requests) == 1, what="the event forwarded")
+    (got,) = destination.requests
+    assert set(got.headers) == {"host", "content-length", "content-type"}, got.headers
+
+    def recorded() -> dict[str, str] | None:
+        found = api.get(f"/v1/events/{ack.json()['id']}").json()["deliveries"]
+        return found[0]["request_headers"] if found else None
+
+    until(lambda: recorded() is not None, what="the forward recorded on its event")
+    assert recorded() == {"content-type": "application/json"}
+    assert proc.interrupt() == 0
+
+
 def test_listen_says_once_when_its_target_looks_wrong(
     stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
 ) -> None:
@@ -94,7 +123,7 @@ def test_listen_says_once_when_its_target_looks_wrong(
     hints = re.findall(r"^  hint: .*$", wrong.output, re.MULTILINE)
     assert hints == [
         f"  hint: {destination.url} answered 404 from 'other-app/1.0': is that your app, and does it take POST at "
-        f"that path? (`hookyard replay {acked[0]} --to URL` sends it again)"
+        f"that path? (`hookyard replay {acked[0]} --to {destination.url}` sends it again)"
     ]
     assert wrong.interrupt() == 0
 
@@ -107,12 +136,12 @@ def test_listen_says_once_when_its_target_looks_wrong(
     third = httpx.post(endpoint["ingest_url"], json={"n": 2}).json()["id"]
     refused.wait_for_output(re.escape(third))
     assert re.findall(r"^  hint: .*$", refused.output, re.MULTILINE) == [
-        f"  hint: nothing is listening at {nowhere}; start your app there (`hookyard replay {third} --to URL "
+        f"  hint: nothing is listening at {nowhere}; start your app there (`hookyard replay {third} --to {nowhere} "
         f"--data-dir {data_dir}` sends it again)"
     ]
     assert refused.interrupt() == 0
     destination.reply(default=Reply())
-    command = re.search(r"`hookyard (replay [^`]+)`", refused.output).group(1).replace("URL", destination.url)
+    command = re.search(r"`hookyard (replay [^`]+)`", refused.output).group(1).replace(nowhere, destination.url)
     without = {k: v for k, v in env.items() if k != "HOOKYARD_DATA_DIR"}
     sent = cli(without, *command.split())
     assert sent.returncode == 0, sent.stderr
@@ -171,3 +200,17 @@ def test_listen_start_filters_event_types_and_resigns(
     svix.Webhook(RESIGN).verify(created.body, relay_as("svix", created.headers))
     assert proc.interrupt() == 0
     assert len(re.findall(r"→ 200", proc.output)) == 3
+
+
+@pytest.mark.parametrize("status", [404, 405, 501])
+def test_a_server_without_the_route_or_method_gets_the_hint(status: int) -> None:
+    """501 too: what `python -m http.server` answers a POST (it has no such method at all)."""
+    event = {"id": "evt_01M8WF4NPWP4MH2SKW9ECTNM4E", "method": "POST"}
+    done = Forwarded(status, 3, None, "SimpleHTTP/0.6 Python/3.11.7", False, {}, None)
+    told = hint("http://localhost:13000/webhooks", event, done, [])
+    assert told == (
+        f"  hint: http://localhost:13000/webhooks answered {status} from 'SimpleHTTP/0.6 Python/3.11.7': is that "
+        "your app, and does it take POST at that path? (`hookyard replay evt_01M8WF4NPWP4MH2SKW9ECTNM4E --to "
+        "http://localhost:13000/webhooks` sends it again)"
+    )
+    assert hint("http://localhost:13000/webhooks", event, done._replace(status=500), []) is None
