@@ -258,7 +258,10 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         _banner(settings, data_dir, key if new_key else None)
         failed = await _supervise(children, stop)
         if failed is not None:
-            log.error("%s exited unexpectedly with code %s; stopping everything", failed.name, failed.proc.returncode)
+            code = failed.proc.returncode
+            how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited ({code})"
+            # Code 0 too: a child stopped on its own (e.g. its own SIGTERM) still leaves the instance incomplete.
+            log.error("%s %s while up was running; stopping everything", failed.name, how)
             return 1
         log.info("stopping")
         return 0

@@ -341,3 +341,18 @@ def test_up_on_given_urls_starts_no_embedded_server(
     assert _still_alive(up.tree) == []
     assert not (data_dir / "postgres").exists()
     assert not (data_dir / "redis").exists()
+
+
+def test_a_child_killed_under_up_stops_everything_and_says_how(
+    launch: Launch, servers: Servers, database_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """The edge's granian killed outright: up says which child and how, stops the rest, and exits 1; the
+    edge's own worker follows its killed parent (``shared.parent``) rather than keep the port."""
+    env = _env(DATABASE_URL=database_url, REDIS_URL=servers.redis_url, HOOKYARD_REDIS_PREFIX=redis_prefix)
+    up = launch(tmp_path / "d", env, "given")
+    up.wait_up()
+    (edge,) = [p for p in psutil.Process(up.proc.pid).children() if "edge.app:create_app" in p.cmdline()]
+    edge.kill()
+    assert up.proc.wait(STOP_DEADLINE_S) == 1, up.text()
+    assert "edge was killed by SIGKILL while up was running; stopping everything" in up.text()
+    assert _still_alive(up.tree) == []
