@@ -3,6 +3,8 @@
 import sys
 import types
 
+from shared import redis_probe
+
 
 def _without_httpx_cli() -> None:
     """The httpx package imports its own command line client (``httpx._main``: rich, click and pygments),
@@ -23,3 +25,4 @@ def _without_httpx_cli() -> None:
 
 
 _without_httpx_cli()
+redis_probe.install()  # as in edge/__init__.py: redis-py's OpenTelemetry probe is not paid for

@@ -57,8 +57,9 @@ def test_the_command_line_parser_starts_without_asyncio() -> None:
 
 # What only a rare path needs (issue 44: start-up CPU): an OAuth2 destination (oauthlib), a destination's TLS
 # certificates (x509), pydantic models (none: Litestar's plugins for them are left out, control.app._App),
-# httpx's command line client. The control plane's granian workers import control.app without the CLI.
-RARE = ("oauthlib", "cryptography.x509", "pydantic", "attrs", "rich", "click", "pygments")
+# httpx's command line client, OpenTelemetry's SDK (only under OTLP; redis-py probed it: shared.redis_probe).
+# The control plane's granian workers import control.app without the CLI.
+RARE = ("oauthlib", "cryptography.x509", "pydantic", "attrs", "rich", "click", "pygments", "opentelemetry.sdk.")
 
 
 @pytest.mark.parametrize(
@@ -67,6 +68,7 @@ RARE = ("oauthlib", "cryptography.x509", "pydantic", "attrs", "rich", "click", "
         "from control.app import create_app\n"
         "create_app(load_settings({}, database_url='postgresql://x@127.0.0.1:9/x', redis_url='redis://127.0.0.1:9'))",
         "import control.workers",
+        "import edge.app",
     ],
 )
 def test_a_server_process_starts_without_what_only_a_rare_path_needs(build: str) -> None:
