@@ -12,14 +12,13 @@ until it exits, so the client commands in another terminal find this instance, o
 Each child runs in a process group of its own: a Ctrl-C typed in the terminal reaches only this process,
 which then stops the children in order, and the group lets it reap what a child leaves behind (granian's
 worker processes). Children also ask the kernel for SIGTERM should this process die without cleaning up
-(``bind_to_parent``), so even ``kill -9`` of the supervisor leaves no servers holding the ports.
+(``control.cli.runtime.bind_to_parent``), so even ``kill -9`` of the supervisor leaves no servers holding the ports.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
 import logging
 import os
@@ -49,7 +48,7 @@ from control.workers import LOOP_NAMES
 from shared.errors import ConfigError, StartupError
 from shared.settings import Settings
 
-__all__ = ("LOCAL_EMAIL", "bind_to_parent", "ensure_local_key", "up")
+__all__ = ("LOCAL_EMAIL", "ensure_local_key", "up")
 
 log = logging.getLogger("hookyard.up")
 
@@ -91,17 +90,6 @@ def _either(configured: str | None, started: str | None) -> str:
 def _killpg(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-
-
-def bind_to_parent(parent_pid: int) -> None:
-    """Linux only: SIGTERM this process when its parent dies (survives exec, so granian inherits it)."""
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) != 0:
-            log.warning("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
-    if os.getppid() != parent_pid:  # the parent died before the request took effect
-        raise SystemExit(f"hookyard: parent process {parent_pid} is gone; not starting")
 
 
 _UPGRADE_NOTES = {

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from control.cli.runtime import command_settings, exit_now, run
+from control.cli.runtime import bind_to_parent, command_settings, exit_now, run
 from shared.errors import ConfigError
 from shared.settings import Settings, env_name
 
@@ -59,7 +59,7 @@ def _add_host(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_parent_pid(parser: argparse.ArgumentParser) -> None:
-    # Set by `hookyard up` for its children: they exit when it dies (see control.cli.up.bind_to_parent).
+    # Set by `hookyard up` for its children: they exit when it dies (see control.cli.runtime.bind_to_parent).
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
 
 
@@ -84,8 +84,6 @@ def _serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
     if args.parent_pid is not None:
-        from control.cli.up import bind_to_parent
-
         bind_to_parent(args.parent_pid)
     port = getattr(settings, port_field)
     # The app reads its settings from the environment; make it agree with the flags.
@@ -194,8 +192,6 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = command_settings()
     if args.parent_pid is not None:
-        from control.cli.up import bind_to_parent
-
         bind_to_parent(args.parent_pid)
     run(lambda: workers.run(settings, tuple(args.names), burst=args.burst))
     exit_now(0)  # drained, and its pools closed
