@@ -26,6 +26,8 @@ from litestar.di import NamedDependency, Provide
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
+from litestar.plugins import PluginProtocol
+from litestar.plugins.core import MsgspecDIPlugin
 
 from control.api import v1_router
 from control.api.allow import AllowMiddleware
@@ -149,11 +151,22 @@ async def _resources(app: Litestar) -> AsyncIterator[None]:
         await pool.close()
 
 
+class _App(Litestar):
+    """Litestar without the plugins it adds for pydantic and attrs models whenever those libraries are
+    installed (the MCP SDK brings pydantic): no handler of ours takes or returns one (msgspec Structs only),
+    and importing the pydantic plugin was a tenth of every control plane worker's start CPU (issue 44). The
+    OpenAPI document is the same without them (checked when this was written, litestar 2.x)."""
+
+    @staticmethod
+    def _get_default_plugins(plugins: list[PluginProtocol]) -> list[PluginProtocol]:
+        return [*plugins, MsgspecDIPlugin()]
+
+
 def create_app(settings: Settings | None = None) -> Litestar:
     follow_server()  # granian's factory, run in each of its workers: a worker ends with granian's main process
     settings = _checked(settings or load_settings())
     mcp = McpMount()
-    return Litestar(
+    return _App(
         route_handlers=[healthz, metrics, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
         lifespan=[_resources, mcp.lifespan],

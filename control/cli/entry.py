@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import types
 
 from control.cli.commands import admin, dead_letters, serve, webhooks
 from control.cli.commands import open as open_command
@@ -24,7 +23,6 @@ log = logging.getLogger("hookyard.cli")
 
 
 def main(argv: list[str] | None = None) -> int:
-    _without_httpx_cli()
     args = build_parser().parse_args(argv)
     try:
         found: int = args.handler(args)
@@ -43,21 +41,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-def _without_httpx_cli() -> None:
-    """The httpx package imports its own command line client (``httpx._main``: rich, click and pygments),
-    which hookyard never runs, unless that import fails: a third of a client command's start-up. A stand-in
-    module takes its place in this process (its ``main`` says what it is), before anything imports httpx."""
-    if "httpx" in sys.modules:
-        return
-    stand_in = types.ModuleType("httpx._main", "hookyard's stand-in for httpx's command line client")
-
-    def main() -> None:
-        raise SystemExit("httpx's command line client is not loaded in the hookyard process")
-
-    stand_in.main = main  # type: ignore[attr-defined]  # a module object made at run time
-    sys.modules.setdefault("httpx._main", stand_in)
 
 
 def _expected(exc: Exception) -> bool:

@@ -3,7 +3,6 @@ and how a server command that has stopped cleanly ends at once (``exit_now``).""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
@@ -25,6 +24,8 @@ def command_settings(**overrides: object) -> Settings:
 
 def run(coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     """uvloop where installed: the worker loops are I/O bound and it is measurably faster there."""
+    import asyncio  # here: `hookyard edge|control` only execs granian, and every command's parser is built without it
+
     try:
         import uvloop
     except ImportError:

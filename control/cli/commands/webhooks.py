@@ -9,7 +9,6 @@ first hour needs no id copied by hand."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine
@@ -126,6 +125,8 @@ def _webhook_command(args: argparse.Namespace, command: Callable[[Settings, Any]
             return await command(settings, remote)
         finally:
             await remote.aclose()
+
+    import asyncio  # here, as in control.cli.runtime: the other commands' start-up does not pay for it
 
     return asyncio.run(run())
 

@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote_plus
 
-from oauthlib.oauth2 import BackendApplicationClient, OAuth2Error
-
 from control.delivery.send import send
 from control.delivery.transport import Transport
 from control.records.destination_auth import OAuth2ClientCredentials
@@ -71,6 +69,10 @@ async def fetch_token(
     transport: Transport, config: OAuth2ClientCredentials, *, timeout_s: float, reason: str
 ) -> tuple[str | None, float | None, TokenFetch]:
     """(token, seconds it lives for as the server said, what the fetch did); token None when it failed."""
+    # Here, not at the top: oauthlib (62 modules) is only needed by a destination with OAuth2, and every
+    # control worker and `hookyard worker` imported it at start (issue 44: start-up CPU).
+    from oauthlib.oauth2 import BackendApplicationClient, OAuth2Error
+
     client = BackendApplicationClient(config.client_id)
     fields: dict[str, Any] = {}
     if config.scope is not None:

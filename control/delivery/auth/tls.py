@@ -19,14 +19,16 @@ import ssl
 import tempfile
 from collections import OrderedDict
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 
 from control.delivery.transport import TlsProfile
 from shared.errors import ValidationError
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 __all__ = ("TlsProfiles", "build_context", "certificate_info", "check_ca", "check_client_certificate", "profile_key")
 
@@ -37,6 +39,10 @@ MAX_PEM_BYTES = 8 * 1024 * 1024
 
 
 def _certificates(pem: str, field: str) -> list[x509.Certificate]:
+    # x509 here, not at the top: only a destination with TLS settings needs it, and the control plane and
+    # every `hookyard worker` imported it at start (issue 44: start-up CPU).
+    from cryptography import x509
+
     if "-----BEGIN CERTIFICATE-----" not in pem:
         raise ValidationError(f"{field}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)")
     try:

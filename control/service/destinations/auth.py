@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import msgspec
-from cryptography import x509
 
 from control.db.context import Context
 from control.delivery.auth.tls import certificate_info, check_ca, check_client_certificate
@@ -145,5 +144,7 @@ def shown_tls_ca(pem: str | None) -> TlsCaShown | None:
     try:
         return msgspec.convert({"certificates": check_ca(pem)}, TlsCaShown)
     except ValidationError:  # expired since it was stored: shown as it is, without the check
+        from cryptography import x509  # here: the rare path; its import costs every start (control.delivery.auth.tls)
+
         certificates = x509.load_pem_x509_certificates(pem.encode("utf-8"))
         return msgspec.convert({"certificates": [certificate_info(c) for c in certificates]}, TlsCaShown)
