@@ -10,13 +10,17 @@ left its workers serving the port (seen in the suite: two edge workers still ans
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
+import select
 import signal
 import sys
+import threading
+import time
 
-__all__ = ("SERVER_PID", "bind_to_parent", "follow_server")
+__all__ = ("DRAIN_BOUND_S", "SERVER_PID", "bind_to_parent", "follow_server")
 
 log = logging.getLogger("hookyard.parent")
 
@@ -25,6 +29,10 @@ SERVER_PID = "HOOKYARD_SERVER_PID"
 the parent each granian worker binds itself to. Internal, and accepted as such by ``load_settings``."""
 
 _PR_SET_PDEATHSIG = 1
+
+DRAIN_BOUND_S = 10.0
+"""How long a worker whose server died may take to drain before it exits regardless (granian's own bound on a
+stopping worker, ``WORKERS_KILL_TIMEOUT_S``, is the same)."""
 
 
 def bind_to_parent(parent_pid: int) -> None:
@@ -44,3 +52,20 @@ def follow_server() -> None:
     parent = os.environ.get(SERVER_PID)
     if parent and parent.isdigit() and os.getpid() != int(parent):
         bind_to_parent(int(parent))
+        threading.Thread(target=_guard, args=(int(parent),), name="hookyard-server-watch", daemon=True).start()
+
+
+def _guard(parent: int) -> None:
+    """The kernel's SIGTERM can be lost: this factory runs before granian's worker listens for the signal, and
+    until then the handler in place is the main process's, inherited over the fork, which sets a flag no
+    worker reads (seen once in the suite: one of two workers still serving 20 s after its server's kill -9).
+    So this thread waits for the parent's end itself (a pidfd: no polling), signals again once the worker
+    has had time to listen, and ends the process if the drain outlasts its bound."""
+    with contextlib.suppress(OSError):  # no such process: it is already gone
+        fd = os.pidfd_open(parent)
+        select.select([fd], [], [])
+    time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(DRAIN_BOUND_S)
+    log.warning("hookyard: the server process %d is gone and this worker did not stop; exiting", parent)
+    os._exit(1)

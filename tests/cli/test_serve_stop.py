@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -63,8 +64,9 @@ def test_a_worker_that_never_stops_is_killed_and_the_server_exits(settings: Sett
             server.wait(10)
 
 
-@pytest.mark.parametrize("plane", ["edge", "control"])
-def test_workers_end_with_a_server_killed_outright(settings: Settings, tmp_path: Path, plane: str) -> None:
+@pytest.mark.parametrize(("plane", "when"), [("edge", "serving"), ("control", "serving"), ("edge", "starting")])
+def test_workers_end_with_a_server_killed_outright(settings: Settings, tmp_path: Path, plane: str, when: str) -> None:
+    """``starting``: killed as soon as its workers exist, while they load the app."""
     stack = Stack(settings, tmp_path)
     port = free_port()
     log_path = tmp_path / f"{plane}.log"
@@ -78,8 +80,11 @@ def test_workers_end_with_a_server_killed_outright(settings: Settings, tmp_path:
     log.close()
     workers: list[psutil.Process] = []
     try:
-        stack.wait_healthy(f"http://127.0.0.1:{port}/healthz", server)
-        until(lambda: log_path.read_text(errors="replace").count("Started worker") >= 2, 30, "both workers started")
+        if when == "serving":
+            stack.wait_healthy(f"http://127.0.0.1:{port}/healthz", server)
+            until(lambda: log_path.read_text(errors="replace").count("Started worker") >= 2, 30, "both started")
+        else:
+            until(lambda: len(psutil.Process(server.pid).children()) == 2, 30, "both workers spawned")
         workers = psutil.Process(server.pid).children()
         assert len(workers) == 2, workers
         server.kill()
@@ -95,3 +100,49 @@ def test_workers_end_with_a_server_killed_outright(settings: Settings, tmp_path:
         if server.poll() is None:
             server.kill()
             server.wait(10)
+
+
+_WORKER_THAT_LOSES_SIGTERM = """
+import os, signal, subprocess, sys, time
+if sys.argv[1] == "parent":
+    env = {**os.environ, "HOOKYARD_SERVER_PID": str(os.getpid())}
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[2], "child"], env=env)
+    print(child.pid, flush=True)
+    time.sleep(600)
+else:
+    from shared.parent import follow_server
+    follow_server()
+    signal.signal(signal.SIGTERM, lambda *_: None)  # as granian's inherited handler: the signal only sets a flag
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_worker_that_lost_the_kernels_sigterm_still_ends_with_its_server() -> None:
+    """A worker whose SIGTERM handler drops the signal (granian's worker before it listens: the flag of the
+    handler inherited from its main process) still ends within the drain bound once its server is killed."""
+    from shared.parent import DRAIN_BOUND_S
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _WORKER_THAT_LOSES_SIGTERM, "parent", _WORKER_THAT_LOSES_SIGTERM],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert parent.stdout is not None
+    child = psutil.Process(int(parent.stdout.readline()))
+    try:
+        assert parent.stdout.readline().strip() == "ready"  # the child's (it shares the pipe): it follows now
+        parent.kill()
+        parent.wait(10)
+        started = time.monotonic()
+        _gone, alive = psutil.wait_procs([child], timeout=DRAIN_BOUND_S + 10)
+        assert alive == [], "the worker outlived its server"
+        assert time.monotonic() - started >= 1  # not the lost SIGTERM: the guard's own, then its exit
+    finally:
+        if child.is_running():
+            child.kill()
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        parent.stdout.close()
