@@ -259,7 +259,8 @@ async def listen(
             f"{Path(data_dir).name}/ for `hookyard replay` and restarts; --verbatim: as captured)."
         )
     async with forwarding_client(_FORWARD_TIMEOUT_S) as client:
-        hinted = False  # once per run: the first forward that looks like the wrong target says so
+        # Once per run and kind: nothing listening, then another program on the port, each says so once.
+        hinted: set[bool] = set()
         unrecorded = False  # said once per run too: the control plane could not record a forward
         while True:
             if event is not None and (not events or event.get("event_type") in events):
@@ -268,10 +269,10 @@ async def listen(
                     f"{_now()}  {event.get('provider') or '-':<9}  {event.get('event_type') or '-':<32}  "
                     f"→ {out.status(done.status, done.error)}  {done.latency_ms:>5} ms  {event['id']}"
                 )
-                told = None if hinted else hint(forward_to, event, done, replay_flags)
+                told = None if done.refused in hinted else hint(forward_to, event, done, replay_flags)
                 if told is not None:
                     out.line(told)
-                    hinted = True
+                    hinted.add(done.refused)
                 problem = await record(follow.remote, forward_to, event, done)
                 if problem is not None and not unrecorded:
                     out.line(out.paint(f"{_now()}  this forward is not recorded in hookyard ({problem})", "33"))

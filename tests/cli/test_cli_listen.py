@@ -20,7 +20,7 @@ import svix
 from control.cli.forward import Forwarded, hint
 from shared.samples import sample
 from tests.cli.webhooks_support import PROVIDER_SECRET, RESIGN, relay_as
-from tests.destination import Destination, Reply
+from tests.destination import Destination, Reply, serving
 from tests.onboarding.clirun import Proc, cli, until
 from tests.stack import free_port
 
@@ -146,6 +146,27 @@ def test_listen_says_once_when_its_target_looks_wrong(
     sent = cli(without, *command.split())
     assert sent.returncode == 0, sent.stderr
     assert json.loads(destination.requests[-1].body) == {"n": 2}
+
+
+def test_listen_hints_once_per_kind_of_wrong_target(stack_cli_and_api, procs: list[Proc], tmp_path: Path) -> None:
+    """Another program on the port, then nothing on it, in one run: each says so once (the first hint used to
+    be the run's only one, so the second kind was never told)."""
+    _stack, env, api = stack_cli_and_api
+    endpoint = api.post("/v1/endpoints", json={"name": "two wrong targets"}).json()
+    with serving() as other:
+        other.reply(default=Reply(status=501, headers={"server": "SimpleHTTP/0.6"}))
+        proc = Proc(["listen", endpoint["id"], "--forward-to", other.url], env, tmp_path / "listen.log")
+        procs.append(proc)
+        proc.wait_for_output("Forwarding to")
+        for n in range(2):
+            httpx.post(endpoint["ingest_url"], json={"n": n})
+        until(lambda: len(re.findall(r"→ 501", proc.output)) == 2, what="both forwards answered 501")
+    for n in range(2, 4):  # the server is gone now: nothing listens on its port
+        httpx.post(endpoint["ingest_url"], json={"n": n})
+    until(lambda: len(re.findall(r"→ ERR ConnectError", proc.output)) == 2, what="both forwards refused")
+    hints = re.findall(r"^  hint: (.*?answered 501|nothing is listening)", proc.output, re.MULTILINE)
+    assert hints == [f"{other.url} answered 501", "nothing is listening"], proc.output
+    assert proc.interrupt() == 0
 
 
 def test_listen_start_filters_event_types_and_resigns(
