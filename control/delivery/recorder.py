@@ -54,7 +54,7 @@ RETRY_CAP_S = 5.0
 """Longest wait between two tries of a batch the infrastructure refused: once Postgres is back, every
 recorder has written what it held within about this long (the deliver loop's sweep relies on it)."""
 
-GATHER_S = 0.01
+GATHER_S = 0.02
 """A write that follows the previous one's start by less than this waits until then, unless ``GATHER_ROWS``
 results or one that must not wait are queued: results arriving while the last write ran make the next batch.
 Each write has a fixed cost in the worker and in Postgres (one large statement), and when writes go out as
