@@ -3,7 +3,8 @@
 Each finished attempt is queued in memory; one writer task writes everything queued in one transaction
 (the ``deliveries`` rows, the task results, the circuit updates), then everything queued meanwhile, and so
 on. At a few thousand attempts a second that is a few dozen transactions instead of thousands, and a lone
-attempt is written at once (no added delay).
+attempt is written at once (no added delay); a write that follows the previous one closely gathers for up to
+``GATHER_S`` first, unless what is queued must not wait (docs/adr/0060-sandbox-calls-pipelined-pristine-and-parked.md).
 
 A failed write is judged by ``control.db.faults``, and only two answers exist:
 
