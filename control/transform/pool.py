@@ -30,10 +30,11 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from control.transform.process import GRACE_S, PIPELINE, Process
-from control.transform.wire import Call, Input, Problem, Run
+from control.transform.wire import Answer, Call, Input, Problem, Run
 from shared.errors import SandboxEndedError
 from shared.settings import Settings
 
@@ -192,7 +193,12 @@ class Pool:
             for job in batch:
                 job.started = True
             process.depth += 1
-            self._spawn(self._dispatch(account, batch, process))
+            if process.started:  # written now, settled in the turn that reads its answer (``_answered``)
+                clock = time.perf_counter()
+                call = Call(account=account, source=batch[0].source, payloads=[job.payload for job in batch])
+                process.submit(call, partial(self._answered, account, batch, process, clock))
+            else:  # a new process: its batches wait for its pipes in a task
+                self._spawn(self._dispatch(account, batch, process))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work, name="sandbox:call")
@@ -213,29 +219,65 @@ class Pool:
         else:
             self._spawn(process.kill())
 
-    async def _dispatch(self, account: str, batch: list[_Job], process: Process) -> None:
+    def _answered(
+        self, account: str, batch: list[_Job], process: Process, clock: float, result: Answer | SandboxEndedError
+    ) -> None:
+        """A batch ``submit`` wrote is answered, or failed: its calls get their results at once, and the
+        process its next batch (``_pump``). One that ended its process is run again call by call in a task
+        (``_again``), which keeps the process counted in the account's share until then."""
+        if isinstance(result, SandboxEndedError) and not result.innocent and len(batch) > 1:
+            self._spawn(self._again(account, batch, process))
+            return
         try:
-            results = await self._execute(account, batch, process)
+            results = (
+                None
+                if isinstance(result, SandboxEndedError) and result.innocent
+                else _results(result, batch, process, clock)
+            )
+        finally:
+            self._release(account, process)
+        self._settle(account, batch, results)
+
+    async def _again(self, account: str, batch: list[_Job], process: Process) -> None:
+        """Each call of a batch that ended its process, alone in a process of its own: only the guilty call
+        fails."""
+        try:
+            results: list[Run | Problem] | None = [await self._alone(account, job) for job in batch]
         except BaseException as exc:
-            for job in batch:
-                if not job.done.done():
-                    job.done.set_exception(exc)
+            _fail(batch, exc)
             raise
         finally:
             self._release(account, process)
             self._pump()
-        if results is None:  # never began: its place at the head of its account's queue again, within its bound
+        self._settle(account, batch, results)
+
+    def _settle(self, account: str, batch: list[_Job], results: list[Run | Problem] | None) -> None:
+        """The batch's calls get their results; None: it never began, and goes back to the head of its
+        account's queue, within its bound. Then whatever can go next goes."""
+        if results is None:
             now = asyncio.get_running_loop().time()
             for job in batch:
                 job.started = False
                 if now - job.since >= MAX_WAIT_S:
                     _give_up(job)
             self._waiting.setdefault(account, deque()).extendleft(reversed(batch))
+        else:
+            for job, result in zip(batch, results, strict=True):
+                if not job.done.done():
+                    job.done.set_result(result)
+        self._pump()
+
+    async def _dispatch(self, account: str, batch: list[_Job], process: Process) -> None:
+        """A batch for a process whose pipes are not there yet: it waits for them in this task."""
+        try:
+            results = await self._execute(account, batch, process)
+        except BaseException as exc:
+            _fail(batch, exc)
+            self._release(account, process)
             self._pump()
-            return
-        for job, result in zip(batch, results, strict=True):
-            if not job.done.done():
-                job.done.set_result(result)
+            raise
+        self._release(account, process)
+        self._settle(account, batch, results)
 
     async def _execute(self, account: str, batch: list[_Job], process: Process) -> list[Run | Problem] | None:
         """The batch's results, or None when it never began (it waited behind a batch that ended the
@@ -243,19 +285,14 @@ class Pool:
         clock = time.perf_counter()
         try:
             call = Call(account=account, source=batch[0].source, payloads=[job.payload for job in batch])
-            answer = await process.call(call)
+            answer: Answer | SandboxEndedError = await process.call(call)
         except SandboxEndedError as ended:
             if ended.innocent:
                 return None
             if len(batch) > 1:  # which call did it: each again alone
                 return [await self._alone(account, job) for job in batch]
-            ms = (time.perf_counter() - (process.began or clock)) * 1000
-            return [Run(error=ended.message, stopped=True, crashed=ended.crashed, duration_ms=ms)]
-        if answer.problem is not None:
-            return [Problem(answer.problem, answer.line)] * len(batch)
-        assert answer.runs is not None
-        assert len(answer.runs) == len(batch)
-        return list(answer.runs)
+            answer = ended
+        return _results(answer, batch, process, clock)
 
     async def _alone(self, account: str, job: _Job) -> Run | Problem:
         """One call of a batch that ended its process, in a new process of its own (the slot of the one
@@ -281,6 +318,27 @@ class Pool:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._idle, self._held = [], {}
         await asyncio.gather(*(process.kill() for process in list(self._every)), return_exceptions=True)
+
+
+def _results(
+    answer: Answer | SandboxEndedError, batch: list[_Job], process: Process, clock: float
+) -> list[Run | Problem]:
+    """The results of a batch's calls from its answer, or from the error of a call that ended its process
+    alone (measured from when it began there, ``Process.began``, else from ``clock``)."""
+    if isinstance(answer, SandboxEndedError):
+        ms = (time.perf_counter() - (process.began or clock)) * 1000
+        return [Run(error=answer.message, stopped=True, crashed=answer.crashed, duration_ms=ms)]
+    if answer.problem is not None:
+        return [Problem(answer.problem, answer.line)] * len(batch)
+    assert answer.runs is not None
+    assert len(answer.runs) == len(batch)
+    return list(answer.runs)
+
+
+def _fail(batch: list[_Job], exc: BaseException) -> None:
+    for job in batch:
+        if not job.done.done():
+            job.done.set_exception(exc)
 
 
 def _give_up(job: _Job) -> None:

@@ -20,13 +20,14 @@ import struct
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 
 import msgspec
 
 from control.transform.wire import TIME_LIMIT_S, Answer, Call
 from shared.errors import SandboxEndedError
 
-__all__ = ("GRACE_S", "PIPELINE", "Process")
+__all__ = ("GRACE_S", "PIPELINE", "Process", "Settle")
 
 GRACE_S = 0.25
 """How long after ``TIME_LIMIT_S`` a process that has not answered is killed."""
@@ -34,6 +35,9 @@ START_S = 30.0
 """How long a new process may take to be up (Python and V8 loaded) before its first batch's clock starts."""
 PIPELINE = 2
 """Batches written to a process before the first is answered."""
+Settle = Callable[[Answer | SandboxEndedError], None]
+"""What is called once a batch is answered, or has failed (``SandboxEndedError``): synchronously, in the turn
+of the event loop that read the answer (``Process.submit``)."""
 _TAIL = 4096
 _HEADER = struct.Struct(">I")
 _encode = msgspec.msgpack.Encoder().encode
@@ -65,14 +69,15 @@ def _child_env() -> dict[str, str]:
 
 
 class Process:
-    """A sandbox process, started at once in the background: batches can be handed to it (``send``) before
-    it is up. ``depth``: batches handed to it and not yet answered (or failed)."""
+    """A sandbox process, started at once in the background: batches can be handed to it (``call``) before
+    it is up. ``depth``: batches handed to it and not yet answered (or failed); the pool counts one up as it
+    hands a batch over, the process counts it down as it settles it."""
 
     def __init__(self, memory_mb: int) -> None:
         self.proc: asyncio.subprocess.Process | None = None
         self.depth = 0
         self.tail = bytearray()
-        self._sent: deque[asyncio.Future[Answer]] = deque()
+        self._sent: deque[Settle] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._ended: SandboxEndedError | None = None
         self._dying = False
@@ -107,26 +112,60 @@ class Process:
     def alive(self) -> bool:
         return self._ended is None and (self.proc is None or self.proc.returncode is None)
 
+    @property
+    def started(self) -> bool:
+        """Its pipes are there (it may not be up yet): ``submit`` writes at once."""
+        return self._ready.done() and not self._ready.cancelled() and self._ready.exception() is None
+
+    def submit(self, call: Call, settle: Settle) -> None:
+        """Writes a batch now (``started`` must be true); ``settle`` gets its answer, or the
+        ``SandboxEndedError`` it failed with, in the turn of the event loop that read it: the pool hands the
+        process its next batch and the calls their results there, not a turn or two later through a task
+        awaiting a future (ADR 0060, amendment of 2026-12-03)."""
+        if not self.alive or self._dying:
+            ended = SandboxEndedError(
+                "stopped: its sandbox process ended before it began", crashed=False, innocent=True
+            )
+            asyncio.get_running_loop().call_soon(self._settle, settle, ended)  # never within the caller's turn
+            return
+        assert self.proc is not None
+        assert self.proc.stdin is not None
+        data = _encode(call)
+        self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+        self._sent.append(settle)
+        if len(self._sent) == 1:
+            self._arm(0.0 if self._up else START_S)
+
     async def call(self, call: Call) -> Answer:
         """Sends a batch and awaits its answer; ``SandboxEndedError`` when the process ends first. Batches are written
         in the order their calls began (they all await the same start, then write without awaiting)."""
         try:
             await self._ready
-            if not self.alive or self._dying:
-                raise SandboxEndedError(
-                    "stopped: its sandbox process ended before it began", crashed=False, innocent=True
-                )
-            assert self.proc is not None
-            assert self.proc.stdin is not None
-            done: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-            data = _encode(call)
-            self.proc.stdin.write(_HEADER.pack(len(data)) + data)
-            self._sent.append(done)
-            if len(self._sent) == 1:
-                self._arm(0.0 if self._up else START_S)
-            return await done
-        finally:
+        except BaseException:
             self.depth -= 1
+            raise
+        done: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+
+        def settle(result: Answer | SandboxEndedError) -> None:
+            if done.done():  # its caller was cancelled
+                return
+            if isinstance(result, SandboxEndedError):
+                done.set_exception(result)
+            else:
+                done.set_result(result)
+
+        self.submit(call, settle)
+        return await done
+
+    def _settle(self, settle: Settle, result: Answer | SandboxEndedError) -> None:
+        """A batch is done with (answered or failed): one fewer in the process, and its ``settle`` called."""
+        self.depth -= 1
+        try:
+            settle(result)
+        except Exception as exc:  # noqa: BLE001 - a bug of the caller's, not this process's end
+            asyncio.get_running_loop().call_exception_handler(
+                {"message": "settling a sandbox batch raised", "exception": exc}
+            )
 
     def _arm(self, more_s: float = 0.0) -> None:
         """The running batch's clock: ``more_s`` on top while the process is not up yet."""
@@ -150,14 +189,13 @@ class Process:
             while True:
                 size = _HEADER.unpack(await stdout.readexactly(_HEADER.size))[0]
                 answer = _decode(await stdout.readexactly(size))
-                done = self._sent.popleft()
+                settle = self._sent.popleft()
                 if self._timer is not None:
                     self._timer.cancel()
                     self._timer = None
                 if self._sent:
                     self._arm()  # the next batch starts now
-                if not done.done():
-                    done.set_result(answer)
+                self._settle(settle, answer)
         except (asyncio.IncompleteReadError, ConnectionError, msgspec.DecodeError, IndexError):
             if self._ended is not None:  # killed for time: that is why it is gone
                 return
@@ -171,9 +209,10 @@ class Process:
                 async with asyncio.timeout(1):
                     await self._stderr
             why = _reason(self.proc.returncode, bytes(self.tail))
-            if running is not None and not running.done():
-                running.set_exception(
-                    SandboxEndedError(f"stopped: the transform ended its sandbox process ({why})", crashed=True)
+            if running is not None:
+                self._settle(
+                    running,
+                    SandboxEndedError(f"stopped: the transform ended its sandbox process ({why})", crashed=True),
                 )
 
     def _end(self, ended: SandboxEndedError) -> None:
@@ -186,10 +225,9 @@ class Process:
             self._timer.cancel()
             self._timer = None
         self._sigkill()
-        for at, done in enumerate(self._sent):
-            if not done.done():
-                done.set_exception(ended if at == 0 else SandboxEndedError(ended.message, crashed=False, innocent=True))
-        self._sent.clear()
+        sent, self._sent = self._sent, deque()
+        for at, settle in enumerate(sent):
+            self._settle(settle, ended if at == 0 else SandboxEndedError(ended.message, crashed=False, innocent=True))
 
     async def _drain_stderr(self) -> None:
         assert self.proc is not None
