@@ -25,8 +25,8 @@ from bench.setup import create_endpoint
 from control.db.context import Principal
 from control.records.erasures import EraseRequest
 from control.service import erasures as erasures_service
-from control.workers import worker_context
 from control.workers.erasures.step import PAGE, advance
+from control.workers.main import worker_context
 from shared import ids
 
 __all__ = ("run",)

@@ -56,10 +56,10 @@ from control.records.destinations import DestinationCreate
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service.destinations.crud import create_destination
-from control.workers import worker_context
 from control.workers.flush import Flush
 from control.workers.learn import Learn, lower_priority
 from control.workers.loop import frozen_start
+from control.workers.main import worker_context
 from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord, encode_records
@@ -262,7 +262,7 @@ def _learner(settings: Settings, ready: Any, stop: Any, out: Any) -> None:
     """The learn worker's loop in a process of its own, as ``hookyard worker learn`` runs it, until ``stop``;
     puts (events learned, CPU seconds) in ``out``."""
 
-    lower_priority()  # as ``control.workers.run`` does for a process of the learn loop alone
+    lower_priority()  # as ``control.workers.main.run`` does for a process of the learn loop alone
 
     async def main() -> None:
         async with worker_context(settings) as ctx:

@@ -23,7 +23,7 @@ from bench.infra import bench_env
 from bench.list import _FILL
 from bench.setup import create_endpoint
 from control.db import retention as db_retention
-from control.workers import worker_context
+from control.workers.main import worker_context
 from control.workers.sweep.retention import BATCH, expire_records
 from shared import ids
 

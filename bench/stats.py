@@ -29,7 +29,7 @@ from control.db import stats as db_stats
 from control.db.context import Principal
 from control.records.destinations import DestinationCreate
 from control.service.destinations.crud import create_destination
-from control.workers import worker_context
+from control.workers.main import worker_context
 from shared.settings import Settings
 
 __all__ = ("run",)

@@ -28,9 +28,9 @@ from control.db.context import Principal
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import schemas as service
-from control.workers import worker_context
 from control.workers.flush import Flush
 from control.workers.learn import Learn
+from control.workers.main import worker_context
 from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord, encode_records

@@ -34,7 +34,7 @@ from litestar.testing import AsyncTestClient
 from control.db.context import Context
 from control.db.migrate import migrate
 from control.service.accounts import create_account
-from control.workers import worker_context
+from control.workers.main import worker_context
 from shared import ids, redis_client
 from shared.settings import Settings, load_settings
 from shared.wire import IngestRecord

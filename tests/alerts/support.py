@@ -10,9 +10,9 @@ from typing import Any
 
 import standardwebhooks
 
-from control.workers import worker_context
 from control.workers.alerts.loop import Alerts
 from control.workers.loop import run_loops
+from control.workers.main import worker_context
 from shared.settings import Settings
 from tests.destination import Received
 

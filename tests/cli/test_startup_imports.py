@@ -98,7 +98,7 @@ RARE = ("oauthlib", "cryptography.x509", "pydantic", "attrs", "rich", "click", "
     [
         "from control.app import create_app\n"
         "create_app(load_settings({}, database_url='postgresql://x@127.0.0.1:9/x', redis_url='redis://127.0.0.1:9'))",
-        "import control.workers",
+        "import control.workers.main",
         "import edge.app",
     ],
 )
@@ -126,3 +126,16 @@ def test_the_control_app_imports_the_mcp_sdk_only_when_mcp_is_called() -> None:
     *_, registered, modules = done.stdout.strip().splitlines()
     assert int(registered) >= 60  # every tool registered all the same: a catalog built now lists them all
     assert [m for m in json.loads(modules) if m.split(".")[0] in ("mcp", "mcp_types")] == []
+
+
+def test_up_reads_the_loop_names_without_importing_the_loops() -> None:
+    """``hookyard up`` splits its worker and learner by the loops' names; importing ``control.workers`` for
+    them built every loop's module tree (the delivery package, the learner, the sandbox pool: ~200 modules,
+    0.2-0.3 s of CPU) in every ``up``, for a tuple of strings (issue 44: the suite starts ``up`` dozens of
+    times). The names still match the loops the worker builds: ``control.workers.main`` checks on import."""
+    probe = "import json, sys\nimport control.cli.up\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "control.workers" in modules
+    assert [m for m in modules if m.startswith(("control.workers.", "control.delivery", "control.transform"))] == []

@@ -9,7 +9,7 @@ import logging
 import msgspec
 import pytest
 
-from control.workers import worker_context
+from control.workers.main import worker_context
 from shared.settings import Settings
 from tests.destination import Destination, Reply, make_task, running
 from tests.helpers import wait_for

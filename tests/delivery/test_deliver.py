@@ -10,7 +10,7 @@ import pytest
 
 from control.db.context import Context
 from control.delivery.egress import REFUSED
-from control.workers import worker_context
+from control.workers.main import worker_context
 from shared.settings import Settings
 from tests.destination import (
     Destination,

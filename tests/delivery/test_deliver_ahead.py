@@ -16,8 +16,8 @@ from control.db.flush import store_batch
 from control.delivery.claim import claim
 from control.delivery.ready import DEPTH
 from control.records.storable import event_row
-from control.workers import worker_context
 from control.workers.deliver import Deliver
+from control.workers.main import worker_context
 from shared import ids
 from shared.settings import Settings
 from shared.wire import IngestRecord

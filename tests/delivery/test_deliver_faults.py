@@ -18,7 +18,7 @@ from control.db.leased import LeasedTask
 from control.delivery.claim import claim
 from control.delivery.recorder import Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row
-from control.workers import worker_context
+from control.workers.main import worker_context
 from shared.settings import Settings
 from tests.conftest import Servers
 from tests.destination import (

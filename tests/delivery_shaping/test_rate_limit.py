@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from control.db.context import Context
-from control.workers import worker_context
+from control.workers.main import worker_context
 from shared.settings import Settings
 from tests.delivery_shaping.support import busiest_second, limited_tasks, starts
 from tests.destination import FAST_DELIVERY, Destination, Reply, fetch_row, make_task, running, serving

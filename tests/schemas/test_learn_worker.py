@@ -15,9 +15,10 @@ from control.db.context import Context
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import schemas as service
-from control.workers import LOOP_NAMES, build_loops
+from control.workers import LOOP_NAMES
 from control.workers.flush import Flush
 from control.workers.learn import Learn
+from control.workers.main import build_loops
 from shared.wire import IngestRecord, encode_records
 from tests.conftest import make_account
 from tests.helpers import wait_for

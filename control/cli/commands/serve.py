@@ -190,7 +190,7 @@ def _granian_log_config(settings: Settings) -> str:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from control import workers
+    from control.workers import main as workers
 
     settings = command_settings()
     if args.parent_pid is not None:

@@ -1,0 +1,121 @@
+"""The worker process of ``hookyard worker [NAME ...]``: its context (pool, Redis, tracing), its loops built by
+name, and the run that drains them on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from control.db import create_pool
+from control.db.context import Context
+from control.routing.route import Router
+from control.schemas.learn import Learner
+from control.support.metrics import serve_worker_metrics
+from control.support.sealing import keyring_of
+from control.transform.pool import close_pool
+from control.workers import LOOP_NAMES
+from control.workers.alerts.loop import Alerts
+from control.workers.deliver import Deliver
+from control.workers.erasures.loop import Erasures
+from control.workers.flush import Flush
+from control.workers.learn import Learn, lower_priority
+from control.workers.loop import Loop, frozen_start, install_signal_handlers, run_loops
+from control.workers.retries import RetryJobs
+from control.workers.sweep.loop import Sweep
+from shared import redis_client, tracing
+from shared.errors import ConfigError
+from shared.keys import Keys
+from shared.settings import Settings
+
+__all__ = ("build_loops", "close_loops", "run", "worker_context")
+
+log = logging.getLogger("hookyard.worker")
+
+
+def _flush_lanes(ctx: Context) -> list[Loop]:
+    router = Router(ctx)  # one rule cache for all lanes of the process (each batch checks its versions)
+    return [
+        Flush(
+            ctx,
+            consumer=f"{Flush.default_consumer()}-{i}",
+            claim_idle_ms=ctx.settings.flush_claim_idle_ms,
+            router=router,
+            learn=ctx.settings.schema_learning,  # notes the new events; the learn loop learns them
+        )
+        for i in range(ctx.settings.flush_lanes)
+    ]
+
+
+_FACTORIES: dict[str, Callable[[Context], list[Loop]]] = {
+    "flush": _flush_lanes,
+    "learn": lambda ctx: [Learn(ctx, learner=Learner())] if ctx.settings.schema_learning else [],
+    "deliver": lambda ctx: [Deliver(ctx)],
+    "sweep": lambda ctx: [Sweep(ctx)],
+    "retries": lambda ctx: [RetryJobs(ctx)],
+    "alerts": lambda ctx: [Alerts(ctx)],
+    "erasures": lambda ctx: [Erasures(ctx)],
+}
+if tuple(_FACTORIES) != LOOP_NAMES:  # the light list up reads must name exactly the loops built here
+    raise ImportError(f"control.workers.LOOP_NAMES {LOOP_NAMES} != the factories {tuple(_FACTORIES)}")
+
+
+@contextlib.asynccontextmanager
+async def worker_context(settings: Settings) -> AsyncIterator[Context]:
+    if not settings.database_url or not settings.redis_url:
+        raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
+    keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first sync
+    pool = await create_pool(settings.database_url, max_size=settings.db_pool_max, reset_sessions=False)
+    # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
+    # Cluster-aware, and waited for: a worker started before Redis answers starts once it does.
+    redis = await redis_client.open_client_when_up(settings.redis_url, blocking_reads=True)
+    traces = tracing.setup("worker")  # None without an OTLP endpoint
+    try:
+        yield Context(
+            settings=settings,
+            pool=pool,
+            redis=redis,
+            keys=Keys(settings.redis_prefix, settings.stream_shards, cluster=redis_client.is_cluster_client(redis)),
+            tracing=traces,
+        )
+    finally:
+        await close_pool()  # the sandbox processes transforms ran in
+        if traces is not None:
+            await asyncio.to_thread(traces.shutdown)  # what is still queued goes out
+        await redis.aclose()
+        await pool.close()
+
+
+def build_loops(ctx: Context, names: list[str] | tuple[str, ...]) -> list[Loop]:
+    unknown = [n for n in names if n not in _FACTORIES]
+    if unknown:
+        raise ConfigError(f"unknown worker loop(s) {', '.join(unknown)}; choose from {', '.join(LOOP_NAMES)}")
+    return [loop for n in (names or LOOP_NAMES) for loop in _FACTORIES[n](ctx)]
+
+
+async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, burst: bool = False) -> None:
+    """Runs the named loops (all when none is named) until SIGTERM/SIGINT, then drains and returns."""
+    stop = asyncio.Event()
+    if tuple(names) == ("learn",):  # background work alone in its process: the flush and Postgres come first
+        lower_priority()
+    async with worker_context(settings) as ctx, serve_worker_metrics(ctx):
+        loops = build_loops(ctx, names)
+        if not burst:
+            install_signal_handlers(stop)
+        try:
+            with frozen_start():
+                await run_loops(loops, stop, burst=burst)
+        finally:
+            await close_loops(loops)
+
+
+async def close_loops(loops: list[Loop]) -> None:
+    """Lets loops with work of their own in flight (deliver's sends) drain it, before the pool closes."""
+    for loop in loops:
+        close = getattr(loop, "close", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception:
+                log.exception("%s: closing failed", loop.name)
