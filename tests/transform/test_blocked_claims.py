@@ -47,7 +47,7 @@ async def test_no_claim_scans_a_blocked_backlog_for_nothing(ctx: Context) -> Non
                 claims.append((len(result[0]), bool(blocked)))
                 return result
 
-            deliver._claim = counted  # type: ignore[method-assign]
+            deliver._claim = counted  # type: ignore[method-assign]  # counts the real claims, on this instance only
             await settled(ctx, made[-1]["task"], "succeeded", timeout=60)
             for task in made:
                 await settled(ctx, task["task"], "succeeded", timeout=30)
