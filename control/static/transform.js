@@ -60,7 +60,13 @@
   function editor(eventId) {
     const code = h("textarea", {
       className: "transform-source", id: "transform-source", spellcheck: false, rows: 10, value: source,
-      ariaLabel: "transform source", on: { input: () => { source = code.value; } },
+      ariaLabel: "transform source", on: { input: () => {
+        source = code.value;
+        // Typed into an editor the detail pane's redraw has just replaced: the one now shown takes the text,
+        // so that what Run sends is what the page shows (a redraw landing mid-typing showed the template).
+        const live = document.getElementById("transform-source");
+        if (live && live !== code) live.value = source;
+      } },
     });
     const result = h("div", { className: "transform-result", id: "transform-result", role: "status" });
     const run = h("button", { type: "button", id: "transform-run" }, "Run on this event");
