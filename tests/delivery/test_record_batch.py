@@ -5,32 +5,14 @@ statements writes them; and the counting, now in SQL, against ``histogram.bucket
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 
 from control.db import delivery_records, histogram
 from control.db import stats as db_stats
 from control.db.context import Context
-from control.delivery.send import Outcome, delivery_row
+from tests.delivery.rows import attempt_row
 from tests.destination import Destination, make_task
-
-
-def _row(made: dict[str, str], latency_ms: int | None, *, success: bool = True, transform: Any = None) -> tuple:
-    return delivery_row(
-        Outcome(status=200 if success else 500, latency_ms=latency_ms or 0, sent_headers={"x-a": "1"}),
-        b'{"ok": true}',
-        endpoint_id=made["endpoint"],
-        event_id=made["event"],
-        task_id=made["task"],
-        destination_id=made["destination"],
-        destination_name="sink",
-        destination_url="http://127.0.0.1:9/",
-        rule_id=made["rule"],
-        source="rule",
-        attempt=1,
-        transform=transform,
-    )
 
 
 def _with_latency(row: tuple, latency_ms: int | None) -> tuple:
@@ -52,10 +34,10 @@ async def test_one_statement_writes_records_counts_results_and_closes_the_circui
     same = {"endpoint_id": first["endpoint"], "destination_id": first["destination"]}
     tasks = [first, *[await make_task(ctx, destination.url, **same) for _ in range(4)]]
     sent, failed, skipped, gone = tasks[:2], tasks[2], tasks[3], tasks[4]
-    rows = [_with_latency(_row(sent[0], 0), 0), _with_latency(_row(sent[1], 7), 7)]
-    rows.append(_with_latency(_row(failed, 120_001, success=False), 120_001))
-    rows.append(_row(skipped, None, transform={"outcome": "skipped"}))  # nothing went out: not counted
-    rows.append(_with_latency(_row(gone, 3), 3))  # its task is gone before the write: neither stored nor counted
+    rows = [_with_latency(attempt_row(sent[0], 0), 0), _with_latency(attempt_row(sent[1], 7), 7)]
+    rows.append(_with_latency(attempt_row(failed, 120_001, success=False), 120_001))
+    rows.append(attempt_row(skipped, None, transform={"outcome": "skipped"}))  # nothing went out: not counted
+    rows.append(_with_latency(attempt_row(gone, 3), 3))  # its task is gone before the write: neither stored nor counted
     results = [(t["task"], 0, "succeeded", None, None) for t in (*sent, skipped, gone)]
     results.append((failed["task"], 0, "pending", 30.0, "HTTP 500"))
     async with ctx.pool.acquire() as conn:
@@ -86,8 +68,8 @@ async def test_one_statement_writes_records_counts_results_and_closes_the_circui
 async def test_counts_in_sql_bucket_every_bound_as_the_histogram_does(ctx: Context, destination: Destination) -> None:
     made = await make_task(ctx, destination.url)
     latencies = sorted({v for b in histogram.BOUNDS_MS for v in (b - 1, b, b + 1) if v >= 0} | {10**9})
-    rows = [_with_latency(_row(made, v), v) for v in latencies]
-    rows.append(_with_latency(_row(made, None), None))  # an attempt without a latency: counted, no bucket
+    rows = [_with_latency(attempt_row(made, v), v) for v in latencies]
+    rows.append(_with_latency(attempt_row(made, None), None))  # an attempt without a latency: counted, no bucket
     async with ctx.pool.acquire() as conn:
         await delivery_records.insert_many(conn, rows)
         counts = await _counts(conn, made["endpoint"])

@@ -13,26 +13,14 @@ import pytest
 from control.db.context import Context
 from control.delivery import recorder as recorder_module
 from control.delivery.recorder import Attempt, Recorder
-from control.delivery.send import Outcome, delivery_row
+from tests.delivery.rows import attempt_row
 from tests.destination import Destination, make_task
 from tests.helpers import wait_for
 
 
 async def _attempt(ctx: Context, destination: Destination, *, success: bool = True, ordered: bool = False) -> Attempt:
     made = await make_task(ctx, destination.url)
-    row = delivery_row(
-        Outcome(status=200 if success else 500, latency_ms=1, sent_headers={}),
-        b"{}",
-        endpoint_id=made["endpoint"],
-        event_id=made["event"],
-        task_id=made["task"],
-        destination_id=made["destination"],
-        destination_name="sink",
-        destination_url=destination.url,
-        rule_id=made["rule"],
-        source="rule",
-        attempt=1,
-    )
+    row = attempt_row(made, 1, success=success)
     return Attempt(
         task_id=made["task"],
         attempts=0,
