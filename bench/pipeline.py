@@ -29,7 +29,10 @@ Figures (the last line):
   CPU per delivered event over it (issue 48: at most 2.5, what it costs to take a webhook out against what it
   costs to take it in); ``delivered_over_ingested``: ``delivered_per_s`` over ``ingest_rps`` (at least 0.6).
   Only the bench's own Postgres and Redis servers are counted (by their process ids), not others on the
-  machine.
+  machine;
+- ``tasks_*``, ``records_*``, ``events_*``: what a delivered event writes (``bench.table_writes``): rows
+  inserted (``_ins``), updated (``_upd``, of which HOT ``_hot``) and deleted (``_del``) per delivered event in
+  ``delivery_tasks``, ``deliveries`` and ``events``, counted over the whole run.
 
 With ``PIPELINE_DESTINATIONS=1,10,100`` it first runs once per number of destinations per event (each a
 forward-all rule to the sink; the ledger wants every event exactly that many times; wrk paced to offer about
@@ -66,6 +69,7 @@ from bench.delivery import _body, route_to_sink
 from bench.infra import bench_env, free_port, run_process, script, wait_listening
 from bench.results import Target
 from bench.setup import create_endpoint, create_endpoints_to_sink
+from bench.table_writes import per_event, snapshot
 from bench.wrk import run_wrk
 from control.db import connect, stats
 from control.db.tasks import NOTIFY_CHANNEL
@@ -296,6 +300,7 @@ def _once(
         ):
             wait_listening(database_url, NOTIFY_CHANNEL, since=begun)  # the deliver worker ready, as Postgres says
             servers = asyncio.run(_servers(database_url, bench.settings.redis_url or ""))
+            writes_before = asyncio.run(snapshot(database_url))
             cpu_before = _cpu(service, sink, servers)
             since = datetime.now(UTC)
             started = time.time()
@@ -313,6 +318,7 @@ def _once(
             cpu = _cpu(service, sink, servers)
             cpu.subtract(cpu_before)
             last_delivery = os.stat(sink_file).st_mtime if sink_file.exists() else ended
+        writes = per_event(writes_before, asyncio.run(snapshot(database_url)), len(seen))  # the service stopped
     acked = result.requests - result.errors
     delivered = len(seen)
     requests = sum(seen.values())
@@ -338,6 +344,7 @@ def _once(
         "pg_worker_us_per_request": round((cpu["pg"] + cpu["worker"]) * 1e6 / max(requests, 1)),
         "delivered_per_s": round(delivered / max(last_delivery - started, 1e-9)),
         "ledger": "exact" if exact else "inexact",
+        **writes,
         **_cost(cpu, delivered=delivered, acked=acked),
     }
 
