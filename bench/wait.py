@@ -5,8 +5,10 @@ stream → flush worker → Postgres → PUBLISH) and the figure is the wake-up 
 measured from the moment the edge acknowledged the event to each waiter's response, so it includes the
 flush; the wake-up figures start at the PUBLISH (as a subscriber sees it), the flush's share is reported
 apart as ``ack_to_publish_ms``. The event is sent once the server reports every waiter parked (its
-``hookyard_wait_waiters`` gauge), however long that takes on the machine: ``park_s``. Target
-(``TARGETS``): wake-up p99 ≤ 100 ms with 1,000 waiters.
+``hookyard_wait_parked`` gauge: subscribed, first look done, nothing left to look at), however long that takes
+on the machine: ``park_s``. Registered is not parked (``hookyard_wait_waiters``): sent then, the event's look
+queued behind the waiters' own 1,000 first looks, and the figure measured those. Target (``TARGETS``): wake-up
+p99 ≤ 100 ms with 1,000 waiters.
 """
 
 from __future__ import annotations
@@ -56,15 +58,15 @@ async def _wait_raw(port: int, path: str, key: str, parked: asyncio.Event | None
 
 
 async def _parked(base: str, waiters: int, tasks: list[asyncio.Task]) -> float:
-    """Seconds until the server reports every waiter parked (its ``hookyard_wait_waiters`` gauge, counted once
-    a long poll has taken its start and registered for the endpoint's wake-ups): an event sent earlier would
-    reach some of them before they count it, and they would answer 204 at their timeout."""
+    """Seconds until the server reports every waiter parked (its ``hookyard_wait_parked`` gauge: subscribed,
+    its first look done, nothing left to look at): sent earlier, the event's look would wait behind the
+    waiters' own first looks, and the wake-up figure would be theirs."""
 
     def parked() -> bool:
         ended = sum(t.done() for t in tasks)
         if ended:
             raise SystemExit(f"{ended} waiters ended before any event was sent (see the control log in bench/out)")
-        return (gauge(f"{base}/metrics", "hookyard_wait_waiters") or 0) >= waiters
+        return (gauge(f"{base}/metrics", "hookyard_wait_parked") or 0) >= waiters
 
     started = time.perf_counter()
     while not await asyncio.to_thread(parked):

@@ -131,6 +131,12 @@ async def _resources(app: Litestar) -> AsyncIterator[None]:
     CONTROL.gauge(
         "hookyard_wait_waiters", "Long polls waiting (events/wait)", (), lambda: [((), wakeups.waiter_count())]
     )
+    CONTROL.gauge(
+        "hookyard_wait_parked",
+        "Long polls parked: subscribed, first look done, nothing to look at (an event now wakes them)",
+        (),
+        lambda: [((), wakeups.parked_count())],
+    )
     # What exists now lives as long as the app: out of the collector's sight, a full collection scans
     # only what requests made (with 1,000 long polls parked: 60-120 ms -> mostly 15-35 ms).
     gc.freeze()

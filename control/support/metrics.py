@@ -35,6 +35,7 @@ LIVE_GAUGES = (
     "hookyard_dead_letters",
     "hookyard_circuits",
     "hookyard_wait_waiters",  # per control process, registered by the app (summed like its counters)
+    "hookyard_wait_parked",  # the same waiters once their first look is done and nothing is left to look at
     "hookyard_delivery_backlog",  # read on a timer (control.support.backlog_metrics), shown by control and workers
     "hookyard_delivery_backlog_seconds",
     "hookyard_stream_lag_seconds",

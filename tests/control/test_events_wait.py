@@ -252,9 +252,7 @@ def _parked(live, count):
     find that event itself and leave, and the announcement the test then makes would start no read."""
 
     async def check():
-        waiters = live.wakeups._channels.get(live.channel, ())
-        parked = [w for w in waiters if w._look is not None and not w._looking and not w._resync]
-        return len(parked) >= count and not service._inflight
+        return live.wakeups.parked_count() >= count and not service._inflight
 
     return check
 
@@ -346,6 +344,36 @@ async def test_a_waiter_leaving_during_a_shared_read_does_not_cancel_the_others(
     assert resp.status_code == 200, resp.text
     assert resp.json()["event"]["id"] == ev.id
     assert live.wakeups.waiter_count() == 0
+
+
+async def test_a_waiter_is_parked_once_its_first_look_is_done_and_the_gauge_says_so(live, account):
+    """``hookyard_wait_parked`` (what ``bench wait`` sends its event on) counts a waiter once nothing stands
+    between an announcement and its answer: not while registered and subscribed but still in its first look
+    (a sender timing a wake-up then would time that look too), and not while it reads an announcement."""
+
+    async def gauge():
+        text = (await live.client.get("/metrics")).text
+        return [line for line in text.splitlines() if line.startswith("hookyard_wait_parked ")]
+
+    async with _events_locked(live):
+        task = _start(live, account, timeout=30, type="wanted")
+        await wait_for(waiting(live, 1, [task]))  # registered and subscribed
+        await wait_for(_reading())  # its first look is in flight, blocked on the lock
+        assert live.wakeups.waiter_count(live.channel) == 1
+        assert live.wakeups.parked_count() == 0
+        assert await gauge() == ["hookyard_wait_parked 0.0"]
+    await wait_for(_parked(live, 1))
+    assert await gauge() == ["hookyard_wait_parked 1.0"]
+    unwanted, wanted = Ev(live.endpoint, event_type="unwanted"), Ev(live.endpoint, event_type="wanted")
+    await store(live.conn, None, None, [unwanted, wanted])
+    async with _events_locked(live):
+        await live.redis.publish(live.channel, unwanted.id)
+        await wait_for(_reading())  # reading an announcement: not parked
+        assert live.wakeups.parked_count() == 0
+    await wait_for(_parked(live, 1))  # that read found nothing: parked again
+    await live.redis.publish(live.channel, wanted.id)
+    assert (await asyncio.wait_for(task, 10)).json()["event"]["id"] == wanted.id
+    assert live.wakeups.parked_count() == 0
 
 
 async def test_news_that_arrives_during_a_read_is_read_next(live, account):
