@@ -29,7 +29,7 @@ from control.transform.pool import MAX_BATCH, pool_for
 from control.transform.wire import Input, Problem, Run
 from shared.errors import NotATransformError
 
-__all__ = ("CAPACITY", "Transforms", "captured", "outgoing", "recorded", "unsent")
+__all__ = ("CAPACITY", "Transforms", "captured", "outgoing", "recorded", "runs_ahead", "unsent")
 
 CAPACITY = 256
 """Transform sources a worker keeps (64 KB at most each: 16 MB at most)."""
@@ -199,6 +199,18 @@ class Transforms:
     def close(self) -> None:
         self._loaded.clear()
         self._ahead.clear()
+
+
+def runs_ahead(task: LeasedTask) -> bool:
+    """Whether a claimed task's transform runs ahead of its send (``Transforms.ahead``): it has one, not marked
+    crashed, and something to send; a FIFO task keeps its call in its attempt, one of its line at a time."""
+    return (
+        task.transform_digest is not None
+        and task.transform_crashed_at is None
+        and not task.ordered
+        and task.event_found
+        and task.body_expired_at is None
+    )
 
 
 def _not_run() -> Result:

@@ -61,7 +61,7 @@ from control.delivery.claim import claim
 from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Recorder
 from control.delivery.shaping import Shaper
-from control.delivery.transforms import Transforms
+from control.delivery.transforms import Transforms, runs_ahead
 from control.delivery.wakeup import TaskNotifications
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
@@ -276,7 +276,7 @@ class Deliver:
         for task, start_at in shaped:
             if start_at:  # a rate-limited send: its start is reserved, it waits for it in its own task
                 self._start(task, start_at)
-            elif task.transform_digest is not None and task.transform_crashed_at is None and not task.ordered:
+            elif runs_ahead(task):
                 ahead.append(task)
             else:
                 now_held.append(task)
