@@ -114,6 +114,7 @@ class Attempts:
         if start_at and not await self._started(task, start_at):
             return
         if self.disabled and self._held_back(task.destination_id):
+            self.transforms.forget((task.id,))  # what its transform returned ahead: never sent
             await self.shaper.hand_back([(task.id, task.attempts, HELD_BACK_S)])
             return
         s = self.ctx.settings

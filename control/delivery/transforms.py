@@ -24,12 +24,12 @@ from control.db.leased import LeasedTask
 from control.delivery.send import Outcome, forwardable, merge, signature
 from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
-from control.transform.apply import Outgoing, Result, apply, event_context
-from control.transform.pool import pool_for
+from control.transform.apply import Outgoing, Result, apply, event_context, request_input, result_of
+from control.transform.pool import MAX_BATCH, pool_for
 from control.transform.wire import Input, Problem, Run
 from shared.errors import NotATransformError
 
-__all__ = ("CAPACITY", "Transforms", "outgoing", "recorded", "unsent")
+__all__ = ("CAPACITY", "Transforms", "captured", "outgoing", "recorded", "runs_ahead", "unsent")
 
 CAPACITY = 256
 """Transform sources a worker keeps (64 KB at most each: 16 MB at most)."""
@@ -46,11 +46,18 @@ class Transforms:
     does not count them against its concurrency (``on_park`` tells it one more is parked): a hostile
     account's calls queued behind its share of the sandbox (issue 42) hold no send slot another account's
     deliveries need. The pool bounds how long they wait (``MAX_WAIT_S``); ``crowded`` names the destinations
-    the loop stops claiming for meanwhile, so what an account has parked stays bounded too."""
+    the loop stops claiming for meanwhile, so what an account has parked stays bounded too.
+
+    Most transformed tasks are not parked at all: the deliver loop has a claim's tasks transformed ahead
+    (``ahead``), a group per destination in one job of the pool, before they take a send slot; their
+    attempts find the result waiting (``transformed_ahead``). Those count against ``crowded`` all the same."""
 
     def __init__(self, ctx: Context, on_park: Callable[[], None] | None = None, per_account: int = 32) -> None:
         self.ctx = ctx
         self.parked = 0
+        self.in_pool = 0
+        """Deliveries whose transform call waits or runs in the sandbox pool now: those parked, and those of
+        claims transformed ahead (``ahead``)."""
         self.per_account = per_account
         """An account's parked deliveries past which its destinations are not claimed for."""
         self._on_park = on_park
@@ -59,6 +66,22 @@ class Transforms:
         """The account of each destination with deliveries parked now."""
         self._loaded: OrderedDict[tuple[str, str], _Loaded] = OrderedDict()
         self._loading: dict[str, asyncio.Lock] = {}
+        self._ahead: dict[str, Result] = {}
+        """Results of tasks transformed ahead (``ahead``), by task id, until their attempt takes them."""
+
+    def _park(self, account: str, destination_id: str, count: int) -> None:
+        self.in_pool += count
+        self._by_account[account] += count
+        self._by_destination[destination_id] = account
+
+    def _unpark(self, account: str, count: int) -> None:
+        self.in_pool -= count
+        left = self._by_account[account] - count
+        if left > 0:
+            self._by_account[account] = left
+        else:
+            del self._by_account[account]
+            self._by_destination = {d: a for d, a in self._by_destination.items() if a != account}
 
     def crowded(self) -> list[str]:
         """Destinations with deliveries parked whose account has ``per_account`` of them or more."""
@@ -99,49 +122,133 @@ class Transforms:
         if loaded is None:
             return None
         if task.transform_crashed_at is not None:  # not run again until its code changes or a retry asks
-            message = (
-                "not run: this transform ended its sandbox process (see the destination's transform_crash); "
-                "change its code, or retry the delivery to run it again"
-            )
-            return Result(None, TransformRecord(outcome="failed", error=TransformError(message=message, line=None)))
-        event = {
-            "id": task.event_id,
-            "provider": task.provider,
-            "event_type": task.event_type,
-            "received_at": task.event_received_at,
-            "labels": task.labels,
-        }
-        destination = {"id": destination_id, "name": task.destination_name}
+            return _not_run()
         pool = pool_for(self.ctx.settings)
 
         async def call(payload: Input) -> Run | Problem:
             account = loaded.account
             self.parked += 1
-            self._by_account[account] += 1
-            self._by_destination[destination_id] = account
+            self._park(account, destination_id, 1)
             if self._on_park is not None:
                 self._on_park()
             try:
                 return await pool.run(loaded.source, payload, account=account, key=destination_id)
             finally:
                 self.parked -= 1
-                self._by_account[account] -= 1
-                if not self._by_account[account]:
-                    del self._by_account[account]
-                    self._by_destination = {d: a for d, a in self._by_destination.items() if a != account}
+                self._unpark(account, 1)
 
         try:
-            result = await apply(call, request, event_context(event, destination))
+            result = await apply(call, request, _context(task))
         except NotATransformError as exc:  # it compiled when it was written: a V8 of another version?
-            error = TransformError(message=exc.message, line=exc.line)
-            return Result(None, TransformRecord(outcome="failed", error=error))
+            return _failed(exc)
         if result.crashed and result.record.error is not None:
-            async with self.ctx.pool.acquire() as conn:
-                await db_destinations.mark_transform_crash(conn, destination_id, digest, result.record.error.message)
+            await self._mark_crash(task, result.record.error.message)
         return result
+
+    async def ahead(self, tasks: Sequence[LeasedTask]) -> None:
+        """Runs the transform of a claim's ``tasks`` of one destination and version (none marked crashed)
+        before they take send slots, as one job of the pool (one future, one timer, one place in the account's
+        queue; one batch of a sandbox process when they fit in one). Their attempts find the results
+        (``transformed_ahead``); when the destination no longer has a transform there are none, and the
+        attempts send as captured. Raises what loading the source raised (a store away): the attempts then run
+        the transform themselves."""
+        first = tasks[0]
+        assert first.transform_digest is not None
+        loaded = await self._load(first.destination_id, first.transform_digest)
+        if loaded is None:
+            return
+        sents = [captured(task) for task in tasks]
+        inputs: list[str | Input] = [request_input(sent, _context(t)) for sent, t in zip(sents, tasks, strict=True)]
+        pool, account, count, key = pool_for(self.ctx.settings), loaded.account, len(tasks), first.destination_id
+        self._park(account, key, count)
+        try:
+            if count <= MAX_BATCH:
+                runs = await pool.run_many(loaded.source, inputs, account=account, key=key)
+            else:
+                parts = [inputs[at : at + MAX_BATCH] for at in range(0, count, MAX_BATCH)]
+                done = await asyncio.gather(*(pool.run_many(loaded.source, p, account=account, key=key) for p in parts))
+                runs = [run for part in done for run in part]
+        finally:
+            self._unpark(account, count)
+        crash: str | None = None
+        for task, sent, run in zip(tasks, sents, runs, strict=True):
+            try:
+                result = result_of(run, sent)
+            except NotATransformError as exc:
+                result = _failed(exc)
+            if result.crashed and result.record.error is not None:
+                crash = result.record.error.message
+            self._ahead[task.id] = result
+        if crash is not None:
+            await self._mark_crash(first, crash)
+
+    def transformed_ahead(self, task_id: str) -> Result | None:
+        """The result ``ahead`` left for a task (taken: an attempt's own), None when there is none."""
+        return self._ahead.pop(task_id, None)
+
+    def forget(self, task_ids: Sequence[str]) -> None:
+        """Results left for tasks that go back unsent (handed back, or never started)."""
+        for task_id in task_ids:
+            self._ahead.pop(task_id, None)
+
+    async def _mark_crash(self, task: LeasedTask, message: str) -> None:
+        assert task.transform_digest is not None
+        async with self.ctx.pool.acquire() as conn:
+            await db_destinations.mark_transform_crash(conn, task.destination_id, task.transform_digest, message)
 
     def close(self) -> None:
         self._loaded.clear()
+        self._ahead.clear()
+
+
+def runs_ahead(task: LeasedTask) -> bool:
+    """Whether a claimed task's transform runs ahead of its send (``Transforms.ahead``): it has one, not marked
+    crashed, and something to send; a FIFO task keeps its call in its attempt, one of its line at a time."""
+    return (
+        task.transform_digest is not None
+        and task.transform_crashed_at is None
+        and not task.ordered
+        and task.event_found
+        and task.body_expired_at is None
+    )
+
+
+def _not_run() -> Result:
+    message = (
+        "not run: this transform ended its sandbox process (see the destination's transform_crash); "
+        "change its code, or retry the delivery to run it again"
+    )
+    return Result(None, TransformRecord(outcome="failed", error=TransformError(message=message, line=None)))
+
+
+def _failed(exc: NotATransformError) -> Result:
+    """It compiled when it was written: a V8 of another version?"""
+    return Result(None, TransformRecord(outcome="failed", error=TransformError(message=exc.message, line=exc.line)))
+
+
+def _context(task: LeasedTask) -> dict[str, Any]:
+    event = {
+        "id": task.event_id,
+        "provider": task.provider,
+        "event_type": task.event_type,
+        "received_at": task.event_received_at,
+        "labels": task.labels,
+    }
+    return event_context(event, {"id": task.destination_id, "name": task.destination_name})
+
+
+def captured(task: LeasedTask) -> Outgoing:
+    """The request a claimed task sends before a transform: its captured request to the destination's URL and
+    headers."""
+    return Outgoing(
+        task.method or "POST",  # always there: an attempt of an event no longer stored sends nothing
+        task.destination_url,
+        merge(
+            forwardable(captured_headers(task.headers or {}, task.headers_base64)),
+            task.destination_headers,
+        ),
+        bytes(task.body or b""),
+    )
 
 
 async def outgoing(
@@ -151,17 +258,11 @@ async def outgoing(
     destination's transform when it has one, then signed with ``secret`` (None: unsigned) over what the
     transform returned (several: each signs, a rotation's overlap). Also what the transform did (None without
     one). The request is None when the transform kept it from being sent (skipped or failed)."""
-    captured = Outgoing(
-        task.method or "POST",  # always there: an attempt of an event no longer stored sends nothing
-        task.destination_url,
-        merge(
-            forwardable(captured_headers(task.headers or {}, task.headers_base64)),
-            task.destination_headers,
-        ),
-        bytes(task.body or b""),
-    )
-    transformed = await transforms.apply(task, captured) if task.transform_digest is not None else None
-    request = captured if transformed is None else transformed.request
+    sent = captured(task)
+    transformed = None
+    if task.transform_digest is not None:  # transformed ahead (``Transforms.ahead``), else here
+        transformed = transforms.transformed_ahead(task.id) or await transforms.apply(task, sent)
+    request = sent if transformed is None else transformed.request
     if request is not None:
         request.headers = merge(
             request.headers,

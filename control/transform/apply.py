@@ -48,6 +48,8 @@ __all__ = (
     "mapped",
     "payload_of",
     "record_of",
+    "request_input",
+    "result_of",
     "view",
 )
 
@@ -317,11 +319,15 @@ def _wire_headers(headers: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-async def apply(call: Call, sent: Outgoing, context: Mapping[str, Any]) -> Result:
-    """Runs the transform on the request ``sent`` would be; the request to send instead, or why none is.
-    NotATransformError when its source does not compile."""
-    item = Input(method=sent.method, url=sent.url, headers=_wire_headers(sent.headers), body=sent.body, context=context)
-    run = await call(item)
+def request_input(sent: Outgoing, context: Mapping[str, Any]) -> Input:
+    """What a sandbox process is handed for a call on the request ``sent`` would be (``payload_of`` maps it
+    there)."""
+    return Input(method=sent.method, url=sent.url, headers=_wire_headers(sent.headers), body=sent.body, context=context)
+
+
+def result_of(run: Run | Problem, sent: Outgoing) -> Result:
+    """The request to send instead of ``sent`` after the call ``run``, or why none is; NotATransformError when
+    the source did not compile."""
     if isinstance(run, Problem):
         raise NotATransformError(run.message, run.line)
     if run.error is not None:
@@ -338,6 +344,12 @@ async def apply(call: Call, sent: Outgoing, context: Mapping[str, Any]) -> Resul
         body=sent.body if returned.body is None else returned.body,
     )
     return Result(outgoing, _done(run, "applied"))
+
+
+async def apply(call: Call, sent: Outgoing, context: Mapping[str, Any]) -> Result:
+    """Runs the transform on the request ``sent`` would be; the request to send instead, or why none is.
+    NotATransformError when its source does not compile."""
+    return result_of(await call(request_input(sent, context)), sent)
 
 
 def _done(

@@ -53,9 +53,12 @@ MAX_BACKOFF_S = 30.0
 
 @dataclass(slots=True)
 class _Job:
+    """Calls of one transform that wait and settle together: one delivery's, or a claim's group of them
+    (``Pool.run_many``), with one future and one timer for all."""
+
     source: str
-    payload: str | Input
-    done: asyncio.Future[Run | Problem]
+    payloads: list[str | Input]
+    done: asyncio.Future[list[Run | Problem]]
     since: float
     """When it was queued (the loop's clock)."""
     started: bool = False
@@ -106,22 +109,33 @@ class Pool:
         """One call of ``source``'s ``handler`` on the JSON ``payload``, or on a request (``Input``, mapped in
         the sandbox process: ``control.transform.apply``); a ``Problem`` when it does not compile. Never
         raises for what the code does."""
+        return (await self.run_many(source, [payload], account=account, key=key))[0]
+
+    async def run_many(
+        self, source: str, payloads: list[str | Input], *, account: str, key: str
+    ) -> list[Run | Problem]:
+        """``run`` of each payload, in order, as one job: one future, one timer and one place in the account's
+        queue for all of them (a claim's deliveries to one destination: ``control.delivery.transforms``). They go
+        in one batch when they fit (``MAX_BATCH``), wait for their turn together (``MAX_WAIT_S``), and a batch
+        that ends its process is still run again call by call: only the guilty call fails."""
         wait_s = self._strikes.wait_s(key)
         if wait_s:
             await asyncio.sleep(wait_s)
         loop = asyncio.get_running_loop()
-        job = _Job(source, payload, loop.create_future(), loop.time())
+        job = _Job(source, payloads, loop.create_future(), loop.time())
         self._waiting.setdefault(account, deque()).append(job)
         if not self._pumping:  # the calls made in this turn of the loop go as one batch
             self._pumping = True
             loop.call_soon(self._pump_soon)
         timer = loop.call_later(MAX_WAIT_S, _give_up, job)  # one timer, not a timeout and a shield per call
         try:
-            result = await job.done  # cancelled with its caller: skipped when its turn comes, or its result dropped
+            results = await job.done  # cancelled with its caller: skipped when its turn comes, or its result dropped
         finally:
             timer.cancel()
-        self._strikes.note(key, isinstance(result, Run) and result.stopped)
-        return result
+        note = self._strikes.note
+        for result in results:
+            note(key, isinstance(result, Run) and result.stopped)
+        return results
 
     async def check(self, source: str, *, account: str) -> Problem | None:
         """Why ``source`` is not a transform (it must compile, and loading it must define ``handler``)."""
@@ -165,9 +179,14 @@ class Pool:
         jobs = self._waiting[account]
         first = jobs.popleft()
         batch, rest = [first], deque[_Job]()
+        calls = len(first.payloads)
         while jobs:
             job = jobs.popleft()
-            (batch if job.source == first.source and len(batch) < MAX_BATCH else rest).append(job)
+            if job.source == first.source and calls + len(job.payloads) <= MAX_BATCH:
+                batch.append(job)
+                calls += len(job.payloads)
+            else:
+                rest.append(job)
         if rest:
             self._waiting[account] = rest
             self._waiting.move_to_end(account)
@@ -195,7 +214,7 @@ class Pool:
             process.depth += 1
             if process.started:  # written now, settled in the turn that reads its answer (``_answered``)
                 clock = time.perf_counter()
-                call = Call(account=account, source=batch[0].source, payloads=[job.payload for job in batch])
+                call = Call(account=account, source=batch[0].source, payloads=_payloads(batch))
                 process.submit(call, partial(self._answered, account, batch, process, clock))
             else:  # a new process: its batches wait for its pipes in a task
                 self._spawn(self._dispatch(account, batch, process))
@@ -225,7 +244,7 @@ class Pool:
         """A batch ``submit`` wrote is answered, or failed: its calls get their results at once, and the
         process its next batch (``_pump``). One that ended its process is run again call by call in a task
         (``_again``), which keeps the process counted in the account's share until then."""
-        if isinstance(result, SandboxEndedError) and not result.innocent and len(batch) > 1:
+        if isinstance(result, SandboxEndedError) and not result.innocent and _calls(batch) > 1:
             self._spawn(self._again(account, batch, process))
             return
         try:
@@ -242,7 +261,9 @@ class Pool:
         """Each call of a batch that ended its process, alone in a process of its own: only the guilty call
         fails."""
         try:
-            results: list[Run | Problem] | None = [await self._alone(account, job) for job in batch]
+            results: list[list[Run | Problem]] | None = [
+                [await self._alone(account, job.source, payload) for payload in job.payloads] for job in batch
+            ]
         except BaseException as exc:
             _fail(batch, exc)
             raise
@@ -251,7 +272,7 @@ class Pool:
             self._pump()
         self._settle(account, batch, results)
 
-    def _settle(self, account: str, batch: list[_Job], results: list[Run | Problem] | None) -> None:
+    def _settle(self, account: str, batch: list[_Job], results: list[list[Run | Problem]] | None) -> None:
         """The batch's calls get their results; None: it never began, and goes back to the head of its
         account's queue, within its bound. Then whatever can go next goes."""
         if results is None:
@@ -279,33 +300,35 @@ class Pool:
         self._release(account, process)
         self._settle(account, batch, results)
 
-    async def _execute(self, account: str, batch: list[_Job], process: Process) -> list[Run | Problem] | None:
+    async def _execute(self, account: str, batch: list[_Job], process: Process) -> list[list[Run | Problem]] | None:
         """The batch's results, or None when it never began (it waited behind a batch that ended the
         process). A batch that ended its process is run again call by call, each in a process of its own."""
         clock = time.perf_counter()
         try:
-            call = Call(account=account, source=batch[0].source, payloads=[job.payload for job in batch])
+            call = Call(account=account, source=batch[0].source, payloads=_payloads(batch))
             answer: Answer | SandboxEndedError = await process.call(call)
         except SandboxEndedError as ended:
             if ended.innocent:
                 return None
-            if len(batch) > 1:  # which call did it: each again alone
-                return [await self._alone(account, job) for job in batch]
+            if _calls(batch) > 1:  # which call did it: each again alone
+                return [[await self._alone(account, job.source, p) for p in job.payloads] for job in batch]
             answer = ended
         return _results(answer, batch, process, clock)
 
-    async def _alone(self, account: str, job: _Job) -> Run | Problem:
+    async def _alone(self, account: str, source: str, payload: str | Input) -> Run | Problem:
         """One call of a batch that ended its process, in a new process of its own (the slot of the one
         that ended)."""
         process = Process(self.memory_mb)
         self._every.add(process)
         process.depth += 1
+        loop = asyncio.get_running_loop()
+        job = _Job(source, [payload], loop.create_future(), loop.time(), started=True)
         try:
             results = await self._execute(account, [job], process)
         finally:
             self._spawn(process.kill())
         assert results is not None  # alone in its process: nothing ran before it
-        return results[0]
+        return results[0][0]
 
     @property
     def closed(self) -> bool:
@@ -320,19 +343,36 @@ class Pool:
         await asyncio.gather(*(process.kill() for process in list(self._every)), return_exceptions=True)
 
 
+def _payloads(batch: list[_Job]) -> list[str | Input]:
+    return [payload for job in batch for payload in job.payloads]
+
+
+def _calls(batch: list[_Job]) -> int:
+    return sum(len(job.payloads) for job in batch)
+
+
 def _results(
     answer: Answer | SandboxEndedError, batch: list[_Job], process: Process, clock: float
-) -> list[Run | Problem]:
-    """The results of a batch's calls from its answer, or from the error of a call that ended its process
-    alone (measured from when it began there, ``Process.began``, else from ``clock``)."""
+) -> list[list[Run | Problem]]:
+    """The results of a batch's calls from its answer, per job, or from the error of a call that ended its
+    process alone (measured from when it began there, ``Process.began``, else from ``clock``)."""
     if isinstance(answer, SandboxEndedError):
         ms = (time.perf_counter() - (process.began or clock)) * 1000
-        return [Run(error=answer.message, stopped=True, crashed=answer.crashed, duration_ms=ms)]
+        return [[Run(error=answer.message, stopped=True, crashed=answer.crashed, duration_ms=ms)]]
     if answer.problem is not None:
-        return [Problem(answer.problem, answer.line)] * len(batch)
-    assert answer.runs is not None
-    assert len(answer.runs) == len(batch)
-    return list(answer.runs)
+        problem = Problem(answer.problem, answer.line)
+        return [[problem] * len(job.payloads) for job in batch]
+    runs = answer.runs
+    assert runs is not None
+    assert len(runs) == _calls(batch)
+    if len(batch) == 1:
+        return [list(runs)]
+    out: list[list[Run | Problem]] = []
+    at = 0
+    for job in batch:
+        out.append(list(runs[at : at + len(job.payloads)]))
+        at += len(job.payloads)
+    return out
 
 
 def _fail(batch: list[_Job], exc: BaseException) -> None:
@@ -346,7 +386,7 @@ def _give_up(job: _Job) -> None:
     one that runs is ended by its own limits."""
     if not job.started and not job.done.done():
         why = f"stopped: waited {MAX_WAIT_S:g} s for a sandbox process (this account's other calls held them)"
-        job.done.set_result(Run(error=why, stopped=True, duration_ms=MAX_WAIT_S * 1000))
+        job.done.set_result([Run(error=why, stopped=True, duration_ms=MAX_WAIT_S * 1000) for _ in job.payloads])
 
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()

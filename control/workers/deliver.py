@@ -61,7 +61,7 @@ from control.delivery.claim import claim
 from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Recorder
 from control.delivery.shaping import Shaper
-from control.delivery.transforms import Transforms
+from control.delivery.transforms import Transforms, runs_ahead
 from control.delivery.wakeup import TaskNotifications
 
 __all__ = ("SWEEP_GRACE_S", "Deliver")
@@ -111,6 +111,12 @@ class Deliver:
         """Tasks claimed ahead of their destination's free slots (``control.delivery.ready``)."""
         self._handing_back: dict[asyncio.Task[None], set[str]] = {}  # → the destinations of its tasks
         self._per_destination: Counter[str] = Counter()
+        self._transforming: dict[asyncio.Task[None], tuple[list[LeasedTask], float]] = {}
+        """Claims' transformed tasks whose transforms run ahead (``_transform_ahead``) → them and their claim's
+        time: leased, holding no send slot, counted per destination (``_ahead``) for the caps."""
+        self._ahead: Counter[str] = Counter()
+        self._ahead_n = 0
+        self._closing = False
         self._next_sweep = 0.0
         self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
         self._waiting_for_recorder = False
@@ -124,8 +130,10 @@ class Deliver:
 
     def _active(self) -> int:
         """Sends holding a slot: those whose transform waits or runs in the sandbox pool do not
-        (``Transforms.parked``), up to four concurrencies of them: what the worker holds stays bounded."""
-        return len(self._sends) - min(self.transforms.parked, 4 * self.concurrency)
+        (``Transforms.parked``), nor tasks transformed ahead of their send, up to four concurrencies of them
+        together: what the worker holds stays bounded."""
+        ahead = self._ahead_n
+        return len(self._sends) + ahead - min(self.transforms.parked + ahead, 4 * self.concurrency)
 
     def _parked(self) -> None:
         """A send's transform went to the sandbox pool: its slot is free for another send, claimed for if
@@ -143,8 +151,11 @@ class Deliver:
     def _held(self, now: float) -> dict[str, int]:
         """Per destination (``Ready.tracked``): its sends in flight and tasks held ahead, less what its pace allows
         ahead (the count the caps compare, so a destination without pace is capped exactly as before)."""
-        per = self._per_destination
-        return {d: per.get(d, 0) + self.ready.held(d) - self.ready.ahead(d, now) for d in self.ready.tracked(per)}
+        per, ahead = self._per_destination, self._ahead
+        return {
+            d: per.get(d, 0) + ahead.get(d, 0) + self.ready.held(d) - self.ready.ahead(d, now)
+            for d in self.ready.tracked([*per, *ahead])
+        }
 
     def _notified(self) -> None:
         self._look = True
@@ -199,6 +210,7 @@ class Deliver:
             held = [task_id for task_id, _ in self._sends.values()]
             held.extend(self.recorder.task_ids())
             held.extend(self.ready.task_ids())
+            held.extend(t.id for tasks, _ in self._transforming.values() for t in tasks)
             async with self.ctx.pool.acquire() as conn:
                 swept = await db_tasks.sweep_expired(conn, max_attempts=self.attempts.max_attempts, exclude=held)
             if swept:
@@ -257,17 +269,62 @@ class Deliver:
                 watermarks=self._watermarks,
             )
         now_held: list[LeasedTask] = []
+        ahead: list[LeasedTask] = []
         shaped = await self.shaper.shape(claimed)
         if len(shaped) < len(claimed) and any(t.ordered for t in claimed):
             self._look = True  # a FIFO head skipped as a duplicate is finished: the next of its line may go
         for task, start_at in shaped:
             if start_at:  # a rate-limited send: its start is reserved, it waits for it in its own task
                 self._start(task, start_at)
+            elif runs_ahead(task):
+                ahead.append(task)
             else:
                 now_held.append(task)
         self.ready.add(now_held, claimed_at)
+        groups: dict[tuple[str, str | None], list[LeasedTask]] = {}
+        for task in ahead:
+            groups.setdefault((task.destination_id, task.transform_digest), []).append(task)
+        for group in groups.values():  # each its own: one destination's runaway never holds up another's
+            self._transform_ahead(group, claimed_at)
         self._start_ready()
         return claimed, due_in_s
+
+    def _transform_ahead(self, tasks: list[LeasedTask], claimed_at: float) -> None:
+        """A claim's transformed tasks of one destination run their transform before they take a send slot:
+        together, one job of the sandbox pool (``Transforms.ahead``), and then they wait for their destination's slots
+        like any task claimed ahead, their results waiting for their attempts. Per transformed delivery that is
+        a share of one future, one pipe write and one answer instead of one each, and no send slot held while
+        the transform runs (ADR 0060, amendment of 2026-12-03 morning). FIFO and rate-limited tasks, and
+        those of a transform marked crashed, run theirs in their attempt as before."""
+        work = asyncio.create_task(self.transforms.ahead(tasks), name="deliver:transform")
+        self._transforming[work] = (tasks, claimed_at)
+        for task in tasks:
+            self._ahead[task.destination_id] += 1
+        self._ahead_n += len(tasks)
+        work.add_done_callback(self._transformed)
+
+    def _transformed(self, work: asyncio.Task[None]) -> None:
+        """Transforms run ahead are done: their tasks wait for slots (``Ready``). Had it failed (a store away
+        while loading the source), their attempts run the transforms themselves."""
+        tasks, claimed_at = self._transforming.pop(work)
+        self._ahead_n -= len(tasks)
+        for task in tasks:
+            left = self._ahead[task.destination_id] - 1
+            if left > 0:
+                self._ahead[task.destination_id] = left
+            else:
+                del self._ahead[task.destination_id]
+        if work.cancelled() or self._closing:  # ``close`` hands them back
+            return
+        if (failed := work.exception()) is not None:
+            log.warning("deliver: transforms ahead of %d tasks failed (%s); each runs its own", len(tasks), failed)
+        self.ready.add(tasks, claimed_at)
+        self._start_ready()
+        now = time.monotonic()
+        held = self._held(now)
+        self._room.update(d for d in {t.destination_id for t in tasks} if held.get(d, 0) <= self._half)
+        if (self._look or self._room) and self._free() >= self._batch:
+            self._wake.set()
 
     async def _watermarks(self) -> Sequence[str | None] | None:
         try:
@@ -298,6 +355,8 @@ class Deliver:
     def _hand_back(self, tasks: list[LeasedTask]) -> None:
         """Tasks claimed ahead and never sent go back uncounted (failing: their lease); meanwhile their
         destinations are not claimed for, which would take the tasks due after them first."""
+
+        self.transforms.forget([t.id for t in tasks])
 
         async def unlease() -> None:
             try:
@@ -349,8 +408,14 @@ class Deliver:
 
     async def close(self) -> None:
         """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back, as are the
-        tasks claimed ahead (uncounted: they were never sent)."""
-        unsent = self.ready.take_all()
+        tasks claimed ahead (uncounted: they were never sent), those whose transforms ran ahead too."""
+        self._closing = True
+        transforming = list(self._transforming.items())
+        for work, _ in transforming:
+            work.cancel()
+        if transforming:
+            await asyncio.wait([work for work, _ in transforming])
+        unsent = [task for _, (tasks, _) in transforming for task in tasks] + self.ready.take_all()
         if unsent:
             try:
                 async with self.ctx.pool.acquire() as conn:

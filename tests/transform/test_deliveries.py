@@ -178,8 +178,8 @@ async def test_a_runaway_transform_does_not_hold_up_another_accounts_destination
         quick = [await make_task(ctx, fast_sink.url, endpoint_id=other, destination_id=healthy) for _ in range(5)]
         async with running(ctx) as deliver:
 
-            async def runaway_started() -> bool:
-                return any(task_id == stuck["task"] for task_id, _ in deliver._sends.values())
+            async def runaway_started() -> bool:  # sent to the pool, transformed ahead of its send
+                return any(t.id == stuck["task"] for tasks, _ in deliver._transforming.values() for t in tasks)
 
             # Timed from the runaway's start, not the worker's: its sandbox processes' start-up under load
             # once took the fast ones past the bound before the runaway even ran.

@@ -65,9 +65,9 @@ async def test_queued_hostile_transforms_hold_no_send_slot_of_another_account(
                 for _ in range(PER_DESTINATION)
             ]
             # Every hostile task is claimed and in the pool before the plain ones are even written.
-            await wait_for(lambda: asyncio.sleep(0, deliver.transforms.parked >= deliver.concurrency), timeout=10)
+            await wait_for(lambda: asyncio.sleep(0, deliver.transforms.in_pool >= deliver.concurrency), timeout=10)
             beside_s = await _plain_round(ctx, plain_sink.url, *plain, plain_sink)
-            assert deliver.transforms.parked > 0  # the hostile ones were still there all along
+            assert deliver.transforms.in_pool > 0  # the hostile ones were still there all along
             failed = await settled(ctx, stuck[0]["task"], "failed", timeout=120)
     assert failed["last_error"] == "transform failed: stopped: still running after 1 s"
     assert hostile_sink.requests == []

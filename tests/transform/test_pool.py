@@ -17,7 +17,7 @@ import pytest
 from control.transform import pool as pool_module
 from control.transform.pool import BACKOFF_S, Pool
 from control.transform.process import PIPELINE
-from control.transform.wire import Problem, Run
+from control.transform.wire import Input, Problem, Run
 
 PAYLOAD = json.dumps({"request": {"method": "POST", "path": "/", "query": "", "headers": {}, "body": 1}, "context": {}})
 ECHO = "function handler(r) { return r; }"
@@ -184,3 +184,30 @@ async def test_another_accounts_call_of_the_same_code_starts_pristine() -> None:
         assert pool._idle == [process]
     finally:
         await pool.close()
+
+
+async def test_a_group_of_calls_goes_as_one_job_and_a_call_that_kills_its_process_fails_alone(pool: Pool) -> None:
+    """``run_many``: a claim's calls of one destination as one job, answered in order; the batch it ended
+    is run again call by call, so the guilty call alone fails."""
+    source = 'function handler(r) { if (r.body === 2) "x".repeat(2**27+100).split(""); return r; }'
+    payloads: list[str | Input] = [PAYLOAD.replace('"body": 1', f'"body": {i}') for i in range(5)]
+    results = await pool.run_many(source, payloads, account="acct_a", key="k")
+    runs = [r for r in results if isinstance(r, Run)]
+    assert len(runs) == 5
+    assert [r.error is None for r in runs] == [True, True, False, True, True]
+    assert [r.request["body"] for r in runs if isinstance(r.request, dict)] == [0, 1, 3, 4]
+    assert runs[2].crashed
+    assert (await _run(pool, ECHO)).error is None  # a new process took its place
+
+
+async def test_a_group_that_waits_past_its_bound_fails_whole_and_is_never_run(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pool_module, "MAX_WAIT_S", 0.3)
+    runaways = [asyncio.create_task(_run(pool, f"{LOOP} // {i}", key=f"k{i}")) for i in range(PIPELINE)]
+    await asyncio.sleep(0.05)
+    logged = "function handler(r) { console.log('ran'); return r; }"
+    waited = await pool.run_many(logged, [PAYLOAD] * 3, account="acct_a", key="k")
+    why = "stopped: waited 0.3 s for a sandbox process (this account's other calls held them)"
+    assert [r.error for r in waited if isinstance(r, Run)] == [why] * 3
+    assert all(run.stopped for run in await asyncio.gather(*runaways))

@@ -1,0 +1,51 @@
+"""A claim's transformed tasks run their transform before they take a send slot: as one job of the sandbox
+pool per destination, and then they wait for their destination's slots like any task claimed ahead. Before,
+each delivery's send task held its destination's slot while its own call waited in the pool: of the 32 a
+destination may have in flight, 13-15 sat in the transform stage in ``bench delivery`` (issue 42, ADR 0060)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+
+from control.db.context import Context
+from shared.settings import Settings
+from tests.destination import FAST_DELIVERY, make_task, running, serving, settled
+
+TRIVIAL = "function handler(request) { request.headers['x-transformed'] = '1'; return request; }"
+TASKS = 24
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return msgspec.structs.replace(
+        settings, **FAST_DELIVERY, deliver_concurrency=32, deliver_per_destination=4, sandbox_processes=2
+    )
+
+
+async def test_transformed_tasks_hold_no_send_slot_while_their_transform_runs(ctx: Context) -> None:
+    with serving() as sink:
+        first = await make_task(ctx, sink.url)
+        async with ctx.pool.acquire() as conn:
+            await conn.execute("UPDATE destinations SET transform = $2 WHERE id = $1", first["destination"], TRIVIAL)
+        made = [first] + [
+            await make_task(ctx, sink.url, endpoint_id=first["endpoint"], destination_id=first["destination"])
+            for _ in range(TASKS - 1)
+        ]
+        async with running(ctx) as deliver:
+            parked, in_pool, sending = 0, 0, 0
+            done = asyncio.create_task(sink.wait_for(TASKS, timeout=60))
+            while not done.done():  # every turn of the loop: what is parked, in the pool, sending
+                parked = max(parked, deliver.transforms.parked)
+                in_pool = max(in_pool, sum(deliver.transforms._by_account.values()))
+                sending = max(sending, deliver._per_destination[first["destination"]])
+                await asyncio.sleep(0)
+            got = await done
+            for task in made:
+                await settled(ctx, task["task"], "succeeded")
+    assert {g.headers["x-transformed"] for g in got} == {"1"}
+    assert in_pool > 1  # their transforms ran in the pool, several at once
+    assert parked == 0  # and no send (no slot of the destination's 4) waited for its own
+    assert sending <= 4
