@@ -152,7 +152,7 @@ Authorization = "Bearer {key}"
 {operation("WaitForEvent", **{"query.timeout": 1, "query.after": ids["wait_position"]})}phases.coverage.enabled = false
 # A test webhook is a real signed send through the edge, stored before it is answered. The coverage phase's
 # valid cases are every provider and alias with each of its event types and both header families: 309 sends,
-# 24 s of answers in a run of 140 s. The samples of each are checked in tests/unit (test_samples,
+# 24 s of answers in a run of 170 s. The samples of each are checked in tests/unit (test_samples,
 # test_provider_samples) and through real processes in tests/onboarding. Here: its invalid cases (each
 # refused with the error envelope), and valid ones from the other phases.
 [[operations]]
