@@ -249,6 +249,11 @@ class Destination:
         except asyncio.IncompleteReadError:
             return False
         except TimeoutError:
+            # Closed before it is counted: a client that sees the count and sends again must find it closed,
+            # not race the close (counted first, a request sent meanwhile met a connection closing under it).
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
             with self._lock:
                 self.idle_closed += 1
             return False
