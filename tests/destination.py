@@ -249,8 +249,7 @@ class Destination:
         except asyncio.IncompleteReadError:
             return False
         except TimeoutError:
-            # Closed before it is counted: a client that sees the count and sends again must find it closed,
-            # not race the close (counted first, a request sent meanwhile met a connection closing under it).
+            # Closed before counted: a client that sees the count and sends again finds it closed, not closing.
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()

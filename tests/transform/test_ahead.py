@@ -12,9 +12,9 @@ import pytest
 
 from control.db.context import Context
 from shared.settings import Settings
-from tests.destination import FAST_DELIVERY, make_task, running, serving, settled
+from tests.destination import FAST_DELIVERY, running, serving, settled
+from tests.transform.backlog import transformed_backlog
 
-TRIVIAL = "function handler(request) { request.headers['x-transformed'] = '1'; return request; }"
 TASKS = 24
 
 
@@ -27,13 +27,8 @@ def settings(settings: Settings) -> Settings:
 
 async def test_transformed_tasks_hold_no_send_slot_while_their_transform_runs(ctx: Context) -> None:
     with serving() as sink:
-        first = await make_task(ctx, sink.url)
-        async with ctx.pool.acquire() as conn:
-            await conn.execute("UPDATE destinations SET transform = $2 WHERE id = $1", first["destination"], TRIVIAL)
-        made = [first] + [
-            await make_task(ctx, sink.url, endpoint_id=first["endpoint"], destination_id=first["destination"])
-            for _ in range(TASKS - 1)
-        ]
+        made = await transformed_backlog(ctx, sink.url, TASKS)
+        first = made[0]
         async with running(ctx) as deliver:
             parked, in_pool, sending = 0, 0, 0
             done = asyncio.create_task(sink.wait_for(TASKS, timeout=60))

@@ -12,9 +12,9 @@ import pytest
 
 from control.db.context import Context
 from shared.settings import Settings
-from tests.destination import FAST_DELIVERY, make_task, running, serving, settled
+from tests.destination import FAST_DELIVERY, running, serving, settled
+from tests.transform.backlog import transformed_backlog
 
-TRIVIAL = "function handler(request) { request.headers['x-transformed'] = '1'; return request; }"
 TASKS = 150
 
 
@@ -31,13 +31,7 @@ def settings(settings: Settings) -> Settings:
 
 async def test_no_claim_scans_a_blocked_backlog_for_nothing(ctx: Context) -> None:
     with serving() as sink:
-        first = await make_task(ctx, sink.url)
-        async with ctx.pool.acquire() as conn:
-            await conn.execute("UPDATE destinations SET transform = $2 WHERE id = $1", first["destination"], TRIVIAL)
-        made = [first] + [
-            await make_task(ctx, sink.url, endpoint_id=first["endpoint"], destination_id=first["destination"])
-            for _ in range(TASKS - 1)
-        ]
+        made = await transformed_backlog(ctx, sink.url, TASKS)
         async with running(ctx) as deliver:
             claims: list[tuple[int, bool]] = []  # (tasks claimed, whether destinations were left out)
             claim = deliver._claim
