@@ -45,6 +45,7 @@ from control.db.context import Context
 from control.mcp import McpMount
 from control.mcp.llms import llms_txt
 from control.records import Health, HealthDetails
+from control.service.trigger import EdgeClient
 from control.support import dead_letters
 from control.support.backlog_metrics import sampling
 from control.support.long_poll import Wakeups
@@ -128,6 +129,7 @@ async def _resources(app: Litestar) -> AsyncIterator[None]:
     app.state.ctx = ctx
     app.state.address_limits = AddressLimits.create(settings)  # /api/start, /api/register
     app.state.wakeups = wakeups = Wakeups(redis_url, ctx.keys)  # connects on the first events/wait
+    app.state.edge_client = edge = EdgeClient()  # every test webhook's send (control.service.trigger)
     CONTROL.gauge(
         "hookyard_wait_waiters", "Long polls waiting (events/wait)", (), lambda: [((), wakeups.waiter_count())]
     )
@@ -153,6 +155,7 @@ async def _resources(app: Litestar) -> AsyncIterator[None]:
         if ctx.tracing is not None:
             await asyncio.to_thread(ctx.tracing.shutdown)
         await wakeups.aclose()
+        await edge.aclose()
         await redis.aclose()
         await pool.close()
 

@@ -5,6 +5,7 @@ trigger``)."""
 from __future__ import annotations
 
 from litestar import Controller, post
+from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody
 from litestar.types import Dependencies
@@ -20,10 +21,19 @@ from control.support.long_poll import Wakeups
 __all__ = ("EndpointTriggerController",)
 
 
+def provide_edge_client(state: State) -> service.EdgeClient:
+    """The app's one client for the samples it sends (``control.service.trigger.EdgeClient``)."""
+    found: service.EdgeClient = state.edge_client
+    return found
+
+
 class EndpointTriggerController(Controller):
     path = "/endpoints/{endpoint_id:str}/test-webhook"
     tags = ("events",)
-    dependencies: Dependencies | None = {"wakeups": Provide(provide_wakeups, sync_to_thread=False)}  # noqa: RUF012 - Controller's, copied per app
+    dependencies: Dependencies | None = {  # noqa: RUF012 - Controller's, copied per app
+        "wakeups": Provide(provide_wakeups, sync_to_thread=False),
+        "edge_client": Provide(provide_edge_client, sync_to_thread=False),
+    }
 
     @post("/", operation_id="SendTestWebhook", status_code=200, responses=errors(400, 401, 403, 404, 410, 429))
     async def send_test_webhook(
@@ -31,6 +41,7 @@ class EndpointTriggerController(Controller):
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
         wakeups: NamedDependency[Wakeups],
+        edge_client: NamedDependency[service.EdgeClient],
         endpoint_id: EndpointId,
         data: JSONBody[TriggerSample],
     ) -> TriggerOutcome:
@@ -45,4 +56,4 @@ class EndpointTriggerController(Controller):
         (`accepted: false` with the edge's `status` and `response`), not an error; an expired endpoint is 410
         before anything is sent. 429 `rate_limited` (with `Retry-After`) once the account's outbound sends are
         spent: replays, destination tests, test webhooks and retries share one limit per account."""
-        return await service.send_test_webhook(ctx, wakeups, principal, endpoint_id, data)
+        return await service.send_test_webhook(ctx, wakeups, edge_client, principal, endpoint_id, data)

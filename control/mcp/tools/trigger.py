@@ -10,4 +10,5 @@ from control.service import trigger as service
 @tool("SendTestWebhook")
 async def send_test_webhook(call: Call, endpoint_id: str, data: TriggerSample) -> TriggerOutcome:
     """Post a realistic, correctly signed sample of a provider's webhook to an endpoint's ingest URL."""
-    return await service.send_test_webhook(call.ctx, call.state.wakeups, call.principal, endpoint_id, data)
+    wakeups, client = call.state.wakeups, call.state.edge_client
+    return await service.send_test_webhook(call.ctx, wakeups, client, call.principal, endpoint_id, data)
