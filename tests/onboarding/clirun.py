@@ -1,9 +1,10 @@
 """hookyard commands as a user runs them, for the first-hour and CLI tests: one-shot (``cli``) or long-running
 in their own session with their output in a file (``Proc``; ``Up`` for ``hookyard up``), in a directory of
 their own if asked (``cwd``, where the default data dir ``.hookyard`` is), a deadline-bound wait (``until``),
-and the ``procs`` fixture that kills what a test started (imported by the conftests of tests/onboarding and
-tests/cli). ``clean_env`` is this machine's environment without any hookyard setting: only what a test sets
-applies, as in a fresh shell."""
+the ``procs`` fixture that kills what a test started, and a stack for a module's CLI tests (``shared_stack``,
+on ``module_settings`` from tests.helpers) with an account per test, its key in the CLI's environment
+(``stack_cli_and_api``); the conftests of tests/onboarding and tests/cli import the fixtures. ``clean_env`` is
+this machine's environment without any hookyard setting: only what a test sets applies, as in a fresh shell."""
 
 from __future__ import annotations
 
@@ -13,16 +14,19 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import pytest
 
-from tests.stack import free_port, hookyard_command, stop_embedded_redis
+from shared.settings import Settings
+from tests.conftest import make_account
+from tests.stack import Stack, free_port, hookyard_command, stop_embedded_redis
 
-__all__ = ("Proc", "Up", "clean_env", "cli", "procs", "until", "up_in")
+__all__ = ("Proc", "Up", "clean_env", "cli", "procs", "shared_stack", "stack_cli_and_api", "until", "up_in")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -165,3 +169,29 @@ def up_in(project: Path, env: dict[str, str]) -> Iterator[Up]:
         yield running
     finally:
         running.kill()
+
+
+@pytest.fixture(scope="module")
+def shared_stack(module_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One edge, control and worker for the module's tests, which each use their own account and endpoints."""
+    stack = Stack(module_settings, tmp_path_factory.mktemp("cli-stack"))
+    try:
+        stack.start_edge()
+        stack.start_control()
+        stack.env["HOOKYARD_LOG_ACTIVITY"] = "true"  # the worker's log says what it stored and delivered
+        stack.start_worker()
+        yield stack
+    finally:
+        stack.stop_all()
+
+
+@pytest.fixture
+async def stack_cli_and_api(
+    shared_stack: Stack, module_settings: Settings, tmp_path: Path
+) -> AsyncIterator[tuple[Stack, dict[str, str], httpx.Client]]:
+    if "control" not in shared_stack.procs:  # a test that restarts it failed before it could
+        shared_stack.start_control()
+    account = await make_account(module_settings.database_url)
+    env = {**shared_stack.env, "HOOKYARD_API_KEY": account.key, "HOOKYARD_DATA_DIR": str(tmp_path / "cli")}
+    with httpx.Client(base_url=shared_stack.control_url, headers=account.headers, timeout=30) as api:
+        yield shared_stack, env, api

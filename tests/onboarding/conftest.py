@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.onboarding.clirun import procs  # noqa: F401 - the fixture procs
+from tests.onboarding.clirun import procs, shared_stack, stack_cli_and_api  # noqa: F401 - fixtures
 from tests.stack import Stack
 
 CHROMIUM = "/usr/bin/chromium"

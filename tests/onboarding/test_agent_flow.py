@@ -54,18 +54,6 @@ def module_settings(servers: Servers, database_url: str) -> Iterator[Settings]:
     asyncio.run(forget())
 
 
-@pytest.fixture(scope="module")
-def whole_stack(module_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = Stack(module_settings, tmp_path_factory.mktemp("agent-flow"))
-    try:
-        stack.start_control()
-        stack.start_edge()
-        stack.start_worker()
-        yield stack
-    finally:
-        stack.stop_all()
-
-
 class Tools:
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -96,9 +84,9 @@ async def _timed(call: Any) -> tuple[Any, float]:
     return answer, time.monotonic() - started
 
 
-async def test_send_then_wait_answers_the_sample_over_mcp(whole_stack: Stack, account: Account) -> None:
+async def test_send_then_wait_answers_the_sample_over_mcp(shared_stack: Stack, account: Account) -> None:
     """The documented order, nothing started before the send: the wait answers the sample, at once."""
-    async with connected(whole_stack, account.key) as t:
+    async with connected(shared_stack, account.key) as t:
         ep = (await t.ok("create_endpoint", name="agent"))["id"]
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="payments", event_type="invoice.paid")
         assert (sent["accepted"], sent["stored"]) == (True, True), sent
@@ -119,10 +107,10 @@ async def test_send_then_wait_answers_the_sample_over_mcp(whole_stack: Stack, ac
         assert following["event"]["id"] == again["event_id"]
 
 
-async def test_the_cursor_skips_nothing_the_filters_ask_for(whole_stack: Stack, account: Account) -> None:
+async def test_the_cursor_skips_nothing_the_filters_ask_for(shared_stack: Stack, account: Account) -> None:
     """The cursor is a position, not the event: a wait with filters from it answers the first match at or
     after the sample, whichever that is."""
-    async with connected(whole_stack, account.key) as t:
+    async with connected(shared_stack, account.key) as t:
         ep = (await t.ok("create_endpoint", name="filtered"))["id"]
         first = await t.ok("send_test_webhook", endpoint_id=ep, provider="payments", event_type="invoice.paid")
         second = await t.ok("send_test_webhook", endpoint_id=ep, provider="payments", event_type="charge.refunded")
@@ -134,19 +122,19 @@ async def test_the_cursor_skips_nothing_the_filters_ask_for(whole_stack: Stack, 
         assert both["event"]["id"] == first["event_id"]
 
 
-async def test_the_flow_with_a_temporary_token_from_api_start(whole_stack: Stack) -> None:
+async def test_the_flow_with_a_temporary_token_from_api_start(shared_stack: Stack) -> None:
     """What an agent does with no account: /api/start's token and endpoint, then send and wait."""
-    started = httpx.post(f"{whole_stack.control_url}/api/start", json={}, timeout=10)
+    started = httpx.post(f"{shared_stack.control_url}/api/start", json={}, timeout=10)
     assert started.status_code == 200, started.text
     token, ep = started.json()["api_token"], started.json()["endpoint_id"]
-    async with connected(whole_stack, token) as t:
+    async with connected(shared_stack, token) as t:
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="identity", event_type="user.created")
         waited = await t.ok("wait_for_event", endpoint_id=ep, after=sent["cursor"], timeout=WAIT_S)
         assert waited["event"]["id"] == sent["event_id"]
 
 
-async def test_send_then_wait_over_v1(whole_stack: Stack, account: Account) -> None:
-    async with httpx.AsyncClient(base_url=whole_stack.control_url, headers=account.headers, timeout=30) as api:
+async def test_send_then_wait_over_v1(shared_stack: Stack, account: Account) -> None:
+    async with httpx.AsyncClient(base_url=shared_stack.control_url, headers=account.headers, timeout=30) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "v1"})).json()["id"]
         resp = await api.post(
             f"/v1/endpoints/{ep}/test-webhook", json={"provider": "commerce", "event_type": "orders/paid"}
@@ -175,15 +163,15 @@ def _run(command: str, **env: str) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-async def test_the_llms_txt_steps_run_as_written(whole_stack: Stack, account: Account) -> None:
+async def test_the_llms_txt_steps_run_as_written(shared_stack: Stack, account: Account) -> None:
     """The worked example's send and wait steps, copied from this instance's /llms.txt and run by a shell."""
-    text = httpx.get(f"{whole_stack.control_url}/llms.txt", timeout=10).text
+    text = httpx.get(f"{shared_stack.control_url}/llms.txt", timeout=10).text
     blocks = re.findall(r"```sh\n(.*?)\n```", text, flags=re.DOTALL)
     (send,) = [block for block in blocks if "/test-webhook" in block]
     wait, again = [block for block in blocks if "/events/wait" in block]  # after the sample, after the request
     assert wait == again
     assert "after=$CURSOR" in wait
-    created = httpx.post(f"{whole_stack.control_url}/v1/endpoints", json={"name": "llms"}, headers=account.headers)
+    created = httpx.post(f"{shared_stack.control_url}/v1/endpoints", json={"name": "llms"}, headers=account.headers)
     ep = created.json()["id"]
     sent = await asyncio.to_thread(_run, send, HOOKYARD_KEY=account.key, ENDPOINT_ID=ep)
     assert sent["stored"] is True, sent
@@ -192,22 +180,22 @@ async def test_the_llms_txt_steps_run_as_written(whole_stack: Stack, account: Ac
     assert waited["cursor"]
 
 
-async def test_a_refused_sample_has_no_cursor(whole_stack: Stack, account: Account) -> None:
-    async with connected(whole_stack, account.key) as t:
+async def test_a_refused_sample_has_no_cursor(shared_stack: Stack, account: Account) -> None:
+    async with connected(shared_stack, account.key) as t:
         ep = (await t.ok("create_endpoint", name="locked"))["id"]
         await t.ok("add_allowlist_entry", endpoint_id=ep, cidr="192.0.2.0/24")
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="payments", event_type="invoice.paid")
         assert (sent["status"], sent["accepted"], sent["stored"], sent["cursor"]) == (403, False, False, None)
 
 
-async def test_no_terminating_session_line_per_mcp_request(whole_stack: Stack, account: Account) -> None:
+async def test_no_terminating_session_line_per_mcp_request(shared_stack: Stack, account: Account) -> None:
     """Stateless /mcp makes a transport per request of the handshake protocol (what most clients speak, the
     official client's ``legacy`` mode); the SDK's INFO line for ending each must not reach the log. Calls in
     both modes, then what the control plane logged meanwhile is read."""
-    log = whole_stack.log_dir / "control.log"
+    log = shared_stack.log_dir / "control.log"
     before = log.stat().st_size
     for mode in ("legacy", "auto"):
-        async with connected(whole_stack, account.key, mode) as t:
+        async with connected(shared_stack, account.key, mode) as t:
             await t.ok("create_endpoint", name=f"calls-{mode}")
             for _ in range(3):
                 await t.ok("list_endpoints")

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import make_account
+from tests.helpers import module_settings_fixture  # noqa: F401 - the fixture module_settings
 from tests.onboarding.clirun import Proc, cli, until
 from tests.onboarding.verifying_app import verified_by, verifying_app
 from tests.stack import Stack
@@ -38,17 +37,11 @@ RESIGNED_BY = {"payments": ["stripe"], "identity": ["svix", "standardwebhooks"],
 
 
 @pytest.fixture
-async def cli_and_api(
-    stack: Stack, database_url: str, tmp_path: Path
-) -> AsyncIterator[tuple[dict[str, str], httpx.Client]]:
-    stack.start_edge()
-    stack.start_control()
-    stack.env["HOOKYARD_LOG_ACTIVITY"] = "true"  # the lines `hookyard up` prints, in the worker's log
-    stack.start_worker()
-    account = await make_account(database_url)
-    env = {**stack.env, "HOOKYARD_API_KEY": account.key, "HOOKYARD_DATA_DIR": str(tmp_path / "cli")}
-    with httpx.Client(base_url=stack.control_url, headers=account.headers, timeout=30) as api:
-        yield env, api
+def cli_and_api(stack_cli_and_api) -> tuple[dict[str, str], httpx.Client]:
+    """The module's edge, control and worker (the worker logs its activity, as ``hookyard up`` prints it),
+    started once (``shared_stack``); a new account per test, its key in the CLI's environment."""
+    _stack, env, api = stack_cli_and_api
+    return env, api
 
 
 def _trigger(env: dict[str, str], *args: str) -> str:
@@ -62,7 +55,7 @@ def _stored(api: httpx.Client, event_id: str) -> dict[str, Any]:
 
 
 def test_triggered_samples_verify_with_each_providers_library_stored_and_forwarded(
-    cli_and_api, stack: Stack, procs: list[Proc], tmp_path: Path
+    cli_and_api, shared_stack: Stack, procs: list[Proc], tmp_path: Path
 ) -> None:
     env, api = cli_and_api
     endpoint = api.post("/v1/endpoints", json={"name": "first hour", "external_ref": "first-hour"}).json()
@@ -114,7 +107,7 @@ def test_triggered_samples_verify_with_each_providers_library_stored_and_forward
             assert proc.interrupt() == 0
 
     # `hookyard up` prints the worker's activity lines: the same word.
-    log = (stack.log_dir / "worker.log").read_text()
+    log = (shared_stack.log_dir / "worker.log").read_text()
     for event_id in sent:
         assert re.search(rf"hookyard\.activity: event +{event_id}  {ep}  .*  verified$", log, re.MULTILINE), log
     assert re.search(rf"hookyard\.activity: event +{plain}  {ep}  .*  not checked$", log, re.MULTILINE), log
