@@ -51,12 +51,15 @@ def script(name: str) -> str:
 
 
 def wait_http(url: str, timeout_s: float = 20.0) -> None:
+    """Polls ``url`` every 50 ms through one client (``httpx.get`` would make one, TLS context and all, each
+    time: 20-50 ms of CPU against 0.3 ms for a refused connection)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        time.sleep(0.05)
+    with httpx.Client(timeout=1, trust_env=False) as http:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if http.get(url).status_code == 200:
+                    return
+            time.sleep(0.05)
     raise TimeoutError(f"{url} did not become healthy in {timeout_s}s")
 
 

@@ -35,23 +35,23 @@ def new_endpoint(stack: Stack, account: Account, **body: object) -> dict:
 
 
 def stored_events(stack: Stack, account: Account, endpoint_id: str, want: int, timeout_s: float = 10) -> list[dict]:
-    """Every event of the endpoint once ``want`` are stored (paging through the whole list)."""
+    """Every event of the endpoint once ``want`` are stored (paging through the whole list), polled through one
+    client (``tests.stack.Stack.wait_healthy`` says why)."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        events, cursor = [], None
+    with httpx.Client(base_url=stack.control_url, headers=account.headers, trust_env=False) as api:
         while True:
-            params = {"limit": 100, **({"cursor": cursor} if cursor else {})}
-            page = httpx.get(
-                f"{stack.control_url}/v1/endpoints/{endpoint_id}/events", params=params, headers=account.headers
-            )
-            assert page.status_code == 200, page.text
-            events += page.json()["events"]
-            cursor = page.json()["next_cursor"]
-            if not cursor:
-                break
-        if len(events) >= want or time.monotonic() > deadline:
-            return events
-        time.sleep(0.05)
+            events, cursor = [], None
+            while True:
+                params = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+                page = api.get(f"/v1/endpoints/{endpoint_id}/events", params=params)
+                assert page.status_code == 200, page.text
+                events += page.json()["events"]
+                cursor = page.json()["next_cursor"]
+                if not cursor:
+                    break
+            if len(events) >= want or time.monotonic() > deadline:
+                return events
+            time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
