@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import Account
 from tests.helpers import module_database_url
-from tests.onboarding.test_agent_flow import connected, module_settings, whole_stack  # noqa: F401 - fixtures
+from tests.onboarding.test_agent_flow import connected, module_settings  # noqa: F401 - a fixture
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -32,8 +32,8 @@ def _stored(api: httpx.Client, event_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api(whole_stack: Stack, account: Account) -> httpx.Client:  # noqa: F811
-    with httpx.Client(base_url=whole_stack.control_url, headers=account.headers, timeout=30) as client:
+def api(shared_stack: Stack, account: Account) -> httpx.Client:
+    with httpx.Client(base_url=shared_stack.control_url, headers=account.headers, timeout=30) as client:
         yield client
 
 
@@ -89,8 +89,8 @@ def test_meta_challenge_is_answered_at_the_edge_and_shown_as_a_handshake(api: ht
     assert (event["provider"], event["event_type"], event["handshake"]) == ("meta", "meta_hub_challenge", True)
 
 
-async def test_mcp_names_providers_as_v1_does(whole_stack: Stack, account: Account) -> None:  # noqa: F811
-    async with connected(whole_stack, account.key) as t:
+async def test_mcp_names_providers_as_v1_does(shared_stack: Stack, account: Account) -> None:
+    async with connected(shared_stack, account.key) as t:
         ep = (await t.ok("create_endpoint", name="mcp-catalog"))["id"]
         sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="github")
         assert (sent["provider"], sent["event_type"], sent["accepted"]) == ("code_host", "ping", True), sent
