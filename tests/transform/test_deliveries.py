@@ -16,6 +16,7 @@ from control.transform.pool import pool_for
 from shared.settings import Settings
 from tests.destination import FAST_DELIVERY, Destination, fetch_row, make_task, running, serving, settled
 from tests.helpers import create_endpoint, wait_for
+from tests.transform.fatal import FATAL
 
 SLACK = """function handler(request, context) {
   const event = request.body;
@@ -214,9 +215,9 @@ async def test_a_transform_that_ends_its_process_fails_alone_and_is_marked(
     ctx: Context, client, account, other_account
 ) -> None:
     """The worker keeps delivering another account's destination; the crashing transform is marked on its
-    destination, not run again until a retry asks or its code changes. The split past V8's largest array
-    is a fatal error (the 2**29 string of issue 42 is too, but takes about 1 s to get there)."""
-    crash = 'function handler(r){ "x".repeat(2**27+100).split(""); return null; }'
+    destination, not run again until a retry asks or its code changes (``FATAL``: a V8 fatal error within
+    milliseconds of the call, never killed for time instead)."""
+    crash = FATAL
     with serving() as bad_sink, serving() as good_sink:
         endpoint, bad, _ = await _destination(client, account, bad_sink.url, crash)
         other, good, _ = await _destination(client, other_account, good_sink.url, None)
