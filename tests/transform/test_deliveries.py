@@ -172,9 +172,9 @@ async def test_a_runaway_transform_does_not_hold_up_another_accounts_destination
 ) -> None:
     """One account holds at most its share of the sandbox processes (half of them, 1 of 2 here): another
     account's transforms run meanwhile, so its deliveries all arrive while the runaway still runs (it is
-    stopped after 1 s). Said by order, not by a clock: two processes are up before the tasks are made (a
-    start under load took longer than the runaway's second, and failed the wall-clock bound of 1 s at
-    1.1-1.4 s), and the fast ones must be through before the runaway's call is over."""
+    stopped after 1 s). Said by order, not by a clock: two processes are up before the tasks are made, and
+    the fast ones must be through before the runaway's call is over. The wall-clock bound of 1 s this had
+    counted a sandbox process's start: on a quarter of a core the fast ones took 1.01-1.12 s (4 runs of 5)."""
     with serving() as slow_sink, serving() as fast_sink:
         endpoint, spinning, _ = await _destination(client, account, slow_sink.url, "function handler() { for (;;) {} }")
         transform = "function handler(r) { r.headers['x-ok'] = '1'; return r; }"
