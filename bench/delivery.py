@@ -48,6 +48,7 @@ import psutil
 
 from bench import sink as bench_sink
 from bench.infra import bench_env, free_port, granian, run_process, script, wait_listening
+from bench.quiet import UNFINISHED
 from bench.results import Target
 from bench.setup import create_endpoint
 from control.db import connect
@@ -164,13 +165,6 @@ async def route_to_sink(database_url: str, endpoint_id: str, url: str, transform
     return destination_id, rule_id
 
 
-_UNFINISHED = """SELECT (SELECT count(*) FROM delivery_tasks WHERE status = 'pending' AND order_key IS NULL)
-                + (SELECT count(*) FROM delivery_tasks WHERE status = 'in_flight')"""
-"""Read every 250 ms through the partial indexes of exactly these states (``delivery_tasks_due``,
-``delivery_tasks_leased``: index-only scans), so its cost shrinks with the backlog; the bench's database has
-no other tasks unfinished meanwhile. Counting the succeeded ones instead scanned the whole table twenty times a
-second, on the cores the measured worker and Postgres share; and at 50 ms this poll still took 3 ms a time with
-a backlog of 25,000 (a few per cent of a core)."""
 _SUCCEEDED = """SELECT count(*) AS done, max(updated_at) AS last
                  FROM delivery_tasks WHERE destination_id = $1 AND status = 'succeeded'"""
 """The end of the run is when the last result was written (its transaction's time), not when a poll saw it: the
@@ -190,7 +184,7 @@ async def _throughput(
         committed = await conn.fetchval("SELECT clock_timestamp()")
         started = time.perf_counter()
         while True:  # the unfinished ones, through their partial index: the poll must not load the machine
-            left = await conn.fetchval(_UNFINISHED)
+            left = await conn.fetchval(UNFINISHED)
             if left == 0:
                 row = await conn.fetchrow(_SUCCEEDED, destination_id)
                 if row["done"] < total:

@@ -199,7 +199,7 @@ async def run_scenario(
     finally:
         load.stop()
         await sending
-    return Outcome(name, await settle(top, load, timeout_s=settle_s, may_lose=window), window)
+    return Outcome(name, await settle(top, load, timeout_s=settle_s), window)
 
 
 def run(seconds: float) -> dict[str, object]:

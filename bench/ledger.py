@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 
@@ -22,15 +20,13 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from bench.chaos import Load, Topology
+from bench.quiet import wait_quiet
 from shared.keys import Keys
 
 __all__ = ("Ledger", "settle")
 
-POLL_S = 0.2
-"""How often ``settle`` counts: fast, so a settled ledger is seen within a fifth of a second, not a second."""
-STILL_S = 1.0
-"""How long the count must hold still (twice that when some loss is allowed) before it is final: the
-stillness is measured in time, not in polls, so polling faster does not shorten it."""
+_KEYS = Keys("hy:")
+"""The topology's keys: the default prefix, one ingest shard."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ async def _count(top: Topology, load: Load) -> Ledger:
     sink = Counter(top.sink_file.read_text().split()) if top.sink_file.exists() else Counter()
     redis = aioredis.Redis.from_url(top.redis.url)
     try:
-        dead = await redis.xlen(Keys("hy:").dead_letter_stream(0))
+        dead = await redis.xlen(_KEYS.dead_letter_stream(0))
     finally:
         await redis.aclose()
     return Ledger(
@@ -83,24 +79,10 @@ async def _count(top: Topology, load: Load) -> Ledger:
     )
 
 
-async def settle(top: Topology, load: Load, *, timeout_s: float, may_lose: int = 0) -> Ledger:
-    """Counts once everything acknowledged is stored and delivered (or ``timeout_s`` passed), and nothing
-    moved for a moment, so late extra deliveries are counted too.
-
-    ``may_lose``: acknowledged events a scenario is allowed to lose (Redis restarted without persistence
-    loses what its stream held). With fewer lost than that and every stored event delivered, the count is
-    final once it held still for ``2 * STILL_S``, instead of waiting ``timeout_s`` for events that can no
-    longer come; the caller still judges ``lost`` against its own bound."""
-    deadline = time.monotonic() + timeout_s
-    last, since = None, time.monotonic()
-    while True:
-        ledger = await _count(top, load)
-        now = time.monotonic()
-        if ledger != last:
-            last, since = ledger, now
-        everything = ledger.lost == 0 and ledger.undelivered == 0
-        within = 0 < ledger.lost <= may_lose and ledger.undelivered == ledger.lost  # the lost can't be delivered
-        held = now - since
-        if (everything and held >= STILL_S) or (within and held >= 2 * STILL_S) or now > deadline:
-            return ledger
-        await asyncio.sleep(POLL_S)
+async def settle(top: Topology, load: Load, *, timeout_s: float) -> Ledger:
+    """Counts once nothing more can change the count (``bench.quiet``), or once ``timeout_s`` passed: every
+    entry the stopped load added to the ingest stream stored (or dead-lettered) and every delivery task
+    finished, so late extra deliveries are counted too. Events acknowledged and never stored (Redis restarted
+    without persistence) are then known to be lost; the caller judges ``lost`` against its own bound."""
+    await wait_quiet(top.database_url, top.redis.url, _KEYS, timeout_s=timeout_s)
+    return await _count(top, load)

@@ -57,7 +57,6 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
@@ -66,13 +65,15 @@ import redis.asyncio as redis_client
 
 from bench import sink as bench_sink
 from bench.delivery import _body, route_to_sink
-from bench.infra import bench_env, free_port, run_process, script, wait_listening
+from bench.infra import Bench, bench_env, free_port, run_process, script, wait_listening
+from bench.quiet import wait_quiet
 from bench.results import Target
 from bench.setup import create_endpoint, create_endpoints_to_sink
 from bench.table_writes import per_event, snapshot
 from bench.wrk import run_wrk
-from control.db import connect, stats
+from control.db import connect
 from control.db.tasks import NOTIFY_CHANNEL
+from shared.keys import Keys
 
 __all__ = ("run",)
 
@@ -141,70 +142,19 @@ async def _stored(database_url: str, endpoint_id: str | None) -> int:
         await conn.close()
 
 
-async def _counted(database_url: str, endpoint_id: str | None, since: datetime) -> int:
-    """The endpoint's events as the flush counted them (``stats_events``, written by the statement that stores
-    them, from its RETURNING): a few rows to add up, where counting the events reads them all. None: every
-    endpoint's (the bench's database has no others), from the hourly counters."""
-    conn = await connect(database_url)
-    try:
-        if endpoint_id is None:
-            return await conn.fetchval("SELECT coalesce(sum(count), 0)::bigint FROM stats_events WHERE span = 60")
-        window = stats.Window(since.replace(second=0, microsecond=0), datetime.now(UTC) + timedelta(hours=1))
-        rows = await stats.event_counts(conn, endpoint_id, window)
-        return sum(row["count"] for row in rows if row["grouped"] == stats.EVENTS_BY_HOUR)
-    finally:
-        await conn.close()
-
-
-class _SinkLines:
-    """The sink's file read as it grows: only the bytes appended since the last look are parsed."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.seen: Counter[str] = Counter()
-        self._offset = 0
-        self._partial = b""
-
-    def read(self) -> Counter[str]:
-        if self.path.exists():
-            with self.path.open("rb") as f:
-                f.seek(self._offset)
-                chunk = self._partial + f.read()
-            self._offset += len(chunk) - len(self._partial)
-            lines = chunk.split(b"\n")
-            self._partial = lines.pop()
-            self.seen.update(line.decode() for line in lines if line)
-        return self.seen
-
-
-def _drained(
-    database_url: str, endpoint_id: str | None, sink_file: Path, since: datetime, fanout: int = 1
-) -> tuple[int, Counter[str]]:
-    """Waits until the stored events stopped growing and each reached the sink (or the timeout), and a
-    moment more with nothing new, so that late extra deliveries are counted too.
-
-    The look must not load the machine it measures: counting the endpoint's events costs Postgres a scan of
-    them (about 0.15 s at 180,000, and the flush may lag wrk by several seconds, so it ran about ten times
-    a run), and re-reading the whole sink file costs as much in Python. So the file is read as it grows,
-    progress is followed on the flush's own counters (``_counted``), and the events themselves are counted
-    once, when the sink has that many, to confirm it: the figure returned is that count."""
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S
-    sink = _SinkLines(sink_file)
-    stored = asyncio.run(_counted(database_url, endpoint_id, since))
-    last: tuple[int, int] | None = None
-    while True:
-        time.sleep(1.0)
-        seen = sink.read()
-        counted = asyncio.run(_counted(database_url, endpoint_id, since))
-        settled = counted == stored
-        stored = counted
-        sent = sum(seen.values())
-        if settled and sent >= stored * fanout:
-            stored = asyncio.run(_stored(database_url, endpoint_id))
-        now = (stored, sum(seen.values()))
-        if (settled and sent >= stored * fanout and now == last) or time.monotonic() > deadline:
-            return stored, seen
-        last = now
+def _drained(bench: Bench, endpoint_id: str | None, sink_file: Path) -> tuple[int, Counter[str]]:
+    """Waits until nothing more can reach Postgres or the sink (``bench.quiet``: every ingest stream entry
+    stored, no delivery task unfinished), or the timeout; then the stored events, counted once, and the sink's
+    lines. It waited for its looks to hold still for a second instead, each look a second after the last."""
+    settings = bench.settings
+    keys = Keys(settings.redis_prefix, settings.stream_shards)
+    asyncio.run(wait_quiet(settings.database_url or "", settings.redis_url or "", keys, timeout_s=DRAIN_TIMEOUT_S))
+    seen = (
+        Counter(line.decode() for line in sink_file.read_bytes().split(b"\n") if line)
+        if sink_file.exists()
+        else Counter()
+    )
+    return asyncio.run(_stored(settings.database_url or "", endpoint_id)), seen
 
 
 class _Servers(msgspec.Struct, kw_only=True, frozen=True):
@@ -302,7 +252,6 @@ def _once(
             servers = asyncio.run(_servers(database_url, bench.settings.redis_url or ""))
             writes_before = asyncio.run(snapshot(database_url))
             cpu_before = _cpu(service, sink, servers)
-            since = datetime.now(UTC)
             started = time.time()
             result = run_wrk(
                 f"{edge}/h/{endpoint.token}",
@@ -314,7 +263,7 @@ def _once(
                 paths=paths,
             )
             ended = time.time()
-            stored, seen = _drained(database_url, endpoint_id, sink_file, since, fanout)
+            stored, seen = _drained(bench, endpoint_id, sink_file)
             cpu = _cpu(service, sink, servers)
             cpu.subtract(cpu_before)
             last_delivery = os.stat(sink_file).st_mtime if sink_file.exists() else ended

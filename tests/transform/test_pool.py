@@ -18,6 +18,7 @@ from control.transform import pool as pool_module
 from control.transform.pool import BACKOFF_S, Pool
 from control.transform.process import PIPELINE
 from control.transform.wire import Input, Problem, Run
+from tests.transform.fatal import FATAL_ON_2
 
 PAYLOAD = json.dumps({"request": {"method": "POST", "path": "/", "query": "", "headers": {}, "body": 1}, "context": {}})
 ECHO = "function handler(r) { return r; }"
@@ -53,7 +54,7 @@ async def test_an_account_holds_its_share_and_another_is_served_meanwhile(pool: 
 
 
 async def test_a_call_that_kills_its_process_fails_alone_in_its_batch(pool: Pool) -> None:
-    source = 'function handler(r) { if (r.body === 2) "x".repeat(2**27+100).split(""); return r; }'
+    source = FATAL_ON_2
     payloads = [PAYLOAD.replace('"body": 1', f'"body": {i}') for i in range(5)]
     results = await asyncio.gather(*(pool.run(source, p, account="acct_a", key="k") for p in payloads))
     assert all(isinstance(r, Run) for r in results)
@@ -189,7 +190,7 @@ async def test_another_accounts_call_of_the_same_code_starts_pristine() -> None:
 async def test_a_group_of_calls_goes_as_one_job_and_a_call_that_kills_its_process_fails_alone(pool: Pool) -> None:
     """``run_many``: a claim's calls of one destination as one job, answered in order; the batch it ended
     is run again call by call, so the guilty call alone fails."""
-    source = 'function handler(r) { if (r.body === 2) "x".repeat(2**27+100).split(""); return r; }'
+    source = FATAL_ON_2
     payloads: list[str | Input] = [PAYLOAD.replace('"body": 1', f'"body": {i}') for i in range(5)]
     results = await pool.run_many(source, payloads, account="acct_a", key="k")
     runs = [r for r in results if isinstance(r, Run)]
