@@ -258,11 +258,14 @@ async def outgoing(
     destination's transform when it has one, then signed with ``secret`` (None: unsigned) over what the
     transform returned (several: each signs, a rotation's overlap). Also what the transform did (None without
     one). The request is None when the transform kept it from being sent (skipped or failed)."""
-    sent = captured(task)
-    transformed = None
-    if task.transform_digest is not None:  # transformed ahead (``Transforms.ahead``), else here
-        transformed = transforms.transformed_ahead(task.id) or await transforms.apply(task, sent)
-    request = sent if transformed is None else transformed.request
+    transformed = transforms.transformed_ahead(task.id) if task.transform_digest is not None else None
+    if transformed is None:  # not transformed ahead (``Transforms.ahead``, which made its own ``captured``)
+        sent = captured(task)
+        if task.transform_digest is not None:
+            transformed = await transforms.apply(task, sent)
+        request = sent if transformed is None else transformed.request
+    else:
+        request = transformed.request
     if request is not None:
         request.headers = merge(
             request.headers,

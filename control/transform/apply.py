@@ -216,7 +216,9 @@ def _url(sent: Outgoing, path: object, query: object, shown: Mapping[str, Any]) 
     return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
 
-def _outgoing(returned: dict[str, Any], sent: Outgoing, shown: dict[str, Any], body_in: Any) -> Outgoing:
+def _outgoing(returned: dict[str, Any], sent: Outgoing, shown: dict[str, Any]) -> Outgoing:
+    """The request to send for what a delivery's transform returned: a body the runner left out (the
+    transform's own left as handed in, or none returned) is the captured one, byte for byte."""
     unknown = sorted(set(returned) - _FIELDS)
     if unknown:
         raise _Wrong(f"{unknown[0]}: not a field of a request (method, path, query, headers, body)")
@@ -225,10 +227,9 @@ def _outgoing(returned: dict[str, Any], sent: Outgoing, shown: dict[str, Any], b
         raise _Wrong("method: must be an HTTP method such as POST")
     headers = _headers(returned.get("headers", shown["headers"]), sent, shown["headers"])
     url = _url(sent, returned.get("path", shown["path"]), returned.get("query", shown["query"]), shown)
-    body = returned.get("body", body_in)
-    if body == body_in and type(body) is type(body_in):
+    if "body" not in returned:
         data = sent.body
-    elif body is None:
+    elif (body := returned["body"]) is None:
         data = b""
     elif isinstance(body, str):
         try:
@@ -246,11 +247,11 @@ def _outgoing(returned: dict[str, Any], sent: Outgoing, shown: dict[str, Any], b
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """In the sandbox process: a call's request, and what its transform was shown (to tell what it left)."""
+    """In the sandbox process: a call's request, and what its transform was shown of it but the body (to
+    tell what it left)."""
 
     sent: Outgoing
     shown: dict[str, Any]
-    body_in: Any
 
 
 def _too_deep() -> Run:
@@ -262,9 +263,16 @@ def _too_deep() -> Run:
     )
 
 
-def payload_of(item: Input) -> tuple[str, Prepared] | Run:
-    """In the sandbox process: the JSON payload a call gets for ``item``, or the failed run when its body
-    nests too deep to be given."""
+def payload_of(item: Input) -> tuple[str, str, Prepared] | Run:
+    """In the sandbox process: the JSON payload a call gets for ``item`` and its body's text, or the failed
+    run when its body nests too deep to be given.
+
+    The body goes as its text beside the payload (``Sandbox.run_many``'s ``bodies``; ``"n"``: its length in
+    UTF-16 code units, as JavaScript slices it), with ``"json"`` when its content type says JSON: the runner
+    parses it there, once (``JSON.parse``; what does not parse, or parses to null, is given as the text), and
+    leaves it out of its answer when the transform left it as handed in (``control.transform.prelude``).
+    Decoding it here, encoding it again for V8 and decoding what came back to compare it cost more than
+    V8's parse (ADR 0060). A body that is not UTF-8 is text (U+FFFD for what is not), never JSON."""
     headers: dict[str, str] = item.headers
     shown = headers
     if not all(value.__class__ is str for value in headers.values()):  # bytes: a captured value not UTF-8
@@ -275,8 +283,15 @@ def payload_of(item: Input) -> tuple[str, Prepared] | Run:
     json = bool(sent.body) and _is_json(headers.get("content-type"))
     if json and json_depth.exceeds(sent.body):
         return _too_deep()
-    request, body_in = _view(sent, shown, json)
-    return _encode({"request": request, "context": item.context}).decode(), Prepared(sent, request, body_in)
+    try:
+        text = sent.body.decode("utf-8")
+    except UnicodeDecodeError:
+        text, json = sent.body.decode("utf-8", "replace"), False
+    units = len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+    path, query = _parts(sent.url)
+    request = {"method": sent.method, "path": path, "query": query, "headers": shown}
+    payload = _encode({"request": request, "context": item.context, "n": units, "json": json})
+    return payload.decode(), text, Prepared(sent, request)
 
 
 def mapped(run: Run, prepared: Prepared) -> Run:
@@ -287,7 +302,7 @@ def mapped(run: Run, prepared: Prepared) -> Run:
         return run
     sent = prepared.sent
     try:
-        out = _outgoing(returned, sent, prepared.shown, prepared.body_in)
+        out = _outgoing(returned, sent, prepared.shown)
     except _Wrong as exc:
         run.request = None
         run.error = f"the returned request cannot be sent: {exc}"

@@ -65,15 +65,17 @@ def limit_memory(megabytes: int) -> None:
 
 
 async def _runs(sandbox: Sandbox, call: Call) -> list[Run]:
-    """The batch's runs, in order: a request (``Input``) is mapped to the transform's payload here and what
-    it returned to the request to send (``control.transform.apply``); one whose body nests too deep fails
-    without a call."""
+    """The batch's runs, in order: a request (``Input``) is mapped to the transform's payload and body here
+    and what it returned to the request to send (``control.transform.apply``); one whose body nests too deep
+    fails without a call."""
     runs: list[Run | None] = [None] * len(call.payloads)
     payloads: list[str] = []
+    bodies: list[str] = []
     called: list[tuple[int, Prepared | None]] = []
     for at, item in enumerate(call.payloads):
         if isinstance(item, str):
             payloads.append(item)
+            bodies.append("")
             called.append((at, None))
             continue
         made = payload_of(item)
@@ -81,9 +83,10 @@ async def _runs(sandbox: Sandbox, call: Call) -> list[Run]:
             runs[at] = made
         else:
             payloads.append(made[0])
-            called.append((at, made[1]))
+            bodies.append(made[1])
+            called.append((at, made[2]))
     if payloads:
-        for (at, prepared), run in zip(called, await sandbox.run_many(payloads), strict=True):
+        for (at, prepared), run in zip(called, await sandbox.run_many(payloads, bodies), strict=True):
             runs[at] = run if prepared is None else mapped(run, prepared)
     return [run for run in runs if run is not None]
 

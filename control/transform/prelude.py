@@ -115,6 +115,7 @@ RUNNER = r"""
     return false;
   };
   const parse = JSON.parse, stringify = JSON.stringify, isArray = Array.isArray, now = Date.now;
+  const keys = Object.keys;
   const describe = (value) => {
     try {
       if (typeof value === "string") return value;
@@ -158,6 +159,20 @@ RUNNER = r"""
       '{"error":' + stringify(error) + ',"request":' + request + ',"logs":' + stringify(logs) +
       ',"logs_truncated":' + dropped + ',"ms":' + (now() - started) + "}";
     const fail = (text, line) => done({ message: text, line: line === undefined ? null : line }, "null");
+    // A delivery's request (control.transform.apply.payload_of) has its body as text, parsed here when
+    // JSON; `same` is the JSON of the body as handed in (null for text), to tell an unchanged one.
+    const delivery = input.text !== undefined;
+    let given, same = null;
+    if (delivery) {
+      given = input.text;
+      if (input.json) {
+        try {
+          const parsed = parse(given);
+          if (parsed !== null) { given = parsed; same = stringify(parsed); }
+        } catch (e) { /* not JSON after all: the text */ }
+      }
+      input.request.body = given;
+    }
     let handler, result;
     try {
       handler = factory(console);
@@ -176,16 +191,41 @@ RUNNER = r"""
       const kind = isArray(result) ? "an array" : typeof result;
       return fail("handler must return an object (the request) or null, not " + kind);
     }
-    let text;
+    let text, kept = false;  // kept: the body handed in, left out of the answer (still counted in its size)
     try {
       if (result !== null && typeof result.then === "function") {
         return fail("handler returned a Promise: it must return the request itself (there is no I/O to wait for)");
       }
-      text = stringify(result);
+      let copy = null, body, value, has = false;
+      if (delivery && result !== null && typeof result.toJSON !== "function") {
+        // The body left out of the answer when it is the one handed in (its JSON, or the same text): the
+        // caller sends the captured bytes. Any other body is spliced in as its JSON, last. The other fields
+        // are copied into a new object (not deleted from one: that leaves V8's fast JSON path); a field
+        // that is not a request's sends the object as it is, for the caller to refuse.
+        copy = {};
+        for (const key of keys(result)) {
+          if (key === "body") { has = true; value = result.body; }
+          else if (key === "method" || key === "path" || key === "query" || key === "headers") copy[key] = result[key];
+          else { copy = null; break; }
+        }
+      }
+      if (copy === null) {
+        text = stringify(result);
+      } else {
+        if (has) {
+          body = stringify(value);
+          kept = body !== undefined && (same === null ? value === given : body === same);
+        }
+        text = stringify(copy);
+        if (body !== undefined && !kept) {
+          text = text.slice(0, -1) + (text.length > 2 ? ',"body":' : '"body":') + body + "}";
+        }
+      }
     } catch (e) {
       return fail("the returned request cannot be sent as JSON: " + message(e));
     }
-    if (text.length > maxOutput) return fail("the returned request is larger than " + maxOutput + " characters");
+    const size = text.length + (kept ? input.text.length : 0);
+    if (size > maxOutput) return fail("the returned request is larger than " + maxOutput + " characters");
     if (tooDeep(text)) {
       const limit = " levels (the limit on JSON depth)";
       return fail("a field of the returned request nests deeper than " + maxDepth + limit);
@@ -193,10 +233,21 @@ RUNNER = r"""
     return done(null, text);
   };
   // A batch: the calls that waited while the previous batch ran, in one task on the isolate's thread.
+  // `this`: the bodies' total length in UTF-16 code units (10 digits), the bodies one after another, then
+  // the inputs as a JSON array; a delivery's input says how long its body is (`n`), taken in order.
   return function () {
-    const inputs = parse(this);
+    const size = +this.slice(0, 10);
+    const bodies = this.slice(10, 10 + size);
+    const inputs = parse(this.slice(10 + size));
     const out = [];
-    for (const input of inputs) out.push(one(input));
+    let at = 0;
+    for (const input of inputs) {
+      if (input.n !== undefined) {
+        input.text = bodies.slice(at, at + input.n);
+        at += input.n;
+      }
+      out.push(one(input));
+    }
     return "[" + out.join(",") + "]";
   };
 })

@@ -118,7 +118,7 @@ class Sandbox:
             raise _Refused(Problem(f"longer than {MAX_SOURCE} characters", None))
         self.source = source
         self._lock = asyncio.Lock()
-        self._queue: list[tuple[list[str], asyncio.Future[list[Run]]]] = []
+        self._queue: list[tuple[list[str], list[str], asyncio.Future[list[Run]]]] = []
         self._pump: asyncio.Task[None] | None = None
         self._fence: asyncio.Task[None] | None = None
         self._fence_timer: asyncio.TimerHandle | None = None
@@ -184,9 +184,11 @@ class Sandbox:
         raises for what the code does: a throw, a bad return, a limit reached are a ``Run`` with ``error``."""
         return (await self.run_many([payload]))[0]
 
-    async def run_many(self, payloads: list[str]) -> list[Run]:
+    async def run_many(self, payloads: list[str], bodies: list[str] | None = None) -> list[Run]:
         """``run`` for each payload, in order, as one entry of the queue: a sandbox process hands over the
-        batch the pool sent without a future and a task per call.
+        batch the pool sent without a future and a task per call. ``bodies``: each payload's request body as
+        text (``control.transform.apply.payload_of``; "" for a payload without one), handed to V8 as it is,
+        beside the payloads' JSON, not inside it.
 
         Calls that arrive while a batch runs wait and go as the next batch, one task on the isolate's thread
         (group commit): each round trip to that thread costs a thread hop and, on the way back, the GIL, which
@@ -194,20 +196,20 @@ class Sandbox:
         the limits are each batch's; a batch that was stopped is run again call by call, each within the
         limits alone, so only the call that ran away is stopped."""
         waiter: asyncio.Future[list[Run]] = asyncio.get_running_loop().create_future()
-        self._queue.append((payloads, waiter))
+        self._queue.append((payloads, bodies or [""] * len(payloads), waiter))
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._drain(), name="transform:calls")
         return await waiter
 
-    def _take(self) -> list[tuple[list[str], asyncio.Future[list[Run]]]]:
+    def _take(self) -> list[tuple[list[str], list[str], asyncio.Future[list[Run]]]]:
         """The next batch: entries from the head of the queue up to ``MAX_BATCH`` calls (at least one entry),
         those cancelled meanwhile left out."""
-        taken: list[tuple[list[str], asyncio.Future[list[Run]]]] = []
+        taken: list[tuple[list[str], list[str], asyncio.Future[list[Run]]]] = []
         calls = 0
         while self._queue and (not taken or calls + len(self._queue[0][0]) <= MAX_BATCH):
-            payloads, waiter = self._queue.pop(0)
+            payloads, bodies, waiter = self._queue.pop(0)
             if not waiter.done():
-                taken.append((payloads, waiter))
+                taken.append((payloads, bodies, waiter))
                 calls += len(payloads)
         return taken
 
@@ -216,19 +218,20 @@ class Sandbox:
             batch = self._take()
             if not batch:
                 continue
-            payloads = [payload for entry, _ in batch for payload in entry]
+            payloads = [payload for entry, _, _ in batch for payload in entry]
+            bodies = [body for _, entry, _ in batch for body in entry]
             try:
                 async with self._lock:
-                    runs = await self._batch(payloads)
+                    runs = await self._batch(payloads, bodies)
                     if len(payloads) > 1 and any(run.stopped for run in runs):
-                        runs = [(await self._batch([payload]))[0] for payload in payloads]
+                        runs = [(await self._batch([p], [b]))[0] for p, b in zip(payloads, bodies, strict=True)]
             except BaseException as exc:
-                for _, waiter in batch:
+                for _, _, waiter in batch:
                     if not waiter.done():
                         waiter.set_exception(exc)
                 raise
             at = 0
-            for entry, waiter in batch:
+            for entry, _, waiter in batch:
                 if not waiter.done():
                     waiter.set_result(runs[at : at + len(entry)])
                 at += len(entry)
@@ -238,7 +241,7 @@ class Sandbox:
         elif not self.closed and self._fence_timer is None:
             self._fence_timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S, self._fence_due)
 
-    async def _batch(self, payloads: list[str]) -> list[Run]:
+    async def _batch(self, payloads: list[str], bodies: list[str]) -> list[Run]:
         """One task on the isolate's thread: the calls in order; all stopped if a limit stopped the task."""
         if self._mr is None or self._loop is not asyncio.get_running_loop():
             self.close()
@@ -248,7 +251,9 @@ class Sandbox:
         clock = time.perf_counter()
         try:
             async with asyncio.timeout(TIME_LIMIT_S):
-                this = ctx._python_to_value_handle("[" + ",".join(payloads) + "]")
+                text = "".join(bodies)
+                size = len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+                this = ctx._python_to_value_handle(f"{size:010d}{text}[{','.join(payloads)}]")
                 answer = await ctx._run_cancelable_mr_task(ctx._dll.mr_call_function, runner.raw, this.raw, argv.raw)
         except TimeoutError:
             self.close()

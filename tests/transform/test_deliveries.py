@@ -135,6 +135,19 @@ async def test_only_invoices_go_out_with_an_added_header(ctx: Context, client, a
     assert len(destination.requests) == 1  # the skipped one never went out
 
 
+async def test_a_body_left_as_handed_in_goes_out_as_captured(ctx: Context, client, account, destination) -> None:
+    """V8 holds numbers as doubles: a body the transform does not touch is told unchanged by its JSON in V8, not
+    by what came back, and goes out as the captured bytes, digits past 2^53, spacing and escapes kept."""
+    endpoint, dst, _ = await _destination(client, account, destination.url, INVOICES_ONLY)
+    body = b'{"type": "invoice.paid", "big": 12345678901234567890123, "total": 48.0, "name": "J\\u00fcrgen"}'
+    task = await make_task(ctx, destination.url, endpoint_id=endpoint, destination_id=dst, body=body)
+    async with running(ctx):
+        (got,) = await destination.wait_for(1)
+        await settled(ctx, task["task"], "succeeded")
+    assert got.body == body
+    assert got.headers["x-billing-team"] == "yes"
+
+
 async def test_a_throwing_transform_fails_once_keeps_the_circuit_and_retries_with_new_code(
     ctx: Context, client, account, destination
 ) -> None:
