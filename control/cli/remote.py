@@ -72,8 +72,8 @@ class Remote:
         """Where the instance serves now (a ``Target``, or None: unknown), when ``base_url`` came from its
         record rather than a flag or variable (``control.cli.instance.relocation``); None: never moves."""
         # TLS trust only for an https control plane (control.support.client_tls): loading the CA bundle was
-        # ~45 ms of every command's CPU against the plain-HTTP one `hookyard up` serves. `moved` keeps the
-        # scheme: a record's URL is always `hookyard up`'s http one.
+        # ~40 ms of every command's CPU against the plain-HTTP one `hookyard up` serves (ADR 0043). `moved`
+        # keeps the scheme: a record's URL is always `hookyard up`'s http one.
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"authorization": f"Bearer {key}", "user-agent": "hookyard-cli"},

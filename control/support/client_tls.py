@@ -1,12 +1,13 @@
 """The TLS trust our HTTP clients are made with (``verify=``), built only for a URL that needs it.
 
 An ``httpx`` client builds its TLS context when it is made, whatever it will talk to: the CA bundle loaded,
-20-50 ms of CPU. Every ``hookyard`` command paid it, also against the plain-HTTP control plane ``hookyard up``
-serves, and the tests run the command hundreds of times (ADR 0043). ``verify_for`` gives an https URL the same
-trust as before (httpx's own context: certifi's bundle, or ``SSL_CERT_FILE``/``SSL_CERT_DIR`` for a client
-that reads the environment), built once per process; any other URL a context that trusts no CA at all, with
-verification on. A plain-HTTP client never uses it, and an https URL reached through it anyway (a redirect, a
-control plane that moved) fails verification rather than being let through.
+20-50 ms of CPU. Every ``hookyard`` command paid it (~40 ms), also against the plain-HTTP control plane
+``hookyard up`` serves, and the tests run the command hundreds of times (ADR 0043). ``verify_for`` gives an
+https URL the same trust as before (httpx's own context: certifi's bundle, or
+``SSL_CERT_FILE``/``SSL_CERT_DIR`` for a client that reads the environment), built once per process; any other
+URL a context that trusts no CA at all, with verification on. A plain-HTTP client never uses it, and an https
+URL reached through it anyway (a redirect, a control plane that moved) fails verification rather than being
+let through.
 
 The contexts are shared between clients. httpcore sets a context's ALPN list on each connection from the
 client's ``http2`` flag; every client of ours is HTTP/1.1 only, so they all set the same one.

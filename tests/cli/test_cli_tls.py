@@ -1,5 +1,5 @@
 """A ``hookyard`` command builds TLS trust only for an https control plane (``control.support.client_tls``):
-against a plain-HTTP one it loads no CA bundle (that was ~45 ms of every command's CPU), and against an https
+against a plain-HTTP one it loads no CA bundle (that was ~40 ms of every command's CPU), and against an https
 one it still verifies, refusing a self-signed certificate. The command runs as a user runs it, in a process of
 its own, with ``ssl.SSLContext``'s loading methods counted there; the control plane is a real loopback server
 answering every request with an error envelope, so the command ends after its first call."""
