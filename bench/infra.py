@@ -26,6 +26,7 @@ import httpx
 
 from bench.ports import free_port
 from control.db.migrate import migrate
+from control.support.client_tls import verify_for
 from shared.settings import Settings, load_settings
 
 __all__ = (
@@ -52,9 +53,10 @@ def script(name: str) -> str:
 
 def wait_http(url: str, timeout_s: float = 20.0) -> None:
     """Polls ``url`` every 50 ms through one client (``httpx.get`` would make one, TLS context and all, each
-    time: 20-50 ms of CPU against 0.3 ms for a refused connection)."""
+    time: 20-50 ms of CPU against 0.3 ms for a refused connection), with TLS trust only for an https URL
+    (``control.support.client_tls``)."""
     deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=1, trust_env=False) as http:
+    with httpx.Client(timeout=1, trust_env=False, verify=verify_for(url)) as http:
         while time.monotonic() < deadline:
             with contextlib.suppress(httpx.HTTPError):
                 if http.get(url).status_code == 200:

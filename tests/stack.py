@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from bench.ports import free_port
+from control.support.client_tls import verify_for
 from shared.settings import Settings, env_name
 
 __all__ = ("Stack", "free_port", "stack", "stop_embedded_redis")
@@ -114,9 +115,10 @@ class Stack:
     def wait_healthy(self, url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
         """Polls ``url`` every 50 ms through one client: ``httpx.get`` makes a client each time, whose TLS
         context (the CA bundle loaded) cost 20-50 ms of CPU, more than a refused connection (0.3 ms), so a
-        control plane's start of 1-3 s cost the test process about as much CPU as the server's own start."""
+        control plane's start of 1-3 s cost the test process about as much CPU as the server's own start. Even
+        one client per wait loaded it, for a plain-HTTP URL: ``verify_for`` builds TLS trust for https only."""
         deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=1, trust_env=False) as http:
+        with httpx.Client(timeout=1, trust_env=False, verify=verify_for(url)) as http:
             while time.monotonic() < deadline:
                 if proc.poll() is not None:
                     raise RuntimeError(

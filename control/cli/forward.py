@@ -22,6 +22,7 @@ import httpx
 from control.cli.remote import Remote
 from control.delivery.send import forwardable, merge
 from control.records.forwards import MAX_FORWARD_RESPONSE
+from control.support.client_tls import verify_for
 from shared.errors import ApiError, Unreachable
 from shared.signatures import HEADERS, resign
 
@@ -30,12 +31,13 @@ __all__ = ("Forwarded", "forward", "forwarding_client", "hint", "record", "reque
 _RECORD_TIMEOUT_S = 5.0
 
 
-def forwarding_client(timeout_s: float) -> httpx.AsyncClient:
+def forwarding_client(timeout_s: float, url: str) -> httpx.AsyncClient:
     """A client that sends the captured headers and nothing of its own: httpx's defaults (``Accept``,
     ``Accept-Encoding``, ``Connection``, ``User-Agent``) would fill in what the provider did not send, and the
     app would see headers the recorded forward does not list. Only ``Host`` and the body's framing are added,
-    as any HTTP client must."""
-    client = httpx.AsyncClient(timeout=timeout_s, trust_env=False, follow_redirects=False)
+    as any HTTP client must. ``url``: where it forwards; TLS trust is built only for an https one
+    (``control.support.client_tls``)."""
+    client = httpx.AsyncClient(timeout=timeout_s, trust_env=False, follow_redirects=False, verify=verify_for(url))
     for name in list(client.headers):
         del client.headers[name]
     return client

@@ -258,7 +258,7 @@ async def listen(
             f"Re-signing each event in its provider's own header with {which} (kept 0600 in "
             f"{Path(data_dir).name}/ for `hookyard replay` and restarts; --verbatim: as captured)."
         )
-    async with forwarding_client(_FORWARD_TIMEOUT_S) as client:
+    async with forwarding_client(_FORWARD_TIMEOUT_S, forward_to) as client:
         # Once per run and kind: nothing listening, then another program on the port, each says so once.
         hinted: set[bool] = set()
         unrecorded = False  # said once per run too: the control plane could not record a forward

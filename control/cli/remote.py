@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from control.support.client_tls import verify_for
 from shared.errors import ApiError, ConfigError, HookyardError, Unreachable
 from shared.settings import Settings
 
@@ -70,11 +71,15 @@ class Remote:
         self.relocate = relocate
         """Where the instance serves now (a ``Target``, or None: unknown), when ``base_url`` came from its
         record rather than a flag or variable (``control.cli.instance.relocation``); None: never moves."""
+        # TLS trust only for an https control plane (control.support.client_tls): loading the CA bundle was
+        # ~40 ms of every command's CPU against the plain-HTTP one `hookyard up` serves (ADR 0043). `moved`
+        # keeps the scheme: a record's URL is always `hookyard up`'s http one.
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers={"authorization": f"Bearer {key}", "user-agent": "hookyard-cli"},
             timeout=httpx.Timeout(timeout_s, connect=5.0),
             trust_env=False,
+            verify=verify_for(self.base_url),
         )
 
     async def aclose(self) -> None:

@@ -43,6 +43,7 @@ from control.db import connect
 from control.db.keyring import data_dir_keys
 from control.db.migrate import migrate
 from control.service.accounts import create_account, hash_key, issue_key
+from control.support.client_tls import verify_for
 from control.support.sealing import keyring_of, reseal
 from control.workers import LOOP_NAMES
 from shared.errors import ConfigError, StartupError
@@ -300,7 +301,7 @@ async def _wait_healthy(urls: dict[str, str], children: list[Child], stop: async
     deadline passed (the children's own output, above in the terminal, says why)."""
     pending = dict(urls)
     deadline = asyncio.get_running_loop().time() + STARTUP_TIMEOUT_S
-    async with httpx.AsyncClient(timeout=2.0, trust_env=False) as client:
+    async with httpx.AsyncClient(timeout=2.0, trust_env=False, verify=verify_for(*urls.values())) as client:
         while pending:
             if stop.is_set():
                 return False

@@ -14,6 +14,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from control.support.client_tls import verify_for
 from shared.errors import HookyardError
 
 __all__ = ("call_tool",)
@@ -27,7 +28,8 @@ def call_tool(control_url: str, key: str, name: str, arguments: dict[str, Any], 
 
 async def _call(control_url: str, key: str, name: str, arguments: dict[str, Any], source: str) -> dict[str, Any]:
     try:
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30))
+        verify = verify_for(control_url, trust_env=True)  # TLS trust only for https (control.support.client_tls)
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30), verify=verify)
         async with http, Client(streamable_http_client(f"{control_url}/mcp", http_client=http)) as client:
             result = await client.call_tool(name, arguments)
     except Exception as exc:  # the SDK raises transport errors inside task groups: any of them means "no answer"

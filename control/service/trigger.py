@@ -18,7 +18,8 @@ the ``cursor`` to wait for it from (``control.support.until_stored``).
 
 Every sample of a process goes through one client (``EdgeClient``, closed with the app's lifespan):
 a new ``httpx.AsyncClient`` per sample cost ~45 ms of CPU (its TLS context loads the CA bundle, which a
-plain-HTTP edge never needs) and a new connection to the edge each time.
+plain-HTTP edge never needs, and which it now builds only for an https one) and a new connection to the edge
+each time.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from control.db.context import Context, Principal
 from control.records.trigger import TriggerOutcome, TriggerSample
 from control.service.endpoints import ingest_url, require_endpoint, require_write
 from control.support import sealing
+from control.support.client_tls import verify_for
 from control.support.long_poll import Wakeups
 from control.support.rate_limits import charge_send
 from control.support.until_stored import watch_storing
@@ -49,16 +51,17 @@ class EdgeClient:
     """The one ``httpx.AsyncClient`` a control process sends its samples with, made on the first sample (a
     lifespan that sends none, as most of the tests' in-process ones, pays nothing) and closed with the app's
     lifespan. It keeps no cookie (an edge's answer to one account's sample must not ride along with another's),
-    follows no redirect and reads no proxy from the environment."""
+    follows no redirect and reads no proxy from the environment. Its TLS trust is built only when the edge's
+    URL (``url``, the deployment's one) is https (``control.support.client_tls``)."""
 
     def __init__(self) -> None:
         self._client: httpx.AsyncClient | None = None
 
-    def get(self) -> httpx.AsyncClient:
+    def get(self, url: str) -> httpx.AsyncClient:
         if self._client is None:
             cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))  # no domain allowed: none kept
             self._client = httpx.AsyncClient(
-                timeout=_TIMEOUT_S, trust_env=False, follow_redirects=False, cookies=cookies
+                timeout=_TIMEOUT_S, trust_env=False, follow_redirects=False, cookies=cookies, verify=verify_for(url)
             )
         return self._client
 
@@ -120,7 +123,7 @@ async def send_test_webhook(
     )
     async with watch_storing(ctx, wakeups, endpoint["id"]) as storing:
         try:
-            answer = await edge.get().post(url, content=sample.body, headers=sample.headers)
+            answer = await edge.get(url).post(url, content=sample.body, headers=sample.headers)
         except httpx.HTTPError as exc:
             outcome.error = f"the edge at {url} could not be reached: {type(exc).__name__}: {exc}"
             return outcome

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,7 @@ import stripe
 import svix
 
 from control.cli.forward import Forwarded, hint
+from control.support.client_tls import trust_none
 from shared.samples import sample
 from tests.cli.webhooks_support import PROVIDER_SECRET, RESIGN, relay_as
 from tests.destination import Destination, Reply, serving
@@ -27,19 +29,27 @@ from tests.stack import free_port
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture
+def ingest() -> Iterator[httpx.Client]:
+    """One client for a test's sends to the edge (plain HTTP here): ``httpx.post`` made a client per call, its
+    TLS context loading the CA bundle each time (docs/adr/0043-suite-scheduling.md)."""
+    with httpx.Client(trust_env=False, verify=trust_none()) as client:
+        yield client
+
+
 def _numbers(destination: Destination) -> list[int]:
     return sorted(json.loads(r.body)["n"] for r in destination.requests)
 
 
 def test_listen_forwards_every_event_once_across_control_and_own_restarts(
-    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
+    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path, ingest: httpx.Client
 ) -> None:
     stack, env, api = stack_cli_and_api
     endpoint = api.post("/v1/endpoints", json={"name": "ledger"}).json()
 
     def send(numbers: range) -> None:
         for n in numbers:
-            ack = httpx.post(endpoint["ingest_url"], json={"n": n})
+            ack = ingest.post(endpoint["ingest_url"], json={"n": n})
             assert ack.status_code == 200, ack.text
 
     def listen() -> Proc:
@@ -108,7 +118,7 @@ def test_listen_forwards_the_captured_headers_and_adds_none_of_its_clients(
 
 
 def test_listen_says_once_when_its_target_looks_wrong(
-    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
+    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path, ingest: httpx.Client
 ) -> None:
     """Another program on the port (it answers 404 and names itself), then nothing on it: one hint line per
     run, naming what answered and how to send the event again; every event is still forwarded and printed."""
@@ -118,7 +128,7 @@ def test_listen_says_once_when_its_target_looks_wrong(
     wrong = Proc(["listen", endpoint["id"], "--forward-to", destination.url], env, tmp_path / "wrong.log")
     procs.append(wrong)
     wrong.wait_for_output("Forwarding to")
-    acked = [httpx.post(endpoint["ingest_url"], json={"n": n}).json()["id"] for n in range(2)]
+    acked = [ingest.post(endpoint["ingest_url"], json={"n": n}).json()["id"] for n in range(2)]
     until(lambda: len(re.findall(r"→ 404", wrong.output)) == 2, what="both forwards answered 404")
     hints = re.findall(r"^  hint: .*$", wrong.output, re.MULTILINE)
     assert hints == [
@@ -133,7 +143,7 @@ def test_listen_says_once_when_its_target_looks_wrong(
     refused = Proc(args, env, tmp_path / "refused.log")
     procs.append(refused)
     refused.wait_for_output("Forwarding to")
-    third = httpx.post(endpoint["ingest_url"], json={"n": 2}).json()["id"]
+    third = ingest.post(endpoint["ingest_url"], json={"n": 2}).json()["id"]
     refused.wait_for_output(re.escape(third))
     assert re.findall(r"^  hint: .*$", refused.output, re.MULTILINE) == [
         f"  hint: nothing is listening at {nowhere}; start your app there (`hookyard replay {third} --to {nowhere} "
@@ -148,7 +158,9 @@ def test_listen_says_once_when_its_target_looks_wrong(
     assert json.loads(destination.requests[-1].body) == {"n": 2}
 
 
-def test_listen_hints_once_per_kind_of_wrong_target(stack_cli_and_api, procs: list[Proc], tmp_path: Path) -> None:
+def test_listen_hints_once_per_kind_of_wrong_target(
+    stack_cli_and_api, procs: list[Proc], tmp_path: Path, ingest: httpx.Client
+) -> None:
     """Another program on the port, then nothing on it, in one run: each says so once (the first hint used to
     be the run's only one, so the second kind was never told)."""
     _stack, env, api = stack_cli_and_api
@@ -159,10 +171,10 @@ def test_listen_hints_once_per_kind_of_wrong_target(stack_cli_and_api, procs: li
         procs.append(proc)
         proc.wait_for_output("Forwarding to")
         for n in range(2):
-            httpx.post(endpoint["ingest_url"], json={"n": n})
+            ingest.post(endpoint["ingest_url"], json={"n": n})
         until(lambda: len(re.findall(r"→ 501", proc.output)) == 2, what="both forwards answered 501")
     for n in range(2, 4):  # the server is gone now: nothing listens on its port
-        httpx.post(endpoint["ingest_url"], json={"n": n})
+        ingest.post(endpoint["ingest_url"], json={"n": n})
     until(lambda: len(re.findall(r"→ ERR ConnectError", proc.output)) == 2, what="both forwards refused")
     hints = re.findall(r"^  hint: (.*?answered 501|nothing is listening)", proc.output, re.MULTILINE)
     assert hints == [f"{other.url} answered 501", "nothing is listening"], proc.output
@@ -170,7 +182,7 @@ def test_listen_hints_once_per_kind_of_wrong_target(stack_cli_and_api, procs: li
 
 
 def test_listen_start_filters_event_types_and_resigns(
-    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path
+    stack_cli_and_api, destination: Destination, procs: list[Proc], tmp_path: Path, ingest: httpx.Client
 ) -> None:
     _stack, env, api = stack_cli_and_api
     proc = Proc(
@@ -199,7 +211,7 @@ def test_listen_start_filters_event_types_and_resigns(
         ("identity", "user.created"),
     ):
         webhook = sample(provider, event_type, secret=PROVIDER_SECRET)
-        ack = httpx.post(ingest_url, content=webhook.body, headers=webhook.headers)
+        ack = ingest.post(ingest_url, content=webhook.body, headers=webhook.headers)
         assert ack.status_code == 200, ack.text
         sent[event_type], acked[event_type] = webhook, ack.json()["id"]
     refunded = f"/v1/events/{acked['charge.refunded']}"
@@ -207,7 +219,7 @@ def test_listen_start_filters_event_types_and_resigns(
     # A sentinel of a listed type, stored after charge.refunded: listen goes through the events in stored order,
     # so once the sentinel is forwarded, charge.refunded was passed over, not merely not reached yet.
     sentinel = sample("identity", "user.created", secret=PROVIDER_SECRET)
-    assert httpx.post(ingest_url, content=sentinel.body, headers=sentinel.headers).status_code == 200
+    assert ingest.post(ingest_url, content=sentinel.body, headers=sentinel.headers).status_code == 200
     until(lambda: len(destination.requests) >= 3, what="the two events of the listed types and the sentinel")
     paid, created, last = destination.requests
     assert len(destination.requests) == 3

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
+from control.support.client_tls import verify_for
 from shared.settings import Settings
 from tests.conftest import Account, make_account
 from tests.helpers import module_settings_fixture  # noqa: F401 - the fixture module_settings
@@ -38,7 +39,8 @@ def stored_events(stack: Stack, account: Account, endpoint_id: str, want: int, t
     """Every event of the endpoint once ``want`` are stored (paging through the whole list), polled through one
     client (``tests.stack.Stack.wait_healthy`` says why)."""
     deadline = time.monotonic() + timeout_s
-    with httpx.Client(base_url=stack.control_url, headers=account.headers, trust_env=False) as api:
+    verify = verify_for(stack.control_url)  # TLS trust only for https (control.support.client_tls)
+    with httpx.Client(base_url=stack.control_url, headers=account.headers, trust_env=False, verify=verify) as api:
         while True:
             events, cursor = [], None
             while True:

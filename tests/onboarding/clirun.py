@@ -22,6 +22,7 @@ import httpx
 import psutil
 import pytest
 
+from control.support.client_tls import verify_for
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.stack import Stack, free_port, hookyard_command, stop_embedded_redis
@@ -193,5 +194,6 @@ async def stack_cli_and_api(
         shared_stack.start_control()
     account = await make_account(module_settings.database_url)
     env = {**shared_stack.env, "HOOKYARD_API_KEY": account.key, "HOOKYARD_DATA_DIR": str(tmp_path / "cli")}
-    with httpx.Client(base_url=shared_stack.control_url, headers=account.headers, timeout=30) as api:
+    verify = verify_for(shared_stack.control_url)  # TLS trust only for https (control.support.client_tls)
+    with httpx.Client(base_url=shared_stack.control_url, headers=account.headers, timeout=30, verify=verify) as api:
         yield shared_stack, env, api

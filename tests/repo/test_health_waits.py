@@ -2,10 +2,12 @@
 poll through one client, so every poll after the first reuses its kept-alive connection: ``httpx.get`` made a
 client per poll, whose TLS context alone cost 20-50 ms of CPU, and a control plane's start of 1-3 s cost the
 test process 0.7 s (docs/adr/0043-suite-scheduling.md). A real loopback server, unhealthy for its first polls,
-counts the connections."""
+counts the connections. The one client loads no CA bundle either for a plain-HTTP URL (``ssl.SSLContext``'s
+loading methods counted while it waits): TLS trust only for https (``control.support.client_tls``)."""
 
 from __future__ import annotations
 
+import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -58,6 +60,21 @@ class _Answer(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
+def ca_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every CA loading of this process while the test runs, by method name."""
+    loads: list[str] = []
+    for name in ("load_verify_locations", "load_default_certs", "set_default_verify_paths"):
+        original = getattr(ssl.SSLContext, name)
+
+        def counted(self: ssl.SSLContext, *args: object, _original=original, _name=name, **kwargs: object) -> object:
+            loads.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(ssl.SSLContext, name, counted)
+    return loads
+
+
+@pytest.fixture
 def health() -> Iterator[_Health]:
     server = _Health()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -69,7 +86,9 @@ def health() -> Iterator[_Health]:
         server.server_close()
 
 
-def test_stack_waits_on_one_connection(health: _Health, settings: Settings, tmp_path: Path) -> None:
+def test_stack_waits_on_one_connection(
+    health: _Health, settings: Settings, tmp_path: Path, ca_loads: list[str]
+) -> None:
     running = subprocess.Popen(["sleep", "60"])  # the process being waited for: alive throughout
     try:
         Stack(settings, tmp_path).wait_healthy(health.url, running)
@@ -77,8 +96,10 @@ def test_stack_waits_on_one_connection(health: _Health, settings: Settings, tmp_
         running.kill()
         running.wait()
     assert (health.polls, health.connections) == (UNHEALTHY + 1, 1)
+    assert ca_loads == []
 
 
-def test_the_benches_wait_on_one_connection(health: _Health) -> None:
+def test_the_benches_wait_on_one_connection(health: _Health, ca_loads: list[str]) -> None:
     wait_http(health.url)
     assert (health.polls, health.connections) == (UNHEALTHY + 1, 1)
+    assert ca_loads == []

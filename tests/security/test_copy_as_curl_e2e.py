@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from control.support.client_tls import verify_for
 from tests.conftest import make_account
 from tests.security.curl_support import SHELLS, Copier, copier_process, request_parts, require, run_copied
 from tests.stack import Stack
@@ -56,21 +57,24 @@ def send_raw(url: str, target: str) -> bytes:
 
 
 def events(stack: Stack, headers: dict[str, str], endpoint_id: str, want: int) -> list[dict[str, Any]]:
-    """The endpoint's events, in full, from the inbox's data routes once ``want`` are there (newest first)."""
+    """The endpoint's events, in full, from the inbox's data routes once ``want`` are there (newest first),
+    polled through one client (``httpx.get`` makes one per call, with its TLS context: tests.stack's waits)."""
     deadline = time.monotonic() + 15
-    while True:
-        page = httpx.get(f"{stack.control_url}/inbox/{endpoint_id}/events", headers=headers, timeout=10)
-        assert page.status_code == 200, page.text
-        listed = page.json()["events"]
-        if len(listed) >= want:
-            break
-        assert time.monotonic() < deadline, f"{len(listed)} of {want} events after 15 s"
-        time.sleep(0.05)
-    out = []
-    for item in listed:
-        one = httpx.get(f"{stack.control_url}/inbox/{endpoint_id}/events/{item['id']}", headers=headers, timeout=10)
-        assert one.status_code == 200, one.text
-        out.append(one.json())
+    verify = verify_for(stack.control_url)
+    with httpx.Client(base_url=stack.control_url, headers=headers, timeout=10, verify=verify) as inbox:
+        while True:
+            page = inbox.get(f"/inbox/{endpoint_id}/events")
+            assert page.status_code == 200, page.text
+            listed = page.json()["events"]
+            if len(listed) >= want:
+                break
+            assert time.monotonic() < deadline, f"{len(listed)} of {want} events after 15 s"
+            time.sleep(0.05)
+        out = []
+        for item in listed:
+            one = inbox.get(f"/inbox/{endpoint_id}/events/{item['id']}")
+            assert one.status_code == 200, one.text
+            out.append(one.json())
     return out
 
 

@@ -56,11 +56,15 @@ def inbox_link(target: Target, key: str, endpoint: str) -> dict[str, Any]:
     """The control plane's ``InboxLink`` answer for ``endpoint`` (an id, or an ``external_ref``)."""
     import httpx  # here: the parser of every command is built without it
 
+    from control.support.client_tls import verify_for
+
     base = target.url
     if key.startswith("hy_tmp_"):
         return _inbox_link_over_mcp(target, key, endpoint)
     try:
-        with httpx.Client(base_url=base, headers={"authorization": f"Bearer {key}"}, timeout=10) as client:
+        headers = {"authorization": f"Bearer {key}"}
+        verify = verify_for(base, trust_env=True)  # TLS trust only for https (control.support.client_tls)
+        with httpx.Client(base_url=base, headers=headers, timeout=10, verify=verify) as client:
             endpoint_id = endpoint
             if not endpoint.startswith("ep_"):
                 found = _answer(client.get("/v1/endpoints", params={"external_ref": endpoint}))["endpoints"]
