@@ -117,6 +117,9 @@ class Recorder:
         self._held: list[list[Attempt]] = []
         """Batches taken from the queue and not yet written, the next one last: a batch being retried, or
         the halves of one being searched for its bad attempt."""
+        self._writing: list[Attempt] = []
+        """The batch whose write is under way: not written yet either, so still counted in ``queued`` and kept
+        out of the sweep by ``task_ids`` (a write waiting on a refused or slow Postgres can take seconds)."""
         self._writer: asyncio.Task[None] | None = None
         self._began = float("-inf")
         """``time.monotonic()`` the last write began."""
@@ -136,11 +139,11 @@ class Recorder:
     @property
     def queued(self) -> int:
         """Results not yet written."""
-        return len(self._queue) + sum(len(b) for b in self._held)
+        return len(self._queue) + len(self._writing) + sum(len(b) for b in self._held)
 
     def task_ids(self) -> Iterator[str]:
         """The tasks whose results wait here (still ``in_flight`` in Postgres, and not lost)."""
-        for batch in (self._queue, *self._held):
+        for batch in (self._queue, self._writing, *self._held):
             for attempt in batch:
                 yield attempt.task_id
 
@@ -165,14 +168,16 @@ class Recorder:
                 await self._gather()
                 self._held.append(self._queue)
                 self._queue = []
-            batch = self._held.pop()
+            batch = self._writing = self._held.pop()
             try:
                 done = await self._write_isolating(batch)
             except asyncio.CancelledError:
                 self._held.append(batch)
+                self._writing = []
                 raise
             except Exception as exc:  # not the record's fault: keep the batch and try it again
                 self._held.append(batch)
+                self._writing = []
                 failures += 1
                 self.stalled, self.failed_at = True, time.monotonic()
                 delay = backoff_s(failures, cap_s=RETRY_CAP_S)
@@ -186,6 +191,7 @@ class Recorder:
                 )
                 await asyncio.sleep(delay)
                 continue
+            self._writing = []  # written, or split into halves held for their own writes
             if failures:
                 log.info("deliver: attempt results written again after %d failed tries", failures)
             failures, self.stalled = 0, False

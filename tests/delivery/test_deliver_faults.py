@@ -29,7 +29,7 @@ from tests.destination import (
     settled,
     task_status,
 )
-from tests.helpers import refusing_connections, wait_for
+from tests.helpers import blocked_by, db, refusing_connections, wait_for
 
 _COLUMNS = (
     "id, task_id, destination_name, destination_url, source, request_headers, request_body, response_body, "
@@ -191,3 +191,37 @@ async def test_a_postgres_outage_longer_than_the_lease_is_waited_out(
         for task in tasks:  # and every attempt recorded, once
             rows = await deliveries_of(ctx, task["event"])
             assert [(r["attempt_number"], r["success"]) for r in rows] == [(1, True)], task
+
+
+async def test_a_result_whose_write_waits_past_the_lease_is_not_swept_and_sent_again(
+    settings: Settings, database_url: str, destination: Destination
+) -> None:
+    """The worker's own sweep leaves alone a task whose result it is writing, however long the write waits
+    (here for a lock on ``deliveries``, which the sweep does not touch): it used to hand it back, once the
+    lease ran out, to be claimed and sent a second time (issue 44)."""
+    tuned = msgspec.structs.replace(settings, deliver_lease_s=2.0, deliver_timeout_s=1.0, deliver_sweep_s=0.2)
+    async with worker_context(tuned) as ctx:
+        (task,) = await _tasks(ctx, destination.url, 1)
+        async with db(database_url) as holder, db(database_url) as observer:
+            await holder.execute("BEGIN; LOCK TABLE deliveries IN SHARE MODE")  # no result can be written
+            async with running(ctx) as worker:
+                try:
+                    await destination.wait_for(1)
+                    await blocked_by(observer, holder)  # its result's write waits for the lock
+                    expired_at = time.monotonic() + tuned.deliver_lease_s
+                    sweeps: set[float] = set()
+
+                    async def swept_since_expiry() -> bool:
+                        # A sweep began after the lease ran out, and then another: the first one is over.
+                        if (next_sweep := worker._next_sweep) > expired_at + tuned.deliver_sweep_s:
+                            sweeps.add(next_sweep)
+                        return len(sweeps) >= 2
+
+                    await wait_for(swept_since_expiry, timeout=30)
+                    assert worker.recorder.queued == 1
+                finally:
+                    await holder.execute("ROLLBACK")
+                await settled(ctx, task["task"], "succeeded", timeout=30)
+        assert len(destination.requests) == 1
+        rows = await deliveries_of(ctx, task["event"])
+        assert [(r["attempt_number"], r["success"]) for r in rows] == [(1, True)]

@@ -12,26 +12,10 @@ import pytest
 
 from control.db.context import Context
 from control.delivery import recorder as recorder_module
-from control.delivery.recorder import Attempt, Recorder
-from tests.delivery.rows import attempt_row
-from tests.destination import Destination, make_task
+from control.delivery.recorder import Recorder
+from tests.delivery.rows import finished_attempt
+from tests.destination import Destination
 from tests.helpers import wait_for
-
-
-async def _attempt(ctx: Context, destination: Destination, *, success: bool = True, ordered: bool = False) -> Attempt:
-    made = await make_task(ctx, destination.url)
-    row = attempt_row(made, 1, success=success)
-    return Attempt(
-        task_id=made["task"],
-        attempts=0,
-        status="succeeded" if success else "pending",
-        retry_in_s=None if success else 30.0,
-        last_error=None if success else "HTTP 500",
-        destination_id=made["destination"],
-        success=success,
-        delivery=row,
-        ordered=ordered,
-    )
 
 
 async def test_results_soon_after_a_write_go_together_and_urgent_ones_at_once(
@@ -40,8 +24,8 @@ async def test_results_soon_after_a_write_go_together_and_urgent_ones_at_once(
     monkeypatch.setattr(recorder_module, "GATHER_S", 1.0)  # long, so that a loaded machine cannot blur it
     batches: list[float] = []
     recorder = Recorder(ctx, on_written=lambda failures, released: batches.append(time.monotonic()))
-    lone, later, latest, urgent = [await _attempt(ctx, destination) for _ in range(3)] + [
-        await _attempt(ctx, destination, success=False)
+    lone, later, latest, urgent = [await finished_attempt(ctx, destination) for _ in range(3)] + [
+        await finished_attempt(ctx, destination, success=False)
     ]
     began = time.monotonic()
     recorder.add(lone)  # the writer was idle: written at once
@@ -75,7 +59,7 @@ async def test_a_full_batch_does_not_wait(
     monkeypatch.setattr(recorder_module, "GATHER_ROWS", 3)
     batches: list[float] = []
     recorder = Recorder(ctx, on_written=lambda failures, released: batches.append(time.monotonic()))
-    attempts = [await _attempt(ctx, destination) for _ in range(4)]
+    attempts = [await finished_attempt(ctx, destination) for _ in range(4)]
     recorder.add(attempts[0])
     await wait_for(lambda: asyncio.sleep(0, len(batches) == 1), timeout=5)
     began = time.monotonic()
