@@ -267,12 +267,12 @@ class Sandbox:
             return self._stopped(payloads, clock, f"stopped: {why}")
         elapsed_ms = (time.perf_counter() - clock) * 1000
         runs = []
-        text = True
+        valid = True
         try:
             outs = _decode(answer)  # type: ignore[arg-type]  # mini-racer answers a JS string as a str
         except msgspec.DecodeError:  # a lone surrogate escaped (msgspec refuses it): each run checked below
             outs = json.loads(answer)  # type: ignore[arg-type]  # idem
-            text = False
+            valid = False
         except RecursionError:  # the runner refuses what nests past MAX_DEPTH: never met, never a crash
             deep = f"a field of the returned request nests deeper than {MAX_DEPTH} levels"
             return self._stopped(payloads, clock, deep)
@@ -288,7 +288,7 @@ class Sandbox:
                     duration_ms=elapsed_ms if len(payloads) == 1 else float(out["ms"]),
                 )
             )
-        return runs if text else [checked(run) for run in runs]
+        return runs if valid else [checked(run) for run in runs]
 
     @staticmethod
     def _stopped(payloads: list[str], clock: float, error: str) -> list[Run]:
