@@ -113,9 +113,12 @@ class EndpointCache:
     async def _lookup(self, token: str) -> ServedEndpoint | None:
         generation = self._generation
         raw = await self._redis.get(self._keys.endpoint_config(token))
-        if raw is None and await self._redis.get(self._keys.config_marker) != CONFIGS_COMPLETE:
-            # Only a miss pays this second read, and only until the miss is cached.
-            raise ConfigsIncompleteError("no config for the token while Redis holds no complete set of them")
+        if raw is None:  # only a miss pays the reads below, and only until the miss is cached
+            if await self._redis.get(self._keys.config_marker) != CONFIGS_COMPLETE:
+                raise ConfigsIncompleteError("no config for the token while Redis holds no complete set of them")
+            # The miss may predate a rebuild that completed before the marker was read (the sweep writes every
+            # config, then the marker): only a miss read after a complete marker means an unknown token.
+            raw = await self._redis.get(self._keys.endpoint_config(token))
         config = None
         if raw is not None:
             try:

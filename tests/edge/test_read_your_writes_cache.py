@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from edge.config import EndpointCache
 from shared import redis_client
-from shared.keys import Keys
+from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.settings import Settings
 from shared.wire import EdgeEndpoint, encode
 from tests.conftest import Account
@@ -179,6 +179,33 @@ async def test_a_tombstone_is_served_as_unknown(settings, edge_redis):
     async with listening(cache):
         assert await cache.get("buried000000000000000000") is None
         assert cache.entries["buried000000000000000000"][0] is None
+
+
+async def test_a_miss_read_before_a_rebuild_that_ends_before_the_marker_read_is_not_unknown(
+    account, settings, edge_redis, monkeypatch
+):
+    """After a Redis restart without its data, the sweep rebuilds every config and then marks them complete.
+    A lookup whose config read came before the rebuild and whose marker read came after it saw a miss and a
+    complete set: on that alone it said "no such endpoint" (the fault bench's one 404 after a restart). The
+    rebuild is made to land between the two reads here."""
+    keys = Keys(settings.redis_prefix)
+    async with edge_and_control(settings, edge_redis) as (cache, control):
+        _, token = await new_endpoint(control, account)
+        stored = await edge_redis.get(keys.endpoint_config(token))
+        assert stored is not None
+        await edge_redis.delete(keys.endpoint_config(token), keys.config_marker)  # what the restart does
+        real = edge_redis.get
+
+        async def rebuilt_after_the_miss(key: str) -> bytes | None:
+            value = await real(key)
+            if key == keys.endpoint_config(token) and value is None:
+                await edge_redis.set(keys.endpoint_config(token), stored)  # the sweep: configs, then the marker
+                await edge_redis.set(keys.config_marker, CONFIGS_COMPLETE)
+            return value
+
+        monkeypatch.setattr(edge_redis, "get", rebuilt_after_the_miss)
+        served = await cache.get(token)
+    assert served is not None
 
 
 # -- the listener --------------------------------------------------------------------------------------
