@@ -131,10 +131,14 @@ def test_listen_says_once_when_its_target_looks_wrong(
     acked = [ingest.post(endpoint["ingest_url"], json={"n": n}).json()["id"] for n in range(2)]
     until(lambda: len(re.findall(r"→ 404", wrong.output)) == 2, what="both forwards answered 404")
     hints = re.findall(r"^  hint: .*$", wrong.output, re.MULTILINE)
-    assert hints == [
+    # One hint, for whichever forward answered first: two events sent back to back on one connection are
+    # delivered in either order (no FIFO key), so either may be the one named.
+    assert len(hints) == 1, hints
+    assert hints[0] in {
         f"  hint: {destination.url} answered 404 from 'other-app/1.0': is that your app, and does it take POST at "
-        f"that path? (`hookyard replay {acked[0]} --to {destination.url}` sends it again)"
-    ]
+        f"that path? (`hookyard replay {event} --to {destination.url}` sends it again)"
+        for event in acked
+    }
     assert wrong.interrupt() == 0
 
     # the instance named by flag this time: the hint's command carries the flag, and works as printed
