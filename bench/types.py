@@ -21,7 +21,7 @@ import time
 import httpx
 
 from bench.infra import bench_env, free_port, granian, run_process
-from bench.real import real_payloads
+from bench.real import code_host_record, real_payloads
 from bench.results import Target
 from bench.setup import create_endpoint
 from control.db.context import Principal
@@ -31,9 +31,8 @@ from control.service import schemas as service
 from control.workers.flush import Flush
 from control.workers.learn import Learn
 from control.workers.main import worker_context
-from shared import ids
 from shared.settings import Settings
-from shared.wire import IngestRecord, encode_records
+from shared.wire import encode_records
 
 __all__ = ("run",)
 
@@ -59,26 +58,9 @@ SHAPES = {
 }
 
 
-def _record(endpoint_id: str, event_type: str, body: bytes) -> IngestRecord:
-    return IngestRecord(
-        id=ids.new_id("evt"),
-        endpoint_id=endpoint_id,
-        received_at_us=int(time.time() * 1_000_000),
-        method="POST",
-        path="",
-        query="",
-        headers=[(b"content-type", b"application/json"), (b"x-github-event", event_type.encode())],
-        body=body,
-        source_ip="203.0.113.7",
-        provider="code_host",
-        event_type=event_type,
-        signature_valid=True,
-    )
-
-
 async def _learn(settings: Settings, one: str, each: str) -> None:
-    records = [_record(one, ALL_IN_ONE, body) for _, body in real_payloads()]
-    records += [_record(each, event_type, body) for event_type, body in real_payloads()]
+    records = [code_host_record(one, ALL_IN_ONE, body) for _, body in real_payloads()]
+    records += [code_host_record(each, event_type, body) for event_type, body in real_payloads()]
     async with worker_context(settings) as ctx:
         flush = Flush(ctx, consumer="bench", block_ms=5, claim_every_s=0, router=Router(ctx), learn=True)
         await flush.ensure_groups()

@@ -26,7 +26,7 @@ from tests.alerts.support import alert_workers, verified
 from tests.conftest import Account
 from tests.destination import Destination, add_destination
 from tests.helpers import assert_error, create_endpoint, db, wait_for
-from tests.schemas.conftest import principal
+from tests.schemas.support import principal
 
 
 @contextlib.asynccontextmanager

@@ -15,7 +15,7 @@ from control.workers.erasures.loop import Erasures
 from control.workers.loop import run_loops
 from tests.events_support import store_delivery
 from tests.helpers import create_endpoint, db
-from tests.schemas.conftest import flush, record
+from tests.schemas.support import flush, record
 
 __all__ = ("Made", "erase", "events_of", "make_endpoint", "run_erasures", "stored")
 

@@ -13,7 +13,7 @@ from control.schemas.state import decode_state
 from shared.wire import encode_records
 from tests.erasure.conftest import erase, events_of, make_endpoint, run_erasures, stored
 from tests.helpers import assert_error
-from tests.schemas.conftest import record
+from tests.schemas.support import record
 
 ALICE = "cus_alice"
 

@@ -31,7 +31,7 @@ from shared.wire import encode_records
 from tests.destination import serving
 from tests.erasure.conftest import erase, events_of, make_endpoint, run_erasures, stored
 from tests.helpers import db, wait_for
-from tests.schemas.conftest import principal, record
+from tests.schemas.support import principal, record
 
 ALICE = "cus_alice"
 

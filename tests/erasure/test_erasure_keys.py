@@ -15,7 +15,7 @@ from control.schemas.state import decode_state
 from control.support import activity
 from tests.erasure.conftest import erase, make_endpoint, run_erasures, stored
 from tests.helpers import db
-from tests.schemas.conftest import record
+from tests.schemas.support import record
 
 ALICE = "cus_alice.v2"  # a dot too: a key with one is escaped inside a path
 OTHER = "cus_bob"

@@ -27,8 +27,8 @@ from tests.conftest import make_account
 from tests.erasure.conftest import erase, events_of, make_endpoint, run_erasures, stored
 from tests.erasure.test_erasure import _hashes
 from tests.helpers import db, wait_for
-from tests.schemas.conftest import make_endpoint as bare_endpoint
-from tests.schemas.conftest import record
+from tests.schemas.support import make_endpoint as bare_endpoint
+from tests.schemas.support import record
 
 ALICE = "cus_alice"
 

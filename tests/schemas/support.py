@@ -1,6 +1,6 @@
-"""Real payloads through the real flush: an endpoint, the records the edge writes for them, and a drain of the
-ingest stream by ``control.workers.flush`` with a Learner (the same steps ``tests/test_schema_learning.py``
-takes; kept here so this folder stands on its own while the tests are being moved)."""
+"""Payloads through the real flush: an endpoint, the records the edge writes for them, and a drain of the
+ingest stream by ``control.workers.flush`` with a Learner; the one copy of these steps for every test that
+learns schemas (this folder's, and ``tests/erasure``'s and ``tests/control/bad_input``'s)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import asyncpg
 
+from bench import real
 from control.db.context import Context, Principal
 from control.routing.route import Router
 from control.schemas.learn import Learner
@@ -25,7 +25,7 @@ from control.workers.learn import Learn
 from shared import ids
 from shared.wire import IngestRecord, encode_records
 from tests import node_packages
-from tests.conftest import make_account
+from tests.conftest import ingest_record, make_account
 
 __all__ = (
     "NODE",
@@ -35,6 +35,7 @@ __all__ = (
     "make_endpoint",
     "node_work",
     "principal",
+    "record",
     "run",
     "tsc",
 )
@@ -46,7 +47,7 @@ async def make_endpoint(database_url: str, account_id: str) -> str:
         endpoint_id = ids.new_id("ep")
         await conn.execute(
             """INSERT INTO endpoints (id, account_id, name, environment, ingest_token, signing_secret)
-               VALUES ($1, $2, 'real', 'production', $3, 'whsec_x')""",
+               VALUES ($1, $2, 'schemas', 'production', $3, 'whsec_x')""",
             endpoint_id,
             account_id,
             ids.ingest_token(),
@@ -59,33 +60,31 @@ async def make_endpoint(database_url: str, account_id: str) -> str:
 def code_host_record(
     endpoint_id: str, event_type: str, body: Any, provider: str | None = "code_host", **kw: Any
 ) -> IngestRecord:
-    """What the edge writes for a verified delivery of ``body`` with ``X-GitHub-Event: <event_type>``."""
+    """What the edge writes for a verified delivery of ``body`` (JSON unless bytes) with ``X-GitHub-Event``."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return IngestRecord(
-        id=ids.new_id("evt"),
-        endpoint_id=endpoint_id,
-        received_at_us=int(time.time() * 1_000_000),
-        method="POST",
-        path="",
-        query="",
-        headers=[(b"content-type", b"application/json"), (b"x-github-event", event_type.encode())],
-        body=raw,
-        source_ip="203.0.113.9",
-        provider=provider,
-        event_type=event_type if provider else None,
-        signature_valid=True,
-        **kw,
+    return real.code_host_record(endpoint_id, event_type, raw, provider, **kw)
+
+
+def record(
+    endpoint_id: str, body: Any, provider: str | None = "payments", event_type: str | None = None, **kw: Any
+) -> IngestRecord:
+    """An attributed ingest record of ``body`` (JSON unless bytes); its event type is the body's ``type``."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    if event_type is None and provider is not None and isinstance(body, dict):
+        event_type = body.get("type")
+    return ingest_record(
+        endpoint_id, raw, source_ip="203.0.113.9", provider=provider, event_type=event_type, id=ids.new_id("evt"), **kw
     )
 
 
-async def flush(ctx: Context, records: list[IngestRecord], per_entry: int = 50) -> None:
+async def flush(ctx: Context, records: list[IngestRecord], learner: Learner | None = None, per_entry: int = 50) -> None:
     for i in range(0, len(records), per_entry):
         await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": encode_records(records[i : i + per_entry])})
     step = Flush(ctx, consumer="c", block_ms=5, claim_every_s=0, router=Router(ctx), learn=True)
     await step.ensure_groups()
     while await step.step():
         pass
-    learn = Learn(ctx, learner=Learner())  # what the flush noted, learned as the learn loop does
+    learn = Learn(ctx, learner=learner or Learner())  # what the flush noted, learned as the learn loop does
     while await learn.step():
         pass
 

@@ -22,7 +22,7 @@ from control.schemas import shape as shape_module
 from control.schemas.learn import Learner
 from control.service import schemas as service
 from tests.conftest import make_account
-from tests.schemas.conftest import flush, make_endpoint, principal, record
+from tests.schemas.support import flush, make_endpoint, principal, record
 from tests.schemas.test_schema_typed import _charge, _general, _row, _view
 
 _BOUND = 1024 * 1024

@@ -22,7 +22,7 @@ from control.workers.main import build_loops
 from shared.wire import IngestRecord, encode_records
 from tests.conftest import make_account
 from tests.helpers import wait_for
-from tests.schemas.conftest import make_endpoint, principal, record
+from tests.schemas.support import make_endpoint, principal, record
 
 
 async def _flush_only(ctx: Context, records: list[IngestRecord], per_entry: int = 50) -> None:

@@ -8,7 +8,7 @@ import pytest
 from control.db.context import Context
 from tests.conftest import make_account
 from tests.helpers import assert_error, create_endpoint
-from tests.schemas.conftest import flush, record
+from tests.schemas.support import flush, record
 
 SCHEMA_FIELDS = {
     "id",

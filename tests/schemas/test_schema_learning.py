@@ -17,7 +17,7 @@ from control.schemas.learn import Learner
 from control.schemas.state import WARMUP, WINDOW
 from control.service import schemas as service
 from tests.conftest import make_account
-from tests.schemas.conftest import flush, make_endpoint, principal, record
+from tests.schemas.support import flush, make_endpoint, principal, record
 
 
 def paid(i: int, rng: random.Random) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from control.service import schemas as service
 from shared.signatures import sign
 from tests.conftest import make_account
 from tests.node_packages import NODE
-from tests.schemas.conftest import flush, make_endpoint, principal, record
+from tests.schemas.support import flush, make_endpoint, principal, record
 
 SECRET = "whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ="
 

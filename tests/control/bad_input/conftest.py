@@ -12,7 +12,7 @@ from shared.settings import Settings, load_settings
 from tests.control.bad_input.walk import TREE
 from tests.events_support import Ev, store, store_delivery
 from tests.helpers import db
-from tests.schemas.conftest import flush, record
+from tests.schemas.support import flush, record
 from tests.stack import free_port
 
 
