@@ -11,48 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared import attribution
+from shared import attribution, samples
 from shared.attribution import PROVIDERS, Attribution
 from shared.headers import raw_headers
 from shared.signatures import SCHEMES
 
-# The providers' own event names (shared/samples, docs/reference/events.md).
-IDENTITY_TYPES = [
-    "user.created",
-    "user.updated",
-    "user.deleted",
-    "session.created",
-    "session.ended",
-    "session.revoked",
-    "organization.created",
-    "organizationMembership.created",
-    "organizationInvitation.accepted",
-    "email.created",
-]
-COMMERCE_TOPICS = [
-    "orders/create",
-    "orders/paid",
-    "orders/cancelled",
-    "orders/fulfilled",
-    "products/create",
-    "products/update",
-    "customers/create",
-    "app/uninstalled",
-    "checkouts/create",
-]
-PAYMENTS_TYPES = [
-    "payment_intent.succeeded",
-    "payment_intent.payment_failed",
-    "checkout.session.completed",
-    "customer.subscription.created",
-    "customer.subscription.updated",
-    "customer.subscription.deleted",
-    "invoice.paid",
-    "invoice.payment_failed",
-    "charge.refunded",
-    "charge.dispute.created",
-]
-CODE_HOST_EVENTS = ["push", "pull_request", "issues", "ping", "workflow_run"]
+# The providers' own event names: the ones their samples are made of (shared/samples, docs/reference/events.md).
+IDENTITY_TYPES = samples.EVENT_TYPES["identity"]
+COMMERCE_TOPICS = samples.EVENT_TYPES["commerce"]
+PAYMENTS_TYPES = samples.EVENT_TYPES["payments"]
+CODE_HOST_EVENTS = samples.EVENT_TYPES["code_host"]
 
 NONE = Attribution(None, None, None)
 
