@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import asyncpg
 
+from control.db.assignments import assignments
 from control.db.connection import Connection, returned
 
 __all__ = (
@@ -82,19 +83,15 @@ async def get(conn: Connection, account_id: str, alert_destination_id: str) -> a
 async def update(
     conn: Connection, account_id: str, alert_destination_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
-    unknown = set(changes) - _UPDATABLE
-    if unknown:
-        raise ValueError(f"not updatable: {sorted(unknown)}")
+    sets = assignments(changes, _UPDATABLE, first=3)
     if not changes:
         return await get(conn, account_id, alert_destination_id)
-    names = sorted(changes)
-    sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(names, start=3))
     return await conn.fetchrow(
-        f"""UPDATE alert_destinations SET {sets}, updated_at = now()
+        f"""UPDATE alert_destinations SET {sets.sql}, updated_at = now()
              WHERE id = $1 AND account_id = $2 RETURNING {_COLUMNS}""",
         alert_destination_id,
         account_id,
-        *(changes[name] for name in names),
+        *sets.values,
     )
 
 

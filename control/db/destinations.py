@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 import asyncpg
 
+from control.db.assignments import assignments
 from control.db.connection import Connection, returned
 
 __all__ = (
@@ -248,13 +249,10 @@ async def update(
 ) -> asyncpg.Record | None:
     """Sets the given columns (url, name, headers, sign_deliveries, transform and the shaping ones) and bumps
     updated_at when there are any."""
-    unknown = set(changes) - _UPDATABLE
-    if unknown:
-        raise ValueError(f"not updatable: {sorted(unknown)}")
+    assigned = assignments(changes, _UPDATABLE, first=3)
     if not changes:
         return await get(conn, account_id, destination_id)
-    names = sorted(changes)
-    sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(names, start=3))
+    sets = assigned.sql
     if "transform" in changes:  # new code runs again, whatever the old one did to its process
         sets += ", transform_crashed_at = NULL, transform_crash = NULL"
     return await conn.fetchrow(
@@ -264,7 +262,7 @@ async def update(
          RETURNING {_COLUMNS}""",
         destination_id,
         account_id,
-        *(changes[name] for name in names),
+        *assigned.values,
     )
 
 

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import asyncpg
 
+from control.db.assignments import assignments
 from control.db.connection import Connection, returned
 
 __all__ = (
@@ -126,19 +127,15 @@ async def update(
     conn: Connection, account_id: str, endpoint_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
     """Sets the given columns (``_UPDATABLE``) and bumps updated_at."""
-    unknown = set(changes) - _UPDATABLE
-    if unknown:
-        raise ValueError(f"not updatable: {sorted(unknown)}")
-    names = sorted(changes)
-    sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(names, start=3))
-    sets = f"{sets}, updated_at = now()" if sets else "updated_at = updated_at"
+    assigned = assignments(changes, _UPDATABLE, first=3)
+    sets = f"{assigned.sql}, updated_at = now()" if assigned.sql else "updated_at = updated_at"
     if "expect_event_within_s" in changes:  # silence is counted from the setting, not from before it
         sets += ", expect_event_since = now()"
     return await conn.fetchrow(
         f"UPDATE endpoints SET {sets} WHERE id = $1 AND account_id = $2 RETURNING {_COLUMNS}",
         endpoint_id,
         account_id,
-        *(changes[name] for name in names),
+        *assigned.values,
     )
 
 

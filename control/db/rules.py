@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from control.db.assignments import assignments
 from control.db.connection import Connection, returned
 
 __all__ = (
@@ -124,19 +125,16 @@ async def update(
 ) -> asyncpg.Record | None:
     """Sets the given columns (a subset of name, active, condition_tree); bumps ``updated_at`` when there are
     any, or when ``touch`` (the destination list changed)."""
-    unknown = set(changes) - _UPDATABLE
-    if unknown:
-        raise ValueError(f"not updatable: {sorted(unknown)}")
+    sets = assignments(changes, _UPDATABLE, first=3)
     if changes or touch:
-        names = sorted(changes)
-        sets = "".join(f"{name} = ${i}, " for i, name in enumerate(names, start=3))
+        touched = f"{sets.sql}, updated_at = now()" if sets.sql else "updated_at = now()"
         await conn.execute(
-            f"""UPDATE rules r SET {sets}updated_at = now()
+            f"""UPDATE rules r SET {touched}
                   FROM endpoints e
                  WHERE r.id = $1 AND e.id = r.endpoint_id AND e.account_id = $2""",
             rule_id,
             account_id,
-            *(changes[name] for name in names),
+            *sets.values,
         )
     return await get(conn, account_id, rule_id)
 

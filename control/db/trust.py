@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import asyncpg
 
+from control.db.assignments import assignments
 from control.db.connection import Connection
 
 __all__ = (
@@ -61,17 +62,13 @@ async def update_auth_config(
     conn: Connection, endpoint_id: str, changes: Mapping[str, object]
 ) -> asyncpg.Record | None:
     """Sets the given columns and bumps ``updated_at`` (when anything is set); returns the new config."""
-    unknown = set(changes) - _AUTH_UPDATABLE
-    if unknown:
-        raise ValueError(f"not updatable: {sorted(unknown)}")
+    sets = assignments(changes, _AUTH_UPDATABLE, first=2)
     if not changes:
         return await get_auth_config(conn, endpoint_id)
-    names = sorted(changes)
-    sets = ", ".join(f"{name} = ${i}" for i, name in enumerate(names, start=2))
     return await conn.fetchrow(
-        f"UPDATE auth_configs SET {sets}, updated_at = now() WHERE endpoint_id = $1 RETURNING {_AUTH_COLUMNS}",
+        f"UPDATE auth_configs SET {sets.sql}, updated_at = now() WHERE endpoint_id = $1 RETURNING {_AUTH_COLUMNS}",
         endpoint_id,
-        *(changes[name] for name in names),
+        *sets.values,
     )
 
 
