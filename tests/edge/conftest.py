@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from edge.app import EdgeApp, create_app
+from edge.app import EdgeApp
 from shared.settings import Settings, load_settings
 from tests.conftest import Servers
+from tests.edge.support import http, started_edge
 
 
 @pytest.fixture
@@ -23,16 +24,12 @@ def edge_settings(servers: Servers, redis_prefix: str) -> Settings:
 @pytest.fixture
 async def edge_app(edge_settings: Settings) -> AsyncIterator[EdgeApp]:
     """The edge app in process, started (its Redis connections and config listener) and stopped."""
-    app = create_app(edge_settings)
-    await app.startup()
-    try:
+    async with started_edge(edge_settings) as app:
         yield app
-    finally:
-        await app.shutdown()
 
 
 @pytest.fixture
 async def edge_client(edge_app: EdgeApp) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client calling that app in process (ASGI), as ``http://edge.test`` (``client`` is control's)."""
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=edge_app), base_url="http://edge.test") as c:
+    async with http(edge_app) as c:
         yield c

@@ -9,7 +9,6 @@ The same behaviours through a real granian process are in ``test_edge_e2e.py``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,6 +27,7 @@ from shared.ids import ingest_token, new_id, signing_secret
 from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.settings import Settings, load_settings
 from shared.wire import EdgeAuth, EdgeEndpoint, IngestRecord, decode_records, encode
+from tests.edge.support import http, started_edge
 from tests.helpers import (
     assert_error,
     redis_connection,  # noqa: F401 - the `redis` fixture
@@ -35,22 +35,6 @@ from tests.helpers import (
 from tests.redis_relay import RedisRelay
 
 BODY = b'{"id":"evt_1","type":"invoice.paid"}'
-
-
-@contextlib.asynccontextmanager
-async def started_edge(settings: Settings) -> AsyncIterator[EdgeApp]:
-    app = create_app(settings)
-    await app.startup()
-    try:
-        yield app
-    finally:
-        await app.shutdown()
-
-
-@contextlib.asynccontextmanager
-async def http(app: EdgeApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edge.test") as client:
-        yield client
 
 
 @pytest.fixture

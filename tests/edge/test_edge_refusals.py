@@ -7,14 +7,11 @@ Redis (as in ``test_edge_ingest.py``); the stats that read these counts: ``test_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
 import redis.asyncio as aioredis
 import stripe
@@ -22,7 +19,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from edge.app import EdgeApp, create_app
 from edge.refusals import Refusals
 from shared import redis_client
 from shared.ids import ingest_token, new_id
@@ -30,6 +26,7 @@ from shared.keys import Keys
 from shared.refusals import expires_at, field
 from shared.settings import Settings, load_settings
 from shared.wire import EdgeAuth, EdgeEndpoint, encode
+from tests.edge.support import http, started_edge
 from tests.helpers import (
     assert_error,
     redis_connection,  # noqa: F401 - the `redis` fixture
@@ -40,27 +37,6 @@ from tests.stack import free_port
 
 SECRET = "whsec_the_providers_own_secret"
 BODY = b'{"id":"evt_1","type":"invoice.paid"}'
-
-
-@pytest.fixture
-def edge_settings(servers: Any, redis_prefix: str) -> Settings:
-    return load_settings({}, redis_url=servers.redis_url, redis_prefix=redis_prefix)
-
-
-@contextlib.asynccontextmanager
-async def started_edge(settings: Settings) -> AsyncIterator[EdgeApp]:
-    app = create_app(settings)
-    await app.startup()
-    try:
-        yield app
-    finally:
-        await app.shutdown()
-
-
-@contextlib.asynccontextmanager
-async def http(app: EdgeApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://edge.test") as client:
-        yield client
 
 
 async def put_endpoint(
