@@ -4,7 +4,6 @@ routes answer. What the page does in a browser is tests/e2e/test_inbox_browser.p
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +14,7 @@ from control.service.inbox_links import LINK_COOKIE, _key, _sign
 from tests.destination import serving
 from tests.events_support import Ev, store
 from tests.helpers import assert_error, create_endpoint, db
+from tests.mcp_client import posted_call
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
@@ -311,22 +311,7 @@ async def test_static_files_are_the_packaged_ones_and_nothing_else(client):
 async def test_an_agent_with_a_temporary_token_gets_a_link_over_mcp(client, settings):
     started = await _start(client)
     client.cookies.clear()  # the agent is not the browser that called /api/start
-    call = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "create_inbox_link", "arguments": {"endpoint_id": started["endpoint_id"]}},
-    }
-    headers = {
-        "Authorization": f"Bearer {started['api_token']}",
-        "Accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2025-06-18",
-    }
-    resp = await client.post("/mcp", json=call, headers=headers)
-    assert resp.status_code == 200, resp.text
-    # JSON, or one server-sent event when the answer was not ready at once (control.mcp.mount)
-    body = resp.text if resp.headers["content-type"].startswith("application/json") else resp.text.split("data: ")[1]
-    result = json.loads(body)["result"]
+    result = await posted_call(client, started["api_token"], "create_inbox_link", endpoint_id=started["endpoint_id"])
     assert result.get("isError") is not True, result
     url = result["structuredContent"]["url"]
     opened = await _open(client, url, settings)

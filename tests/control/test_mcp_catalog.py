@@ -4,18 +4,14 @@ an unknown tool, and Postgres away (``unavailable``) through the official client
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
-import httpx2
 import jsonschema
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -29,6 +25,7 @@ from shared.errors import NotFoundError, ValidationError
 from shared.settings import load_settings
 from tests.events_support import live_app
 from tests.helpers import assert_error, refusing_connections
+from tests.mcp_client import connected
 
 VERBS = {"list", "get", "create", "update", "delete", "add", "rotate", "replay", "retry", "test", "wait", "send"}
 VERBS |= {"erase", "disable", "enable", "record"}
@@ -207,17 +204,8 @@ def test_output_schemas_describe_the_records() -> None:
 # -- through the official client, in process --------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def _mcp(app: Any, key: str) -> AsyncIterator[Client]:
-    transport = httpx2.ASGITransport(app=app)
-    headers = {"Authorization": f"Bearer {key}"}
-    http = httpx2.AsyncClient(transport=transport, base_url="http://control.test", headers=headers)
-    async with http, Client(streamable_http_client("http://control.test/mcp", http_client=http)) as client:
-        yield client
-
-
 async def test_unknown_tool_is_a_protocol_error(settings, account) -> None:
-    async with live_app(settings) as (_, app), _mcp(app, account.key) as client:
+    async with live_app(settings) as (_, app), connected(app, account.key) as client:
         with pytest.raises(MCPError, match="unknown tool 'list_everything'"):
             await client.call_tool("list_everything", {})
 

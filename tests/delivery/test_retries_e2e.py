@@ -4,19 +4,13 @@ official MCP client."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from control.workers import LOOP_NAMES
 from shared.settings import Settings
@@ -24,6 +18,7 @@ from tests.delivery.retries_support import fail_deliveries, workers
 from tests.destination import Destination, Reply
 from tests.events_support import Ev, live_app
 from tests.helpers import db, wait_for
+from tests.mcp_client import call, connected
 from tests.stack import Stack, hookyard_command
 
 pytestmark = pytest.mark.slow
@@ -106,20 +101,6 @@ def test_the_worker_command_names_the_retries_loop() -> None:
 # -- the tools, through the official client ---------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def _mcp(app: Any, key: str) -> AsyncIterator[Client]:
-    transport = httpx2.ASGITransport(app=app)
-    http = httpx2.AsyncClient(transport=transport, base_url="http://control.test", headers={"Authorization": key})
-    async with http, Client(streamable_http_client("http://control.test/mcp", http_client=http)) as mcp:
-        yield mcp
-
-
-async def _call(mcp: Client, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
-    result = await mcp.call_tool(tool, arguments)
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.is_error, result.structured_content
-
-
 async def test_the_retry_tools(
     client, account, other_account, ctx, settings: Settings, database_url: str, destination: Destination
 ) -> None:
@@ -133,14 +114,14 @@ async def test_the_retry_tools(
             url=destination.url,
         )
     destination.hold()
-    async with live_app(settings) as (_, app), _mcp(app, f"Bearer {account.key}") as mcp:
-        is_error, retry = await _call(mcp, "retry_delivery", delivery_id=failed[2].delivery_id)
+    async with live_app(settings) as (_, app), connected(app, account.key) as mcp:
+        is_error, retry = await call(mcp, "retry_delivery", delivery_id=failed[2].delivery_id)
         assert not is_error, retry
         assert (retry["previous_status"], retry["attempt_number"]) == ("failed", 3)
-        is_error, job = await _call(mcp, "retry_deliveries", endpoint_id=made["endpoint"], type="a", success=False)
+        is_error, job = await call(mcp, "retry_deliveries", endpoint_id=made["endpoint"], type="a", success=False)
         assert not is_error, job
         assert (job["state"], job["filters"]["type"]) == ("scanning", "a")
-        is_error, same = await _call(mcp, "retry_deliveries", endpoint_id=made["endpoint"], type="a")
+        is_error, same = await call(mcp, "retry_deliveries", endpoint_id=made["endpoint"], type="a")
         assert same["id"] == job["id"], "a second call while the job runs returns that job"
         async with workers(ctx):
             # The single retry's attempt is held in flight; the job's two may arrive before it (both are due).
@@ -148,29 +129,29 @@ async def test_the_retry_tools(
                 return failed[2].event_id in {r.headers["x-hookyard-event-id"] for r in destination.requests}
 
             await wait_for(retried_in_flight, timeout=10, interval=0.01)
-            is_error, busy = await _call(mcp, "retry_delivery", delivery_id=failed[2].delivery_id)
+            is_error, busy = await call(mcp, "retry_delivery", delivery_id=failed[2].delivery_id)
             assert is_error
             assert busy["error"]["code"] == "attempt_in_flight"
             destination.reply(default=Reply(status=200))
             destination.release()
 
             async def completed() -> Any:
-                _, got = await _call(mcp, "get_delivery_retry", retry_id=job["id"])
+                _, got = await call(mcp, "get_delivery_retry", retry_id=job["id"])
                 return got if got["state"] == "completed" else None
 
             finished = await wait_for(completed, timeout=60, interval=0.05)
         assert (finished["matched"], finished["done"], finished["failed"]) == (2, 2, 0)
-        is_error, refused = await _call(mcp, "retry_deliveries", endpoint_id=made["endpoint"], success=True)
+        is_error, refused = await call(mcp, "retry_deliveries", endpoint_id=made["endpoint"], success=True)
         assert is_error
         assert refused["error"]["code"] == "validation_error"
         assert refused["error"]["message"].startswith("success:")
-    async with live_app(settings) as (_, app), _mcp(app, f"Bearer {other_account.key}") as mcp:
+    async with live_app(settings) as (_, app), connected(app, other_account.key) as mcp:
         for tool, arguments in (
             ("retry_delivery", {"delivery_id": failed[0].delivery_id}),
             ("retry_deliveries", {"endpoint_id": made["endpoint"]}),
             ("get_delivery_retry", {"retry_id": job["id"]}),
         ):
-            is_error, envelope = await _call(mcp, tool, **arguments)
+            is_error, envelope = await call(mcp, tool, **arguments)
             assert is_error
             assert envelope["error"]["code"] == "not_found", (tool, envelope)
     assert sorted(r.headers["x-hookyard-event-id"] for r in destination.requests) == sorted(f.event_id for f in failed)

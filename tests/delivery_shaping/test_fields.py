@@ -4,21 +4,17 @@ from it; every refusal names its field."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
 import jsonschema
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from control.mcp.catalog import Catalog
 from control.mcp.registry import TOOLS
 from shared.settings import Settings
 from tests.events_support import live_app
 from tests.helpers import assert_error, create_endpoint
+from tests.mcp_client import connected
 
 SHAPING = {
     "rate_limit_per_s": 12.5,
@@ -142,18 +138,9 @@ def test_the_document_and_the_mcp_tools_carry_the_fields(settings: Settings) -> 
     assert set(FIELDS) <= set(tools["get_destination"].output_schema["properties"])
 
 
-@contextlib.asynccontextmanager
-async def _mcp(app: Any, key: str) -> AsyncIterator[Client]:
-    transport = httpx2.ASGITransport(app=app)
-    headers = {"Authorization": f"Bearer {key}"}
-    http = httpx2.AsyncClient(transport=transport, base_url="http://control.test", headers=headers)
-    async with http, Client(streamable_http_client("http://control.test/mcp", http_client=http)) as client:
-        yield client
-
-
 async def test_the_mcp_tools_set_and_refuse_them(settings: Settings, client: Any, account: Any) -> None:
     endpoint = await create_endpoint(client, account.headers)
-    async with live_app(settings) as (_, app), _mcp(app, account.key) as mcp:
+    async with live_app(settings) as (_, app), connected(app, account.key) as mcp:
         made = await mcp.call_tool(
             "create_destination",
             {"endpoint_id": endpoint["id"], "url": "https://example.com/h", **SHAPING},

@@ -4,22 +4,17 @@ erased once; and the erasure tools over Streamable HTTP."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from shared.settings import Settings
 from tests.erasure.conftest import erase, events_of, make_endpoint, run_erasures, stored
 from tests.events_support import Ev, live_app, store
 from tests.helpers import db, wait_for
+from tests.mcp_client import call, connected
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -83,42 +78,28 @@ async def test_a_worker_killed_mid_job_is_resumed_where_it_left_off(
     assert kept == {e.id for e in events if e.body != body}
 
 
-@contextlib.asynccontextmanager
-async def _mcp(app: Any, key: str) -> AsyncIterator[Client]:
-    transport = httpx2.ASGITransport(app=app)
-    http = httpx2.AsyncClient(transport=transport, base_url="http://control.test", headers={"Authorization": key})
-    async with http, Client(streamable_http_client("http://control.test/mcp", http_client=http)) as mcp:
-        yield mcp
-
-
-async def _call(mcp: Client, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
-    result = await mcp.call_tool(tool, arguments)
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.is_error, result.structured_content
-
-
 async def test_the_erasure_tools(client, account, other_account, ctx, settings: Settings, database_url) -> None:
     endpoint = await make_endpoint(client, account)
     ids = await stored(ctx, endpoint, [{"type": "t", "data": {"object": {"customer": c}}} for c in ("a", "b", "a")])
-    async with live_app(settings) as (_, app), _mcp(app, f"Bearer {account.key}") as mcp:
-        is_error, job = await _call(mcp, "erase_events", endpoint_id=endpoint, field="meta.label.customer", value="a")
+    async with live_app(settings) as (_, app), connected(app, account.key) as mcp:
+        is_error, job = await call(mcp, "erase_events", endpoint_id=endpoint, field="meta.label.customer", value="a")
         assert not is_error, job
         assert (job["state"], job["value"]) == ("pending", "a")
         await run_erasures(ctx)
-        is_error, done = await _call(mcp, "get_erasure", erasure_id=job["id"])
+        is_error, done = await call(mcp, "get_erasure", erasure_id=job["id"])
         assert (done["state"], done["matched"], done["erased"], done["value"]) == ("completed", 2, 2, None)
-        is_error, listed = await _call(mcp, "list_erasures", endpoint_id=endpoint)
+        is_error, listed = await call(mcp, "list_erasures", endpoint_id=endpoint)
         assert [e["id"] for e in listed["erasures"]] == [job["id"]]
-        is_error, refused = await _call(mcp, "erase_events", endpoint_id=endpoint, field="body.a", value={"x": 1})
+        is_error, refused = await call(mcp, "erase_events", endpoint_id=endpoint, field="body.a", value={"x": 1})
         assert is_error
         assert refused["error"]["code"] == "validation_error"
         assert refused["error"]["message"].startswith("value"), refused
-    async with live_app(settings) as (_, app), _mcp(app, f"Bearer {other_account.key}") as mcp:
+    async with live_app(settings) as (_, app), connected(app, other_account.key) as mcp:
         for tool, arguments in (
             ("erase_events", {"endpoint_id": endpoint, "field": "body.a", "value": "x"}),
             ("get_erasure", {"erasure_id": job["id"]}),
         ):
-            is_error, envelope = await _call(mcp, tool, **arguments)
+            is_error, envelope = await call(mcp, tool, **arguments)
             assert is_error
             assert envelope["error"]["code"] == "not_found", (tool, envelope)
     assert await events_of(database_url, endpoint) == {ids[1]}

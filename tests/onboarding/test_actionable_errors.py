@@ -7,18 +7,14 @@ regex that refused it; a temporary token used after its account registered says 
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from tests.events_support import live_app
 from tests.helpers import assert_error
+from tests.mcp_client import connected
 
 
 async def _start(client: Any) -> dict[str, Any]:
@@ -60,15 +56,6 @@ async def test_a_temporary_token_on_v1_says_what_to_do_before_and_after_register
     assert (await client.get("/v1/endpoints", headers=key)).status_code == 200  # the advice works
 
 
-@contextlib.asynccontextmanager
-async def _mcp(app: Any, key: str) -> AsyncIterator[Client]:
-    transport = httpx2.ASGITransport(app=app)
-    headers = {"Authorization": f"Bearer {key}"}
-    http = httpx2.AsyncClient(transport=transport, base_url="http://control.test", headers=headers)
-    async with http, Client(streamable_http_client("http://control.test/mcp", http_client=http)) as client:
-        yield client
-
-
 async def test_a_temporary_token_on_mcp_after_registering_is_told_to_use_the_live_key(settings) -> None:
     async with live_app(settings) as (client, app):
         started = await _start(client)
@@ -76,7 +63,7 @@ async def test_a_temporary_token_on_mcp_after_registering_is_told_to_use_the_liv
             "/api/register", json={"email": "ada@example.com", "api_token": started["api_token"]}
         )
         assert registered.status_code == 201, registered.text
-        async with _mcp(app, started["api_token"]) as mcp:
+        async with connected(app, started["api_token"]) as mcp:
             # Still a valid token for its 3 days: it reads its endpoint, and is refused what it cannot do.
             listed = await mcp.call_tool("list_endpoints", {})
             assert not listed.is_error

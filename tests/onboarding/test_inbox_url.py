@@ -18,6 +18,7 @@ from control.service.accounts import issue_key
 from control.service.inbox_links import LINK_COOKIE
 from tests.conftest import make_account
 from tests.helpers import assert_error, create_endpoint, db, parse_ts
+from tests.mcp_client import posted_call
 from tests.stack import Stack, hookyard_command
 
 HTML = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}  # a browser's navigation
@@ -36,16 +37,7 @@ async def _start(client: Any, **body: str) -> dict[str, Any]:
 
 async def _mcp(client: Any, token: str, tool: str, **arguments: Any) -> dict[str, Any]:
     """One tools/call in a single stateless POST (the official client over real processes: the CLI test)."""
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2025-06-18",
-    }
-    resp = await client.post("/mcp", json=call, headers=headers)
-    assert resp.status_code == 200, resp.text
-    body = resp.text if resp.headers["content-type"].startswith("application/json") else resp.text.split("data: ")[1]
-    result = json.loads(body)["result"]
+    result = await posted_call(client, token, tool, **arguments)
     return (
         {"error": json.loads(result["content"][0]["text"])["error"]}
         if result.get("isError")

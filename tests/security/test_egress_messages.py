@@ -34,6 +34,7 @@ from tests.destination import (
 )
 from tests.events_support import Ev, store
 from tests.helpers import create_endpoint, db
+from tests.mcp_client import posted_call
 
 QUERY = "?access_token=Q-3vx81k"
 ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b|\[?[0-9a-f]*::[0-9a-f:]*\]?", re.IGNORECASE)
@@ -56,19 +57,10 @@ def targets(port: int) -> dict[str, str]:
 
 
 async def _mcp(client: AsyncTestClient, token: str, tool: str, **arguments: Any) -> dict[str, Any]:
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2025-06-18",
-    }
-    resp = await client.post("/mcp", json=call, headers=headers)
-    assert resp.status_code == 200, resp.text
-    # JSON, or one server-sent event when the answer was not ready at once (control.mcp.mount)
-    body = resp.text if resp.headers["content-type"].startswith("application/json") else resp.text.split("data: ")[1]
-    result = json.loads(body)["result"]
+    result = await posted_call(client, token, tool, **arguments)
     assert result.get("isError") is not True, result
-    return result["structuredContent"]
+    structured: dict[str, Any] = result["structuredContent"]
+    return structured
 
 
 async def test_every_refusal_reads_the_same_and_names_no_address(

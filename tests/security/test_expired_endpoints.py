@@ -13,18 +13,14 @@ Streamable HTTP. Expiry is set in the database, never waited for.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from litestar import Litestar
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from control.db.context import Context, Principal
 from control.mcp.registry import snake_case
@@ -45,6 +41,7 @@ from tests.conftest import Account, make_account
 from tests.delivery.retries_support import fail_deliveries
 from tests.events_support import Ev, live_app
 from tests.helpers import assert_error, create_endpoint, db
+from tests.mcp_client import connected
 
 SINK = "http://127.0.0.1:9/hook"  # discard port: nothing listens, and nothing is sent to an expired endpoint
 ID_PARAMETERS = {"endpoint_id", "event_id", "destination_id", "rule_id", "label_id", "delivery_id", "entry_id"}
@@ -79,15 +76,6 @@ def body_of(operation_id: str, ids: dict[str, str]) -> dict[str, Any]:
     assert operation_id in _BODIES, f"{operation_id}: add a valid body to _BODIES"
     body = _BODIES[operation_id]
     return {**body, "destination_ids": [ids["destination_id"]]} if operation_id == "CreateRule" else body
-
-
-@contextlib.asynccontextmanager
-async def _mcp(app: Litestar, key: str) -> AsyncIterator[Client]:
-    transport = httpx2.ASGITransport(app=app)
-    headers = {"Authorization": f"Bearer {key}"}
-    http = httpx2.AsyncClient(transport=transport, base_url="http://control.test", headers=headers)
-    async with http, Client(streamable_http_client("http://control.test/mcp", http_client=http)) as client:
-        yield client
 
 
 async def _populate(ctx: Context, principal: Principal, endpoint_id: str) -> dict[str, str]:
@@ -282,7 +270,7 @@ async def test_every_mcp_tool_on_an_expired_endpoint_or_its_objects_says_it_expi
     ids, at = started["ids"], started["at"]
     operations = {snake_case(op["operationId"]): op["operationId"] for _, _, op in _operations(application)}
     called = []
-    async with _mcp(application, started["api_token"]) as client:
+    async with connected(application, started["api_token"]) as client:
         for tool in (await client.list_tools()).tools:
             schema = tool.input_schema
             required = set(schema.get("required", []))
@@ -311,7 +299,7 @@ async def test_every_mcp_tool_on_an_expired_endpoint_or_its_objects_says_it_expi
 async def test_mcp_on_a_live_endpoint_still_works(app) -> None:
     client, application = app
     body = (await client.post("/api/start")).json()
-    async with _mcp(application, body["api_token"]) as mcp:
+    async with connected(application, body["api_token"]) as mcp:
         for tool, arguments in (("get_endpoint", {}), ("create_destination", {"url": SINK}), ("create_inbox_link", {})):
             result = await mcp.call_tool(tool, {"endpoint_id": body["endpoint_id"], **arguments})
             assert not result.is_error, f"{tool}: {result.content}"

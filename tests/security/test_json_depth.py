@@ -3,21 +3,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from shared.errors import ValidationError
 from shared.json_depth import MAX_DEPTH, check_bytes, check_value
 from shared.settings import Settings
 from tests.events_support import live_app
 from tests.helpers import assert_error, create_endpoint
+from tests.mcp_client import connected
 
 DEEP = 20_000
 
@@ -84,15 +80,6 @@ def test_strings_with_brackets_and_escapes_do_not_count() -> None:
         check_value({"tree": deep})
 
 
-@contextlib.asynccontextmanager
-async def _mcp(app: Any, key: str) -> AsyncIterator[Client]:
-    transport = httpx2.ASGITransport(app=app)
-    headers = {"Authorization": f"Bearer {key}"}
-    http = httpx2.AsyncClient(transport=transport, base_url="http://control.test", headers=headers)
-    async with http, Client(streamable_http_client("http://control.test/mcp", http_client=http)) as client:
-        yield client
-
-
 async def test_mcp_arguments_nested_too_deep_are_refused_naming_the_argument(
     settings: Settings, client: Any, account: Any
 ) -> None:
@@ -100,7 +87,7 @@ async def test_mcp_arguments_nested_too_deep_are_refused_naming_the_argument(
     deep: Any = ["x"]
     for _ in range(MAX_DEPTH + 10):
         deep = [deep]
-    async with live_app(settings) as (_, app), _mcp(app, account.key) as mcp:
+    async with live_app(settings) as (_, app), connected(app, account.key) as mcp:
         for tool, arguments, field in [
             ("create_endpoint", {"name": deep}, "name"),
             ("erase_events", {"endpoint_id": endpoint["id"], "field": "body.x", "value": deep}, "value"),

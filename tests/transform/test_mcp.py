@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import httpx2
 import pytest
@@ -22,6 +20,7 @@ from tests.conftest import Account, Servers
 from tests.destination import Destination, serving
 from tests.events_support import Ev, store
 from tests.helpers import db, module_database_url
+from tests.mcp_client import call
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -62,12 +61,6 @@ async def tools(stack: Stack, key: str) -> AsyncIterator[Client]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30))
     async with http, Client(streamable_http_client(f"{stack.control_url}/mcp", http_client=http)) as client:
         yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> tuple[bool, dict[str, Any]]:
-    result = await client.call_tool(tool, arguments)
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.is_error, result.structured_content
 
 
 async def test_transform_tools_over_streamable_http(
