@@ -5,15 +5,13 @@ Every request the browser makes outside this machine is refused and recorded, an
 was none: the pages must work offline. Screenshots land in ``test-artifacts/`` (gitignored).
 
 Without the browser these tests say how to install it and skip; under ``CI=true`` they fail instead, so CI
-cannot pass without running them (``.ci/run`` installs ``chromium``).
+cannot pass without running them (``tests/browser.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import shutil
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -27,6 +25,7 @@ import pytest
 from shared import redis_client
 from shared.keys import Keys
 from shared.settings import Settings
+from tests.browser import launched, require_browser
 from tests.conftest import make_account
 from tests.destination import serving
 from tests.events_support import Ev, store
@@ -35,7 +34,6 @@ from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "inbox"
 HOSTILE_BODY = (
     '{"note": "<script>window.__pwned = 1</script>", "img": "<img src=x onerror=\\"window.__pwned = 2\\">", '
@@ -44,51 +42,20 @@ HOSTILE_BODY = (
 HOSTILE_HEADER = '<img src=x onerror="window.__pwned = 4">'
 
 
-def _missing(chromium: str = CHROMIUM) -> str | None:
-    try:
-        import playwright.async_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is missing: pip install -e '.[dev]'"
-    if not (Path(chromium).exists() or shutil.which(Path(chromium).name)):
-        return f"{chromium} is missing: apt-get install -y chromium (Playwright drives Debian's browser)"
-    return None
-
-
-def _require_browser(chromium: str = CHROMIUM) -> None:
-    """Skips with the way to install the browser, or fails under CI=true, where skipping would pass CI."""
-    missing = _missing(chromium)
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser tests cannot run: {missing}")
-        pytest.skip(f"browser tests need Chromium: {missing}")
-
-
 def test_without_the_browser_it_says_how_to_install_it_and_fails_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     absent = "/nonexistent/chromium-for-this-test"
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match=r"apt-get install -y chromium"):
-        _require_browser(absent)
+        require_browser(absent)
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match=r"cannot run: .*apt-get install -y chromium"):
-        _require_browser(absent)
+        require_browser(absent)
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
-    _require_browser()
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as driver:
-        launched = await driver.chromium.launch(
-            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-            headless=True,
-            args=["--no-sandbox"],  # CI containers run as root
-        )
-        try:
-            yield launched
-        finally:
-            await launched.close()
+    async with launched(ARTIFACTS) as browser:
+        yield browser
 
 
 async def _offline_page(browser: Any, stack: Stack) -> tuple[Any, list[str]]:

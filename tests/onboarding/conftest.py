@@ -10,8 +10,6 @@ install it; under ``CI=true`` they fail instead.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,43 +17,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.browser import launched
 from tests.onboarding.clirun import procs, shared_stack, stack_cli_and_api  # noqa: F401 - fixtures
 from tests.stack import Stack
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "onboarding"
-
-
-def _missing() -> str | None:
-    try:
-        import playwright.async_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is missing: pip install -e '.[dev]'"
-    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        return f"{CHROMIUM} is missing: apt-get install -y chromium (Playwright drives Debian's browser)"
-    return None
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser tests cannot run: {missing}")
-        pytest.skip(f"browser tests need Chromium: {missing}")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as driver:
-        launched = await driver.chromium.launch(
-            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-            headless=True,
-            args=["--no-sandbox"],  # CI containers run as root
-        )
-        try:
-            yield launched
-        finally:
-            await launched.close()
+    async with launched(ARTIFACTS) as browser:
+        yield browser
 
 
 class Person:

@@ -1,16 +1,11 @@
 """The inbox page says "verified" for a triggered sample, in the words ``hookyard tail`` and ``hookyard up``
 use (``control.records.verdict``), and "not checked" for a request nothing proved. Headless Chromium
 (Debian's, driven by Playwright) against real edge, control and worker processes; skipped without the
-browser, failed under ``CI=true`` (as ``tests/test_inbox_browser.py``)."""
+browser, failed under ``CI=true`` (the ``browser`` fixture of ``conftest.py``)."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,32 +15,6 @@ from tests.conftest import make_account
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
-
-CHROMIUM = "/usr/bin/chromium"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        async_playwright = None
-    found = Path(CHROMIUM).exists() or shutil.which("chromium")
-    if async_playwright is None or not found:
-        message = "browser tests need Playwright and Debian's chromium (apt-get install -y chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    async with async_playwright() as driver:
-        launched = await driver.chromium.launch(
-            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-            headless=True,
-            args=["--no-sandbox"],
-        )
-        try:
-            yield launched
-        finally:
-            await launched.close()
 
 
 async def test_a_triggered_sample_reads_verified_in_the_inbox(browser, stack: Stack, database_url: str) -> None:
