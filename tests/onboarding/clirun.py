@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -27,7 +29,19 @@ from shared.settings import Settings
 from tests.conftest import make_account
 from tests.stack import Stack, free_port, hookyard_command, stop_embedded_redis
 
-__all__ = ("Proc", "Up", "clean_env", "cli", "procs", "shared_stack", "stack_cli_and_api", "until", "up_in")
+__all__ = (
+    "Proc",
+    "Up",
+    "clean_env",
+    "cli",
+    "ok",
+    "procs",
+    "project_dir",
+    "shared_stack",
+    "stack_cli_and_api",
+    "until",
+    "up_in",
+)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -42,6 +56,24 @@ def cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.
     return subprocess.run(
         [*hookyard_command(), *args], env=env, capture_output=True, text=True, timeout=60, check=False, cwd=cwd
     )
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    """The output of a command asserted to have succeeded without a traceback."""
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stdout
+
+
+@contextlib.contextmanager
+def project_dir(prefix: str) -> Iterator[Path]:
+    """A project directory outside pytest's temp root (an embedded Postgres must keep reaching its files: see
+    tests/cli), removed after."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def until(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:

@@ -22,7 +22,7 @@ import pytest
 
 from tests.destination import Destination, serving
 from tests.helpers import module_database_url
-from tests.onboarding.clirun import Proc, Up, clean_env, cli, up_in
+from tests.onboarding.clirun import Proc, Up, clean_env, cli, ok, up_in
 from tests.stack import free_port
 
 pytestmark = pytest.mark.slow
@@ -46,12 +46,6 @@ def up(project: Path, database_url: str) -> Iterator[Up]:
 def destination() -> Iterator[Destination]:
     with serving() as server:
         yield server
-
-
-def _ok(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return done.stdout
 
 
 def test_up_records_where_it_serves_in_its_data_dir(up: Up, database_url: str) -> None:
@@ -85,19 +79,19 @@ def test_every_client_command_reaches_it_with_no_flag(
     procs.append(tail)
     tail.wait_for_output("Following 1 endpoint")
 
-    sent = _ok(cli(env, "trigger", "stripe", "payment_intent.succeeded", "--endpoint", ep, cwd=project))
+    sent = ok(cli(env, "trigger", "stripe", "payment_intent.succeeded", "--endpoint", ep, cwd=project))
     event_id = re.search(r"(evt_\w+)", sent).group(1)  # type: ignore[union-attr]
     listen.wait_for_output(rf"payment_intent\.succeeded .*→ 200 .*{event_id}")
     tail.wait_for_output(rf"event .*{ep}.*payment_intent\.succeeded.*{event_id}")
     assert len(destination.requests) == 1
 
-    link = _ok(cli(env, "open", ep, "--no-browser", cwd=project)).strip()
+    link = ok(cli(env, "open", ep, "--no-browser", cwd=project)).strip()
     assert link.startswith(f"{up.control_url}/inbox/{ep}?link="), link
     assert httpx.get(link, follow_redirects=False, trust_env=False).status_code == 303
 
-    assert _ok(cli(env, "dead-letters", "list", cwd=project)).strip() == "no dead letters"
-    assert _ok(cli(env, "dead-letters", "retry", "--all", cwd=project)).startswith("re-driven through the flush: 0")
-    made = json.loads(_ok(cli(env, "account", "create", "--email", "second@example.com", cwd=project)))
+    assert ok(cli(env, "dead-letters", "list", cwd=project)).strip() == "no dead letters"
+    assert ok(cli(env, "dead-letters", "retry", "--all", cwd=project)).startswith("re-driven through the flush: 0")
+    made = json.loads(ok(cli(env, "account", "create", "--email", "second@example.com", cwd=project)))
     assert made["api_key"].startswith("hy_live_")  # the Postgres `up` runs on, though it is not embedded
 
     assert listen.interrupt() == 0
@@ -113,10 +107,10 @@ def test_another_directory_reaches_it_by_data_dir(up: Up, tmp_path: Path) -> Non
     by_flag = cli(
         clean_env(), "trigger", "github", "push", "--endpoint", ep, "--data-dir", str(up.data_dir), cwd=elsewhere
     )
-    assert _ok(by_flag).startswith(f"sent code_host push to {ep}: 200")
+    assert ok(by_flag).startswith(f"sent code_host push to {ep}: 200")
     by_env = cli(clean_env(HOOKYARD_DATA_DIR=str(up.data_dir)), "dead-letters", "list", "--json", cwd=elsewhere)
-    assert _ok(by_env) == "\n"
-    link = _ok(cli(clean_env(), "open", ep, "--no-browser", "--data-dir", str(up.data_dir), cwd=elsewhere))
+    assert ok(by_env) == "\n"
+    link = ok(cli(clean_env(), "open", ep, "--no-browser", "--data-dir", str(up.data_dir), cwd=elsewhere))
     assert link.startswith(up.control_url + "/inbox/")
 
 
@@ -172,7 +166,7 @@ def test_a_record_whose_process_is_gone_is_stale(up: Up, tmp_path: Path) -> None
     (data_dir / "instance.json").write_text(json.dumps(record))
     ep = _endpoint(up)
     done = cli(env, "trigger", "stripe", "invoice.paid", "--endpoint", ep, "--data-dir", str(data_dir))
-    assert _ok(done).startswith(f"sent payments invoice.paid to {ep}: 200")
+    assert ok(done).startswith(f"sent payments invoice.paid to {ep}: 200")
 
 
 def test_the_restart_hint_repeats_a_given_url(up: Up, project: Path, procs: list[Proc]) -> None:

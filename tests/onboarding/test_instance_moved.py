@@ -12,9 +12,7 @@ listen` has run on http://127.0.0.1:<new port>"."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,7 @@ import httpx
 import pytest
 
 from tests.destination import Destination, serving
-from tests.onboarding.clirun import Proc, Up, clean_env, cli, until
+from tests.onboarding.clirun import Proc, Up, clean_env, cli, project_dir, until
 from tests.stack import free_port
 
 pytestmark = pytest.mark.slow
@@ -30,10 +28,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def project() -> Iterator[Path]:
-    """Outside pytest's temp root (an embedded Postgres must keep reaching its files: see tests/cli)."""
-    path = Path(tempfile.mkdtemp(prefix="hookyard-moved-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with project_dir("hookyard-moved-") as path:
+        yield path
 
 
 @pytest.fixture

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,17 +26,15 @@ import httpx
 import pytest
 
 from tests.destination import Destination, serving
-from tests.onboarding.clirun import Proc, Up, clean_env, cli, up_in
+from tests.onboarding.clirun import Proc, Up, clean_env, cli, ok, project_dir, up_in
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def project() -> Iterator[Path]:
-    """Outside pytest's temp root (an embedded Postgres must keep reaching its files: see tests/cli)."""
-    path = Path(tempfile.mkdtemp(prefix="hookyard-first-hour-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with project_dir("hookyard-first-hour-") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +49,6 @@ def app() -> Iterator[Destination]:
         yield server
 
 
-def _ok(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr
-    return done.stdout
-
-
 def test_from_nothing_to_a_replayed_webhook_with_no_id_copied(up: Up, project: Path, app: Destination) -> None:
     shown = re.findall(r"^hookyard is up.*$", up.output, re.MULTILINE)
     assert shown == [f"hookyard is up: control {up.control_url}, edge {up.edge_url}"], up.output
@@ -69,7 +58,7 @@ def test_from_nothing_to_a_replayed_webhook_with_no_id_copied(up: Up, project: P
         ep = listen.wait_for_output(r"^  endpoint (ep_\w+) \(temporary").group(1)
         listen.wait_for_output("^Forwarding to")
 
-        sent = _ok(cli(env, "trigger", "stripe", "payment_intent.succeeded", cwd=project))
+        sent = ok(cli(env, "trigger", "stripe", "payment_intent.succeeded", cwd=project))
         found = re.fullmatch(rf"sent payments payment_intent\.succeeded to {ep}: 200, (evt_\w+)\n", sent)
         assert found, sent
         event_id = found.group(1)
@@ -78,7 +67,7 @@ def test_from_nothing_to_a_replayed_webhook_with_no_id_copied(up: Up, project: P
         assert "stripe-signature" in forwarded.headers
 
         # inspected: the inbox link of the same endpoint, opened as a browser opens it
-        link = _ok(cli(env, "open", "--no-browser", cwd=project)).strip()
+        link = ok(cli(env, "open", "--no-browser", cwd=project)).strip()
         assert link.startswith(f"{up.control_url}/inbox/{ep}?link="), link
         with httpx.Client(trust_env=False, timeout=10, follow_redirects=True) as browser:
             assert browser.get(link).status_code == 200
@@ -88,14 +77,14 @@ def test_from_nothing_to_a_replayed_webhook_with_no_id_copied(up: Up, project: P
             assert shown_event["headers"]["stripe-signature"] == forwarded.headers["stripe-signature"]
 
         # replayed: the latest event, to where listen forwards, exactly as it arrived
-        replayed = _ok(cli(env, "replay", cwd=project))
+        replayed = ok(cli(env, "replay", cwd=project))
         assert re.fullmatch(rf"replayed {event_id} to {re.escape(app.url)}: 200, \d+ ms \(dlv_\w+\)\n", replayed)
         first, again = app.requests
         assert (again.body, again.headers["stripe-signature"]) == (first.body, first.headers["stripe-signature"])
 
         # another endpoint made meanwhile does not change which one the commands mean
         _endpoint(up, "later")
-        assert _ok(cli(env, "trigger", "github", "push", cwd=project)).startswith(f"sent code_host push to {ep}: 200")
+        assert ok(cli(env, "trigger", "github", "push", cwd=project)).startswith(f"sent code_host push to {ep}: 200")
         assert listen.interrupt() == 0
     finally:
         listen.kill()
@@ -103,7 +92,7 @@ def test_from_nothing_to_a_replayed_webhook_with_no_id_copied(up: Up, project: P
 
 
 def test_without_a_listen_the_only_endpoint_is_the_default_and_several_are_listed(up: Up, tmp_path: Path) -> None:
-    made = json.loads(_ok(cli(clean_env(), "account", "create", "--email", "solo@example.com", cwd=up.data_dir.parent)))
+    made = json.loads(ok(cli(clean_env(), "account", "create", "--email", "solo@example.com", cwd=up.data_dir.parent)))
     env = clean_env(HOOKYARD_API_KEY=made["api_key"], HOOKYARD_CONTROL_URL=up.control_url)
     elsewhere = tmp_path  # no record of any listen here
 
@@ -112,10 +101,10 @@ def test_without_a_listen_the_only_endpoint_is_the_default_and_several_are_liste
     assert none.stderr.startswith("hookyard: --endpoint: this account has no endpoint yet; `hookyard listen --start")
 
     only = _endpoint(up, "only", made["api_key"])
-    assert _ok(cli(env, "trigger", "stripe", "invoice.paid", cwd=elsewhere)).startswith(
+    assert ok(cli(env, "trigger", "stripe", "invoice.paid", cwd=elsewhere)).startswith(
         f"sent payments invoice.paid to {only}: 200"
     )
-    link = _ok(cli(env, "open", "--no-browser", cwd=elsewhere))
+    link = ok(cli(env, "open", "--no-browser", cwd=elsewhere))
     assert f"/inbox/{only}?link=" in link
     refused = cli(env, "replay", cwd=elsewhere)
     assert refused.returncode == 2

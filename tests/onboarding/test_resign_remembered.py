@@ -15,16 +15,14 @@ from __future__ import annotations
 import base64
 import os
 import re
-import shutil
 import stat
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.onboarding.clirun import Proc, Up, clean_env, cli, until, up_in
+from tests.onboarding.clirun import Proc, Up, clean_env, cli, project_dir, until, up_in
 from tests.onboarding.verifying_app import VerifyingApp, verifying_app
 
 pytestmark = pytest.mark.slow
@@ -34,10 +32,8 @@ SECRET = "whsec_" + base64.b64encode(os.urandom(24)).decode()
 
 @pytest.fixture(scope="module")
 def project() -> Iterator[Path]:
-    """Outside pytest's temp root (an embedded Postgres must keep reaching its files: see tests/cli)."""
-    path = Path(tempfile.mkdtemp(prefix="hookyard-resign-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with project_dir("hookyard-resign-") as path:
+        yield path
 
 
 @pytest.fixture(scope="module")
