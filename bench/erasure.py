@@ -20,7 +20,7 @@ import asyncpg
 
 from bench import results
 from bench.infra import bench_env
-from bench.list import _FILL
+from bench.list import fill_events
 from bench.setup import create_endpoint
 from control.db.context import Principal
 from control.records.erasures import EraseRequest
@@ -47,10 +47,7 @@ _PROBE = """INSERT INTO events (id, endpoint_id, received_at, method, headers, b
 async def _fill(dsn: str, endpoint_ids: list[str], total: int) -> None:
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute("SELECT hy_ensure_event_partitions(8, 1)")
-        for start in range(0, total, 100_000):
-            await conn.execute(_FILL, endpoint_ids, start, min(total, start + 100_000) - 1)
-        await conn.execute("ANALYZE events")
+        await fill_events(conn, endpoint_ids, total)
     finally:
         await conn.close()
 

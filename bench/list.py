@@ -32,7 +32,7 @@ from bench.results import Target
 from bench.setup import create_endpoint
 from control.db import partitions
 
-__all__ = ("run",)
+__all__ = ("fill_events", "run")
 
 TARGETS = (
     Target(
@@ -102,14 +102,19 @@ SELECT count(*) FROM events e WHERE e.endpoint_id = $1
 """
 
 
+async def fill_events(conn: asyncpg.Connection, endpoint_ids: list[str], total: int) -> None:
+    """``total`` events of ``_FILL`` over ``endpoint_ids`` in the past week, 100,000 a statement, then their
+    statistics (the erasure and retention benches fill with it too)."""
+    await conn.execute("SELECT hy_ensure_event_partitions(8, 1)")
+    for start in range(0, total, 100_000):
+        await conn.execute(_FILL, endpoint_ids, start, min(total, start + 100_000) - 1)
+    await conn.execute("ANALYZE events")
+
+
 async def _fill(dsn: str, endpoint_ids: list[str], total: int) -> tuple[int, float]:
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute("SELECT hy_ensure_event_partitions(8, 1)")
-        step = 100_000
-        for start in range(0, total, step):
-            await conn.execute(_FILL, endpoint_ids, start, min(total, start + step) - 1)
-        await conn.execute("ANALYZE events")
+        await fill_events(conn, endpoint_ids, total)
         started = time.perf_counter()
         await partitions.index_finished_days(conn)  # what the sweep does for every finished day
         index_today = getattr(partitions, "index_today", None)  # absent before 0012's design: a before run

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from bench.infra import bench_env
-from bench.list import _FILL
+from bench.list import fill_events
 from bench.setup import create_endpoint
 from control.db import retention as db_retention
 from control.workers.main import worker_context
@@ -33,10 +33,7 @@ __all__ = ("run",)
 async def _fill(dsn: str, endpoint_ids: list[str], total: int) -> None:
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute("SELECT hy_ensure_event_partitions(8, 1)")
-        for start in range(0, total, 100_000):
-            await conn.execute(_FILL, endpoint_ids, start, min(total, start + 100_000) - 1)
-        await conn.execute("ANALYZE events")
+        await fill_events(conn, endpoint_ids, total)
         await conn.execute("UPDATE endpoints SET body_retention_days = 1")
     finally:
         await conn.close()
