@@ -11,17 +11,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
 import redis.asyncio as aioredis
 import standardwebhooks
 import stripe
 
-from edge.app import EdgeApp, create_app
+from edge.app import create_app
 from shared import redis_client
 from shared.ids import ingest_token, new_id, signing_secret
 from shared.keys import CONFIGS_COMPLETE, Keys
@@ -35,18 +34,6 @@ from tests.helpers import (
 from tests.redis_relay import RedisRelay
 
 BODY = b'{"id":"evt_1","type":"invoice.paid"}'
-
-
-@pytest.fixture
-async def edge(edge_settings: Settings) -> AsyncIterator[EdgeApp]:
-    async with started_edge(edge_settings) as app:
-        yield app
-
-
-@pytest.fixture
-async def client(edge: EdgeApp) -> AsyncIterator[httpx.AsyncClient]:
-    async with http(edge) as c:
-        yield c
 
 
 async def put_endpoint(redis: aioredis.Redis, settings: Settings, **auth: Any) -> str:
@@ -172,50 +159,50 @@ def logged_tracebacks(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecor
     return [r for r in caplog.records if r.name == "hookyard.edge" and r.levelno == logging.ERROR and r.exc_info]
 
 
-async def test_a_send_that_fails_is_answered_500_in_the_envelope(edge, redis, edge_settings, caplog) -> None:
+async def test_a_send_that_fails_is_answered_500_in_the_envelope(edge_app, redis, edge_settings, caplog) -> None:
     token = await put_endpoint(redis, edge_settings)
     server = Server(failing_sends=1)  # the 200 cannot be started: the server's send raises
-    await server.call(edge, scope(b"/h/" + token.encode()))
+    await server.call(edge_app, scope(b"/h/" + token.encode()))
     assert_internal_error(server)
     (record,) = logged_tracebacks(caplog)
     assert record.exc_info is not None
     assert isinstance(record.exc_info[1], OSError)
 
 
-async def test_a_receive_that_fails_is_500_and_nothing_is_stored(edge, redis, edge_settings, caplog) -> None:
+async def test_a_receive_that_fails_is_500_and_nothing_is_stored(edge_app, redis, edge_settings, caplog) -> None:
     token = await put_endpoint(redis, edge_settings)
 
     async def broken_receive() -> dict:
         raise OSError("connection reset by peer")
 
     server = Server()
-    await asyncio.wait_for(edge(scope(b"/h/" + token.encode()), broken_receive, server.send), 10)
+    await asyncio.wait_for(edge_app(scope(b"/h/" + token.encode()), broken_receive, server.send), 10)
     assert_internal_error(server)
     assert len(logged_tracebacks(caplog)) == 1
     assert await stored(redis, edge_settings) == []
 
 
-async def test_a_server_that_cannot_send_anything_gets_no_exception(edge, redis, edge_settings, caplog) -> None:
+async def test_a_server_that_cannot_send_anything_gets_no_exception(edge_app, redis, edge_settings, caplog) -> None:
     token = await put_endpoint(redis, edge_settings)
     server = Server(failing_sends=10)
-    await server.call(edge, scope(b"/h/" + token.encode()))  # returns: nothing escapes to the server
+    await server.call(edge_app, scope(b"/h/" + token.encode()))  # returns: nothing escapes to the server
     assert server.sent == []
     assert len(logged_tracebacks(caplog)) == 1
 
 
 @pytest.mark.parametrize("path", [b"/healthz", b"/nope"])
-async def test_health_and_404_answer_500_when_their_send_fails(edge, path, caplog) -> None:
+async def test_health_and_404_answer_500_when_their_send_fails(edge_app, path, caplog) -> None:
     server = Server(failing_sends=1)
-    await server.call(edge, scope(path, method="GET"))
+    await server.call(edge_app, scope(path, method="GET"))
     assert_internal_error(server)
     assert len(logged_tracebacks(caplog)) == 1
 
 
-async def test_a_scope_without_a_method_is_500_not_an_exception(edge, caplog) -> None:
+async def test_a_scope_without_a_method_is_500_not_an_exception(edge_app, caplog) -> None:
     broken = scope(b"/nope")
     del broken["method"]
     server = Server()
-    await server.call(edge, broken)
+    await server.call(edge_app, broken)
     assert_internal_error(server)
 
 
@@ -248,10 +235,12 @@ def part(body: bytes, more: bool) -> dict:
         pytest.param([(b"transfer-encoding", b"chunked")], [part(b"ab", True), DISCONNECT], id="chunked-cut"),
     ],
 )
-async def test_a_body_that_did_not_arrive_is_400_body_incomplete(edge, redis, edge_settings, headers, messages) -> None:
+async def test_a_body_that_did_not_arrive_is_400_body_incomplete(
+    edge_app, redis, edge_settings, headers, messages
+) -> None:
     token = await put_endpoint(redis, edge_settings)
     server = Server(messages)
-    await server.call(edge, scope(b"/h/" + token.encode(), headers=[(b"host", b"x"), *headers]))
+    await server.call(edge_app, scope(b"/h/" + token.encode(), headers=[(b"host", b"x"), *headers]))
     assert server.status == 400
     assert server.json["error"]["code"] == "body_incomplete"
     assert server.json["error"]["message"].startswith("body:")
@@ -270,20 +259,20 @@ async def test_a_body_that_did_not_arrive_is_400_body_incomplete(edge, redis, ed
         pytest.param([(b"content-length", b"3")], [part(b"a", True), part(b"bc", True), part(b"", False)], b"abc"),
     ],
 )
-async def test_a_complete_body_is_stored(edge, redis, edge_settings, headers, messages, body) -> None:
+async def test_a_complete_body_is_stored(edge_app, redis, edge_settings, headers, messages, body) -> None:
     token = await put_endpoint(redis, edge_settings)
     server = Server(messages)
-    await server.call(edge, scope(b"/h/" + token.encode(), headers=[(b"host", b"x"), *headers]))
+    await server.call(edge_app, scope(b"/h/" + token.encode(), headers=[(b"host", b"x"), *headers]))
     assert server.status == 200
     (record,) = await stored(redis, edge_settings)
     assert record.body == body
 
 
-async def test_a_content_length_of_thousands_of_digits_is_read(edge, redis, edge_settings) -> None:
+async def test_a_content_length_of_thousands_of_digits_is_read(edge_app, redis, edge_settings) -> None:
     token = await put_endpoint(redis, edge_settings)
     for declared, status in ((b"0" * 5000 + b"3", 200), (b"0" * 10 + b"9" * 5000, 413)):
         server = Server([part(b"abc", False)])
-        await server.call(edge, scope(b"/h/" + token.encode(), headers=[(b"content-length", declared)]))
+        await server.call(edge_app, scope(b"/h/" + token.encode(), headers=[(b"content-length", declared)]))
         assert server.status == status
     (record,) = await stored(redis, edge_settings)
     assert record.body == b"abc"
@@ -292,36 +281,36 @@ async def test_a_content_length_of_thousands_of_digits_is_read(edge, redis, edge
 # -- path and query as sent -----------------------------------------------------------------------------
 
 
-async def test_path_and_query_are_recorded_as_sent(client, redis, edge_settings) -> None:
+async def test_path_and_query_are_recorded_as_sent(edge_client, redis, edge_settings) -> None:
     token = await put_endpoint(redis, edge_settings)
-    resp = await client.post(f"/h/{token}/a%FFb%e9%00/%2F/x?x=%00&y=%C3%A9&z=é&flag", content=BODY)
+    resp = await edge_client.post(f"/h/{token}/a%FFb%e9%00/%2F/x?x=%00&y=%C3%A9&z=é&flag", content=BODY)
     assert resp.status_code == 200, resp.text
     (record,) = await stored(redis, edge_settings)
     assert record.path == "a%FFb%e9%00/%2F/x"
     assert record.query == "x=%00&y=%C3%A9&z=%C3%A9&flag"
 
 
-async def test_bytes_outside_printable_ascii_are_percent_encoded(edge, redis, edge_settings) -> None:
+async def test_bytes_outside_printable_ascii_are_percent_encoded(edge_app, redis, edge_settings) -> None:
     token = await put_endpoint(redis, edge_settings)
     server = Server()
     raw = b"/h/" + token.encode() + b"/t\xc3\xa9\x00\x7f%41 b?q=\xff\x01"
-    await server.call(edge, scope(raw))
+    await server.call(edge_app, scope(raw))
     assert server.status == 200
     (record,) = await stored(redis, edge_settings)
     assert record.path == "t%C3%A9%00%7F%41 b"
     assert record.query == "q=%FF%01"
 
 
-async def test_a_token_is_matched_as_sent(client, redis, edge_settings) -> None:
+async def test_a_token_is_matched_as_sent(edge_client, redis, edge_settings) -> None:
     token = await put_endpoint(redis, edge_settings)
     # the token percent-encoded, or with a raw UTF-8 byte, names no endpoint: 404, never decoded into one
     encoded = "".join(f"%{ord(c):02X}" for c in token)
-    assert_error(await client.post(f"/h/{encoded}", content=BODY), 404, "endpoint_not_found")
-    assert_error(await client.post(f"/h/{token}é", content=BODY), 404, "endpoint_not_found")
-    assert (await client.post(f"/h/{token}/", content=BODY)).status_code == 200
+    assert_error(await edge_client.post(f"/h/{encoded}", content=BODY), 404, "endpoint_not_found")
+    assert_error(await edge_client.post(f"/h/{token}é", content=BODY), 404, "endpoint_not_found")
+    assert (await edge_client.post(f"/h/{token}/", content=BODY)).status_code == 200
 
 
-async def test_a_token_not_found_is_503_until_every_config_is_written(client, redis, edge_settings) -> None:
+async def test_a_token_not_found_is_503_until_every_config_is_written(edge_client, redis, edge_settings) -> None:
     """After Redis lost its data (no marker) or while a sweep rebuilds (its token), a token with no config may
     be one Redis lost: 503 with Retry-After, so the sender retries, where a 404 would be final to many."""
     keys = Keys(edge_settings.redis_prefix)
@@ -329,12 +318,12 @@ async def test_a_token_not_found_is_503_until_every_config_is_written(client, re
     for marker in (None, b"rebuilding:0f3c", b"1"):  # b"1": what the sweep wrote before it told the two apart
         if marker is not None:
             await redis.set(keys.config_marker, marker)
-        resp = await client.post(missing, content=BODY)
+        resp = await edge_client.post(missing, content=BODY)
         assert resp.headers["retry-after"] == "2", marker
         assert_error(resp, 503, "unavailable")
         assert "being restored" in resp.json()["error"]["message"]
     await redis.set(keys.config_marker, CONFIGS_COMPLETE)
-    assert_error(await client.post(missing, content=BODY), 404, "endpoint_not_found")
+    assert_error(await edge_client.post(missing, content=BODY), 404, "endpoint_not_found")
     assert await stored(redis, edge_settings) == []
 
 
@@ -347,14 +336,16 @@ def stripe_header(secret: str) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.parametrize("on_failure", ["accept_log", "reject"])
-async def test_a_second_copy_of_a_signature_header_fails_verification(client, redis, edge_settings, on_failure) -> None:
+async def test_a_second_copy_of_a_signature_header_fails_verification(
+    edge_client, redis, edge_settings, on_failure
+) -> None:
     secret = "whsec_test_secret_of_some_length"
     token = await put_endpoint(redis, edge_settings, hmac_enabled=True, secret=secret, on_failure=on_failure)
     signed = stripe_header(secret)
-    resp = await client.post(f"/h/{token}", content=BODY, headers=[signed])
+    resp = await edge_client.post(f"/h/{token}", content=BODY, headers=[signed])
     assert resp.status_code == 200, resp.text
     for second in (signed, stripe_header(secret), (b"stripe-signature", b"t=1,v1=00")):
-        resp = await client.post(f"/h/{token}", content=BODY, headers=[signed, (b"x-other", b"1"), second])
+        resp = await edge_client.post(f"/h/{token}", content=BODY, headers=[signed, (b"x-other", b"1"), second])
         if on_failure == "reject":
             error = assert_error(resp, 401, "signature_invalid")
             assert "malformed_header" in error["message"]
@@ -371,7 +362,7 @@ async def test_a_second_copy_of_a_signature_header_fails_verification(client, re
         assert len(records) == 1
 
 
-async def test_a_second_copy_of_a_webhook_id_fails_verification(client, redis, edge_settings) -> None:
+async def test_a_second_copy_of_a_webhook_id_fails_verification(edge_client, redis, edge_settings) -> None:
     secret = signing_secret()
     token = await put_endpoint(redis, edge_settings, hmac_enabled=True, secret=secret, on_failure="accept_log")
     wh = standardwebhooks.Webhook(secret)
@@ -381,10 +372,10 @@ async def test_a_second_copy_of_a_webhook_id_fails_verification(client, redis, e
         (b"webhook-timestamp", str(int(now.timestamp())).encode()),
         (b"webhook-signature", wh.sign("msg_1", now, BODY.decode()).encode()),
     ]
-    assert (await client.post(f"/h/{token}", content=BODY, headers=headers)).status_code == 200
+    assert (await edge_client.post(f"/h/{token}", content=BODY, headers=headers)).status_code == 200
     assert (
-        await client.post(f"/h/{token}", content=BODY, headers=[*headers, (b"x-a", b"1"), (b"x-a", b"2")])
+        await edge_client.post(f"/h/{token}", content=BODY, headers=[*headers, (b"x-a", b"1"), (b"x-a", b"2")])
     ).status_code == 200
-    assert (await client.post(f"/h/{token}", content=BODY, headers=[*headers, headers[0]])).status_code == 200
+    assert (await edge_client.post(f"/h/{token}", content=BODY, headers=[*headers, headers[0]])).status_code == 200
     verdicts = [(r.signature_valid, r.signature_failure_reason) for r in await stored(redis, edge_settings)]
     assert verdicts == [(True, None), (True, None), (False, "malformed_header")]
