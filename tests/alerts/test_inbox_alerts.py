@@ -7,18 +7,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
 import pytest
 
 from control.db.context import Context
 from control.workers.alerts.evaluator import evaluate
-from tests.conftest import Account, make_account
-from tests.e2e.test_inbox_browser import (
-    ARTIFACTS,
-    _offline_page,
-    browser,  # noqa: F401 - a fixture
-)
+from tests.conftest import Account
 from tests.helpers import assert_error, create_endpoint
+from tests.inbox_browser import (
+    ARTIFACTS,
+    account_api,
+    browser,  # noqa: F401 - a fixture
+    offline_page,
+)
 from tests.stack import Stack
 
 HOSTILE = '<img src=x onerror="window.__pwned = 1">'
@@ -86,14 +86,12 @@ async def test_the_inbox_page_shows_open_alerts_as_text(
 ) -> None:
     from playwright.async_api import expect
 
-    stack.start_control()
-    account = await make_account(database_url)
-    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+    async with account_api(stack, database_url) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
         await _failing(ctx, api, {}, ep)
         link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
 
-    page, foreign = await _offline_page(browser, stack)
+    page, foreign = await offline_page(browser, stack)
     await page.goto(link)
     banner = page.locator("#alerts")
     await expect(banner.locator("li.alert")).to_have_count(2, timeout=10_000)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.conftest import make_account
-from tests.e2e.test_inbox_browser import (
-    _offline_page,
+from tests.inbox_browser import (
+    account_api,
     browser,  # noqa: F401 - a fixture
+    offline_page,
 )
 from tests.stack import Stack
 
@@ -26,14 +25,12 @@ async def test_the_inbox_disables_and_enables_a_destination(
 ) -> None:
     from playwright.async_api import expect
 
-    stack.start_control()
-    account = await make_account(database_url)
-    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+    async with account_api(stack, database_url) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
         body = {"url": "https://crm.example/hooks", "name": HOSTILE, "auth": {"type": "bearer", "token": "t0k"}}
         destination = (await api.post(f"/v1/endpoints/{ep}/destinations", json=body)).json()["id"]
         link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
-        page, foreign = await _offline_page(browser, stack)
+        page, foreign = await offline_page(browser, stack)
         await page.goto(link)
         item = page.locator(f'#destinations li.destination[data-id="{destination}"]')
         await expect(item.locator(".destination-name")).to_have_text(HOSTILE)

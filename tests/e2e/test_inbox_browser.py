@@ -13,11 +13,8 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -25,16 +22,21 @@ import pytest
 from shared import redis_client
 from shared.keys import Keys
 from shared.settings import Settings
-from tests.browser import launched, require_browser
+from tests.browser import require_browser
 from tests.conftest import make_account
 from tests.destination import serving
 from tests.events_support import Ev, store
 from tests.helpers import db
+from tests.inbox_browser import (
+    ARTIFACTS,
+    browser,  # noqa: F401 - a fixture
+    offline_page,
+    running,
+)
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "inbox"
 HOSTILE_BODY = (
     '{"note": "<script>window.__pwned = 1</script>", "img": "<img src=x onerror=\\"window.__pwned = 2\\">", '
     '"href": "javascript:window.__pwned = 3", "customer": "<b onmouseover=alert(1)>cus_1</b>"}'
@@ -52,41 +54,6 @@ def test_without_the_browser_it_says_how_to_install_it_and_fails_under_ci(monkey
         require_browser(absent)
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    async with launched(ARTIFACTS) as browser:
-        yield browser
-
-
-async def _offline_page(browser: Any, stack: Stack) -> tuple[Any, list[str]]:
-    """A page whose requests to anything but the stack's control plane are aborted and recorded."""
-    context = await browser.new_context(viewport={"width": 1400, "height": 1000})
-    foreign: list[str] = []
-    own = urlsplit(stack.control_url).netloc
-
-    async def only_local(route: Any) -> None:
-        if urlsplit(route.request.url).netloc == own:
-            await route.continue_()
-        else:
-            foreign.append(route.request.url)
-            await route.abort()
-
-    await context.route("**/*", only_local)
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.errors = errors  # type: ignore[attr-defined]  # Page has no slot for it; the tests read it back
-    return page, foreign
-
-
-def _running(stack: Stack) -> Stack:
-    stack.start_edge()
-    stack.start_control()
-    stack.start_worker()
-    return stack
-
-
 async def _listed_after(page: Any, sending: Any, *, listed: int) -> float:
     """Seconds from sending to the event's row in the live list, which held ``listed`` rows before."""
     began = time.monotonic()
@@ -97,11 +64,14 @@ async def _listed_after(page: Any, sending: Any, *, listed: int) -> float:
 
 
 async def test_live_list_hostile_content_and_replay(
-    browser: Any, stack: Stack, database_url: str, settings: Settings
+    browser: Any,  # noqa: F811 - the fixture imported above
+    stack: Stack,
+    database_url: str,
+    settings: Settings,
 ) -> None:
     from playwright.async_api import expect
 
-    _running(stack)
+    running(stack)
     account = await make_account(database_url)
     api = httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10)
     async with api:
@@ -111,7 +81,7 @@ async def test_live_list_hostile_content_and_replay(
         assert (await api.post(f"/v1/endpoints/{ep}/labels", json=label)).status_code == 201
         link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
 
-    page, foreign = await _offline_page(browser, stack)
+    page, foreign = await offline_page(browser, stack)
     opened = await page.goto(link)
     assert opened is not None
     assert opened.status == 200
@@ -215,16 +185,20 @@ async def test_live_list_hostile_content_and_replay(
 
     assert await page.evaluate("window.__pwned") is None
     assert foreign == []
-    assert page.errors == []  # type: ignore[attr-defined]  # the list _offline_page attaches to the page
+    assert page.errors == []  # type: ignore[attr-defined]  # the list offline_page attaches to the page
 
 
-async def test_links_refused_and_schema_offline(browser: Any, stack: Stack, database_url: str) -> None:
+async def test_links_refused_and_schema_offline(
+    browser: Any,  # noqa: F811 - the fixture imported above
+    stack: Stack,
+    database_url: str,
+) -> None:
     stack.start_control()
     account = await make_account(database_url)
     async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "orders"})).json()["id"]
         link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
-    page, foreign = await _offline_page(browser, stack)
+    page, foreign = await offline_page(browser, stack)
 
     forged = link[:-2] + ("AA" if not link.endswith("AA") else "BB")
     refused = await page.goto(forged)

@@ -12,7 +12,12 @@ import httpx
 import pytest
 
 from tests.conftest import make_account
-from tests.e2e.test_inbox_browser import ARTIFACTS, _offline_page, _running, browser  # noqa: F401 - the fixture
+from tests.inbox_browser import (
+    ARTIFACTS,
+    browser,  # noqa: F401 - a fixture
+    offline_page,
+    running,
+)
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -21,7 +26,7 @@ pytestmark = pytest.mark.slow
 async def test_a_handshake_is_listed_marked_as_one(browser: Any, stack: Stack, database_url: str) -> None:  # noqa: F811
     from playwright.async_api import expect
 
-    _running(stack)
+    running(stack)
     account = await make_account(database_url)
     async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
         endpoint = (await api.post("/v1/endpoints", json={"name": "meta"})).json()
@@ -30,7 +35,7 @@ async def test_a_handshake_is_listed_marked_as_one(browser: Any, stack: Stack, d
         assert (await api.patch(f"/v1/endpoints/{ep}/auth-config", json=config)).status_code == 200
         link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
 
-    page, foreign = await _offline_page(browser, stack)
+    page, foreign = await offline_page(browser, stack)
     assert await page.goto(link) is not None
     await expect(page.locator("#status")).to_have_text(re.compile("^live"), timeout=10_000)
 
@@ -65,4 +70,4 @@ async def test_a_handshake_is_listed_marked_as_one(browser: Any, stack: Stack, d
     await expect(page.locator("li.event")).to_have_count(2, timeout=10_000)
     await page.screenshot(path=str(ARTIFACTS / "handshake.png"), full_page=True)
     assert foreign == []
-    assert page.errors == []  # type: ignore[attr-defined]  # the list _offline_page attaches to the page
+    assert page.errors == []  # type: ignore[attr-defined]  # the list offline_page attaches to the page

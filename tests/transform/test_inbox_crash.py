@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 
 from control.db import destinations as db_destinations
-from tests.conftest import make_account
-from tests.e2e.test_inbox_browser import (
-    _offline_page,
-    browser,  # noqa: F401 - a fixture
-)
 from tests.helpers import db
+from tests.inbox_browser import (
+    account_api,
+    browser,  # noqa: F401 - a fixture
+    offline_page,
+)
 from tests.stack import Stack
 
 HOSTILE = '<img src=x onerror="window.__pwned = 7">'
@@ -28,9 +27,7 @@ async def test_the_inbox_shows_a_crashed_transform(
 ) -> None:
     from playwright.async_api import expect
 
-    stack.start_control()
-    account = await make_account(database_url)
-    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+    async with account_api(stack, database_url) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
         body = {"url": "https://crm.example/hooks", "transform": "function handler(r) { return r; }"}
         created = (await api.post(f"/v1/endpoints/{ep}/destinations", json=body)).json()
@@ -38,7 +35,7 @@ async def test_the_inbox_shows_a_crashed_transform(
             digest = await conn.fetchval("SELECT transform_digest FROM destinations WHERE id = $1", created["id"])
             await db_destinations.mark_transform_crash(conn, created["id"], digest, HOSTILE)
         link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
-        page, foreign = await _offline_page(browser, stack)
+        page, foreign = await offline_page(browser, stack)
         await page.goto(link)
         item = page.locator(f'#destinations li.destination[data-id="{created["id"]}"]')
         crash = item.locator(".destination-transform-crash")

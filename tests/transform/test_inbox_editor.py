@@ -7,16 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
 import msgspec
 import pytest
 
 from shared.settings import Settings
-from tests.conftest import make_account
 from tests.destination import serving
-from tests.e2e.test_inbox_browser import ARTIFACTS, _offline_page
 from tests.events_support import Ev, store
 from tests.helpers import db
+from tests.inbox_browser import ARTIFACTS, account_api, offline_page
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -34,16 +32,14 @@ async def test_the_editor_runs_and_replays_a_transform_on_the_event_shown(
 ) -> None:
     from playwright.async_api import expect
 
-    stack.start_control()
-    account = await make_account(database_url)
-    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+    async with account_api(stack, database_url) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
         link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
     ev = Ev(endpoint_id=ep, body=BODY, provider="payments", event_type="invoice.paid")
     async with db(database_url) as conn:
         await store(conn, None, None, [ev])
 
-    page, foreign = await _offline_page(browser, stack)
+    page, foreign = await offline_page(browser, stack)
     await page.goto(link)
     await page.locator("li.event").first.click()
     source = page.get_by_label("transform source")
