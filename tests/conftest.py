@@ -241,6 +241,11 @@ def redis_url(servers: Servers) -> str:
 async def redis_prefix(redis_url: str) -> AsyncIterator[str]:
     prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
     yield prefix
+    await forget_prefix(redis_url, prefix)
+
+
+async def forget_prefix(redis_url: str, prefix: str) -> None:
+    """Deletes every key of a test's Redis prefix (what a test, module or stack used)."""
     client = await redis_client.open_client(redis_url)  # on a cluster: every node scanned, deletes per slot
     try:
         keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]

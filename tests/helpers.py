@@ -21,7 +21,7 @@ from control.service.accounts import hash_key
 from shared.keys import CONFIGS_COMPLETE, Keys
 from shared.settings import Settings, load_settings
 from tests.apps import control_app
-from tests.conftest import TEST_ENCRYPTION_KEY, database_name, with_database
+from tests.conftest import TEST_ENCRYPTION_KEY, database_name, forget_prefix, with_database
 
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 BASE62 = re.compile(r"^[0-9A-Za-z]+$")
@@ -272,10 +272,4 @@ def module_settings_fixture(servers: Any, template_database: str) -> Iterator[Se
             encryption_keys=(TEST_ENCRYPTION_KEY,),
         )
 
-    async def forget() -> None:
-        async with redis_client(servers.redis_url) as client:
-            keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-            if keys:
-                await client.delete(*keys)
-
-    asyncio.run(forget())
+    asyncio.run(forget_prefix(servers.redis_url, prefix))

@@ -10,10 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from shared.settings import Settings, load_settings
-from tests.conftest import Servers
+from tests.conftest import Servers, forget_prefix
 from tests.destination import Destination, serving
 from tests.e2e.mcp_support import NO_SUCH_EVENT
 from tests.helpers import module_database_url
@@ -27,14 +26,7 @@ def module_settings(servers: Servers, database_url: str) -> Iterator[Settings]:
     prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
     yield load_settings({}, database_url=database_url, redis_url=servers.redis_url, redis_prefix=prefix, egress="any")
 
-    async def forget() -> None:
-        client = aioredis.Redis.from_url(servers.redis_url)
-        keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
-
-    asyncio.run(forget())
+    asyncio.run(forget_prefix(servers.redis_url, prefix))
 
 
 @pytest.fixture(scope="module")

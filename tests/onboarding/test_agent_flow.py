@@ -22,12 +22,11 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-import redis.asyncio as aioredis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from shared.settings import Settings, load_settings
-from tests.conftest import Account, Servers
+from tests.conftest import Account, Servers, forget_prefix
 from tests.helpers import module_database_url
 from tests.stack import Stack
 
@@ -44,14 +43,7 @@ def module_settings(servers: Servers, database_url: str) -> Iterator[Settings]:
     prefix = f"hyt:{uuid.uuid4().hex[:12]}:"
     yield load_settings({}, database_url=database_url, redis_url=servers.redis_url, redis_prefix=prefix)
 
-    async def forget() -> None:
-        client = aioredis.Redis.from_url(servers.redis_url)
-        keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
-
-    asyncio.run(forget())
+    asyncio.run(forget_prefix(servers.redis_url, prefix))
 
 
 class Tools:

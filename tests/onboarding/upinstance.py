@@ -12,9 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis.asyncio as aioredis
-
-from tests.conftest import Servers
+from tests.conftest import Servers, forget_prefix
 from tests.destination import Destination, Reply, serving
 from tests.onboarding.clirun import Proc
 from tests.stack import free_port
@@ -67,13 +65,5 @@ def running_up(servers: Servers, database_url: str, home: Path) -> Iterator[Inst
     finally:
         code = up.interrupt() if up.proc.poll() is None else up.proc.returncode
         up.kill()
-        asyncio.run(_forget(servers.redis_url, prefix))
+        asyncio.run(forget_prefix(servers.redis_url, prefix))
     assert code == 0, up.output
-
-
-async def _forget(redis_url: str, prefix: str) -> None:
-    client = aioredis.Redis.from_url(redis_url)
-    keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
