@@ -111,8 +111,8 @@ NODE = node_packages.NODE
 session fixture ``node_modules``, which installs them when stale)."""
 
 
-def run(args: list[str], cwd: Path, timeout: float = 300) -> str:
-    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+def run(args: list[str], cwd: Path, timeout: float = 300, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     return done.stdout
 

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +21,7 @@ from control.db.context import Context
 from control.service import schemas as service
 from shared.signatures import sign
 from tests.conftest import make_account
-from tests.node_packages import NODE
-from tests.schemas.support import flush, make_endpoint, principal, record
+from tests.schemas.support import flush, make_endpoint, node_work, principal, record, run, tsc
 
 SECRET = "whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ="
 
@@ -44,12 +40,6 @@ def refund(i: int) -> dict[str, Any]:
 
 def order(i: int) -> dict[str, Any]:
     return {"id": i, "email": f"u{i}@example.com", "line_items": [{"title": "x", "price": "1.00"}], "note": None}
-
-
-def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, env=env, check=False)
-    assert done.returncode == 0, f"{' '.join(args)}\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 async def _generate(ctx: Context, account_id: str, schema_id: str, **kw: str) -> str:
@@ -82,9 +72,7 @@ async def test_generated_code_compiles_validates_and_handles(ctx: Context, datab
         schemas[(None, None)],
     )
 
-    work = NODE / f".gen-{uuid.uuid4().hex[:10]}"
-    work.mkdir()
-    try:
+    with node_work() as work:  # a strict tsconfig there (package.json, tsconfig.json)
         files = {
             "pay.ts": await _generate(ctx, account.id, pay),
             "pay_zod.ts": await _generate(ctx, account.id, pay, lang="zod"),
@@ -100,24 +88,7 @@ async def test_generated_code_compiles_validates_and_handles(ctx: Context, datab
         assert "description?: string | null;" in files["pay.ts"]
         for name, text in files.items():
             (work / name).write_text(text)
-        (work / "package.json").write_text('{"type": "module"}')
-        (work / "tsconfig.json").write_text(
-            json.dumps(
-                {
-                    "compilerOptions": {
-                        "strict": True,
-                        "module": "nodenext",
-                        "moduleResolution": "nodenext",
-                        "target": "es2022",
-                        "outDir": "out",
-                        "skipLibCheck": True,
-                        "types": ["node"],
-                    },
-                    "include": ["*.ts"],
-                }
-            )
-        )
-        _run([str(NODE / "node_modules" / ".bin" / "tsc"), "-p", "."], work)
+        tsc(work)
 
         # zod under Node: every captured sample passes; a wrong shape fails.
         signed = []
@@ -138,15 +109,13 @@ async def test_generated_code_compiles_validates_and_handles(ctx: Context, datab
         (work / "samples.json").write_text(json.dumps(samples))
         (work / "check.mjs").write_text(CHECK)
         env = {**os.environ, "WEBHOOK_SECRET": SECRET}
-        out = json.loads(_run(["node", "check.mjs"], work, env))
+        out = json.loads(run(["node", "check.mjs"], work, env=env))
         assert out["pay"] == [True] * len(samples["pay"])
         assert out["com"] == [True] * len(samples["com"])
         assert out["plain"] == [True] * len(samples["plain"])
         assert out["wrong"] == [False, False]
         # The Next.js handler: signed samples 200, a wrong shape 422, a bad signature 401.
         assert out["next"] == [200, 200, 200, 200, 422, 401], out
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
     # JSON Schema 2020-12, by a real validator: samples pass, a wrong shape fails.
     doc = json.loads(await _generate(ctx, account.id, pay, lang="json-schema"))
