@@ -31,6 +31,7 @@ __all__ = (
     "NODE",
     "code_host_record",
     "flush",
+    "flush_only",
     "learned",
     "make_endpoint",
     "node_work",
@@ -77,13 +78,19 @@ def record(
     )
 
 
-async def flush(ctx: Context, records: list[IngestRecord], learner: Learner | None = None, per_entry: int = 50) -> None:
+async def flush_only(ctx: Context, records: list[IngestRecord], per_entry: int = 50) -> None:
+    """The records through the real flush, noting for learning, with no learner running."""
     for i in range(0, len(records), per_entry):
         await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": encode_records(records[i : i + per_entry])})
     step = Flush(ctx, consumer="c", block_ms=5, claim_every_s=0, router=Router(ctx), learn=True)
     await step.ensure_groups()
     while await step.step():
         pass
+
+
+async def flush(ctx: Context, records: list[IngestRecord], learner: Learner | None = None, per_entry: int = 50) -> None:
+    """The records through the real flush, and what it noted learned."""
+    await flush_only(ctx, records, per_entry)
     learn = Learn(ctx, learner=learner or Learner())  # what the flush noted, learned as the learn loop does
     while await learn.step():
         pass

@@ -12,27 +12,15 @@ import asyncio
 import asyncpg
 
 from control.db.context import Context
-from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.service import schemas as service
 from control.workers import LOOP_NAMES
 from control.workers.flush import Flush
 from control.workers.learn import Learn
 from control.workers.main import build_loops
-from shared.wire import IngestRecord, encode_records
 from tests.conftest import make_account
 from tests.helpers import wait_for
-from tests.schemas.support import make_endpoint, principal, record
-
-
-async def _flush_only(ctx: Context, records: list[IngestRecord], per_entry: int = 50) -> None:
-    """The records through the real flush, noting for learning, with no learner running."""
-    for i in range(0, len(records), per_entry):
-        await ctx.redis.xadd(ctx.keys.ingest_stream(0), {"r": encode_records(records[i : i + per_entry])})
-    step = Flush(ctx, consumer="c", block_ms=5, claim_every_s=0, router=Router(ctx), learn=True)
-    await step.ensure_groups()
-    while await step.step():
-        pass
+from tests.schemas.support import flush_only, make_endpoint, principal, record
 
 
 async def _noted(conn: asyncpg.Connection, event_ids: list[str]) -> int:
@@ -54,8 +42,8 @@ async def test_the_flush_notes_new_events_once_and_learns_nothing(ctx: Context, 
     endpoint_id = await make_endpoint(database_url, account.id)
     records = [record(endpoint_id, {"type": "t", "a": i}) for i in range(120)]
     refused = record(endpoint_id, {"type": "t", "forged": 1}, signature_valid=False)
-    await _flush_only(ctx, [*records, refused])
-    await _flush_only(ctx, records)  # the same events again (a re-processed entry): not noted again
+    await flush_only(ctx, [*records, refused])
+    await flush_only(ctx, records)  # the same events again (a re-processed entry): not noted again
     ids = [r.id for r in records]
     async with ctx.pool.acquire() as conn:
         assert await _noted(conn, ids) == len(ids)
@@ -74,7 +62,7 @@ async def test_learners_at_once_learn_each_event_once(ctx: Context, database_url
     account = await make_account(database_url)
     endpoint_id = await make_endpoint(database_url, account.id)
     records = [record(endpoint_id, {"type": "t", "a": i, **({"b": "x"} if i % 4 == 0 else {})}) for i in range(400)]
-    await _flush_only(ctx, records, per_entry=10)  # one entry per batch at most: many notes
+    await flush_only(ctx, records, per_entry=10)  # one entry per batch at most: many notes
     learners = [Learn(ctx, learner=Learner(), notes=1) for _ in range(3)]
     learned = await asyncio.gather(*(_drain(learn) for learn in learners))
     assert sum(learned) == len(records)
@@ -89,10 +77,10 @@ async def test_a_learner_killed_mid_step_leaves_its_notes_for_another(ctx: Conte
     account = await make_account(database_url)
     endpoint_id = await make_endpoint(database_url, account.id)
     first = [record(endpoint_id, {"type": "t", "a": 1}) for _ in range(5)]
-    await _flush_only(ctx, first)
+    await flush_only(ctx, first)
     await _drain(Learn(ctx, learner=Learner()))  # the schema exists: the next learner will wait for its lock
     later = [record(endpoint_id, {"type": "t", "a": 1, "b": True}) for _ in range(15)]
-    await _flush_only(ctx, later)
+    await flush_only(ctx, later)
     blocker = await asyncpg.connect(database_url)
     victim = Learn(ctx, learner=Learner())
     try:
