@@ -113,6 +113,16 @@ async def create_endpoint(client: Any, headers: dict[str, str], **body: Any) -> 
     return resp.json()
 
 
+async def endpoint_with_destination(
+    client: Any, headers: dict[str, str], url: str, **body: Any
+) -> tuple[str, dict[str, Any]]:
+    """A new endpoint and a destination of it at ``url`` (created: 201): (endpoint id, the destination)."""
+    endpoint = (await create_endpoint(client, headers))["id"]
+    resp = await client.post(f"/v1/endpoints/{endpoint}/destinations", json={"url": url, **body}, headers=headers)
+    assert resp.status_code == 201, resp.text
+    return endpoint, resp.json()
+
+
 @contextlib.asynccontextmanager
 async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     """A connection to the test's database with hookyard's jsonb codec."""

@@ -11,16 +11,7 @@ from control.db import tasks as db_tasks
 from control.db.context import Context
 from control.workers.alerts.evaluator import evaluate
 from tests.destination import Destination, Reply, fetch_row, make_task, running, settled, task_status
-from tests.helpers import create_endpoint, wait_for
-
-
-async def _create(client: Any, account: Any, url: str, **body: Any) -> tuple[str, dict[str, Any]]:
-    endpoint = (await create_endpoint(client, account.headers))["id"]
-    resp = await client.post(
-        f"/v1/endpoints/{endpoint}/destinations", json={"url": url, **body}, headers=account.headers
-    )
-    assert resp.status_code == 201, resp.text
-    return endpoint, resp.json()
+from tests.helpers import endpoint_with_destination, wait_for
 
 
 async def _state(ctx: Context, destination_id: str) -> Any:
@@ -35,7 +26,7 @@ async def test_a_410_disables_holds_and_alerts_and_enable_sends_each_once(
     ctx: Context, client: Any, account: Any, destination: Destination
 ) -> None:
     destination.reply(Reply(status=410, body=b"gone"))
-    endpoint, created = await _create(client, account, destination.url, ordering="fifo")
+    endpoint, created = await endpoint_with_destination(client, account.headers, destination.url, ordering="fifo")
     first = await make_task(ctx, destination.url, endpoint_id=endpoint, destination_id=created["id"], body=b'{"n":0}')
     async with running(ctx):
         row = await settled(ctx, first["task"], "held")
@@ -91,7 +82,7 @@ async def test_a_410_disables_holds_and_alerts_and_enable_sends_each_once(
 
 
 async def test_disable_and_enable_by_hand(ctx: Context, client: Any, account: Any, destination: Destination) -> None:
-    endpoint, created = await _create(client, account, destination.url)
+    endpoint, created = await endpoint_with_destination(client, account.headers, destination.url)
     path = f"/v1/destinations/{created['id']}"
     disabled = await client.post(f"{path}/disable", json={"reason": "maintenance"}, headers=account.headers)
     assert disabled.status_code == 200, disabled.text
@@ -119,7 +110,7 @@ async def test_a_disable_reaches_tasks_a_worker_already_claimed(
 ) -> None:
     """A task leased before the disable is handed back by its worker (told through the NOTIFY), not sent; the
     claim then holds it."""
-    endpoint, created = await _create(client, account, destination.url)
+    endpoint, created = await endpoint_with_destination(client, account.headers, destination.url)
     made = await make_task(ctx, destination.url, endpoint_id=endpoint, destination_id=created["id"])
     async with ctx.pool.acquire() as conn:
         (leased,) = await db_tasks.lease(conn, [made["task"]], lease_s=30)  # claimed ahead, not yet started
@@ -142,7 +133,7 @@ async def test_a_disable_reaches_tasks_a_worker_already_claimed(
 
 
 async def test_disable_is_checked(client: Any, account: Any, destination: Destination) -> None:
-    _, created = await _create(client, account, destination.url)
+    _, created = await endpoint_with_destination(client, account.headers, destination.url)
     resp = await client.post(
         f"/v1/destinations/{created['id']}/disable", json={"reason": "x" * 501}, headers=account.headers
     )

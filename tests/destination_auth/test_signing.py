@@ -16,7 +16,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 from control.db.context import Context
 from tests.destination import Destination, Received, make_task, running, settled
-from tests.helpers import create_endpoint
+from tests.helpers import endpoint_with_destination
 
 
 def verify_v1a(public_key: str, got: Received) -> None:
@@ -32,15 +32,6 @@ def verify_v1a(public_key: str, got: Received) -> None:
         except nacl.exceptions.BadSignatureError:
             continue
     raise nacl.exceptions.BadSignatureError("no v1a entry verifies")
-
-
-async def _create(client: Any, account: Any, url: str, **body: Any) -> tuple[str, dict[str, Any]]:
-    endpoint = (await create_endpoint(client, account.headers))["id"]
-    resp = await client.post(
-        f"/v1/endpoints/{endpoint}/destinations", json={"url": url, **body}, headers=account.headers
-    )
-    assert resp.status_code == 201, resp.text
-    return endpoint, resp.json()
 
 
 async def _rotate(client: Any, account: Any, destination_id: str, **body: Any) -> dict[str, Any]:
@@ -61,7 +52,9 @@ async def _delivered(ctx: Context, destination: Destination, endpoint: str, dest
 async def test_ed25519_deliveries_verify_with_the_public_key(
     ctx: Context, client: Any, account: Any, destination: Destination
 ) -> None:
-    endpoint, created = await _create(client, account, destination.url, signing_scheme="ed25519")
+    endpoint, created = await endpoint_with_destination(
+        client, account.headers, destination.url, signing_scheme="ed25519"
+    )
     assert created["signing_scheme"] == "ed25519"
     assert created["signing_secret"] is None  # the private key never leaves hookyard
     public = created["signing_public_key"]
@@ -81,7 +74,7 @@ async def test_ed25519_deliveries_verify_with_the_public_key(
 async def test_hmac_rotation_sends_both_until_the_overlap_ends(
     ctx: Context, client: Any, account: Any, destination: Destination
 ) -> None:
-    endpoint, created = await _create(client, account, destination.url)
+    endpoint, created = await endpoint_with_destination(client, account.headers, destination.url)
     old = created["signing_secret"]
     rotated = await _rotate(client, account, created["id"], overlap_s=3600)
     new = rotated["signing_secret"]
@@ -105,7 +98,7 @@ async def test_hmac_rotation_sends_both_until_the_overlap_ends(
 async def test_rotation_without_overlap_drops_the_old_secret_at_once(
     ctx: Context, client: Any, account: Any, destination: Destination
 ) -> None:
-    endpoint, created = await _create(client, account, destination.url)
+    endpoint, created = await endpoint_with_destination(client, account.headers, destination.url)
     rotated = await _rotate(client, account, created["id"], overlap_s=0)
     assert rotated["previous_secret_expires_at"] is None
     async with running(ctx):
@@ -119,7 +112,7 @@ async def test_rotation_without_overlap_drops_the_old_secret_at_once(
 async def test_rotation_defaults_to_a_day_and_can_move_to_ed25519(
     ctx: Context, client: Any, account: Any, destination: Destination
 ) -> None:
-    endpoint, created = await _create(client, account, destination.url)
+    endpoint, created = await endpoint_with_destination(client, account.headers, destination.url)
     rotated = await _rotate(client, account, created["id"])  # no body: the default overlap
     assert rotated["previous_secret_expires_at"] is not None
     moved = await _rotate(client, account, created["id"], signing_scheme="ed25519", overlap_s=600)
@@ -140,7 +133,7 @@ async def test_rotation_defaults_to_a_day_and_can_move_to_ed25519(
 
 
 async def test_rotation_is_checked(client: Any, account: Any, destination: Destination) -> None:
-    _, created = await _create(client, account, destination.url)
+    _, created = await endpoint_with_destination(client, account.headers, destination.url)
     for body, field in (({"overlap_s": -1}, "overlap_s"), ({"overlap_s": 10**9}, "overlap_s"), ({"x": 1}, "x")):
         resp = await client.post(f"/v1/destinations/{created['id']}/rotate-secret", json=body, headers=account.headers)
         assert resp.status_code == 400, resp.text
