@@ -7,15 +7,15 @@ import base64
 import time
 from datetime import UTC, datetime, timedelta
 
-import asyncpg
 import httpx
 import pytest
 
 from control.db.context import Context
 from control.support import edge_config
 from shared.settings import Settings
-from tests.conftest import Account, Servers, database_name, make_account, with_database
+from tests.conftest import Account, Servers, make_account
 from tests.e2e.conftest import new_endpoint, stored_events
+from tests.helpers import refusing_connections
 from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
@@ -153,20 +153,10 @@ async def test_postgres_away_the_edge_keeps_accepting(
 ) -> None:
     stack, account = capture_stack
     endpoint = new_endpoint(stack, account)
-    name = database_name(settings.database_url)
-    admin = await asyncpg.connect(with_database(servers.database_url, "postgres"))
-    try:
-        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        await admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-            name,
-        )
+    async with refusing_connections(servers, settings.database_url):
         with httpx.Client() as client:
             for i in range(200):
                 assert client.post(endpoint["ingest_url"], content=b'{"n":%d}' % i).status_code == 200
-    finally:
-        await admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-        await admin.close()
     events = stored_events(stack, account, endpoint["id"], 200, timeout_s=30)
     assert len({e["id"] for e in events}) == 200
 
