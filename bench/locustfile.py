@@ -3,24 +3,42 @@ control plane at the same time. Driven by ``python -m bench load`` (which starts
 ledger afterwards); the plan (endpoints, secrets, API key, hosts) comes in ``HOOKYARD_LOAD_PLAN``.
 
 - ``Provider``: picks an endpoint and one of the four providers, builds that provider's body with a unique
-  id, signs it with the provider's real header names, and POSTs it to the edge. Every 200 is counted.
+  id, signs it with the provider's real header names, and POSTs it to the edge. Every answer is written to
+  this process's file in the plan's ``answers_dir`` (``bench.load_ledger``): a 200 with the event id it gave
+  back and the idempotency key sent, anything else as refused. The ledger is checked from those files, not
+  from locust's aggregated counts (which miss the last seconds of a multi-process run).
 - ``Developer``: lists with filters, reads latest, pages with the cursor, long-polls briefly, reads one
   event; the kind of traffic a developer or an agent makes while webhooks flow.
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
 import random
+from pathlib import Path
 
 from locust import FastHttpUser, between, constant_throughput, task
 
+from bench.load_ledger import AnswerLog
 from shared.signatures import sign
 
 PLAN = json.loads(os.environ.get("HOOKYARD_LOAD_PLAN", "{}"))
 _counter = itertools.count()
+_logs: dict[int, AnswerLog] = {}
+"""This process's answer file, opened on its first answer: locust forks its worker processes after importing
+this module, and each must write its own."""
+
+
+def _answers() -> AnswerLog:
+    pid = os.getpid()
+    if pid not in _logs:
+        _logs[pid] = AnswerLog(Path(PLAN["answers_dir"]))
+        atexit.register(_logs[pid].close)
+    return _logs[pid]
+
 
 # The providers' own event names (docs/reference/events.md) and how each carries its type and id.
 _PROVIDERS = {
@@ -32,7 +50,8 @@ _PROVIDERS = {
 
 
 def _webhook(provider: str) -> tuple[bytes, dict[str, str], str]:
-    """(body, headers, unique id) for one delivery of ``provider``, signed with its real header names."""
+    """(body, headers, idempotency key) for one delivery of ``provider``, signed with its real header names;
+    the key is where the provider carries it (``shared.attribution``), unique to this request."""
     unique = f"{os.getpid()}-{next(_counter)}"
     event_type = random.choice(_PROVIDERS[provider][1])
     secret = PLAN["secrets"][provider]
@@ -40,7 +59,8 @@ def _webhook(provider: str) -> tuple[bytes, dict[str, str], str]:
     if provider in ("payments", "identity"):
         body = json.dumps({"id": f"evt_{unique}", "type": event_type, "data": {"amount": random.randint(1, 9999)}})
         family = "vendor" if provider == "payments" else random.choice(["standard", "vendor"])
-        headers |= sign(provider, body.encode(), secret, header_family=family)
+        headers |= sign(provider, body.encode(), secret, msg_id=f"msg_{unique}", header_family=family)
+        return body.encode(), headers, f"evt_{unique}" if provider == "payments" else f"msg_{unique}"
     elif provider == "commerce":
         body = json.dumps({"id": unique, "total_price": "12.00", "currency": "EUR"})
         headers |= sign("commerce", body.encode(), secret, header_family="vendor")
@@ -61,12 +81,16 @@ class Provider(FastHttpUser):
     def send(self) -> None:
         endpoint = random.choice(PLAN["endpoints"])
         provider = endpoint["provider"]
-        body, headers, _ = _webhook(provider)
+        body, headers, key = _webhook(provider)
         with self.client.post(
             f"/h/{endpoint['token']}", data=body, headers=headers, name=f"ingest {provider}", catch_response=True
         ) as response:
-            if response.status_code != 200:
-                response.failure(f"status {response.status_code}: {response.text[:200]}")
+            event_id = response.json().get("id") if response.status_code == 200 else None
+            if event_id:
+                _answers().acked(endpoint["id"], event_id, key)
+            else:
+                _answers().refused(endpoint["id"], key, response.status_code or 0)
+                response.failure(f"status {response.status_code}: {(response.text or '')[:200]}")
 
 
 class Developer(FastHttpUser):
