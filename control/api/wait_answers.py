@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from litestar import Request, Response
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from control.api.errors import EXCEPTION_HANDLERS
@@ -52,7 +53,7 @@ class WaitAnswers:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
         scope[_SLOT] = None  # type: ignore[literal-required]
