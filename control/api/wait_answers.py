@@ -56,9 +56,9 @@ class WaitAnswers:
         if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
-        scope[_SLOT] = None  # type: ignore[literal-required]
+        scope[_SLOT] = None  # type: ignore[literal-required]  # hookyard's own key in the ASGI scope
         await self.app(scope, receive, send)
-        pending: PendingWait | None = scope.get(_SLOT)  # type: ignore[assignment]
+        pending: PendingWait | None = scope.get(_SLOT)  # type: ignore[assignment]  # only park() sets it
         if pending is not None:
             await _answer(pending, scope, receive, send)
 
