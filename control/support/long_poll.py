@@ -35,7 +35,6 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from control.support.wake_collection import WakeCollection
 from shared import redis_client
 from shared.keys import Keys
 
@@ -44,10 +43,6 @@ __all__ = ("Look", "Waiter", "Wakeups")
 T = TypeVar("T")
 
 log = logging.getLogger("hookyard.control.wakeups")
-
-HOLD_COLLECTION_WAITERS = 64
-"""An announcement to this many waiters of a channel or more holds the garbage collector off until they have
-left (``WakeCollection``): below it, a collection's pause is not multiplied by a crowd of answers."""
 
 _NO_RETRY = Retry(NoBackoff(), 0, supported_errors=())
 """The pub/sub client's connection never reconnects by itself: redis-py's ``PubSub`` would reconnect inside a
@@ -234,7 +229,6 @@ class Wakeups:
         self._channels: dict[str, set[Waiter[Any]]] = {}
         self._confirmed: set[str] = set()
         self._changed = asyncio.Event()
-        self._collection = WakeCollection()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._was_healthy = False
@@ -284,7 +278,6 @@ class Wakeups:
             if not waiters and self._channels.get(channel) is waiters:
                 del self._channels[channel]
                 self._changed.set()
-                self._collection.release()  # the wake that held the collector off is over
 
     def stop(self) -> None:
         """The server is stopping: every wait ends now (long polls answer 204, streams close) and new ones at
@@ -296,7 +289,6 @@ class Wakeups:
 
     async def aclose(self) -> None:
         self._closed = True
-        self._collection.release()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -378,10 +370,7 @@ class Wakeups:
                 data = message["data"]
                 text = data.decode() if isinstance(data, bytes) else str(data)
                 ids = [i for i in text.split(",") if i]
-                waiters = self._channels.get(channel, ())
-                if len(waiters) >= HOLD_COLLECTION_WAITERS:
-                    self._collection.hold()
-                for waiter in waiters:
+                for waiter in self._channels.get(channel, ()):
                     waiter._announce(ids)
             elif kind == "subscribe":
                 self._confirmed.add(channel)
