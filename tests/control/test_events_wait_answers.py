@@ -1,6 +1,5 @@
 """events/wait answered outside Litestar (``control.api.wait_answers``, ADR 0068): the checks still answer in the
-envelope, a parked wait is answered by raw ASGI with the same bytes and headers, and a wake of many waiters
-holds the garbage collector off until they left (``control.support.wake_collection``).
+envelope, and a parked wait is answered by raw ASGI with the same bytes and headers.
 
 Real Postgres and Redis, the app in the test's loop (``live``), as in ``test_events_wait``.
 """
@@ -8,14 +7,11 @@ Real Postgres and Redis, the app in the test's loop (``live``), as in ``test_eve
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 
 import msgspec
 import pytest
 
 from control.service.events.read import PendingWait
-from control.support.long_poll import HOLD_COLLECTION_WAITERS
 from shared.settings import Settings
 from tests.control.conftest import waiting
 from tests.events_support import Ev
@@ -115,43 +111,3 @@ async def test_refusals_before_the_wait_keep_the_envelope_and_park_nothing(live,
     resp = await live.client.get("/v1/endpoints/ep_missing/events/wait", params={"timeout": 1}, headers=account.headers)
     assert_error(resp, 404, "not_found")
     assert live.wakeups.waiter_count() == 0
-
-
-async def _collecting() -> bool:
-    return gc.isenabled()
-
-
-async def test_a_wake_of_many_waiters_holds_the_collector_off_until_they_left(live):
-    assert gc.isenabled()
-    with contextlib.ExitStack() as stack:
-        waiters = [stack.enter_context(live.wakeups.watch(live.channel)) for _ in range(HOLD_COLLECTION_WAITERS)]
-        await wait_for(waiting(live, HOLD_COLLECTION_WAITERS))
-        for waiter in waiters:
-            waiter.take()  # the first (resync) signal taken: the next one is the announcement's
-        await live.announce(Ev(live.endpoint, event_type="crowd"))
-        assert await waiters[0].wait(10)
-        assert not gc.isenabled()
-    assert gc.isenabled()  # the last waiter left: collected again at once
-
-
-async def test_a_held_collector_comes_back_on_its_own_while_waiters_stay(live):
-    with contextlib.ExitStack() as stack:
-        waiters = [stack.enter_context(live.wakeups.watch(live.channel)) for _ in range(HOLD_COLLECTION_WAITERS)]
-        await wait_for(waiting(live, HOLD_COLLECTION_WAITERS))
-        for waiter in waiters:
-            waiter.take()
-        await live.announce(Ev(live.endpoint, event_type="crowd"))
-        assert await waiters[0].wait(10)
-        assert not gc.isenabled()
-        await wait_for(_collecting, timeout=5)  # bounded (LONGEST_S), though every waiter is still here
-
-
-async def test_a_wake_of_a_few_waiters_leaves_the_collector_alone(live):
-    with contextlib.ExitStack() as stack:
-        waiters = [stack.enter_context(live.wakeups.watch(live.channel)) for _ in range(HOLD_COLLECTION_WAITERS - 1)]
-        await wait_for(waiting(live, HOLD_COLLECTION_WAITERS - 1))
-        for waiter in waiters:
-            waiter.take()
-        await live.announce(Ev(live.endpoint, event_type="few"))
-        assert all([await waiter.wait(10) for waiter in waiters])
-        assert gc.isenabled()
