@@ -28,6 +28,7 @@ from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 from litestar.plugins import PluginProtocol
 from litestar.plugins.core import MsgspecDIPlugin
+from litestar.types import ASGIApp
 
 from control.api import v1_router
 from control.api.allow import AllowMiddleware
@@ -39,6 +40,7 @@ from control.api.openapi import StrictStructSchemaPlugin
 from control.api.provisioning import provisioning_routes
 from control.api.public import AddressLimits
 from control.api.request_ids import RequestIdMiddleware, add_request_id
+from control.api.wait_answers import WaitAnswers
 from control.db import create_pool
 from control.db.connection import ping
 from control.db.context import Context
@@ -169,6 +171,11 @@ class _App(Litestar):
     @staticmethod
     def _get_default_plugins(plugins: list[PluginProtocol]) -> list[PluginProtocol]:
         return [*plugins, MsgspecDIPlugin()]
+
+    def _create_asgi_handler(self) -> ASGIApp:
+        """Litestar's handler (its exception middleware and router) inside ``WaitAnswers``, which answers the
+        long polls the route parked once Litestar is done with them (ADR 0068)."""
+        return WaitAnswers(super()._create_asgi_handler())
 
 
 def create_app(settings: Settings | None = None) -> Litestar:

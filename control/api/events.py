@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-import msgspec
-from litestar import Controller, MediaType, Request, Response, get
+from litestar import Controller, Request, Response, get
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.openapi import ResponseSpec
@@ -16,8 +13,9 @@ from litestar.types import Dependencies, Receive, Scope, Send
 
 from control.api.openapi import errors
 from control.api.params import Cursor, EndpointId, EventId, boolean, instant_schema, query, text_schema
+from control.api.wait_answers import park, unless_disconnected
 from control.db.context import Context, Principal
-from control.records.events import Event, EventList, EventWait, EventWithDeliveries
+from control.records.events import EventList, EventWait, EventWithDeliveries
 from control.service.events import read as service
 from control.service.events.follow import NOW, follow_events
 from control.service.events.read import WAIT_TIMEOUT_S, EventFilters
@@ -26,8 +24,6 @@ from control.support.long_poll import Wakeups
 __all__ = ("CURSOR_HEADER", "EndpointEventController", "EventController")
 
 CURSOR_HEADER = "hookyard-cursor"
-
-T = TypeVar("T")
 
 
 def provide_filters(
@@ -82,118 +78,20 @@ def provide_wakeups(state: State) -> Wakeups:
     return found
 
 
-async def _disconnected(receive: Receive) -> None:
-    """Returns when the client goes away (after the request body, ASGI receive blocks until then)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
+async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:
+    """What Litestar sends for a parked wait: nothing (``WaitAnswers`` answers it once Litestar is done)."""
 
 
-async def _unless_disconnected(request: Request[Any, Any, Any], work: Coroutine[Any, Any, T]) -> T | None:
-    """Runs ``work`` but cancels it as soon as the client disconnects, so an abandoned long poll frees
-    its waiter at once instead of at its deadline. None when the client left.
+class _Parked(Response[Any]):
+    """The handler's return for a wait left to ``WaitAnswers``: Litestar sends no response of its own."""
 
-    ``work`` runs in the request's own task, which the watcher cancels (and the handler uncancels, as
-    ``asyncio.timeout`` does) only when the client leaves: a second task per call plus two
-    ``asyncio.wait`` rounds on the way out doubled the loop steps of every woken waiter."""
-    task = asyncio.current_task()
-    if task is None:  # not under an asyncio task: nothing to cancel, so no early exit
-        return await work
-    running, gone = True, False
-
-    def leave(watcher: asyncio.Future[None]) -> None:
-        nonlocal gone
-        if watcher.cancelled():
-            return
-        watcher.exception()  # retrieved: a failing receive also means the client is gone
-        if running:
-            gone = True
-            task.cancel()
-
-    watcher = asyncio.ensure_future(_disconnected(request.receive))
-    watcher.add_done_callback(leave)
-    try:
-        return await work
-    except asyncio.CancelledError:
-        if gone and task.uncancel() == 0:
-            return None
-        raise
-    finally:
-        running = False
-        watcher.cancel()
-
-
-class _EncodedBody:
-    """The ASGI answer of a woken waiter: the status line, two headers and the body, sent as they are
-    (fresh messages per call: middleware may edit a message's headers in place)."""
-
-    __slots__ = ("_body", "_length")
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-        self._length = b"%d" % len(body)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [(b"content-type", b"application/json"), (b"content-length", self._length)]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": self._body, "more_body": False})
+    def to_asgi_response(self, app: Any, request: Request[Any, Any, Any], **kwargs: Any) -> Any:
+        return _nothing
 
 
 def _no_content(headers: dict[str, str] | None = None) -> Response[Any]:
     """A 204: no body, in a route whose annotation names its 200's body (for the OpenAPI document)."""
     return Response(content=None, status_code=204, headers=headers)
-
-
-class _WaitAnswer(Response[Any]):
-    """A 200 whose body was encoded once for every waiter the same query answered.
-
-    A thousand waiters woken by one event are answered back to back, and Litestar's generic response path
-    (header mapping, media type and content-length defaults, cookie encoding) was the largest single item
-    of each answer in a profile of the wake. It is skipped only while nothing on the route or the response
-    adds to the answer (cookies, headers, background tasks, another status, a HEAD request); otherwise
-    the generic path runs as usual."""
-
-    def to_asgi_response(
-        self,
-        app: Any,
-        request: Request[Any, Any, Any],
-        *,
-        background: Any = None,
-        cookies: Any = None,
-        encoded_headers: Any = None,
-        headers: dict[str, str] | None = None,
-        is_head_response: bool = False,
-        **kwargs: Any,
-    ) -> Any:
-        plain = not (background or cookies or encoded_headers or headers or is_head_response)
-        mine = not (self.background or self.cookies or self.headers)
-        if app is None and plain and mine and (self.status_code or kwargs.get("status_code")) == 200:
-            return _EncodedBody(self.content)
-        return super().to_asgi_response(
-            app,
-            request,
-            background=background,
-            cookies=cookies,
-            encoded_headers=encoded_headers,
-            headers=headers,
-            is_head_response=is_head_response,
-            **kwargs,
-        )
-
-
-_encoded: tuple[Event, bytes] | None = None
-
-
-def _wait_body(event: Event) -> bytes:
-    """The 200 body, encoded once per answer: the waiters one query answered get the very same ``Event``
-    object (see ``service.wait_for_event``) and are answered back to back, so the last body encoded is
-    remembered by the identity of its event (held here, so the identity cannot be reused)."""
-    global _encoded
-    last = _encoded
-    if last is not None and last[0] is event:
-        return last[1]
-    body = msgspec.json.encode(EventWait(event=event))
-    _encoded = (event, body)
-    return body
 
 
 _WAIT_TIMEOUT = QueryParameter(ge=WAIT_TIMEOUT_S[0], le=WAIT_TIMEOUT_S[1], description="Seconds to wait")
@@ -276,8 +174,8 @@ class EndpointEventController(Controller):
         `cursor` back and every match is answered once, in the order the events were stored, across
         disconnects and restarts of either side."""
         if after is not None:
-            followed = await _unless_disconnected(
-                request,
+            followed = await unless_disconnected(
+                request.receive,
                 follow_events(ctx, wakeups, principal, endpoint_id, filters, after=after, timeout_s=timeout),
             )
             if followed is None:  # the client left
@@ -286,12 +184,13 @@ class EndpointEventController(Controller):
             if followed.event is None:
                 return _no_content(headers)
             return Response(EventWait(event=followed.event, cursor=followed.cursor), headers=headers)
-        event = await _unless_disconnected(
-            request, service.wait_for_event(ctx, wakeups, principal, endpoint_id, filters, timeout_s=timeout)
-        )
+        pending = await service.begin_wait(ctx, wakeups, principal, endpoint_id, filters, timeout_s=timeout)
+        if park(request.scope, pending):  # answered by ``WaitAnswers``, outside Litestar's request path
+            return _Parked(None)
+        event = await unless_disconnected(request.receive, pending.result())
         if event is None:
             return _no_content()
-        return _WaitAnswer(_wait_body(event), media_type=MediaType.JSON)
+        return Response(EventWait(event=event))
 
 
 class EventController(Controller):

@@ -21,7 +21,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from shared.logs import log_context
 
-__all__ = ("RequestIdMiddleware", "add_request_id")
+__all__ = ("RequestIdMiddleware", "add_request_id", "request_id")
 
 _ACCEPTED = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 _KEY = "hookyard.request_id"
@@ -29,7 +29,8 @@ _KEY = "hookyard.request_id"
 log = logging.getLogger("hookyard.control.requests")
 
 
-def _request_id(scope: Scope) -> str:
+def request_id(scope: Scope) -> str:
+    """The request's id: the caller's when acceptable, else a fresh one; the same for the whole request."""
     found = scope.get(_KEY)
     if isinstance(found, str):
         return found
@@ -43,15 +44,15 @@ class RequestIdMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
-        with log_context(request_id=_request_id(scope)):
+        with log_context(request_id=request_id(scope)):
             await next_app(scope, receive, send)
 
 
 async def add_request_id(message: Message, scope: Scope) -> None:
     """``before_send``: the id on every HTTP response, and its debug line."""
     if message["type"] == "http.response.start" and scope["type"] == ScopeType.HTTP:
-        request_id = _request_id(scope)
-        message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id.encode())]
+        given = request_id(scope)
+        message["headers"] = [*message.get("headers", ()), (b"x-request-id", given.encode())]
         if log.isEnabledFor(logging.DEBUG):
-            with log_context(request_id=request_id):
+            with log_context(request_id=given):
                 log.debug("%s %s %d", scope["method"], scope["path"], message["status"])

@@ -34,6 +34,8 @@ __all__ = (
     "PROVIDERS",
     "WAIT_TIMEOUT_S",
     "EventFilters",
+    "PendingWait",
+    "begin_wait",
     "check_wait_timeout",
     "event_filters",
     "event_record",
@@ -264,6 +266,64 @@ def _first_match(
     return shared
 
 
+class PendingWait:
+    """A long poll whose checks passed (timeout range, endpoint found and the caller's): what is left is the
+    wait itself, ``result``. Split from ``wait_for_event`` so /v1 can run the checks inside its framework (their
+    errors answered as every other error) and the wait outside it (``control.api.wait_answers``); the logic
+    is this one, for every transport. The wait counts from ``begin_wait``: what is stored in between is
+    found by the first look (``received_from``)."""
+
+    __slots__ = ("_channel", "_ctx", "_deadline", "_endpoint_id", "_filters", "_received_from", "_wakeups")
+
+    def __init__(
+        self,
+        ctx: Context,
+        wakeups: Wakeups,
+        endpoint_id: str,
+        filters: EventFilters,
+        *,
+        deadline: float,
+        received_from: datetime | None,
+    ) -> None:
+        self._ctx, self._wakeups, self._endpoint_id, self._filters = ctx, wakeups, endpoint_id, filters
+        self._deadline, self._received_from = deadline, received_from
+        self._channel = ctx.keys.event_channel(endpoint_id)
+
+    def _look(self, resync: bool, ids: list[str]) -> asyncio.Future[Event | None]:
+        if resync:  # may have missed messages: look at everything that counts
+            received_from = self._received_from
+            bound, announced = received_from, (ids or None) if received_from is not None else None
+        else:  # only the announced events are new
+            bound, announced = None, ids
+        return _first_match(self._ctx, self._endpoint_id, self._filters, received_from=bound, ids=announced)
+
+    async def result(self) -> Event | None:
+        """The first matching event that counts, or None once the deadline passes without one."""
+        loop = asyncio.get_running_loop()
+        with self._wakeups.watch(self._channel) as waiter:
+            await waiter.ready(min(_READY_WAIT_S, self._deadline - loop.time()))
+            return await waiter.first(self._look, self._deadline - loop.time())
+
+
+async def begin_wait(
+    ctx: Context,
+    wakeups: Wakeups,
+    principal: Principal,
+    endpoint_id: str,
+    filters: EventFilters,
+    *,
+    timeout_s: float,
+) -> PendingWait:
+    """``wait_for_event``'s checks, its deadline and its start; the wait is the answer's ``result``."""
+    check_wait_timeout(timeout_s)
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    started = datetime.now(UTC)
+    async with ctx.pool.acquire() as conn:
+        await _endpoint(conn, principal, endpoint_id)
+    received_from = None if filters.since is not None else started
+    return PendingWait(ctx, wakeups, endpoint_id, filters, deadline=deadline, received_from=received_from)
+
+
 async def wait_for_event(
     ctx: Context,
     wakeups: Wakeups,
@@ -280,21 +340,5 @@ async def wait_for_event(
     event that reached the edge just before the call but was stored during it is not lost between a
     list and a wait). Non-matching events only cause a re-query. The waiter subscribes before it looks.
     """
-    check_wait_timeout(timeout_s)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    started = datetime.now(UTC)
-    async with ctx.pool.acquire() as conn:
-        await _endpoint(conn, principal, endpoint_id)
-    received_from = None if filters.since is not None else started
-
-    def look(resync: bool, ids: list[str]) -> asyncio.Future[Event | None]:
-        if resync:  # may have missed messages: look at everything that counts
-            bound, announced = received_from, (ids or None) if received_from is not None else None
-        else:  # only the announced events are new
-            bound, announced = None, ids
-        return _first_match(ctx, endpoint_id, filters, received_from=bound, ids=announced)
-
-    with wakeups.watch(ctx.keys.event_channel(endpoint_id)) as waiter:
-        await waiter.ready(min(_READY_WAIT_S, deadline - loop.time()))
-        return await waiter.first(look, deadline - loop.time())
+    pending = await begin_wait(ctx, wakeups, principal, endpoint_id, filters, timeout_s=timeout_s)
+    return await pending.result()
