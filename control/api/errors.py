@@ -91,13 +91,15 @@ def field_messages(exc: ValidationException, request: Request[Any, Any, Any] | N
     return "; ".join(parts) or str(exc.detail)
 
 
-_BOUND = re.compile(r"Expected `int` [<>]=? -?\d+")
+_BOUND = re.compile(r"Expected `int`(?: [<>]=? -?\d+|, got `\w+`)")
+"""msgspec's words for a bounded integer parameter out of its range or not an integer at all (``timeout=abc``)."""
 
 
 def _range(request: Request[Any, Any, Any], key: str) -> str | None:
     """``must be an integer from 1 to 55 (seconds to wait), got 60`` for a query parameter declared with both
     bounds: msgspec names only the bound crossed (``Expected `int` <= 55``), which leaves the caller guessing
-    the other one. Read from the parameter's own declaration, so the message and the document cannot differ."""
+    the other one, or only the type (``Expected `int`, got `str```), which names neither.
+    Read from the parameter's own declaration, so the message and the document cannot differ."""
     handler = request.scope.get("route_handler")
     parameters = getattr(getattr(handler, "parsed_fn_signature", None), "parameters", {})
     found = parameters.get(key)

@@ -88,7 +88,8 @@ async def send_test_webhook(
     names = samples.EVENT_TYPES[provider]
     event_type = names[0] if data.event_type is None else data.event_type
     if event_type not in names:
-        raise ValidationError(f"event_type: {provider} sends no {event_type!r}; one of {', '.join(names)}")
+        named = data.provider if data.provider == provider else f"{data.provider} ({provider})"
+        raise ValidationError(f"event_type: {named} sends no {event_type!r}; one of {', '.join(names)}")
     async with ctx.pool.acquire() as conn:
         endpoint = await require_endpoint(conn, principal, endpoint_id)
         rows = await db_endpoints.edge_rows(conn, [endpoint["id"]])

@@ -227,8 +227,9 @@ async def test_invalid_timeout_and_filters_are_400(live, account):
 
 async def test_an_out_of_range_timeout_says_the_range(live, account):
     """A timeout past the range names the range, not only the bound it crossed (it once read
-    `timeout: Expected `int` <= 55`, a number written nowhere in the docs); so do the lists' `limit`s."""
-    for value in ("60", "0", "-3"):
+    `timeout: Expected `int` <= 55`, a number written nowhere in the docs), as does one that is no integer at
+    all (it read `timeout: Expected `int`, got `str``); so do the lists' `limit`s."""
+    for value in ("60", "0", "-3", "abc", "1.5"):
         resp = await live.client.get(
             f"/v1/endpoints/{live.endpoint}/events/wait", params={"timeout": value}, headers=account.headers
         )
