@@ -61,8 +61,9 @@ async def test_a_connection_the_destination_closed_while_idle_is_not_reused(dest
     async with egress.client("any", timeout_s=2, connect_timeout_s=2, max_connections=1) as client:
         first = await send(client, "POST", destination.url, {}, b"one", total_timeout_s=5)
 
-        async def closed() -> bool:
-            return destination.idle_closed == 1
+        async def closed() -> bool:  # closed by the destination and seen by this loop (the FIN read): until
+            # the loop has read it, any client would reuse the connection (a race no client can close)
+            return destination.idle_closed == 1 and client._pool.open == 0
 
         await wait_for(closed)
         second = await send(client, "POST", destination.url, {}, b"two", total_timeout_s=5)
