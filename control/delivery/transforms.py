@@ -24,7 +24,7 @@ from control.db.leased import LeasedTask
 from control.delivery.send import Outcome, forwardable, merge, signature
 from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
-from control.transform.apply import Outgoing, Result, apply, event_context, request_input, result_of
+from control.transform.apply import Outgoing, Result, apply, request_input, result_of
 from control.transform.pool import MAX_BATCH, pool_for
 from control.transform.wire import Input, Problem, Run
 from shared.errors import NotATransformError
@@ -227,14 +227,19 @@ def _failed(exc: NotATransformError) -> Result:
 
 
 def _context(task: LeasedTask) -> dict[str, Any]:
-    event = {
-        "id": task.event_id,
-        "provider": task.provider,
-        "event_type": task.event_type,
-        "received_at": task.event_received_at,
-        "labels": task.labels,
+    """``event_context`` of a claimed task, made without its intermediate row: ``received_at`` goes as the
+    datetime, which the sandbox process's JSON encoder writes as ``event_context`` does (RFC 3339, UTC as
+    ``Z``), so the worker formats no date per delivery."""
+    return {
+        "event": {
+            "id": task.event_id,
+            "provider": task.provider,
+            "event_type": task.event_type,
+            "received_at": task.event_received_at,
+            "labels": task.labels or [],
+        },
+        "destination": {"id": task.destination_id, "name": task.destination_name},
     }
-    return event_context(event, {"id": task.destination_id, "name": task.destination_name})
 
 
 def captured(task: LeasedTask) -> Outgoing:

@@ -113,7 +113,7 @@ class Deliver:
         self._per_destination: Counter[str] = Counter()
         self._transforming: dict[asyncio.Task[None], tuple[list[LeasedTask], float]] = {}
         """Claims' transformed tasks whose transforms run ahead (``_transform_ahead``) → them and their claim's
-        time: leased, holding no send slot, counted per destination (``_ahead``) for the caps."""
+        time: leased, holding no send slot, bounded per account by ``crowded``, not by the destination's cap."""
         self._ahead: Counter[str] = Counter()
         self._ahead_n = 0
         self._closing = False
@@ -150,11 +150,13 @@ class Deliver:
 
     def _held(self, now: float) -> dict[str, int]:
         """Per destination (``Ready.tracked``): its sends in flight and tasks held ahead, less what its pace allows
-        ahead (the count the caps compare, so a destination without pace is capped exactly as before)."""
-        per, ahead = self._per_destination, self._ahead
+        ahead (the count the caps compare, so a destination without pace is capped exactly as before). Not its
+        tasks whose transforms run ahead: they hold no send slot and ``crowded`` bounds them (ADR 0060, amended
+        2026-12-03 afternoon); counted, a busy transformed destination's claims took 126 tasks, against 172."""
+        per = self._per_destination
         return {
-            d: per.get(d, 0) + ahead.get(d, 0) + self.ready.held(d) - self.ready.ahead(d, now)
-            for d in self.ready.tracked([*per, *ahead])
+            d: per.get(d, 0) + self.ready.held(d) - self.ready.ahead(d, now)
+            for d in self.ready.tracked([*per, *self._ahead])
         }
 
     def _notified(self) -> None:
