@@ -85,3 +85,27 @@ async def live(settings: Settings, account: Account) -> AsyncIterator[Live]:
         keys = Keys(settings.redis_prefix)
         channel = keys.event_channel(endpoint)
         yield Live(client, app, app.state.wakeups, endpoint, channel, conn, redis, keys, settings.database_url)
+
+
+def wait_scope(live, account: Account, query: bytes, *headers: tuple[bytes, bytes]) -> dict[str, Any]:
+    """The ASGI scope of a raw ``GET`` of the endpoint's ``events/wait``, for tests that drive the app's
+    ``receive`` and ``send`` themselves (a client leaving, the answer's exact messages)."""
+    path = f"/v1/endpoints/{live.endpoint}/events/wait"
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query,
+        "root_path": "",
+        "headers": [
+            (b"host", b"testserver.local"),
+            (b"authorization", account.headers["Authorization"].encode()),
+            *headers,
+        ],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver.local", 80),
+    }

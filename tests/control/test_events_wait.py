@@ -18,7 +18,7 @@ import pytest
 from control.db.context import Principal
 from control.service.events import read as service
 from shared.settings import Settings
-from tests.control.conftest import waiting
+from tests.control.conftest import wait_scope, waiting
 from tests.events_support import EVENT_FIELDS, Ev, store
 from tests.helpers import assert_error, create_endpoint, db, wait_for
 
@@ -185,21 +185,7 @@ async def test_a_client_that_disconnects_frees_its_waiter_at_once(live, account)
     async def send(message):
         sent.append(message)
 
-    path = f"/v1/endpoints/{live.endpoint}/events/wait"
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"timeout=55",
-        "root_path": "",
-        "headers": [(b"host", b"testserver.local"), (b"authorization", account.headers["Authorization"].encode())],
-        "client": ("127.0.0.1", 5000),
-        "server": ("testserver.local", 80),
-    }
+    scope = wait_scope(live, account, b"timeout=55")
     call = asyncio.create_task(live.app(scope, receive, send))
     await wait_for(waiting(live))
     gone.set()

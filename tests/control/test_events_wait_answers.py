@@ -13,7 +13,7 @@ import pytest
 
 from control.service.events.read import PendingWait
 from shared.settings import Settings
-from tests.control.conftest import waiting
+from tests.control.conftest import wait_scope, waiting
 from tests.events_support import Ev
 from tests.helpers import assert_error, wait_for
 
@@ -29,25 +29,7 @@ def _path(live) -> str:
 
 
 def _scope(live, account, query: bytes) -> dict:
-    path = _path(live)
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query,
-        "root_path": "",
-        "headers": [
-            (b"host", b"testserver.local"),
-            (b"authorization", account.headers["Authorization"].encode()),
-            (b"x-request-id", b"wait-raw-1"),
-        ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("testserver.local", 80),
-    }
+    return wait_scope(live, account, query, (b"x-request-id", b"wait-raw-1"))
 
 
 async def test_a_woken_wait_is_answered_after_litestar_returned_with_the_same_headers(live, account):
