@@ -2,7 +2,9 @@
 payloads over 58 event types (``tests/data/real/code_host``) go through the real flush, and for each event
 type the generated code is checked by the real tools against every payload of that type:
 
-- JSON Schema (2020-12) validates each payload (``jsonschema``);
+- JSON Schema (2020-12) validates each payload (``jsonschema``), and is itself valid against the 2020-12
+  metaschema (``jsonschema_rs``: ``jsonschema``'s ``check_schema`` took 3.2 s of CPU for the 58 documents,
+  jsonschema_rs 0.01 s; both refuse a document with an unknown type);
 - zod parses each payload (Node, zod pinned in ``tests/node``);
 - each payload, as a literal, type-checks as the generated TypeScript type under ``tsc --strict`` (excess
   property checks included: a field the schema lacks is an error).
@@ -17,6 +19,7 @@ import json
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 import pytest
 
 from control.db.context import Context
@@ -54,7 +57,7 @@ async def test_generated_code_accepts_every_real_payload(ctx: Context, database_
 
             doc = json.loads((await service.schema_types(ctx, me, schema_id, lang="json-schema")).text)
             validator = jsonschema.Draft202012Validator(doc)
-            validator.check_schema(doc)
+            jsonschema_rs.meta.validate(doc)
             for payload in payloads:
                 validator.validate(payload)
             assert not validator.is_valid(wrong), event_type
