@@ -178,6 +178,8 @@ async def _patiently(
                 raise
         else:
             if told and not stop.is_set():
+                if remote is not None:
+                    remote.reconnected()
                 back = f" to {remote.base_url} (from {remote.source})" if remote is not None and remote.source else ""
                 out.line(out.paint(f"{_now()}  {what}: reconnected{back}", "32"))
             return (not stop.is_set()), result

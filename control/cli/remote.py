@@ -119,6 +119,15 @@ class Remote:
         self._client.base_url = self.base_url
         return self._where
 
+    def reconnected(self) -> None:
+        """After a call answered following an outage: ``source`` read again for the line that says so. The
+        last read was made at the last unreachable answer, before the backoff's sleep, and may predate the
+        ``up`` that answered (its record written during the sleep): the line then said no ``up`` was running.
+        Kept as it was if the record names another URL (``moved`` goes there at the next failure)."""
+        found = self.relocate() if self.relocate is not None else None
+        if found is not None and found.url and found.url.rstrip("/") == self.base_url:
+            self.source = found.source
+
     @property
     def _where(self) -> str:
         return f"{self.base_url} (from {self.source})" if self.source else self.base_url
