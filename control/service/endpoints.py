@@ -24,6 +24,7 @@ from control.records.endpoints import (
 from control.records.storable import check_text
 from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
 from control.support import edge_config, sealing
+from control.support.long_poll import ENDPOINT_GONE
 from control.support.text_checks import check_external_ref, check_name
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, GoneError, NotFoundError, QuotaExceededError, ValidationError
@@ -280,4 +281,5 @@ async def delete_endpoint(ctx: Context, principal: Principal, endpoint_id: str) 
     if deleted is None:
         raise _not_found(endpoint_id)
     await edge_config.remove(ctx, deleted.ingest_token, deleted.tombstone_version)
+    await ctx.redis.publish(ctx.keys.event_channel(endpoint_id), ENDPOINT_GONE)  # its long polls answer 404 now
     return endpoint_id

@@ -38,7 +38,7 @@ from redis.backoff import NoBackoff
 from shared import redis_client
 from shared.keys import Keys
 
-__all__ = ("Look", "Waiter", "Wakeups")
+__all__ = ("ENDPOINT_GONE", "Look", "Waiter", "Wakeups")
 
 T = TypeVar("T")
 
@@ -50,6 +50,10 @@ _NO_RETRY = Retry(NoBackoff(), 0, supported_errors=())
 coroutine is already waiting``), and could leave the new socket unclosed. A lost connection fails the
 session instead, and ``_supervise`` closes everything and connects anew."""
 
+
+ENDPOINT_GONE = "~gone"
+"""Published on an endpoint's channel by its delete (never an event id: those are ``ev_`` and a ULID): its waiters
+look at once whether the endpoint is still there, instead of answering 204 at their deadline."""
 
 Look = Callable[[bool, list[str]], asyncio.Future[T | None]]
 """``look(resync, ids)``: starts a look at the database, returning a future of its answer (None: no match)."""

@@ -43,6 +43,7 @@ from control.service.anonymous import SESSION_COOKIE
 from control.service.events.read import EventFilters
 from control.service.inbox import page as service
 from control.service.inbox_links import LINK_COOKIE
+from control.support.long_poll import ENDPOINT_GONE
 from control.support.request_decoding import decode_json
 from shared.errors import ForbiddenError, ValidationError
 from shared.json_depth import check_bytes
@@ -93,6 +94,8 @@ async def _stream(request: Request[Any, Any, Any], ctx: Context, endpoint_id: st
                 resync, ids = waiter.take()
                 if resync:  # the pub/sub connection came back: announcements may have been missed
                     yield ServerSentEventMessage(event="sync", data="")
+                elif ENDPOINT_GONE in ids:  # deleted: the page's reconnect meets the 404 and says so
+                    return
                 elif ids:
                     yield ServerSentEventMessage(event="events", data=",".join(ids))
             else:

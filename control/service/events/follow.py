@@ -28,7 +28,7 @@ from control.db.events import EventFilters
 from control.records.events import Event
 from control.service.endpoints import require_endpoint
 from control.service.events.read import check_wait_timeout, event_record
-from control.support.long_poll import Wakeups
+from control.support.long_poll import ENDPOINT_GONE, Wakeups
 from control.support.page_cursors import decode_position, encode_position
 
 __all__ = ("NOW", "Followed", "follow_events")
@@ -71,8 +71,10 @@ async def follow_events(
         await waiter.ready(min(_READY_WAIT_S, deadline - loop.time()))
         unsafe_pause = _UNSAFE_FIRST_S
         while True:
-            waiter.take()  # before looking: news arriving during the look signals another one
+            _, news = waiter.take()  # before looking: news arriving during the look signals another one
             async with ctx.pool.acquire() as conn:
+                if ENDPOINT_GONE in news:  # deleted while following: its 404 now, not a 204 at the deadline
+                    await require_endpoint(conn, principal, endpoint_id)
                 if position is None:
                     position = (await db_events.now_position(conn), "", False)
                 horizon, row = await db_events.first_stored_after(

@@ -23,7 +23,7 @@ from control.records.storable import check_text
 from control.service.deliveries import delivery_record
 from control.service.endpoints import require_endpoint, require_event
 from control.support.body_encoding import BodyEncoding, shown_body
-from control.support.long_poll import Wakeups
+from control.support.long_poll import ENDPOINT_GONE, Wakeups
 from control.support.page_cursors import decode_cursor, encode_cursor
 from control.support.provider_checks import provider_name
 from shared.errors import NotFoundError, ValidationError
@@ -273,12 +273,22 @@ class PendingWait:
     is this one, for every transport. The wait counts from ``begin_wait``: what is stored in between is
     found by the first look (``received_from``)."""
 
-    __slots__ = ("_channel", "_ctx", "_deadline", "_endpoint_id", "_filters", "_received_from", "_wakeups")
+    __slots__ = (
+        "_channel",
+        "_ctx",
+        "_deadline",
+        "_endpoint_id",
+        "_filters",
+        "_principal",
+        "_received_from",
+        "_wakeups",
+    )
 
     def __init__(
         self,
         ctx: Context,
         wakeups: Wakeups,
+        principal: Principal,
         endpoint_id: str,
         filters: EventFilters,
         *,
@@ -286,10 +296,22 @@ class PendingWait:
         received_from: datetime | None,
     ) -> None:
         self._ctx, self._wakeups, self._endpoint_id, self._filters = ctx, wakeups, endpoint_id, filters
-        self._deadline, self._received_from = deadline, received_from
+        self._principal, self._deadline, self._received_from = principal, deadline, received_from
         self._channel = ctx.keys.event_channel(endpoint_id)
 
+    async def _still_there(self) -> None:
+        """Raises the endpoint's 404 (deleted) or 410 (expired) as the wait's answer, so a caller waiting on
+        an endpoint that went away meanwhile is told so, not handed a 204 as if nothing had arrived."""
+        async with self._ctx.pool.acquire() as conn:
+            await _endpoint(conn, self._principal, self._endpoint_id)
+
+    async def _gone_or_look(self, resync: bool, ids: list[str]) -> Event | None:
+        await self._still_there()
+        return await self._look(resync, ids) if resync or ids else None
+
     def _look(self, resync: bool, ids: list[str]) -> asyncio.Future[Event | None]:
+        if ENDPOINT_GONE in ids:  # its delete announced it: answer at once rather than at the deadline
+            return asyncio.ensure_future(self._gone_or_look(resync, [i for i in ids if i != ENDPOINT_GONE]))
         if resync:  # may have missed messages: look at everything that counts
             received_from = self._received_from
             bound, announced = received_from, (ids or None) if received_from is not None else None
@@ -302,7 +324,10 @@ class PendingWait:
         loop = asyncio.get_running_loop()
         with self._wakeups.watch(self._channel) as waiter:
             await waiter.ready(min(_READY_WAIT_S, self._deadline - loop.time()))
-            return await waiter.first(self._look, self._deadline - loop.time())
+            found = await waiter.first(self._look, self._deadline - loop.time())
+        if found is None and not waiter.stopped:  # expired meanwhile, or deleted while Redis lost the news
+            await self._still_there()
+        return found
 
 
 async def begin_wait(
@@ -321,7 +346,7 @@ async def begin_wait(
     async with ctx.pool.acquire() as conn:
         await _endpoint(conn, principal, endpoint_id)
     received_from = None if filters.since is not None else started
-    return PendingWait(ctx, wakeups, endpoint_id, filters, deadline=deadline, received_from=received_from)
+    return PendingWait(ctx, wakeups, principal, endpoint_id, filters, deadline=deadline, received_from=received_from)
 
 
 async def wait_for_event(
