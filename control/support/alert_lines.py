@@ -27,7 +27,7 @@ def line_of(alert: Mapping[str, Any]) -> str:
         f"{data.get('consecutive_failures', n)} consecutive failed deliveries; deliveries wait until it recovers",
         "destination.recovered": f"{subject} recovered: its circuit closed and deliveries resume",
         "destination.disabled": f"{subject} is disabled ({data.get('reason', '?')}): nothing is sent to it and "
-        f"{n} deliveries are held until it is enabled (POST /v1/destinations/{{id}}/enable)",
+        f"{n} deliveries are held until it is enabled (POST /v1/destinations/{alert['destination_id']}/enable)",
         "delivery.exhausted": f"{subject}: {n} event(s) used up their delivery retries in the hour from "
         f"{data.get('hour', '?')}",
         "endpoint.signature_failures": f"{subject}: {n} request(s) with a failed signature in the last "
