@@ -442,5 +442,11 @@
     if (/^evt_[0-9A-Za-z]+$/.test(wanted)) select(wanted);
     else selectNewest();
   });
+  // An event's address typed or pasted into the open page (or Back to one) shows that event: only a load read
+  // the fragment, so the page went on showing the event before while the address named another.
+  window.addEventListener("hashchange", () => {
+    const wanted = location.hash.slice(1);
+    if (/^evt_[0-9A-Za-z]+$/.test(wanted) && wanted !== state.selected) select(wanted);
+  });
   connect();
 })();
