@@ -19,3 +19,12 @@ def test_a_disabled_destinations_line_names_its_own_enable_route() -> None:
     assert "POST /v1/destinations/dst_01XYZ/enable" in line
     assert "{id}" not in line
     assert line.startswith("destination billing (dst_01XYZ) of endpoint ep_01ABC is disabled")
+
+
+def test_the_endpoint_is_named_by_its_name_and_id() -> None:
+    """Endpoint alerts read `endpoint payments (ep_…)` when the alert's data has the name (the evaluator puts
+    it there), as destinations already did; an alert fired before that names the id alone."""
+    alert = {"type": "endpoint.silent", "endpoint_id": "ep_01ABC", "destination_id": None, "count": 0}
+    named = line_of({**alert, "data": {"endpoint_name": "payments", "expect_event_within_s": 60}})
+    assert named.startswith("endpoint payments (ep_01ABC) received nothing for 60 s")
+    assert line_of({**alert, "data": {"expect_event_within_s": 60}}).startswith("endpoint ep_01ABC received")
