@@ -43,8 +43,9 @@ def forwarding_client(timeout_s: float, url: str) -> httpx.AsyncClient:
     return client
 
 
-def request_of(event: dict[str, Any], resign_with: str | None) -> tuple[str, dict[str, Any], bytes]:
-    """The captured request as it arrived (headers minus hop-by-hop ones), or re-signed."""
+def request_of(event: dict[str, Any], resign_with: str | None, url: str = "") -> tuple[str, dict[str, Any], bytes]:
+    """The captured request as it arrived (headers minus hop-by-hop ones), or re-signed for ``url``, where it
+    goes (a provider such as Twilio signs the URL it posts to)."""
     body_text = event.get("body") or ""
     body = base64.b64decode(body_text) if event.get("body_encoding") == "base64" else body_text.encode()
     encodings = event.get("header_encodings") or {}
@@ -54,7 +55,7 @@ def request_of(event: dict[str, Any], resign_with: str | None) -> tuple[str, dic
         if name in forwardable({name: ""}):
             headers[name] = base64.b64decode(event["headers"][name])
     if resign_with is not None:
-        signed, replaced = resign(text, event.get("provider"), body, resign_with)
+        signed, replaced = resign(text, event.get("provider"), body, resign_with, url=url, method=event["method"])
         if replaced is not None:
             headers.pop(replaced, None)
         headers = {**merge(headers, _standard_too(signed))}
@@ -87,7 +88,7 @@ class Forwarded(NamedTuple):
 
 
 async def forward(client: httpx.AsyncClient, url: str, event: dict[str, Any], resign_with: str | None) -> Forwarded:
-    method, headers, body = request_of(event, resign_with)
+    method, headers, body = request_of(event, resign_with, url)
     started = time.perf_counter()
     server, refused, answer = None, False, None
     try:

@@ -45,7 +45,11 @@ def api_key(settings: Settings) -> str:
     /v1 would refuse it, saying what to do instead."""
     key = saved_key(settings)
     if key.startswith("hy_tmp_"):
-        raise ConfigError("HOOKYARD_API_KEY: a temporary hy_tmp_ token works on /mcp only; register for a key")
+        raise ConfigError(
+            "HOOKYARD_API_KEY: a temporary hy_tmp_ token works on /mcp and the inbox only (`hookyard open` takes it;"
+            " over MCP, send_test_webhook triggers and replay_event replays); POST /api/register"
+            ' {"email": ..., "api_token": "hy_tmp_..."} turns its account into one with a key this command takes'
+        )
     return key
 
 

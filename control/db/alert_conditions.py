@@ -48,7 +48,7 @@ async def circuits_open(conn: Connection) -> list[asyncpg.Record]:
     return await conn.fetch(
         """SELECT e.account_id, d.id AS condition_key, d.endpoint_id, d.id AS destination_id,
                   d.consecutive_failures AS count,
-                  jsonb_build_object('destination_name', d.name, 'circuit', d.circuit,
+                  jsonb_build_object('endpoint_name', e.name, 'destination_name', d.name, 'circuit', d.circuit,
                                      'consecutive_failures', d.consecutive_failures) AS data
              FROM destinations d JOIN endpoints e ON e.id = d.endpoint_id
             WHERE d.circuit <> 'closed'"""
@@ -60,7 +60,7 @@ async def disabled(conn: Connection) -> list[asyncpg.Record]:
     return await conn.fetch(
         """SELECT e.account_id, d.id AS condition_key, d.endpoint_id, d.id AS destination_id,
                   (SELECT count(*) FROM delivery_tasks t WHERE t.destination_id = d.id AND t.status = 'held') AS count,
-                  jsonb_build_object('destination_name', d.name, 'reason', d.disabled_reason,
+                  jsonb_build_object('endpoint_name', e.name, 'destination_name', d.name, 'reason', d.disabled_reason,
                                      'disabled_at', d.disabled_at, 'disabled_by', d.disabled_by) AS data
              FROM destinations d JOIN endpoints e ON e.id = d.endpoint_id
             WHERE d.state = 'disabled'"""
@@ -74,13 +74,15 @@ async def exhausted(conn: Connection) -> list[asyncpg.Record]:
         """SELECT e.account_id, t.destination_id || '@' || to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24')
                       AS condition_key,
                   t.endpoint_id, t.destination_id, count(DISTINCT t.event_id) AS count,
-                  jsonb_build_object('hour', h.hour) AS data
+                  jsonb_build_object('hour', h.hour, 'endpoint_name', e.name,
+                                     'destination_name', (SELECT d.name FROM destinations d
+                                                           WHERE d.id = t.destination_id)) AS data
              FROM delivery_tasks t
              JOIN endpoints e ON e.id = t.endpoint_id
              CROSS JOIN LATERAL (SELECT date_trunc('hour', t.updated_at, 'UTC') AS hour) h
             WHERE t.status = 'failed'
               AND t.updated_at >= date_trunc('hour', now() - make_interval(secs => $1), 'UTC')
-            GROUP BY e.account_id, t.endpoint_id, t.destination_id, h.hour""",
+            GROUP BY e.account_id, e.name, t.endpoint_id, t.destination_id, h.hour""",
         EXHAUSTED_GRACE_S,
     )
 
@@ -102,7 +104,8 @@ async def signature_failures(conn: Connection, refused: dict[str, int]) -> list[
                 GROUP BY endpoint_id)
            SELECT e.account_id, e.id AS condition_key, e.id AS endpoint_id, NULL::text AS destination_id,
                   t.n AS count,
-                  jsonb_build_object('threshold', e.signature_failure_alert_threshold, 'window_s', $1 * 60,
+                  jsonb_build_object('endpoint_name', e.name,
+                                     'threshold', e.signature_failure_alert_threshold, 'window_s', $1 * 60,
                                      'refused', coalesce((SELECT r.n FROM refused r WHERE r.endpoint_id = e.id), 0))
                       AS data
              FROM total t JOIN endpoints e ON e.id = t.endpoint_id
@@ -119,7 +122,7 @@ async def silent(conn: Connection) -> list[asyncpg.Record]:
     return await conn.fetch(
         """SELECT e.account_id, e.id AS condition_key, e.id AS endpoint_id, NULL::text AS destination_id,
                   0::bigint AS count,
-                  jsonb_build_object('expect_event_within_s', e.expect_event_within_s,
+                  jsonb_build_object('endpoint_name', e.name, 'expect_event_within_s', e.expect_event_within_s,
                                      'last_event_at', (SELECT max(ev.received_at) FROM events ev
                                                         WHERE ev.endpoint_id = e.id
                                                           AND ev.received_at > now() - interval '1 day')) AS data
@@ -134,10 +137,10 @@ async def silent(conn: Connection) -> list[asyncpg.Record]:
     )
 
 
-async def live_endpoints(conn: Connection, endpoint_ids: list[str]) -> dict[str, str]:
-    """endpoint id -> account id, for those that exist."""
-    rows = await conn.fetch("SELECT id, account_id FROM endpoints WHERE id = ANY($1::text[])", endpoint_ids)
-    return {r["id"]: r["account_id"] for r in rows}
+async def live_endpoints(conn: Connection, endpoint_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """endpoint id -> (account id, endpoint name), for those that exist."""
+    rows = await conn.fetch("SELECT id, account_id, name FROM endpoints WHERE id = ANY($1::text[])", endpoint_ids)
+    return {r["id"]: (r["account_id"], r["name"]) for r in rows}
 
 
 async def existing_destinations(conn: Connection, destination_ids: list[str]) -> set[str]:

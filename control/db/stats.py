@@ -176,15 +176,16 @@ SELECT grouping(destination_id) = 1 AS overall, destination_id, coalesce(sum(att
 
 # The latest rule attempt of each destination, found through deliveries_destination_created (a copy its
 # deduplication skipped and a delivery its transform skipped sent nothing: recorded, not attempts, as in the
-# counts); a pause that is still on; and the FIFO tasks waiting behind the head of their queue
-# (delivery_tasks_fifo: none for others).
+# counts); a pause that is still on; the FIFO tasks waiting behind the head of their queue
+# (delivery_tasks_fifo: none for others); and the tasks a disabled destination holds (delivery_tasks_held).
 _DESTINATION_STATES = """
 SELECT d.id, d.name, d.url, d.consecutive_failures, d.circuit, d.circuit_opened_at,
        l.response_status AS last_status, l.created_at AS last_attempt_at,
        CASE WHEN d.paused_until > now() THEN d.paused_until END AS paused_until,
        (SELECT count(*) - count(DISTINCT q.order_key) FROM delivery_tasks q
          WHERE q.destination_id = d.id AND q.order_key IS NOT NULL AND q.status IN ('pending', 'in_flight'))
-           AS fifo_waiting
+           AS fifo_waiting,
+       (SELECT count(*) FROM delivery_tasks h WHERE h.destination_id = d.id AND h.status = 'held') AS held
   FROM destinations d
   LEFT JOIN LATERAL (SELECT x.response_status, x.created_at FROM deliveries x
                       WHERE x.destination_id = d.id AND x.source = 'rule' AND x.duplicate_of IS NULL
@@ -227,6 +228,7 @@ class DestinationState(msgspec.Struct, kw_only=True, frozen=True):
     last_attempt_at: datetime | None
     paused_until: datetime | None
     fifo_waiting: int
+    held: int
 
 
 async def destination_states(

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from control.support.request_decoding import decode_json
+from control.support.request_decoding import decode_json, unknown_field
 from shared.errors import ValidationError
 from shared.json_depth import check_value
 
@@ -88,7 +88,7 @@ class Arguments:
     def decode(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         unknown = sorted(arguments.keys() - self.names.keys())
         if unknown:
-            raise ValidationError("; ".join(f"{name}: unknown field" for name in unknown))
+            raise ValidationError("; ".join(unknown_field(name, *self.records.values()) for name in unknown))
         plain_names = msgspec.structs.fields(self.plain)
         plain = decode(self.plain, {f.name: arguments[f.name] for f in plain_names if f.name in arguments})
         kwargs = {f.name: getattr(plain, f.name) for f in plain_names}

@@ -252,6 +252,16 @@ class DestinationUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     with ``user:pass@`` sets it too."""
     tls_ca: TlsCa | msgspec.UnsetType | None = msgspec.UNSET
 
+    MOVED_FIELDS: ClassVar[dict[str, str]] = {
+        "signing_scheme": "not changed by an update: rotating the secret changes it "
+        "(POST /v1/destinations/{id}/rotate-secret, MCP rotate_destination_secret, with signing_scheme)",
+        "signing_secret": "not set by an update: POST /v1/destinations/{id}/rotate-secret "
+        "(MCP rotate_destination_secret) issues a new one",
+        "state": "not set by an update: POST /v1/destinations/{id}/enable or /disable "
+        "(MCP enable_destination, disable_destination)",
+    }
+    """What a PATCH names that another operation changes: the 400 says which (``control.support.request_decoding``)."""
+
 
 class Destination(msgspec.Struct, kw_only=True):
     id: str

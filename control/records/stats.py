@@ -128,6 +128,9 @@ class DestinationHealth(msgspec.Struct, kw_only=True):
     not paused, or the pause is over)."""
     fifo_waiting: int
     """`ordering: fifo`: deliveries waiting behind an earlier one of the same ordering key (0 otherwise)."""
+    held: int
+    """Deliveries held while the destination is disabled (by a 410 or by hand), sent when it is enabled; 0
+    otherwise."""
 
 
 class DestinationStats(DestinationHealth, kw_only=True):

@@ -329,7 +329,9 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
         )
     if data.resign_with is not None:
         signature_header = chosen_header or provider_signature_header(captured, row["provider"]) or _NO_SCHEME
-        signed, replaced = resign(captured, row["provider"], body, data.resign_with, signature_header=signature_header)
+        signed, replaced = resign(
+            captured, row["provider"], body, data.resign_with, signature_header=signature_header, url=url, method=method
+        )
         if replaced is not None and replaced != signature_header:
             headers.pop(replaced, None)
         headers = merge(headers, signed)

@@ -129,6 +129,7 @@ def _health(ctx: Context, state: db_stats.DestinationState, counts: asyncpg.Reco
         reopens_at=_reopens_at(ctx, state.circuit, state.circuit_opened_at),
         paused_until=state.paused_until,
         fifo_waiting=state.fifo_waiting,
+        held=state.held,
     )
 
 

@@ -437,10 +437,9 @@
 
   // Opened on the event its address names, else on the newest: the page never opens on an empty detail
   // while there are events (and the first event to arrive into an empty page is shown too, in draw).
-  refresh("reset").then(() => {
-    const wanted = location.hash.slice(1);
-    if (/^evt_[0-9A-Za-z]+$/.test(wanted)) select(wanted);
-    else selectNewest();
-  });
+  const named = () => (/^evt_[0-9A-Za-z]+$/.test(location.hash.slice(1)) ? location.hash.slice(1) : null);
+  refresh("reset").then(() => (named() ? select(named()) : selectNewest()));
+  // An event's address pasted into the open page (or Back to one) shows that event too: only a load read it.
+  window.addEventListener("hashchange", () => { if (named() && named() !== state.selected) select(named()); });
   connect();
 })();

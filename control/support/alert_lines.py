@@ -10,13 +10,17 @@ from typing import Any
 __all__ = ("line_of",)
 
 
+def _named(name: object, id_: str) -> str:
+    return f"{name} ({id_})" if name else id_
+
+
 def _subject(alert: Mapping[str, Any]) -> str:
+    """Each by its name and id: a reader knows the name they gave (``billing``, ``payments``), the id finds it."""
     data = alert["data"] or {}
+    endpoint = _named(data.get("endpoint_name"), alert["endpoint_id"])
     if alert["destination_id"]:
-        name = data.get("destination_name")
-        shown = f"{name} ({alert['destination_id']})" if name else alert["destination_id"]
-        return f"destination {shown} of endpoint {alert['endpoint_id']}"
-    return f"endpoint {alert['endpoint_id']}"
+        return f"destination {_named(data.get('destination_name'), alert['destination_id'])} of endpoint {endpoint}"
+    return f"endpoint {endpoint}"
 
 
 def line_of(alert: Mapping[str, Any]) -> str:
@@ -27,7 +31,7 @@ def line_of(alert: Mapping[str, Any]) -> str:
         f"{data.get('consecutive_failures', n)} consecutive failed deliveries; deliveries wait until it recovers",
         "destination.recovered": f"{subject} recovered: its circuit closed and deliveries resume",
         "destination.disabled": f"{subject} is disabled ({data.get('reason', '?')}): nothing is sent to it and "
-        f"{n} deliveries are held until it is enabled (POST /v1/destinations/{{id}}/enable)",
+        f"{n} deliveries are held until it is enabled (POST /v1/destinations/{alert['destination_id']}/enable)",
         "delivery.exhausted": f"{subject}: {n} event(s) used up their delivery retries in the hour from "
         f"{data.get('hour', '?')}",
         "endpoint.signature_failures": f"{subject}: {n} request(s) with a failed signature in the last "

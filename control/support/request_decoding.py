@@ -18,7 +18,7 @@ import msgspec
 from control.records.text import PATTERN_RULES
 from shared.errors import ValidationError
 
-__all__ = ("decode_json", "field_message")
+__all__ = ("decode_json", "field_message", "unknown_field")
 
 _NAMED_FIELD_MESSAGES = {
     "Object contains unknown field": "unknown field",
@@ -66,7 +66,22 @@ def decode_json(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
             return msgspec.convert(_integral(msgspec.json.decode(body)), decoder.type, strict=True)
         except msgspec.ValidationError as exc:
             error = exc
-    raise ValidationError(field_message("body", str(error))) from error
+    message = field_message("body", str(error))
+    field, _, problem = message.partition(": ")
+    if problem == _NAMED_FIELD_MESSAGES["Object contains unknown field"]:
+        message = unknown_field(field, decoder.type)
+    raise ValidationError(message) from error
+
+
+def unknown_field(field: str, *records: Any) -> str:
+    """``field: unknown field``, or the records' own word for a field they do not take but another operation
+    does (``MOVED_FIELDS``): a destination's ``signing_scheme`` in a PATCH is changed by rotating, which a bare
+    "unknown field" hides. The MCP tools' arguments say it alike (``control.mcp.arguments``)."""
+    for record in records:
+        hint = (getattr(record, "MOVED_FIELDS", None) or {}).get(field)
+        if hint:
+            return f"{field}: {hint}"
+    return f"{field}: unknown field"
 
 
 def _integral(value: Any) -> Any:

@@ -87,6 +87,10 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "does not compile"
 
 
+_WRAPPER_PAREN = "SyntaxError: Unexpected token ')'"
+_UNCLOSED_BLOCK = "SyntaxError: Unexpected end of input (a { is not closed)"
+
+
 def _syntax_error(mr: MiniRacer, source: str, exc: Exception) -> Problem:
     """Where the Function constructor refused the source: its line, from compiling it as a script (never
     run). A source that compiles as a script but not as a function body closed the function early."""
@@ -95,7 +99,12 @@ def _syntax_error(mr: MiniRacer, source: str, exc: Exception) -> Problem:
     except JSParseException as parsed:
         match = _LINE.search(str(parsed))
         last = source.count("\n") + 1  # an error at the wrapper's closing line is one at the source's end
-        return Problem(_first_line(str(parsed)), min(int(match.group(1)), last) if match else None)
+        message = _first_line(str(parsed))
+        if match and int(match.group(1)) > last and message == _WRAPPER_PAREN:
+            # the wrapper's `}` closed a block of the source, and its `)` was what V8 stumbled on: a character
+            # the author never wrote; what they see is a source that ends with a block still open
+            message = _UNCLOSED_BLOCK
+        return Problem(message, min(int(match.group(1)), last) if match else None)
     except JSEvalException:
         pass
     return Problem(_first_line(str(exc)) + " (the source must be the body of a script, not close it)", None)

@@ -63,9 +63,16 @@ from shared.signatures.schemes import (
     HeaderFamily,
     Verdict,
 )
-from shared.signatures.signing import own_signature_header, provider_signature_header, resign, sign
+from shared.signatures.signing import (
+    CATALOG_SIGNATURE_HEADERS,
+    own_signature_header,
+    provider_signature_header,
+    resign,
+    sign,
+)
 
 __all__ = (
+    "CATALOG_SIGNATURE_HEADERS",
     "FAILURE_REASONS",
     "HEADERS",
     "MALFORMED_HEADER",

@@ -41,6 +41,8 @@ async def test_many_exhausted_deliveries_raise_one_summary_counting_events(
     assert second.resolved == []
     (alert,) = (await client.get("/v1/alerts", headers=account.headers)).json()["alerts"]
     assert (alert["type"], alert["destination_id"], alert["count"]) == ("delivery.exhausted", dst, 50)
+    # named as their owner named them: a summary read "destination dst_… of endpoint ep_…" alone
+    assert (alert["data"]["endpoint_name"], alert["data"]["destination_name"]) == ("orders", "sink")
 
 
 async def test_alert_destination_input_is_checked_and_scoped(client, account: Account, other_account: Account) -> None:

@@ -89,7 +89,7 @@ async def test_a_failed_send_is_retried_with_the_same_id_and_recorded(
     first, second = receiver.requests
     assert first.headers["webhook-id"] == second.headers["webhook-id"]
     text = verified(second, sink["signing_secret"])["text"]
-    assert f"endpoint {ep['id']} received nothing for 60 s" in text
+    assert f"endpoint {ep['name']} ({ep['id']}) received nothing for 60 s" in text
     (alert,) = (await client.get("/v1/alerts", headers=account.headers)).json()["alerts"]
     assert alert["type"] == "endpoint.silent"
     assert alert["resolved_at"] is None

@@ -47,6 +47,7 @@ async def test_a_record_the_flush_cannot_store_raises_one_alert(
             ep["id"],
             1,
         )
+        assert body["data"]["endpoint_name"] == ep["name"]
         await _flush_poison(ctx, ep["id"], 2)  # more while it is open: its count follows, nothing fires
         await wait_for(lambda: _open_count(client, account, 3), timeout=10)
     for _ in range(2):

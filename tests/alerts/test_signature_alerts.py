@@ -69,6 +69,7 @@ async def test_refused_signatures_raise_one_alert_per_condition_across_two_worke
         body = verified(got, sink["signing_secret"])
         assert body["type"] == "endpoint.signature_failures"
         assert (body["data"]["endpoint_id"], body["data"]["threshold"]) == (ep["id"], 10)
+        assert body["data"]["endpoint_name"] == ep["name"]
         assert body["data"]["count"] >= 10
 
         # Still failing: the open alert's count grows, nothing more fires (rounds of both workers' kind).

@@ -116,6 +116,8 @@ def test_version_and_a_temporary_token_are_answered_plainly(stack_cli_and_api) -
     )
     assert refused.returncode == 2
     assert "hy_tmp_" in refused.stderr
+    assert "POST /api/register" in refused.stderr  # what turns the token's account into one with a key
+    assert "send_test_webhook" in refused.stderr  # what the token can do instead, over MCP
     assert "Traceback" not in refused.stderr
     gone = cli(
         {**env, "HOOKYARD_CONTROL_PORT": str(free_port())}, "trigger", "payments", "invoice.paid", "--endpoint", "x"

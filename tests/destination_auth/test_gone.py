@@ -50,6 +50,7 @@ async def test_a_410_disables_holds_and_alerts_and_enable_sends_each_once(
     assert (state["circuit"], state["consecutive_failures"]) == ("closed", 0)
     shown = (await client.get(f"/v1/destinations/{created['id']}", headers=account.headers)).json()
     assert (shown["state"], shown["disabled_reason"]) == ("disabled", state["disabled_reason"])
+    assert shown["health"]["held"] == 4  # what waits for the enable, without reading the alert
     assert (await evaluate(ctx)).fired
     alerts = (await client.get("/v1/alerts", headers=account.headers)).json()["alerts"]
     (alert,) = [a for a in alerts if a["type"] == "destination.disabled"]
@@ -77,6 +78,8 @@ async def test_a_410_disables_holds_and_alerts_and_enable_sends_each_once(
     # concurrency sends them in any order: each exactly once is what holds.
     assert sorted(r.body for r in destination.requests[1:]) == [b'{"n":0}', b'{"n":1}', b'{"n":2}', b'{"n":3}']
     assert (await evaluate(ctx)).resolved == []  # the enable resolved it already
+    shown = (await client.get(f"/v1/destinations/{created['id']}", headers=account.headers)).json()
+    assert shown["health"]["held"] == 0
     shown_alert = (await client.get("/v1/alerts", headers=account.headers)).json()["alerts"]
     assert [a["resolved_at"] is not None for a in shown_alert if a["id"] == alert["id"]] == [True]
 

@@ -138,3 +138,24 @@ async def test_rotation_is_checked(client: Any, account: Any, destination: Desti
         resp = await client.post(f"/v1/destinations/{created['id']}/rotate-secret", json=body, headers=account.headers)
         assert resp.status_code == 400, resp.text
         assert field in resp.json()["error"]["message"], resp.text
+
+
+async def test_a_patch_of_the_scheme_says_that_rotating_changes_it(client: Any, account: Any, settings: Any) -> None:
+    """`signing_scheme` in a PATCH is refused naming the operation that changes it, on /v1 and over MCP alike;
+    a bare "unknown field" read as if destinations had no scheme at all."""
+    from tests.events_support import live_app
+    from tests.mcp_client import call, connected
+
+    _, created = await endpoint_with_destination(client, account.headers, "http://127.0.0.1:9/hook")
+    patch = {"signing_scheme": "ed25519"}
+    resp = await client.patch(f"/v1/destinations/{created['id']}", json=patch, headers=account.headers)
+    assert resp.status_code == 400, resp.text
+    message = resp.json()["error"]["message"]
+    assert message.startswith("signing_scheme: ")
+    assert "/rotate-secret" in message
+    async with live_app(settings) as (_, app), connected(app, account.key) as mcp:
+        is_error, answer = await call(mcp, "update_destination", destination_id=created["id"], **patch)
+    assert is_error
+    assert answer["error"]["message"] == message
+    resp = await client.patch(f"/v1/destinations/{created['id']}", json={"nope": 1}, headers=account.headers)
+    assert resp.json()["error"]["message"] == "nope: unknown field"

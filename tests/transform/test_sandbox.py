@@ -212,6 +212,16 @@ async def test_errors_name_the_line_of_the_source(make) -> None:
     assert syntax == Problem("SyntaxError: Unexpected token ';'", 2)
 
 
+def test_a_block_left_open_is_named_as_such() -> None:
+    """A missing `}` made V8 stumble on the `)` of the wrapper the source is compiled in: `Unexpected token ')'`
+    of a source that has none. It reads as the end of input with a block open, on the source's last line; a
+    `)` the source itself has misplaced is still named as V8 names it."""
+    unclosed = Sandbox.compile("function handler(r) {\n  if (r.body) {\n    return r;\n}\n")
+    assert unclosed == Problem("SyntaxError: Unexpected end of input (a { is not closed)", 5)
+    stray = Sandbox.compile("function handler(r) {\n  return r);\n}")
+    assert stray == Problem("SyntaxError: Unexpected token ')'", 2)
+
+
 async def test_a_source_cannot_close_its_function_early() -> None:
     """The source is compiled as a function body on its own: code after a stray `})` never runs at the
     isolate's top level (where it could keep state between calls)."""

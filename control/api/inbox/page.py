@@ -34,6 +34,7 @@ from control.service.inbox.page import inbox_endpoint
 from control.service.inbox_links import LINK_COOKIE, MAX_LINK
 from shared.errors import ServiceError
 from shared.providers.catalog import CATALOG
+from shared.signatures import CATALOG_SIGNATURE_HEADERS
 from shared.signatures.schemes import HEADERS as SCHEME_HEADERS
 from shared.signatures.schemes import SIGNATURE_HEADERS
 
@@ -67,10 +68,12 @@ _SIGNATURE_HEADERS = json.dumps(
             scheme: {family: names[0] for family, names in families.items()}
             for scheme, families in SCHEME_HEADERS.items()
         },
+        "catalog": CATALOG_SIGNATURE_HEADERS,
     },
     separators=(",", ":"),
 )
-"""The provider signature headers in the order the server detects them, and each scheme's per family: the page
+"""The provider signature headers in the order the server detects them, each scheme's per family, and the
+header of each catalog provider re-signed as it signs (Slack's...): the page
 shows which header a re-signed replay uses by default (``shared.signatures.provider_signature_header``)."""
 
 

@@ -68,11 +68,13 @@ async def _dead_letters(ctx: Context, conn: Connection) -> dict[str, _Now]:
     for letter in await list_dead_letters(ctx.redis, ctx.keys, limit=_DEAD_LETTERS_READ):
         if letter.endpoint_id:
             per_endpoint[letter.endpoint_id] += 1
-    accounts = await detect.live_endpoints(conn, list(per_endpoint)) if per_endpoint else {}
+    live = await detect.live_endpoints(conn, list(per_endpoint)) if per_endpoint else {}
     return {
-        endpoint_id: _Now(accounts[endpoint_id], endpoint_id, None, n, {"dead_letters": n})
+        endpoint_id: _Now(
+            live[endpoint_id][0], endpoint_id, None, n, {"dead_letters": n, "endpoint_name": live[endpoint_id][1]}
+        )
         for endpoint_id, n in per_endpoint.items()
-        if endpoint_id in accounts
+        if endpoint_id in live
     }
 
 

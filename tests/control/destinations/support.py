@@ -87,6 +87,7 @@ IDLE_HEALTH = {
     "reopens_at": None,
     "paused_until": None,
     "fifo_waiting": 0,
+    "held": 0,
 }
 """The ``health`` of a destination nothing was delivered to (tests/workers/stats/ covers the rest)."""
 

@@ -1,0 +1,30 @@
+"""An alert's sentence (a `slack` alert's text, the inbox banner) names what to call with the ids it has: a
+disabled destination's line gave `POST /v1/destinations/{id}/enable` with `{id}` as written, leaving the reader
+to find the id earlier in the line and paste it in."""
+
+from __future__ import annotations
+
+from control.support.alert_lines import line_of
+
+
+def test_a_disabled_destinations_line_names_its_own_enable_route() -> None:
+    alert = {
+        "type": "destination.disabled",
+        "endpoint_id": "ep_01ABC",
+        "destination_id": "dst_01XYZ",
+        "count": 2,
+        "data": {"reason": "the destination answered 410 Gone", "destination_name": "billing"},
+    }
+    line = line_of(alert)
+    assert "POST /v1/destinations/dst_01XYZ/enable" in line
+    assert "{id}" not in line
+    assert line.startswith("destination billing (dst_01XYZ) of endpoint ep_01ABC is disabled")
+
+
+def test_the_endpoint_is_named_by_its_name_and_id() -> None:
+    """Endpoint alerts read `endpoint payments (ep_…)` when the alert's data has the name (the evaluator puts
+    it there), as destinations already did; an alert fired before that names the id alone."""
+    alert = {"type": "endpoint.silent", "endpoint_id": "ep_01ABC", "destination_id": None, "count": 0}
+    named = line_of({**alert, "data": {"endpoint_name": "payments", "expect_event_within_s": 60}})
+    assert named.startswith("endpoint payments (ep_01ABC) received nothing for 60 s")
+    assert line_of({**alert, "data": {"expect_event_within_s": 60}}).startswith("endpoint ep_01ABC received")
