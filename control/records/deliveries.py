@@ -34,8 +34,8 @@ class TokenFetch(msgspec.Struct, kw_only=True):
     status: int | None
     """The token endpoint's HTTP status; null when no answer came (``error`` says why)."""
     latency_ms: int
-    expires_in: float | None = None
-    """The token's lifetime as the endpoint gave it (seconds)."""
+    expires_in: int | float | None = None
+    """The token's lifetime as the endpoint gave it (seconds; an integer stays one)."""
     error: str | None = None
 
 

@@ -81,6 +81,7 @@ async def test_one_token_serves_many_deliveries_and_each_fetch_is_recorded(
     assert fetch["reason"] == "no token cached"
     assert fetch["status"] == 200
     assert fetch["expires_in"] == 3600
+    assert type(fetch["expires_in"]) is int  # as the token endpoint wrote it, not 3600.0
     for record in records:
         assert record["request_headers"]["authorization"] == "Bearer [redacted]"
         assert token not in str(dict(record))

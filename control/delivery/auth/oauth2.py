@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -49,7 +50,7 @@ class TokenFetch:
     """``no token cached``, ``token expired`` or ``the destination answered 401``."""
     status: int | None
     latency_ms: int
-    expires_in: float | None = None
+    expires_in: int | float | None = None
     error: str | None = None
 
 
@@ -109,10 +110,11 @@ async def fetch_token(
     if kind != "bearer":
         fetch.error = storable(f"token endpoint gave a token of type {kind[:40]!r}; only bearer tokens are sent")
         return None, None, fetch
-    expires_in = token.get("expires_in")
-    lifetime = float(expires_in) if isinstance(expires_in, int | float) and expires_in > 0 else None
-    fetch.expires_in = lifetime
-    return str(token["access_token"]), lifetime, fetch
+    told = token.get("expires_in")
+    if isinstance(told, bool) or not isinstance(told, int | float) or not 0 < told < math.inf:
+        told = None  # absent, not a number (true is not 1 s) or not a lifetime: ``MAX_UNTOLD_S`` applies
+    fetch.expires_in = told  # as the endpoint wrote it: 3600 stays 3600 in the record, not 3600.0
+    return str(token["access_token"]), None if told is None else float(told), fetch
 
 
 class Tokens:
