@@ -118,3 +118,8 @@ class SendOutcome(msgspec.Struct, kw_only=True):
     failed..."""
     transform: TransformRecord | None = None
     """What the replay's ``transform`` did (null without one); ``skipped`` and ``failed`` sent nothing."""
+    trace_id: str | None = None
+    """The trace this request belongs to (the event's, for a replay), as its delivery record says; null when
+    tracing is off or the trace was not sampled."""
+    span_id: str | None = None
+    """This request's own span in that trace (its ``traceparent`` is what the destination received)."""

@@ -267,6 +267,8 @@ async def _record(
         response_body_encoding=response_encoding,
         error=storable(outcome.error),
         transform=msgspec.convert(storable(record), TransformRecord) if record is not None else None,
+        trace_id=span.ids[0] if span is not None and span.ids is not None else None,
+        span_id=span.ids[1] if span is not None and span.ids is not None else None,
     )
 
 

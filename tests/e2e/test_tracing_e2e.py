@@ -160,6 +160,7 @@ async def test_one_webhooks_trace_across_edge_worker_and_control(
     assert (replay.kind, replay.parent_span_id) == (CLIENT, ingest.span_id)
     assert replay.attributes["hookyard.source"] == "replay"
     assert replay.attributes["hookyard.delivery_id"] == replayed.json()["id"]
+    assert (replayed.json()["trace_id"], replayed.json()["span_id"]) == (SENDER_TRACE, replay.span_id)
     assert again.headers["traceparent"] == f"00-{SENDER_TRACE}-{replay.span_id}-01"
 
     # A retry by hand is a span of the control plane in the same trace; the attempt it brought forward is its child.

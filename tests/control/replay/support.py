@@ -20,6 +20,8 @@ OUTCOME_FIELDS = {
     "response_body_encoding",
     "error",
     "transform",
+    "trace_id",
+    "span_id",
 }
 
 
