@@ -86,7 +86,10 @@ async def _runs(sandbox: Sandbox, call: Call) -> list[Run]:
             bodies.append(made[1])
             called.append((at, made[2]))
     if payloads:
-        for (at, prepared), run in zip(called, await sandbox.run_many(payloads, bodies), strict=True):
+        done = sandbox.run_now(payloads, bodies)  # nothing else to do meanwhile: waited for on this thread
+        if done is None:  # a fence holds the isolate (``Sandbox._fenced``): after it
+            done = await sandbox.run_many(payloads, bodies)
+        for (at, prepared), run in zip(called, done, strict=True):
             runs[at] = run if prepared is None else mapped(run, prepared)
     return [run for run in runs if run is not None]
 
