@@ -203,7 +203,7 @@ def _headers(returned: Any, sent: Outgoing, shown: Mapping[str, str]) -> dict[st
             out[name] = sent.headers[name]  # the captured value, byte for byte
             continue
         lower = _header_name(name)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if value.__class__ is not str and isinstance(value, int | float) and not isinstance(value, bool):
             value = str(value)
         if not isinstance(value, str):
             raise _Wrong(f"headers.{lower}: must be a string, not {type(value).__name__}")
