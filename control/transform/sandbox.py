@@ -3,8 +3,8 @@ Runs only in a sandbox process (``control.transform.child``), never in the contr
 
 An isolate per compiled transform: its heap limit is the transform's alone, a runaway call stops only its
 own transform's calls, and no two transforms (or accounts) share a heap. Each isolate has its own thread
-(mini-racer's message pump); a call is handed to it and awaited, so the worker's event loop, and every other
-delivery, goes on while JavaScript runs.
+(mini-racer's message pump); a call is handed to it and awaited (``run_many``), or, in a sandbox process, which
+has nothing else to do meanwhile, waited for on the calling thread (``run_now``).
 
 Limits of one call: ``TIME_LIMIT_S`` of wall time (then V8's ``TerminateExecution``), ``MEMORY_LIMIT`` of
 V8 heap (mini-racer's hard limit, checked after every garbage collection; memory outside the heap cannot
@@ -247,7 +247,7 @@ class Sandbox:
     def run_now(self, payloads: list[str], bodies: list[str]) -> list[Run] | None:
         """``run_many`` without the event loop, for a sandbox process, which has nothing else to do while its
         batch runs: the calling thread waits for the isolate's answer itself (``_batch_now``); None when a
-        batch or a fence holds the isolate now (then ``run_many``). The asyncio path cost ~2.5 µs of CPU per
+        batch or a fence holds the isolate now (then ``run_many``). The asyncio path cost ~2 µs of CPU per
         call of a 54-call batch (a future, a task, the lock, a timeout, and the isolate's thread waking the
         loop through its self-pipe): an eighth of a trivial call in the sandbox process (ADR 0060)."""
         if self._lock.locked() or self._queue:
