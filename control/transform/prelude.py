@@ -156,8 +156,8 @@ RUNNER = r"""
     });
     // The answer is JSON text; the returned request's own JSON is spliced in, not encoded twice.
     const done = (error, request) =>
-      '{"error":' + stringify(error) + ',"request":' + request + ',"logs":' + stringify(logs) +
-      ',"logs_truncated":' + dropped + ',"ms":' + (now() - started) + "}";
+      '{"error":' + (error === null ? "null" : stringify(error)) + ',"request":' + request + ',"logs":' +
+      (logs.length ? stringify(logs) : "[]") + ',"logs_truncated":' + dropped + ',"ms":' + (now() - started) + "}";
     const fail = (text, line) => done({ message: text, line: line === undefined ? null : line }, "null");
     // A delivery's request (control.transform.apply.payload_of) has its body as text, parsed here when
     // JSON; `same` is the JSON of the body as handed in (null for text), to tell an unchanged one.

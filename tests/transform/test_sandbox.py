@@ -266,3 +266,29 @@ async def test_in_a_batch_only_the_call_that_ran_away_is_stopped(make) -> None:
     runs = await asyncio.gather(first, *(sandbox.run(payload(i == 2)) for i in range(5)))
     assert [run.stopped for run in runs] == [False, False, False, True, False, False]
     assert [run.request["body"]["loop"] for run in runs if not run.stopped] == [False] * 5
+
+
+async def test_a_batch_waited_for_on_the_callers_thread_keeps_the_limits(make) -> None:
+    """``run_now`` (a sandbox process's way: the batch waited for without the event loop) stops a runaway at
+    the time limit and closes its isolate; only that call is stopped, the next batch compiles the source
+    again in a new one. While another batch holds the isolate it declines (None), and the caller awaits
+    ``run_many``."""
+    sandbox = make("function handler(r) { if (r.body.loop) for (;;) {} return r; }")
+
+    def payload(loop: bool) -> str:
+        return json.dumps({"request": {**REQUEST, "body": {"loop": loop}}, "context": {}})
+
+    isolate, clock = sandbox._mr, time.monotonic()
+    runs = sandbox.run_now([payload(False), payload(True), payload(False)], ["", "", ""])
+    assert runs is not None
+    assert [run.stopped for run in runs] == [False, True, False]
+    assert runs[1].error == f"stopped: still running after {TIME_LIMIT_S:g} s"
+    assert [run.request["body"] for run in runs if not run.stopped] == [{"loop": False}] * 2
+    assert time.monotonic() - clock < 4 * TIME_LIMIT_S
+    assert sandbox._mr is not None
+    assert sandbox._mr is not isolate
+    async with sandbox._lock:  # a fence, or a batch sent the other way, holds the isolate
+        assert sandbox.run_now([payload(False)], [""]) is None
+    again = sandbox.run_now([payload(False)], [""])
+    assert again is not None
+    assert again[0].error is None
