@@ -54,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -330,9 +331,12 @@ def _sitting(span_s: int) -> dict[str, object]:
     new: list[dict[str, float]] = []
     figures: dict[str, object] = {}
     for _ in range(int(os.environ.get("PIPELINE_PAIRS", "2"))):
-        old.append(_ratios(_once(span_s, python)))
+        before = _once(span_s, python)
+        old.append(_ratios(before))
         figures = _once(span_s)
         new.append(_ratios(figures))
+        for side, run in (("old", before), ("new", figures)):  # each run's own figures, not only the means
+            print(f"pipeline {side}: " + " ".join(f"{k}={v}" for k, v in run.items()), file=sys.stderr, flush=True)
     pairs = {f"pair{i}": f"{o['cost_ratio']}/{n['cost_ratio']}" for i, (o, n) in enumerate(zip(old, new, strict=True))}
     return {
         **figures,
