@@ -225,6 +225,7 @@ def _once(
     every event goes to ``fanout`` destinations (each its own forward-all rule, all on the sink); with
     ``endpoints`` > 1, that many endpoints each with its destination, wrk posting to one at random per request."""
     hookyard = script("hookyard") if python is None else str(Path(python).parent / "hookyard")
+    checkout = None if python is None else Path(python).parents[2]  # its workers and edge import its code
     with (
         bench_env(python=python, egress="any") as bench,
         tempfile.TemporaryDirectory(prefix="hy-pipeline-") as data_dir,
@@ -247,7 +248,7 @@ def _once(
         begun = time.time()
         with (
             run_process(bench_sink.command(sink_port, sink_file), bench.env) as sink,
-            run_process(up, bench.env, f"{edge}/healthz", health_timeout_s=UP_TIMEOUT_S) as service,
+            run_process(up, bench.env, f"{edge}/healthz", health_timeout_s=UP_TIMEOUT_S, cwd=checkout) as service,
         ):
             wait_listening(database_url, NOTIFY_CHANNEL, since=begun)  # the deliver worker ready, as Postgres says
             servers = asyncio.run(_servers(database_url, bench.settings.redis_url or ""))
