@@ -107,10 +107,18 @@ def wait_listening(database_url: str, channel: str, *, since: float, timeout_s: 
 
 @contextlib.contextmanager
 def run_process(
-    args: list[str], env: dict[str, str], health_url: str | None = None, *, health_timeout_s: float = 20.0
+    args: list[str],
+    env: dict[str, str],
+    health_url: str | None = None,
+    *,
+    health_timeout_s: float = 20.0,
+    cwd: Path | None = None,
 ) -> Iterator[subprocess.Popen]:
+    """``cwd``: where the process runs; another checkout's for its code. A ``python -m`` child finds its
+    modules in its working directory before its virtualenv's editable install, so another checkout's
+    ``hookyard up`` started from this tree ran this tree's worker and edge (ADR 0064)."""
     log = open(OUT / f"{Path(args[0]).name}-{uuid.uuid4().hex[:6]}.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
     try:
         if health_url:
             wait_http(health_url, health_timeout_s)

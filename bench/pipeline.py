@@ -54,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -224,6 +225,7 @@ def _once(
     every event goes to ``fanout`` destinations (each its own forward-all rule, all on the sink); with
     ``endpoints`` > 1, that many endpoints each with its destination, wrk posting to one at random per request."""
     hookyard = script("hookyard") if python is None else str(Path(python).parent / "hookyard")
+    checkout = None if python is None else Path(python).parents[2]  # its workers and edge import its code
     with (
         bench_env(python=python, egress="any") as bench,
         tempfile.TemporaryDirectory(prefix="hy-pipeline-") as data_dir,
@@ -246,7 +248,7 @@ def _once(
         begun = time.time()
         with (
             run_process(bench_sink.command(sink_port, sink_file), bench.env) as sink,
-            run_process(up, bench.env, f"{edge}/healthz", health_timeout_s=UP_TIMEOUT_S) as service,
+            run_process(up, bench.env, f"{edge}/healthz", health_timeout_s=UP_TIMEOUT_S, cwd=checkout) as service,
         ):
             wait_listening(database_url, NOTIFY_CHANNEL, since=begun)  # the deliver worker ready, as Postgres says
             servers = asyncio.run(_servers(database_url, bench.settings.redis_url or ""))
@@ -330,9 +332,12 @@ def _sitting(span_s: int) -> dict[str, object]:
     new: list[dict[str, float]] = []
     figures: dict[str, object] = {}
     for _ in range(int(os.environ.get("PIPELINE_PAIRS", "2"))):
-        old.append(_ratios(_once(span_s, python)))
+        before = _once(span_s, python)
+        old.append(_ratios(before))
         figures = _once(span_s)
         new.append(_ratios(figures))
+        for side, run in (("old", before), ("new", figures)):  # each run's own figures, not only the means
+            print(f"pipeline {side}: " + " ".join(f"{k}={v}" for k, v in run.items()), file=sys.stderr, flush=True)
     pairs = {f"pair{i}": f"{o['cost_ratio']}/{n['cost_ratio']}" for i, (o, n) in enumerate(zip(old, new, strict=True))}
     return {
         **figures,

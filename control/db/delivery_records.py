@@ -76,10 +76,12 @@ _TYPES = (
     "text",
     "jsonb",
 )
+"""Each column's type in the composite ``delivery_record`` (migration 0038) the recorder's rows are sent as;
+``tests/delivery/test_delivery_record_type.py`` holds the type to these two lists."""
 _INSERTED = f"""
 ins AS (
     INSERT INTO deliveries ({", ".join(COLUMNS)})
-    SELECT u.* FROM unnest({", ".join(f"${i}::{t}[]" for i, t in enumerate(_TYPES, 1))}) AS u({", ".join(COLUMNS)})
+    SELECT u.* FROM unnest($1::delivery_record[]) AS u
      WHERE u.task_id IS NULL
         OR EXISTS (SELECT 1 FROM delivery_tasks t WHERE t.id = u.task_id FOR KEY SHARE)
     ON CONFLICT (id) DO NOTHING
@@ -89,13 +91,16 @@ ins AS (
      WHERE source = 'rule' AND destination_id IS NOT NULL
        AND (transform IS NULL OR transform ->> 'outcome' IS DISTINCT FROM 'skipped')
 ), counted AS ({stats.deliveries_counted("rule_attempts")})"""
-"""The insert and its counting, as common table expressions; parameters $1 to $22, one array per column.
+"""The insert and its counting, as common table expressions; parameter $1, the rows as one array of the
+composite type ``delivery_record`` (migration 0038: ``COLUMNS`` with ``_TYPES``).
 Counted: the rule attempts among the rows actually inserted (a row already stored, or whose task is gone,
 is not), except those a transform skipped (nothing was sent, so no attempt for the destination's stats).
 
-A batch in one statement, a column per array: one parse, bind and plan for the whole batch, where a
-pipelined ``executemany`` ran the insert once per row (issue 27: the server's CPU per row fell by a third
-to a half, on the cores the deliver worker shares; docs/adr/0042-delivery-cpu-per-send.md).
+A batch in one statement: one parse, bind and plan for the whole batch, where a pipelined ``executemany``
+ran the insert once per row (issue 27, docs/adr/0042-delivery-cpu-per-send.md). One array of rows, not an
+array per column: asyncpg checks every element of an array parameter against ``collections.abc`` (two or
+three Python-level ``isinstance`` calls each), and a row of 22 columns made 44 of them where a row of the
+composite type makes 4; the recorder's client CPU fell from 10-11.6 to 5.6-6.4 µs per record (ADR 0064).
 
 An attempt of a task is written only while its task exists, and the task is locked (KEY SHARE) until the
 record commits. A worker that outlived its lease records late: its task was due again meanwhile, so an
@@ -110,9 +115,9 @@ deletions of its tasks and events, which wait for these locks. Rows without a ta
 ``insert_for_event``."""
 _INSERT = f"WITH {_INSERTED}\nSELECT count(*) FROM ins"
 _WRITE = f"""WITH {_INSERTED},
-fin AS ({db_tasks.finish_statement(len(COLUMNS) + 1, also=" AND (SELECT count(*) FROM counted) >= 0")}
+fin AS ({db_tasks.finish_statement(2, also=" AND (SELECT count(*) FROM counted) >= 0")}
         RETURNING 1),
-closed AS ({db_circuit.close_statement(len(COLUMNS) + 6)} AND (SELECT count(*) FROM fin) >= 0 RETURNING 1)
+closed AS ({db_circuit.close_statement(7)} AND (SELECT count(*) FROM fin) >= 0 RETURNING 1)
 SELECT count(*) FROM fin"""
 """The recorder's batch in one statement: the records and their counts, the task results, the circuits the
 successes close, in that order, the order of the transaction it replaces (so rows shared with other writers,
@@ -191,7 +196,7 @@ async def insert_many(conn: Connection, rows: Sequence[Sequence[object]]) -> Non
     """Attempts in ``COLUMNS`` order, and their count, in one statement (atomic on its own, or part of the
     caller's transaction)."""
     if rows:
-        await conn.fetchval(_INSERT, *(list(column) for column in zip(*rows, strict=True)))
+        await conn.fetchval(_INSERT, _records(rows))
 
 
 async def write(
@@ -205,9 +210,19 @@ async def write(
     ``closed``, destinations whose last outcome in the batch was a success. For a batch without a failure that
     counts against a circuit and without a ``Retry-After`` pause: those take ``circuit.record_outcomes``'s
     locks, in a transaction of several statements. Returns how many tasks were updated."""
-    columns = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in COLUMNS]
-    found: int = await conn.fetchval(_WRITE, *columns, *db_tasks.results_columns(results), sorted(closed))
+    found: int = await conn.fetchval(_WRITE, _records(rows), *db_tasks.results_columns(results), sorted(closed))
     return found
+
+
+def _records(rows: Sequence[Sequence[object]]) -> list[tuple[object, ...]]:
+    """The rows as ``delivery_record`` values: tuples (asyncpg reads a tuple as a composite value, a list as
+    a nested array), each of ``COLUMNS``' length (a row of another length is refused here, by name, rather
+    than by Postgres' "wrong number of columns")."""
+    out = [row if row.__class__ is tuple else tuple(row) for row in rows]
+    for row in out:
+        if len(row) != len(COLUMNS):
+            raise ValueError(f"a delivery row has {len(row)} values, COLUMNS has {len(COLUMNS)}")
+    return out
 
 
 async def destination_for_account(conn: Connection, account_id: str, destination_id: str) -> asyncpg.Record | None:
