@@ -114,7 +114,7 @@ async def test_a_database_made_before_0036_gets_the_index_and_keeps_its_answers(
         filters = event_filters(q="CUS_UPGRADED")
 
         monkeypatch.setattr("control.db.migrate.available", lambda: shipped)
-        assert await migrate(empty_database) == ["0036_search_grams"]
+        assert await migrate(empty_database) == [m[0] for m in shipped if m[0] >= "0036"]  # 0036 and what came after
         unindexed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
         assert f"events_{yday:%Y%m%d}" in await partitions.index_finished_days(conn)
         indexed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
