@@ -172,8 +172,8 @@ async def test_the_sweep_removes_counters_older_than_the_window(ctx: Context) ->
         kept_deliveries = await conn.fetchval("SELECT count(*) FROM stats_deliveries")
     oldest = now - timedelta(hours=WINDOW_HOURS + 1)
     assert all(r["start"] >= oldest - timedelta(hours=1) for r in kept)
-    assert len(kept) == 4  # the minute and the hour of the two events in the window
-    assert kept_deliveries == 2
+    assert len(kept) == 6  # the minute, the ten minutes and the hour of the two events in the window
+    assert kept_deliveries == 3
 
 
 async def test_a_delivery_batch_written_twice_is_counted_once(ctx: Context) -> None:
