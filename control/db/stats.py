@@ -30,6 +30,7 @@ __all__ = (
     "EVENT_TYPE_CHARS",
     "LATENCY_COLUMNS",
     "SLOTS",
+    "DeliveryCounts",
     "DestinationState",
     "Window",
     "count_deliveries",
@@ -174,10 +175,12 @@ _EVENT_COUNTS = f"""
 SELECT grouping(hour, provider, event_type, failure) AS grouped, hour, provider, event_type, failure,
        sum(count)::bigint AS count
   FROM ({_EVENT_ROWS}) w
- GROUP BY GROUPING SETS ((hour), (provider), (provider, event_type), (failure))
+ GROUP BY GROUPING SETS ((hour), (provider, event_type, failure))
 """
-EVENTS_BY_HOUR, EVENTS_BY_PROVIDER, EVENTS_BY_TYPE, EVENTS_BY_FAILURE = 0b0111, 0b1011, 0b1001, 0b1110
-"""``grouped`` of each grouping set: a bit per column left out (hour 8, provider 4, event_type 2, failure 1)."""
+EVENTS_BY_HOUR, EVENTS_BY_KEY = 0b0111, 0b1000
+"""``grouped`` of each grouping set (a bit per column left out: hour 8, provider 4, event_type 2, failure 1).
+The totals by provider, by type and by failure are sums of the key rows, added up by the caller: two grouping
+sets hash each counter row twice where four hashed it four times (15 % of the statement on the bench's data)."""
 
 _DELIVERY_ROWS = _window_rows(
     f"destination_id, attempts, succeeded, {', '.join(LATENCY_COLUMNS)}",
@@ -185,12 +188,22 @@ _DELIVERY_ROWS = _window_rows(
     " AND ($6::text IS NULL OR destination_id = $6)",
 )
 _DELIVERY_COUNTS = f"""
-SELECT grouping(destination_id) = 1 AS overall, destination_id, coalesce(sum(attempts), 0)::bigint AS attempts,
-       coalesce(sum(succeeded), 0)::bigint AS succeeded,
-       ARRAY[{", ".join(f"coalesce(sum({col}), 0)::bigint" for col in LATENCY_COLUMNS)}] AS latency
+SELECT destination_id, sum(attempts)::bigint AS attempts, sum(succeeded)::bigint AS succeeded,
+       ARRAY[{", ".join(f"sum({col})::bigint" for col in LATENCY_COLUMNS)}] AS latency
   FROM ({_DELIVERY_ROWS}) w
- GROUP BY GROUPING SETS ((destination_id), ())
+ GROUP BY destination_id
 """
+
+
+class DeliveryCounts(msgspec.Struct, kw_only=True, frozen=True):
+    """Rule attempts in a window, of one destination or of all of them (``destination_id`` None); ``latency``
+    is the summed histogram (``histogram.SIZE`` counts)."""
+
+    destination_id: str | None
+    attempts: int
+    succeeded: int
+    latency: list[int]
+
 
 # The latest rule attempt of each destination, found through deliveries_destination_created (a copy its
 # deduplication skipped and a delivery its transform skipped sent nothing: recorded, not attempts, as in the
@@ -225,10 +238,28 @@ async def event_counts(conn: Connection, endpoint_id: str, window: Window) -> li
 
 async def delivery_counts(
     conn: Connection, endpoint_id: str, window: Window, destination_id: str | None = None
-) -> list[asyncpg.Record]:
-    """Rule attempts in the window per destination, and over all of them (the row with ``overall``, there
-    even when nothing was counted); ``latency`` is the summed histogram."""
-    return await conn.fetch(_DELIVERY_COUNTS, endpoint_id, *_bounds(window), destination_id)
+) -> tuple[DeliveryCounts, dict[str, DeliveryCounts]]:
+    """Rule attempts in the window over all destinations (zeros when nothing was counted) and per destination.
+    The overall counts are the sums of the destinations' (deleted ones' too: their rows stay), added here
+    rather than by a second grouping set that summed every row's 53 columns twice."""
+    rows = await conn.fetch(_DELIVERY_COUNTS, endpoint_id, *_bounds(window), destination_id)
+    by_destination = {
+        row["destination_id"]: DeliveryCounts(
+            destination_id=row["destination_id"],
+            attempts=row["attempts"],
+            succeeded=row["succeeded"],
+            latency=list(row["latency"]),
+        )
+        for row in rows
+    }
+    counts = by_destination.values()
+    overall = DeliveryCounts(
+        destination_id=None,
+        attempts=sum(c.attempts for c in counts),
+        succeeded=sum(c.succeeded for c in counts),
+        latency=[sum(column) for column in zip(*(c.latency for c in counts), strict=True)] or [0] * SIZE,
+    )
+    return overall, by_destination
 
 
 class DestinationState(msgspec.Struct, kw_only=True, frozen=True):
