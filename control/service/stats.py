@@ -5,7 +5,6 @@ counters in Redis (``shared.refusals``: 25 hashes, one pipeline)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -138,31 +137,15 @@ def _health(
     )
 
 
-async def _delivery_counts(
-    ctx: Context, endpoint_id: str, window: db_stats.Window
-) -> tuple[db_stats.DeliveryCounts, dict[str, db_stats.DeliveryCounts]]:
-    async with ctx.pool.acquire() as conn:
-        return await db_stats.delivery_counts(conn, endpoint_id, window)
-
-
 async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -> EndpointStats:
-    """Once the endpoint is found, its event counts (then its destinations), its delivery counts (on a second
-    connection) and the edges' refusals (Redis) are read at the same time: the answer waits for the slowest
-    read, not their sum. They never were one snapshot (each statement its own), so nothing is lost."""
     now = datetime.now(UTC)
     window = db_stats.Window.last(WINDOW_HOURS, now)
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
-
-        async def events_and_states() -> tuple[list[asyncpg.Record], list[db_stats.DestinationState]]:
-            return (
-                await db_stats.event_counts(conn, endpoint_id, window),
-                await db_stats.destination_states(conn, endpoint_id),
-            )
-
-        (event_rows, states), (overall, by_destination), refused = await asyncio.gather(
-            events_and_states(), _delivery_counts(ctx, endpoint_id, window), _refused(ctx, endpoint_id, window)
-        )
+        event_rows = await db_stats.event_counts(conn, endpoint_id, window)
+        overall, by_destination = await db_stats.delivery_counts(conn, endpoint_id, window)
+        states = await db_stats.destination_states(conn, endpoint_id)
+    refused = await _refused(ctx, endpoint_id, window)
     attempted, succeeded = overall.attempts, overall.succeeded
     return EndpointStats(
         endpoint_id=endpoint_id,
