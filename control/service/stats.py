@@ -54,19 +54,19 @@ def _latency(counts: Sequence[int] | None) -> LatencyPercentiles:
 
 def _events(rows: Sequence[asyncpg.Record], window: db_stats.Window) -> EventStats:
     hours: dict[datetime, int] = {}
-    providers: list[ProviderCount] = []
-    types: list[EventTypeCount] = []
+    providers: dict[str | None, int] = {}
+    types: dict[tuple[str | None, str | None], int] = {}
     failures: dict[str, int] = {}
     for row in rows:
-        grouped, count = row["grouped"], row["count"]
-        if grouped == db_stats.EVENTS_BY_HOUR:
+        count = row["count"]
+        if row["grouped"] == db_stats.EVENTS_BY_HOUR:
             hours[row["hour"]] = count
-        elif grouped == db_stats.EVENTS_BY_PROVIDER:
-            providers.append(ProviderCount(provider=row["provider"], count=count))
-        elif grouped == db_stats.EVENTS_BY_TYPE:
-            types.append(EventTypeCount(provider=row["provider"], event_type=row["event_type"], count=count))
-        elif grouped == db_stats.EVENTS_BY_FAILURE and row["failure"] is not None:
-            failures[row["failure"]] = count
+        else:
+            provider, event_type, failure = row["provider"], row["event_type"], row["failure"]
+            providers[provider] = providers.get(provider, 0) + count
+            types[provider, event_type] = types.get((provider, event_type), 0) + count
+            if failure is not None:
+                failures[failure] = failures.get(failure, 0) + count
     first = window.since.replace(minute=0)
     last = window.until.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     per_hour = []
@@ -77,9 +77,12 @@ def _events(rows: Sequence[asyncpg.Record], window: db_stats.Window) -> EventSta
     return EventStats(
         total=sum(hours.values()),
         per_hour=per_hour,
-        by_provider=sorted(providers, key=lambda p: (-p.count, p.provider is None, p.provider or "")),
+        by_provider=sorted(
+            (ProviderCount(provider=p, count=n) for p, n in providers.items()),
+            key=lambda p: (-p.count, p.provider is None, p.provider or ""),
+        ),
         by_event_type=sorted(
-            types,
+            (EventTypeCount(provider=p, event_type=t, count=n) for (p, t), n in types.items()),
             key=lambda t: (-t.count, t.provider is None, t.provider or "", t.event_type is None, t.event_type or ""),
         ),
         signature_failures=SignatureFailures(**failures),
@@ -113,15 +116,17 @@ def _reopens_at(ctx: Context, circuit: str, opened_at: datetime | None) -> datet
     return opened_at + timedelta(seconds=ctx.settings.circuit_cooldown_s)
 
 
-def _health(ctx: Context, state: db_stats.DestinationState, counts: asyncpg.Record | None) -> DestinationHealth:
-    attempts = counts["attempts"] if counts else 0
-    succeeded = counts["succeeded"] if counts else 0
+def _health(
+    ctx: Context, state: db_stats.DestinationState, counts: db_stats.DeliveryCounts | None
+) -> DestinationHealth:
+    attempts = counts.attempts if counts else 0
+    succeeded = counts.succeeded if counts else 0
     return DestinationHealth(
         attempts=attempts,
         succeeded=succeeded,
         failed=attempts - succeeded,
         success_rate=_rate(succeeded, attempts),
-        latency_ms=_latency(counts["latency"] if counts else None),
+        latency_ms=_latency(counts.latency if counts else None),
         last_status=state.last_status,
         last_attempt_at=state.last_attempt_at,
         consecutive_failures=state.consecutive_failures,
@@ -139,13 +144,10 @@ async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
         event_rows = await db_stats.event_counts(conn, endpoint_id, window)
-        delivery_rows = await db_stats.delivery_counts(conn, endpoint_id, window)
+        overall, by_destination = await db_stats.delivery_counts(conn, endpoint_id, window)
         states = await db_stats.destination_states(conn, endpoint_id)
     refused = await _refused(ctx, endpoint_id, window)
-    overall = next((r for r in delivery_rows if r["overall"]), None)
-    by_destination = {r["destination_id"]: r for r in delivery_rows if not r["overall"]}
-    attempted = overall["attempts"] if overall else 0
-    succeeded = overall["succeeded"] if overall else 0
+    attempted, succeeded = overall.attempts, overall.succeeded
     return EndpointStats(
         endpoint_id=endpoint_id,
         from_=window.since,
@@ -157,7 +159,7 @@ async def endpoint_stats(ctx: Context, principal: Principal, endpoint_id: str) -
             succeeded=succeeded,
             failed=attempted - succeeded,
             success_rate=_rate(succeeded, attempted),
-            latency_ms=_latency(overall["latency"] if overall else None),
+            latency_ms=_latency(overall.latency),
         ),
         destinations=[
             DestinationStats(
@@ -179,6 +181,5 @@ async def destination_health(
     states = await db_stats.destination_states(conn, endpoint_id, destination_id)
     if not states:
         return None
-    rows = await db_stats.delivery_counts(conn, endpoint_id, window, destination_id)
-    counts = next((r for r in rows if not r["overall"]), None)
-    return _health(ctx, states[0], counts)
+    _, by_destination = await db_stats.delivery_counts(conn, endpoint_id, window, destination_id)
+    return _health(ctx, states[0], by_destination.get(destination_id))

@@ -21,9 +21,9 @@ def _with_latency(row: tuple, latency_ms: int | None) -> tuple:
     return tuple(out)
 
 
-async def _counts(conn: asyncpg.Connection, endpoint_id: str) -> asyncpg.Record:
+async def _counts(conn: asyncpg.Connection, endpoint_id: str) -> db_stats.DeliveryCounts:
     window = db_stats.Window.last(24, datetime.now(UTC))
-    (overall,) = [r for r in await db_stats.delivery_counts(conn, endpoint_id, window) if r["overall"]]
+    overall, _ = await db_stats.delivery_counts(conn, endpoint_id, window)
     return overall
 
 
@@ -61,8 +61,8 @@ async def test_one_statement_writes_records_counts_results_and_closes_the_circui
                       skipped["task"]: "succeeded"}  # fmt: skip
     assert 25 < due_in <= 30
     assert failures == 0
-    assert (counts["attempts"], counts["succeeded"]) == (3, 2)  # counted once, though written twice
-    assert list(counts["latency"]) == histogram.histogram([0, 7, 120_001])
+    assert (counts.attempts, counts.succeeded) == (3, 2)  # counted once, though written twice
+    assert list(counts.latency) == histogram.histogram([0, 7, 120_001])
 
 
 async def test_counts_in_sql_bucket_every_bound_as_the_histogram_does(ctx: Context, destination: Destination) -> None:
@@ -73,5 +73,5 @@ async def test_counts_in_sql_bucket_every_bound_as_the_histogram_does(ctx: Conte
     async with ctx.pool.acquire() as conn:
         await delivery_records.insert_many(conn, rows)
         counts = await _counts(conn, made["endpoint"])
-    assert counts["attempts"] == len(latencies) + 1
-    assert list(counts["latency"]) == histogram.histogram(latencies)
+    assert counts.attempts == len(latencies) + 1
+    assert list(counts.latency) == histogram.histogram(latencies)
