@@ -22,6 +22,7 @@ from control.db import destinations as db_destinations
 from control.db.context import Context
 from control.db.leased import LeasedTask
 from control.delivery.send import Outcome, forwardable, merge, signature
+from control.records.destinations import HOP_BY_HOP
 from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
 from control.transform.apply import Outgoing, Result, apply, request_input, result_of
@@ -244,14 +245,20 @@ def _context(task: LeasedTask) -> dict[str, Any]:
 
 def captured(task: LeasedTask) -> Outgoing:
     """The request a claimed task sends before a transform: its captured request to the destination's URL and
-    headers."""
+    headers. For an event with no header kept as base64 (nearly all), ``forwardable`` and ``merge`` in one pass:
+    without the two dicts made between them, 1.0 µs a delivery against 1.7 (ADR 0060, amended 2026-12-03 night)."""
+    headers = task.headers or {}
+    if task.headers_base64:
+        out = merge(forwardable(captured_headers(headers, task.headers_base64)), task.destination_headers)
+    else:
+        named = {token.strip().lower() for token in headers["connection"].split(",")} if "connection" in headers else ()
+        out = {name.lower(): value for name, value in headers.items() if name not in HOP_BY_HOP and name not in named}
+        for name, value in (task.destination_headers or {}).items():
+            out[name.lower()] = value
     return Outgoing(
         task.method or "POST",  # always there: an attempt of an event no longer stored sends nothing
         task.destination_url,
-        merge(
-            forwardable(captured_headers(task.headers or {}, task.headers_base64)),
-            task.destination_headers,
-        ),
+        out,
         bytes(task.body or b""),
     )
 
