@@ -159,7 +159,10 @@ class Transforms:
         if loaded is None:
             return
         sents = [captured(task) for task in tasks]
-        inputs: list[str | Input] = [request_input(sent, _context(t)) for sent, t in zip(sents, tasks, strict=True)]
+        destination = {"id": first.destination_id, "name": first.destination_name}  # the same for every task here
+        inputs: list[str | Input] = [
+            request_input(sent, _context(t, destination)) for sent, t in zip(sents, tasks, strict=True)
+        ]
         pool, account, count, key = pool_for(self.ctx.settings), loaded.account, len(tasks), first.destination_id
         self._park(account, key, count)
         try:
@@ -227,10 +230,11 @@ def _failed(exc: NotATransformError) -> Result:
     return Result(None, TransformRecord(outcome="failed", error=TransformError(message=exc.message, line=exc.line)))
 
 
-def _context(task: LeasedTask) -> dict[str, Any]:
+def _context(task: LeasedTask, destination: dict[str, Any] | None = None) -> dict[str, Any]:
     """``event_context`` of a claimed task, made without its intermediate row: ``received_at`` goes as the
     datetime, which the sandbox process's JSON encoder writes as ``event_context`` does (RFC 3339, UTC as
-    ``Z``), so the worker formats no date per delivery."""
+    ``Z``), so the worker formats no date per delivery. ``destination``: its part, made once for a group of one
+    destination's tasks (``ahead``): fewer containers made and held per call, fewer collections (ADR 0060)."""
     return {
         "event": {
             "id": task.event_id,
@@ -239,7 +243,7 @@ def _context(task: LeasedTask) -> dict[str, Any]:
             "received_at": task.event_received_at,
             "labels": task.labels or [],
         },
-        "destination": {"id": task.destination_id, "name": task.destination_name},
+        "destination": destination or {"id": task.destination_id, "name": task.destination_name},
     }
 
 
