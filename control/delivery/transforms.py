@@ -22,6 +22,7 @@ from control.db import destinations as db_destinations
 from control.db.context import Context
 from control.db.leased import LeasedTask
 from control.delivery.send import Outcome, forwardable, merge, signature
+from control.records.destinations import HOP_BY_HOP
 from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
 from control.transform.apply import Outgoing, Result, apply, request_input, result_of
@@ -158,7 +159,10 @@ class Transforms:
         if loaded is None:
             return
         sents = [captured(task) for task in tasks]
-        inputs: list[str | Input] = [request_input(sent, _context(t)) for sent, t in zip(sents, tasks, strict=True)]
+        destination = {"id": first.destination_id, "name": first.destination_name}  # the same for every task here
+        inputs: list[str | Input] = [
+            request_input(sent, _context(t, destination)) for sent, t in zip(sents, tasks, strict=True)
+        ]
         pool, account, count, key = pool_for(self.ctx.settings), loaded.account, len(tasks), first.destination_id
         self._park(account, key, count)
         try:
@@ -226,10 +230,11 @@ def _failed(exc: NotATransformError) -> Result:
     return Result(None, TransformRecord(outcome="failed", error=TransformError(message=exc.message, line=exc.line)))
 
 
-def _context(task: LeasedTask) -> dict[str, Any]:
+def _context(task: LeasedTask, destination: dict[str, Any] | None = None) -> dict[str, Any]:
     """``event_context`` of a claimed task, made without its intermediate row: ``received_at`` goes as the
     datetime, which the sandbox process's JSON encoder writes as ``event_context`` does (RFC 3339, UTC as
-    ``Z``), so the worker formats no date per delivery."""
+    ``Z``), so the worker formats no date per delivery. ``destination``: its part, made once for a group of one
+    destination's tasks (``ahead``): fewer containers made and held per call, fewer collections (ADR 0060)."""
     return {
         "event": {
             "id": task.event_id,
@@ -238,20 +243,26 @@ def _context(task: LeasedTask) -> dict[str, Any]:
             "received_at": task.event_received_at,
             "labels": task.labels or [],
         },
-        "destination": {"id": task.destination_id, "name": task.destination_name},
+        "destination": destination or {"id": task.destination_id, "name": task.destination_name},
     }
 
 
 def captured(task: LeasedTask) -> Outgoing:
     """The request a claimed task sends before a transform: its captured request to the destination's URL and
-    headers."""
+    headers. For an event with no header kept as base64 (nearly all), ``forwardable`` and ``merge`` in one pass:
+    without the two dicts made between them, 1.0 µs a delivery against 1.7 (ADR 0060, amended 2026-12-03 night)."""
+    headers = task.headers or {}
+    if task.headers_base64:
+        out = merge(forwardable(captured_headers(headers, task.headers_base64)), task.destination_headers)
+    else:
+        named = {token.strip().lower() for token in headers["connection"].split(",")} if "connection" in headers else ()
+        out = {name.lower(): value for name, value in headers.items() if name not in HOP_BY_HOP and name not in named}
+        for name, value in (task.destination_headers or {}).items():
+            out[name.lower()] = value
     return Outgoing(
         task.method or "POST",  # always there: an attempt of an event no longer stored sends nothing
         task.destination_url,
-        merge(
-            forwardable(captured_headers(task.headers or {}, task.headers_base64)),
-            task.destination_headers,
-        ),
+        out,
         bytes(task.body or b""),
     )
 
