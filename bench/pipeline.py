@@ -23,8 +23,9 @@ Figures (the last line):
   ``worker`` (flush, deliver and the other loops), ``edge``, ``control``, ``learn``, ``sink``, ``pg`` (every
   Postgres process: the bench's server), ``redis``; ``total`` sums them. On two cores, ``delivered_per_s``
   can reach at most 2,000,000 / ``cpu_us_total``: this is where a delivery's budget goes.
-- ``ledger``: ``exact`` when every stored event was delivered exactly once and nothing acknowledged is
-  missing, ``inexact`` otherwise;
+- ``ledger``: ``exact`` when every stored event was delivered exactly once, nothing acknowledged is missing
+  and every request without a 2xx was a refusal (the edge's 503 when it sheds load: nothing acknowledged,
+  the sender retries; ``refused`` says how many), ``inexact`` otherwise;
 - ``edge_us_per_ingested``: the edge's CPU per acknowledged event; ``cost_ratio``: Postgres' and the worker's
   CPU per delivered event over it (issue 48: at most 2.5, what it costs to take a webhook out against what it
   costs to take it in); ``delivered_over_ingested``: ``delivered_per_s`` over ``ingest_rps`` (at least 0.6).
@@ -275,7 +276,7 @@ def _once(
     requests = sum(seen.values())
     extra = sum(n - fanout for n in seen.values() if n > fanout)
     once_each = all(n == fanout for n in seen.values())
-    exact = delivered == stored and once_each and acked <= stored <= acked + CONNECTIONS and result.errors == 0
+    exact = delivered == stored and once_each and acked <= stored <= acked + CONNECTIONS and result.errors == result.refused
     return {
         "seconds": span_s,
         "connections": CONNECTIONS,
