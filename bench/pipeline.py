@@ -24,8 +24,9 @@ Figures (the last line):
   Postgres process: the bench's server), ``redis``; ``total`` sums them. On two cores, ``delivered_per_s``
   can reach at most 2,000,000 / ``cpu_us_total``: this is where a delivery's budget goes.
 - ``ledger``: ``exact`` when every stored event was delivered exactly once, nothing acknowledged is missing
-  and every request without a 2xx was a refusal (the edge's 503 when it sheds load: nothing acknowledged,
-  the sender retries; ``refused`` says how many), ``inexact`` otherwise;
+  and every request without a 2xx was the edge's load-shedding 503 (nothing acknowledged, the sender
+  retries; ``refused`` says how many): wrk counts every non-2xx alike, so the edge's own counter by outcome
+  says how many were anything else (``edge_errors``, 0 in an exact ledger); ``inexact`` otherwise;
 - ``edge_us_per_ingested``: the edge's CPU per acknowledged event; ``cost_ratio``: Postgres' and the worker's
   CPU per delivered event over it (issue 48: at most 2.5, what it costs to take a webhook out against what it
   costs to take it in); ``delivered_over_ingested``: ``delivered_per_s`` over ``ingest_rps`` (at least 0.6).
@@ -58,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -142,6 +144,21 @@ async def _stored(database_url: str, endpoint_id: str | None) -> int:
         return await conn.fetchval("SELECT count(*) FROM events WHERE endpoint_id = $1", endpoint_id)
     finally:
         await conn.close()
+
+
+def _answered_in_error(edge: str) -> int:
+    """Requests the edge answered with an error other than shedding load (``backpressure``), from its own
+    ``hookyard_edge_requests_total`` by outcome (``/metrics``): the one way to tell a 503 of a full stream from
+    a 500, which wrk counts alike."""
+    with urllib.request.urlopen(f"{edge}/metrics", timeout=10) as resp:  # noqa: S310 - the bench's own edge
+        text = resp.read().decode()
+    failed = 0.0
+    for line in text.splitlines():
+        if line.startswith("hookyard_edge_requests_total{"):
+            labels, _, value = line.rpartition(" ")
+            if 'outcome="accepted"' not in labels and 'outcome="backpressure"' not in labels:
+                failed += float(value)
+    return int(failed)
 
 
 def _drained(bench: Bench, endpoint_id: str | None, sink_file: Path) -> tuple[int, Counter[str]]:
@@ -267,6 +284,7 @@ def _once(
             )
             ended = time.time()
             stored, seen = _drained(bench, endpoint_id, sink_file)
+            failed = _answered_in_error(edge)
             cpu = _cpu(service, sink, servers)
             cpu.subtract(cpu_before)
             last_delivery = os.stat(sink_file).st_mtime if sink_file.exists() else ended
@@ -276,7 +294,8 @@ def _once(
     requests = sum(seen.values())
     extra = sum(n - fanout for n in seen.values() if n > fanout)
     once_each = all(n == fanout for n in seen.values())
-    exact = delivered == stored and once_each and acked <= stored <= acked + CONNECTIONS and result.errors == result.refused
+    only_shed = result.errors == result.refused and failed == 0  # no socket error, no answer but a shedding 503
+    exact = delivered == stored and once_each and acked <= stored <= acked + CONNECTIONS and only_shed
     return {
         "seconds": span_s,
         "connections": CONNECTIONS,
@@ -285,6 +304,7 @@ def _once(
         "acked": acked,
         "errors": result.errors,
         "refused": result.refused,
+        "edge_errors": failed,
         "stored": stored,
         "delivered": delivered,
         "extra": extra,
