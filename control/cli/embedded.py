@@ -201,6 +201,12 @@ def _start_postgres(pgdata: Path) -> tuple[object, str]:
     for attempt in range(1, _PG_ATTEMPTS + 1):
         if _postmaster(pgdata)[0] is None:  # a pid file left by a killed server would stop Postgres starting
             (pgdata / "postmaster.pid").unlink(missing_ok=True)
+            # pgserver's handles of a server that is not running: a process killed while it held one stays
+            # listed, and then its cleanup keeps a stopped server cached in this process (below)
+            (pgdata / ".handle_pids.json").unlink(missing_ok=True)
+        # Starting and stopping are ours (cleanup_mode=None): a server of this directory that pgserver still
+        # caches is one we stopped, and get_server would hand it back without starting it
+        pgserver.postgres_server.PostgresServer._instances.pop(pgdata.resolve(), None)
         with _pg_lock, _traverse_only([pgdata, bin_dir]):
             try:
                 server = pgserver.postgres_server.get_server(pgdata, cleanup_mode=None)

@@ -57,6 +57,24 @@ async def test_data_survives_a_restart_and_the_dir_has_one_owner(private_dir: Pa
         again.stop()
 
 
+@pytest.mark.slow
+async def test_a_second_start_in_one_process_starts_again_despite_a_dead_handle(private_dir: Path) -> None:
+    """A process killed while it held the server (``hookyard up`` under kill -9, a bench interrupted) stays in
+    pgserver's handle list; that made pgserver keep the stopped server cached, and the next start in the same
+    process (a bench's next run) got it back unstarted: "started but postmaster.pid names no socket"."""
+    data_dir = private_dir / "data"
+    first = start_embedded(data_dir, redis=False)
+    dead = 2**22 + 12345  # above the default pid_max: no process has it
+    (data_dir / "postgres" / ".handle_pids.json").write_text(f"[{dead}, {os.getpid()}]")
+    first.stop()
+    again = start_embedded(data_dir, redis=False)
+    try:
+        assert again.database_url is not None
+        assert await _pg(again.database_url, "SELECT 1") == 1
+    finally:
+        again.stop()
+
+
 def test_only_the_servers_asked_for_are_started(tmp_path: Path) -> None:
     servers = start_embedded(tmp_path / "d", postgres=False, redis=False)
     try:
