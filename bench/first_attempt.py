@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
@@ -44,6 +46,8 @@ from control.db.flush import store_batch
 from control.records.storable import event_row
 from shared import ids
 from shared.settings import Settings
+
+T = TypeVar("T")
 
 EVENTS = int(os.environ.get("FIRST_ATTEMPT_EVENTS", "4000"))
 ROUNDS = int(os.environ.get("FIRST_ATTEMPT_ROUNDS", "3"))
@@ -66,23 +70,23 @@ return n
 """The flush's hand-off (ADR 0069): each ingest entry's first attempts are added only where its XACK returned
 1, so of two flushes that stored the same entry exactly one adds them."""
 
-_TYPED = ", ".join(f"${i}::{t}[]" for i, t in enumerate(records._TYPES, 1))
-_N = len(records.COLUMNS)
 _RECORD_ONLY = f"""
 WITH ins AS (
     INSERT INTO deliveries ({", ".join(records.COLUMNS)})
     SELECT {", ".join("u." + c for c in records.COLUMNS)}
-      FROM unnest({_TYPED}, ${_N + 1}::timestamptz[]) AS u({", ".join(records.COLUMNS)}, received_at)
-     WHERE EXISTS (SELECT 1 FROM events e WHERE e.id = u.event_id AND e.received_at = u.received_at FOR KEY SHARE)
+      FROM unnest($1::delivery_record[]) WITH ORDINALITY AS u
+      JOIN unnest($2::timestamptz[]) WITH ORDINALITY AS r(received_at, n) ON r.n = u.ordinality
+     WHERE EXISTS (SELECT 1 FROM events e WHERE e.id = u.event_id AND e.received_at = r.received_at FOR KEY SHARE)
     ON CONFLICT (id) DO NOTHING
     RETURNING id, endpoint_id, destination_id, created_at, success, latency_ms, source, transform
 ), rule_attempts AS (
     SELECT endpoint_id, destination_id, created_at, success, latency_ms FROM ins WHERE source = 'rule'
 ), counted AS ({stats.deliveries_counted("rule_attempts")}),
-closed AS ({db_circuit.close_statement(_N + 2)} AND (SELECT count(*) FROM counted) >= 0 RETURNING 1)
+closed AS ({db_circuit.close_statement(3)} AND (SELECT count(*) FROM counted) >= 0 RETURNING 1)
 SELECT count(*) FROM ins"""
 """The stream path's record: the attempt's row locking its event (an erasure waits for it, as for a
-replay's), its counts and the circuit it closes; no task to update."""
+replay's), its counts and the circuit it closes; no task to update. The rows go as the recorder sends them
+(one array of the composite ``delivery_record``, migration 0038), so both paths pay the same encoding."""
 
 _READ = """
 SELECT e.method, e.headers, e.headers_base64, e.body, e.idempotency_key, e.body_expired_at, e.provider,
@@ -118,7 +122,7 @@ class Meter:
         self.steps: dict[str, int] = {}
         """Postgres' CPU by step (store, claim, record)."""
 
-    async def measure(self, call, step: str = ""):  # type: ignore[no-untyped-def]
+    async def measure(self, call: Awaitable[T], step: str = "") -> T:
         before = {k: _cpu_ns(p) for k, p in self.pids.items()}
         client = time.process_time_ns()
         out = await call
@@ -146,7 +150,7 @@ async def _today(conn, r, m: Meter, stream: str, endpoint: str, dst: str, rule: 
         part = recs[i : i + FLUSH_BATCH]
         tasks = [(ids.new_id("task"), x.id, rule, dst) for x in part]
 
-        async def store(part=part, tasks=tasks):  # type: ignore[no-untyped-def]
+        async def store(part: list[Any] = part, tasks: list[tuple[str, ...]] = tasks) -> None:
             async with conn.transaction():
                 await store_batch(conn, [event_row(x) for x in part], tasks)
 
@@ -162,7 +166,7 @@ async def _today(conn, r, m: Meter, stream: str, endpoint: str, dst: str, rule: 
         if not claimed:
             break
 
-        async def write(claimed=claimed):  # type: ignore[no-untyped-def]
+        async def write(claimed: list[Any] = claimed) -> int:
             rows = [_row(t.event_id, endpoint, t.id, dst, rule, ids.new_id("dlv")) for t in claimed]
             results = [(t.id, t.attempts, "succeeded", None, None) for t in claimed]
             return await records.write(conn, rows, results, [dst])
@@ -182,9 +186,17 @@ async def _decode(got: list, endpoint: str) -> tuple[list[tuple], list[datetime]
     return rows, received, eids
 
 
-async def _record(conn, r, first: str, rows: list, received: list, eids: list, dst: str) -> int:  # type: ignore[no-untyped-def]
+async def _record(
+    conn: Any,
+    r: aioredis.Redis,
+    first: str,
+    rows: list[tuple[Any, ...]],
+    received: list[datetime],
+    eids: list[bytes],
+    dst: str,
+) -> int:
     """The records in one statement, then their entries acknowledged and deleted."""
-    n: int = await conn.fetchval(_RECORD_ONLY, *(list(c) for c in zip(*rows, strict=True)), received, [dst])
+    n: int = await conn.fetchval(_RECORD_ONLY, records._records(rows), received, [dst])
     pipe = r.pipeline(transaction=False)
     pipe.xack(first, "deliver", *eids).xdel(first, *eids)
     await pipe.execute()
@@ -199,7 +211,7 @@ async def _stream(conn, r, m: Meter, stream: str, first: str, endpoint: str, dst
         chunk = entries[i : i + FLUSH_BATCH // PER_ENTRY]
         part = [x for _, rs in chunk for x in rs]
 
-        async def store(part=part, chunk=chunk):  # type: ignore[no-untyped-def]
+        async def store(part: list[Any] = part, chunk: list[tuple[str, list[Any]]] = chunk) -> None:
             async with conn.transaction():
                 await store_batch(conn, [event_row(x) for x in part])
             argv: list[object] = ["flush"]
