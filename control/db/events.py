@@ -137,15 +137,18 @@ async def page(
         utf8 = conn.get_settings().server_encoding == "UTF8"
         (walk, walk_args), _ = search_statements(endpoint_id, filters, limit=limit, after=after, bounds=[], utf8=utf8)
         walked = await conn.fetch(walk, *walk_args)
-        if len(walked) == limit:
-            return walked
+        found = [r for r in walked if r["id"] is not None]
+        if len(found) == limit or walked[0]["walked"] < _WALK:
+            return found  # the page is full, or the walk read every row the filters allow
+        # every match at or after the walk's oldest row is in ``found``: the index is asked for older ones only
+        older = (walked[0]["walk_at"], walked[0]["walk_id"])
         bounds = await search_bounds(conn)
         grams = query_grams(filters.q.lower()) if filters.q is not None else []
         frequent = await frequent_grams(conn, endpoint_id, grams)
         _, (indexed, args) = search_statements(
-            endpoint_id, filters, limit=limit, after=after, bounds=bounds, utf8=utf8, frequent=frequent
+            endpoint_id, filters, limit=limit - len(found), after=older, bounds=bounds, utf8=utf8, frequent=frequent
         )
-        return await conn.fetch(indexed, *args)
+        return found + await conn.fetch(indexed, *args)
 
 
 def search_statements(
@@ -164,13 +167,19 @@ def search_statements(
     trigrams are left out of the index condition unless all are (``frequent_grams``)."""
     assert filters.search is not None, "only a q page has them"
     where = _Where(endpoint_id).filters(dataclasses.replace(filters, search=None))
-    if after is not None:
-        where.add("(e.received_at, e.id) < ({}, {})", *after)
+    if after is not None:  # the plain bound too, so the planner prunes the days past it
+        where.add("(e.received_at, e.id) < ({}, {}) AND e.received_at <= {}", *after, after[0])
     conditions, limit_arg, search = where.sql, where.arg(limit), where.arg(filters.search)
     order = f"ORDER BY e.received_at DESC, e.id DESC LIMIT {limit_arg}"
-    walk = f"""SELECT {_COLUMNS} FROM (SELECT e.* FROM events e WHERE {conditions}
-                                       ORDER BY e.received_at DESC, e.id DESC LIMIT {_WALK}) e
-                WHERE e.search_text LIKE {search} {order}"""
+    # the walk's matches (none: one row of NULLs), each with how many rows it read and the oldest one's key
+    walk = f"""WITH w AS MATERIALIZED (SELECT e.* FROM events e WHERE {conditions}
+                                     ORDER BY e.received_at DESC, e.id DESC LIMIT {_WALK}),
+                     m AS (SELECT * FROM w e WHERE e.search_text LIKE {search} {order})
+                SELECT {_COLUMNS}, b.walked, b.walk_at, b.walk_id
+                  FROM (SELECT (SELECT count(*) FROM w) AS walked, o.received_at AS walk_at, o.id AS walk_id
+                          FROM (SELECT 1) one LEFT JOIN (SELECT w.received_at, w.id FROM w
+                                                          ORDER BY w.received_at, w.id LIMIT 1) o ON true) b
+                  LEFT JOIN m e ON true {order}"""
     walk_args = list(where.args)
     conditions += f" AND e.search_text LIKE {search}"
     grams = query_grams(filters.q.lower()) if filters.q is not None else []
@@ -180,7 +189,7 @@ def search_statements(
     if grams:  # the columns unqualified, as the index spells them
         tag = endpoint_tag(endpoint_id)
         conditions += f" AND {KEYS} @> {where.arg([tag + g for g in grams])}::text[]"
-    arms = _arms(bounds, filters)
+    arms = _arms(bounds, filters, None if after is None else after[0])
     if len(arms) == 1:
         return (walk, walk_args), (f"SELECT {_COLUMNS} FROM events e WHERE {conditions}{arms[0]} {order}", where.args)
     union = " UNION ALL ".join(f"(SELECT {_COLUMNS} FROM events e WHERE {conditions}{arm} {order})" for arm in arms)
@@ -255,15 +264,18 @@ SELECT max((to_date(substr(c.relname, 8, 8), 'YYYYMMDD')::timestamp + right(ic.r
 """
 
 
-def _arms(bounds: list[datetime], filters: EventFilters) -> list[str]:
+def _arms(bounds: list[datetime], filters: EventFilters, upto: datetime | None = None) -> list[str]:
     """Conditions splitting time at ``bounds`` (literals, so the planner can prove each prefix index's
-    predicate; they come from the catalog, never from a caller), less the arms the filters exclude."""
+    predicate; they come from the catalog, never from a caller), less the arms the filters exclude, and those
+    wholly after ``upto`` (the keyset's bound, inclusive)."""
     edges: list[datetime | None] = [None, *bounds, None]
     arms = []
     for low, high in itertools.pairwise(edges):
         if high is not None and filters.since is not None and filters.since >= high:
             continue
         if low is not None and filters.before is not None and filters.before <= low:
+            continue
+        if low is not None and upto is not None and upto < low:
             continue
         arm = "" if low is None else f" AND e.received_at >= '{low.isoformat()}'"
         arms.append(arm + ("" if high is None else f" AND e.received_at < '{high.isoformat()}'"))

@@ -57,7 +57,9 @@ async def test_a_q_page_reads_the_index_on_this_server(client, account, conn) ->
     await partitions.ensure_ahead(conn, days_back=1, days_ahead=1)
     await conn.execute(_FILLER, endpoint, yday)
     rare = Ev(endpoint, received_at=yday + timedelta(minutes=7), body=f'{{"note": "{_HOSTILE}"}}'.encode())
-    await store(conn, None, None, [rare])
+    # matches among the newest 2,000 rows (the walk's) and older (the index's): a page joins both, in order
+    pins = [Ev(endpoint, received_at=yday + timedelta(minutes=m), body=b'{"pin": "Pin-X"}') for m in (95, 80, 30, 5)]
+    await store(conn, None, None, [rare, *pins])
     assert f"events_{yday:%Y%m%d}" in await partitions.index_finished_days(conn)
     await conn.execute("ANALYZE events")
     index = f"events_{yday:%Y%m%d}_keys"
@@ -97,6 +99,15 @@ async def test_a_q_page_reads_the_index_on_this_server(client, account, conn) ->
         resp = await client.get(f"/v1/endpoints/{endpoint}/events", params={"q": q}, headers=account.headers)
         assert resp.status_code == 200, resp.text
         assert [e["id"] for e in resp.json()["events"]] == [rare.id], q
+    for limit in (1, 3, 20):
+        seen, cursor = [], None
+        while True:
+            params = {"q": "pin-x", "limit": limit} | ({"cursor": cursor} if cursor else {})
+            resp = await client.get(f"/v1/endpoints/{endpoint}/events", params=params, headers=account.headers)
+            seen += [e["id"] for e in resp.json()["events"]]
+            if (cursor := resp.json()["next_cursor"]) is None:
+                break
+        assert seen == [p.id for p in pins], limit
     params = {"q": "filler", "limit": 20}
     resp = await client.get(f"/v1/endpoints/{endpoint}/events", params=params, headers=account.headers)
     assert len(resp.json()["events"]) == 20  # a common term fills the page from the walk alone
