@@ -136,12 +136,15 @@ async def page(
         await conn.execute(_CUSTOM_PLAN)
         utf8 = conn.get_settings().server_encoding == "UTF8"
         (walk, walk_args), _ = search_statements(endpoint_id, filters, limit=limit, after=after, bounds=[], utf8=utf8)
-        walked = await conn.fetch(walk, *walk_args)
-        found = [r for r in walked if r["id"] is not None]
-        if len(found) == limit or walked[0]["walked"] < _WALK:
-            return found  # the page is full, or the walk read every row the filters allow
+        found = await conn.fetch(walk, *walk_args)
+        if len(found) == limit:
+            return found
+        reach_sql, reach_args = _walk_reach(endpoint_id, filters, after)
+        reach = await conn.fetchrow(reach_sql, *reach_args)
+        if reach is None or reach["walked"] < _WALK:
+            return found  # the walk read every row the filters allow
         # every match at or after the walk's oldest row is in ``found``: the index is asked for older ones only
-        older = (walked[0]["walk_at"], walked[0]["walk_id"])
+        older = (reach["received_at"], reach["id"])
         bounds = await search_bounds(conn)
         grams = query_grams(filters.q.lower()) if filters.q is not None else []
         frequent = await frequent_grams(conn, endpoint_id, grams)
@@ -149,6 +152,21 @@ async def page(
             endpoint_id, filters, limit=limit - len(found), after=older, bounds=bounds, utf8=utf8, frequent=frequent
         )
         return found + await conn.fetch(indexed, *args)
+
+
+def _walk_reach(
+    endpoint_id: str, filters: EventFilters, after: tuple[datetime, str] | None
+) -> tuple[str, list[object]]:
+    """The statement reading how far a short page's walk went: the key of the oldest row it read and how many
+    it read (none when nothing matches the filters). Those rows were just read, so their pages are cached."""
+    where = _Where(endpoint_id).filters(dataclasses.replace(filters, search=None))
+    if after is not None:
+        where.add("(e.received_at, e.id) < ({}, {})", *after)
+    sql = f"""SELECT w.received_at, w.id, count(*) OVER () AS walked
+                FROM (SELECT e.received_at, e.id FROM events e WHERE {where.sql}
+                       ORDER BY e.received_at DESC, e.id DESC LIMIT {_WALK}) w
+               ORDER BY w.received_at, w.id LIMIT 1"""
+    return sql, where.args
 
 
 def search_statements(
@@ -171,15 +189,9 @@ def search_statements(
         where.add("(e.received_at, e.id) < ({}, {}) AND e.received_at <= {}", *after, after[0])
     conditions, limit_arg, search = where.sql, where.arg(limit), where.arg(filters.search)
     order = f"ORDER BY e.received_at DESC, e.id DESC LIMIT {limit_arg}"
-    # the walk's matches (none: one row of NULLs), each with how many rows it read and the oldest one's key
-    walk = f"""WITH w AS MATERIALIZED (SELECT e.* FROM events e WHERE {conditions}
-                                     ORDER BY e.received_at DESC, e.id DESC LIMIT {_WALK}),
-                     m AS (SELECT * FROM w e WHERE e.search_text LIKE {search} {order})
-                SELECT {_COLUMNS}, b.walked, b.walk_at, b.walk_id
-                  FROM (SELECT (SELECT count(*) FROM w) AS walked, o.received_at AS walk_at, o.id AS walk_id
-                          FROM (SELECT 1) one LEFT JOIN (SELECT w.received_at, w.id FROM w
-                                                          ORDER BY w.received_at, w.id LIMIT 1) o ON true) b
-                  LEFT JOIN m e ON true {order}"""
+    walk = f"""SELECT {_COLUMNS} FROM (SELECT e.* FROM events e WHERE {conditions}
+                                       ORDER BY e.received_at DESC, e.id DESC LIMIT {_WALK}) e
+                WHERE e.search_text LIKE {search} {order}"""
     walk_args = list(where.args)
     conditions += f" AND e.search_text LIKE {search}"
     grams = query_grams(filters.q.lower()) if filters.q is not None else []
@@ -223,23 +235,27 @@ async def frequent_grams(conn: Connection, endpoint_id: str, grams: list[str]) -
     """
     if not grams:
         return set()
+    index = await conn.fetchval(_NEWEST_INDEX)
+    if index is None:
+        return set()
     tag = endpoint_tag(endpoint_id)
-    rows = await conn.fetch(_FREQUENT, [tag + g for g in grams], endpoint_id)
+    rows = await conn.fetch(_FREQUENT, [tag + g for g in grams], endpoint_id, index, index[: -len("_keys")])
     return {r["elem"][len(tag) :] for r in rows}
 
 
+_NEWEST_INDEX = """
+SELECT max(relname)::text FROM pg_class
+ WHERE relkind = 'i' AND relname ~ '^events_[0-9]{8}_keys$' AND relnamespace = current_schema()::regnamespace
+"""
+
+# The names as parameters (constants under the page's custom plan), so pg_stats is read for those two only.
 _FREQUENT = """
-WITH ix AS (SELECT max(relname) AS name FROM pg_class
-             WHERE relkind = 'i' AND relname ~ '^events_[0-9]{8}_keys$'
-               AND relnamespace = current_schema()::regnamespace),
-     share AS (SELECT v.freq FROM ix, pg_stats s,
-                      unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS v(val, freq)
-                WHERE s.schemaname = current_schema() AND s.tablename = left(ix.name, 15)
-                  AND s.attname = 'endpoint_id' AND v.val = $2)
-SELECT f.elem FROM ix, share, pg_stats s,
-       unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS f(elem, freq)
- WHERE s.schemaname = current_schema() AND s.tablename = ix.name
-   AND f.freq > 0.5 * share.freq AND f.elem = any($1::text[])
+SELECT f.elem FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS f(elem, freq)
+ WHERE s.schemaname = current_schema() AND s.tablename = $3 AND f.elem = any($1::text[])
+   AND f.freq > 0.5 * (SELECT v.freq FROM pg_stats p,
+                              unnest(p.most_common_vals::text::text[], p.most_common_freqs) AS v(val, freq)
+                        WHERE p.schemaname = current_schema() AND p.tablename = $4 AND p.attname = 'endpoint_id'
+                          AND v.val = $2)
 """
 
 
