@@ -6,11 +6,14 @@ must agree on any text, hostile included, or a search would miss what it should 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import pytest
 
 from control.db import events as db_events
 from control.db import partitions
@@ -117,29 +120,42 @@ async def test_a_q_page_reads_the_index_on_this_server(client, account, conn) ->
     assert scans >= before + 5, (before, scans)
 
 
-async def test_a_database_made_before_0036_gets_the_index_and_keeps_its_answers(empty_database, monkeypatch) -> None:
-    """An existing data directory upgraded: its finished days had no `q` index (no pg_trgm) or a pg_trgm one;
-    0036 adds the function, `q` answers at once (reading the day), and the same once the sweep built the index."""
+@contextlib.asynccontextmanager
+async def _made_before(
+    empty_database: str, monkeypatch: pytest.MonkeyPatch, version: str
+) -> AsyncIterator[tuple[asyncpg.Connection, str, Ev, Callable[[], Awaitable[None]]]]:
+    """A database migrated up to ``version`` (left out), with two events in yesterday's partition, one holding
+    `cus_Upgraded`: (a connection, that partition, that event, the upgrade applying ``version`` and the rest)."""
     shipped = available()
-    monkeypatch.setattr("control.db.migrate.available", lambda: [m for m in shipped if m[0] < "0036"])
-    assert "0036_search_grams" not in await migrate(empty_database)
+    monkeypatch.setattr("control.db.migrate.available", lambda: [m for m in shipped if m[0] < version])
+    assert all(applied < version for applied in await migrate(empty_database))
     conn = await asyncpg.connect(empty_database)
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+    async def upgrade() -> None:
+        monkeypatch.setattr("control.db.migrate.available", lambda: shipped)
+        assert await migrate(empty_database) == [m[0] for m in shipped if m[0] >= version]  # it and what came after
+
     try:
         yday = datetime.now(UTC).replace(hour=3, minute=0, second=0, microsecond=0) - timedelta(days=1)
         await partitions.ensure_ahead(conn, days_back=1, days_ahead=1)
         old = Ev("ep_upgraded", received_at=yday, body=b'{"customer": "cus_Upgraded"}')
         await store(conn, None, None, [old, Ev("ep_upgraded", received_at=yday, body=b"{}")])
-        filters = event_filters(q="CUS_UPGRADED")
-
-        monkeypatch.setattr("control.db.migrate.available", lambda: shipped)
-        assert await migrate(empty_database) == [m[0] for m in shipped if m[0] >= "0036"]  # 0036 and what came after
-        unindexed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
-        assert f"events_{yday:%Y%m%d}" in await partitions.index_finished_days(conn)
-        indexed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
-        assert unindexed == indexed == [old.id]
+        yield conn, f"events_{yday:%Y%m%d}", old, upgrade
     finally:
         await conn.close()
+
+
+async def test_a_database_made_before_0036_gets_the_index_and_keeps_its_answers(empty_database, monkeypatch) -> None:
+    """An existing data directory upgraded: its finished days had no `q` index (no pg_trgm) or a pg_trgm one;
+    0036 adds the function, `q` answers at once (reading the day), and the same once the sweep built the index."""
+    async with _made_before(empty_database, monkeypatch, "0036") as (conn, day, old, upgrade):
+        filters = event_filters(q="CUS_UPGRADED")
+        await upgrade()
+        unindexed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
+        assert day in await partitions.index_finished_days(conn)
+        indexed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
+        assert unindexed == indexed == [old.id]
 
 
 _WORDS = """
@@ -189,24 +205,11 @@ async def test_a_database_made_before_0039_keeps_its_answers_while_the_sweep_rek
     """An existing data directory upgraded past 0039: its finished days hold the index of 0036 (trigrams alone),
     which no query asks for any more. `q` answers the same at once (reading the day), and the same once the
     sweep built the day's endpoint-keyed index and dropped the old one."""
-    shipped = available()
-    monkeypatch.setattr("control.db.migrate.available", lambda: [m for m in shipped if m[0] < "0039"])
-    assert "0039_search_keys" not in await migrate(empty_database)
-    conn = await asyncpg.connect(empty_database)
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-    try:
-        yday = datetime.now(UTC).replace(hour=3, minute=0, second=0, microsecond=0) - timedelta(days=1)
-        await partitions.ensure_ahead(conn, days_back=1, days_ahead=1)
-        old = Ev("ep_upgraded", received_at=yday, body=b'{"customer": "cus_Upgraded"}')
-        await store(conn, None, None, [old, Ev("ep_upgraded", received_at=yday, body=b"{}")])
-        day = f"events_{yday:%Y%m%d}"
-        # the day's index as the sweep of 0036 built it
-        grams = '(hy_search_grams(search_text) COLLATE "C")'
+    async with _made_before(empty_database, monkeypatch, "0039") as (conn, day, old, upgrade):
+        grams = '(hy_search_grams(search_text) COLLATE "C")'  # the day's index as the sweep of 0036 built it
         await conn.execute(f'CREATE INDEX "{day}_search" ON "{day}" USING gin ({grams})')
         filters = event_filters(q="CUS_UPGRADED")
-
-        monkeypatch.setattr("control.db.migrate.available", lambda: shipped)
-        assert await migrate(empty_database) == [m[0] for m in shipped if m[0] >= "0039"]
+        await upgrade()
         unindexed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
         assert day in await partitions.index_finished_days(conn)
         left = {r[0] for r in await conn.fetch("SELECT relname FROM pg_class WHERE relname LIKE $1", day + "_%")}
@@ -214,5 +217,3 @@ async def test_a_database_made_before_0039_keeps_its_answers_while_the_sweep_rek
         assert f"{day}_search" not in left  # the old kind dropped once the new one is valid
         rekeyed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
         assert unindexed == rekeyed == [old.id]
-    finally:
-        await conn.close()
