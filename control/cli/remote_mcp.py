@@ -59,8 +59,9 @@ class RemoteOverMcp(Remote):
         except Exception as exc:  # the SDK raises transport errors inside task groups: any of them means "no answer"
             if refusals:
                 raise self.refused(*refusals[0]) from None
+            cause = _innermost(exc)
             raise Unreachable(
-                f"cannot reach the control plane at {self._where}: MCP {name}: {type(exc).__name__}: {exc}",
+                f"cannot reach the control plane at {self._where}: MCP {name}: {type(cause).__name__}: {cause}",
                 where=self._where,
             ) from exc
         if result.is_error:
@@ -115,6 +116,14 @@ class RemoteOverMcp(Remote):
 
     async def record_forward(self, event_id: str, report: dict[str, Any], timeout_s: float) -> None:
         await self.tool("record_forward", {"event_id": event_id, **report}, timeout_s=timeout_s)
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first error inside the SDK's task groups: "ConnectError: All connection attempts failed", not
+    "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)"."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _tool_error(name: str, structured: dict[str, Any] | None, content: list[Any]) -> ApiError:

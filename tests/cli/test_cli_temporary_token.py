@@ -16,7 +16,7 @@ import stripe
 from tests.cli.webhooks_support import RESIGN
 from tests.destination import Destination
 from tests.onboarding.clirun import Proc, cli, ok, until
-from tests.stack import Stack
+from tests.stack import Stack, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -93,3 +93,8 @@ def test_what_the_token_cannot_do_is_refused_saying_what_instead(shared_stack: S
     assert unknown.returncode == 1
     # the control plane's own answer (before any tool runs), not "cannot reach the control plane"
     assert unknown.stderr == "hookyard: API key is invalid, revoked or expired (401 unauthorized)\n"
+    away = cli(env, "trigger", "stripe", "--control-url", f"http://127.0.0.1:{free_port()}")
+    assert away.returncode == 1
+    # the error inside the MCP client's task group, not "ExceptionGroup: unhandled errors in a TaskGroup"
+    said = r"hookyard: cannot reach the control plane at .*: MCP list_endpoints: ConnectError: .*\n"
+    assert re.fullmatch(said, away.stderr), away.stderr
