@@ -3,9 +3,10 @@
 COPY has no ON CONFLICT, so records land in a temporary table first and move with
 ``INSERT ... SELECT ... ON CONFLICT DO NOTHING``: re-processing a stream entry never duplicates an event.
 The join on endpoints drops events of an endpoint deleted between ingest and flush (its events are gone
-by definition). It also locks the endpoint (KEY SHARE, the lock the foreign key took per row before migration
-0027): an endpoint's deletion waits for the batch's commit and then deletes its events with the rest, and a
-batch that meets an endpoint being deleted waits and drops that endpoint's events.
+by definition). The batch's endpoints are locked first, each once (KEY SHARE, the lock the foreign key took
+per row before migration 0027; ADR 0070): an endpoint's deletion waits for the batch's commit and then
+deletes its events with the rest, and a batch that meets an endpoint being deleted waits and drops that
+endpoint's events.
 
 A routed batch also COPYs the delivery tasks that ``control.routing.route`` decided for its events into a
 second staging table, and the same statement that inserts the events inserts the tasks of the events that
