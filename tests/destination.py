@@ -37,7 +37,7 @@ from control.workers.deliver import Deliver
 from control.workers.loop import run_loops
 from shared import ids
 from tests.events_support import Ev, store, store_task
-from tests.helpers import wait_for
+from tests.helpers import FAST_DELIVERY, wait_for
 
 __all__ = (
     "FAST_DELIVERY",
@@ -388,15 +388,6 @@ async def add_rule(
 
 
 # -- delivery tasks and their outcome ----------------------------------------------------------------------
-
-FAST_DELIVERY: dict[str, Any] = {
-    "retry_schedule_s": (0.05, 0.05),
-    "deliver_poll_s": 0.2,
-    "deliver_sweep_s": 0.2,
-    "deliver_timeout_s": 2.0,
-    "deliver_lease_s": 5.0,
-}
-"""Settings that make retries, polls and sweeps take fractions of a second."""
 
 
 async def make_task(

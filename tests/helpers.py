@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import msgspec
 import pytest
 import redis.asyncio as aioredis
 
@@ -283,3 +284,20 @@ def module_settings_fixture(servers: Any, template_database: str) -> Iterator[Se
         )
 
     asyncio.run(forget_prefix(servers.redis_url, prefix))
+
+
+FAST_DELIVERY: dict[str, Any] = {
+    "retry_schedule_s": (0.05, 0.05),
+    "deliver_poll_s": 0.2,
+    "deliver_sweep_s": 0.2,
+    "deliver_timeout_s": 2.0,
+    "deliver_lease_s": 5.0,
+}
+"""Settings that make retries, polls and sweeps take fractions of a second."""
+
+
+@pytest.fixture(name="settings")
+def fast_delivery_settings(settings: Settings) -> Settings:
+    """Import into a test module or a folder's conftest (fixture ``settings``): the test's settings with
+    ``FAST_DELIVERY``."""
+    return msgspec.structs.replace(settings, **FAST_DELIVERY)

@@ -108,7 +108,7 @@ async def record(remote: Remote, url: str, event: dict[str, Any], done: Forwarde
     report: dict[str, object] = {"url": url, "status": done.status, "latency_ms": done.latency_ms, "error": done.error}
     report |= {"sent_headers": done.sent, "response_body": done.answer}
     try:
-        await remote.call("POST", f"/v1/events/{event['id']}/forwards", json=report, timeout_s=_RECORD_TIMEOUT_S)
+        await remote.record_forward(event["id"], report, _RECORD_TIMEOUT_S)
     except (ApiError, Unreachable) as exc:
         return str(exc)
     return None

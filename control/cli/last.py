@@ -105,7 +105,7 @@ async def chosen_endpoint(remote: Any, data_dir: str | Path, ref: str | None, fl
         except ApiError as exc:
             if exc.code not in _GONE:
                 raise
-    endpoints = (await remote.call("GET", "/v1/endpoints")).json()["endpoints"]
+    endpoints = await remote.endpoints()
     if len(endpoints) == 1:
         found = endpoints[0]
         return found

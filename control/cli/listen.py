@@ -137,18 +137,12 @@ class _Follow:
         it ends (25 s after the control plane came back, when no event arrives)."""
         wait_s = _BASELINE_WAIT_S if self.lost else wait_s
         try:
-            resp = await self.remote.call(
-                "GET",
-                f"/v1/endpoints/{self.endpoint_id}/events/wait",
-                params={"after": self.cursor, "timeout": wait_s},
-                timeout_s=wait_s + 15,
-            )
+            answer = await self.remote.wait(self.endpoint_id, self.cursor, wait_s)
         except Unreachable:
             self.lost = True
             raise
         self.lost = False
-        cursor = resp.headers["hookyard-cursor"]
-        return (resp.json()["event"] if resp.status_code == 200 else None), cursor
+        return answer
 
 
 async def _patiently(
@@ -228,9 +222,7 @@ async def listen(
     out, stop = _Out(stream), asyncio.Event()
     _signals(stop)
     if endpoint_ref is None:
-        endpoint = (
-            await remote.call("POST", "/v1/endpoints", json={"name": "hookyard listen", "temporary": True})
-        ).json()
+        endpoint = await remote.create_temporary_endpoint("hookyard listen")
     else:
         endpoint = await remote.endpoint(endpoint_ref)
     follow = _Follow(remote, endpoint["id"], state_file(data_dir, remote.base_url, endpoint["id"], forward_to))
@@ -295,7 +287,7 @@ async def tail(remote: Remote, *, endpoint_ref: str | None, stream: TextIO = sys
     if endpoint_ref is not None:
         endpoints = [await remote.endpoint(endpoint_ref)]
     else:
-        endpoints = (await remote.call("GET", "/v1/endpoints")).json()["endpoints"]
+        endpoints = await remote.endpoints()
     follows = [_Follow(remote, endpoint["id"], None) for endpoint in endpoints]
     baselines = await asyncio.gather(
         *(_events_baseline(follow, out, stop) for follow in follows),
@@ -324,11 +316,8 @@ async def _events_baseline(follow: _Follow, out: _Out, stop: asyncio.Event) -> d
 
 async def _deliveries_seen(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> set[str]:
     """The attempts already listed, which ``tail`` does not print."""
-    path = f"/v1/endpoints/{endpoint['id']}/deliveries"
-    ok, resp = await _patiently(
-        stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries", remote
-    )
-    return {d["id"] for d in resp.json()["deliveries"]} if ok and resp is not None else set()
+    ok, listed = await _patiently(stop, out, lambda: remote.deliveries(endpoint["id"], 100), "deliveries", remote)
+    return {d["id"] for d in listed} if ok and listed is not None else set()
 
 
 async def _tail_events(
@@ -353,15 +342,11 @@ async def _tail_events(
 async def _tail_deliveries(
     remote: Remote, endpoint: dict[str, Any], seen: set[str], out: _Out, stop: asyncio.Event
 ) -> None:
-    path = f"/v1/endpoints/{endpoint['id']}/deliveries"
     while not stop.is_set():
         await _until(stop, asyncio.sleep(1.0))
-        ok, resp = await _patiently(
-            stop, out, lambda: remote.call("GET", path, params={"limit": 100}), "deliveries", remote
-        )
-        if not ok or resp is None:
+        ok, page = await _patiently(stop, out, lambda: remote.deliveries(endpoint["id"], 100), "deliveries", remote)
+        if not ok or page is None:
             return
-        page = resp.json()["deliveries"]
         for d in reversed([d for d in page if d["id"] not in seen]):
             # A record that sent nothing (a skipped copy) has no latency and is no attempt (stats.md).
             sent = "" if _sent_nothing(d) else f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  "

@@ -1,7 +1,9 @@
-"""The API as the webhook commands (``listen``, ``trigger``, ``tail``) call it: /v1 over HTTP with a key.
+"""The API as the client commands (``listen``, ``trigger``, ``tail``, ``replay``, ``open``) call it: /v1 over
+HTTP with a key, one method per operation they make.
 
-The key is ``HOOKYARD_API_KEY``, else the data dir's ``api_key`` file that ``hookyard up`` writes (as for
-``hookyard open``), so on a laptop the commands work with no setup; the control plane is the one
+The key is ``HOOKYARD_API_KEY``, else the data dir's ``api_key`` file that ``hookyard up`` writes, so on a
+laptop the commands work with no setup; a temporary ``hy_tmp_`` token from ``POST /api/start``, which /v1
+refuses, makes the same operations as MCP tool calls (``control.cli.remote_mcp``). The control plane is the one
 ``control.cli.instance`` finds (``--control-url``, ``HOOKYARD_CONTROL_URL``, the running ``hookyard up``), and
 the messages say which, and from where. Answers that are not 2xx become ``ApiError`` carrying the envelope's
 code and message; an unreachable or restarting control plane is ``Unreachable``, which ``listen`` and
@@ -10,6 +12,7 @@ code and message; an unreachable or restarting control plane is ``Unreachable``,
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +24,7 @@ from control.support.client_tls import verify_for
 from shared.errors import ApiError, ConfigError, HookyardError, Unreachable
 from shared.settings import Settings
 
-__all__ = ("Remote", "api_key", "saved_key")
+__all__ = ("Remote", "saved_key")
 
 _RETRYABLE = frozenset({502, 503, 504})
 
@@ -38,19 +41,6 @@ def saved_key(settings: Settings) -> str:
         f"no API key: set HOOKYARD_API_KEY, or run `hookyard up` once (it saves one in {saved}); "
         "--data-dir or HOOKYARD_DATA_DIR names another data dir"
     )
-
-
-def api_key(settings: Settings) -> str:
-    """The key ``hookyard open`` reads too (``saved_key``); a temporary ``hy_tmp_`` token is refused here, as
-    /v1 would refuse it, saying what to do instead."""
-    key = saved_key(settings)
-    if key.startswith("hy_tmp_"):
-        raise ConfigError(
-            "HOOKYARD_API_KEY: a temporary hy_tmp_ token works on /mcp and the inbox only (`hookyard open` takes it;"
-            " over MCP, send_test_webhook triggers and replay_event replays); POST /api/register"
-            ' {"email": ..., "api_token": "hy_tmp_..."} turns its account into one with a key this command takes'
-        )
-    return key
 
 
 def _refusal(status: int, code: str, message: str) -> ApiError:
@@ -100,13 +90,18 @@ class Remote:
             ) from exc
         if resp.is_success:
             return resp
-        if resp.status_code in _RETRYABLE:
-            raise Unreachable(f"the control plane at {self._where} answered {resp.status_code}", where=self._where)
+        raise self.refused(resp.status_code, resp.content, resp.reason_phrase)
+
+    def refused(self, status: int, body: bytes, reason: str) -> ApiError | Unreachable:
+        """What a non-2xx answer means for the command: a 502-504 is ``Unreachable`` (a restarting control plane
+        or its proxy), anything else an ``ApiError`` with the envelope's code and message."""
+        if status in _RETRYABLE:
+            return Unreachable(f"the control plane at {self._where} answered {status}", where=self._where)
         try:
-            error = resp.json()["error"]
-            raise _refusal(resp.status_code, error["code"], error["message"])
+            error = json.loads(body)["error"]
+            return _refusal(status, str(error["code"]), str(error["message"]))
         except (ValueError, KeyError, TypeError):
-            raise _refusal(resp.status_code, "http_error", resp.text[:200] or resp.reason_phrase) from None
+            return _refusal(status, "http_error", body[:200].decode("utf-8", "replace") or reason)
 
     def moved(self) -> str | None:
         """After an unreachable answer: reads the instance's record again (``relocate``). If it now serves
@@ -141,6 +136,9 @@ class Remote:
         call was made: the first try after ``up`` stopped still carried the stopped ``up``'s pid."""
         return str(exc).replace(exc.where, self._where, 1) if exc.where else str(exc)
 
+    # The operations the commands make, one method each: ``RemoteOverMcp`` (``control.cli.remote_mcp``) makes the
+    # same ones as MCP tool calls for a temporary token, which /v1 refuses.
+
     async def endpoint(self, ref: str) -> dict[str, Any]:
         """An endpoint by id, or by its ``external_ref``."""
         if ref.startswith("ep_"):
@@ -151,3 +149,50 @@ class Remote:
             raise HookyardError(f"no endpoint with id or external_ref {ref!r}")
         found = matches[0]
         return found
+
+    async def endpoints(self) -> list[dict[str, Any]]:
+        listed: list[dict[str, Any]] = (await self.call("GET", "/v1/endpoints")).json()["endpoints"]
+        return listed
+
+    async def create_temporary_endpoint(self, name: str) -> dict[str, Any]:
+        body = {"name": name, "temporary": True}
+        created: dict[str, Any] = (await self.call("POST", "/v1/endpoints", json=body)).json()
+        return created
+
+    async def latest_event(self, endpoint_id: str) -> dict[str, Any]:
+        """The endpoint's latest event; ``ApiError`` ``not_found`` when it has none."""
+        found: dict[str, Any] = (await self.call("GET", f"/v1/endpoints/{endpoint_id}/events/latest")).json()
+        return found
+
+    async def event(self, event_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = (await self.call("GET", f"/v1/events/{event_id}")).json()
+        return found
+
+    async def wait(self, endpoint_id: str, after: str, timeout_s: int) -> tuple[dict[str, Any] | None, str]:
+        """The first event stored after the position ``after`` (None when ``timeout_s`` passed without one),
+        and the position after it (``control.service.events.follow``)."""
+        resp = await self.call(
+            "GET",
+            f"/v1/endpoints/{endpoint_id}/events/wait",
+            params={"after": after, "timeout": timeout_s},
+            timeout_s=timeout_s + 15,
+        )
+        return (resp.json()["event"] if resp.status_code == 200 else None), resp.headers["hookyard-cursor"]
+
+    async def deliveries(self, endpoint_id: str, limit: int) -> list[dict[str, Any]]:
+        """The endpoint's latest delivery records, newest first."""
+        path = f"/v1/endpoints/{endpoint_id}/deliveries"
+        listed: list[dict[str, Any]] = (await self.call("GET", path, params={"limit": limit})).json()["deliveries"]
+        return listed
+
+    async def send_test_webhook(self, endpoint_id: str, sample: dict[str, Any]) -> dict[str, Any]:
+        path = f"/v1/endpoints/{endpoint_id}/test-webhook"
+        sent: dict[str, Any] = (await self.call("POST", path, json=sample)).json()
+        return sent
+
+    async def replay(self, event_id: str, request: dict[str, Any]) -> dict[str, Any]:
+        sent: dict[str, Any] = (await self.call("POST", f"/v1/events/{event_id}/replay", json=request)).json()
+        return sent
+
+    async def record_forward(self, event_id: str, report: dict[str, Any], timeout_s: float) -> None:
+        await self.call("POST", f"/v1/events/{event_id}/forwards", json=report, timeout_s=timeout_s)

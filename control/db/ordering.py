@@ -102,7 +102,7 @@ async def claim_heads(
     a pause, seconds until the next head falls due, how many due heads wait for the stream watermark)."""
     rows = await conn.fetch(_claim_heads(window_for(ask.window)), *ask.params(), list(watermarks))
     meta = rows[0]
-    claimed = [leased(r) for r in rows if r["id"] is not None]
+    claimed = leased(rows)
     return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["held"]
 
 

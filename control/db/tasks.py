@@ -173,7 +173,7 @@ async def claim_ready(conn: Connection, ask: Claim) -> tuple[list[LeasedTask], i
     due, whether any FIFO task is pending)."""
     rows = await conn.fetch(_claim_ready(window_for(ask.window)), *ask.params())
     meta = rows[0]
-    claimed = [leased(r) for r in rows if r["id"] is not None]
+    claimed = leased(rows)
     return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["fifo_pending"]
 
 
@@ -234,7 +234,7 @@ async def lease(conn: Connection, task_ids: Sequence[str], *, lease_s: float) ->
         list(task_ids),
         lease_s,
     )
-    return [leased(r) for r in rows]
+    return leased(rows)
 
 
 def finish_statement(first: int, also: str = "") -> str:

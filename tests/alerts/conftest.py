@@ -1,5 +1,5 @@
 """The alert tests' receiver: a real HTTP server on loopback that records the alerts sent to it (the alert
-destination's URL), one per test."""
+destination's URL), one per test; and the headless browser of the inbox page's alert banner test."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.destination import Destination, serving
+from tests.inbox_browser import browser  # noqa: F401 - a fixture, used by test_inbox_alerts.py
 
 
 @pytest.fixture

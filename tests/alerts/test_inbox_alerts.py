@@ -13,12 +13,7 @@ from control.db.context import Context
 from control.workers.alerts.evaluator import evaluate
 from tests.conftest import Account
 from tests.helpers import assert_error, create_endpoint
-from tests.inbox_browser import (
-    ARTIFACTS,
-    account_api,
-    browser,  # noqa: F401 - a fixture
-    offline_page,
-)
+from tests.inbox_browser import ARTIFACTS, account_api, inbox_link, open_inbox
 from tests.stack import Stack
 
 HOSTILE = '<img src=x onerror="window.__pwned = 1">'
@@ -79,7 +74,7 @@ async def test_the_inbox_data_route_lists_the_endpoints_open_alerts(
 
 @pytest.mark.slow
 async def test_the_inbox_page_shows_open_alerts_as_text(
-    browser: Any,  # noqa: F811 - the fixture imported above
+    browser: Any,
     stack: Stack,
     ctx: Context,
     database_url: str,
@@ -89,10 +84,9 @@ async def test_the_inbox_page_shows_open_alerts_as_text(
     async with account_api(stack, database_url) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
         await _failing(ctx, api, {}, ep)
-        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+        link = await inbox_link(api, ep)
 
-    page, foreign = await offline_page(browser, stack)
-    await page.goto(link)
+    page, foreign = await open_inbox(browser, stack, link)
     banner = page.locator("#alerts")
     await expect(banner.locator("li.alert")).to_have_count(2, timeout=10_000)
     await expect(banner.locator("h2")).to_have_text("2 open alerts")

@@ -18,14 +18,12 @@ from control.db.context import Context
 from control.workers.main import worker_context
 from shared.settings import Settings
 from tests.delivery_shaping.support import busiest_second, limited_tasks, starts
-from tests.destination import FAST_DELIVERY, Destination, Reply, fetch_row, make_task, running, serving
-from tests.helpers import wait_for
+from tests.destination import Destination, Reply, fetch_row, make_task, running, serving
+from tests.helpers import (
+    fast_delivery_settings,  # noqa: F401 - the fixture settings, with FAST_DELIVERY
+    wait_for,
+)
 from tests.stack import Stack
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
 
 
 @pytest.fixture

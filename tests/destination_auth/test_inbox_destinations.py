@@ -7,11 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.inbox_browser import (
-    account_api,
-    browser,  # noqa: F401 - a fixture
-    offline_page,
-)
+from tests.inbox_browser import account_api, inbox_link, open_inbox
 from tests.stack import Stack
 
 HOSTILE = '<img src=x onerror="window.__pwned = 5">'
@@ -19,7 +15,7 @@ HOSTILE = '<img src=x onerror="window.__pwned = 5">'
 
 @pytest.mark.slow
 async def test_the_inbox_disables_and_enables_a_destination(
-    browser: Any,  # noqa: F811 - the fixture imported above
+    browser: Any,
     stack: Stack,
     database_url: str,
 ) -> None:
@@ -29,9 +25,8 @@ async def test_the_inbox_disables_and_enables_a_destination(
         ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
         body = {"url": "https://crm.example/hooks", "name": HOSTILE, "auth": {"type": "bearer", "token": "t0k"}}
         destination = (await api.post(f"/v1/endpoints/{ep}/destinations", json=body)).json()["id"]
-        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
-        page, foreign = await offline_page(browser, stack)
-        await page.goto(link)
+        link = await inbox_link(api, ep)
+        page, foreign = await open_inbox(browser, stack, link)
         item = page.locator(f'#destinations li.destination[data-id="{destination}"]')
         await expect(item.locator(".destination-name")).to_have_text(HOSTILE)
         await expect(item.locator(".destination-state")).to_have_text("enabled")

@@ -15,6 +15,7 @@ from control.support.client_tls import verify_for
 from shared.settings import Settings
 from tests.conftest import Account, make_account
 from tests.helpers import module_settings_fixture  # noqa: F401 - the fixture module_settings
+from tests.inbox_browser import browser  # noqa: F401 - a fixture, used by the inbox page's tests
 from tests.stack import Stack
 
 

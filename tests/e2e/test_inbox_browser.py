@@ -23,16 +23,10 @@ from shared import redis_client
 from shared.keys import Keys
 from shared.settings import Settings
 from tests.browser import require_browser
-from tests.conftest import make_account
 from tests.destination import serving
 from tests.events_support import Ev, store
 from tests.helpers import db
-from tests.inbox_browser import (
-    ARTIFACTS,
-    browser,  # noqa: F401 - a fixture
-    offline_page,
-    running,
-)
+from tests.inbox_browser import ARTIFACTS, account_api, inbox_link, offline_page, open_inbox
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -64,27 +58,21 @@ async def _listed_after(page: Any, sending: Any, *, listed: int) -> float:
 
 
 async def test_live_list_hostile_content_and_replay(
-    browser: Any,  # noqa: F811 - the fixture imported above
+    browser: Any,
     stack: Stack,
     database_url: str,
     settings: Settings,
 ) -> None:
     from playwright.async_api import expect
 
-    running(stack)
-    account = await make_account(database_url)
-    api = httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10)
-    async with api:
+    async with account_api(stack, database_url, everything=True) as api:
         endpoint = (await api.post("/v1/endpoints", json={"name": "orders"})).json()
         ep = endpoint["id"]
         label = {"path": "customer", "output_key": "customer", "color": "#aa3300"}
         assert (await api.post(f"/v1/endpoints/{ep}/labels", json=label)).status_code == 201
-        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+        link = await inbox_link(api, ep)
 
-    page, foreign = await offline_page(browser, stack)
-    opened = await page.goto(link)
-    assert opened is not None
-    assert opened.status == 200
+    page, foreign = await open_inbox(browser, stack, link)
     assert page.url == f"{stack.control_url}/inbox/{ep}"  # the token left the address bar
     await expect(page.locator("#status")).to_have_text(re.compile("^live"), timeout=10_000)
     assert await page.locator("#empty").is_visible()
@@ -189,15 +177,13 @@ async def test_live_list_hostile_content_and_replay(
 
 
 async def test_links_refused_and_schema_offline(
-    browser: Any,  # noqa: F811 - the fixture imported above
+    browser: Any,
     stack: Stack,
     database_url: str,
 ) -> None:
-    stack.start_control()
-    account = await make_account(database_url)
-    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+    async with account_api(stack, database_url) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "orders"})).json()["id"]
-        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+        link = await inbox_link(api, ep)
     page, foreign = await offline_page(browser, stack)
 
     forged = link[:-2] + ("AA" if not link.endswith("AA") else "BB")

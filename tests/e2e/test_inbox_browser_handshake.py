@@ -11,32 +11,23 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import make_account
-from tests.inbox_browser import (
-    ARTIFACTS,
-    browser,  # noqa: F401 - a fixture
-    offline_page,
-    running,
-)
+from tests.inbox_browser import ARTIFACTS, account_api, inbox_link, open_inbox
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
 
-async def test_a_handshake_is_listed_marked_as_one(browser: Any, stack: Stack, database_url: str) -> None:  # noqa: F811
+async def test_a_handshake_is_listed_marked_as_one(browser: Any, stack: Stack, database_url: str) -> None:
     from playwright.async_api import expect
 
-    running(stack)
-    account = await make_account(database_url)
-    async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=10) as api:
+    async with account_api(stack, database_url, everything=True) as api:
         endpoint = (await api.post("/v1/endpoints", json={"name": "meta"})).json()
         ep = endpoint["id"]
         config = {"provider": "meta", "verify_token": "meatyhamhock"}
         assert (await api.patch(f"/v1/endpoints/{ep}/auth-config", json=config)).status_code == 200
-        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+        link = await inbox_link(api, ep)
 
-    page, foreign = await offline_page(browser, stack)
-    assert await page.goto(link) is not None
+    page, foreign = await open_inbox(browser, stack, link)
     await expect(page.locator("#status")).to_have_text(re.compile("^live"), timeout=10_000)
 
     async with httpx.AsyncClient(timeout=10) as sender:

@@ -12,6 +12,7 @@ import pytest
 
 from control.records.verdict import NOT_CHECKED, VERIFIED
 from tests.conftest import make_account
+from tests.inbox_browser import inbox_link
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -27,7 +28,7 @@ async def test_a_triggered_sample_reads_verified_in_the_inbox(browser, stack: St
     async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers, timeout=30) as api:
         endpoint = (await api.post("/v1/endpoints", json={"name": "inbox"})).json()
         ep = endpoint["id"]
-        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+        link = await inbox_link(api, ep)
         page = await (await browser.new_context()).new_page()
         await page.goto(link)
         await expect(page.locator("#status")).to_have_text(re.compile("^live"), timeout=10_000)

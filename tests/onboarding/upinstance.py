@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ def running_up(servers: Servers, database_url: str, home: Path) -> Iterator[Inst
     edge_port, control_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_")}
     env.update(
+        # the documents' `hookyard` is the tree under test's (tests.stack.hookyard_command), not the first on
+        # PATH: run by a venv's python without the venv activated, that was another checkout's command
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
         DATABASE_URL=database_url,
         REDIS_URL=servers.redis_url,
         HOOKYARD_REDIS_PREFIX=prefix,

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -13,7 +12,7 @@ from litestar.testing import AsyncTestClient
 
 from shared.settings import Settings
 from tests.conftest import Account
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.events_support import Ev, store
 from tests.helpers import assert_error, create_endpoint, db
 
@@ -30,12 +29,6 @@ SLACK = (
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
     return msgspec.structs.replace(settings, deliver_timeout_s=1.0, deliver_lease_s=5.0)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _event(client: AsyncTestClient, account: Account, database_url: str, **fields: Any) -> dict[str, str]:

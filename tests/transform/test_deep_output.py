@@ -5,9 +5,6 @@ A string body holding such JSON is text, and is sent as it is."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import msgspec
 import pytest
 
 from control.db.context import Context
@@ -15,26 +12,17 @@ from control.transform.apply import Outgoing, apply
 from control.transform.pool import Pool
 from control.transform.wire import Input, Problem, Run
 from shared.json_depth import MAX_DEPTH
-from shared.settings import Settings
-from tests.destination import FAST_DELIVERY, Destination, fetch_row, make_task, running, serving, settled
-from tests.helpers import create_endpoint
+from tests.destination import Destination, fetch_row, make_task, running, settled
+from tests.helpers import (
+    create_endpoint,
+    fast_delivery_settings,  # noqa: F401 - the fixture settings, with FAST_DELIVERY
+)
 
 DEEP = "let o = {}; for (let i = 0; i < 20000; i++) o = { a: o };"
 AS_BODY = f"function handler(r) {{ {DEEP} r.body = o; return r; }}"
 AS_HEADER = f"function handler(r) {{ {DEEP} r.headers = {{ x: o }}; return r; }}"
 AS_TEXT = f"function handler(r) {{ {DEEP} r.body = JSON.stringify(o); return r; }}"
 TOO_DEEP = f"a field of the returned request nests deeper than {MAX_DEPTH} levels (the limit on JSON depth)"
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 @pytest.mark.parametrize("transform", [AS_BODY, AS_HEADER])

@@ -4,7 +4,6 @@ destinations written through /v1. The two worked examples of the docs run here a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import msgspec
@@ -14,7 +13,7 @@ import standardwebhooks
 from control.db.context import Context
 from control.transform.pool import pool_for
 from shared.settings import Settings
-from tests.destination import FAST_DELIVERY, Destination, fetch_row, make_task, running, serving, settled
+from tests.destination import FAST_DELIVERY, fetch_row, make_task, running, serving, settled
 from tests.helpers import create_endpoint, wait_for
 from tests.transform.fatal import FATAL
 
@@ -39,12 +38,6 @@ STRIPE_BODY = b'{"id":"evt_1","type":"invoice.paid","data":{"object":{"id":"in_4
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
     return msgspec.structs.replace(settings, **FAST_DELIVERY, circuit_failure_threshold=3)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _destination(client, account, url: str, transform: str | None) -> tuple[str, str, str]:

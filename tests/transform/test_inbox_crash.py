@@ -9,11 +9,7 @@ import pytest
 
 from control.db import destinations as db_destinations
 from tests.helpers import db
-from tests.inbox_browser import (
-    account_api,
-    browser,  # noqa: F401 - a fixture
-    offline_page,
-)
+from tests.inbox_browser import account_api, inbox_link, open_inbox
 from tests.stack import Stack
 
 HOSTILE = '<img src=x onerror="window.__pwned = 7">'
@@ -21,7 +17,7 @@ HOSTILE = '<img src=x onerror="window.__pwned = 7">'
 
 @pytest.mark.slow
 async def test_the_inbox_shows_a_crashed_transform(
-    browser: Any,  # noqa: F811 - the fixture imported above
+    browser: Any,
     stack: Stack,
     database_url: str,
 ) -> None:
@@ -34,9 +30,8 @@ async def test_the_inbox_shows_a_crashed_transform(
         async with db(database_url) as conn:  # as the deliver worker marks it (tests/transform/test_deliveries)
             digest = await conn.fetchval("SELECT transform_digest FROM destinations WHERE id = $1", created["id"])
             await db_destinations.mark_transform_crash(conn, created["id"], digest, HOSTILE)
-        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
-        page, foreign = await offline_page(browser, stack)
-        await page.goto(link)
+        link = await inbox_link(api, ep)
+        page, foreign = await open_inbox(browser, stack, link)
         item = page.locator(f'#destinations li.destination[data-id="{created["id"]}"]')
         crash = item.locator(".destination-transform-crash")
         await expect(crash).to_contain_text("transform crashed its sandbox")

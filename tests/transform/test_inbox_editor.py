@@ -14,7 +14,7 @@ from shared.settings import Settings
 from tests.destination import serving
 from tests.events_support import Ev, store
 from tests.helpers import db
-from tests.inbox_browser import ARTIFACTS, account_api, offline_page
+from tests.inbox_browser import ARTIFACTS, account_api, inbox_link, open_inbox
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -34,13 +34,12 @@ async def test_the_editor_runs_and_replays_a_transform_on_the_event_shown(
 
     async with account_api(stack, database_url) as api:
         ep = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
-        link = (await api.post(f"/v1/endpoints/{ep}/inbox-link")).json()["url"]
+        link = await inbox_link(api, ep)
     ev = Ev(endpoint_id=ep, body=BODY, provider="payments", event_type="invoice.paid")
     async with db(database_url) as conn:
         await store(conn, None, None, [ev])
 
-    page, foreign = await offline_page(browser, stack)
-    await page.goto(link)
+    page, foreign = await open_inbox(browser, stack, link)
     await page.locator("li.event").first.click()
     source = page.get_by_label("transform source")
     try:

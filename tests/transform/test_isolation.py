@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -18,7 +17,7 @@ from litestar.testing import AsyncTestClient
 from control.transform.apply import PARTS_CACHE_BYTES, _parts
 from control.transform.wire import TIME_LIMIT_S
 from tests.conftest import Account, make_account
-from tests.destination import Destination, serving
+from tests.destination import Destination
 from tests.events_support import Ev, store
 from tests.helpers import assert_error, concurrent_client, create_endpoint, db
 from tests.transform.fatal import FATAL
@@ -26,12 +25,6 @@ from tests.transform.fatal import FATAL
 SPLIT = 'function handler(r){ "x".repeat(2**29-25).split(""); return null; }'
 FILL = "function handler(r){ new Array(1e8).fill(1.5); return null; }"
 ECHO = "function handler(r) { return r; }"
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 async def _dry(

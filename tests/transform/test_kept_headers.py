@@ -6,19 +6,20 @@ the run did is stored with its text made storable (``control.delivery.send._stor
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
-import msgspec
 import pytest
 
 from control.db.context import Context
 from control.transform.apply import Call, Outgoing, Result, apply, event_context
 from control.transform.pool import Pool
 from control.transform.wire import Input, Problem, Run
-from shared.settings import Settings
-from tests.destination import FAST_DELIVERY, Destination, fetch_row, make_task, running, serving, settled
-from tests.helpers import create_endpoint
+from tests.destination import Destination, fetch_row, make_task, running, settled
+from tests.helpers import (
+    create_endpoint,
+    fast_delivery_settings,  # noqa: F401 - the fixture settings, with FAST_DELIVERY
+)
 
 URL = "https://example.com/h"
 CAPTURED = {
@@ -26,17 +27,6 @@ CAPTURED = {
     "x-raw": b"caf\xe9".decode("utf-8", "surrogateescape"),  # captured bytes that are not UTF-8
     "x-kept": "as captured",
 }
-
-
-@pytest.fixture
-def settings(settings: Settings) -> Settings:
-    return msgspec.structs.replace(settings, **FAST_DELIVERY)
-
-
-@pytest.fixture
-def destination() -> Iterator[Destination]:
-    with serving() as server:
-        yield server
 
 
 @pytest.fixture

@@ -90,7 +90,7 @@ async def test_one_task_per_event_rule_and_destination_even_when_reprocessed(ctx
                     conn,
                     endpoint_id=endpoint_id,
                     event_id=event_id,
-                    received_at=next(row[2] for row in rows if row[0] == event_id),
+                    received_at=await conn.fetchval("SELECT received_at FROM events WHERE id = $1", event_id),
                     rule_id=rule_id,
                     destination_id=destination_id,
                 )

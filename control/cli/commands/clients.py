@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from control.cli.instance import CONTROL_URL_ENV, Instance, Target, control_target, read_instance
 from shared.errors import ConfigError
 from shared.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from control.cli.remote import Remote
 
 __all__ = (
     "add_data_dir",
@@ -27,6 +32,7 @@ __all__ = (
     "nearest_data_dir",
     "redacted",
     "redis_url",
+    "remote",
     "running",
     "target",
 )
@@ -80,6 +86,18 @@ def nearest_data_dir(start: Path, name: str = ".hookyard") -> Path:
 
 def target(args: argparse.Namespace, settings: Settings) -> Target:
     return control_target(getattr(args, "control_url", None), settings)
+
+
+def remote(url: str, key: str, source: str, relocate: Callable[[], Any] | None = None) -> Remote:
+    """The control plane's operations as ``key`` may make them: over /v1 with an API key, over /mcp with a
+    temporary ``hy_tmp_`` token from ``POST /api/start`` (which /v1 refuses: ``control.cli.remote_mcp``)."""
+    if key.startswith("hy_tmp_"):
+        from control.cli.remote_mcp import RemoteOverMcp  # here: the MCP client is for temporary tokens only
+
+        return RemoteOverMcp(url, key, source=source, relocate=relocate)
+    from control.cli.remote import Remote
+
+    return Remote(url, key, source=source, relocate=relocate)
 
 
 def running(settings: Settings) -> tuple[Instance | None, Path]:

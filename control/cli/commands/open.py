@@ -3,10 +3,12 @@
 A browser cannot send an API key, so the CLI asks the control plane for a short-lived signed link
 (``POST /v1/endpoints/{id}/inbox-link``) with the key it reads from ``HOOKYARD_API_KEY`` or, as ``hookyard
 up`` leaves it, ``<data dir>/api_key``. A temporary token (``hy_tmp_``) has no /v1 access, so with one the
-same operations are asked of /mcp (``create_inbox_link``; ``list_endpoints`` for an ``external_ref``).
+same operations are asked of /mcp (``create_inbox_link``; ``list_endpoints`` for an ``external_ref`` and for
+the default, as ``control.cli.remote_mcp`` asks every command's).
 The control plane is the one the other client commands talk to (``--control-url``, ``HOOKYARD_CONTROL_URL``,
 the ``hookyard up`` running on ``--data-dir``: ``control.cli.instance``). ``EP`` is an endpoint id or its
-``external_ref``; with none, the one ``hookyard listen`` last followed (``control.cli.last``). The link is
+``external_ref``; with none, the one ``hookyard listen`` last followed, else the account's only one
+(``control.cli.last``: a temporary token's account has the one /api/start made). The link is
 printed first, so it also works over SSH or in a container where no browser opens; ``--no-browser`` only
 prints.
 """
@@ -78,15 +80,19 @@ def inbox_link(target: Target, key: str, endpoint: str) -> dict[str, Any]:
 
 
 def _inbox_link_over_mcp(target: Target, key: str, endpoint: str) -> dict[str, Any]:
-    from control.mcp.client import call_tool
+    import asyncio
 
-    endpoint_id = endpoint
-    if not endpoint.startswith("ep_"):
-        found = call_tool(target.url, key, "list_endpoints", {"external_ref": endpoint}, source=target.source)
-        if not found["endpoints"]:
-            raise HookyardError(f"no endpoint has the id or external_ref {endpoint!r}")
-        endpoint_id = found["endpoints"][0]["id"]
-    return call_tool(target.url, key, "create_inbox_link", {"endpoint_id": endpoint_id}, source=target.source)
+    from control.cli.remote_mcp import RemoteOverMcp
+
+    async def ask() -> dict[str, Any]:
+        remote = RemoteOverMcp(target.url, key, source=target.source)
+        try:
+            endpoint_id = (await remote.endpoint(endpoint))["id"] if not endpoint.startswith("ep_") else endpoint
+            return await remote.tool("create_inbox_link", {"endpoint_id": endpoint_id})
+        finally:
+            await remote.aclose()
+
+    return asyncio.run(ask())
 
 
 def _open(args: argparse.Namespace) -> int:
@@ -106,21 +112,14 @@ def _open(args: argparse.Namespace) -> int:
 
 
 def _default_endpoint(target: Target, key: str, data_dir: str) -> str:
-    """The endpoint the webhook commands default to (``control.cli.last``); a temporary token, which /v1
-    refuses, can only have the one ``listen`` recorded."""
+    """The endpoint the webhook commands default to (``control.cli.last``), over /v1 or, for a temporary
+    token, over /mcp."""
     import asyncio
 
-    from control.cli.last import chosen_endpoint, last_listened
-    from control.cli.remote import Remote
-
-    if key.startswith("hy_tmp_"):
-        last = last_listened(data_dir, target.url)
-        if last is None:
-            raise HookyardError("EP: name the endpoint to open (no `hookyard listen` has run from this data dir)")
-        return last["endpoint_id"]
+    from control.cli.last import chosen_endpoint
 
     async def choose() -> str:
-        remote = Remote(target.url, key, source=target.source)
+        remote = clients.remote(target.url, key, target.source)
         try:
             return str((await chosen_endpoint(remote, data_dir, None, "EP"))["id"])
         finally:

@@ -110,11 +110,11 @@ def add_parsers(commands: Any) -> None:
 
 def _remote(args: argparse.Namespace) -> tuple[Settings, Any]:
     from control.cli.instance import relocation
-    from control.cli.remote import Remote, api_key
+    from control.cli.remote import saved_key
 
     settings = clients.client_settings(args)
     found = clients.target(args, settings)
-    return settings, Remote(found.url, api_key(settings), source=found.source, relocate=relocation(found, settings))
+    return settings, clients.remote(found.url, saved_key(settings), found.source, relocation(found, settings))
 
 
 def _webhook_command(args: argparse.Namespace, command: Callable[[Settings, Any], Coroutine[Any, Any, int]]) -> int:
@@ -187,7 +187,7 @@ def _trigger(args: argparse.Namespace) -> int:
 
         endpoint = await chosen_endpoint(remote, settings.data_dir, args.endpoint, "--endpoint")
         body = {"provider": provider, "event_type": args.event_type, "headers": args.headers}
-        sent = (await remote.call("POST", f"/v1/endpoints/{endpoint['id']}/test-webhook", json=body)).json()
+        sent = await remote.send_test_webhook(endpoint["id"], body)
         if sent["accepted"]:
             print(f"sent {provider} {sent['event_type']} to {endpoint['id']}: {sent['status']}, {sent['event_id']}")
             return 0
@@ -224,7 +224,7 @@ def _replay(args: argparse.Namespace) -> int:
         if event_id is None:
             endpoint = await chosen_endpoint(remote, settings.data_dir, args.endpoint, "--endpoint")
             try:
-                event = (await remote.call("GET", f"/v1/endpoints/{endpoint['id']}/events/latest")).json()
+                event = await remote.latest_event(endpoint["id"])
             except ApiError as exc:
                 if exc.code != "not_found":
                     raise
@@ -234,11 +234,11 @@ def _replay(args: argparse.Namespace) -> int:
         if secret is not None:
             from shared.signatures import own_signature_header
 
-            event = event or (await remote.call("GET", f"/v1/events/{event_id}")).json()
+            event = event or await remote.event(event_id)
             text = {k: v for k, v in event["headers"].items() if k not in (event.get("header_encodings") or {})}
             header = own_signature_header(text, event.get("provider"))
             body |= {"resign_with": secret, "signature_header": header}
-        sent = (await remote.call("POST", f"/v1/events/{event_id}/replay", json=body)).json()
+        sent = await remote.replay(event_id, body)
         status = sent["status"] if sent["status"] is not None else f"ERR {sent['error']}"
         how = "" if secret is None else ", re-signed" if args.resign_with else ", re-signed as listen does"
         print(f"replayed {event_id} to {to}{how}: {status}, {sent['latency_ms']} ms ({sent['id']})")
