@@ -98,7 +98,7 @@ SELECT count(*) FROM events e WHERE e.endpoint_id = $1
        coalesce((SELECT max((to_date(substr(ic.relname, 8, 8), 'YYYYMMDD')::timestamp + right(ic.relname, 6)::time)
                             AT TIME ZONE 'utc')
                    FROM pg_class ic WHERE ic.relname ~ ('^events_' || to_char(now() AT TIME ZONE 'utc', 'YYYYMMDD')
-                                                         || '_search_to_[0-9]{6}$')), '-infinity'))
+                                                         || '_keys_to_[0-9]{6}$')), '-infinity'))
 """
 
 

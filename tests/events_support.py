@@ -20,9 +20,9 @@ import redis.asyncio as aioredis
 from litestar import Litestar
 
 from control.db import delivery_records
-from control.db.events import query_grams
+from control.db.events import endpoint_tag, query_grams
 from control.db.flush import COLUMNS as EVENT_COLUMNS
-from control.db.partitions import GRAMS
+from control.db.partitions import KEYS
 from shared import ids
 from shared.keys import Keys
 from shared.settings import Settings
@@ -280,8 +280,9 @@ async def live_app(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient,
             await server
 
 
-def grams_of(q: str) -> str:
-    """The SQL condition a ``q`` page's indexed read puts on a row for ``q`` (``control.db.events``), with the
-    trigrams as a literal, for an EXPLAIN."""
-    literal = ",".join("'" + g.replace("'", "''") + "'" for g in query_grams(q.lower()))
-    return f"{GRAMS} @> ARRAY[{literal}]::text[]"
+def grams_of(endpoint_id: str, q: str) -> str:
+    """The SQL condition a ``q`` page's indexed read puts on a row of ``endpoint_id`` for ``q``
+    (``control.db.events``), with the tagged trigrams as a literal, for an EXPLAIN."""
+    tag = endpoint_tag(endpoint_id)
+    literal = ",".join("'" + (tag + g).replace("'", "''") + "'" for g in query_grams(q.lower()))
+    return f"{KEYS} @> ARRAY[{literal}]::text[]"

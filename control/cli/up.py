@@ -97,6 +97,10 @@ _UPGRADE_NOTES = {
     "0036_search_grams": "q search: the sweep now builds a trigram index (no extension needed) for each finished "
     "day of events that lacks one, once, in the background, within a minute of starting; until a day has it, q "
     "reads that day's events one by one, with the same answers (docs/adr/0057-q-trigrams-without-an-extension.md)",
+    "0039_search_keys": "q search: the sweep now rebuilds each finished day's trigram index keyed by endpoint (a "
+    "page then reads its own endpoint's part of the index alone), once, in the background, dropping the day's "
+    "previous index when the new one is ready; until then q reads that day's events of the endpoint one by one, "
+    "with the same answers (docs/adr/0057-q-trigrams-without-an-extension.md)",
 }
 
 

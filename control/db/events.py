@@ -2,14 +2,16 @@
 
 Every list query is ``endpoint_id = $1`` plus filters, ordered by ``(received_at, id)``, so it walks the
 ``events_endpoint_received`` index (partition by partition, merged) and stops after ``limit`` rows.
-``q`` uses the trigram indexes of ``control.db.partitions`` (``hy_search_grams``, on every server: ADR 0057): a
-finished day's full index, and the day being written's prefix index (``received_at < B``). A ``q`` page is
+``q`` uses the trigram indexes of ``control.db.partitions`` (``hy_search_keys``, on every server: ADR 0057): a
+finished day's full index, and the day being written's prefix index (``received_at < B``). Their elements are the
+trigrams prefixed by the endpoint's tag (``endpoint_tag``), so a page reads its own endpoint's posting lists only:
+the index read grows with the endpoint's matches, not the whole table's. A ``q`` page is
 read in two steps. First the endpoint's newest ``_WALK`` rows that match the other filters are read in order
 and tested with LIKE: a common term fills the page there (the planner cannot tell a common term from a rare
 one: it multiplies the trigrams' frequencies as if they were independent, and would read every match through
-the index). Only a page left short goes to the index, where the term's trigrams (``query_grams``) must all be
-in the row's. The planner can use a partial index only where the query's own conditions imply its predicate,
-so that query is split at each prefix boundary into ``UNION ALL`` arms with literal time bounds: before B the
+the index). Only a page left short goes to the index, where the term's trigrams (``query_grams``), tagged,
+must all be in the row's keys. The planner can use a partial index only where the query's own conditions imply its
+predicate, so that query is split at each prefix boundary into ``UNION ALL`` arms with literal time bounds: before B the
 prefix index, from B on (at most about an hour of events) the endpoint's rows are read. The arms cover all
 time, and LIKE decides every match, so the steps and the split are only about speed, never about which events
 match.
@@ -23,6 +25,7 @@ from about 20 ms to about 240 ms for every request once each pooled connection h
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -31,10 +34,11 @@ from datetime import datetime
 import asyncpg
 
 from control.db.connection import Connection, returned
-from control.db.partitions import GRAMS
+from control.db.partitions import KEYS
 
 __all__ = (
     "EventFilters",
+    "endpoint_tag",
     "first_match",
     "first_stored_after",
     "frequent_grams",
@@ -132,15 +136,37 @@ async def page(
         await conn.execute(_CUSTOM_PLAN)
         utf8 = conn.get_settings().server_encoding == "UTF8"
         (walk, walk_args), _ = search_statements(endpoint_id, filters, limit=limit, after=after, bounds=[], utf8=utf8)
-        walked = await conn.fetch(walk, *walk_args)
-        if len(walked) == limit:
-            return walked
+        found = await conn.fetch(walk, *walk_args)
+        if len(found) == limit:
+            return found
+        reach_sql, reach_args = _walk_reach(endpoint_id, filters, after)
+        reach = await conn.fetchrow(reach_sql, *reach_args)
+        if reach is None or reach["walked"] < _WALK:
+            return found  # the walk read every row the filters allow
+        # every match at or after the walk's oldest row is in ``found``: the index is asked for older ones only
+        older = (reach["received_at"], reach["id"])
         bounds = await search_bounds(conn)
-        frequent = await frequent_grams(conn, query_grams(filters.q.lower()) if filters.q is not None else [])
+        grams = query_grams(filters.q.lower()) if filters.q is not None else []
+        frequent = await frequent_grams(conn, endpoint_id, grams)
         _, (indexed, args) = search_statements(
-            endpoint_id, filters, limit=limit, after=after, bounds=bounds, utf8=utf8, frequent=frequent
+            endpoint_id, filters, limit=limit - len(found), after=older, bounds=bounds, utf8=utf8, frequent=frequent
         )
-        return await conn.fetch(indexed, *args)
+        return found + await conn.fetch(indexed, *args)
+
+
+def _walk_reach(
+    endpoint_id: str, filters: EventFilters, after: tuple[datetime, str] | None
+) -> tuple[str, list[object]]:
+    """The statement reading how far a short page's walk went: the key of the oldest row it read and how many
+    it read (none when nothing matches the filters). Those rows were just read, so their pages are cached."""
+    where = _Where(endpoint_id).filters(dataclasses.replace(filters, search=None))
+    if after is not None:
+        where.add("(e.received_at, e.id) < ({}, {})", *after)
+    sql = f"""SELECT w.received_at, w.id, count(*) OVER () AS walked
+                FROM (SELECT e.received_at, e.id FROM events e WHERE {where.sql}
+                       ORDER BY e.received_at DESC, e.id DESC LIMIT {_WALK}) w
+               ORDER BY w.received_at, w.id LIMIT 1"""
+    return sql, where.args
 
 
 def search_statements(
@@ -159,8 +185,8 @@ def search_statements(
     trigrams are left out of the index condition unless all are (``frequent_grams``)."""
     assert filters.search is not None, "only a q page has them"
     where = _Where(endpoint_id).filters(dataclasses.replace(filters, search=None))
-    if after is not None:
-        where.add("(e.received_at, e.id) < ({}, {})", *after)
+    if after is not None:  # the plain bound too, so the planner prunes the days past it
+        where.add("(e.received_at, e.id) < ({}, {}) AND e.received_at <= {}", *after, after[0])
     conditions, limit_arg, search = where.sql, where.arg(limit), where.arg(filters.search)
     order = f"ORDER BY e.received_at DESC, e.id DESC LIMIT {limit_arg}"
     walk = f"""SELECT {_COLUMNS} FROM (SELECT e.* FROM events e WHERE {conditions}
@@ -172,9 +198,10 @@ def search_statements(
     if not utf8:
         grams = [g for g in grams if g.isascii()]
     grams = [g for g in grams if g not in frequent] or grams
-    if grams:  # the column unqualified, as the index spells it
-        conditions += f" AND {GRAMS} @> {where.arg(grams)}::text[]"
-    arms = _arms(bounds, filters)
+    if grams:  # the columns unqualified, as the index spells them
+        tag = endpoint_tag(endpoint_id)
+        conditions += f" AND {KEYS} @> {where.arg([tag + g for g in grams])}::text[]"
+    arms = _arms(bounds, filters, None if after is None else after[0])
     if len(arms) == 1:
         return (walk, walk_args), (f"SELECT {_COLUMNS} FROM events e WHERE {conditions}{arms[0]} {order}", where.args)
     union = " UNION ALL ".join(f"(SELECT {_COLUMNS} FROM events e WHERE {conditions}{arm} {order})" for arm in arms)
@@ -183,34 +210,52 @@ def search_statements(
 
 
 def query_grams(text: str) -> list[str]:
-    """The trigrams every search text holding ``text`` holds (``hy_search_grams``, migration 0036: every
-    3-character substring, characters as Postgres counts them in a UTF-8 database, as Python does), less those
-    with U+0001, which the SQL side splits on; none for a text under 3 characters (the index cannot help)."""
+    """The trigrams every search text holding ``text`` holds (``hy_search_keys`` less the tag, migration 0039:
+    every 3-character substring, characters as Postgres counts them in a UTF-8 database, as Python does), less
+    those with U+0001, which the SQL side splits on; none for a text under 3 characters (the index cannot help)."""
     return sorted({g for i in range(len(text) - 2) if "\x01" not in (g := text[i : i + 3])})
 
 
-async def frequent_grams(conn: Connection, grams: list[str]) -> set[str]:
-    """Those of ``grams`` in more than half the rows, by the statistics of the newest finished day's index
-    (``pg_stats`` of its expression; none before an ANALYZE): asking for them narrows a match little, and
-    GIN reads their posting lists, as long as the partition, page by page while it intersects them.
+def endpoint_tag(endpoint_id: str) -> str:
+    """The prefix of the endpoint's index keys: ``left(md5(endpoint_id), 6)`` in ``hy_search_keys``. A tag two
+    endpoints share only adds candidates that ``endpoint_id = $1`` and LIKE reject."""
+    return hashlib.md5(endpoint_id.encode(), usedforsecurity=False).hexdigest()[:6]
 
-    Tuning note: at 1M events (local PG 15, bench list's data), a rare term's indexed read took 16.3 ms p50
-    with `cus` and `us_` (in every row) asked for and 7.1 ms without; a term in 1 row of 450, 27.5 → 7.7 ms.
+
+async def frequent_grams(conn: Connection, endpoint_id: str, grams: list[str]) -> set[str]:
+    """Those of ``grams`` in more than half the endpoint's rows, by the statistics of the newest finished day's
+    index (its keys' ``most_common_elem_freqs``, over the day's rows, against the endpoint's share of the day's
+    rows, ``most_common_freqs`` of ``endpoint_id``; none before an ANALYZE, none for an endpoint too small to
+    be listed there): asking for them narrows a match little, and GIN reads their posting lists, as long as the
+    endpoint's rows of the day, page by page while it intersects them.
+
+    Tuning note: at 1M events (local PG 15, bench list's data, the index of 0036), a rare term's indexed read
+    took 16.3 ms p50 with `cus` and `us_` (in every row) asked for and 7.1 ms without; a term in 1 row of 450,
+    27.5 → 7.7 ms.
     """
     if not grams:
         return set()
-    rows = await conn.fetch(_FREQUENT, grams)
-    return {r["elem"] for r in rows}
+    index = await conn.fetchval(_NEWEST_INDEX)
+    if index is None:
+        return set()
+    tag = endpoint_tag(endpoint_id)
+    rows = await conn.fetch(_FREQUENT, [tag + g for g in grams], endpoint_id, index, index[: -len("_keys")])
+    return {r["elem"][len(tag) :] for r in rows}
 
 
+_NEWEST_INDEX = """
+SELECT max(relname)::text FROM pg_class
+ WHERE relkind = 'i' AND relname ~ '^events_[0-9]{8}_keys$' AND relnamespace = current_schema()::regnamespace
+"""
+
+# The names as parameters (constants under the page's custom plan), so pg_stats is read for those two only.
 _FREQUENT = """
-SELECT f.elem FROM pg_stats s,
-       unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS f(elem, freq)
- WHERE s.schemaname = current_schema()
-   AND s.tablename = (SELECT max(relname) FROM pg_class
-                       WHERE relkind = 'i' AND relname ~ '^events_[0-9]{8}_search$'
-                         AND relnamespace = current_schema()::regnamespace)
-   AND f.freq > 0.5 AND f.elem = any($1::text[])
+SELECT f.elem FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS f(elem, freq)
+ WHERE s.schemaname = current_schema() AND s.tablename = $3 AND f.elem = any($1::text[])
+   AND f.freq > 0.5 * (SELECT v.freq FROM pg_stats p,
+                              unnest(p.most_common_vals::text::text[], p.most_common_freqs) AS v(val, freq)
+                        WHERE p.schemaname = current_schema() AND p.tablename = $4 AND p.attname = 'endpoint_id'
+                          AND v.val = $2)
 """
 
 
@@ -228,22 +273,25 @@ SELECT max((to_date(substr(c.relname, 8, 8), 'YYYYMMDD')::timestamp + right(ic.r
   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
   JOIN pg_index x ON x.indrelid = c.oid AND x.indisvalid JOIN pg_class ic ON ic.oid = x.indexrelid
  WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_[0-9]{8}$'
-   AND ic.relname ~ ('^' || c.relname || '_search_to_[0-9]{6}$')
+   AND ic.relname ~ ('^' || c.relname || '_keys_to_[0-9]{6}$')
    AND NOT EXISTS (SELECT 1 FROM pg_index f JOIN pg_class fc ON fc.oid = f.indexrelid
-                    WHERE f.indrelid = c.oid AND f.indisvalid AND fc.relname = c.relname || '_search')
+                    WHERE f.indrelid = c.oid AND f.indisvalid AND fc.relname = c.relname || '_keys')
  GROUP BY c.relname ORDER BY 1
 """
 
 
-def _arms(bounds: list[datetime], filters: EventFilters) -> list[str]:
+def _arms(bounds: list[datetime], filters: EventFilters, upto: datetime | None = None) -> list[str]:
     """Conditions splitting time at ``bounds`` (literals, so the planner can prove each prefix index's
-    predicate; they come from the catalog, never from a caller), less the arms the filters exclude."""
+    predicate; they come from the catalog, never from a caller), less the arms the filters exclude, and those
+    wholly after ``upto`` (the keyset's bound, inclusive)."""
     edges: list[datetime | None] = [None, *bounds, None]
     arms = []
     for low, high in itertools.pairwise(edges):
         if high is not None and filters.since is not None and filters.since >= high:
             continue
         if low is not None and filters.before is not None and filters.before <= low:
+            continue
+        if low is not None and upto is not None and upto < low:
             continue
         arm = "" if low is None else f" AND e.received_at >= '{low.isoformat()}'"
         arms.append(arm + ("" if high is None else f" AND e.received_at < '{high.isoformat()}'"))

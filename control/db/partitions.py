@@ -1,10 +1,12 @@
 """Event partitions: prepare days ahead, drop days past retention, index days for ``q``.
 
-``q``'s index is a GIN index of the search text's trigrams (``hy_search_grams``, built-in functions and GIN's
-built-in array operator class, so it exists on the embedded Postgres too, which has no pg_trgm: ADR 0057). It is
+``q``'s index is a GIN index of the search text's trigrams, each prefixed by its endpoint's tag
+(``hy_search_keys``, migration 0039: built-in functions and GIN's built-in array operator class, so it exists on
+the embedded Postgres too, which has no pg_trgm; keyed by endpoint, so a page reads its endpoint's posting lists
+alone: ADR 0057). It is
 never on the insert path (it made every flush pay: 100k inserts in 13 s with it
 against 0.2 s without). A finished day gets one full index. The day being written gets a *prefix* index,
-``<partition>_search_to_HHMMSS``: partial, ``WHERE received_at < B`` for the last whole hour B, rebuilt by
+``<partition>_keys_to_HHMMSS``: partial, ``WHERE received_at < B`` for the last whole hour B, rebuilt by
 the sweep about once an hour. An insert only checks that predicate (a new event lies past B), so the flush
 does not maintain it; a late event before B is indexed like any row of a partial index, so the index is
 always complete for its range and ``q`` finds every stored event (``events.search_bounds`` plans around it).
@@ -16,14 +18,14 @@ from datetime import datetime
 
 from control.db.connection import Connection
 
-__all__ = ("GRAMS", "drop_expired", "ensure_ahead", "index_finished_days", "index_today")
+__all__ = ("KEYS", "drop_expired", "ensure_ahead", "index_finished_days", "index_today")
 
 # A boundary is made this long after its hour began, so events received just before it are mostly
 # stored already (a late one is still indexed, at the cost of one index insert in the flush).
 _GRACE = "2 minutes"
 
 # The index's expression; a query must spell it the same way to use it (``control.db.events``).
-GRAMS = '(hy_search_grams(search_text) COLLATE "C")'
+KEYS = '(hy_search_keys(endpoint_id, search_text) COLLATE "C")'
 
 # The partition and boundary due for a prefix index, or nothing: no partition, a boundary at
 # midnight (an empty prefix), a finished day's full index already there, or a valid prefix reaching as far.
@@ -36,16 +38,17 @@ SELECT p.name, p.hhmmss, p.at FROM p JOIN pg_class c ON c.relname = p.name AND c
  WHERE p.hhmmss <> '000000'
    AND NOT EXISTS (SELECT 1 FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
                     WHERE x.indrelid = c.oid AND x.indisvalid
-                      AND (ic.relname = p.name || '_search'
-                           OR (ic.relname ~ ('^' || p.name || '_search_to_[0-9]{{6}}$')
+                      AND (ic.relname = p.name || '_keys'
+                           OR (ic.relname ~ ('^' || p.name || '_keys_to_[0-9]{{6}}$')
                                AND right(ic.relname, 6) >= p.hhmmss)))
 """
 
-# Prefix indexes of a partition other than ``keep``: superseded, or left invalid by a failed build.
+# Prefix indexes of a partition other than ``keep``: superseded, left invalid by a failed build, or of the kind
+# before 0039 (``_search_to_``: trigrams without the endpoint, which no query asks for any more).
 _PREFIXES = """
 SELECT ic.relname::text AS name FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
   JOIN pg_class c ON c.oid = x.indrelid
- WHERE c.relname = $1 AND ic.relname ~ ('^' || $1 || '_search_to_[0-9]{6}$') AND ic.relname <> $2
+ WHERE c.relname = $1 AND ic.relname ~ ('^' || $1 || '_(keys|search)_to_[0-9]{6}$') AND ic.relname <> $2
 """
 
 
@@ -60,8 +63,8 @@ async def drop_expired(conn: Connection, *, retention_days: int) -> int:
 
 
 async def index_finished_days(conn: Connection) -> list[str]:
-    """Builds the ``q`` trigram index of every finished day's partition that lacks one, then drops the
-    day's prefix indexes it supersedes.
+    """Builds the ``q`` index of every finished day's partition that lacks one, then drops the day's prefix
+    indexes it supersedes and the day's index of the kind before 0039 (``_search``), if any.
 
     CONCURRENTLY, so late events of that day are never blocked; it cannot run inside a transaction, so
     ``conn`` must not be in one. A build that failed half way leaves an invalid index, dropped first.
@@ -69,9 +72,10 @@ async def index_finished_days(conn: Connection) -> list[str]:
     built = []
     for partition in await conn.fetch("SELECT hy_unindexed_search_partitions() AS name"):
         name = partition["name"]
-        await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}_search"')
-        await conn.execute(f'CREATE INDEX CONCURRENTLY "{name}_search" ON "{name}" USING gin ({GRAMS})')
+        await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}_keys"')
+        await conn.execute(f'CREATE INDEX CONCURRENTLY "{name}_keys" ON "{name}" USING gin ({KEYS})')
         await _drop_prefixes(conn, name, keep="")
+        await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}_search"')
         built.append(name)
     return built
 
@@ -87,10 +91,10 @@ async def index_today(conn: Connection, *, upto: datetime | None = None) -> str 
     if due is None:
         return None
     partition, at = due["name"], due["at"]
-    name = f"{partition}_search_to_{due['hhmmss']}"
+    name = f"{partition}_keys_to_{due['hhmmss']}"
     await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')  # left invalid by a failed build
     await conn.execute(
-        f'CREATE INDEX CONCURRENTLY "{name}" ON "{partition}" USING gin ({GRAMS}) '
+        f'CREATE INDEX CONCURRENTLY "{name}" ON "{partition}" USING gin ({KEYS}) '
         f"WHERE received_at < '{at.isoformat()}'"
     )
     await _drop_prefixes(conn, partition, keep=name)

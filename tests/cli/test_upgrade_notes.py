@@ -14,6 +14,14 @@ def test_an_upgrade_past_0036_says_the_sweep_indexes_the_finished_days() -> None
     assert "docs/adr/0057-q-trigrams-without-an-extension.md" in notes[0]
 
 
+def test_an_upgrade_past_0039_says_the_sweep_rebuilds_the_days_keyed_by_endpoint() -> None:
+    notes = upgrade_notes(["0039_search_keys"])
+    assert len(notes) == 1
+    assert "keyed by endpoint" in notes[0]
+    assert "same answers" in notes[0]
+    assert len(upgrade_notes(["0036_search_grams", "0039_search_keys"])) == 2
+
+
 def test_a_first_run_applies_everything_and_has_nothing_to_say() -> None:
     assert upgrade_notes([version for version, _ in available()]) == []
     assert upgrade_notes([]) == []

@@ -25,6 +25,6 @@ async def test_finished_days_are_search_indexed_once_and_today_never(ctx: Contex
 async def _indexed(conn: asyncpg.Connection) -> set[str]:
     rows = await conn.fetch(
         """SELECT c.relname FROM pg_index x JOIN pg_class ic ON ic.oid = x.indexrelid
-             JOIN pg_class c ON c.oid = x.indrelid WHERE ic.relname = c.relname || '_search' AND x.indisvalid"""
+             JOIN pg_class c ON c.oid = x.indrelid WHERE ic.relname = c.relname || '_keys' AND x.indisvalid"""
     )
     return {r["relname"] for r in rows}

@@ -67,7 +67,7 @@ async def test_q_is_the_same_over_full_prefix_tail_and_unindexed_days(client, ac
     await conn.execute("ANALYZE events")
     made = [await partitions.index_today(conn, upto=y_bound), await partitions.index_today(conn, upto=t_bound)]
     assert await partitions.index_today(conn, upto=t_bound) is None  # one reaching as far exists
-    assert made == [f"events_{yday:%Y%m%d}_search_to_120000", f"events_{today:%Y%m%d}_search_to_000010"]
+    assert made == [f"events_{yday:%Y%m%d}_keys_to_120000", f"events_{today:%Y%m%d}_keys_to_000010"]
     assert await db_events.search_bounds(conn) == [y_bound, t_bound]
     # stored after the index, inside its range: a partial index is maintained for such rows
     late = Ev(endpoint, received_at=today + timedelta(seconds=1), body=b"late needle")
@@ -108,18 +108,17 @@ async def test_q_is_the_same_over_full_prefix_tail_and_unindexed_days(client, ac
     async with conn.transaction():
         await conn.execute("SET LOCAL enable_seqscan = off")
         for arm in db_events._arms([y_bound, t_bound], event_filters()):
-            sql = f"EXPLAIN SELECT e.id FROM events e WHERE e.search_text LIKE '%needle%' AND {grams_of('needle')}{arm}"
+            keys = grams_of(endpoint, "needle")
+            sql = f"EXPLAIN SELECT e.id FROM events e WHERE e.search_text LIKE '%needle%' AND {keys}{arm}"
             plans.append("\n".join(r[0] for r in await conn.fetch(sql)))
-    assert f"events_{yday:%Y%m%d}_search_to_120000" in plans[0], plans[0]
-    assert f"events_{today:%Y%m%d}_search_to_000010" in plans[1]
+    assert f"events_{yday:%Y%m%d}_keys_to_120000" in plans[0], plans[0]
+    assert f"events_{today:%Y%m%d}_keys_to_000010" in plans[1]
 
     # the day's full index supersedes its prefix; the answers do not change
     finished = await partitions.index_finished_days(conn)
     assert {f"events_{yday:%Y%m%d}", f"events_{day3:%Y%m%d}"} <= set(finished)
     assert await db_events.search_bounds(conn) == [t_bound]
-    left = await conn.fetchval(
-        "SELECT count(*) FROM pg_class WHERE relname LIKE $1", f"events_{yday:%Y%m%d}_search_to_%"
-    )
+    left = await conn.fetchval("SELECT count(*) FROM pg_class WHERE relname LIKE $1", f"events_{yday:%Y%m%d}_keys_to_%")
     assert left == 0
     await answers()
 
@@ -189,7 +188,7 @@ async def test_q_finds_the_path_the_query_and_header_values(client, account, ctx
 async def test_the_sweeps_default_boundary_is_the_last_whole_hour(conn) -> None:
     def expected() -> str | None:
         bound = (datetime.now(UTC) - timedelta(minutes=2)).replace(minute=0, second=0, microsecond=0)
-        return None if bound.hour == 0 else f"events_{bound:%Y%m%d}_search_to_{bound:%H}0000"
+        return None if bound.hour == 0 else f"events_{bound:%Y%m%d}_keys_to_{bound:%H}0000"
 
     await partitions.ensure_ahead(conn, days_back=1, days_ahead=1)
     before = expected()
