@@ -345,7 +345,7 @@ def _sent_headers(headers: dict[str, str], captured: dict[str, str]) -> tuple[di
 def _wire_headers(headers: dict[str, str]) -> dict[str, Any]:
     """Header values as msgpack carries them: a captured byte that is not UTF-8 (a surrogate escape) as
     bytes."""
-    if all(value.isascii() for value in headers.values()):
+    if "".join(headers.values()).isascii():  # one pass in C, not a generator per header: nearly always so
         return headers
     out: dict[str, Any] = {}
     for name, value in headers.items():
