@@ -157,6 +157,8 @@ def _storable_record(record: Mapping[str, Any]) -> dict[str, Any]:
     values that may hold text are looked at. Through ``storable`` whole, its mixed values took the slow path
     (a failed join, then each key and value): 2.3 µs per transformed delivery, most of the worker's own
     bookkeeping of a trivial transform's result (ADR 0060)."""
+    if isinstance(record, dict) and not record.get("logs") and record.get("error") is None:
+        return record  # nothing that may hold text: no logs, no error (the outcome is ours); 0.9 µs less a delivery
     return {name: value if value.__class__ in _NOT_TEXT else storable(value) for name, value in record.items()}
 
 

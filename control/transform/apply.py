@@ -321,20 +321,31 @@ def mapped(run: Run, prepared: Prepared) -> Run:
         run.error = f"the returned request cannot be sent: {exc}"
         run.line = None
         return run
-    captured = sent.headers
+    headers, kept = _sent_headers(out.headers, sent.headers)
     run.request = Sent(
         method=out.method,
         url=None if out.url is sent.url else out.url,
-        headers={name: None if value is captured.get(name) else value for name, value in out.headers.items()},
+        headers=headers,
         body=None if out.body is sent.body else out.body,
+        kept=kept,
     )
     return run
+
+
+def _sent_headers(headers: dict[str, str], captured: dict[str, str]) -> tuple[dict[str, str | None], bool]:
+    """``Sent``'s ``headers`` (and ``kept``) for the returned ``headers``: when they begin with every captured
+    header in its order, only those changed or added (``kept``); otherwise each, None where unchanged. A value
+    is unchanged when it is the captured string itself (``_headers`` hands those back as they were)."""
+    if len(headers) >= len(captured) and all(map(str.__eq__, headers, captured)):
+        changed: dict[str, str | None] = {k: v for k, v in headers.items() if v is not captured.get(k)}
+        return changed, True
+    return {name: None if value is captured.get(name) else value for name, value in headers.items()}, False
 
 
 def _wire_headers(headers: dict[str, str]) -> dict[str, Any]:
     """Header values as msgpack carries them: a captured byte that is not UTF-8 (a surrogate escape) as
     bytes."""
-    if all(value.isascii() for value in headers.values()):
+    if "".join(headers.values()).isascii():  # one pass in C, not a generator per header: nearly always so
         return headers
     out: dict[str, Any] = {}
     for name, value in headers.items():
@@ -365,11 +376,16 @@ def result_of(run: Run | Problem, sent: Outgoing) -> Result:
         return Result(None, _done(run, "skipped"))
     assert isinstance(returned, Sent)  # an Input's answer
     captured = sent.headers
+    if returned.kept:  # every captured header in its place: a copy, and what changed or was added
+        headers = captured.copy()
+        headers.update(returned.headers)  # type: ignore[arg-type]  # only changed or added values when kept
+    else:
+        headers = {name: captured[name] if value is None else value for name, value in returned.headers.items()}
     outgoing = Outgoing(
-        method=returned.method,
-        url=sent.url if returned.url is None else returned.url,
-        headers={name: captured[name] if value is None else value for name, value in returned.headers.items()},
-        body=sent.body if returned.body is None else returned.body,
+        returned.method,
+        sent.url if returned.url is None else returned.url,
+        headers,
+        sent.body if returned.body is None else returned.body,
     )
     return Result(outgoing, _done(run, "applied"))
 

@@ -132,9 +132,12 @@ class Pool:
             results = await job.done  # cancelled with its caller: skipped when its turn comes, or its result dropped
         finally:
             timer.cancel()
-        note = self._strikes.note
-        for result in results:
-            note(key, isinstance(result, Run) and result.stopped)
+        stopped = [isinstance(result, Run) and result.stopped for result in results]
+        if any(stopped):
+            for one in stopped:
+                self._strikes.note(key, one)
+        else:  # none stopped (nearly always): the key's strikes end once, not once per call
+            self._strikes.note(key, False)
         return results
 
     async def check(self, source: str, *, account: str) -> Problem | None:

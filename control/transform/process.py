@@ -40,7 +40,7 @@ Settle = Callable[[Answer | SandboxEndedError], None]
 of the event loop that read the answer (``Process.submit``)."""
 _TAIL = 4096
 _HEADER = struct.Struct(">I")
-_encode = msgspec.msgpack.Encoder().encode
+_encode_into = msgspec.msgpack.Encoder().encode_into
 _decode = msgspec.msgpack.Decoder(Answer).decode
 
 
@@ -130,8 +130,10 @@ class Process:
             return
         assert self.proc is not None
         assert self.proc.stdin is not None
-        data = _encode(call)
-        self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+        frame = bytearray(_HEADER.size)  # the length goes in front once the call is encoded after it: no copy
+        _encode_into(call, frame, _HEADER.size)
+        _HEADER.pack_into(frame, 0, len(frame) - _HEADER.size)
+        self.proc.stdin.write(frame)
         self._sent.append(settle)
         if len(self._sent) == 1:
             self._arm(0.0 if self._up else START_S)

@@ -84,12 +84,19 @@ class Sent(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     method: str
     url: str | None
     headers: dict[str, str | None]
+    """Each header to send, in order, with None for a value left as captured; when ``kept``, only those
+    changed or added."""
     body: bytes | None
+    kept: bool = False
+    """Every captured header is sent, in its place and order, then those added: ``headers`` holds only what
+    changed or was added (the caller copies its captured headers and updates them). The usual answer (a header
+    added or set) then crosses, and is made into the request to send, without a None per unchanged header."""
 
 
-class Run(msgspec.Struct, kw_only=True, gc=False):
+class Run(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     """What one call did: the returned request (None: skip, or an error), or the error and its line. The
-    request is what the code returned for a JSON payload, and a ``Sent`` for an ``Input``."""
+    request is what the code returned for a JSON payload, and a ``Sent`` for an ``Input``. It crosses as an
+    array (``array_like``): a batch's answer carries no field names per call, which both sides encode or match."""
 
     request: Sent | dict[str, Any] | None = None
     error: str | None = None

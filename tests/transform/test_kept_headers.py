@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import pytest
 
 from control.db.context import Context
-from control.transform.apply import Call, Outgoing, Result, apply, event_context
+from control.transform.apply import Call, Outgoing, Result, apply, event_context, request_input, result_of
 from control.transform.pool import Pool
-from control.transform.wire import Input, Problem, Run
+from control.transform.wire import Input, Problem, Run, Sent
 from tests.destination import Destination, fetch_row, make_task, running, settled
 from tests.helpers import (
     create_endpoint,
@@ -129,3 +129,60 @@ async def test_a_delivery_gets_its_events_time_and_its_record_is_stored_as_text(
     assert stored["transform"]["logs"] == ["a NUL \ufffd in a log line"]  # jsonb holds no NUL
     assert stored["transform"]["outcome"] == "applied"
     assert stored["transform"]["error"] is None
+
+
+async def _sent(source: str, headers: dict[str, str] = CAPTURED) -> tuple[Sent, Result]:
+    """What crosses back from the sandbox process for ``source`` (the ``Sent``), and the request made of it."""
+    pool = Pool(size=1, per_account=1)
+    captured = Outgoing("POST", URL, dict(headers), b'{"a": 1}')
+    try:
+        run = await pool.run(source, request_input(captured, {}), account="acct_a", key="k")
+    finally:
+        await pool.close()
+    assert isinstance(run, Run)
+    assert isinstance(run.request, Sent), run
+    return run.request, result_of(run, captured)
+
+
+async def test_headers_kept_in_their_order_cross_back_as_what_changed_or_was_added_alone() -> None:
+    source = "function handler(r) { r.headers['x-kept'] = 'mine'; r.headers['x-new'] = '1'; return r; }"
+    sent, result = await _sent(source)
+    assert sent.kept
+    assert sent.headers == {"x-kept": "mine", "x-new": "1"}
+    assert result.request is not None
+    assert list(result.request.headers.items()) == [
+        ("content-type", "application/json"),
+        ("x-raw", CAPTURED["x-raw"]),  # the captured bytes
+        ("x-kept", "mine"),  # changed in its place
+        ("x-new", "1"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "order"),
+    [
+        (  # one taken out
+            "function handler(r) { delete r.headers['x-raw']; return r; }",
+            ["content-type", "x-kept"],
+        ),
+        (  # the same headers in another order
+            "function handler(r) { const h = r.headers;"
+            " r.headers = { 'x-kept': h['x-kept'], 'content-type': h['content-type'], 'x-raw': h['x-raw'] };"
+            " return r; }",
+            ["x-kept", "content-type", "x-raw"],
+        ),
+        (  # a new one ahead of the captured ones
+            "function handler(r) { r.headers = { 'x-first': '0', ...r.headers }; return r; }",
+            ["x-first", "content-type", "x-raw", "x-kept"],
+        ),
+    ],
+)
+async def test_headers_not_kept_in_their_order_cross_back_whole_and_go_out_as_returned(
+    source: str, order: list[str]
+) -> None:
+    sent, result = await _sent(source)
+    assert not sent.kept
+    assert list(sent.headers) == order
+    assert result.request is not None
+    assert list(result.request.headers) == order
+    assert all(result.request.headers[name] == CAPTURED[name] for name in order if name in CAPTURED)
