@@ -88,7 +88,8 @@ class RemoteOverMcp(Remote):
         raise ConfigError(
             "listen --start: a temporary hy_tmp_ token cannot create endpoints; follow the one POST /api/start "
             f"made for it: `hookyard listen {ids} --forward-to URL`. POST /api/register "
-            '{"email": ..., "api_token": "hy_tmp_..."} turns its account into one whose hy_live_ key can'
+            '{"email": ..., "api_token": "hy_tmp_..."} turns its account into a registered one, whose hy_live_ key '
+            "can create endpoints"
         )
 
     async def latest_event(self, endpoint_id: str) -> dict[str, Any]:

@@ -87,6 +87,7 @@ def test_what_the_token_cannot_do_is_refused_saying_what_instead(shared_stack: S
     assert refused.stderr.startswith("hookyard: listen --start: a temporary hy_tmp_ token cannot create endpoints")
     assert f"`hookyard listen {started['endpoint_id']} --forward-to URL`" in refused.stderr
     assert "POST /api/register" in refused.stderr
+    assert refused.stderr.rstrip().endswith("whose hy_live_ key can create endpoints")
     assert len(refused.stderr.strip().splitlines()) == 1
 
     unknown = cli({**env, "HOOKYARD_API_KEY": "hy_tmp_" + "a" * 32}, "trigger", "stripe")
