@@ -19,28 +19,55 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 
 from control.support.client_tls import verify_for
-from shared.errors import ApiError, ConfigError, HookyardError, Unreachable
+from shared.errors import ApiError, ConfigError, Unreachable
 from shared.settings import Settings
 
-__all__ = ("Remote", "saved_key")
+__all__ = ("ApiKey", "Remote", "saved_key")
 
 _RETRYABLE = frozenset({502, 503, 504})
 
 
-def saved_key(settings: Settings) -> str:
+class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
+    value: str
+    origin: str
+    """Where it was read, as the messages name it: ``HOOKYARD_API_KEY``, or the file ``hookyard up`` saved."""
+
+
+def saved_key(settings: Settings) -> ApiKey:
     """``HOOKYARD_API_KEY``, else the key ``hookyard up`` saved in the data dir."""
     key = os.environ.get("HOOKYARD_API_KEY", "").strip()
     if key:
-        return key
+        return ApiKey(value=key, origin="HOOKYARD_API_KEY's")
     saved = Path(settings.data_dir) / "api_key"
     if saved.is_file() and (key := saved.read_text().strip()):
-        return key
+        return ApiKey(value=key, origin=f"the one `hookyard up` saved in {saved}")
     raise ConfigError(
         f"no API key: set HOOKYARD_API_KEY, or run `hookyard up` once (it saves one in {saved}); "
         "--data-dir or HOOKYARD_DATA_DIR names another data dir"
     )
+
+
+def not_found_for_key(error: ApiError, key: ApiKey | None) -> ApiError:
+    """An endpoint the key's account does not see, with why: an endpoint is found only with a key of the
+    account that made it, and a first-hour user holds two (``hookyard up``'s ``hy_live_`` key, saved in the
+    data dir, and the ``hy_tmp_`` token ``POST /api/start`` answered), so a bare "not found" sent them looking
+    for a typo. The message says which key was used and which one to give instead."""
+    if key is None:
+        return error
+    if key.value.startswith("hy_tmp_"):
+        other = (
+            "a hy_tmp_ token, which finds only the endpoint POST /api/start made for it; an endpoint made with "
+            "`hookyard up`'s hy_live_ key is found with that key (unset HOOKYARD_API_KEY to use the one it saved)"
+        )
+    else:
+        other = (
+            "and an endpoint is found only with a key of the account that made it; one POST /api/start made is "
+            "its hy_tmp_ token's: give that token as HOOKYARD_API_KEY"
+        )
+    return ApiError(f"{error}; the key used is {key.origin}, {other}", code=error.code)
 
 
 def _refusal(status: int, code: str, message: str) -> ApiError:
@@ -55,11 +82,14 @@ class Remote:
         base_url: str,
         key: str,
         *,
+        key_origin: str = "",
         source: str = "",
         timeout_s: float = 30.0,
         relocate: Callable[[], Any] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.key = ApiKey(value=key, origin=key_origin) if key_origin else None
+        """The key and where it was read, for the message of an endpoint it does not find."""
         self.source = source
         """Where ``base_url`` came from (``control.cli.instance.Target``), for the messages."""
         self.relocate = relocate
@@ -140,13 +170,18 @@ class Remote:
     # same ones as MCP tool calls for a temporary token, which /v1 refuses.
 
     async def endpoint(self, ref: str) -> dict[str, Any]:
-        """An endpoint by id, or by its ``external_ref``."""
-        if ref.startswith("ep_"):
-            found: dict[str, Any] = (await self.call("GET", f"/v1/endpoints/{ref}")).json()
-            return found
-        matches = (await self.call("GET", "/v1/endpoints", params={"external_ref": ref})).json()["endpoints"]
-        if not matches:
-            raise HookyardError(f"no endpoint with id or external_ref {ref!r}")
+        """An endpoint by id, or by its ``external_ref``; not found says which key looked (``not_found_for_key``)."""
+        try:
+            if ref.startswith("ep_"):
+                found: dict[str, Any] = (await self.call("GET", f"/v1/endpoints/{ref}")).json()
+                return found
+            matches = (await self.call("GET", "/v1/endpoints", params={"external_ref": ref})).json()["endpoints"]
+            if not matches:
+                raise ApiError(f"no endpoint with id or external_ref {ref!r}", code="not_found")
+        except ApiError as exc:
+            if exc.code != "not_found":
+                raise
+            raise not_found_for_key(exc, self.key) from None
         found = matches[0]
         return found
 
@@ -196,3 +231,8 @@ class Remote:
 
     async def record_forward(self, event_id: str, report: dict[str, Any], timeout_s: float) -> None:
         await self.call("POST", f"/v1/events/{event_id}/forwards", json=report, timeout_s=timeout_s)
+
+    async def inbox_link(self, endpoint_id: str) -> dict[str, Any]:
+        """A signed link to the endpoint's inbox page (``hookyard open``)."""
+        link: dict[str, Any] = (await self.call("POST", f"/v1/endpoints/{endpoint_id}/inbox-link")).json()
+        return link

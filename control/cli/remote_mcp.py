@@ -23,7 +23,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from control.cli.remote import Remote
+from control.cli.remote import Remote, not_found_for_key
 from control.support.client_tls import verify_for
 from shared.errors import ApiError, ConfigError, Unreachable
 
@@ -69,11 +69,16 @@ class RemoteOverMcp(Remote):
         return dict(result.structured_content or {})
 
     async def endpoint(self, ref: str) -> dict[str, Any]:
-        if ref.startswith("ep_"):
-            return await self.tool("get_endpoint", {"endpoint_id": ref})
-        matches = (await self.tool("list_endpoints", {"external_ref": ref}))["endpoints"]
-        if not matches:
-            raise ApiError(f"no endpoint with id or external_ref {ref!r}", code="not_found")
+        try:
+            if ref.startswith("ep_"):
+                return await self.tool("get_endpoint", {"endpoint_id": ref})
+            matches = (await self.tool("list_endpoints", {"external_ref": ref}))["endpoints"]
+            if not matches:
+                raise ApiError(f"no endpoint with id or external_ref {ref!r}", code="not_found")
+        except ApiError as exc:
+            if exc.code != "not_found":
+                raise
+            raise not_found_for_key(exc, self.key) from None
         found: dict[str, Any] = matches[0]
         return found
 
@@ -117,6 +122,9 @@ class RemoteOverMcp(Remote):
 
     async def record_forward(self, event_id: str, report: dict[str, Any], timeout_s: float) -> None:
         await self.tool("record_forward", {"event_id": event_id, **report}, timeout_s=timeout_s)
+
+    async def inbox_link(self, endpoint_id: str) -> dict[str, Any]:
+        return await self.tool("create_inbox_link", {"endpoint_id": endpoint_id})
 
 
 def _innermost(exc: BaseException) -> BaseException:

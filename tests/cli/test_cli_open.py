@@ -45,10 +45,13 @@ async def test_prints_a_link_that_opens_the_inbox(stack: Stack, database_url: st
 
     missing = _run(stack, "ep_01J00000000000000000000000", "--no-browser", HOOKYARD_API_KEY=account.key)
     assert missing.returncode == 1
-    assert missing.stderr.startswith("hookyard: POST /v1/endpoints/ep_01J00000000000000000000000/inbox-link: not_found")
+    # the same line as every client command's (control.cli.remote), naming the key that looked
+    said = "hookyard: endpoint 'ep_01J00000000000000000000000' not found (404 not_found); the key used is "
+    said += "HOOKYARD_API_KEY's"
+    assert missing.stderr.startswith(said), missing.stderr
     unknown_ref = _run(stack, "nope", "--no-browser", HOOKYARD_API_KEY=account.key)
     assert unknown_ref.returncode == 1
-    assert "no endpoint has the id or external_ref 'nope'" in unknown_ref.stderr
+    assert "no endpoint with id or external_ref 'nope'" in unknown_ref.stderr
 
 
 def test_without_a_key_or_a_control_plane_one_line_says_what_to_do(stack: Stack, tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ import httpx
 import pytest
 import stripe
 
+from shared.settings import Settings
 from tests.cli.webhooks_support import RESIGN
+from tests.conftest import make_account
 from tests.destination import Destination
 from tests.onboarding.clirun import Proc, cli, ok, until
 from tests.stack import Stack, free_port
@@ -99,3 +101,41 @@ def test_what_the_token_cannot_do_is_refused_saying_what_instead(shared_stack: S
     # the error inside the MCP client's task group, not "ExceptionGroup: unhandled errors in a TaskGroup"
     said = r"hookyard: cannot reach the control plane at .*: MCP list_endpoints: ConnectError: .*\n"
     assert re.fullmatch(said, away.stderr), away.stderr
+
+
+async def test_an_endpoint_of_the_other_key_says_which_key_looked_and_which_to_give(
+    shared_stack: Stack, module_settings: Settings, tmp_path: Path
+) -> None:
+    """A first-hour user holds two keys: ``hookyard up``'s hy_live_ key, saved in the data dir, and the
+    hy_tmp_ token /api/start answered. Each finds only its own account's endpoints; a bare "not found" sent
+    them looking for a typo, so the message names the key used and the one to give."""
+    started, token_env = _start(shared_stack, tmp_path)
+    token_ep = started["endpoint_id"]
+    account = await make_account(module_settings.database_url)
+    made = httpx.post(f"{shared_stack.control_url}/v1/endpoints", json={"name": "mine"}, headers=account.headers)
+    live_ep = made.json()["id"]
+    data_dir = tmp_path / "up"
+    data_dir.mkdir()
+    (data_dir / "api_key").write_text(account.key + "\n")
+    saved_env = {k: v for k, v in token_env.items() if k != "HOOKYARD_API_KEY"} | {"HOOKYARD_DATA_DIR": str(data_dir)}
+
+    saved = f"the key used is the one `hookyard up` saved in {data_dir / 'api_key'}"
+    for args in (("trigger", "stripe", "--endpoint", token_ep), ("open", token_ep, "--no-browser")):
+        refused = cli(saved_env, *args)
+        assert refused.returncode == 1, refused.stderr
+        assert refused.stderr.startswith(f"hookyard: endpoint '{token_ep}' not found (404 not_found); {saved}, "), (
+            refused.stderr
+        )
+        assert refused.stderr.rstrip().endswith(
+            "one POST /api/start made is its hy_tmp_ token's: give that token as HOOKYARD_API_KEY"
+        )
+        assert len(refused.stderr.strip().splitlines()) == 1
+
+    refused = cli(token_env, "replay", "--endpoint", live_ep, "--to", "http://127.0.0.1:9/x")
+    assert refused.returncode == 1, refused.stderr
+    assert f"'{live_ep}'" in refused.stderr
+    assert (
+        "; the key used is HOOKYARD_API_KEY's, a hy_tmp_ token, which finds only the endpoint POST /api/start "
+        "made for it" in refused.stderr
+    )
+    assert len(refused.stderr.strip().splitlines()) == 1

@@ -21,7 +21,7 @@ from shared.errors import ConfigError
 from shared.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from control.cli.remote import Remote
+    from control.cli.remote import ApiKey, Remote
 
 __all__ = (
     "add_data_dir",
@@ -88,16 +88,16 @@ def target(args: argparse.Namespace, settings: Settings) -> Target:
     return control_target(getattr(args, "control_url", None), settings)
 
 
-def remote(url: str, key: str, source: str, relocate: Callable[[], Any] | None = None) -> Remote:
+def remote(url: str, key: ApiKey, source: str, relocate: Callable[[], Any] | None = None) -> Remote:
     """The control plane's operations as ``key`` may make them: over /v1 with an API key, over /mcp with a
     temporary ``hy_tmp_`` token from ``POST /api/start`` (which /v1 refuses: ``control.cli.remote_mcp``)."""
-    if key.startswith("hy_tmp_"):
+    if key.value.startswith("hy_tmp_"):
         from control.cli.remote_mcp import RemoteOverMcp  # here: the MCP client is for temporary tokens only
 
-        return RemoteOverMcp(url, key, source=source, relocate=relocate)
+        return RemoteOverMcp(url, key.value, key_origin=key.origin, source=source, relocate=relocate)
     from control.cli.remote import Remote
 
-    return Remote(url, key, source=source, relocate=relocate)
+    return Remote(url, key.value, key_origin=key.origin, source=source, relocate=relocate)
 
 
 def running(settings: Settings) -> tuple[Instance | None, Path]:
