@@ -90,6 +90,9 @@ async def test_a_database_made_before_0040_keeps_its_pages_and_uses_its_indexes(
         now = datetime.now(UTC).replace(microsecond=0)
         times = [now - timedelta(days=1), now - timedelta(hours=1), now]
         await store(conn, None, None, [Ev("ep_upgraded", received_at=t) for t in times for _ in range(40)])
+        needle = Ev("ep_upgraded", received_at=times[0], body=b'{"customer": "cus_Upgraded"}')
+        await store(conn, None, None, [needle])
+        assert f"events_{times[0]:%Y%m%d}" in await partitions.index_finished_days(conn)  # q's index, by endpoint
 
         async def pages() -> list[str]:
             seen, after = [], None
@@ -101,10 +104,18 @@ async def test_a_database_made_before_0040_keeps_its_pages_and_uses_its_indexes(
                 after = (rows[-1]["received_at"], rows[-1]["id"])
 
         before = await pages()
-        assert len(before) == 120 == len(set(before))
+        assert len(before) == 121 == len(set(before))
+        found = [r["id"] for r in await db_events.page(conn, "ep_upgraded", event_filters(q="CUS_UPGRADED"), limit=5)]
+        assert found == [needle.id]
         monkeypatch.setattr("control.db.migrate.available", lambda: shipped)
         assert [v for v in await migrate(empty_database) if v.startswith(_FIRST_0040)] == ["0040_id_collation"]
         assert await pages() == before
+        again = [r["id"] for r in await db_events.page(conn, "ep_upgraded", event_filters(q="CUS_UPGRADED"), limit=5)]
+        assert again == found  # yesterday's q index was rebuilt with endpoint_id's new collation, and answers
+        indexes = await conn.fetchval(
+            "SELECT count(*) FROM pg_index WHERE indrelid = $1::regclass AND indisvalid", f"events_{times[0]:%Y%m%d}"
+        )
+        assert indexes == 6  # the five btrees and q's
 
         later = [Ev("ep_upgraded", received_at=now) for _ in range(5)]
         await store(conn, None, None, later)
