@@ -41,7 +41,7 @@ from control.cli.instance import instance_of_this_process, read_instance, remove
 from control.db import accounts as db_accounts
 from control.db import connect
 from control.db.keyring import data_dir_keys
-from control.db.migrate import migrate
+from control.db.migrate import migrate, pending
 from control.service.accounts import create_account, hash_key, issue_key
 from control.support.client_tls import verify_for
 from control.support.sealing import keyring_of, reseal
@@ -102,6 +102,21 @@ _UPGRADE_NOTES = {
     "previous index when the new one is ready; until then q reads that day's events of the endpoint one by one, "
     "with the same answers (docs/adr/0057-q-trigrams-without-an-extension.md)",
 }
+
+
+_BEFORE_NOTES = {
+    "0040_id_collation": 'upgrading the database: its id columns now compare as bytes (COLLATE "C"), so their '
+    "indexes are rebuilt once, now, before hookyard starts; on a data directory holding millions of events and "
+    "deliveries this takes minutes, with the tables locked (docs/adr/0072-ids-compare-as-bytes.md)",
+}
+
+
+def before_notes(pending: list[str]) -> list[str]:
+    """What an upgrade's migrations will take long to do, said by ``hookyard up`` before it applies them (a
+    first run, where the tables are empty, has nothing to say)."""
+    if "0001_init" in pending:
+        return []
+    return [note for version, note in _BEFORE_NOTES.items() if version in pending]
 
 
 def upgrade_notes(applied: list[str]) -> list[str]:
@@ -206,6 +221,8 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         if stop.is_set():
             return 0
         try:
+            for note in before_notes(await pending(database_url)):
+                log.info("%s", note)
             applied = await migrate(database_url)
             # Secrets at rest: HOOKYARD_ENCRYPTION_KEYS, else a key made on the first run and kept here.
             encryption_keys = settings.encryption_keys or data_dir_keys(data_dir, create=True)

@@ -15,7 +15,7 @@ import asyncpg
 from control.db.connection import Connection
 from shared.errors import MigrationError
 
-__all__ = ("REWORDED", "available", "migrate")
+__all__ = ("REWORDED", "available", "migrate", "pending")
 
 # Any constant works; this one spells "hookyard" in hex-ish and keeps clear of other apps' locks.
 _LOCK_KEY = 0x686F6F6B79617264
@@ -47,6 +47,19 @@ async def migrate(dsn: str) -> list[str]:
             return await _apply(conn)
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+    finally:
+        await conn.close()
+
+
+async def pending(dsn: str) -> list[str]:
+    """The versions ``migrate`` would apply, for ``hookyard up`` to say beforehand what a long one will do;
+    every version on a database never migrated."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        if await conn.fetchval("SELECT to_regclass('hy_schema_migrations')") is None:
+            return [version for version, _ in available()]
+        done = {r["version"] for r in await conn.fetch("SELECT version FROM hy_schema_migrations")}
+        return [version for version, _ in available() if version not in done]
     finally:
         await conn.close()
 

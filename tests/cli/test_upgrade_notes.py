@@ -3,7 +3,7 @@ indexes on a data directory made before them), and says nothing of it on a first
 
 from __future__ import annotations
 
-from control.cli.up import upgrade_notes
+from control.cli.up import before_notes, upgrade_notes
 from control.db.migrate import available
 
 
@@ -25,3 +25,14 @@ def test_an_upgrade_past_0039_says_the_sweep_rebuilds_the_days_keyed_by_endpoint
 def test_a_first_run_applies_everything_and_has_nothing_to_say() -> None:
     assert upgrade_notes([version for version, _ in available()]) == []
     assert upgrade_notes([]) == []
+
+
+def test_an_upgrade_past_0040_says_beforehand_that_the_id_indexes_are_rebuilt() -> None:
+    """Said before the migration runs (it holds the tables while the indexes are rebuilt), not after."""
+    notes = before_notes(["0040_id_collation"])
+    assert len(notes) == 1
+    assert "rebuilt once, now" in notes[0]
+    assert "minutes" in notes[0]
+    assert "docs/adr/0072-ids-compare-as-bytes.md" in notes[0]
+    assert before_notes([version for version, _ in available()]) == []  # a first run: nothing to rebuild
+    assert before_notes([]) == []

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 import pytest
 
-from control.db.migrate import REWORDED, available, migrate
+from control.db.migrate import REWORDED, available, migrate, pending
 from shared.errors import MigrationError
 
 
@@ -42,6 +42,18 @@ async def test_migrate_is_idempotent(database_url, utc_conn):
     rows = await utc_conn.fetch("SELECT version, checksum FROM hy_schema_migrations ORDER BY version")
     assert [r["version"] for r in rows] == _versions()
     assert all(len(r["checksum"]) == 64 for r in rows)
+
+
+async def test_pending_names_what_migrate_will_apply_before_it_runs(empty_database, monkeypatch):
+    """``hookyard up`` says what a long migration will do before it starts (ADR 0072), from this list."""
+    shipped = available()
+    assert await pending(empty_database) == [version for version, _ in shipped]
+    monkeypatch.setattr("control.db.migrate.available", lambda: [m for m in shipped if m[0] < "0040"])
+    await migrate(empty_database)
+    monkeypatch.setattr("control.db.migrate.available", lambda: shipped)
+    assert await pending(empty_database) == [version for version, _ in shipped if version >= "0040"]
+    await migrate(empty_database)
+    assert await pending(empty_database) == []
 
 
 async def test_concurrent_runs_on_an_empty_database_apply_each_migration_once(empty_database):
