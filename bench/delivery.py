@@ -9,13 +9,13 @@ delivery over the throughput rounds, the part of the two cores the receiver took
    Postgres' clock, so the poll that notices the end adds nothing). Side by side in
    the same worker: rounds without and with a trivial transform (``TRIVIAL``, a header added, run in the
    worker's sandbox processes), each round a destination of its own, after one short round of each kind that
-   is not counted (the sandbox processes start, the first isolate compiles). The rounds run in ``ORDER``, plain
-   and transformed balanced by position (ABBA BAAB): this machine gives more CPU early, and the old order
-   (plain first in every pair, the best round of each kind compared) let the plain kind take the early
-   bursts; a linear or quadratic drift now weighs both kinds alike. ``deliveries_per_s`` and
-   ``transformed_per_s`` are the mean rate of each kind's rounds (``*_rounds_per_s`` each round's, in
-   order), ``transformed_ratio`` the one over the other (issue 42: at least 0.8); ``pair_ratios`` is each
-   adjacent pair's ratio, half of them with the plain round first, half with the transformed one.
+   is not counted (the sandbox processes start, the first isolate compiles). The rounds run in
+   ``bench.rounds.ORDER``, plain and transformed balanced by position (ABBA BAAB, twice): this machine gives
+   more CPU early, and the old order (plain first in every pair, the best round of each kind compared) let the
+   plain kind take the early bursts. ``deliveries_per_s`` and ``transformed_per_s`` are the mean rate of each
+   kind's rounds (``*_rounds_per_s`` each round's, in order; ``rates_ratio`` the one over the other);
+   ``pair_ratios`` each adjacent pair's ratio (half of them plain first), and ``transformed_ratio`` their
+   median (issue 42: at least 0.8): a burst of the machine's other load in one round moves one pair, not it.
    ``transform_us_per_delivery`` is the difference of the kinds' seconds per delivery at those mean rates
    (issue 28: at most 150 µs), and ``*_cpu_us_per_delivery`` the worker process's CPU time per delivery over
    those rounds (its threads included; ``transformed_cpu_us_per_delivery`` with its sandbox processes,
@@ -331,7 +331,7 @@ def _process_cpu_s(pid: int) -> float:
 
 def run(seconds: float) -> dict[str, object]:
     hookyard = script("hookyard")
-    total = int(max(5_000, min(100_000, seconds * 2_500)))
+    total = int(max(5_000, min(100_000, seconds * 2_500)))  # per round, as many as before the rounds were 16
     with bench_env(egress="any") as bench:
         sink_port, edge_port = free_port(), free_port()
         sink = f"http://127.0.0.1:{sink_port}/hook"

@@ -39,17 +39,29 @@ def test_each_kind_holds_the_same_positions_on_average() -> None:
 def test_a_free_transform_reads_1_under_a_drift() -> None:
     slowing = [8_000 - 400 * i for i in range(len(ORDER))]  # early bursts: each round slower than the last
     figures = summary(_rounds(slowing))
-    assert figures["transformed_ratio"] == 1.0
+    assert abs(figures["transformed_ratio"] - 1) <= 0.005  # the median of pairs: each pair's order, then as many
+    # the other way round (the old bench, plain first and the best rounds compared: 7,600 / 8,000 = 0.95)
     assert figures["transform_us_per_delivery"] == 0.0
+    assert figures["rates_ratio"] == 1.0
     quadratic = [5_000 + 60 * (i - 3) ** 2 for i in range(len(ORDER))]
-    assert summary(_rounds(quadratic))["transformed_ratio"] == 1.0
+    assert summary(_rounds(quadratic))["rates_ratio"] == 1.0
+
+
+def test_one_round_hit_by_the_machine_s_other_load_moves_one_pair_not_the_ratio() -> None:
+    speeds = [6_000 if not kind else 5_000 for kind in ORDER]
+    speeds[1] = 1_000  # a transformed round while another process took the cores
+    speeds[6] = 1_500  # a plain one
+    figures = summary(_rounds(speeds))
+    assert figures["transformed_ratio"] == 0.833
+    assert figures["rates_ratio"] != 0.833
 
 
 def test_per_round_figures_and_the_ratio_last() -> None:
-    figures = summary(_rounds([6_000, 5_000, 5_000, 6_000, 5_000, 6_000, 6_000, 5_000]))
-    assert figures["plain_rounds_per_s"] == "6000,6000,6000,6000"
-    assert figures["transformed_rounds_per_s"] == "5000,5000,5000,5000"
-    assert figures["pair_ratios"] == "0.833,0.833,0.833,0.833"
+    figures = summary(_rounds([6_000 if not kind else 5_000 for kind in ORDER]))
+    assert figures["plain_rounds_per_s"] == ",".join(["6000"] * ROUNDS)
+    assert figures["transformed_rounds_per_s"] == ",".join(["5000"] * ROUNDS)
+    assert figures["pair_ratios"] == ",".join(["0.833"] * ROUNDS)
+    assert figures["rates_ratio"] == 0.833
     assert (figures["deliveries_per_s"], figures["transformed_per_s"]) == (6_000, 5_000)
     assert figures["pg_cpu_us_per_delivery"] == "n/a"
     assert figures["worker_cpu_us_per_delivery"] == 100.0
