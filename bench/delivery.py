@@ -8,13 +8,19 @@ delivery over the throughput rounds, the part of the two cores the receiver took
    time from that commit until the last task is ``succeeded`` (every attempt recorded; both instants read from
    Postgres' clock, so the poll that notices the end adds nothing). Side by side in
    the same worker: rounds without and with a trivial transform (``TRIVIAL``, a header added, run in the
-   worker's sandbox processes), alternated, each round a destination of its own; ``transformed_ratio`` is
-   the best transformed round's rate over the best plain one's (issue 42: at least 0.8);
-   ``transform_us_per_delivery`` is the difference of the best rounds'
-   seconds per delivery (issue 28: at most 150 µs), and ``*_cpu_us_per_delivery`` the worker process's CPU
-   time per delivery in those rounds (its threads included; ``transformed_cpu_us_per_delivery`` with its
-   sandbox processes, ``transformed_worker_cpu_us_per_delivery`` the worker alone): the cost that does not
-   depend on how busy the machine's other processes keep its cores. ``transformed_ratio`` is printed last.
+   worker's sandbox processes), each round a destination of its own, after one short round of each kind that
+   is not counted (the sandbox processes start, the first isolate compiles). The rounds run in
+   ``bench.rounds.ORDER``, plain and transformed balanced by position (ABBA BAAB, twice): this machine gives
+   more CPU early, and the old order (plain first in every pair, the best round of each kind compared) let the
+   plain kind take the early bursts. ``deliveries_per_s`` and ``transformed_per_s`` are the mean rate of each
+   kind's rounds (``*_rounds_per_s`` each round's, in order; ``rates_ratio`` the one over the other);
+   ``pair_ratios`` each adjacent pair's ratio (half of them plain first), and ``transformed_ratio`` their
+   median (issue 42: at least 0.8): a burst of the machine's other load in one round moves one pair, not it.
+   ``transform_us_per_delivery`` is the difference of the kinds' seconds per delivery at those mean rates
+   (issue 28: at most 150 µs), and ``*_cpu_us_per_delivery`` the worker process's CPU time per delivery over
+   those rounds (its threads included; ``transformed_cpu_us_per_delivery`` with its sandbox processes,
+   ``transformed_worker_cpu_us_per_delivery`` the worker alone): the cost that does not depend on how busy
+   the machine's other processes keep its cores. ``transformed_ratio`` is printed last.
    ``pg_cpu_us_per_delivery`` is the same for the Postgres backends serving that worker's connections
    (found by their client ports, CPU read from ``/proc/<pid>/stat``): Postgres runs on the same cores, and
    per delivery it spends about as much as the worker.
@@ -50,6 +56,7 @@ from bench import sink as bench_sink
 from bench.infra import bench_env, free_port, granian, run_process, script, wait_listening
 from bench.quiet import UNFINISHED
 from bench.results import Target
+from bench.rounds import ORDER, Round, summary
 from bench.setup import create_endpoint
 from control.db import connect
 from control.db.flush import store_batch
@@ -105,8 +112,8 @@ RATE_PER_S = 500
 LOW_RATE_PER_S = 100
 TRIVIAL = "function handler(request) { request.headers['x-transformed'] = '1'; return request; }"
 """The trivial transform: compiled once, then one call per delivery, the body passed through unchanged."""
-ROUNDS = 2
-"""Alternated rounds of each kind (without, with): the best of each is compared."""
+WARM_UP = 1_000
+"""Deliveries of each kind before the counted rounds, not counted."""
 """Also measured: the pipeline's own latency, at a rate far from the deliver worker's capacity."""
 _HEADERS = [
     (b"content-type", b"application/json; charset=utf-8"),
@@ -291,9 +298,7 @@ def _cpu_s(processes: dict[int, psutil.Process]) -> dict[int, float]:
     return seconds
 
 
-def _cpu(
-    pid: int, database_url: str, measured: Coroutine[Any, Any, tuple[int, float]]
-) -> tuple[int, float, float, float | None, float]:
+def _cpu(pid: int, database_url: str, measured: Coroutine[Any, Any, tuple[int, float]], transformed: bool) -> Round:
     """The coroutine's figures, the CPU seconds the worker process and its sandbox processes spent
     meanwhile, and those of the Postgres backends serving it (a backend the worker's pool opened meanwhile
     counted from zero); None when no backend is found: over a Unix socket (the embedded Postgres) a backend
@@ -307,7 +312,8 @@ def _cpu(
     pg_after = _cpu_s(_backends(worker, database_url))
     pg_s = sum(s - pg_before.get(p, 0.0) for p, s in pg_after.items()) if pg_after else None
     own_s = after.get(pid, 0.0) - before.get(pid, 0.0)
-    return count, elapsed, sum(s - before.get(p, 0.0) for p, s in after.items()), pg_s, own_s
+    cpu_s = sum(s - before.get(p, 0.0) for p, s in after.items())
+    return Round(transformed=transformed, delivered=count, seconds=elapsed, cpu_s=cpu_s, pg_s=pg_s, own_s=own_s)
 
 
 def _family(worker: psutil.Process) -> dict[int, psutil.Process]:
@@ -325,7 +331,7 @@ def _process_cpu_s(pid: int) -> float:
 
 def run(seconds: float) -> dict[str, object]:
     hookyard = script("hookyard")
-    total = int(max(5_000, min(100_000, seconds * 2_500)))
+    total = int(max(5_000, min(100_000, seconds * 2_500)))  # per round, as many as before the rounds were 16
     with bench_env(egress="any") as bench:
         sink_port, edge_port = free_port(), free_port()
         sink = f"http://127.0.0.1:{sink_port}/hook"
@@ -333,25 +339,23 @@ def run(seconds: float) -> dict[str, object]:
         throughput_ep = asyncio.run(create_endpoint(bench.settings))
         latency_eps = [asyncio.run(create_endpoint(bench.settings)) for _ in range(2)]
         with run_process(bench_sink.command(sink_port), bench.env, sink) as sink_proc:
-            sink_before = _process_cpu_s(sink_proc.pid)
             begun = time.time()
             with run_process([hookyard, "worker", "deliver"], bench.env) as worker:
                 wait_listening(database_url, NOTIFY_CHANNEL, since=begun)  # ready for the tasks, as Postgres says
-                plain: list[tuple[int, float, float, float | None, float]] = []
-                transformed: list[tuple[int, float, float, float | None, float]] = []
-                for _ in range(ROUNDS):
-                    plain.append(
-                        _cpu(worker.pid, database_url, _throughput(database_url, throughput_ep.id, sink, total))
+                for transform in (None, TRIVIAL):  # not counted: the first claims, the sandbox's start
+                    asyncio.run(_throughput(database_url, throughput_ep.id, sink, WARM_UP, transform))
+                sink_before = _process_cpu_s(sink_proc.pid)
+                rounds = [
+                    _cpu(
+                        worker.pid,
+                        database_url,
+                        _throughput(database_url, throughput_ep.id, sink, total, TRIVIAL if kind else None),
+                        kind,
                     )
-                    transformed.append(
-                        _cpu(
-                            worker.pid, database_url, _throughput(database_url, throughput_ep.id, sink, total, TRIVIAL)
-                        )
-                    )
-                delivered, elapsed, cpu_s, pg_s, _ = min(plain, key=lambda r: r[1] / r[0])
-                with_n, with_s, with_cpu_s, _, with_own_s = min(transformed, key=lambda r: r[1] / r[0])
+                    for kind in ORDER
+                ]
             sink_s = _process_cpu_s(sink_proc.pid) - sink_before
-            sent = sum(r[0] for r in plain) + sum(r[0] for r in transformed)
+            sent = sum(r.delivered for r in rounds)
             throughput_only = os.environ.get("BENCH_DELIVERY_THROUGHPUT_ONLY") == "1"
             edge = f"http://127.0.0.1:{edge_port}"
             latencies = []
@@ -377,23 +381,13 @@ def run(seconds: float) -> dict[str, object]:
                                 )
                             )
                         )
-    figures = {
-        "deliveries": delivered,
-        "seconds": round(elapsed, 2),
-        "deliveries_per_s": round(delivered / elapsed),
-        "transformed_per_s": round(with_n / with_s),
-        "transform_us_per_delivery": round((with_s / with_n - elapsed / delivered) * 1e6, 1),
-        "worker_cpu_us_per_delivery": round(cpu_s / delivered * 1e6, 1),
-        "transformed_cpu_us_per_delivery": round(with_cpu_s / with_n * 1e6, 1),
-        "transformed_worker_cpu_us_per_delivery": round(with_own_s / with_n * 1e6, 1),
-        "pg_cpu_us_per_delivery": "n/a" if pg_s is None else round(pg_s / delivered * 1e6, 1),
-        "sink_cpu_us_per_delivery": round(sink_s / sent * 1e6, 1),
-        "rounds": ROUNDS,
-    }
+    figures = summary(rounds)
+    ratio = figures.pop("transformed_ratio")
+    figures["sink_cpu_us_per_delivery"] = round(sink_s / sent * 1e6, 1)
     if latencies:
         high, low = latencies
         figures |= _latency_figures(high, low)
-    figures["transformed_ratio"] = round((with_n / with_s) / (delivered / elapsed), 3)  # last: issue 42's figure
+    figures["transformed_ratio"] = ratio  # last: issue 42's figure
     return figures
 
 
