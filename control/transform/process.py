@@ -123,8 +123,9 @@ class Process:
         )
         with contextlib.suppress(AttributeError, OSError):  # no pidfds here (Linux < 5.3): ``os.kill`` then
             self._pidfd = os.pidfd_open(self.proc.pid)
-        with contextlib.suppress(AttributeError, OSError):  # asyncio's transport holds it (``_arriving``)
-            self._stdout_fd = self.proc._transport.get_pipe_transport(1).get_extra_info("pipe").fileno()  # type: ignore[attr-defined]
+        with contextlib.suppress(AttributeError, OSError):  # the answers' pipe, for ``_arriving``; else None
+            transport = self.proc._transport  # type: ignore[attr-defined]  # asyncio keeps it private
+            self._stdout_fd = transport.get_pipe_transport(1).get_extra_info("pipe").fileno()
         self._stderr = asyncio.create_task(self._drain_stderr(), name="sandbox:stderr")
         self._reader = asyncio.create_task(self._read(), name="sandbox:answers")
 
