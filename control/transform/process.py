@@ -228,10 +228,9 @@ class Process:
             return True
         if self._stdout_fd is None:
             return False
-        try:
-            return bool(select.select([self._stdout_fd], [], [], 0)[0])
-        except (OSError, ValueError):  # closed: the process is gone, its reader says how
-            return True
+        poll = select.poll()  # not ``select.select``: a busy control plane's descriptors pass 1024
+        poll.register(self._stdout_fd, select.POLLIN)
+        return bool(poll.poll(0))  # data, the pipe's end (POLLHUP), or a closed descriptor (POLLNVAL)
 
     def _cpu_s(self) -> float:
         """The process's CPU time now (all its threads, user and system, in clock ticks), from

@@ -107,7 +107,16 @@ async def test_a_process_stopped_mid_call_finishes_it_when_continued(pool: Pool)
 
 
 async def test_a_builtin_that_ignores_termination_is_still_killed_at_its_cpu_limit(pool: Pool) -> None:
-    process = await _warm(pool, ECHO)
+    """With the answers' pipe past descriptor 1024, as in a busy control plane: the look for an answer on its
+    way must not take an unpollable descriptor for one (``select.select`` refuses it)."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        process = await _warm(pool, ECHO)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert process._stdout_fd is not None
+    assert process._stdout_fd > 1024
     started = time.perf_counter()
     run = await _run(pool, FILL)
     took = time.perf_counter() - started
