@@ -2,7 +2,8 @@
 
 Started by ``control.transform.pool`` and spoken to over its stdin and stdout: frames of a 4-byte
 big-endian length and a msgpack ``Call``, answered by one msgpack ``Answer`` each, one call at a time, in
-order (the pool may have written the next before this one is answered); an empty frame first says it is up.
+order (the pool may have written the next before this one is answered); a frame first says it is up. Each
+answer says the process's CPU time then (``Answer.cpu_s``): the pool's clock counts CPU, not waiting for it.
 Before anything else it sets its own ``RLIMIT_DATA`` (the OS limit on private writable memory, which V8's
 heap, its zone memory and malloc all count against; ``RLIMIT_AS`` cannot be used: V8 reserves a 4 GiB cage
 of address space at start) and ``RLIMIT_CORE`` to 0. What V8 cannot survive (a fatal ``invalid size``
@@ -25,6 +26,7 @@ import os
 import resource
 import struct
 import sys
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
@@ -107,9 +109,10 @@ async def _serve(budget: int) -> None:
     reader = asyncio.StreamReader(limit=2**26)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     out = os.fdopen(sys.stdout.fileno(), "wb", buffering=0, closefd=False)
-    out.write(_HEADER.pack(0))  # up: the pool's clock for the first batch starts now, not at the exec
     decode = msgspec.msgpack.Decoder(Call).decode
     encoder = msgspec.msgpack.Encoder()
+    up = encoder.encode(Answer(cpu_s=time.process_time()))
+    out.write(_HEADER.pack(len(up)) + up)  # up: the pool's clock for the first batch starts now, not at the exec
     compiled: OrderedDict[tuple[str, str], Sandbox | Problem] = OrderedDict()
     gc.freeze()  # what start-up made lives as long as the process: full collections stop scanning it (ADR 0010)
     while True:
@@ -129,13 +132,14 @@ async def _serve(budget: int) -> None:
                     old.retire()
         compiled.move_to_end(key)
         if isinstance(sandbox, Problem):
-            answer = Answer(problem=problem_text(sandbox.message), line=sandbox.line)
+            answer = Answer(problem=problem_text(sandbox.message), line=sandbox.line, cpu_s=time.process_time())
         else:
-            answer = Answer(runs=await _runs(sandbox, call))
+            runs = await _runs(sandbox, call)
+            answer = Answer(runs=runs, cpu_s=time.process_time())
         try:
             data = encoder.encode(answer)
         except UnicodeEncodeError:  # a lone surrogate somewhere: each run checked, the guilty ones failed
-            data = encoder.encode(Answer(runs=[checked(run) for run in answer.runs or ()]))
+            data = encoder.encode(Answer(runs=[checked(run) for run in answer.runs or ()], cpu_s=answer.cpu_s))
         out.write(_HEADER.pack(len(data)) + data)
         if data_bytes() > budget:
             for cached in compiled.values():

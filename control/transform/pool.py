@@ -9,9 +9,11 @@ time, so what kills it fails only the batch it was running (those behind it go a
 a batch that failed so is run again call by call, each in a process of its own: only the call that ended
 its process fails.
 
-- Time: V8 stops a call at ``TIME_LIMIT_S`` (``TerminateExecution``); a process that has not answered
-  ``GRACE_S`` later (a builtin such as ``Array.prototype.fill`` does not look at termination requests) is
-  killed, and the call fails with ``stopped: still running after 1 s``.
+- Time: V8 stops a call at ``TIME_LIMIT_S`` (``TerminateExecution``); a process that has not answered and
+  has spent ``TIME_LIMIT_S`` + ``GRACE_S`` of CPU on it (a builtin such as ``Array.prototype.fill`` does not
+  look at termination requests), or after ``HARD_S`` whatever it spent, is killed, and the call fails with
+  ``stopped: still running after 1 s``. A stalled caller or a process waiting for a core is not the call's
+  time (``control.transform.process``).
 - Memory: V8's heap limit in each isolate, and under it the process's OS limit (``RLIMIT_DATA``,
   ``HOOKYARD_SANDBOX_MEMORY_MB``); a process that dies of either, of a V8 fatal error or of a signal fails
   its call with ``crashed`` set, and the next call starts a new process.

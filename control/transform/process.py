@@ -8,6 +8,13 @@ in order, so the oldest unanswered batch is the one running: it alone is timed (
 ``GRACE_S`` from when the batch before it was answered), and it alone is to blame when the process dies.
 The batches behind it never started; they fail with ``SandboxEndedError.innocent`` set, and the pool sends
 them again.
+
+The clock is the caller's event loop, which may be late (a stalled caller, a loaded machine), and the process
+may wait for a core; neither is the call's doing. So when the clock runs out (``_overdue``) the process is
+killed only if no byte of its answer has come (``_arriving``) and it spent ``TIME_LIMIT_S`` + ``GRACE_S`` of
+CPU since the batch began (``_cpu_s``: its own clock's reading in the answer before, against
+``/proc/<pid>/stat`` now); else the clock goes on for what is left, and ``HARD_S`` of wall time kills it
+whatever it spent (a process stopped, or blocked outside V8). ADR 0050, amended 2026-12-03.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import signal
 import struct
 import sys
@@ -24,13 +32,18 @@ from collections.abc import Callable
 
 import msgspec
 
-from control.transform.wire import TIME_LIMIT_S, Answer, Call
+from control.transform.wire import TIME_LIMIT_S, WALL_LIMIT_S, Answer, Call
 from shared.errors import SandboxEndedError
 
-__all__ = ("GRACE_S", "PIPELINE", "Process", "Settle")
+__all__ = ("GRACE_S", "HARD_S", "PIPELINE", "Process", "Settle")
 
 GRACE_S = 0.25
-"""How long after ``TIME_LIMIT_S`` a process that has not answered is killed."""
+"""How long after ``TIME_LIMIT_S`` (of CPU: the process's own stop did not come) a process that has not
+answered is killed."""
+HARD_S = WALL_LIMIT_S + 1.0
+"""How long a batch may go unanswered by the wall clock, however little CPU its process spent: the process
+stops a call itself at ``WALL_LIMIT_S``; one that has not answered a second later is stuck, and killed."""
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 START_S = 30.0
 """How long a new process may take to be up (Python and V8 loaded) before its first batch's clock starts."""
 PIPELINE = 2
@@ -78,13 +91,18 @@ class Process:
         self.depth = 0
         self.tail = bytearray()
         self._sent: deque[Settle] = deque()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
         self._ended: SandboxEndedError | None = None
         self._dying = False
         self._up = False
         self._ready = asyncio.create_task(self._start(memory_mb), name="sandbox:start")
         self._reader: asyncio.Task[None] | None = None
         self._pidfd: int | None = None
+        self._stdout_fd: int | None = None
+        self._answering = False
+        """The reader has the running batch's answer's header and waits for the rest: the batch is done."""
+        self._cpu0 = 0.0
+        """The process's CPU time (s) when the running batch began: what it said with its last answer."""
         self.began: float | None = None
         """When the running batch began (``time.perf_counter()``): the process was up and the batch before
         it answered. None before the process is up. What a stopped call ran for is measured from here, not
@@ -105,6 +123,9 @@ class Process:
         )
         with contextlib.suppress(AttributeError, OSError):  # no pidfds here (Linux < 5.3): ``os.kill`` then
             self._pidfd = os.pidfd_open(self.proc.pid)
+        with contextlib.suppress(AttributeError, OSError):  # the answers' pipe, for ``_arriving``; else None
+            transport = self.proc._transport  # type: ignore[attr-defined]  # asyncio keeps it private
+            self._stdout_fd = transport.get_pipe_transport(1).get_extra_info("pipe").fileno()
         self._stderr = asyncio.create_task(self._drain_stderr(), name="sandbox:stderr")
         self._reader = asyncio.create_task(self._read(), name="sandbox:answers")
 
@@ -175,22 +196,72 @@ class Process:
         self._timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S + GRACE_S + more_s, self._overdue)
 
     def _overdue(self) -> None:
+        """The running batch's clock ran out; judged on the loop's next turn (``_judge``): an answer already
+        read into the pipe's buffer in this turn is decoded by the reader's task first, which then cancels
+        the judgement (its wakeup was queued before this timer ran)."""
+        self._timer = asyncio.get_running_loop().call_soon(self._judge)
+
+    def _judge(self) -> None:
+        """Kills the process if the running batch is really past its limit: no byte of its answer here, and
+        ``TIME_LIMIT_S`` + ``GRACE_S`` of the process's CPU spent since it began, or ``HARD_S`` of wall time.
+        Otherwise the clock goes on for the CPU still to spend (at least ``_TICK_S``), within ``HARD_S``."""
         self._timer = None
+        if not self._up or self.began is None:  # not up within ``START_S``
+            self._end(SandboxEndedError(f"stopped: still running after {TIME_LIMIT_S:g} s", crashed=False))
+            return
+        limit = TIME_LIMIT_S + GRACE_S
+        wall = time.perf_counter() - self.began
+        if self._arriving():  # done: its answer comes (or the pipe's end, a death the reader reports)
+            self._timer = asyncio.get_running_loop().call_later(GRACE_S, self._overdue)
+            return
+        spent = self._cpu_s() - self._cpu0
+        if spent < limit and wall < HARD_S:
+            more = min(max(limit - spent, _TICK_S), HARD_S - wall)
+            self._timer = asyncio.get_running_loop().call_later(more, self._overdue)
+            return
         self._end(SandboxEndedError(f"stopped: still running after {TIME_LIMIT_S:g} s", crashed=False))
+
+    def _arriving(self) -> bool:
+        """Whether the running batch's answer has begun to come: its header read, or bytes (or the end) in
+        the pipe that the event loop has not read yet."""
+        if self._answering:
+            return True
+        if self._stdout_fd is None:
+            return False
+        poll = select.poll()  # not ``select.select``: a busy control plane's descriptors pass 1024
+        poll.register(self._stdout_fd, select.POLLIN)
+        return bool(poll.poll(0))  # data, the pipe's end (POLLHUP), or a closed descriptor (POLLNVAL)
+
+    def _cpu_s(self) -> float:
+        """The process's CPU time now (all its threads, user and system, in clock ticks), from
+        ``/proc/<pid>/stat``: read only when a clock runs out, never per batch (12 µs a read). Where it cannot
+        be read (not Linux), infinite: killed at the limit of the wall clock, as before."""
+        assert self.proc is not None
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as stat:
+                text = stat.read()
+            fields = text[text.rindex(b")") + 2 :].split()
+            return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime
+        except (OSError, ValueError, IndexError):
+            return float("inf")
 
     async def _read(self) -> None:
         assert self.proc is not None
         stdout = self.proc.stdout
         assert stdout is not None
         try:
-            await stdout.readexactly(_HEADER.size)  # the empty frame that says it is up (Python and V8 loaded)
+            size = _HEADER.unpack(await stdout.readexactly(_HEADER.size))[0]  # up (Python and V8 loaded)
+            self._cpu0 = _decode(await stdout.readexactly(size)).cpu_s
             self._up = True
             if self._timer is not None:
                 self._timer.cancel()
                 self._arm()
             while True:
                 size = _HEADER.unpack(await stdout.readexactly(_HEADER.size))[0]
+                self._answering = True
                 answer = _decode(await stdout.readexactly(size))
+                self._answering = False
+                self._cpu0 = answer.cpu_s  # the next batch began there
                 settle = self._sent.popleft()
                 if self._timer is not None:
                     self._timer.cancel()

@@ -6,7 +6,8 @@ own transform's calls, and no two transforms (or accounts) share a heap. Each is
 (mini-racer's message pump); a call is handed to it and awaited (``run_many``), or, in a sandbox process, which
 has nothing else to do meanwhile, waited for on the calling thread (``run_now``).
 
-Limits of one call: ``TIME_LIMIT_S`` of wall time (then V8's ``TerminateExecution``), ``MEMORY_LIMIT`` of
+Limits of one call: ``TIME_LIMIT_S`` of wall time (then V8's ``TerminateExecution``; in a sandbox process,
+``run_now``, not counting what the process was stalled, within ``WALL_LIMIT_S``), ``MEMORY_LIMIT`` of
 V8 heap (mini-racer's hard limit, checked after every garbage collection; memory outside the heap cannot
 be reached, ``control.transform.prelude``), ``MAX_OUTPUT`` characters of returned request and
 ``MAX_LOGS`` of ``console`` output. A call that was stopped (time, memory) leaves its isolate behind: it is
@@ -46,6 +47,7 @@ from control.transform.wire import (
     MAX_SOURCE,
     MEMORY_LIMIT,
     TIME_LIMIT_S,
+    WALL_LIMIT_S,
     Problem,
     Run,
     checked,
@@ -64,6 +66,8 @@ __all__ = (
     "check",
 )
 
+LATE_S = 0.1
+"""How late a sandbox process's clock may wake for a call's deadline before it counts as stalled (``_stalled``)."""
 MAX_BATCH = 64
 """Calls of one transform sent to its isolate at once (those that waited while the previous batch ran)."""
 
@@ -79,6 +83,20 @@ class _Refused(Exception):
     def __init__(self, problem: Problem) -> None:
         super().__init__(problem.message)
         self.problem = problem
+
+
+def _stalled(deadline: float, clock: float) -> tuple[float, float]:
+    """A call's new deadline when this thread woke late for its old one (``time.perf_counter``), and the wait
+    until then: as long again as it was late, which the process was stalled at least (stopped, or unable to
+    run at all), and which is not the call's time. Woken within ``LATE_S`` (a busy machine's usual delay), or
+    past ``WALL_LIMIT_S`` since the call began (``clock``): no wait (0), it is stopped. Without this, a call
+    of a process stalled past its deadline was "still running after 1 s" when it had barely begun (ADR
+    0050, amended 2026-12-03)."""
+    now = time.perf_counter()
+    late = now - deadline
+    if late < LATE_S or now - clock >= WALL_LIMIT_S:
+        return deadline, 0.0
+    return now + late, min(late, WALL_LIMIT_S - (now - clock))
 
 
 def _first_line(text: str) -> str:
@@ -294,12 +312,19 @@ class Sandbox:
         clock = time.perf_counter()
         this = ctx._python_to_value_handle(self._this(payloads, bodies))
         task = ctx._dll.mr_call_function(ctx._ctx, runner.raw, this.raw, argv.raw, _ANSWER_QUEUED)
-        try:
-            handle = ctx._non_cancelable_mr_task_results_queue.get(timeout=TIME_LIMIT_S)
-        except queue.Empty:
-            ctx._dll.mr_cancel_task(ctx._ctx, task)
-            self.close()
-            return self._stopped(payloads, clock, f"stopped: still running after {TIME_LIMIT_S:g} s")
+        deadline = time.perf_counter() + TIME_LIMIT_S
+        wait = TIME_LIMIT_S
+        while True:
+            try:
+                handle = ctx._non_cancelable_mr_task_results_queue.get(timeout=wait)
+                break
+            except queue.Empty:
+                deadline, wait = _stalled(deadline, clock)
+                if wait > 0:  # this process was stopped or starved meanwhile: not the call's time
+                    continue
+                ctx._dll.mr_cancel_task(ctx._ctx, task)
+                self.close()
+                return self._stopped(payloads, clock, f"stopped: still running after {TIME_LIMIT_S:g} s")
         try:
             answer = ctx._value_handle_to_python(handle)
         except JSEvalException as exc:

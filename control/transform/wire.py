@@ -31,6 +31,7 @@ __all__ = (
     "MAX_SOURCE",
     "MEMORY_LIMIT",
     "TIME_LIMIT_S",
+    "WALL_LIMIT_S",
     "Answer",
     "Call",
     "Input",
@@ -47,6 +48,10 @@ _encode = msgspec.msgpack.Encoder().encode
 MAX_SOURCE = 65_536
 """Characters of JavaScript a transform may have."""
 TIME_LIMIT_S = 1.0
+"""Seconds a call may run in V8, by the wall clock of its sandbox process, less any time that process was
+stalled (stopped, or so starved that its own clock woke late: ``control.transform.sandbox``)."""
+WALL_LIMIT_S = 3.0
+"""Wall seconds after which a call is stopped however much of that its process was stalled."""
 MEMORY_LIMIT = 64 * 1024 * 1024
 """Bytes of V8 heap an isolate may use."""
 MAX_OUTPUT = 4 * 1024 * 1024
@@ -124,6 +129,10 @@ class Answer(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     problem: str | None = None
     """Why the source is not a transform (it does not compile), with the ``line`` it names."""
     line: int | None = None
+    cpu_s: float = 0.0
+    """The sandbox process's CPU time when it answered (``time.process_time``): the next batch's starts
+    there, and the pool's clock (``control.transform.process``) counts only what it spent since. Also the
+    first frame's, which says the process is up."""
 
 
 def _not_text(value: Any) -> bool:

@@ -15,7 +15,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from control.transform.apply import PARTS_CACHE_BYTES, _parts
-from control.transform.wire import TIME_LIMIT_S
+from control.transform.process import HARD_S
 from tests.conftest import Account, make_account
 from tests.destination import Destination
 from tests.events_support import Ev, store
@@ -67,7 +67,9 @@ async def test_another_account_is_answered_at_once_during_an_attack(
             await asyncio.sleep(0.05)
         result = await dry
     assert result["error"]["message"].startswith("stopped: "), result
-    assert result["duration_ms"] < (TIME_LIMIT_S + 1) * 1000
+    # The fill is killed after 1.25 s of its process's CPU, which a loaded machine spreads over more wall time,
+    # or at the wall-clock bound (ADR 0050, amended 2026-12-03); the loop is stopped by V8 at 1 s
+    assert result["duration_ms"] < (HARD_S + 1) * 1000
     assert len(waits) >= 3, (waits, result)
     assert max(waits) < 1.0, waits  # 43 s before; a loaded 2-core machine adds a few 100 ms
 
