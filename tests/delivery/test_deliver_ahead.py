@@ -261,3 +261,22 @@ async def test_a_slow_results_write_neither_stops_the_sends_nor_lets_results_pil
     sent_ids = Counter(r.headers["x-hookyard-event-id"] for r in destination.requests)
     assert set(sent_ids) == {t["event"] for t in tasks}
     assert max(sent_ids.values()) == 1
+
+
+async def test_a_results_write_wakes_the_loop_for_a_destination_with_room(settings: Settings) -> None:
+    """A send that finishes while its result waits for the recorder gives its destination room, but no wakeup
+    when those waiting results leave no free slot (``_free``); the write that follows frees them and must wake
+    the loop to claim for that destination. It woke only when the loop was looking anyway, so with room and
+    every slot free the loop slept until its poll (``deliver_poll_s``): 43 one-second stalls in one ``bench
+    delivery`` run at a 0.33 transformed ratio."""
+    async with worker_context(settings) as ctx:
+        worker = Deliver(ctx)
+        try:
+            worker._look = False
+            worker._room.add("dst_with_room")
+            worker._wake.clear()
+            assert worker._free() >= worker._batch
+            worker._written(False, False)
+            assert worker._wake.is_set(), "the write left the loop asleep with a destination claimable"
+        finally:
+            await worker.close()
