@@ -15,9 +15,16 @@ from typing import Protocol
 
 from control.db.faults import backoff_s
 
-__all__ = ("Loop", "frozen_start", "install_signal_handlers", "run_loops")
+__all__ = ("WORKER_GC_THRESHOLD", "Loop", "frozen_start", "install_signal_handlers", "run_loops")
 
 log = logging.getLogger("hookyard.worker")
+
+WORKER_GC_THRESHOLD = 100_000
+"""Allocations between collections of the youngest generation while a worker runs its loops (Python's default:
+700), as the edge's ``EDGE_GC_THRESHOLD``. A delivery allocates a few hundred short-lived objects (its task,
+request, headers, outcome, record row) and hundreds are in flight at once, so at 700 the youngest generation
+was collected every few deliveries, each collection scanning the in-flight ones and promoting them to be
+scanned again. Figures: docs/adr/0071-worker-cpu-per-delivery.md."""
 
 
 class Loop(Protocol):
@@ -75,11 +82,15 @@ def frozen_start() -> Iterator[None]:
     scanning it, as control and the edge do. Each flushed event leaves a few hundred short-lived objects, so
     full collections come every second or so; unfrozen they took a fifth of a flush worker's time (bench
     flush: +14% events/s frozen, docs/adr/0010-freeze-the-startup-heap.md). Undone on exit: a worker run
-    inside a test process leaves the interpreter as it found it."""
+    inside a test process leaves the interpreter as it found it. The youngest generation is collected every
+    ``WORKER_GC_THRESHOLD`` allocations meanwhile (the older ones keep theirs), restored the same way."""
+    thresholds = gc.get_threshold()
     gc.freeze()
+    gc.set_threshold(WORKER_GC_THRESHOLD, *thresholds[1:])
     try:
         yield
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 
