@@ -39,7 +39,7 @@ from shared import ids, redis_client
 from shared.settings import Settings, load_settings
 from shared.wire import IngestRecord
 from tests.apps import control_app
-from tests.bytecode import compile_tree, keep_rewritten_tests
+from tests.bytecode import compile_tree, keep_rewritten_tests, rewrite_tests
 from tests.node_packages import ensure_node_modules
 from tests.otlp import otlp  # noqa: F401 - a real OTLP/HTTP receiver, for the tests of tracing and metrics export
 from tests.redis_cluster import redis_cluster  # noqa: F401 - a session's Redis Cluster, for the modules that ask
@@ -156,6 +156,7 @@ def pytest_configure(config: pytest.Config) -> None:
     keep_rewritten_tests()  # before collection imports the test modules (tests.bytecode)
     if not hasattr(config, "workerinput"):  # the controller, or a run without workers
         compile_tree(Path(__file__).resolve().parents[1])  # before any worker or server starts (tests.bytecode)
+        rewrite_tests(config, Path(__file__).resolve().parent)  # the workers then read it (tests.bytecode)
         config.pluginmanager.register(_OneSetOfServers(), "hookyard-one-set-of-servers")
 
 
