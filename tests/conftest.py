@@ -38,8 +38,9 @@ from control.workers.main import worker_context
 from shared import ids, redis_client
 from shared.settings import Settings, load_settings
 from shared.wire import IngestRecord
+from tests.admin_db import AdminConnection
 from tests.apps import control_app
-from tests.bytecode import compile_tree, keep_rewritten_tests
+from tests.bytecode import compile_tree, keep_rewritten_tests, rewrite_tests
 from tests.node_packages import ensure_node_modules
 from tests.otlp import otlp  # noqa: F401 - a real OTLP/HTTP receiver, for the tests of tracing and metrics export
 from tests.redis_cluster import redis_cluster  # noqa: F401 - a session's Redis Cluster, for the modules that ask
@@ -156,6 +157,7 @@ def pytest_configure(config: pytest.Config) -> None:
     keep_rewritten_tests()  # before collection imports the test modules (tests.bytecode)
     if not hasattr(config, "workerinput"):  # the controller, or a run without workers
         compile_tree(Path(__file__).resolve().parents[1])  # before any worker or server starts (tests.bytecode)
+        rewrite_tests(config, Path(__file__).resolve().parent)  # the workers then read it (tests.bytecode)
         config.pluginmanager.register(_OneSetOfServers(), "hookyard-one-set-of-servers")
 
 
@@ -210,25 +212,33 @@ def template_database(servers: Servers) -> Iterator[str]:
     asyncio.run(_admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
+@pytest.fixture(scope="session")
+def admin_db(servers: Servers) -> Iterator[AdminConnection]:
+    """The connection every test's database is created and dropped on (``tests.admin_db``)."""
+    admin = AdminConnection(servers.database_url)
+    yield admin
+    admin.close()
+
+
 @pytest.fixture
-async def database_url(servers: Servers, template_database: str) -> AsyncIterator[str]:
+async def database_url(servers: Servers, template_database: str, admin_db: AdminConnection) -> AsyncIterator[str]:
     name = f"hy_t_{uuid.uuid4().hex[:16]}"
-    await _admin(servers, f"CREATE DATABASE {name} {servers.copy_of(template_database)}")
+    await admin_db.execute(f"CREATE DATABASE {name} {servers.copy_of(template_database)}")
     try:
         yield with_database(servers.database_url, name)
     finally:
-        await _admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin_db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture
-async def empty_database(servers: Servers) -> AsyncIterator[str]:
+async def empty_database(servers: Servers, admin_db: AdminConnection) -> AsyncIterator[str]:
     """A database with nothing in it, not even the migrations: for what migrate itself does."""
     name = f"hy_m_{uuid.uuid4().hex[:16]}"
-    await _admin(servers, f"CREATE DATABASE {name}")
+    await admin_db.execute(f"CREATE DATABASE {name}")
     try:
         yield with_database(servers.database_url, name)
     finally:
-        await _admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin_db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture

@@ -36,3 +36,32 @@ def test_the_repository_lock_file_is_what_the_packages_were_installed_from(node_
     """After the fixture, tests/node holds exactly what its lock file pins (installed now if it was not)."""
     assert node_packages.installed()
     assert (node_modules / ".bin" / "tsc").exists()
+
+
+@pytest.fixture
+def kept(node_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """What an earlier clone's ``npm ci`` of the same lock file left in the cache (a cache of this test's own)."""
+    monkeypatch.setenv("HOOKYARD_NODE_CACHE", str(tmp_path / "cache"))
+    kept = node_packages.cached()
+    assert kept is not None
+    (kept / ".bin").mkdir(parents=True)
+    (kept / ".bin" / "tsc").write_text("tsc")
+    (kept / ".hy-lock").write_bytes((node_dir / "package-lock.json").read_bytes())
+    return kept
+
+
+def test_a_clone_gets_the_kept_install_of_its_lock_file_without_npm(node_dir: Path, kept: Path) -> None:
+    """A clone's first run links what another clone installed from the same lock file (``npm ci`` of this
+    fake lock file would fail the test)."""
+    installed = node_packages.ensure_node_modules()
+    assert node_packages.installed()
+    assert (installed / ".bin" / "tsc").stat().st_ino == (kept / ".bin" / "tsc").stat().st_ino  # linked, not copied
+
+
+def test_an_install_is_kept_only_for_its_own_lock_file(node_dir: Path, kept: Path) -> None:
+    (node_dir / "package-lock.json").write_text('{"lockfileVersion": 3, "packages": {}}')
+    assert node_packages.cached() != kept  # another lock file: another name, so npm ci would run
+    (node_dir / "package-lock.json").write_bytes((kept / ".hy-lock").read_bytes())
+    assert node_packages.cached() == kept
+    (kept / ".hy-lock").unlink()  # an install that did not finish being kept is not used
+    assert not node_packages._linked(kept, node_dir / "node_modules")

@@ -7,9 +7,10 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 
 import pytest
+from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc
 
 import bench.ports
 import control.app
@@ -18,7 +19,7 @@ import control.workers.main
 import edge.app
 import shared.settings
 import tests.stack
-from tests.bytecode import PACKAGES
+from tests.bytecode import PACKAGES, rewrite_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 UNUSED_PLUGINS = ("schemathesis", "locust", "faker", "anyio", "platformdirs", "benchmark")
@@ -50,3 +51,25 @@ def test_this_test_module_keeps_its_rewritten_bytecode() -> None:
     kept = here.parent / "__pycache__" / f"{here.stem}.{sys.implementation.cache_tag}-pytest-{pytest.__version__}.pyc"
     assert not sys.dont_write_bytecode
     assert kept.exists()
+
+
+def test_the_controller_rewrites_the_test_modules_for_the_workers(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """In a clone's first run the workers would each rewrite every test module; the controller writes the
+    rewritten bytecode once, as pytest itself writes it, and only what is missing or stale."""
+    (tmp_path / "sub").mkdir()
+    test_file, conftest, helper = tmp_path / "sub" / "test_x.py", tmp_path / "conftest.py", tmp_path / "helper.py"
+    for path in (test_file, conftest, helper):
+        path.write_text("def test_one() -> None:\n    assert 1 + 1 == 2\n")
+    assert rewrite_tests(request.config, tmp_path) == 2
+    for path in (test_file, conftest):
+        pyc = path.parent / "__pycache__" / f"{path.stem}{PYC_TAIL}"
+        code = _read_pyc(path, pyc)  # what pytest reads instead of rewriting
+        assert code is not None
+        (function,) = (c for c in code.co_consts if isinstance(c, CodeType))
+        assert any(name.startswith("@py_assert") for name in function.co_varnames)  # rewritten, not plain
+    assert not (tmp_path / "__pycache__" / f"helper{PYC_TAIL}").exists()  # not a module pytest rewrites
+    assert rewrite_tests(request.config, tmp_path) == 0  # up to date: nothing written again
+    test_file.write_text("def test_one() -> None:\n    assert 2 + 2 == 4\n\n")
+    assert rewrite_tests(request.config, tmp_path) == 1
