@@ -9,7 +9,9 @@
 -- No table is rewritten: a collation change rebuilds each index on the columns (on an existing data
 -- directory, the events' and deliveries' indexes: `hookyard up` says so before it applies this), and the
 -- foreign keys are kept without a re-check. The trigger reading destinations.endpoint_id is made again as
--- it was.
+-- it was. It wants a quiet moment on a large database: each table is locked while its indexes are rebuilt,
+-- about 50 s per million events with their deliveries (PG 15, 2 cores). The edge goes on taking webhooks
+-- (they wait in Redis); flushing and deliveries wait for the lock.
 ALTER TABLE accounts ALTER COLUMN id TYPE text COLLATE "C";
 ALTER TABLE api_keys ALTER COLUMN id TYPE text COLLATE "C", ALTER COLUMN account_id TYPE text COLLATE "C";
 ALTER TABLE anonymous_sessions ALTER COLUMN account_id TYPE text COLLATE "C";
