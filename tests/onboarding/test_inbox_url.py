@@ -205,4 +205,6 @@ async def test_hookyard_open_with_the_temporary_token(stack: Stack, database_url
         [*hookyard_command(), "open", theirs, "--no-browser"], env=environ, capture_output=True, text=True, timeout=60
     )
     assert refused.returncode == 1
-    assert refused.stderr.startswith("hookyard: MCP create_inbox_link: not_found"), refused.stderr
+    # found first, as every client command finds its endpoint, so the line names the key that looked
+    said = f"hookyard: MCP get_endpoint: not_found: endpoint '{theirs}' not found; the key used is HOOKYARD_API_KEY's, "
+    assert refused.stderr.startswith(said + "a hy_tmp_ token"), refused.stderr
