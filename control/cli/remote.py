@@ -173,17 +173,24 @@ class Remote:
         """An endpoint by id, or by its ``external_ref``; not found says which key looked (``not_found_for_key``)."""
         try:
             if ref.startswith("ep_"):
-                found: dict[str, Any] = (await self.call("GET", f"/v1/endpoints/{ref}")).json()
-                return found
-            matches = (await self.call("GET", "/v1/endpoints", params={"external_ref": ref})).json()["endpoints"]
+                return await self.endpoint_by_id(ref)
+            matches = await self.endpoints_by_ref(ref)
             if not matches:
                 raise ApiError(f"no endpoint with id or external_ref {ref!r}", code="not_found")
         except ApiError as exc:
             if exc.code != "not_found":
                 raise
             raise not_found_for_key(exc, self.key) from None
-        found = matches[0]
+        return matches[0]
+
+    async def endpoint_by_id(self, endpoint_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = (await self.call("GET", f"/v1/endpoints/{endpoint_id}")).json()
         return found
+
+    async def endpoints_by_ref(self, ref: str) -> list[dict[str, Any]]:
+        params = {"external_ref": ref}
+        listed: list[dict[str, Any]] = (await self.call("GET", "/v1/endpoints", params=params)).json()["endpoints"]
+        return listed
 
     async def endpoints(self) -> list[dict[str, Any]]:
         listed: list[dict[str, Any]] = (await self.call("GET", "/v1/endpoints")).json()["endpoints"]

@@ -23,7 +23,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from control.cli.remote import Remote, not_found_for_key
+from control.cli.remote import Remote
 from control.support.client_tls import verify_for
 from shared.errors import ApiError, ConfigError, Unreachable
 
@@ -68,19 +68,12 @@ class RemoteOverMcp(Remote):
             raise _tool_error(name, result.structured_content, result.content)
         return dict(result.structured_content or {})
 
-    async def endpoint(self, ref: str) -> dict[str, Any]:
-        try:
-            if ref.startswith("ep_"):
-                return await self.tool("get_endpoint", {"endpoint_id": ref})
-            matches = (await self.tool("list_endpoints", {"external_ref": ref}))["endpoints"]
-            if not matches:
-                raise ApiError(f"no endpoint with id or external_ref {ref!r}", code="not_found")
-        except ApiError as exc:
-            if exc.code != "not_found":
-                raise
-            raise not_found_for_key(exc, self.key) from None
-        found: dict[str, Any] = matches[0]
-        return found
+    async def endpoint_by_id(self, endpoint_id: str) -> dict[str, Any]:
+        return await self.tool("get_endpoint", {"endpoint_id": endpoint_id})
+
+    async def endpoints_by_ref(self, ref: str) -> list[dict[str, Any]]:
+        listed: list[dict[str, Any]] = (await self.tool("list_endpoints", {"external_ref": ref}))["endpoints"]
+        return listed
 
     async def endpoints(self) -> list[dict[str, Any]]:
         listed: list[dict[str, Any]] = (await self.tool("list_endpoints", {}))["endpoints"]
