@@ -38,7 +38,6 @@ from control.workers.main import worker_context
 from shared import ids, redis_client
 from shared.settings import Settings, load_settings
 from shared.wire import IngestRecord
-from tests.admin_db import AdminConnection
 from tests.apps import control_app
 from tests.bytecode import compile_tree, keep_rewritten_tests, rewrite_tests
 from tests.node_packages import ensure_node_modules
@@ -212,33 +211,25 @@ def template_database(servers: Servers) -> Iterator[str]:
     asyncio.run(_admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
-@pytest.fixture(scope="session")
-def admin_db(servers: Servers) -> Iterator[AdminConnection]:
-    """The connection every test's database is created and dropped on (``tests.admin_db``)."""
-    admin = AdminConnection(servers.database_url)
-    yield admin
-    admin.close()
-
-
 @pytest.fixture
-async def database_url(servers: Servers, template_database: str, admin_db: AdminConnection) -> AsyncIterator[str]:
+async def database_url(servers: Servers, template_database: str) -> AsyncIterator[str]:
     name = f"hy_t_{uuid.uuid4().hex[:16]}"
-    await admin_db.execute(f"CREATE DATABASE {name} {servers.copy_of(template_database)}")
+    await _admin(servers, f"CREATE DATABASE {name} {servers.copy_of(template_database)}")
     try:
         yield with_database(servers.database_url, name)
     finally:
-        await admin_db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await _admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture
-async def empty_database(servers: Servers, admin_db: AdminConnection) -> AsyncIterator[str]:
+async def empty_database(servers: Servers) -> AsyncIterator[str]:
     """A database with nothing in it, not even the migrations: for what migrate itself does."""
     name = f"hy_m_{uuid.uuid4().hex[:16]}"
-    await admin_db.execute(f"CREATE DATABASE {name}")
+    await _admin(servers, f"CREATE DATABASE {name}")
     try:
         yield with_database(servers.database_url, name)
     finally:
-        await admin_db.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await _admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture
