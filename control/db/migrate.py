@@ -58,7 +58,7 @@ async def pending(dsn: str) -> list[str]:
     try:
         if await conn.fetchval("SELECT to_regclass('hy_schema_migrations')") is None:
             return [version for version, _ in available()]
-        done = {r["version"] for r in await conn.fetch("SELECT version FROM hy_schema_migrations")}
+        done = set(await conn.fetchval("SELECT coalesce(array_agg(version), '{}') FROM hy_schema_migrations"))
         return [version for version, _ in available() if version not in done]
     finally:
         await conn.close()
