@@ -174,6 +174,6 @@ def checked(run: Run) -> Run:
     if where is None:
         return run
     return Run(
-        error=f"the transform's {where} is not valid text (a lone UTF-16 surrogate such as \\ud800)",
+        error=f"not valid text in the transform's {where} (a lone UTF-16 surrogate such as \\ud800)",
         duration_ms=run.duration_ms,
     )

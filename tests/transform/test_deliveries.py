@@ -265,7 +265,7 @@ async def test_a_lone_surrogate_out_of_a_destinations_transform_fails_its_task(c
         async with running(ctx):
             failed = await settled(ctx, made["task"], "failed")
         assert failed["last_error"] == (
-            "transform failed: the transform's console output is not valid text "
+            "transform failed: not valid text in the transform's console output "
             "(a lone UTF-16 surrogate such as \\ud800)"
         )
         assert (await _delivery(ctx, made["task"]))["transform"]["outcome"] == "failed"

@@ -115,7 +115,7 @@ async def test_a_lone_surrogate_out_of_a_transform_is_its_failure(client, accoun
     result = await _dry(client, account, transform)
     assert result["request"] is None
     assert result["error"]["message"] == (
-        f"the transform's {part} is not valid text (a lone UTF-16 surrogate such as \\ud800)"
+        f"not valid text in the transform's {part} (a lone UTF-16 surrogate such as \\ud800)"
     )
     assert result["logs"] == []
 
