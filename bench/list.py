@@ -6,7 +6,7 @@ seventh today, between midnight UTC and now, whatever the hour), with providers,
 distinct words in the bodies varying independently; the sweep's search indexes are built as in production (full
 ones for finished days, today's prefix up to its last whole hour); then each query shape is asked sequentially N
 times over HTTP. ``q`` is a common term (one event in five); ``q_mid`` a term in about one event of 450 (a few
-in the walk, the rest from the index: the share of the index read that grows with the table); ``q_today`` the
+in the walk, the rest from the index, whose read stops at the newest day that fills the page: ADR 0074); ``q_today`` the
 worst case of ``q``: the newest events, today's partition alone, for a term that endpoint never holds;
 ``today_unindexed`` is how many of that endpoint's events today lie past the prefix index (read by scanning).
 The search text is made as the flush makes it: the body, content type, method, type, path and the header values

@@ -56,6 +56,9 @@ _COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.h
     coalesce(e.body_size, octet_length(e.body)) AS body_size, e.traceparent, e.handshake"""
 _CUSTOM_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
 """For the rest of the caller's (or the statement's own) transaction: see the module's docstring."""
+_ARMS_IN_TURN = "SET LOCAL max_parallel_workers_per_gather = 0"
+"""A ``q`` page's indexed read takes its arms' rows in the order written (newest first) and stops at the LIMIT:
+a Parallel Append would run them side by side and return whichever came first, so never one there."""
 _WALK = 2000
 """Rows a ``q`` page reads in order before it asks the index: a term in more than one row of about a hundred
 fills a page of 20 there; past it, the index reads at most about a hundredth of the endpoint's rows."""
@@ -133,7 +136,7 @@ async def page(
         order = f"ORDER BY e.received_at DESC, e.id DESC LIMIT {where.arg(limit)}"
         return await conn.fetch(f"SELECT {_COLUMNS} FROM events e WHERE {where.sql} {order}", *where.args)
     async with conn.transaction():
-        await conn.execute(_CUSTOM_PLAN)
+        await conn.execute(f"{_CUSTOM_PLAN}; {_ARMS_IN_TURN}")
         utf8 = conn.get_settings().server_encoding == "UTF8"
         (walk, walk_args), _ = search_statements(endpoint_id, filters, limit=limit, after=after, bounds=[], utf8=utf8)
         found = await conn.fetch(walk, *walk_args)
@@ -204,8 +207,10 @@ def search_statements(
     arms = _arms(bounds, filters, None if after is None else after[0])
     if len(arms) == 1:
         return (walk, walk_args), (f"SELECT {_COLUMNS} FROM events e WHERE {conditions}{arms[0]} {order}", where.args)
+    # newest arm first and no ORDER BY over them: the arms' ranges are disjoint, so their rows in turn are in
+    # order, and the LIMIT stops the Append at the first arm that fills the page (the older ones never run)
     union = " UNION ALL ".join(f"(SELECT {_COLUMNS} FROM events e WHERE {conditions}{arm} {order})" for arm in arms)
-    indexed = f"SELECT * FROM ({union}) m ORDER BY received_at DESC, id DESC LIMIT {limit_arg}"
+    indexed = f"SELECT * FROM ({union}) m LIMIT {limit_arg}"
     return (walk, walk_args), (indexed, where.args)
 
 
@@ -260,14 +265,23 @@ SELECT f.elem FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_
 
 
 async def search_bounds(conn: Connection) -> list[datetime]:
-    """The boundaries of the valid prefix indexes of partitions without a full one, ascending (one per
-    partition, its latest). Read from the catalog per page (well under a millisecond), so a new index is
-    used at once and a dropped one never named."""
+    """Where a ``q`` page's indexed read is split into arms, ascending: the start of every day's partition, and
+    the boundary of each valid prefix index of a partition without a full one (its latest). Read from the
+    catalog per page (well under a millisecond), so a new index is used at once and a dropped one never named.
+
+    An arm a day (at most one partition each, the others pruned while planning) is what lets the read stop at
+    the newest day that fills the page: with one arm over all days, every day's matches were read and sorted
+    for a page of 20, so the read grew with the table (``bench list``'s middling term: the endpoint's matches
+    of the whole week, to keep the newest 20)."""
     rows = await conn.fetch(_BOUNDS)
     return [r["at"] for r in rows]
 
 
 _BOUNDS = """
+SELECT to_date(substr(c.relname, 8, 8), 'YYYYMMDD')::timestamp AT TIME ZONE 'utc' AS at
+  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_[0-9]{8}$'
+UNION
 SELECT max((to_date(substr(c.relname, 8, 8), 'YYYYMMDD')::timestamp + right(ic.relname, 6)::time)
            AT TIME ZONE 'utc') AS at
   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -282,8 +296,9 @@ SELECT max((to_date(substr(c.relname, 8, 8), 'YYYYMMDD')::timestamp + right(ic.r
 
 def _arms(bounds: list[datetime], filters: EventFilters, upto: datetime | None = None) -> list[str]:
     """Conditions splitting time at ``bounds`` (literals, so the planner can prove each prefix index's
-    predicate; they come from the catalog, never from a caller), less the arms the filters exclude, and those
-    wholly after ``upto`` (the keyset's bound, inclusive)."""
+    predicate and prunes every partition but the arm's; they come from the catalog, never from a caller), less
+    the arms the filters exclude, and those wholly after ``upto`` (the keyset's bound, inclusive); newest
+    first."""
     edges: list[datetime | None] = [None, *bounds, None]
     arms = []
     for low, high in itertools.pairwise(edges):
@@ -295,7 +310,7 @@ def _arms(bounds: list[datetime], filters: EventFilters, upto: datetime | None =
             continue
         arm = "" if low is None else f" AND e.received_at >= '{low.isoformat()}'"
         arms.append(arm + ("" if high is None else f" AND e.received_at < '{high.isoformat()}'"))
-    return arms
+    return arms[::-1]
 
 
 async def first_match(

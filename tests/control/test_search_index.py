@@ -217,3 +217,58 @@ async def test_a_database_made_before_0039_keeps_its_answers_while_the_sweep_rek
         assert f"{day}_search" not in left  # the old kind dropped once the new one is valid
         rekeyed = [r["id"] for r in await db_events.page(conn, "ep_upgraded", filters, limit=20)]
         assert unindexed == rekeyed == [old.id]
+
+
+def _scans(plan: dict) -> dict[str, int]:
+    """How many times each Bitmap Index Scan of an EXPLAIN (ANALYZE, FORMAT JSON) plan ran, by index name."""
+    found = {plan["Index Name"]: plan["Actual Loops"]} if plan["Node Type"] == "Bitmap Index Scan" else {}
+    for child in plan.get("Plans", []):
+        found |= _scans(child)
+    return found
+
+
+async def test_a_page_stops_at_the_newest_days_that_fill_it(client, account, conn) -> None:
+    """The indexed read is an arm a day, newest first, with no sort over them: a page full after the newest day's
+    matches reads no older day's index. With one arm over all days every day's matches were read and sorted to
+    keep the newest, a read that grew with the table (issue 48's `q_growth`); the answers stay every match,
+    newest first, page after page."""
+    endpoint = (await create_endpoint(client, account.headers))["id"]
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    days = [today - timedelta(days=n) for n in (1, 2, 3)]
+    await partitions.ensure_ahead(conn, days_back=3, days_ahead=1)
+    needles = [
+        Ev(endpoint, received_at=day + timedelta(minutes=10 * i), body=f'{{"w": "needle {i}"}}'.encode())
+        for day in days
+        for i in range(25)
+    ]
+    await store(conn, None, None, needles)
+    for day in days:
+        await conn.execute(_WORDS, endpoint, day + timedelta(hours=5), f"filler{day:%d}", 800)
+    assert {f"events_{d:%Y%m%d}" for d in days} <= set(await partitions.index_finished_days(conn))
+    await conn.execute("ANALYZE events")
+    bounds = await db_events.search_bounds(conn)
+    _, (indexed, args) = db_events.search_statements(
+        endpoint, event_filters(q="needle"), limit=20, after=None, bounds=bounds
+    )
+    async with conn.transaction():
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+        plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {indexed}", *args))[0]["Plan"]
+        found = [r["id"] for r in await conn.fetch(indexed, *args)]
+    newest = sorted(needles, key=lambda e: (e.received_at, e.id), reverse=True)
+    assert found == [e.id for e in newest[:20]]
+    scans = _scans(plan)
+    assert scans[f"events_{days[0]:%Y%m%d}_keys"] == 1, scans
+    assert scans[f"events_{days[1]:%Y%m%d}_keys"] == scans[f"events_{days[2]:%Y%m%d}_keys"] == 0, scans
+    assert set(days) | {today} <= set(bounds), bounds  # an arm a day
+    assert bounds == sorted(bounds)
+
+    for limit in (7, 20, 30):  # pages that end inside a day and across days: every match, in order
+        seen, cursor = [], None
+        while True:
+            params = {"q": "NEEDLE", "limit": limit} | ({"cursor": cursor} if cursor else {})
+            resp = await client.get(f"/v1/endpoints/{endpoint}/events", params=params, headers=account.headers)
+            assert resp.status_code == 200, resp.text
+            seen += [e["id"] for e in resp.json()["events"]]
+            if (cursor := resp.json()["next_cursor"]) is None:
+                break
+        assert seen == [e.id for e in newest], limit
