@@ -177,7 +177,7 @@ class EndpointCache:
                 self.listening.clear()
                 self.invalidate("*")
                 with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # unannotated in redis-py before 8.2
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -206,7 +206,7 @@ class EndpointCache:
     async def _next(self, pubsub: aioredis.client.PubSub, wait_s: float) -> dict[str, Any] | None:
         message: dict[str, Any] | None
         if self._sharded:  # a cluster client's pubsub (ClusterPubSub) has the sharded calls
-            message = await pubsub.get_sharded_message(timeout=wait_s)  # type: ignore[attr-defined]  # see above
+            message = await pubsub.get_sharded_message(timeout=wait_s)  # type: ignore[attr-defined, unused-ignore]  # see above
         else:
             message = await pubsub.get_message(timeout=wait_s)
         return message
