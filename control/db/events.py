@@ -11,8 +11,9 @@ and tested with LIKE: a common term fills the page there (the planner cannot tel
 one: it multiplies the trigrams' frequencies as if they were independent, and would read every match through
 the index). Only a page left short goes to the index, where the term's trigrams (``query_grams``), tagged,
 must all be in the row's keys. The planner can use a partial index only where the query's own conditions imply its
-predicate, so that query is split at each prefix boundary into ``UNION ALL`` arms with literal time bounds: before B the
-prefix index, from B on (at most about an hour of events) the endpoint's rows are read. The arms cover all
+predicate, so that query is split at each prefix boundary into arms with literal time bounds: before B the
+prefix index, from B on (at most about an hour of events) the endpoint's rows are read. The arms are also split at
+days, a statement each, run newest first until the page is full (``IndexedRead``, ADR 0074). The arms cover all
 time, and LIKE decides every match, so the steps and the split are only about speed, never about which events
 match.
 
@@ -216,10 +217,12 @@ def search_statements(
 
 @dataclass(frozen=True, slots=True)
 class IndexedRead:
-    """A ``q`` page's read past its walk: one statement per arm (a day, or a day's part either side of its
-    prefix boundary), newest first, each ``ORDER BY … LIMIT`` and taking the limit as its last parameter.
-    The arms' ranges are disjoint, so their answers in turn are the order; the caller runs them one by one
-    and stops at the arm that fills the page (``rows``)."""
+    """A ``q`` page's read past its walk: a statement per arm (``_arms``: a day or a day's part either side of
+    its prefix boundary, then runs of older days), newest first, each with its own ``ORDER BY … LIMIT`` and the
+    limit as its last parameter. The arms' ranges are disjoint, so their answers in turn are the order; the
+    caller runs them one by one and stops at the arm that fills the page. Statements, not ``UNION ALL`` arms
+    of one: a page plans only what it reads, and stopping early rests on the caller's loop, not on the
+    order in which an Append runs its arms (undocumented). One round trip an arm (about 0.4 ms)."""
 
     arms: list[str]
     args: list[object]
@@ -283,10 +286,10 @@ async def search_bounds(conn: Connection) -> list[datetime]:
     the boundary of each valid prefix index of a partition without a full one (its latest). Read from the
     catalog per page (well under a millisecond), so a new index is used at once and a dropped one never named.
 
-    An arm a day (at most one partition each, the others pruned while planning) is what lets the read stop at
-    the newest day that fills the page: with one arm over all days, every day's matches were read and sorted
-    for a page of 20, so the read grew with the table (``bench list``'s middling term: the endpoint's matches
-    of the whole week, to keep the newest 20)."""
+    Arms of a day (the newest ones; each its partition alone, the others pruned while planning) are what let
+    the read stop at the newest day that fills the page: with one arm over all days, every day's matches were
+    read and sorted for a page of 20, so the read grew with the table (``bench list``'s middling term: the
+    endpoint's matches of the whole week, to keep the newest 20)."""
     rows = await conn.fetch(_BOUNDS)
     return [r["at"] for r in rows]
 
@@ -312,9 +315,10 @@ def _arms(bounds: list[datetime], filters: EventFilters, upto: datetime | None =
     """Conditions splitting time at ``bounds`` (literals, so the planner can prove each prefix index's
     predicate and prunes every partition but the arm's; they come from the catalog, never from a caller), less
     the ranges the filters exclude, and those wholly after ``upto`` (the keyset's bound, inclusive); newest
-    first. The newest two ranges are an arm each, then each arm joins twice as many as the last (never across
-    a prefix boundary, which must stay an arm's bound to be proven): a page that fills in the newest days
-    runs an arm a day, one in no row runs about log2(days) arms, not one a day (a statement each)."""
+    first. The newest two ranges are an arm each, then each arm spans twice as many ranges as the one before
+    (never across a prefix boundary, which must stay an arm's bound to be proven): a page that fills in the
+    newest days runs an arm a day; a term in no row runs about log2(days) arms, not one a day (a statement
+    each), and an arm reads at most about as many days as all the newer ones, which left the page short."""
     edges: list[datetime | None] = [None, *bounds, None]
     ranges = []
     for low, high in itertools.pairwise(edges):

@@ -235,7 +235,8 @@ async def _indexed_reads(conn: asyncpg.Connection, endpoint: str, q: str) -> tup
     async with conn.transaction():
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         for sql, args in ((sql, args) for sql, args in ran if "@>" in sql):  # the statements of the keys
-            planned.append(_relations(json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args))[0]["Plan"]))
+            plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args))[0]["Plan"]
+            planned.append(_relations(plan))
     return found, planned
 
 
