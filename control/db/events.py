@@ -151,7 +151,7 @@ async def page(
         grams = query_grams(filters.q.lower()) if filters.q is not None else []
         frequent = await frequent_grams(conn, endpoint_id, grams)
         _, indexed = search_statements(
-            endpoint_id, filters, limit=limit - len(found), after=older, bounds=bounds, utf8=utf8, frequent=frequent
+            endpoint_id, filters, limit=limit, after=older, bounds=bounds, utf8=utf8, frequent=frequent
         )
         for arm in range(len(indexed.arms)):  # newest first, until the page is full
             sql, args = indexed.statement(arm, limit - len(found))
@@ -186,8 +186,8 @@ def search_statements(
     utf8: bool = True,
     frequent: Collection[str] = (),
 ) -> tuple[tuple[str, list[object]], IndexedRead]:
-    """A ``q`` page's two statements, each with its parameters: the walk, then the indexed read split at
-    ``bounds``. ``utf8``: the database's encoding is UTF-8, where ``substr`` counts
+    """A ``q`` page's walk (with its parameters, ``limit`` its page) and its indexed read split at ``bounds``
+    (each arm's limit given as it runs). ``utf8``: the database's encoding is UTF-8, where ``substr`` counts
     characters as Python does; elsewhere it counts bytes, and only ASCII trigrams are asked for. ``frequent``
     trigrams are left out of the index condition unless all are (``frequent_grams``)."""
     assert filters.search is not None, "only a q page has them"
