@@ -11,8 +11,9 @@ and tested with LIKE: a common term fills the page there (the planner cannot tel
 one: it multiplies the trigrams' frequencies as if they were independent, and would read every match through
 the index). Only a page left short goes to the index, where the term's trigrams (``query_grams``), tagged,
 must all be in the row's keys. The planner can use a partial index only where the query's own conditions imply its
-predicate, so that query is split at each prefix boundary into ``UNION ALL`` arms with literal time bounds: before B the
-prefix index, from B on (at most about an hour of events) the endpoint's rows are read. The arms cover all
+predicate, so that query is split at each prefix boundary into arms with literal time bounds: before B the
+prefix index, from B on (at most about an hour of events) the endpoint's rows are read. The arms are also split at
+days, a statement each, run newest first until the page is full (``IndexedRead``, ADR 0074). The arms cover all
 time, and LIKE decides every match, so the steps and the split are only about speed, never about which events
 match.
 
@@ -29,7 +30,7 @@ import hashlib
 import itertools
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -38,6 +39,7 @@ from control.db.partitions import KEYS
 
 __all__ = (
     "EventFilters",
+    "IndexedRead",
     "endpoint_tag",
     "first_match",
     "first_stored_after",
@@ -56,9 +58,6 @@ _COLUMNS = """e.id, e.endpoint_id, e.received_at, e.method, e.path, e.query, e.h
     coalesce(e.body_size, octet_length(e.body)) AS body_size, e.traceparent, e.handshake"""
 _CUSTOM_PLAN = "SET LOCAL plan_cache_mode = force_custom_plan"
 """For the rest of the caller's (or the statement's own) transaction: see the module's docstring."""
-_ARMS_IN_TURN = "SET LOCAL max_parallel_workers_per_gather = 0"
-"""A ``q`` page's indexed read takes its arms' rows in the order written (newest first) and stops at the LIMIT:
-a Parallel Append would run them side by side and return whichever came first, so never one there."""
 _WALK = 2000
 """Rows a ``q`` page reads in order before it asks the index: a term in more than one row of about a hundred
 fills a page of 20 there; past it, the index reads at most about a hundredth of the endpoint's rows."""
@@ -136,7 +135,7 @@ async def page(
         order = f"ORDER BY e.received_at DESC, e.id DESC LIMIT {where.arg(limit)}"
         return await conn.fetch(f"SELECT {_COLUMNS} FROM events e WHERE {where.sql} {order}", *where.args)
     async with conn.transaction():
-        await conn.execute(f"{_CUSTOM_PLAN}; {_ARMS_IN_TURN}")
+        await conn.execute(_CUSTOM_PLAN)
         utf8 = conn.get_settings().server_encoding == "UTF8"
         (walk, walk_args), _ = search_statements(endpoint_id, filters, limit=limit, after=after, bounds=[], utf8=utf8)
         found = await conn.fetch(walk, *walk_args)
@@ -151,10 +150,15 @@ async def page(
         bounds = await search_bounds(conn)
         grams = query_grams(filters.q.lower()) if filters.q is not None else []
         frequent = await frequent_grams(conn, endpoint_id, grams)
-        _, (indexed, args) = search_statements(
-            endpoint_id, filters, limit=limit - len(found), after=older, bounds=bounds, utf8=utf8, frequent=frequent
+        _, indexed = search_statements(
+            endpoint_id, filters, limit=limit, after=older, bounds=bounds, utf8=utf8, frequent=frequent
         )
-        return found + await conn.fetch(indexed, *args)
+        for arm in range(len(indexed.arms)):  # newest first, until the page is full
+            sql, args = indexed.statement(arm, limit - len(found))
+            found += await conn.fetch(sql, *args)
+            if len(found) == limit:
+                break
+        return found
 
 
 def _walk_reach(
@@ -181,21 +185,20 @@ def search_statements(
     bounds: list[datetime],
     utf8: bool = True,
     frequent: Collection[str] = (),
-) -> tuple[tuple[str, list[object]], tuple[str, list[object]]]:
-    """A ``q`` page's two statements, each with its parameters: the walk, then the indexed read split at
-    ``bounds``. ``utf8``: the database's encoding is UTF-8, where ``substr`` counts
+) -> tuple[tuple[str, list[object]], IndexedRead]:
+    """A ``q`` page's walk (with its parameters, ``limit`` its page) and its indexed read split at ``bounds``
+    (each arm's limit given as it runs). ``utf8``: the database's encoding is UTF-8, where ``substr`` counts
     characters as Python does; elsewhere it counts bytes, and only ASCII trigrams are asked for. ``frequent``
     trigrams are left out of the index condition unless all are (``frequent_grams``)."""
     assert filters.search is not None, "only a q page has them"
     where = _Where(endpoint_id).filters(dataclasses.replace(filters, search=None))
     if after is not None:  # the plain bound too, so the planner prunes the days past it
         where.add("(e.received_at, e.id) < ({}, {}) AND e.received_at <= {}", *after, after[0])
-    conditions, limit_arg, search = where.sql, where.arg(limit), where.arg(filters.search)
-    order = f"ORDER BY e.received_at DESC, e.id DESC LIMIT {limit_arg}"
+    conditions, search = where.sql, where.arg(filters.search)
     walk = f"""SELECT {_COLUMNS} FROM (SELECT e.* FROM events e WHERE {conditions}
                                        ORDER BY e.received_at DESC, e.id DESC LIMIT {_WALK}) e
-                WHERE e.search_text LIKE {search} {order}"""
-    walk_args = list(where.args)
+                WHERE e.search_text LIKE {search} ORDER BY e.received_at DESC, e.id DESC LIMIT ${len(where.args) + 1}"""
+    walk_args = [*where.args, limit]
     conditions += f" AND e.search_text LIKE {search}"
     grams = query_grams(filters.q.lower()) if filters.q is not None else []
     if not utf8:
@@ -204,14 +207,28 @@ def search_statements(
     if grams:  # the columns unqualified, as the index spells them
         tag = endpoint_tag(endpoint_id)
         conditions += f" AND {KEYS} @> {where.arg([tag + g for g in grams])}::text[]"
-    arms = _arms(bounds, filters, None if after is None else after[0])
-    if len(arms) == 1:
-        return (walk, walk_args), (f"SELECT {_COLUMNS} FROM events e WHERE {conditions}{arms[0]} {order}", where.args)
-    # newest arm first and no ORDER BY over them: the arms' ranges are disjoint, so their rows in turn are in
-    # order, and the LIMIT stops the Append at the first arm that fills the page (the older ones never run)
-    union = " UNION ALL ".join(f"(SELECT {_COLUMNS} FROM events e WHERE {conditions}{arm} {order})" for arm in arms)
-    indexed = f"SELECT * FROM ({union}) m LIMIT {limit_arg}"
-    return (walk, walk_args), (indexed, where.args)
+    order = f"ORDER BY e.received_at DESC, e.id DESC LIMIT ${len(where.args) + 1}"
+    arms = [
+        f"SELECT {_COLUMNS} FROM events e WHERE {conditions}{arm} {order}"
+        for arm in _arms(bounds, filters, None if after is None else after[0])
+    ]
+    return (walk, walk_args), IndexedRead(arms, where.args)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedRead:
+    """A ``q`` page's read past its walk: a statement per arm (``_arms``: a day or a day's part either side of
+    its prefix boundary, then runs of older days), newest first, each with its own ``ORDER BY … LIMIT`` and the
+    limit as its last parameter. The arms' ranges are disjoint, so their answers in turn are the order; the
+    caller runs them one by one and stops at the arm that fills the page. Statements, not ``UNION ALL`` arms
+    of one: a page plans only what it reads, and stopping early rests on the caller's loop, not on the
+    order in which an Append runs its arms (undocumented). One round trip an arm (about 0.4 ms)."""
+
+    arms: list[str]
+    args: list[object]
+
+    def statement(self, arm: int, limit: int) -> tuple[str, list[object]]:
+        return self.arms[arm], [*self.args, limit]
 
 
 def query_grams(text: str) -> list[str]:
@@ -269,10 +286,10 @@ async def search_bounds(conn: Connection) -> list[datetime]:
     the boundary of each valid prefix index of a partition without a full one (its latest). Read from the
     catalog per page (well under a millisecond), so a new index is used at once and a dropped one never named.
 
-    An arm a day (at most one partition each, the others pruned while planning) is what lets the read stop at
-    the newest day that fills the page: with one arm over all days, every day's matches were read and sorted
-    for a page of 20, so the read grew with the table (``bench list``'s middling term: the endpoint's matches
-    of the whole week, to keep the newest 20)."""
+    Arms of a day (the newest ones; each its partition alone, the others pruned while planning) are what let
+    the read stop at the newest day that fills the page: with one arm over all days, every day's matches were
+    read and sorted for a page of 20, so the read grew with the table (``bench list``'s middling term: the
+    endpoint's matches of the whole week, to keep the newest 20)."""
     rows = await conn.fetch(_BOUNDS)
     return [r["at"] for r in rows]
 
@@ -297,10 +314,13 @@ SELECT max((to_date(substr(c.relname, 8, 8), 'YYYYMMDD')::timestamp + right(ic.r
 def _arms(bounds: list[datetime], filters: EventFilters, upto: datetime | None = None) -> list[str]:
     """Conditions splitting time at ``bounds`` (literals, so the planner can prove each prefix index's
     predicate and prunes every partition but the arm's; they come from the catalog, never from a caller), less
-    the arms the filters exclude, and those wholly after ``upto`` (the keyset's bound, inclusive); newest
-    first."""
+    the ranges the filters exclude, and those wholly after ``upto`` (the keyset's bound, inclusive); newest
+    first. The newest two ranges are an arm each, then each arm spans twice as many ranges as the one before
+    (never across a prefix boundary, which must stay an arm's bound to be proven): a page that fills in the
+    newest days runs an arm a day; a term in no row runs about log2(days) arms, not one a day (a statement
+    each), and an arm reads at most about as many days as all the newer ones, which left the page short."""
     edges: list[datetime | None] = [None, *bounds, None]
-    arms = []
+    ranges = []
     for low, high in itertools.pairwise(edges):
         if high is not None and filters.since is not None and filters.since >= high:
             continue
@@ -308,9 +328,23 @@ def _arms(bounds: list[datetime], filters: EventFilters, upto: datetime | None =
             continue
         if low is not None and upto is not None and upto < low:
             continue
+        ranges.append((low, high))
+    ranges.reverse()
+    arms, size, i = [], 1, 0
+    while i < len(ranges):
+        high, j = ranges[i][1], i
+        while j + 1 < len(ranges) and j + 1 - i < size and _midnight(ranges[j][0]):
+            j += 1
+        low = ranges[j][0]
         arm = "" if low is None else f" AND e.received_at >= '{low.isoformat()}'"
         arms.append(arm + ("" if high is None else f" AND e.received_at < '{high.isoformat()}'"))
-    return arms[::-1]
+        size, i = (1 if not arms[1:] else size * 2), j + 1
+    return arms
+
+
+def _midnight(at: datetime | None) -> bool:
+    """A partition's start, where an arm may go on into the day before (a prefix boundary is never one)."""
+    return at is not None and at.time() == datetime.min.time() and at.utcoffset() == timedelta(0)
 
 
 async def first_match(

@@ -6,6 +6,7 @@ server the tests may use, the embedded one without pg_trgm included."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -217,3 +218,30 @@ async def test_a_q_that_is_not_utf8_is_read_as_replacement_characters(client, ac
     resp = await client.get(f"/v1/endpoints/{endpoint}/events?q=%ff", headers=account.headers)
     assert resp.status_code == 200, resp.text
     assert [e["id"] for e in resp.json()["events"]] == [marked.id]
+
+
+def _ranges(arms: list[str]) -> list[tuple[datetime | None, datetime | None]]:
+    """Each arm's (low, high) from its literal bounds."""
+    found = []
+    for arm in arms:
+        low = re.search(r"received_at >= '([^']+)'", arm)
+        high = re.search(r"received_at < '([^']+)'", arm)
+        found.append(tuple(datetime.fromisoformat(m.group(1)) if m else None for m in (low, high)))
+    return found
+
+
+def test_the_arms_cover_all_time_newest_first_and_grow_only_across_days() -> None:
+    """The read past the walk is a statement an arm: the newest two ranges alone (a page filling there plans no
+    other day), then arms twice as long each time (a term in no row runs log2(days) statements, not one a day),
+    never across a prefix boundary (its partial index is used only where an arm's literal bound implies it)."""
+    today = datetime(2026, 12, 4, tzinfo=UTC)
+    days = [today - timedelta(days=n) for n in range(30, -2, -1)]  # 30 days back to tomorrow
+    prefixes = [today - timedelta(hours=11), today + timedelta(hours=8)]  # yesterday's (no full index yet), today's
+    arms = _ranges(db_events._arms(sorted([*days, *prefixes]), event_filters(), upto=today + timedelta(hours=9)))
+    assert arms[:2] == [(prefixes[1], today + timedelta(days=1)), (today, prefixes[1])]
+    assert [high for _, high in arms[1:]] == [low for low, _ in arms[:-1]]  # contiguous, disjoint, newest first
+    assert arms[-1][0] is None  # down to the oldest event
+    assert all(not (low is not None and low < p < high) for low, high in arms if high for p in prefixes)
+    spans = [(high - low).days for low, high in arms[2:-1]]
+    assert spans == sorted(spans), arms
+    assert len(arms) <= 8, arms  # 32 days: 7 arms, not 34

@@ -77,17 +77,17 @@ async def test_a_q_page_reads_the_index_on_this_server(client, account, conn) ->
     tag = db_events.endpoint_tag(endpoint)
     kept = db_events.search_statements(
         endpoint, event_filters(q="filler İst"), limit=20, after=None, bounds=[], frequent={"fil", "ill", "lle", "ler"}
-    )[1][1][-1]
+    )[1].args[-1]
     assert tag + "fil" not in kept
     assert tag + "İst".lower()[:3] in kept
     everyone = db_events.search_statements(
         endpoint, event_filters(q="filler"), limit=20, after=None, bounds=[], frequent={"fil", "ill", "lle", "ler"}
-    )[1][1][-1]
+    )[1].args[-1]
     assert everyone == [tag + g for g in ("fil", "ill", "ler", "lle")]  # all frequent: all asked, as with no stats
 
     # the statement a page runs after its walk found the page short: the planner picks the index
     filters = event_filters(q="İstanbul 😀")
-    _, (indexed, args) = db_events.search_statements(endpoint, filters, limit=20, after=None, bounds=[])
+    indexed, args = db_events.search_statements(endpoint, filters, limit=20, after=None, bounds=[])[1].statement(0, 20)
     async with conn.transaction():
         await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {indexed}", *args))
@@ -187,7 +187,8 @@ async def test_a_page_reads_only_its_own_endpoints_part_of_the_index(client, acc
     await conn.execute("ANALYZE events")
 
     for q, expected in (("needle", [mine_needle.id]), ("needle 1", [])):
-        _, (indexed, args) = db_events.search_statements(mine, event_filters(q=q), limit=20, after=None, bounds=[])
+        read = db_events.search_statements(mine, event_filters(q=q), limit=20, after=None, bounds=[])[1]
+        indexed, args = read.statement(0, 20)
         async with conn.transaction():
             await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
             plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {indexed}", *args))[0]["Plan"]
@@ -219,48 +220,59 @@ async def test_a_database_made_before_0039_keeps_its_answers_while_the_sweep_rek
         assert unindexed == rekeyed == [old.id]
 
 
-def _scans(plan: dict) -> dict[str, int]:
-    """How many times each Bitmap Index Scan of an EXPLAIN (ANALYZE, FORMAT JSON) plan ran, by index name."""
-    found = {plan["Index Name"]: plan["Actual Loops"]} if plan["Node Type"] == "Bitmap Index Scan" else {}
-    for child in plan.get("Plans", []):
-        found |= _scans(child)
-    return found
+def _relations(plan: dict) -> set[str]:
+    """The tables an EXPLAIN (FORMAT JSON) plan reads: the partitions left after pruning while planning."""
+    found = {plan["Relation Name"]} if "Relation Name" in plan else set()
+    return found.union(*(_relations(child) for child in plan.get("Plans", [])))
 
 
-async def test_a_page_stops_at_the_newest_days_that_fill_it(client, account, conn) -> None:
-    """The indexed read is an arm a day, newest first, with no sort over them: a page full after the newest day's
-    matches reads no older day's index. With one arm over all days every day's matches were read and sorted to
-    keep the newest, a read that grew with the table (issue 48's `q_growth`); the answers stay every match,
-    newest first, page after page."""
+async def _indexed_reads(conn: asyncpg.Connection, endpoint: str, q: str) -> tuple[list[str], list[set[str]]]:
+    """A page of ``q`` read by ``events.page``: (its ids, the partitions each of its index statements planned)."""
+    ran: list[tuple[str, tuple]] = []
+    with conn.query_logger(lambda logged: ran.append((logged.query, logged.args))):
+        found = [r["id"] for r in await db_events.page(conn, endpoint, event_filters(q=q), limit=20)]
+    planned = []
+    async with conn.transaction():
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+        for sql, args in ((sql, args) for sql, args in ran if "@>" in sql):  # the statements of the keys
+            plan = json.loads(await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args))[0]["Plan"]
+            planned.append(_relations(plan))
+    return found, planned
+
+
+async def test_a_page_plans_only_the_days_it_reads(client, account, conn) -> None:
+    """The indexed read runs its days newest first, a statement at a time, and stops at the one that fills the
+    page: that page plans the days it read and not the forty older ones (one statement with an arm a day planned
+    every day: the plan grew with retention, ~0.2 ms a day). A term in no row runs every day, but their arms
+    double in length, a statement per doubling; the answers stay every match, newest first, page after page."""
     endpoint = (await create_endpoint(client, account.headers))["id"]
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     days = [today - timedelta(days=n) for n in (1, 2, 3)]
-    await partitions.ensure_ahead(conn, days_back=3, days_ahead=1)
+    await partitions.ensure_ahead(conn, days_back=40, days_ahead=1)
     needles = [
         Ev(endpoint, received_at=day + timedelta(minutes=10 * i), body=f'{{"w": "needle {i}"}}'.encode())
         for day in days
         for i in range(25)
     ]
     await store(conn, None, None, needles)
+    await conn.execute(_WORDS, endpoint, today, "fillert", 2100)  # the walk's 2,000 rows: today's, no needle
     for day in days:
         await conn.execute(_WORDS, endpoint, day + timedelta(hours=5), f"filler{day:%d}", 800)
     assert {f"events_{d:%Y%m%d}" for d in days} <= set(await partitions.index_finished_days(conn))
     await conn.execute("ANALYZE events")
-    bounds = await db_events.search_bounds(conn)
-    _, (indexed, args) = db_events.search_statements(
-        endpoint, event_filters(q="needle"), limit=20, after=None, bounds=bounds
-    )
-    async with conn.transaction():
-        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-        plan = json.loads(await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {indexed}", *args))[0]["Plan"]
-        found = [r["id"] for r in await conn.fetch(indexed, *args)]
     newest = sorted(needles, key=lambda e: (e.received_at, e.id), reverse=True)
+
+    found, planned = await _indexed_reads(conn, endpoint, "needle")
     assert found == [e.id for e in newest[:20]]
-    scans = _scans(plan)
-    assert scans[f"events_{days[0]:%Y%m%d}_keys"] == 1, scans
-    assert scans[f"events_{days[1]:%Y%m%d}_keys"] == scans[f"events_{days[2]:%Y%m%d}_keys"] == 0, scans
-    assert set(days) | {today} <= set(bounds), bounds  # an arm a day
-    assert bounds == sorted(bounds)
+    assert set().union(*planned) == {f"events_{today:%Y%m%d}", f"events_{days[0]:%Y%m%d}"}, planned
+    assert len(planned) == 2  # today (read past the walk), then yesterday, which fills the page
+
+    bounds = await db_events.search_bounds(conn)
+    assert len(bounds) > 40
+    found, planned = await _indexed_reads(conn, endpoint, "no such needle")
+    assert found == []
+    assert len(set().union(*planned)) > 40  # every day read
+    assert len(planned) <= len(bounds).bit_length() + 2, planned  # in log2(days) statements, not one a day
 
     for limit in (7, 20, 30):  # pages that end inside a day and across days: every match, in order
         seen, cursor = [], None
