@@ -4,6 +4,7 @@ destinations written through /v1. The two worked examples of the docs run here a
 from __future__ import annotations
 
 import asyncio
+import time
 from urllib.parse import urlsplit
 
 import msgspec
@@ -13,7 +14,7 @@ import standardwebhooks
 from control.db.context import Context
 from control.transform.pool import pool_for
 from shared.settings import Settings
-from tests.destination import FAST_DELIVERY, fetch_row, make_task, running, serving, settled
+from tests.destination import FAST_DELIVERY, fetch_row, make_task, running, serving, settled, task_status
 from tests.helpers import create_endpoint, wait_for
 from tests.transform.fatal import FATAL
 
@@ -291,3 +292,73 @@ async def test_a_captured_body_nested_past_the_cap_fails_its_transform_once(ctx:
         assert await _attempts(ctx, made["task"], 1)
         assert (await _delivery(ctx, made["task"]))["transform"]["outcome"] == "failed"
         assert len(sink.requests) == 1
+
+
+RUNAWAY = "function handler(r) { for (;;) {} }"
+STUCK = "transform failed: stopped: still running after 1 s"
+
+
+async def _failed_once(ctx: Context, task_id: str, error: str) -> None:
+    """The task failed on its one attempt, with one delivery record of a failed transform saying ``error``."""
+    done = await task_status(ctx, task_id)
+    assert (done["status"], done["attempts"], done["last_error"]) == ("failed", 1, error)
+    assert await _attempts(ctx, task_id, 1)
+    assert (await _delivery(ctx, task_id))["transform"]["outcome"] == "failed"
+
+
+async def test_runaway_deliveries_claimed_together_all_settle(ctx: Context, client, account) -> None:
+    """4 runaway transforms of one destination, claimed together (one batch of the pool): each failed once and
+    recorded within seconds. They stayed in flight for ever: their results came after the window a claimed
+    task has to start in, and were handed back and claimed again, each time the same (issue 42)."""
+    with serving() as sink:
+        endpoint, dst, _ = await _destination(client, account, sink.url, RUNAWAY)
+        made = [await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst) for _ in range(4)]
+        async with running(ctx):
+            await asyncio.gather(*(settled(ctx, m["task"], "failed", timeout=30) for m in made))
+        for m in made:
+            await _failed_once(ctx, m["task"], STUCK)
+        assert sink.requests == []
+
+
+SLOW_THROW = """function handler(r) {
+  const t = Date.now();
+  while (Date.now() - t < 600) {}
+  throw new Error("slow and wrong");
+}"""
+
+
+async def test_a_claims_slow_calls_that_send_nothing_are_recorded_not_handed_back(
+    ctx: Context, client, account
+) -> None:
+    """No call runs away here: 4 calls of 0.6 s each, whose batch V8 stops at 1 s and runs again call by
+    call, so their results come ~3.4 s after the claim, past the 1.5 s a claimed task has to start in (a
+    5 s lease, a 2 s send). They send nothing, so the window, kept for a send within the lease, is not
+    theirs: each is recorded once. They were handed back, and every claim of them did the same again."""
+    with serving() as sink:
+        endpoint, dst, _ = await _destination(client, account, sink.url, SLOW_THROW)
+        made = [await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst) for _ in range(4)]
+        async with running(ctx):
+            await asyncio.gather(*(settled(ctx, m["task"], "failed", timeout=30) for m in made))
+        for m in made:
+            await _failed_once(ctx, m["task"], "transform failed: Error: slow and wrong (line 4)")
+        assert sink.requests == []
+
+
+async def test_a_patched_transform_runs_at_once_after_runaways(ctx: Context, client, account) -> None:
+    """The pool slows down a destination whose calls keep being stopped (strikes: 4 in a row wait 2 s before
+    the next call), keyed by the destination and its code's digest: the code PATCHed in place of the runaway
+    runs its next delivery at once, not after the old code's wait."""
+    with serving() as sink:
+        endpoint, dst, _ = await _destination(client, account, sink.url, RUNAWAY)
+        made = [await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst) for _ in range(4)]
+        async with running(ctx):
+            await asyncio.gather(*(settled(ctx, m["task"], "failed", timeout=30) for m in made))
+            fixed = "function handler(r) { r.headers['x-fixed'] = '1'; return r; }"
+            resp = await client.patch(f"/v1/destinations/{dst}", json={"transform": fixed}, headers=account.headers)
+            assert resp.status_code == 200, resp.text
+            started = time.time()
+            after = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+            (got,) = await sink.wait_for(1)
+            await settled(ctx, after["task"], "succeeded")
+        assert got.headers["x-fixed"] == "1"
+        assert got.at - started < 1.5  # the old key's wait: BACKOFF_S * 2 ** (4 - STRIKES_FREE) = 2 s
