@@ -29,7 +29,6 @@ import struct
 import sys
 import time
 from collections import OrderedDict
-from functools import partial
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -120,6 +119,10 @@ async def _serve(budget: int) -> None:
     up = encoder.encode(Answer(cpu_s=time.process_time()))
     out.write(_HEADER.pack(len(up)) + up)  # up: the pool's clock for the first batch starts now, not at the exec
     compiled: OrderedDict[tuple[str, str], Sandbox | Problem] = OrderedDict()
+
+    def restart() -> None:
+        out.write(RESTART)
+
     gc.freeze()  # what start-up made lives as long as the process: full collections stop scanning it (ADR 0010)
     while True:
         try:
@@ -132,7 +135,7 @@ async def _serve(budget: int) -> None:
         if sandbox is None:
             sandbox = Sandbox.compile(call.source)
             if isinstance(sandbox, Sandbox):
-                sandbox.alone = partial(out.write, RESTART)
+                sandbox.alone = restart
             compiled[key] = sandbox
             while len(compiled) > CACHED:
                 old = compiled.popitem(last=False)[1]
