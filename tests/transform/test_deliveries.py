@@ -320,6 +320,20 @@ async def test_runaway_deliveries_claimed_together_all_settle(ctx: Context, clie
         assert sink.requests == []
 
 
+async def test_runaway_deliveries_one_after_another_all_settle(ctx: Context, client, account) -> None:
+    """4 runaway deliveries of one destination, each made once the one before settled: the pool slows the
+    destination's calls from its third stop (strikes), so the fourth's result comes 2 s after its claim, past
+    the 1.5 s it has to start in. It was handed back and claimed again for ever, each time with a longer wait."""
+    with serving() as sink:
+        endpoint, dst, _ = await _destination(client, account, sink.url, RUNAWAY)
+        async with running(ctx):
+            for _ in range(4):
+                made = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+                await settled(ctx, made["task"], "failed", timeout=15)
+                await _failed_once(ctx, made["task"], STUCK)
+        assert sink.requests == []
+
+
 SLOW_THROW = """function handler(r) {
   const t = Date.now();
   while (Date.now() - t < 600) {}
