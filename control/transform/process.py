@@ -16,7 +16,7 @@ CPU since the batch began (``_cpu_s``: its own clock's reading in the answer bef
 ``/proc/<pid>/stat`` now); else the clock goes on for what is left, and ``HARD_S`` of wall time kills it
 whatever it spent (a process stopped, or blocked outside V8). ADR 0050, amended 2026-12-03. A batch V8
 stopped is run again call by call in the same process, and the process says when each begins (an empty
-frame): the clock starts over for it (``_restart``, ADR 0075).
+frame): the clock starts over for it (``_restart``, ADR 0050, amended 2026-12-04).
 """
 
 from __future__ import annotations
