@@ -306,15 +306,24 @@ async def _failed_once(ctx: Context, task_id: str, error: str) -> None:
     assert (await _delivery(ctx, task_id))["transform"]["outcome"] == "failed"
 
 
+async def _four(ctx: Context, client, account, url: str, source: str) -> tuple[str, str, list[dict[str, str]]]:
+    """A destination of ``source`` and 4 deliveries to it, due before the worker starts: claimed together."""
+    endpoint, dst, _ = await _destination(client, account, url, source)
+    return endpoint, dst, [await make_task(ctx, url, endpoint_id=endpoint, destination_id=dst) for _ in range(4)]
+
+
+async def _all_failed(ctx: Context, made: list[dict[str, str]]) -> None:
+    await asyncio.gather(*(settled(ctx, m["task"], "failed", timeout=30) for m in made))
+
+
 async def test_runaway_deliveries_claimed_together_all_settle(ctx: Context, client, account) -> None:
     """4 runaway transforms of one destination, claimed together (one batch of the pool): each failed once and
     recorded within seconds. They stayed in flight for ever: their results came after the window a claimed
     task has to start in, and were handed back and claimed again, each time the same (issue 42)."""
     with serving() as sink:
-        endpoint, dst, _ = await _destination(client, account, sink.url, RUNAWAY)
-        made = [await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst) for _ in range(4)]
+        _, _, made = await _four(ctx, client, account, sink.url, RUNAWAY)
         async with running(ctx):
-            await asyncio.gather(*(settled(ctx, m["task"], "failed", timeout=30) for m in made))
+            await _all_failed(ctx, made)
         for m in made:
             await _failed_once(ctx, m["task"], STUCK)
         assert sink.requests == []
@@ -349,10 +358,9 @@ async def test_a_claims_slow_calls_that_send_nothing_are_recorded_not_handed_bac
     5 s lease, a 2 s send). They send nothing, so the window, kept for a send within the lease, is not
     theirs: each is recorded once. They were handed back, and every claim of them did the same again."""
     with serving() as sink:
-        endpoint, dst, _ = await _destination(client, account, sink.url, SLOW_THROW)
-        made = [await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst) for _ in range(4)]
+        _, _, made = await _four(ctx, client, account, sink.url, SLOW_THROW)
         async with running(ctx):
-            await asyncio.gather(*(settled(ctx, m["task"], "failed", timeout=30) for m in made))
+            await _all_failed(ctx, made)
         for m in made:
             await _failed_once(ctx, m["task"], "transform failed: Error: slow and wrong (line 4)")
         assert sink.requests == []
@@ -363,10 +371,9 @@ async def test_a_patched_transform_runs_at_once_after_runaways(ctx: Context, cli
     the next call), keyed by the destination and its code's digest: the code PATCHed in place of the runaway
     runs its next delivery at once, not after the old code's wait."""
     with serving() as sink:
-        endpoint, dst, _ = await _destination(client, account, sink.url, RUNAWAY)
-        made = [await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst) for _ in range(4)]
+        endpoint, dst, made = await _four(ctx, client, account, sink.url, RUNAWAY)
         async with running(ctx):
-            await asyncio.gather(*(settled(ctx, m["task"], "failed", timeout=30) for m in made))
+            await _all_failed(ctx, made)
             fixed = "function handler(r) { r.headers['x-fixed'] = '1'; return r; }"
             resp = await client.patch(f"/v1/destinations/{dst}", json={"transform": fixed}, headers=account.headers)
             assert resp.status_code == 200, resp.text
