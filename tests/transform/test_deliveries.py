@@ -343,6 +343,32 @@ async def test_runaway_deliveries_one_after_another_all_settle(ctx: Context, cli
         assert sink.requests == []
 
 
+SLOW_FATAL = FATAL.replace("{", "{ const t = Date.now(); while (Date.now() - t < 300) {}", 1)
+"""Ends its process 0.3 s into each call: a batch of 4 and each call again alone in a process of its own take
+~2.5 s, past the 1.5 s a claimed task has to start in, without coming near a limit of time."""
+
+
+async def test_deliveries_claimed_together_that_each_end_their_process_are_recorded_as_such(
+    ctx: Context, client, account
+) -> None:
+    """4 deliveries whose transform ends its sandbox process, claimed together: each call is run alone in a
+    process of its own, and each delivery is recorded with the crash it caused (its process's end), not as
+    "not run". Their results came past the window to start in, they were handed back, and the next claim
+    found the destination marked crashed: each delivery said its transform was not run (issue 42)."""
+    with serving() as sink:
+        _, dst, made = await _four(ctx, client, account, sink.url, SLOW_FATAL)
+        async with running(ctx):
+            await _all_failed(ctx, made)
+        for m in made:
+            done = await task_status(ctx, m["task"])
+            assert done["attempts"] == 1
+            assert done["last_error"].startswith("transform failed: stopped: the transform ended its sandbox process")
+            assert await _attempts(ctx, m["task"], 1)
+        shown = (await client.get(f"/v1/destinations/{dst}", headers=account.headers)).json()
+        assert shown["transform_crashed_at"] is not None
+        assert sink.requests == []
+
+
 SLOW_THROW = """function handler(r) {
   const t = Date.now();
   while (Date.now() - t < 600) {}
