@@ -33,6 +33,7 @@ from cryptography.x509.oid import NameOID
 from bench.ports import free_port
 from control.db.context import Context
 from control.service.accounts import create_account
+from control.transform.pool import close_pool
 from control.workers.deliver import Deliver
 from control.workers.loop import run_loops
 from shared import ids
@@ -296,7 +297,9 @@ class Destination:
 
 @contextlib.asynccontextmanager
 async def running(ctx: Context) -> AsyncIterator[Deliver]:
-    """The deliver loop in this event loop until the block ends; then stopped and drained like on SIGTERM."""
+    """The deliver loop in this event loop until the block ends; then stopped and drained like on SIGTERM, and
+    this event loop's sandbox processes ended, as a worker's shutdown does (``control.workers.main``): left to
+    the loop's close, their tasks were destroyed pending and their pipes collected unclosed."""
     deliver = Deliver(ctx)
     stop = asyncio.Event()
     loop = asyncio.create_task(run_loops([deliver], stop))
@@ -304,8 +307,11 @@ async def running(ctx: Context) -> AsyncIterator[Deliver]:
         yield deliver
     finally:
         stop.set()
-        await loop
-        await deliver.close()
+        try:
+            await loop
+            await deliver.close()
+        finally:
+            await close_pool()
 
 
 @contextlib.contextmanager

@@ -12,7 +12,8 @@ cap). A fast destination gets a deep queue, a slow or new one none (exactly as b
 here much longer than ``WINDOW_S``. The tasks here are leased like those in flight, so a worker killed with
 tasks here loses none (the lease expiry hands them back, as for a send in flight); one that is not sent in
 time (its lease might not outlast its send) or whose destination started failing (its circuit decides
-again, at the next claim) is handed back uncounted (``control.db.tasks.hand_back``), never sent late.
+again, at the next claim) is handed back uncounted (``control.db.tasks.hand_back``), never sent late. One
+whose transform, run ahead, left it nothing to send is timed from when that result came (``add``).
 
 What it costs: the deliver loop asks for the sum of every destination's allowance after each send
 (:meth:`Ready.allowance`). That sum is kept as it changes, not summed again: with thousands of destinations
@@ -23,8 +24,9 @@ forgotten at the next sweep, seconds later (docs/adr/0064-delivery-cost-against-
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from control.db.leased import LeasedTask
 
@@ -117,9 +119,18 @@ class Ready:
                 self._total -= self._allowed.pop(destination_id, 0)  # nothing finished for two windows: 0 anyway
 
     # -- queue --------------------------------------------------------------------------------------------
-    def add(self, tasks: Iterable[LeasedTask], claimed_at: float) -> None:
+    def add(
+        self, tasks: Iterable[LeasedTask], claimed_at: float, unsent: Callable[[LeasedTask], bool] | None = None
+    ) -> None:
+        """Holds ``tasks`` claimed at ``claimed_at``; those ``unsent`` says will send nothing (their transform,
+        run ahead, failed or skipped them: their attempt only records that) as if claimed now. The window to
+        start in keeps a send within the lease; without a send, what is left of it is enough to record. A
+        runaway transform's tasks claimed together took longer than the window and were handed back, their
+        results dropped, and each claim of them did the same again, for ever (issue 42)."""
+        now = time.monotonic() if unsent is not None else claimed_at
         for task in tasks:
-            self._queues.setdefault(task.destination_id, deque()).append((claimed_at, task))
+            at = now if unsent is not None and unsent(task) else claimed_at
+            self._queues.setdefault(task.destination_id, deque()).append((at, task))
             self.count += 1
 
     def held(self, destination_id: str) -> int:

@@ -191,6 +191,12 @@ class Transforms:
         """The result ``ahead`` left for a task (taken: an attempt's own), None when there is none."""
         return self._ahead.pop(task_id, None)
 
+    def unsent_ahead(self, task: LeasedTask) -> bool:
+        """Whether the result ``ahead`` left for the task sends nothing (a failed or skipped transform): its
+        attempt records it without a send (``control.delivery.ready.Ready.add``)."""
+        result = self._ahead.get(task.id)
+        return result is not None and result.request is None
+
     def forget(self, task_ids: Sequence[str]) -> None:
         """Results left for tasks that go back unsent (handed back, or never started)."""
         for task_id in task_ids:

@@ -4,6 +4,7 @@ Started by ``control.transform.pool`` and spoken to over its stdin and stdout: f
 big-endian length and a msgpack ``Call``, answered by one msgpack ``Answer`` each, one call at a time, in
 order (the pool may have written the next before this one is answered); a frame first says it is up. Each
 answer says the process's CPU time then (``Answer.cpu_s``): the pool's clock counts CPU, not waiting for it.
+An empty frame (``RESTART``) says a stopped batch's calls run again, each alone, from now: the clock starts over.
 Before anything else it sets its own ``RLIMIT_DATA`` (the OS limit on private writable memory, which V8's
 heap, its zone memory and malloc all count against; ``RLIMIT_AS`` cannot be used: V8 reserves a 4 GiB cage
 of address space at start) and ``RLIMIT_CORE`` to 0. What V8 cannot survive (a fatal ``invalid size``
@@ -59,6 +60,10 @@ def data_bytes() -> int:
 HEADROOM_MB = 256
 """What of the OS limit is kept free for the next call (its 64 MB heap, and what V8 needs beside it)."""
 _HEADER = struct.Struct(">I")
+RESTART = _HEADER.pack(0)
+"""An empty frame, written before each call of a stopped batch runs again alone (``Sandbox.alone``): the pool's
+clock on the batch starts over, each call timed alone in this process as V8 times it (``control.transform.process``).
+A frame of an answer is never empty."""
 
 
 def limit_memory(megabytes: int) -> None:
@@ -114,6 +119,10 @@ async def _serve(budget: int) -> None:
     up = encoder.encode(Answer(cpu_s=time.process_time()))
     out.write(_HEADER.pack(len(up)) + up)  # up: the pool's clock for the first batch starts now, not at the exec
     compiled: OrderedDict[tuple[str, str], Sandbox | Problem] = OrderedDict()
+
+    def restart() -> None:
+        out.write(RESTART)
+
     gc.freeze()  # what start-up made lives as long as the process: full collections stop scanning it (ADR 0010)
     while True:
         try:
@@ -125,6 +134,8 @@ async def _serve(budget: int) -> None:
         sandbox = compiled.get(key)
         if sandbox is None:
             sandbox = Sandbox.compile(call.source)
+            if isinstance(sandbox, Sandbox):
+                sandbox.alone = restart
             compiled[key] = sandbox
             while len(compiled) > CACHED:
                 old = compiled.popitem(last=False)[1]

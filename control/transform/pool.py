@@ -158,7 +158,7 @@ class Pool:
                 process = self._idle.pop()
                 if process.alive:
                     return process
-                self._spawn(process.kill())  # died idle (killed from outside): no one's fault
+                self._spawn(process.kill(), "sandbox:kill")  # died idle (killed from outside): no one's fault
             return None
         return next((p for p in held if p.depth < PIPELINE and p.alive), False)
 
@@ -224,8 +224,8 @@ class Pool:
             else:  # a new process: its batches wait for its pipes in a task
                 self._spawn(self._dispatch(account, batch, process))
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work, name="sandbox:call")
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str = "sandbox:call") -> None:
+        task = asyncio.create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -241,7 +241,7 @@ class Pool:
         if process.alive and not self._closed and len(self._idle) < self.size:
             self._idle.append(process)
         else:
-            self._spawn(process.kill())
+            self._spawn(process.kill(), "sandbox:kill")
 
     def _answered(
         self, account: str, batch: list[_Job], process: Process, clock: float, result: Answer | SandboxEndedError
@@ -249,13 +249,13 @@ class Pool:
         """A batch ``submit`` wrote is answered, or failed: its calls get their results at once, and the
         process its next batch (``_pump``). One that ended its process is run again call by call in a task
         (``_again``), which keeps the process counted in the account's share until then."""
-        if isinstance(result, SandboxEndedError) and not result.innocent and _calls(batch) > 1:
+        if isinstance(result, SandboxEndedError) and not result.innocent and _calls(batch) > 1 and not self._closed:
             self._spawn(self._again(account, batch, process))
             return
         try:
             results = (
                 None
-                if isinstance(result, SandboxEndedError) and result.innocent
+                if isinstance(result, SandboxEndedError) and (result.innocent or self._closed)
                 else _results(result, batch, process, clock)
             )
         finally:
@@ -280,6 +280,10 @@ class Pool:
     def _settle(self, account: str, batch: list[_Job], results: list[list[Run | Problem]] | None) -> None:
         """The batch's calls get their results; None: it never began, and goes back to the head of its
         account's queue, within its bound. Then whatever can go next goes."""
+        if results is None and self._closed:  # nothing runs any more (``close``)
+            for job in batch:
+                _stop(job, _CLOSED)
+            return
         if results is None:
             now = asyncio.get_running_loop().time()
             for job in batch:
@@ -313,7 +317,7 @@ class Pool:
             call = Call(account=account, source=batch[0].source, payloads=_payloads(batch))
             answer: Answer | SandboxEndedError = await process.call(call)
         except SandboxEndedError as ended:
-            if ended.innocent:
+            if ended.innocent or self._closed:
                 return None
             if _calls(batch) > 1:  # which call did it: each again alone
                 return [[await self._alone(account, job.source, p) for p in job.payloads] for job in batch]
@@ -331,7 +335,7 @@ class Pool:
         try:
             results = await self._execute(account, [job], process)
         finally:
-            self._spawn(process.kill())
+            self._spawn(process.kill(), "sandbox:kill")
         assert results is not None  # alone in its process: nothing ran before it
         return results[0][0]
 
@@ -340,12 +344,24 @@ class Pool:
         return self._closed
 
     async def close(self) -> None:
+        """Ends every process, and returns once every task the pool started is done, those started while it
+        closed too (a process released by a cancelled call is killed in a task of its own): a task left
+        pending when its event loop closed was destroyed with it ("Task was destroyed but it is pending", the
+        process's pipes unclosed). Calls waiting for their turn, or whose batch the close ended, are stopped;
+        nothing runs again after it (a batch ended so is not run call by call in new processes)."""
         self._closed = True
+        for jobs in self._waiting.values():
+            for job in jobs:
+                _stop(job, _CLOSED)
+        self._waiting.clear()
         for task in list(self._tasks):
-            task.cancel()
+            if task.get_name() != "sandbox:kill":  # a kill runs to its end: its process is reaped, its pipes closed
+                task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._idle, self._held = [], {}
         await asyncio.gather(*(process.kill() for process in list(self._every)), return_exceptions=True)
+        while self._tasks:  # the kills the cancelled calls and the processes' ends started meanwhile
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 def _payloads(batch: list[_Job]) -> list[str | Input]:
@@ -389,9 +405,18 @@ def _fail(batch: list[_Job], exc: BaseException) -> None:
 def _give_up(job: _Job) -> None:
     """A call still waiting for its account's turn after ``MAX_WAIT_S`` fails (left in its queue, skipped);
     one that runs is ended by its own limits."""
-    if not job.started and not job.done.done():
-        why = f"stopped: waited {MAX_WAIT_S:g} s for a sandbox process (this account's other calls held them)"
-        job.done.set_result([Run(error=why, stopped=True, duration_ms=MAX_WAIT_S * 1000) for _ in job.payloads])
+    if not job.started:
+        _stop(job, f"stopped: waited {MAX_WAIT_S:g} s for a sandbox process (this account's other calls held them)")
+
+
+_CLOSED = "stopped: the sandbox pool closed"
+
+
+def _stop(job: _Job, why: str) -> None:
+    """The job's calls fail unrun, with ``why``."""
+    if not job.done.done():
+        ms = (asyncio.get_running_loop().time() - job.since) * 1000
+        job.done.set_result([Run(error=why, stopped=True, duration_ms=ms) for _ in job.payloads])
 
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()

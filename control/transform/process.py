@@ -14,7 +14,9 @@ may wait for a core; neither is the call's doing. So when the clock runs out (``
 killed only if no byte of its answer has come (``_arriving``) and it spent ``TIME_LIMIT_S`` + ``GRACE_S`` of
 CPU since the batch began (``_cpu_s``: its own clock's reading in the answer before, against
 ``/proc/<pid>/stat`` now); else the clock goes on for what is left, and ``HARD_S`` of wall time kills it
-whatever it spent (a process stopped, or blocked outside V8). ADR 0050, amended 2026-12-03.
+whatever it spent (a process stopped, or blocked outside V8). ADR 0050, amended 2026-12-03. A batch V8
+stopped is run again call by call in the same process, and the process says when each begins (an empty
+frame): the clock starts over for it (``_restart``, ADR 0050, amended 2026-12-04).
 """
 
 from __future__ import annotations
@@ -221,6 +223,18 @@ class Process:
             return
         self._end(SandboxEndedError(f"stopped: still running after {TIME_LIMIT_S:g} s", crashed=False))
 
+    def _restart(self) -> None:
+        """The running batch was stopped by V8 and its calls run again, each alone: the clock starts over for
+        the next of them (from the process's CPU now, and now), as V8's own limit does. Timed from the batch's
+        start, the first call run alone was killed a quarter second in, and the pool ran every call of the
+        batch again in a new process: 4 runaway calls cost 6 s, 8 cost 10.6 (issue 42)."""
+        if not self._sent or self._ended is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._cpu0 = self._cpu_s()  # unreadable (not Linux): inf, and the wall clock decides, as in ``_judge``
+        self._arm()
+
     def _arriving(self) -> bool:
         """Whether the running batch's answer has begun to come: its header read, or bytes (or the end) in
         the pipe that the event loop has not read yet."""
@@ -258,6 +272,9 @@ class Process:
                 self._arm()
             while True:
                 size = _HEADER.unpack(await stdout.readexactly(_HEADER.size))[0]
+                if not size:  # a call of the running batch runs again alone (``child.RESTART``)
+                    self._restart()
+                    continue
                 self._answering = True
                 answer = _decode(await stdout.readexactly(size))
                 self._answering = False

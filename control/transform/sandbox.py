@@ -34,6 +34,7 @@ import json
 import queue
 import re
 import time
+from collections.abc import Callable
 
 import msgspec
 from py_mini_racer import JSEvalException, JSFunction, JSOOMException, JSParseException, MiniRacer
@@ -158,6 +159,11 @@ class Sandbox:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._call: tuple[Context, ValueHandle, ValueHandle] | None = None
         """mini-racer's context, the runner and the argument array, as ``_batch`` calls them."""
+        self.alone: Callable[[], None] | None = None
+        """Called before each call of a stopped batch runs again alone: a sandbox process tells the pool so
+        (``control.transform.child``), whose clock on the batch then starts over for that call. Without it,
+        the pool's clock, begun with the batch, ran out during the first call run alone: the process was
+        killed, and every call of the batch ran again in a process of its own (issue 42)."""
         self._build()
 
     def _build(self) -> None:
@@ -254,7 +260,10 @@ class Sandbox:
                 async with self._lock:
                     runs = await self._batch(payloads, bodies)
                     if len(payloads) > 1 and any(run.stopped for run in runs):
-                        runs = [(await self._batch([p], [b]))[0] for p, b in zip(payloads, bodies, strict=True)]
+                        runs = []
+                        for one, body in zip(payloads, bodies, strict=True):
+                            self._going_alone()
+                            runs += await self._batch([one], [body])
             except BaseException as exc:
                 for _, _, waiter in batch:
                     if not waiter.done():
@@ -281,13 +290,20 @@ class Sandbox:
             return None
         runs = self._batch_now(payloads, bodies)
         if len(payloads) > 1 and any(run.stopped for run in runs):
-            runs = [self._batch_now([p], [b])[0] for p, b in zip(payloads, bodies, strict=True)]
+            runs = []
+            for one, body in zip(payloads, bodies, strict=True):
+                self._going_alone()
+                runs += self._batch_now([one], [body])
         self._last_call = time.monotonic()
         if self._retired:
             self.close()
         elif not self.closed and self._fence_timer is None:
             self._fence_timer = asyncio.get_running_loop().call_later(TIME_LIMIT_S, self._fence_due)
         return runs
+
+    def _going_alone(self) -> None:
+        if self.alone is not None:
+            self.alone()
 
     def _prepared(self) -> tuple[Context, ValueHandle, ValueHandle]:
         if self._mr is None or self._loop is not asyncio.get_running_loop():

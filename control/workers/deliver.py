@@ -325,7 +325,7 @@ class Deliver:
             return
         if (failed := work.exception()) is not None:
             log.warning("deliver: transforms ahead of %d tasks failed (%s); each runs its own", len(tasks), failed)
-        self.ready.add(tasks, claimed_at)
+        self.ready.add(tasks, claimed_at, unsent=self.transforms.unsent_ahead)  # those sending nothing: from now
         self._start_ready()
         now = time.monotonic()
         held = self._held(now)

@@ -4,6 +4,7 @@ destinations written through /v1. The two worked examples of the docs run here a
 from __future__ import annotations
 
 import asyncio
+import time
 from urllib.parse import urlsplit
 
 import msgspec
@@ -13,7 +14,7 @@ import standardwebhooks
 from control.db.context import Context
 from control.transform.pool import pool_for
 from shared.settings import Settings
-from tests.destination import FAST_DELIVERY, fetch_row, make_task, running, serving, settled
+from tests.destination import FAST_DELIVERY, fetch_row, make_task, running, serving, settled, task_status
 from tests.helpers import create_endpoint, wait_for
 from tests.transform.fatal import FATAL
 
@@ -291,3 +292,120 @@ async def test_a_captured_body_nested_past_the_cap_fails_its_transform_once(ctx:
         assert await _attempts(ctx, made["task"], 1)
         assert (await _delivery(ctx, made["task"]))["transform"]["outcome"] == "failed"
         assert len(sink.requests) == 1
+
+
+RUNAWAY = "function handler(r) { for (;;) {} }"
+STUCK = "transform failed: stopped: still running after 1 s"
+
+
+async def _failed_once(ctx: Context, task_id: str, error: str) -> None:
+    """The task failed on its one attempt, with one delivery record of a failed transform saying ``error``."""
+    done = await task_status(ctx, task_id)
+    assert (done["status"], done["attempts"], done["last_error"]) == ("failed", 1, error)
+    assert await _attempts(ctx, task_id, 1)
+    assert (await _delivery(ctx, task_id))["transform"]["outcome"] == "failed"
+
+
+async def _four(ctx: Context, client, account, url: str, source: str) -> tuple[str, str, list[dict[str, str]]]:
+    """A destination of ``source`` and 4 deliveries to it, due before the worker starts: claimed together."""
+    endpoint, dst, _ = await _destination(client, account, url, source)
+    return endpoint, dst, [await make_task(ctx, url, endpoint_id=endpoint, destination_id=dst) for _ in range(4)]
+
+
+async def _all_failed(ctx: Context, made: list[dict[str, str]]) -> None:
+    await asyncio.gather(*(settled(ctx, m["task"], "failed", timeout=30) for m in made))
+
+
+async def test_runaway_deliveries_claimed_together_all_settle(ctx: Context, client, account) -> None:
+    """4 runaway transforms of one destination, claimed together (one batch of the pool): each failed once and
+    recorded within seconds. They stayed in flight for ever: their results came after the window a claimed
+    task has to start in, and were handed back and claimed again, each time the same (issue 42)."""
+    with serving() as sink:
+        _, _, made = await _four(ctx, client, account, sink.url, RUNAWAY)
+        async with running(ctx):
+            await _all_failed(ctx, made)
+        for m in made:
+            await _failed_once(ctx, m["task"], STUCK)
+        assert sink.requests == []
+
+
+async def test_runaway_deliveries_one_after_another_all_settle(ctx: Context, client, account) -> None:
+    """4 runaway deliveries of one destination, each made once the one before settled: the pool slows the
+    destination's calls from its third stop (strikes), so the fourth's result comes 2 s after its claim, past
+    the 1.5 s it has to start in. It was handed back and claimed again for ever, each time with a longer wait."""
+    with serving() as sink:
+        endpoint, dst, _ = await _destination(client, account, sink.url, RUNAWAY)
+        async with running(ctx):
+            for _ in range(4):
+                made = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+                await settled(ctx, made["task"], "failed", timeout=15)
+                await _failed_once(ctx, made["task"], STUCK)
+        assert sink.requests == []
+
+
+SLOW_FATAL = FATAL.replace("{", "{ const t = Date.now(); while (Date.now() - t < 300) {}", 1)
+"""Ends its process 0.3 s into each call: a batch of 4 and each call again alone in a process of its own take
+~2.5 s, past the 1.5 s a claimed task has to start in, without coming near a limit of time."""
+
+
+async def test_deliveries_claimed_together_that_each_end_their_process_are_recorded_as_such(
+    ctx: Context, client, account
+) -> None:
+    """4 deliveries whose transform ends its sandbox process, claimed together: each call is run alone in a
+    process of its own, and each delivery is recorded with the crash it caused (its process's end), not as
+    "not run". Their results came past the window to start in, they were handed back, and the next claim
+    found the destination marked crashed: each delivery said its transform was not run (issue 42)."""
+    with serving() as sink:
+        _, dst, made = await _four(ctx, client, account, sink.url, SLOW_FATAL)
+        async with running(ctx):
+            await _all_failed(ctx, made)
+        for m in made:
+            done = await task_status(ctx, m["task"])
+            assert done["attempts"] == 1
+            assert done["last_error"].startswith("transform failed: stopped: the transform ended its sandbox process")
+            assert await _attempts(ctx, m["task"], 1)
+        shown = (await client.get(f"/v1/destinations/{dst}", headers=account.headers)).json()
+        assert shown["transform_crashed_at"] is not None
+        assert sink.requests == []
+
+
+SLOW_THROW = """function handler(r) {
+  const t = Date.now();
+  while (Date.now() - t < 600) {}
+  throw new Error("slow and wrong");
+}"""
+
+
+async def test_a_claims_slow_calls_that_send_nothing_are_recorded_not_handed_back(
+    ctx: Context, client, account
+) -> None:
+    """No call runs away here: 4 calls of 0.6 s each, whose batch V8 stops at 1 s and runs again call by
+    call, so their results come ~3.4 s after the claim, past the 1.5 s a claimed task has to start in (a
+    5 s lease, a 2 s send). They send nothing, so the window, kept for a send within the lease, is not
+    theirs: each is recorded once. They were handed back, and every claim of them did the same again."""
+    with serving() as sink:
+        _, _, made = await _four(ctx, client, account, sink.url, SLOW_THROW)
+        async with running(ctx):
+            await _all_failed(ctx, made)
+        for m in made:
+            await _failed_once(ctx, m["task"], "transform failed: Error: slow and wrong (line 4)")
+        assert sink.requests == []
+
+
+async def test_a_patched_transform_runs_at_once_after_runaways(ctx: Context, client, account) -> None:
+    """The pool slows down a destination whose calls keep being stopped (strikes: 4 in a row wait 2 s before
+    the next call), keyed by the destination and its code's digest: the code PATCHed in place of the runaway
+    runs its next delivery at once, not after the old code's wait."""
+    with serving() as sink:
+        endpoint, dst, made = await _four(ctx, client, account, sink.url, RUNAWAY)
+        async with running(ctx):
+            await _all_failed(ctx, made)
+            fixed = "function handler(r) { r.headers['x-fixed'] = '1'; return r; }"
+            resp = await client.patch(f"/v1/destinations/{dst}", json={"transform": fixed}, headers=account.headers)
+            assert resp.status_code == 200, resp.text
+            started = time.time()
+            after = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+            (got,) = await sink.wait_for(1)
+            await settled(ctx, after["task"], "succeeded")
+        assert got.headers["x-fixed"] == "1"
+        assert got.at - started < 1.5  # the old key's wait: BACKOFF_S * 2 ** (4 - STRIKES_FREE) = 2 s
