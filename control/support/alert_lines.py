@@ -32,8 +32,8 @@ def line_of(alert: Mapping[str, Any]) -> str:
         "destination.recovered": f"{subject} recovered: its circuit closed and deliveries resume",
         "destination.disabled": f"{subject} is disabled ({data.get('reason', '?')}): nothing is sent to it and "
         f"{n} deliveries are held until it is enabled (POST /v1/destinations/{alert['destination_id']}/enable)",
-        "delivery.exhausted": f"{subject}: {n} event(s) used up their delivery retries in the hour from "
-        f"{data.get('hour', '?')}",
+        "delivery.exhausted": f"{subject}: {n} event(s) failed for good (retries used up, or a transform that "
+        f"failed or was not run) in the hour from {data.get('hour', '?')}",
         "endpoint.signature_failures": f"{subject}: {n} request(s) with a failed signature in the last "
         f"{int(data.get('window_s', 300)) // 60} minutes (threshold {data.get('threshold', '?')})",
         "endpoint.silent": f"{subject} received nothing for {data.get('expect_event_within_s', '?')} s "

@@ -28,3 +28,20 @@ def test_the_endpoint_is_named_by_its_name_and_id() -> None:
     named = line_of({**alert, "data": {"endpoint_name": "payments", "expect_event_within_s": 60}})
     assert named.startswith("endpoint payments (ep_01ABC) received nothing for 60 s")
     assert line_of({**alert, "data": {"expect_event_within_s": 60}}).startswith("endpoint ep_01ABC received")
+
+
+def test_an_exhausted_line_names_a_failed_transform_not_only_used_up_retries() -> None:
+    """A transform that fails (or is not run after crashing its sandbox) fails the delivery for good on its first
+    attempt and fires ``delivery.exhausted`` too; the banner said the events "used up their delivery retries",
+    which sent a new user looking for retries that never ran."""
+    alert = {
+        "type": "delivery.exhausted",
+        "endpoint_id": "ep_01ABC",
+        "destination_id": "dst_01XYZ",
+        "count": 4,
+        "data": {"hour": "2026-12-04T09:00:00Z", "destination_name": "billing"},
+    }
+    line = line_of(alert)
+    assert "4 event(s) failed for good" in line
+    assert "a transform that failed or was not run" in line
+    assert line.endswith("in the hour from 2026-12-04T09:00:00Z")
