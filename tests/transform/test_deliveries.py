@@ -429,7 +429,7 @@ async def test_a_claims_slow_calls_that_send_are_each_delivered_once(ctx: Contex
     with serving() as sink:
         _, _, made = await _four(ctx, client, account, sink.url, SLOW_OK)
         async with running(ctx):
-            got = await sink.wait_for(4, timeout=30)
+            got = await sink.wait_for(4, timeout=20)
             await asyncio.gather(*(settled(ctx, m["task"], "succeeded", timeout=10) for m in made))
         assert len(sink.requests) == 4
         assert all(r.headers["x-slow"] == "1" for r in got)
