@@ -16,8 +16,9 @@ from control.db.context import Context
 from control.transform.pool import pool_for
 from control.workers.deliver import Deliver
 from shared.settings import Settings
+from tests.conftest import Servers
 from tests.destination import FAST_DELIVERY, fetch_row, make_task, running, serving, settled, task_status
-from tests.helpers import create_endpoint, wait_for
+from tests.helpers import create_endpoint, refusing_connections, wait_for
 from tests.transform.fatal import FATAL
 
 SLACK = """function handler(request, context) {
@@ -478,3 +479,35 @@ async def test_a_late_task_swept_meanwhile_is_not_renewed_and_sends_nothing(ctx:
         (sent,) = sink.requests
         assert sent.headers["x-tagged"] == "1"
         assert sent.headers["x-hookyard-event-id"] == next(m["event"] for m in made if m["task"] == kept.id)
+
+
+async def test_a_late_tasks_renewal_in_an_outage_loses_nothing(
+    ctx: Context, client, account, servers: Servers, database_url: str
+) -> None:
+    """A late task with a transformed request whose renewal cannot reach Postgres: nothing is sent and
+    nothing held, its result is dropped, and once its lease has run out it is swept and delivered once."""
+    with serving() as sink:
+        tagged = "function handler(r) { r.headers['x-tagged'] = '1'; return r; }"
+        endpoint, dst, _ = await _destination(client, account, sink.url, tagged)
+        made = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+        worker = Deliver(ctx)
+        try:
+            async with ctx.pool.acquire() as conn:
+                ask = db_tasks.Claim(free=1, window=16, blocked=[], room={}, per_destination=1, lease_s=1)
+                claimed, *_ = await db_tasks.claim_ready(conn, ask)
+            await worker.transforms.ahead(claimed)
+            assert worker.transforms.sends_ahead(claimed[0])
+            async with refusing_connections(servers, database_url):
+                worker.returns.stale(list(claimed))
+                await worker.returns.wait()
+                assert worker.ready.count == 0
+                assert not worker.transforms.sends_ahead(claimed[0])
+        finally:
+            await worker.close()
+        assert sink.requests == []
+        async with running(ctx):
+            (sent,) = await sink.wait_for(1, timeout=15)
+            await settled(ctx, made["task"], "succeeded")
+        assert sent.headers["x-tagged"] == "1"
+        assert len(sink.requests) == 1
+        assert await _attempts(ctx, made["task"], 1)
