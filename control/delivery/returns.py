@@ -61,6 +61,8 @@ class Returns:
     def hand_back(self, tasks: list[LeasedTask]) -> None:
         """Tasks claimed ahead and never sent go back uncounted (failing: their lease); their results
         transformed ahead, if any, are dropped."""
+        if not tasks:
+            return
         self.transforms.forget([t.id for t in tasks])
         self._go(self._unlease(tasks), tasks)
 

@@ -351,15 +351,15 @@ class Deliver:
         now = time.monotonic()
         stale: list[LeasedTask] = []
         for destination_id in [only] if only is not None else self.ready.destinations():
-            if destination_id in self.recorder.failing:  # its circuit decides again, at the next claim
-                stale += self.ready.take_all(destination_id)
+            if destination_id in self.recorder.failing:  # its circuit decides again, at the next claim: back
+                self.returns.hand_back(self.ready.take_all(destination_id))
                 continue
             while self._active() < self.concurrency and self._per_destination[destination_id] < cap:
                 task = self.ready.pop(destination_id, now, stale)
                 if task is None:
                     break
                 self._start(task)
-        if stale:
+        if stale:  # too late to start: back, or leased again when a transformed request waits
             self.returns.stale(stale)
 
     def _returned(self) -> None:
