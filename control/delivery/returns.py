@@ -24,10 +24,9 @@ import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
-import asyncpg
-
 from control.db import tasks as db_tasks
 from control.db.context import Context
+from control.db.faults import UNAVAILABLE, describe
 from control.db.leased import LeasedTask
 from control.delivery.ready import Ready
 from control.delivery.transforms import Transforms
@@ -35,8 +34,6 @@ from control.delivery.transforms import Transforms
 __all__ = ("Returns",)
 
 log = logging.getLogger("hookyard.worker.deliver")
-
-_DOWN = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 class Returns:
@@ -70,8 +67,9 @@ class Returns:
         try:
             async with self.ctx.pool.acquire() as conn:
                 await db_tasks.hand_back(conn, [(t.id, t.attempts, None) for t in tasks])
-        except _DOWN as exc:
-            log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
+        except UNAVAILABLE as exc:
+            n = len(tasks)
+            log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", n, describe(exc))
 
     async def _renew(self, tasks: Sequence[LeasedTask]) -> None:
         renewed_at = time.monotonic()  # before the statement: the lease runs from later than this
@@ -80,8 +78,9 @@ class Returns:
                 renewed = await db_tasks.renew(
                     conn, [(t.id, t.attempts) for t in tasks], lease_s=self.ctx.settings.deliver_lease_s
                 )
-        except _DOWN as exc:
-            log.warning("deliver: could not renew the lease of %d late transformed tasks (%s)", len(tasks), exc)
+        except UNAVAILABLE as exc:  # renewed or not, handing back is right: fenced on the same attempt
+            n = len(tasks)
+            log.warning("deliver: could not renew the leases of %d late tasks (%s); back", n, describe(exc))
             self.transforms.forget([t.id for t in tasks])
             await self._unlease(tasks)
             return
