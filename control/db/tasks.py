@@ -44,6 +44,7 @@ __all__ = (
     "make_due",
     "next_due_in_s",
     "release",
+    "renew",
     "results_columns",
     "sweep_expired",
     "window_for",
@@ -292,6 +293,31 @@ async def hand_back(conn: Connection, tasks: Sequence[tuple[str, int, float | No
         delays,
     )
     return int(done.rsplit(" ", 1)[-1])
+
+
+async def renew(conn: Connection, tasks: Sequence[tuple[str, int]], *, lease_s: float) -> set[str]:
+    """Leases claimed tasks ``(id, attempts)`` again for ``lease_s`` from now, unsent and their attempt still
+    counted once; returns the ids renewed. Fenced like ``hand_back`` and ``finish``: only a task still in
+    flight with the attempt it was claimed with, so never one swept meanwhile (pending again, or claimed again
+    with the next attempt: that one's claimant holds it). One whose lease ran out but was not swept yet is
+    still this worker's alone, and the row lock orders this statement with a sweep. For tasks claimed ahead
+    whose transform ran ahead and came too late to be sent within their first lease
+    (``control.delivery.returns``)."""
+    if not tasks:
+        return set()
+    ids, attempts = (list(c) for c in zip(*tasks, strict=True))
+    renewed: list[str] = await conn.fetchval(
+        """WITH renewed AS (
+               UPDATE delivery_tasks t SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+                 FROM unnest($1::text[], $2::int[]) AS u(id, attempts)
+                WHERE t.id = u.id AND t.attempts = u.attempts AND t.status = 'in_flight'
+            RETURNING t.id)
+           SELECT coalesce(array_agg(id), '{}') FROM renewed""",
+        ids,
+        attempts,
+        lease_s,
+    )
+    return set(renewed)
 
 
 async def release(conn: Connection, tasks: Sequence[tuple[str, int]]) -> None:

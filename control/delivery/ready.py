@@ -13,7 +13,8 @@ here much longer than ``WINDOW_S``. The tasks here are leased like those in flig
 tasks here loses none (the lease expiry hands them back, as for a send in flight); one that is not sent in
 time (its lease might not outlast its send) or whose destination started failing (its circuit decides
 again, at the next claim) is handed back uncounted (``control.db.tasks.hand_back``), never sent late. One
-whose transform, run ahead, left it nothing to send is timed from when that result came (``add``).
+whose transform, run ahead, left it nothing to send is timed from when that result came (``add``); one it left
+a request to send is leased again and held anew (``control.delivery.returns``).
 
 What it costs: the deliver loop asks for the sum of every destination's allowance after each send
 (:meth:`Ready.allowance`). That sum is kept as it changes, not summed again: with thousands of destinations

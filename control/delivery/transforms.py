@@ -197,6 +197,12 @@ class Transforms:
         result = self._ahead.get(task.id)
         return result is not None and result.request is None
 
+    def sends_ahead(self, task: LeasedTask) -> bool:
+        """Whether ``ahead`` left the task a request to send: one started too late is leased again rather than
+        handed back with it dropped (``control.delivery.returns``)."""
+        result = self._ahead.get(task.id)
+        return result is not None and result.request is not None
+
     def forget(self, task_ids: Sequence[str]) -> None:
         """Results left for tasks that go back unsent (handed back, or never started)."""
         for task_id in task_ids:

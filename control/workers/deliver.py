@@ -60,6 +60,7 @@ from control.delivery.attempt import Attempts
 from control.delivery.claim import claim
 from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Recorder
+from control.delivery.returns import Returns
 from control.delivery.shaping import Shaper
 from control.delivery.transforms import Transforms, runs_ahead
 from control.delivery.wakeup import TaskNotifications
@@ -109,7 +110,8 @@ class Deliver:
             per_destination=s.deliver_per_destination, lease_s=s.deliver_lease_s, send_s=s.deliver_timeout_s
         )
         """Tasks claimed ahead of their destination's free slots (``control.delivery.ready``)."""
-        self._handing_back: dict[asyncio.Task[None], set[str]] = {}  # → the destinations of its tasks
+        self.returns = Returns(ctx, self.ready, self.transforms, on_done=self._returned)
+        """Those not started in time, handed back or leased again (``control.delivery.returns``)."""
         self._per_destination: Counter[str] = Counter()
         self._transforming: dict[asyncio.Task[None], tuple[list[LeasedTask], float]] = {}
         """Claims' transformed tasks whose transforms run ahead (``_transform_ahead``) → them and their claim's
@@ -172,7 +174,7 @@ class Deliver:
         self.attempts.disabled[destination_id] = time.monotonic()
         unsent = self.ready.take_all(destination_id)
         if unsent:
-            self._hand_back(unsent)
+            self.returns.hand_back(unsent)
 
     def _written(self, had_failures: bool, released: bool) -> None:
         """A batch of results is committed. ``released``: a FIFO task in it finished, so the next of its line is
@@ -217,6 +219,7 @@ class Deliver:
             held = [task_id for task_id, _ in self._sends.values()]
             held.extend(self.recorder.task_ids())
             held.extend(self.ready.task_ids())
+            held.extend(self.returns.task_ids())
             held.extend(t.id for tasks, _ in self._transforming.values() for t in tasks)
             async with self.ctx.pool.acquire() as conn:
                 swept = await db_tasks.sweep_expired(conn, max_attempts=self.attempts.max_attempts, exclude=held)
@@ -229,7 +232,7 @@ class Deliver:
         if (self._look or self._room) and free >= self._batch:
             blocked = [d for d, n in self._held(now).items() if n > self._half]
             blocked += [*self.recorder.failing, *self.shaper.blocked(now), *self.transforms.crowded()]
-            blocked += [d for going in self._handing_back.values() for d in going]
+            blocked += self.returns.destinations()
             if not self._look and self._room.issubset(blocked):
                 # Only destinations that had room looked, and they are blocked again (more of their sends
                 # started, or their account's transforms crowd the sandbox): the claim would only scan
@@ -348,38 +351,23 @@ class Deliver:
         now = time.monotonic()
         stale: list[LeasedTask] = []
         for destination_id in [only] if only is not None else self.ready.destinations():
-            if destination_id in self.recorder.failing:  # its circuit decides again, at the next claim
-                stale += self.ready.take_all(destination_id)
+            if destination_id in self.recorder.failing:  # its circuit decides again, at the next claim: back
+                self.returns.hand_back(self.ready.take_all(destination_id))
                 continue
             while self._active() < self.concurrency and self._per_destination[destination_id] < cap:
                 task = self.ready.pop(destination_id, now, stale)
                 if task is None:
                     break
                 self._start(task)
-        if stale:
-            self._hand_back(stale)
+        if stale:  # too late to start: back, or leased again when a transformed request waits
+            self.returns.stale(stale)
 
-    def _hand_back(self, tasks: list[LeasedTask]) -> None:
-        """Tasks claimed ahead and never sent go back uncounted (failing: their lease); meanwhile their
-        destinations are not claimed for, which would take the tasks due after them first."""
-
-        self.transforms.forget([t.id for t in tasks])
-
-        async def unlease() -> None:
-            try:
-                async with self.ctx.pool.acquire() as conn:
-                    await db_tasks.hand_back(conn, [(t.id, t.attempts, None) for t in tasks])
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(tasks), exc)
-
-        def handed(handing: asyncio.Task[None]) -> None:
-            self._handing_back.pop(handing, None)
-            self._look = True
-            self._wake.set()
-
-        handing = asyncio.create_task(unlease(), name="deliver:hand-back")
-        self._handing_back[handing] = {t.destination_id for t in tasks}
-        handing.add_done_callback(handed)
+    def _returned(self) -> None:
+        """Tasks went back, or were leased again and wait in ``ready``: their destinations may be claimed for."""
+        if not self._closing:
+            self._start_ready()
+        self._look = True
+        self._wake.set()
 
     def _start(self, task: LeasedTask, start_at: float = 0.0) -> None:
         send_task = asyncio.create_task(self.attempts.run(task, start_at), name=f"deliver:{task.id}")
@@ -422,6 +410,7 @@ class Deliver:
             work.cancel()
         if transforming:
             await asyncio.wait([work for work, _ in transforming])
+        await self.returns.wait()  # those leased again wait in ``ready``: handed back with them
         unsent = [task for _, (tasks, _) in transforming for task in tasks] + self.ready.take_all()
         if unsent:
             try:
@@ -429,8 +418,7 @@ class Deliver:
                     await db_tasks.hand_back(conn, [(t.id, t.attempts, None) for t in unsent])
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(unsent), exc)
-        if self._handing_back:
-            await asyncio.wait(set(self._handing_back))
+        await self.returns.wait()
         if self._sends:
             log.info("deliver: draining %d in-flight sends", len(self._sends))
             _, late = await asyncio.wait(set(self._sends), timeout=self.ctx.settings.deliver_drain_s)

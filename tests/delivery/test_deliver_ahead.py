@@ -208,7 +208,7 @@ async def test_no_claim_overtakes_tasks_on_their_way_back(settings: Settings, de
                 assert [r.id for r in claimed] == [first]
                 async with holder.transaction():  # the hand back's update waits for this lock
                     await holder.execute("SELECT 1 FROM delivery_tasks WHERE id = $1 FOR UPDATE", first)
-                    worker._hand_back(claimed)
+                    worker.returns.hand_back(claimed)
                     assert await worker.step() == 1, "only the other destination's task is claimed"
                     await settled(ctx, other["task"], "succeeded")
                     assert await conn.fetchval("SELECT status FROM delivery_tasks WHERE id = $1", made[1]["task"]) == (

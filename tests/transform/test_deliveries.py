@@ -11,11 +11,14 @@ import msgspec
 import pytest
 import standardwebhooks
 
+from control.db import tasks as db_tasks
 from control.db.context import Context
 from control.transform.pool import pool_for
+from control.workers.deliver import Deliver
 from shared.settings import Settings
+from tests.conftest import Servers
 from tests.destination import FAST_DELIVERY, fetch_row, make_task, running, serving, settled, task_status
-from tests.helpers import create_endpoint, wait_for
+from tests.helpers import create_endpoint, refusing_connections, wait_for
 from tests.transform.fatal import FATAL
 
 SLACK = """function handler(request, context) {
@@ -409,3 +412,103 @@ async def test_a_patched_transform_runs_at_once_after_runaways(ctx: Context, cli
             await settled(ctx, after["task"], "succeeded")
         assert got.headers["x-fixed"] == "1"
         assert got.at - started < 1.5  # the old key's wait: BACKOFF_S * 2 ** (4 - STRIKES_FREE) = 2 s
+
+
+SLOW_OK = """function handler(r) {
+  const t = Date.now();
+  while (Date.now() - t < 900) {}
+  r.headers["x-slow"] = "1";
+  return r;
+}"""
+
+
+async def test_a_claims_slow_calls_that_send_are_each_delivered_once(ctx: Context, client, account) -> None:
+    """4 calls of 0.9 s each, claimed together, all succeeding: their batch V8 stops at 1 s and runs again call
+    by call, so their results come ~4.6 s after the claim, past the 1.5 s a claimed task has to start in.
+    Their leases are renewed and each is sent once, with one delivery record. They were handed back, their
+    results dropped, and every claim of them did the same again: never delivered (issue 42)."""
+    with serving() as sink:
+        _, _, made = await _four(ctx, client, account, sink.url, SLOW_OK)
+        async with running(ctx):
+            got = await sink.wait_for(4, timeout=20)
+            await asyncio.gather(*(settled(ctx, m["task"], "succeeded", timeout=10) for m in made))
+        assert len(sink.requests) == 4
+        assert all(r.headers["x-slow"] == "1" for r in got)
+        for m in made:
+            assert (await task_status(ctx, m["task"]))["attempts"] == 1
+            assert await _attempts(ctx, m["task"], 1)
+
+
+async def test_a_late_task_swept_meanwhile_is_not_renewed_and_sends_nothing(ctx: Context, client, account) -> None:
+    """Two tasks claimed together, transformed ahead, and too late to start: each is leased again only if it is
+    still this worker's. The one whose lease ran out and was swept and claimed by another worker meanwhile is
+    left to that worker (its lease untouched) and its result dropped; only the other is renewed and sent."""
+    with serving() as sink:
+        tagged = "function handler(r) { r.headers['x-tagged'] = '1'; return r; }"
+        endpoint, dst, _ = await _destination(client, account, sink.url, tagged)
+        made = [await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst) for _ in range(2)]
+        worker = Deliver(ctx)
+        try:
+            async with ctx.pool.acquire() as conn:
+                ask = db_tasks.Claim(free=2, window=16, blocked=[], room={}, per_destination=2, lease_s=60)
+                claimed, *_ = await db_tasks.claim_ready(conn, ask)
+                assert sorted(t.id for t in claimed) == sorted(m["task"] for m in made)
+                await worker.transforms.ahead(claimed)
+                kept, taken = claimed
+                assert all(worker.transforms.sends_ahead(t) for t in claimed)
+                await conn.execute(
+                    "UPDATE delivery_tasks SET lease_expires_at = now() - interval '1 s' WHERE id = $1", taken.id
+                )
+                assert await db_tasks.sweep_expired(conn, max_attempts=5, exclude=[kept.id]) == 1
+                (again,) = await db_tasks.lease(conn, [taken.id], lease_s=60)  # another worker's claim
+                assert again.attempts == taken.attempts + 1
+                before = await conn.fetchrow("SELECT lease_expires_at FROM delivery_tasks WHERE id = $1", taken.id)
+                worker.returns.stale(list(claimed))
+                await worker.returns.wait()
+                assert not worker.transforms.sends_ahead(taken)
+                after = await conn.fetchrow(
+                    "SELECT status, attempts, lease_expires_at FROM delivery_tasks WHERE id = $1", taken.id
+                )
+                assert (after["status"], after["attempts"]) == ("in_flight", again.attempts)
+                assert after["lease_expires_at"] == before["lease_expires_at"]
+            await settled(ctx, kept.id, "succeeded")
+            assert await _attempts(ctx, kept.id, 1)
+            assert await _attempts(ctx, taken.id, 0)
+        finally:
+            await worker.close()
+        (sent,) = sink.requests
+        assert sent.headers["x-tagged"] == "1"
+        assert sent.headers["x-hookyard-event-id"] == next(m["event"] for m in made if m["task"] == kept.id)
+
+
+async def test_a_late_tasks_renewal_in_an_outage_loses_nothing(
+    ctx: Context, client, account, servers: Servers, database_url: str
+) -> None:
+    """A late task with a transformed request whose renewal cannot reach Postgres: nothing is sent and
+    nothing held, its result is dropped, and once its lease has run out it is swept and delivered once."""
+    with serving() as sink:
+        tagged = "function handler(r) { r.headers['x-tagged'] = '1'; return r; }"
+        endpoint, dst, _ = await _destination(client, account, sink.url, tagged)
+        made = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+        worker = Deliver(ctx)
+        try:
+            async with ctx.pool.acquire() as conn:
+                ask = db_tasks.Claim(free=1, window=16, blocked=[], room={}, per_destination=1, lease_s=1)
+                claimed, *_ = await db_tasks.claim_ready(conn, ask)
+            await worker.transforms.ahead(claimed)
+            assert worker.transforms.sends_ahead(claimed[0])
+            async with refusing_connections(servers, database_url):
+                worker.returns.stale(list(claimed))
+                await worker.returns.wait()
+                assert worker.ready.count == 0
+                assert not worker.transforms.sends_ahead(claimed[0])
+        finally:
+            await worker.close()
+        assert sink.requests == []
+        await ctx.pool.expire_connections()  # their backends were ended: none met again mid-protocol
+        async with running(ctx):
+            (sent,) = await sink.wait_for(1, timeout=15)
+            await settled(ctx, made["task"], "succeeded")
+        assert sent.headers["x-tagged"] == "1"
+        assert len(sink.requests) == 1
+        assert await _attempts(ctx, made["task"], 1)
