@@ -179,7 +179,6 @@ class Transforms:
                 runs = [run for part in done for run in part]
         finally:
             self._unpark(account, count)
-        await self._note_slowed(pool, first.destination_id, first.transform_digest)
         crash: str | None = None
         for task, sent, run in zip(tasks, sents, runs, strict=True):
             try:
@@ -189,6 +188,7 @@ class Transforms:
             if result.crashed and result.record.error is not None:
                 crash = result.record.error.message
             self._ahead[task.id] = result
+        await self._note_slowed(pool, first.destination_id, first.transform_digest)  # the results kept if it raises
         if crash is not None:
             await self._mark_crash(first, crash)
 
@@ -238,6 +238,7 @@ class Transforms:
     def close(self) -> None:
         self._loaded.clear()
         self._ahead.clear()
+        self._slowed.clear()
 
 
 def runs_ahead(task: LeasedTask) -> bool:
