@@ -25,6 +25,7 @@ __all__ = (
     "list_for_endpoint",
     "lock",
     "mark_transform_crash",
+    "mark_transform_slowed",
     "rotate_secret",
     "signing_for_rotation",
     "transform_source",
@@ -37,6 +38,8 @@ _AUTH = ("auth_type", "auth_shown", "auth_sealed", "tls_ca", "auth_version")
 """How deliveries authenticate to the destination (migration 0031; written by ``control.service.destinations.auth``)."""
 _SHOWN = ("auth_shown", "tls_ca", "signing_public_key", "state", "disabled_reason", "disabled_at")
 """What reads show of authentication, signing and state (migration 0031)."""
+_SLOWED = ("transform_slowed_at", "transform_slowed_s")
+"""A transform the worker's sandbox pool slows after repeated stops by its limits (migration 0041)."""
 _OVERLAP = ("previous_secret_expires_at", "previous_public_key")
 """A rotation's previous key and the end of its overlap: shown only while the overlap lasts."""
 
@@ -44,7 +47,7 @@ _OVERLAP = ("previous_secret_expires_at", "previous_public_key")
 def _columns(alias: str) -> str:
     a = alias
     plain = ["id", "endpoint_id", "name", "url", "headers", "sign_deliveries", "propagate_trace", *_SHAPING]
-    plain += ["created_at", "updated_at", "transform", "transform_crashed_at", "transform_crash", *_SHOWN]
+    plain += ["created_at", "updated_at", "transform", "transform_crashed_at", "transform_crash", *_SLOWED, *_SHOWN]
     overlap = [f"CASE WHEN {a}previous_secret_expires_at > now() THEN {a}{c} END AS {c}" for c in _OVERLAP]
     return ", ".join([f"{a}{c}" for c in plain] + overlap)
 
@@ -119,6 +122,27 @@ async def mark_transform_crash(conn: Connection, destination_id: str, digest: st
         digest,
         error,
     )
+
+
+async def mark_transform_slowed(conn: Connection, destination_id: str, digest: str, wait_s: float) -> None:
+    """The pool now waits ``wait_s`` before each call of the destination's transform (this version:
+    ``digest``), since the first such wait; 0: it no longer does, and the mark goes."""
+    if wait_s:
+        await conn.execute(
+            """UPDATE destinations SET transform_slowed_at = coalesce(transform_slowed_at, now()),
+                                       transform_slowed_s = $3
+                WHERE id = $1 AND transform_digest = $2""",
+            destination_id,
+            digest,
+            wait_s,
+        )
+    else:
+        await conn.execute(
+            """UPDATE destinations SET transform_slowed_at = NULL, transform_slowed_s = NULL
+                WHERE id = $1 AND transform_digest = $2 AND transform_slowed_at IS NOT NULL""",
+            destination_id,
+            digest,
+        )
 
 
 async def clear_transform_crash(conn: Connection, destination_id: str) -> None:
@@ -253,8 +277,9 @@ async def update(
     if not changes:
         return await get(conn, account_id, destination_id)
     sets = assigned.sql
-    if "transform" in changes:  # new code runs again, whatever the old one did to its process
+    if "transform" in changes:  # new code runs again, and at once, whatever the old one did to its process
         sets += ", transform_crashed_at = NULL, transform_crash = NULL"
+        sets += ", transform_slowed_at = NULL, transform_slowed_s = NULL"
     return await conn.fetchrow(
         f"""UPDATE destinations d SET {sets}, updated_at = now()
               FROM endpoints e

@@ -26,7 +26,7 @@ from control.records.destinations import HOP_BY_HOP
 from control.records.storable import captured_headers
 from control.records.transforms import TransformError, TransformRecord
 from control.transform.apply import Outgoing, Result, apply, request_input, result_of
-from control.transform.pool import MAX_BATCH, pool_for
+from control.transform.pool import MAX_BATCH, Pool, pool_for
 from control.transform.wire import Input, Problem, Run
 from shared.errors import NotATransformError
 
@@ -68,6 +68,9 @@ class Transforms:
         self._loaded: OrderedDict[tuple[str, str], _Loaded] = OrderedDict()
         self._loading: dict[str, asyncio.Lock] = {}
         self._ahead: dict[str, Result] = {}
+        self._slowed: OrderedDict[str, float] = OrderedDict()
+        """The wait per call this worker last wrote on a destination for its transform's strike key
+        (``_note_slowed``), for the last ``4 * CAPACITY`` keys."""
         """Results of tasks transformed ahead (``ahead``), by task id, until their attempt takes them."""
 
     def _park(self, account: str, destination_id: str, count: int) -> None:
@@ -142,6 +145,7 @@ class Transforms:
             result = await apply(call, request, _context(task))
         except NotATransformError as exc:  # it compiled when it was written: a V8 of another version?
             return _failed(exc)
+        await self._note_slowed(pool, destination_id, digest)
         if result.crashed and result.record.error is not None:
             await self._mark_crash(task, result.record.error.message)
         return result
@@ -184,6 +188,7 @@ class Transforms:
             if result.crashed and result.record.error is not None:
                 crash = result.record.error.message
             self._ahead[task.id] = result
+        await self._note_slowed(pool, first.destination_id, first.transform_digest)  # the results kept if it raises
         if crash is not None:
             await self._mark_crash(first, crash)
 
@@ -213,9 +218,27 @@ class Transforms:
         async with self.ctx.pool.acquire() as conn:
             await db_destinations.mark_transform_crash(conn, task.destination_id, task.transform_digest, message)
 
+    async def _note_slowed(self, pool: Pool, destination_id: str, digest: str) -> None:
+        """Writes on the destination how long the pool now waits before each call of its transform
+        (``transform_slowed_s``) when that differs from what this worker last wrote: when it starts, grows or
+        ends, never per call. A key first seen writes too (a clear, most often of nothing): a mark a worker
+        that stopped since left would stay."""
+        key = _strike_key(destination_id, digest)
+        wait_s = pool.wait_s(key)
+        if self._slowed.get(key) == wait_s:
+            self._slowed.move_to_end(key)
+            return
+        async with self.ctx.pool.acquire() as conn:
+            await db_destinations.mark_transform_slowed(conn, destination_id, digest, wait_s)
+        self._slowed[key] = wait_s
+        self._slowed.move_to_end(key)
+        while len(self._slowed) > 4 * CAPACITY:
+            self._slowed.popitem(last=False)
+
     def close(self) -> None:
         self._loaded.clear()
         self._ahead.clear()
+        self._slowed.clear()
 
 
 def runs_ahead(task: LeasedTask) -> bool:

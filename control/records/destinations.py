@@ -291,6 +291,12 @@ class Destination(msgspec.Struct, kw_only=True):
     deliveries fail without running it until its code changes or a delivery is retried; null: it did not."""
     transform_crash: str | None = None
     """What the sandbox process said as it ended."""
+    transform_slowed_at: datetime | None = None
+    """Since when each call of the transform waits before it runs, after calls stopped by its limits (time,
+    memory) twice in a row or more; null when it does not. It ends when a call ends normally or the code
+    changes. Each deliver worker counts its own stops: with several, the last to change it is shown."""
+    transform_slowed_s: float | None = None
+    """How long each call waits now: 0.5 s, doubling with each further stop, up to 30 s."""
     auth: AuthShown | None = None
     """How deliveries authenticate to the destination: its ``type`` and the fields that are not secret;
     null: no authentication."""

@@ -54,6 +54,10 @@
         ? [" · ", h("span", { className: "destination-transform-crash", title: d.transform_crash || "" },
             "transform crashed its sandbox: not run until its code changes or a delivery is retried")]
         : null,
+      d.transform_slowed_at
+        ? [" · ", h("span", { className: "destination-transform-slowed", title: `since ${d.transform_slowed_at}` },
+            `transform slowed: each call waits ${d.transform_slowed_s} s after repeated stops by its limits; fix the code to end it`)]
+        : null,
       " ", button);
     item.dataset.id = d.id;
     return item;

@@ -142,6 +142,10 @@ class Pool:
             self._strikes.note(key, False)
         return results
 
+    def wait_s(self, key: str) -> float:
+        """How long the key's next call waits before it runs (0: it does not), after its calls' stops."""
+        return self._strikes.wait_s(key)
+
     async def check(self, source: str, *, account: str) -> Problem | None:
         """Why ``source`` is not a transform (it must compile, and loading it must define ``handler``)."""
         result = await self.run(source, '{"check": true}', account=account, key="check:" + account)

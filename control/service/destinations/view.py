@@ -30,6 +30,8 @@ def destination_record(row: asyncpg.Record) -> Destination:
         transform=row["transform"],
         transform_crashed_at=row["transform_crashed_at"],
         transform_crash=row["transform_crash"],
+        transform_slowed_at=row["transform_slowed_at"],
+        transform_slowed_s=row["transform_slowed_s"],
         auth=shown_auth(row["auth_shown"]),
         tls_ca=shown_tls_ca(row["tls_ca"]),
         signing_scheme="ed25519" if row["signing_public_key"] is not None else "hmac",

@@ -22,6 +22,8 @@ DESTINATION_FIELDS = {
     "transform",
     "transform_crashed_at",
     "transform_crash",
+    "transform_slowed_at",
+    "transform_slowed_s",
     "auth",
     "tls_ca",
     "signing_scheme",
