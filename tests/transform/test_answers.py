@@ -6,7 +6,6 @@ having crashed its process (a delivery's transform then marked crashed and never
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -19,15 +18,6 @@ RETURNS = (
     " if (c.n === 2) return { toJSON() { return 'text'; } };"
     " return r; }"
 )
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[Pool]:
-    made = Pool(size=1, per_account=1)
-    try:
-        yield made
-    finally:
-        await made.close()
 
 
 def _input(n: int) -> Input:
@@ -46,7 +36,15 @@ def _payload(n: int) -> str:
 
 
 @pytest.mark.parametrize("make", [_input, _payload], ids=["request", "json"])
-async def test_a_returned_request_that_is_not_an_object_fails_its_call_alone(pool: Pool, make) -> None:
+async def test_a_returned_request_that_is_not_an_object_fails_its_call_alone(make) -> None:
+    pool = Pool(size=1, per_account=1)
+    try:
+        await _fails_alone(pool, make)
+    finally:
+        await pool.close()
+
+
+async def _fails_alone(pool: Pool, make) -> None:
     runs = await pool.run_many(RETURNS, [make(n) for n in range(4)], account="acct_a", key="k")
     assert all(isinstance(run, Run) for run in runs)
     assert [run.error is None for run in runs] == [True, False, False, True]
