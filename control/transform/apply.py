@@ -183,7 +183,24 @@ def record_of(run: Run) -> TransformRecord:
     )
 
 
+_NAMES: dict[str, str] = {}
+"""Header names already found valid, and their lower case: a sandbox process sees the same few names in every
+call (at most ``_NAMES_KEPT`` of at most 256 characters: under 1 MB)."""
+_NAMES_KEPT = 1024
+
+
 def _header_name(name: str) -> str:
+    lower = _NAMES.get(name)
+    if lower is not None:
+        return lower
+    lower = _checked_name(name)
+    if len(_NAMES) >= _NAMES_KEPT:
+        _NAMES.clear()
+    _NAMES[name] = lower
+    return lower
+
+
+def _checked_name(name: str) -> str:
     if not _TOKEN.fullmatch(name) or len(name) > 256:
         raise _Wrong(f"headers: {name[:100]!r} is not a valid header name")
     lower = name.lower()
@@ -209,7 +226,7 @@ def _headers(returned: Any, sent: Outgoing, shown: Mapping[str, str]) -> dict[st
             raise _Wrong(f"headers.{lower}: must be a string, not {type(value).__name__}")
         if value == shown.get(lower):
             value = sent.headers[lower]  # unchanged: the captured value, byte for byte
-        elif not _VALUE.fullmatch(value):
+        elif not (value.isascii() and value.isprintable()) and not _VALUE.fullmatch(value):  # printable ASCII: valid
             raise _Wrong(f"headers.{lower}: control characters (CR, LF, NUL...) are not allowed")
         out[lower] = value
     return out

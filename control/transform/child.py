@@ -99,8 +99,27 @@ async def _runs(sandbox: Sandbox, call: Call) -> list[Run]:
         if done is None:  # a fence holds the isolate (``Sandbox._fenced``): after it
             done = await sandbox.run_many(payloads, bodies)
         for (at, prepared), run in zip(called, done, strict=True):
+            if run.request is not None and run.request.__class__ is not dict:
+                run = _not_an_object(run)
             runs[at] = run if prepared is None else mapped(run, prepared)
     return [run for run in runs if run is not None]
+
+
+_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def _not_an_object(run: Run) -> Run:
+    """A call whose returned request is JSON but not an object (its ``toJSON`` gave an array, a string...):
+    failed here, saying so. Answered as it was, it could not be decoded by the pool (a ``Run``'s request is an
+    object), which took that for this process's death: killed it, and the call was recorded as having crashed
+    its process."""
+    kind = _KINDS.get(run.request.__class__, "not an object")
+    return Run(
+        error=f"the returned request cannot be sent: as JSON it is {kind}, not an object (its toJSON?)",
+        logs=run.logs,
+        logs_truncated=run.logs_truncated,
+        duration_ms=run.duration_ms,
+    )
 
 
 async def _serve(budget: int) -> None:

@@ -101,7 +101,15 @@ RUNNER = r"""
   // Whether a field of the returned request (JSON text of an object) nests past maxDepth levels, the cap
   // every JSON input has (shared.json_depth), so a captured body at the cap can come back as it was: what
   // nests deeper is refused here, with the limit named, and never reaches a decoder that would recurse.
+  // Brackets are first counted with indexOf (native): a text with no more of them than the limit cannot
+  // nest past it, and the usual returned request (a few headers, its body left out) is never walked.
+  const brackets = (text, c, room) => {
+    let n = 0;
+    for (let i = text.indexOf(c); i !== -1 && n <= room; i = text.indexOf(c, i + 1)) n++;
+    return n;
+  };
   const tooDeep = (text) => {
+    if (brackets(text, "{", maxDepth + 1) + brackets(text, "[", maxDepth + 1) <= maxDepth + 1) return false;
     let depth = 0, inString = false;
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
@@ -154,11 +162,13 @@ RUNNER = r"""
     const console = Object.freeze({
       log: write("log"), info: write("info"), warn: write("warn"), error: write("error"), debug: write("debug"),
     });
-    // The answer is JSON text; the returned request's own JSON is spliced in, not encoded twice.
-    const done = (error, request) =>
-      '{"error":' + (error === null ? "null" : stringify(error)) + ',"request":' + request + ',"logs":' +
-      (logs.length ? stringify(logs) : "[]") + ',"logs_truncated":' + dropped + ',"ms":' + (now() - started) + "}";
-    const fail = (text, line) => done({ message: text, line: line === undefined ? null : line }, "null");
+    // The answer is JSON text; the returned request's own JSON is spliced in, not encoded twice. It is a
+    // Run (control.transform.wire) as an array: request, error, line, logs, logs_truncated, duration_ms,
+    // decoded into the Struct at once, no dict per call.
+    const done = (error, line, request) =>
+      "[" + request + "," + (error === null ? "null" : stringify(error)) + "," + line + "," +
+      (logs.length ? stringify(logs) : "[]") + "," + dropped + "," + (now() - started) + "]";
+    const fail = (text, line) => done(text, line === undefined || line === null ? "null" : +line, "null");
     // A delivery's request (control.transform.apply.payload_of) has its body as text, parsed here when
     // JSON; `same` is the JSON of the body as handed in (null for text), to tell an unchanged one.
     const delivery = input.text !== undefined;
@@ -180,7 +190,7 @@ RUNNER = r"""
       return fail("while loading: " + message(e), where(e));
     }
     if (typeof handler !== "function") return fail("the transform defines no function handler(request, context)");
-    if (input.check) return done(null, "null");  // loading it was the check
+    if (input.check) return done(null, "null", "null");  // loading it was the check
     try {
       result = handler(input.request, input.context);
     } catch (e) {
@@ -230,7 +240,7 @@ RUNNER = r"""
       const limit = " levels (the limit on JSON depth)";
       return fail("a field of the returned request nests deeper than " + maxDepth + limit);
     }
-    return done(null, text);
+    return done(null, "null", text);
   };
   // A batch: the calls that waited while the previous batch ran, in one task on the isolate's thread.
   // `this`: the bodies' total length in UTF-16 code units (10 digits), the bodies one after another, then

@@ -74,8 +74,21 @@ MAX_BATCH = 64
 
 _LINE = re.compile(r"(?:<anonymous>|transform\.js):(\d+)")
 _decode = msgspec.json.Decoder().decode
+_decode_runs = msgspec.json.Decoder(list[Run]).decode
 _ANSWER_QUEUED = 0
 """mini-racer's callback id whose answers go on its context's queue (``_UNCANCELABLE_TASK_CALLBACK_ID``)."""
+
+
+def _loose(answer: str) -> list[Run]:
+    """The runs of an answer that does not decode into ``Run``s: a returned request that is not an object is
+    kept as it is (for the caller to refuse), and one with a lone surrogate (which msgspec refuses) is decoded
+    by ``json`` and each run checked."""
+    try:
+        outs, valid = _decode(answer), True
+    except msgspec.DecodeError:
+        outs, valid = json.loads(answer), False
+    runs = [Run(request=o[0], error=o[1], line=o[2], logs=o[3], logs_truncated=o[4], duration_ms=o[5]) for o in outs]
+    return runs if valid else [checked(run) for run in runs]
 
 
 class _Refused(Exception):
@@ -369,31 +382,20 @@ class Sandbox:
         return self._stopped(payloads, clock, f"stopped: {why}")
 
     def _runs_of(self, answer: object, payloads: list[str], clock: float) -> list[Run]:
-        """The runs of the runner's answer (JSON text of one object per call)."""
+        """The runs of the runner's answer (JSON text of a ``Run`` per call, as an array: decoded into the
+        Structs at once, ~1 µs a call less than a dict per call read by key)."""
         elapsed_ms = (time.perf_counter() - clock) * 1000
-        runs = []
-        valid = True
         try:
-            outs = _decode(answer)  # type: ignore[arg-type]  # mini-racer answers a JS string as a str
-        except msgspec.DecodeError:  # a lone surrogate escaped (msgspec refuses it): each run checked below
-            outs = json.loads(answer)  # type: ignore[arg-type]  # idem
-            valid = False
+            try:
+                runs = _decode_runs(answer)  # type: ignore[arg-type]  # mini-racer answers a JS string as a str
+            except msgspec.DecodeError:  # a request not an object (a toJSON's array), or a lone surrogate escaped
+                runs = _loose(answer)  # type: ignore[arg-type]  # idem
         except RecursionError:  # the runner refuses what nests past MAX_DEPTH: never met, never a crash
             deep = f"a field of the returned request nests deeper than {MAX_DEPTH} levels"
             return self._stopped(payloads, clock, deep)
-        for out in outs:
-            error = out["error"]
-            runs.append(
-                Run(
-                    request=out["request"],
-                    error=None if error is None else error["message"],
-                    line=None if error is None else error["line"],
-                    logs=out["logs"],
-                    logs_truncated=out["logs_truncated"],
-                    duration_ms=elapsed_ms if len(payloads) == 1 else float(out["ms"]),
-                )
-            )
-        return runs if valid else [checked(run) for run in runs]
+        if len(payloads) == 1:
+            runs[0].duration_ms = elapsed_ms
+        return runs
 
     @staticmethod
     def _stopped(payloads: list[str], clock: float, error: str) -> list[Run]:

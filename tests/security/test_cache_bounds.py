@@ -96,3 +96,21 @@ def test_the_learners_shapes_are_bounded_by_their_key_names_too(monkeypatch: pyt
         shapes.of({f"k{n}-{i}-" + "x" * 2000: i for i in range(1900)})
         assert shapes.nbytes <= shape._MAX_CACHED_BYTES
     assert len(shapes._cache) < 5
+
+
+def test_a_sandbox_process_keeps_a_bounded_count_of_header_names() -> None:
+    """The header names a sandbox process found valid (``control.transform.apply``): a transform returning a
+    new name of 256 characters on every call fills at most 1,024 of them (under 1 MB); a name refused is
+    refused every time, never kept."""
+    from control.transform import apply
+
+    for i in range(3_000):
+        name = f"x-{i:06d}-" + "a" * 246
+        assert apply._header_name(name) == name
+        assert len(apply._NAMES) <= apply._NAMES_KEPT
+    assert sum(len(name) + len(lower) for name, lower in apply._NAMES.items()) < 1024 * 1024
+    for refused in ("bad name", "Connection", "x" * 257):
+        for _ in range(2):
+            with pytest.raises(apply._Wrong):
+                apply._header_name(refused)
+        assert refused not in apply._NAMES

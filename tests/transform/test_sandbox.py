@@ -292,3 +292,22 @@ async def test_a_batch_waited_for_on_the_callers_thread_keeps_the_limits(make) -
     again = sandbox.run_now([payload(False)], [""])
     assert again is not None
     assert again[0].error is None
+
+
+async def test_a_batch_answers_each_call_in_order_whatever_it_returned(make) -> None:
+    """The runner answers each call as a ``Run``'s array, decoded into the Structs at once; a returned request
+    that is not an object (a ``toJSON`` giving an array) and a log line with a lone surrogate each still get
+    their own run, in order, the others untouched."""
+    sandbox = make(
+        "function handler(r, c) {"
+        " if (c.n === 1) return { toJSON() { return [1, 2]; } };"
+        " if (c.n === 2) console.log('\\ud800');"
+        " return r; }"
+    )
+    payloads = [json.dumps({"request": REQUEST, "context": {"n": n}}) for n in range(4)]
+    runs = await sandbox.run_many(payloads)
+    assert [run.error is None for run in runs] == [True, True, False, True]
+    assert runs[1].request == [1, 2]
+    assert "lone UTF-16 surrogate" in (runs[2].error or "")
+    assert runs[0].request == runs[3].request == REQUEST
+    assert [run.line for run in runs] == [None] * 4
