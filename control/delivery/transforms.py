@@ -68,10 +68,10 @@ class Transforms:
         self._loaded: OrderedDict[tuple[str, str], _Loaded] = OrderedDict()
         self._loading: dict[str, asyncio.Lock] = {}
         self._ahead: dict[str, Result] = {}
+        """Results of tasks transformed ahead (``ahead``), by task id, until their attempt takes them."""
         self._slowed: OrderedDict[str, float] = OrderedDict()
         """The wait per call this worker last wrote on a destination for its transform's strike key
         (``_note_slowed``), for the last ``4 * CAPACITY`` keys."""
-        """Results of tasks transformed ahead (``ahead``), by task id, until their attempt takes them."""
 
     def _park(self, account: str, destination_id: str, count: int) -> None:
         self.in_pool += count
