@@ -7,15 +7,14 @@ from __future__ import annotations
 from control.support.alert_lines import line_of
 
 
+def _of_billing(kind: str, count: int, **data: str) -> str:
+    """The line of an alert of destination ``billing`` (dst_01XYZ) of endpoint ep_01ABC."""
+    alert = {"type": kind, "endpoint_id": "ep_01ABC", "destination_id": "dst_01XYZ", "count": count}
+    return line_of({**alert, "data": {**data, "destination_name": "billing"}})
+
+
 def test_a_disabled_destinations_line_names_its_own_enable_route() -> None:
-    alert = {
-        "type": "destination.disabled",
-        "endpoint_id": "ep_01ABC",
-        "destination_id": "dst_01XYZ",
-        "count": 2,
-        "data": {"reason": "the destination answered 410 Gone", "destination_name": "billing"},
-    }
-    line = line_of(alert)
+    line = _of_billing("destination.disabled", 2, reason="the destination answered 410 Gone")
     assert "POST /v1/destinations/dst_01XYZ/enable" in line
     assert "{id}" not in line
     assert line.startswith("destination billing (dst_01XYZ) of endpoint ep_01ABC is disabled")
@@ -34,14 +33,7 @@ def test_an_exhausted_line_names_a_failed_transform_not_only_used_up_retries() -
     """A transform that fails (or is not run after crashing its sandbox) fails the delivery for good on its first
     attempt and fires ``delivery.exhausted`` too; the banner said the events "used up their delivery retries",
     which sent a new user looking for retries that never ran."""
-    alert = {
-        "type": "delivery.exhausted",
-        "endpoint_id": "ep_01ABC",
-        "destination_id": "dst_01XYZ",
-        "count": 4,
-        "data": {"hour": "2026-12-04T09:00:00Z", "destination_name": "billing"},
-    }
-    line = line_of(alert)
+    line = _of_billing("delivery.exhausted", 4, hour="2026-12-04T09:00:00Z")
     assert "4 event(s) failed for good" in line
     assert "a transform that failed or was not run" in line
     assert line.endswith("in the hour from 2026-12-04T09:00:00Z")
