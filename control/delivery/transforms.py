@@ -69,9 +69,9 @@ class Transforms:
         self._loading: dict[str, asyncio.Lock] = {}
         self._ahead: dict[str, Result] = {}
         """Results of tasks transformed ahead (``ahead``), by task id, until their attempt takes them."""
-        self._slowed: OrderedDict[str, float] = OrderedDict()
-        """The wait per call this worker last wrote on a destination for its transform's strike key
-        (``_note_slowed``), for the last ``4 * CAPACITY`` keys."""
+        self._slowed: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        """The code (digest) a destination's transform last ran here and the wait per call this worker last
+        wrote on it (``_note_slowed``), for the last ``4 * CAPACITY`` destinations."""
 
     def _park(self, account: str, destination_id: str, count: int) -> None:
         self.in_pool += count
@@ -220,18 +220,23 @@ class Transforms:
 
     async def _note_slowed(self, pool: Pool, destination_id: str, digest: str) -> None:
         """Writes on the destination how long the pool now waits before each call of its transform
-        (``transform_slowed_s``) when that differs from what this worker last wrote: when it starts, grows or
-        ends, never per call. A key first seen writes too (a clear, most often of nothing): a mark a worker
-        that stopped since left would stay."""
+        (``transform_slowed_s``) when that changed since this worker last wrote it, and again at each call
+        that waited (rare: one per wait), since a PATCH clears the mark while the same code's wait may go on
+        (its text unchanged); never per normal call. A destination first seen writes too (a clear, most often
+        of nothing): a mark a worker that stopped since left would stay. Other code run on the destination
+        since ends the old code's stops: a PATCH back to it starts afresh (it went on at 30 s, shown nowhere)."""
         key = _strike_key(destination_id, digest)
         wait_s = pool.wait_s(key)
-        if self._slowed.get(key) == wait_s:
-            self._slowed.move_to_end(key)
+        seen = self._slowed.get(destination_id)
+        if seen is not None and seen[0] != digest:
+            pool.forgive(_strike_key(destination_id, seen[0]))
+        elif seen is not None and seen[1] == wait_s and not wait_s:
+            self._slowed.move_to_end(destination_id)
             return
         async with self.ctx.pool.acquire() as conn:
             await db_destinations.mark_transform_slowed(conn, destination_id, digest, wait_s)
-        self._slowed[key] = wait_s
-        self._slowed.move_to_end(key)
+        self._slowed[destination_id] = (digest, wait_s)
+        self._slowed.move_to_end(destination_id)
         while len(self._slowed) > 4 * CAPACITY:
             self._slowed.popitem(last=False)
 

@@ -146,6 +146,10 @@ class Pool:
         """How long the key's next call waits before it runs (0: it does not), after its calls' stops."""
         return self._strikes.wait_s(key)
 
+    def forgive(self, key: str) -> None:
+        """The key's stops are forgotten: the code they were for was replaced (a caller's call, not a limit's)."""
+        self._strikes.note(key, False)
+
     async def check(self, source: str, *, account: str) -> Problem | None:
         """Why ``source`` is not a transform (it must compile, and loading it must define ``handler``)."""
         result = await self.run(source, '{"check": true}', account=account, key="check:" + account)

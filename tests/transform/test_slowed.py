@@ -88,3 +88,33 @@ async def _slowed_and_cleared(ctx: Context, client, mcp, account) -> None:
         assert (normal["transform_slowed_at"], normal["transform_slowed_s"]) == (None, None)
         (got,) = sink.requests
         assert got.headers["x-v"] == "2"
+
+
+async def test_code_patched_back_after_other_code_ran_starts_without_the_old_stops(
+    ctx: Context, settings: Settings, account
+) -> None:
+    """A new user's trial: stopped code, a fix that ran, then a PATCH back to the first text: its old stops went
+    on (each event waited ~30 s) while the destination, its mark cleared by the PATCH, said nothing."""
+    async with live_app(settings) as (client, app), connected(app, account.key) as mcp:
+        with serving() as sink:
+            endpoint = (await create_endpoint(client, account.headers))["id"]
+            body = {"url": sink.url, "transform": SOMETIMES_RUNAWAY}
+            created = await client.post(f"/v1/endpoints/{endpoint}/destinations", json=body, headers=account.headers)
+            dst = created.json()["id"]
+
+            async def patch(source: str) -> None:
+                resp = await client.patch(
+                    f"/v1/destinations/{dst}", json={"transform": source}, headers=account.headers
+                )
+                assert resp.status_code == 200, resp.text
+
+            async with running(ctx):
+                for _ in range(2):
+                    await _deliver(ctx, sink.url, endpoint, dst, SPIN, "failed")
+                assert (await _shown(client, mcp, account, dst))["transform_slowed_s"] == 0.5
+                await patch(SOMETIMES_RUNAWAY.replace("return r;", "r.headers['x-v'] = '2'; return r;"))
+                await _deliver(ctx, sink.url, endpoint, dst, PLAIN, "succeeded")  # the fix ran here
+                await patch(SOMETIMES_RUNAWAY)
+                await _deliver(ctx, sink.url, endpoint, dst, SPIN, "failed")
+                again = await _shown(client, mcp, account, dst)
+            assert (again["transform_slowed_at"], again["transform_slowed_s"]) == (None, None)  # one stop is free
