@@ -49,11 +49,13 @@ class Returns:
     def stale(self, tasks: list[LeasedTask]) -> None:
         """Tasks not started within their window: those with a transformed request waiting are leased again,
         the rest handed back."""
-        sending = [t for t in tasks if self.transforms.sends_ahead(t)]
+        sending: list[LeasedTask] = []
+        back: list[LeasedTask] = []
+        for task in tasks:
+            (sending if self.transforms.sends_ahead(task) else back).append(task)
         if sending:
             self._go(self._renew(sending), sending)
-        if len(sending) < len(tasks):
-            self.hand_back([t for t in tasks if not self.transforms.sends_ahead(t)])
+        self.hand_back(back)
 
     def hand_back(self, tasks: list[LeasedTask]) -> None:
         """Tasks claimed ahead and never sent go back uncounted (failing: their lease); their results

@@ -411,13 +411,7 @@ class Deliver:
         if transforming:
             await asyncio.wait([work for work, _ in transforming])
         await self.returns.wait()  # those leased again wait in ``ready``: handed back with them
-        unsent = [task for _, (tasks, _) in transforming for task in tasks] + self.ready.take_all()
-        if unsent:
-            try:
-                async with self.ctx.pool.acquire() as conn:
-                    await db_tasks.hand_back(conn, [(t.id, t.attempts, None) for t in unsent])
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("deliver: could not hand back %d unsent tasks (%s); their lease will", len(unsent), exc)
+        self.returns.hand_back([task for _, (tasks, _) in transforming for task in tasks] + self.ready.take_all())
         await self.returns.wait()
         if self._sends:
             log.info("deliver: draining %d in-flight sends", len(self._sends))
