@@ -80,7 +80,7 @@ class Clock:
     One call alone was not enough: asked-at placement put every start of a call that reached Redis late (an
     event loop busy before the command was written, a busy Redis) early by that delay, onto the starts
     reserved before it (a suite run saw 51 starts in a second at a limit of 50; instrumented runs under load
-    measured starts up to 12 ms before Redis's); answered-at placement, late by a slow answer, once put 99 in a
+    measured starts up to 17 ms before Redis's); answered-at placement, late by a slow answer, once put 99 in a
     second. Each call's bounds are intersected with the earlier ones (aged by ``DRIFT``), so one quick call
     in a while keeps them within a millisecond however slow the others are. They always lie within the
     latest call's own, so a clock stepped in between costs no more than that call's duration; bounds that
