@@ -1,6 +1,7 @@
 """A TCP relay on loopback in front of a test Redis, for what a client sees of Redis without changing Redis:
-replies that come back late (``reply_delay_s``, changeable while connections are open) and a Redis that goes
-away (``cut``: open connections reset, new ones refused). Commands always reach Redis at once.
+commands that reach Redis late and replies that come back late (``request_delay_s``, ``reply_delay_s``,
+changeable while connections are open) and a Redis that goes away (``cut``: open connections reset, new ones
+refused).
 
 One relay for every test that needs one (the edge's 503s, the throttle's clock, refusal counts cut short at
 shutdown); ``url`` keeps the credentials and database of the URL relayed to.
@@ -17,13 +18,15 @@ __all__ = ("RedisRelay",)
 
 
 class RedisRelay:
-    def __init__(self, url: str, *, reply_delay_s: float = 0.0) -> None:
+    def __init__(self, url: str, *, reply_delay_s: float = 0.0, request_delay_s: float = 0.0) -> None:
         parts = urlsplit(url)
         self._target = (parts.hostname or "127.0.0.1", parts.port or 6379)
         self._path = parts.path
         self._credentials = parts.netloc.rpartition("@")[0]  # the embedded Redis has a password
         self.reply_delay_s = reply_delay_s
         """Each chunk of a reply waits this long before it is passed on (0: at once)."""
+        self.request_delay_s = request_delay_s
+        """Each chunk of a command likewise."""
         self.url = ""
         self._server: asyncio.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
@@ -58,8 +61,9 @@ class RedisRelay:
     async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, replies: bool) -> None:
         with contextlib.suppress(OSError, asyncio.CancelledError):
             while data := await source.read(65536):
-                if replies and self.reply_delay_s > 0:
-                    await asyncio.sleep(self.reply_delay_s)
+                delay = self.reply_delay_s if replies else self.request_delay_s
+                if delay > 0:
+                    await asyncio.sleep(delay)
                 sink.write(data)
                 await sink.drain()
         with contextlib.suppress(OSError):

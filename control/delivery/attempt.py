@@ -35,7 +35,8 @@ from control.delivery.auth.authenticator import Authenticator
 from control.delivery.auth.material import load_material
 from control.delivery.recorder import Attempt, Recorder
 from control.delivery.send import Outcome, delivery_row, send
-from control.delivery.shaping import LATE_S, Shaper
+from control.delivery.shaping import Shaper
+from control.delivery.throttle import Slot
 from control.delivery.tracing import SendSpan, attempt_span
 from control.delivery.transforms import Transforms, outgoing, recorded, unsent
 from control.delivery.transport import Transport
@@ -100,8 +101,8 @@ class Attempts:
             return current
         return current, self._secrets.open(destination_id, previous, previous=True)
 
-    async def run(self, task: LeasedTask, start_at: float = 0.0) -> None:
-        """The attempt of a leased ``task``, after waiting for ``start_at`` (``time.monotonic()``) when its
+    async def run(self, task: LeasedTask, slot: Slot | None = None) -> None:
+        """The attempt of a leased ``task``, after waiting for its reserved start (``slot``) when its
         destination is rate-limited. Run as its own asyncio task: the ids bound for the log stay with this
         attempt's lines only.
 
@@ -111,7 +112,7 @@ class Attempts:
         fails alone, recorded with the error and counted, and is retried on the schedule like a failed send,
         so it ends failed once the attempts run out instead of coming back with every lease."""
         bind(event_id=task.event_id, endpoint_id=task.endpoint_id, delivery_id=task.id)
-        if start_at and not await self._started(task, start_at):
+        if slot is not None and not await self._started(task, slot):
             return
         if self.disabled and self._held_back(task.destination_id):
             self.transforms.forget((task.id,))  # what its transform returned ahead: never sent
@@ -219,21 +220,21 @@ class Attempts:
         outcome, auth_record = await self.authenticator.send(self.transport, prepared, *args, total_timeout_s=timeout_s)
         return outcome, transformed, url, body, auth_record
 
-    async def _started(self, task: LeasedTask, start_at: float) -> bool:
+    async def _started(self, task: LeasedTask, slot: Slot) -> bool:
         """A rate-limited send waits for its reserved start (``control.delivery.shaping``); False when it
         went back unsent instead (its destination paused meanwhile, or no start was left for it)."""
         while True:
-            await asyncio.sleep(start_at - time.monotonic())
+            await asyncio.sleep(slot.at - time.monotonic())
             paused_s = self.shaper.paused_for(task.destination_id)
             if paused_s > 0:
                 await self.shaper.hand_back([(task.id, task.attempts, paused_s)])
                 return False
-            if time.monotonic() - start_at <= LATE_S:
+            if time.monotonic() <= slot.until:  # woke within ``LATE_S`` of the start, by Redis's clock
                 return True
             again = await self.shaper.start_again(task)
             if again is None:
                 return False
-            start_at = again
+            slot = again
 
     def next_state(self, outcome: Outcome, attempt: int) -> tuple[str, float | None, str | None]:
         """(task status, seconds to the retry, last_error) after this attempt."""

@@ -61,6 +61,8 @@ class Shaper:
         """Of those, the paused ones (their waiting sends go back)."""
         self._caps: dict[str, int] = {}
         """Limited destinations: the most tasks worth claiming at once (the starts one horizon holds)."""
+        self._clocks: dict[str, throttle.Clock] = {}
+        """Limited destinations: Redis's clock as their key's node has it (``throttle.Clock``)."""
 
     def blocked(self, now: float) -> list[str]:
         """Destinations to leave out of the next claim."""
@@ -101,14 +103,14 @@ class Shaper:
         except (RedisError, OSError) as exc:
             log.warning("deliver: could not share the pause of %s (%s)", destination_id, exc)
 
-    async def shape(self, claimed: Sequence[LeasedTask]) -> list[tuple[LeasedTask, float]]:
-        """The claimed tasks to send, each with the ``time.monotonic()`` to send it at (0: at once); the
-        others are finished (duplicates) or handed back here."""
+    async def shape(self, claimed: Sequence[LeasedTask]) -> list[tuple[LeasedTask, throttle.Slot | None]]:
+        """The claimed tasks to send, each with when to send it (None: at once); the others are finished
+        (duplicates) or handed back here."""
         if not any(t.rate_limit_per_s is not None or t.dedup_key is not None for t in claimed):
             if self._caps:  # a destination whose limit was lifted is claimed for in full again
                 for task in claimed:
                     self._caps.pop(task.destination_id, None)
-            return [(task, 0.0) for task in claimed]
+            return [(task, None) for task in claimed]
         back: list[tuple[str, int, float]] = []
         try:
             sending = await self._deduplicate(claimed, back)
@@ -120,15 +122,15 @@ class Shaper:
         await self.hand_back(back)
         return out
 
-    async def start_again(self, task: LeasedTask) -> float | None:
-        """A new start for a send that woke too late for its own (``LATE_S``): its ``time.monotonic()``, or
-        None when the horizon has none (the task is then handed back here)."""
+    async def start_again(self, task: LeasedTask) -> throttle.Slot | None:
+        """A new start for a send that woke too late for its own (``LATE_S``), or None when the horizon has
+        none (the task is then handed back here)."""
         destination_id, rate = task.destination_id, task.rate_limit_per_s
         if rate is None:  # not rate-limited (only limited sends wait for a start): no start to wait for
-            return time.monotonic()
+            return throttle.Slot(time.monotonic(), math.inf)
         grant = await self._reserve(destination_id, rate, 1)
         if grant is not None and grant.count:
-            return grant.start_at(0)
+            return grant.slot(0, LATE_S)
         now = time.monotonic()
         next_at = now + _REDIS_AWAY_S if grant is None else grant.start_at(0) - self.horizon_s / 2
         self._until[destination_id] = max(self._until.get(destination_id, 0.0), next_at)
@@ -186,13 +188,13 @@ class Shaper:
 
     async def _throttle(
         self, tasks: list[LeasedTask], back: list[tuple[str, int, float]]
-    ) -> list[tuple[LeasedTask, float]]:
-        out: list[tuple[LeasedTask, float]] = []
+    ) -> list[tuple[LeasedTask, throttle.Slot | None]]:
+        out: list[tuple[LeasedTask, throttle.Slot | None]] = []
         limited: dict[str, list[LeasedTask]] = {}
         rates: dict[str, float] = {}
         for task in tasks:
             if task.rate_limit_per_s is None:
-                out.append((task, 0.0))
+                out.append((task, None))
                 if self._caps:
                     self._caps.pop(task.destination_id, None)
             else:
@@ -206,7 +208,7 @@ class Shaper:
             rate = rates[destination_id]
             self._caps[destination_id] = max(1, math.ceil(rate * self.horizon_s))
             granted = 0 if grant is None else grant.count
-            out.extend((task, grant.start_at(i)) for i, task in enumerate(group[:granted]))  # type: ignore[union-attr]  # granted is 0 when grant is None
+            out.extend((task, grant.slot(i, LATE_S)) for i, task in enumerate(group[:granted]))  # type: ignore[union-attr]  # granted is 0 when grant is None
             if granted < len(group):
                 # No start free within the horizon for the rest: back until one is near, and no claim till then.
                 next_at = now + _REDIS_AWAY_S if grant is None else grant.start_at(granted) - self.horizon_s / 2
@@ -220,6 +222,7 @@ class Shaper:
             return await throttle.reserve(
                 self.ctx.redis,
                 self.ctx.keys.delivery_rate(destination_id),
+                self._clocks.setdefault(destination_id, throttle.Clock()),
                 rate_per_s=rate,
                 wanted=wanted,
                 horizon_s=self.horizon_s,

@@ -62,6 +62,7 @@ from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Recorder
 from control.delivery.returns import Returns
 from control.delivery.shaping import Shaper
+from control.delivery.throttle import Slot
 from control.delivery.transforms import Transforms, runs_ahead
 from control.delivery.wakeup import TaskNotifications
 
@@ -283,9 +284,9 @@ class Deliver:
         shaped = await self.shaper.shape(claimed)
         if len(shaped) < len(claimed) and any(t.ordered for t in claimed):
             self._look = True  # a FIFO head skipped as a duplicate is finished: the next of its line may go
-        for task, start_at in shaped:
-            if start_at:  # a rate-limited send: its start is reserved, it waits for it in its own task
-                self._start(task, start_at)
+        for task, slot in shaped:
+            if slot is not None:  # a rate-limited send: its start is reserved, it waits for it in its own task
+                self._start(task, slot)
             elif runs_ahead(task):
                 ahead.append(task)
             else:
@@ -369,8 +370,8 @@ class Deliver:
         self._look = True
         self._wake.set()
 
-    def _start(self, task: LeasedTask, start_at: float = 0.0) -> None:
-        send_task = asyncio.create_task(self.attempts.run(task, start_at), name=f"deliver:{task.id}")
+    def _start(self, task: LeasedTask, slot: Slot | None = None) -> None:
+        send_task = asyncio.create_task(self.attempts.run(task, slot), name=f"deliver:{task.id}")
         self._sends[send_task] = (task.id, task.attempts)
         destination_id = task.destination_id
         self._per_destination[destination_id] += 1

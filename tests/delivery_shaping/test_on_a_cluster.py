@@ -23,13 +23,13 @@ def redis_url(redis_cluster: ClusterNodes) -> str:
 
 async def test_starts_are_shared_by_every_client_of_the_cluster(ctx: Context) -> None:
     assert ctx.keys.cluster
-    key = ctx.keys.delivery_rate("dst_cluster")
-    first = await throttle.reserve(ctx.redis, key, rate_per_s=10, wanted=5, horizon_s=0.25)
-    second = await throttle.reserve(ctx.redis, key, rate_per_s=10, wanted=5, horizon_s=0.25)
+    key, clock = ctx.keys.delivery_rate("dst_cluster"), throttle.Clock()
+    first = await throttle.reserve(ctx.redis, key, clock, rate_per_s=10, wanted=5, horizon_s=0.25)
+    second = await throttle.reserve(ctx.redis, key, clock, rate_per_s=10, wanted=5, horizon_s=0.25)
     assert (first.count, second.count) == (3, 0)  # 0, 0.105 and 0.21 s; then nothing within the horizon
     assert 0.3 < second.first_at - first.first_at <= 0.33  # the next free start: three intervals of 1/9.5 s
     await throttle.pause(ctx.redis, key, 5.0)
-    assert (await throttle.reserve(ctx.redis, key, rate_per_s=10, wanted=1, horizon_s=1.0)).count == 0
+    assert (await throttle.reserve(ctx.redis, key, clock, rate_per_s=10, wanted=1, horizon_s=1.0)).count == 0
 
 
 async def test_watermarks_come_from_every_shard(ctx: Context) -> None:
