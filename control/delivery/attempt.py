@@ -136,8 +136,10 @@ class Attempts:
             outcome = Outcome(status=None, latency_ms=latency_ms, sent_headers={}, error=storable(fault))
             transformed, url, body, auth_record, faulted = None, task.destination_url, b"", None, True
         if transformed is not None and transformed.request is None:
-            outcome, status, error = unsent(transformed.record)
+            outcome, status, error = unsent(transformed.record, transformed.unrun)
             retry_in_s, body = None, b""
+            if transformed.unrun:  # its call never ran (no sandbox turn in time): waited out on the schedule
+                status, retry_in_s, error = self.next_state(outcome, attempt)
         else:
             status, retry_in_s, error = self.next_state(outcome, attempt)
         gone = outcome.status == 410

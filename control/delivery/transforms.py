@@ -344,14 +344,16 @@ def recorded(transformed: Result | None) -> dict[str, Any] | None:
     return None if transformed is None else msgspec.to_builtins(transformed.record)
 
 
-def unsent(record: TransformRecord) -> tuple[Outcome, str, str | None]:
+def unsent(record: TransformRecord, unrun: bool = False) -> tuple[Outcome, str, str | None]:
     """The outcome of an attempt the transform kept from being sent, the task's status and its error:
     skipped is done (succeeded); failed is failed for good, neither retried (the same input gives the same
-    result: retry it after changing the code) nor counted against the destination's circuit. A replay's
-    transform is judged the same way (``control.service.replay``)."""
+    result: retry it after changing the code) nor counted against the destination's circuit. A call that never
+    ran (``unrun``: its turn did not come in time) is not its code's doing: its outcome is not permanent, and
+    the attempt is retried on the schedule (``control.delivery.attempt``). A replay's transform is judged the
+    same way (``control.service.replay``)."""
     if record.outcome == "skipped":
         return Outcome(status=None, latency_ms=0, sent_headers={}), "succeeded", None
     error = record.error
     where = f" (line {error.line})" if error is not None and error.line is not None else ""
     text = f"transform failed: {error.message if error else 'unknown error'}{where}"
-    return Outcome(status=None, latency_ms=0, sent_headers={}, error=text, permanent=True), "failed", text
+    return Outcome(status=None, latency_ms=0, sent_headers={}, error=text, permanent=not unrun), "failed", text

@@ -64,7 +64,8 @@ class TransformRecord(msgspec.Struct, kw_only=True):
     outcome: Literal["applied", "skipped", "failed"]
     """``applied``: what was sent is the returned request; ``skipped``: it returned null, nothing was sent;
     ``failed``: it threw, returned something that cannot be sent, or was stopped by a limit; nothing was sent
-    and the delivery is not retried (the same input gives the same result; retry it after changing the code)."""
+    and the delivery is not retried (the same input gives the same result; retry it after changing the code),
+    unless the call never ran (no sandbox turn in time: retried on the schedule)."""
     error: TransformError | None = None
     logs: list[str] = msgspec.field(default_factory=list)
     """``console.log`` (and ``info``, ``warn``, ``error``, ``debug``) lines, at most 4 KB in all."""

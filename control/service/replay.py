@@ -320,7 +320,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
         result = await run_once(ctx, principal, check_text(data.transform, "transform"), request, context)
         transform = result.record
         if result.request is None:  # skipped or failed: nothing is sent, the replay is recorded as such
-            outcome, _, _ = unsent(transform)
+            outcome, _, _ = unsent(transform, result.unrun)
             async with ctx.pool.acquire() as conn:
                 return await recorded(conn, outcome, url=url, body=b"", transform=transform)
         method, url, headers, body = (

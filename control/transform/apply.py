@@ -88,6 +88,8 @@ class Result:
     record: TransformRecord
     crashed: bool = False
     """The call ended its sandbox process (``control.transform.pool``)."""
+    unrun: bool = False
+    """The call never ran (``Run.unrun``): a delivery retries it on its schedule rather than failing for good."""
 
 
 def event_context(event: Row, destination: Row | None) -> dict[str, Any]:
@@ -387,7 +389,7 @@ def result_of(run: Run | Problem, sent: Outgoing) -> Result:
     if isinstance(run, Problem):
         raise NotATransformError(run.message, run.line)
     if run.error is not None:
-        return Result(None, record_of(run), crashed=run.crashed)
+        return Result(None, record_of(run), crashed=run.crashed, unrun=run.unrun)
     returned = run.request
     if returned is None:
         return Result(None, _done(run, "skipped"))

@@ -134,11 +134,12 @@ class Pool:
             results = await job.done  # cancelled with its caller: skipped when its turn comes, or its result dropped
         finally:
             timer.cancel()
-        stopped = [isinstance(result, Run) and result.stopped for result in results]
+        # a call that never ran (``unrun``) says nothing of the key's code: it neither strikes nor clears
+        stopped = [isinstance(r, Run) and r.stopped for r in results if not getattr(r, "unrun", False)]
         if any(stopped):
             for one in stopped:
                 self._strikes.note(key, one)
-        else:  # none stopped (nearly always): the key's strikes end once, not once per call
+        elif stopped:  # none stopped (nearly always): the key's strikes end once, not once per call
             self._strikes.note(key, False)
         return results
 
@@ -421,10 +422,10 @@ _CLOSED = "stopped: the sandbox pool closed"
 
 
 def _stop(job: _Job, why: str) -> None:
-    """The job's calls fail unrun, with ``why``."""
+    """The job's calls fail unrun (``Run.unrun``: not their code's doing), with ``why``."""
     if not job.done.done():
         ms = (asyncio.get_running_loop().time() - job.since) * 1000
-        job.done.set_result([Run(error=why, stopped=True, duration_ms=ms) for _ in job.payloads])
+        job.done.set_result([Run(error=why, stopped=True, duration_ms=ms, unrun=True) for _ in job.payloads])
 
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = weakref.WeakKeyDictionary()

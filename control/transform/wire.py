@@ -113,6 +113,9 @@ class Run(msgspec.Struct, kw_only=True, array_like=True, gc=False):
     """A limit stopped it (time, memory), or its process died."""
     crashed: bool = False
     """It ended its sandbox process (a V8 fatal error, memory past the OS limit, a signal)."""
+    unrun: bool = False
+    """The call never ran: its turn did not come within ``MAX_WAIT_S``, or the pool closed, so nothing about
+    its code is known. Set by the pool only (never crosses the pipe); last, so an array without it decodes."""
 
 
 class Call(msgspec.Struct, kw_only=True, frozen=True, gc=False):

@@ -228,6 +228,24 @@ async def test_a_group_that_waits_past_its_bound_fails_whole_and_is_never_run(
     assert all(run.stopped for run in await asyncio.gather(*runaways))
 
 
+async def test_calls_that_waited_past_their_bound_are_unrun_and_do_not_slow_their_key(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls that never got a process (the account's other calls held them) say nothing of their own code:
+    marked ``unrun``, they neither strike their key nor clear its strikes. Counted as stops, a fresh-clone
+    trial's destination whose code never ran was slowed (issue 42)."""
+    monkeypatch.setattr(pool_module, "MAX_WAIT_S", 0.3)
+    assert (await _run(pool, SPLIT, key="w")).stopped  # one stop of w's own code
+    runaways = [asyncio.create_task(_run(pool, f"{LOOP} // {i}", key=f"k{i}")) for i in range(PIPELINE)]
+    await asyncio.sleep(0.05)
+    waited = await pool.run_many(ECHO, [PAYLOAD] * 2, account="acct_a", key="w")
+    assert [(r.unrun, r.stopped) for r in waited if isinstance(r, Run)] == [(True, True)] * 2
+    assert pool.wait_s("w") == 0  # two more stops would have slowed it
+    assert all(not run.unrun for run in await asyncio.gather(*runaways))
+    assert (await _run(pool, SPLIT, key="w")).stopped  # its strike was kept: this is its second in a row
+    assert pool.wait_s("w") == BACKOFF_S
+
+
 async def test_the_runaway_calls_of_one_batch_are_each_timed_alone_in_the_process_that_ran_them(pool: Pool) -> None:
     """V8 stops the batch of 4 runaway calls at its limit and the sandbox process runs each again alone; the
     pool's clock starts over for each (the process says when), so the process is never killed for time and
