@@ -32,27 +32,30 @@ def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
     return msgspec.structs.replace(settings, **fast, sandbox_processes=2, sandbox_per_account=1)
 
 
-async def _holding(ctx: Context, account_id: str, calls: int) -> list[asyncio.Task]:
-    """The account's one process, its pipeline full of runaway batches of another of its transforms, each
-    of ``calls`` calls (stopped at 1 s each, then each run again alone: over a second per call)."""
+@pytest.fixture(autouse=True)
+def _short_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call gives up waiting for its turn after 0.3 s, not 20."""
+    monkeypatch.setattr(pool_module, "MAX_WAIT_S", 0.3)
+
+
+async def _held_task(ctx: Context, client, account, sink_url: str, calls: int) -> tuple[str, list[asyncio.Task], dict]:
+    """A task of a transformed destination (its id, first), made once the account's one process has its
+    pipeline full of runaway batches of another of its transforms, each of ``calls`` calls (stopped at 1 s
+    each, then each run again alone: over a second per call). Inside ``running``."""
+    endpoint, dst, _ = await add_destination(client, account, sink_url, "function handler(r) { return r; }")
     pool = pool_for(ctx.settings)
     held = [
-        asyncio.create_task(pool.run_many(f"{RUNAWAY} // {i}", [HOLD] * calls, account=account_id, key=f"other{i}"))
+        asyncio.create_task(pool.run_many(f"{RUNAWAY} // {i}", [HOLD] * calls, account=account.id, key=f"other{i}"))
         for i in range(PIPELINE)
     ]
-    await wait_for(lambda: asyncio.sleep(0, account_id in pool._held))
-    return held
+    await wait_for(lambda: asyncio.sleep(0, account.id in pool._held))
+    return dst, held, await make_task(ctx, sink_url, endpoint_id=endpoint, destination_id=dst)
 
 
-async def test_a_delivery_whose_call_never_ran_is_retried_and_delivered(
-    ctx: Context, client, account, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(pool_module, "MAX_WAIT_S", 0.3)
+async def test_a_delivery_whose_call_never_ran_is_retried_and_delivered(ctx: Context, client, account) -> None:
     with serving() as sink:
-        endpoint, dst, _ = await add_destination(client, account, sink.url, "function handler(r) { return r; }")
         async with running(ctx):
-            held = await _holding(ctx, account.id, 1)
-            made = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+            dst, held, made = await _held_task(ctx, client, account, sink.url, 1)
 
             async def retrying() -> bool:
                 row = await task_status(ctx, made["task"])
@@ -74,16 +77,11 @@ async def test_a_delivery_whose_call_never_ran_is_retried_and_delivered(
 
 
 @pytest.mark.parametrize("settings", [(0.05, 0.05)], indirect=True)
-async def test_a_delivery_whose_call_never_ran_fails_once_its_attempts_run_out(
-    ctx: Context, client, account, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_delivery_whose_call_never_ran_fails_once_its_attempts_run_out(ctx: Context, client, account) -> None:
     """Bounded: each attempt waits its turn for at most ``MAX_WAIT_S``; the last one fails the delivery."""
-    monkeypatch.setattr(pool_module, "MAX_WAIT_S", 0.3)
     with serving() as sink:
-        endpoint, dst, _ = await add_destination(client, account, sink.url, "function handler(r) { return r; }")
         async with running(ctx):
-            held = await _holding(ctx, account.id, 4)
-            made = await make_task(ctx, sink.url, endpoint_id=endpoint, destination_id=dst)
+            _dst, held, made = await _held_task(ctx, client, account, sink.url, 4)
             done = await settled(ctx, made["task"], "failed", timeout=15)
             assert not any(h.done() for h in held)  # still held: every attempt waited past its bound
             for h in held:
