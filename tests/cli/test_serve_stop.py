@@ -70,9 +70,13 @@ def test_a_worker_that_never_stops_is_killed_and_the_server_exits(settings: Sett
             server.wait(10)
 
 
-@pytest.mark.parametrize(("plane", "when"), [("edge", "serving"), ("control", "serving"), ("edge", "starting")])
+@pytest.mark.parametrize(
+    ("plane", "when"), [("edge", "serving"), ("control", "serving"), ("edge", "starting"), ("edge", "wedged")]
+)
 def test_workers_end_with_a_server_killed_outright(settings: Settings, tmp_path: Path, plane: str, when: str) -> None:
-    """``starting``: killed as soon as its workers exist, while they load the app."""
+    """``starting``: killed as soon as its workers exist, while they load the app. ``wedged``: one worker held
+    by SIGSTOP when the server is killed, running nothing of its own (as a worker whose GIL is held for good):
+    only its watchdog can end it, 1 s + ``DRAIN_BOUND_S`` later."""
     stack = Stack(settings, tmp_path)
     port = free_port()
     log_path = tmp_path / f"{plane}.log"
@@ -86,7 +90,7 @@ def test_workers_end_with_a_server_killed_outright(settings: Settings, tmp_path:
     log.close()
     workers: list[psutil.Process] = []
     try:
-        if when == "serving":
+        if when != "starting":
             stack.wait_healthy(f"http://127.0.0.1:{port}/healthz", server)
             until(lambda: log_path.read_text(errors="replace").count("Started worker") >= 2, 30, "both started")
         else:
@@ -96,6 +100,8 @@ def test_workers_end_with_a_server_killed_outright(settings: Settings, tmp_path:
         assert len(workers) == 2, workers
         kill_timeout = granian.cmdline().index("--workers-kill-timeout")  # a stuck worker cannot hold it forever
         assert granian.cmdline()[kill_timeout + 1] == str(WORKERS_KILL_TIMEOUT_S)
+        if when == "wedged":
+            os.kill(workers[0].pid, signal.SIGSTOP)
         server.kill()
         server.wait(10)
         _gone, alive = psutil.wait_procs(workers, timeout=20)
