@@ -59,7 +59,7 @@ def follow_server() -> None:
 def _start_watchdog(parent: int) -> None:
     """The kernel's SIGTERM is not enough. It can be lost: this factory runs before granian's worker listens
     for it, and until then the handler in place is the main process's, inherited over the fork, which sets a
-    flag no worker reads. And a worker whose GIL is held for good (granian's shutdown deadlock) acts on no
+    flag no worker reads. And a worker whose GIL is held for good (as in granian's shutdown deadlocks) acts on no
     signal at all, nor would a thread of ours run in it: one of two workers was seen still alive 20 s after
     its server's kill -9 with such a thread in place. So a process of its own (``shared.worker_watch``) waits
     for the server's end, signals again once the worker has had time to listen, and SIGKILLs it if the drain
