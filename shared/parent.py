@@ -6,19 +6,20 @@ then ``exec``\\s granian), and granian's main process forks its workers, which a
 again. So two calls: ``bind_to_parent`` in the process ``up`` starts, and ``follow_server`` in the app
 factory, which granian runs in every worker. Without the second, a ``kill -9`` of granian's main process
 left its workers serving the port (seen in the suite: two edge workers still answering an hour later).
+
+A worker may still not act on that SIGTERM (lost before it listens, or a GIL held for good), so
+``follow_server`` also starts a watchdog process beside it (``shared.worker_watch``, ADR 0077) that SIGKILLs
+it once it has outlived its server by ``DRAIN_BOUND_S``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import logging
 import os
-import select
 import signal
+import subprocess
 import sys
-import threading
-import time
 
 __all__ = ("DRAIN_BOUND_S", "SERVER_PID", "bind_to_parent", "follow_server")
 
@@ -52,20 +53,39 @@ def follow_server() -> None:
     parent = os.environ.get(SERVER_PID)
     if parent and parent.isdigit() and os.getpid() != int(parent):
         bind_to_parent(int(parent))
-        threading.Thread(target=_guard, args=(int(parent),), name="hookyard-server-watch", daemon=True).start()
+        _start_watchdog(int(parent))
 
 
-def _guard(parent: int) -> None:
-    """The kernel's SIGTERM can be lost: this factory runs before granian's worker listens for the signal, and
-    until then the handler in place is the main process's, inherited over the fork, which sets a flag no
-    worker reads (seen once in the suite: one of two workers still serving 20 s after its server's kill -9).
-    So this thread waits for the parent's end itself (a pidfd: no polling), signals again once the worker
-    has had time to listen, and ends the process if the drain outlasts its bound."""
-    with contextlib.suppress(OSError):  # no such process: it is already gone
-        fd = os.pidfd_open(parent)
-        select.select([fd], [], [])
-    time.sleep(1.0)
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(DRAIN_BOUND_S)
-    log.warning("hookyard: the server process %d is gone and this worker did not stop; exiting", parent)
-    os._exit(1)
+def _start_watchdog(parent: int) -> None:
+    """The kernel's SIGTERM is not enough. It can be lost: this factory runs before granian's worker listens
+    for it, and until then the handler in place is the main process's, inherited over the fork, which sets a
+    flag no worker reads. And a worker whose GIL is held for good (as in granian's shutdown deadlocks) acts on no
+    signal at all, nor would a thread of ours run in it: one of two workers was seen still alive 20 s after
+    its server's kill -9 with such a thread in place. So a process of its own (``shared.worker_watch``) waits
+    for the server's end, signals again once the worker has had time to listen, and SIGKILLs it if the drain
+    outlasts ``DRAIN_BOUND_S``. The server's pidfd is opened here, while the server is still this worker's
+    parent (checked after), so a pid reused later cannot stand in for it."""
+    if not hasattr(os, "pidfd_open"):  # not Linux: PR_SET_PDEATHSIG is not there either
+        return
+    gone = f"hookyard: parent process {parent} is gone; not starting"
+    try:
+        server_fd = os.pidfd_open(parent)
+    except ProcessLookupError:
+        raise SystemExit(gone) from None
+    try:
+        if os.getppid() != parent:
+            raise SystemExit(gone)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_watch.py")
+        _WATCHDOGS.append(
+            subprocess.Popen(
+                [sys.executable, "-I", "-S", script, str(os.getpid()), str(server_fd), str(DRAIN_BOUND_S)],
+                stdin=subprocess.DEVNULL,
+                pass_fds=(server_fd,),
+            )
+        )
+    finally:
+        os.close(server_fd)
+
+
+_WATCHDOGS: list[subprocess.Popen[bytes]] = []
+"""Held for the worker's life: a Popen collected while its process runs would warn (``ResourceWarning``)."""
