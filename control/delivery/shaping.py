@@ -32,7 +32,7 @@ from control.db.leased import LeasedTask
 from control.delivery import throttle
 from shared import ids
 
-__all__ = ("LATE_S", "Shaper")
+__all__ = ("CLOCKS", "LATE_S", "Shaper")
 
 log = logging.getLogger("hookyard.worker.deliver")
 
@@ -45,6 +45,8 @@ burst, and with the on-time sends of the next reservation a second held 59 at a 
 used only within this much of its time, so any second holds at most ``1.02 * spaced + 1`` starts (``spaced``:
 the rate times ``throttle.HEADROOM``); at 50 ms a loaded machine (load average 10 on 2 cores) measured 53 and
 54 at the receiver, whose own stalls bunch arrivals further."""
+CLOCKS = 4096
+"""Limited destinations whose ``throttle.Clock`` a worker keeps (about 200 bytes each with its key)."""
 
 
 class Shaper:
@@ -62,7 +64,8 @@ class Shaper:
         self._caps: dict[str, int] = {}
         """Limited destinations: the most tasks worth claiming at once (the starts one horizon holds)."""
         self._clocks: dict[str, throttle.Clock] = {}
-        """Limited destinations: Redis's clock as their key's node has it (``throttle.Clock``)."""
+        """Limited destinations: Redis's clock as their key's node has it (``throttle.Clock``), at most
+        ``CLOCKS`` of them (a tenant can make destinations without end; a clock dropped is learnt again)."""
 
     def blocked(self, now: float) -> list[str]:
         """Destinations to leave out of the next claim."""
@@ -217,12 +220,20 @@ class Shaper:
                 self._until[destination_id] = max(self._until.get(destination_id, 0.0), now + delay)
         return out
 
+    def _clock(self, destination_id: str) -> throttle.Clock:
+        clock = self._clocks.get(destination_id)
+        if clock is None:
+            if len(self._clocks) >= CLOCKS:  # the oldest made goes: it is learnt again on its next call
+                del self._clocks[next(iter(self._clocks))]
+            clock = self._clocks[destination_id] = throttle.Clock()
+        return clock
+
     async def _reserve(self, destination_id: str, rate: float, wanted: int) -> throttle.Grant | None:
         try:
             return await throttle.reserve(
                 self.ctx.redis,
                 self.ctx.keys.delivery_rate(destination_id),
-                self._clocks.setdefault(destination_id, throttle.Clock()),
+                self._clock(destination_id),
                 rate_per_s=rate,
                 wanted=wanted,
                 horizon_s=self.horizon_s,

@@ -10,11 +10,13 @@ it can be and no later than ``LATE_S`` after; a call too slow to tell gives star
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
 
-from control.delivery import throttle
+from control.db.context import Context
+from control.delivery import shaping, throttle
 from control.delivery.shaping import LATE_S
 from shared import redis_client
 from shared.keys import Keys
@@ -84,3 +86,18 @@ async def test_a_slow_call_gives_starts_neither_early_nor_late(
     slot = grant.slot(0, LATE_S)
     assert slot.at >= ran_after, (slot.at - asked, answered - asked)
     assert slot.until <= ran_before + LATE_S, (slot.until - asked, answered - asked)
+
+
+async def test_a_worker_keeps_a_bounded_number_of_clocks(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tenant can make rate-limited destinations without end: the worker keeps ``CLOCKS`` clocks, the oldest
+    made going first, and a destination whose clock went learns it again on its next reservation."""
+    monkeypatch.setattr(shaping, "CLOCKS", 2)
+    shaper = shaping.Shaper(ctx, horizon_s=1.0)
+    for destination_id in ("dst_a", "dst_b", "dst_c"):
+        grant = await shaper._reserve(destination_id, RATE, 1)
+        assert grant is not None
+        assert grant.count == 1
+    assert list(shaper._clocks) == ["dst_b", "dst_c"]
+    assert await shaper._reserve("dst_a", RATE, 1) is not None
+    assert list(shaper._clocks) == ["dst_c", "dst_a"]
+    assert shaper._clocks["dst_a"].hi < math.inf  # learnt again from that call
