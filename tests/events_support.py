@@ -77,6 +77,8 @@ DELIVERY_FIELDS = {
     "trace_id",
     "span_id",
     "auth",
+    "retry",
+    "next_attempt_at",
 }
 
 

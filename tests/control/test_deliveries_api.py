@@ -112,6 +112,8 @@ async def test_delivery_record_has_every_field(client, account, endpoint, conn):
         "trace_id": None,
         "span_id": None,
         "auth": None,
+        "retry": "none",  # no task stored for it
+        "next_attempt_at": None,
     }
     assert parse_ts(delivery["created_at"]) == created
     assert resp.json()["next_cursor"] is None
