@@ -6,43 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
-import signal
 from datetime import UTC, datetime, timedelta
 
 from control.cli.listen import tail
 from control.cli.remote import Remote
 from shared.settings import Settings
+from tests.cli.webhooks_support import interrupted
 from tests.conftest import make_account
-from tests.events_support import Ev, store, store_delivery, store_task
+from tests.events_support import Ev, store_failed_attempt
 from tests.helpers import db
 from tests.stack import Stack
-
-
-async def _failed_attempt(settings: Settings, event: Ev, *, status: str, attempts: int, due: datetime) -> None:
-    async with db(settings.database_url) as conn:
-        await store(conn, None, None, [event])
-        task = await store_task(
-            conn,
-            endpoint_id=event.endpoint_id,
-            event_id=event.id,
-            received_at=event.received_at,
-            rule_id="rule_1",
-            destination_id="dst_1",
-            status=status,
-        )
-        await conn.execute(
-            "UPDATE delivery_tasks SET attempts = $2, next_attempt_at = $3 WHERE id = $1", task, attempts, due
-        )
-        await store_delivery(
-            conn,
-            event.endpoint_id,
-            event.id,
-            created_at=datetime.now(UTC),
-            success=False,
-            attempt_number=attempts,
-            task_id=task,
-        )
 
 
 async def test_tail_says_when_a_failed_delivery_is_tried_again(shared_stack: Stack, module_settings: Settings) -> None:
@@ -67,16 +40,12 @@ async def test_tail_says_when_a_failed_delivery_is_tried_again(shared_stack: Sta
                 await asyncio.sleep(0.05)
 
         await printed("Following")
-        await _failed_attempt(settings, scheduled, status="pending", attempts=1, due=due)
-        await _failed_attempt(settings, given_up, status="failed", attempts=10, due=due)
+        async with db(settings.database_url) as conn:
+            await store_failed_attempt(conn, scheduled, status="pending", attempts=1, due=due)
+            await store_failed_attempt(conn, given_up, status="failed", attempts=10, due=due)
         await printed(f"attempt 1  {scheduled.id}", f"attempt 10  {given_up.id}")
     finally:
-        if not tailing.done():
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, caught by tail's handler on this loop
-        code = await asyncio.wait_for(tailing, 30)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await remote.aclose()
+        code = await interrupted(tailing, remote)
     assert code == 0
     text = out.getvalue()
     assert f"attempt 1  {scheduled.id}  retry at {due.astimezone():%H:%M:%S}\n" in text, text

@@ -10,40 +10,12 @@ from typing import Any
 
 import pytest
 
-from tests.events_support import Ev, store, store_delivery, store_task
+from tests.events_support import Ev, store_failed_attempt
 from tests.helpers import db
 from tests.inbox_browser import account_api, inbox_link, open_inbox
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
-
-
-async def _attempt(conn: Any, endpoint_id: str, *, status: str, attempts: int, due: datetime) -> None:
-    """An event with one failed attempt (the task's last, ``attempts``) whose task is ``status``, due ``due``."""
-    ev = Ev(endpoint_id)
-    await store(conn, None, None, [ev])
-    task = await store_task(
-        conn,
-        endpoint_id=endpoint_id,
-        event_id=ev.id,
-        received_at=ev.received_at,
-        rule_id="rule_1",
-        destination_id="dst_1",
-        status=status,
-    )
-    await conn.execute(
-        "UPDATE delivery_tasks SET attempts = $2, next_attempt_at = $3 WHERE id = $1", task, attempts, due
-    )
-    await store_delivery(
-        conn,
-        endpoint_id,
-        ev.id,
-        created_at=datetime.now(UTC),
-        success=False,
-        attempt_number=attempts,
-        task_id=task,
-        error="HTTP 500",
-    )
 
 
 async def test_the_inbox_marks_a_scheduled_retry_and_one_given_up(
@@ -55,8 +27,9 @@ async def test_the_inbox_marks_a_scheduled_retry_and_one_given_up(
     async with account_api(stack, database_url) as api:
         endpoint = (await api.post("/v1/endpoints", json={"name": "billing"})).json()["id"]
         async with db(database_url) as conn:
-            await _attempt(conn, endpoint, status="failed", attempts=10, due=due)
-            await _attempt(conn, endpoint, status="pending", attempts=1, due=due)  # the newest: listed first
+            await store_failed_attempt(conn, Ev(endpoint), status="failed", attempts=10, due=due)
+            # the newest, listed first
+            await store_failed_attempt(conn, Ev(endpoint), status="pending", attempts=1, due=due)
         page, foreign = await open_inbox(browser, stack, await inbox_link(api, endpoint))
     local = await page.evaluate(
         "(iso) => new Date(iso).toLocaleTimeString(undefined, { hour12: false })", due.isoformat()
