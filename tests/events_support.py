@@ -77,6 +77,8 @@ DELIVERY_FIELDS = {
     "trace_id",
     "span_id",
     "auth",
+    "retry",
+    "next_attempt_at",
 }
 
 
@@ -239,6 +241,38 @@ async def store_delivery(
             row[body] = row[body].encode()
     await conn.execute(_INSERT_DELIVERY, *row.values())
     return delivery_id
+
+
+async def store_failed_attempt(
+    conn: asyncpg.Connection, event: Ev, *, status: str, attempts: int, due: datetime
+) -> str:
+    """The stored ``event``'s failed attempt number ``attempts`` and its task, left ``status`` with that many
+    attempts and due ``due``, as the deliver worker leaves them (the record's ``retry`` reads the task); the
+    task's id."""
+    await store(conn, None, None, [event])
+    task = await store_task(
+        conn,
+        endpoint_id=event.endpoint_id,
+        event_id=event.id,
+        received_at=event.received_at,
+        rule_id="rule_1",
+        destination_id="dst_1",
+        status=status,
+    )
+    await conn.execute(
+        "UPDATE delivery_tasks SET attempts = $2, next_attempt_at = $3 WHERE id = $1", task, attempts, due
+    )
+    await store_delivery(
+        conn,
+        event.endpoint_id,
+        event.id,
+        created_at=datetime.now(UTC),
+        success=False,
+        attempt_number=attempts,
+        task_id=task,
+        error="HTTP 500",
+    )
+    return task
 
 
 def at(text: str) -> datetime:

@@ -44,7 +44,8 @@ class DeliveryController(Controller):
         ] = None,
     ) -> DeliveryList:
         """Every outbound attempt of the endpoint, a rule delivery's retries included, newest first, paged
-        with `next_cursor` (null on the last page)."""
+        with `next_cursor` (null on the last page). Each says whether it will be tried again: `retry`
+        (`scheduled` with `next_attempt_at`, `in_flight`, `held`, `gave_up`, `retried` or `none`)."""
         return await service.list_deliveries(
             ctx,
             principal,

@@ -86,6 +86,18 @@ def _sent_nothing(delivery: dict[str, Any]) -> bool:
     return bool(delivery.get("duplicate_of")) or transform.get("outcome") == "skipped"
 
 
+def _retry_note(delivery: dict[str, Any]) -> str:
+    """What comes of a failed attempt (the record's ``retry``, docs/reference/delivery.md), as the inbox page
+    says it: a failure whose retry is scheduled is not the delivery's end. Empty when nothing is to be said."""
+    retry = delivery.get("retry")
+    if retry == "scheduled" and delivery.get("next_attempt_at"):
+        due = datetime.fromisoformat(delivery["next_attempt_at"]).astimezone()
+        return f"  retry at {due:%H:%M:%S}"
+    return {"in_flight": "  retrying now", "held": "  held: destination disabled", "gave_up": "  gave up"}.get(
+        retry or "", ""
+    )
+
+
 def _now() -> str:
     return datetime.now().strftime("%H:%M:%S")
 
@@ -352,6 +364,6 @@ async def _tail_deliveries(
             sent = "" if _sent_nothing(d) else f"{d.get('latency_ms') or 0:>5} ms  attempt {d['attempt_number']}  "
             out.line(
                 f"{_now()}  {out.paint('delivery', '35')}  {endpoint['id']}  {d['source']:<9}  "
-                f"{d.get('destination_url') or '-':<32}  → {out.outcome(d)}  {sent}{d['event_id']}"
+                f"{d.get('destination_url') or '-':<32}  → {out.outcome(d)}  {sent}{d['event_id']}{_retry_note(d)}"
             )
         seen |= {d["id"] for d in page}

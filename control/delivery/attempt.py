@@ -150,7 +150,10 @@ class Attempts:
             self.shaper.pause(task.destination_id, pause_s)
         if activity.enabled(s.log_activity):
             where = (task.destination_id, task.destination_url)
-            activity.delivered(task.event_id, *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s)
+            kept = transformed.record if transformed is not None and transformed.request is None else None
+            activity.delivered(
+                task.event_id, *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s, kept
+            )
         kind = ("success",) if outcome.success else ("error",) if outcome.status is None else ("failure",)
         DELIVERIES.inc(kind)
         DELIVERY_SECONDS.observe(outcome.latency_ms / 1000, kind)

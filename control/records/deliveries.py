@@ -19,11 +19,20 @@ __all__ = (
     "DeliveryRetryJob",
     "DeliverySource",
     "RetryJobState",
+    "RetryState",
 )
 
 DeliverySource = Literal["rule", "replay", "manual_test", "listen"]
 """``listen``: a forward by ``hookyard listen`` to a local app, made by the CLI and recorded by it
 (``POST /v1/events/{id}/forwards``); its ``request_body`` is null (the event's own body was sent)."""
+
+RetryState = Literal["scheduled", "in_flight", "held", "gave_up", "retried", "none"]
+"""Whether a delivery's attempt will be tried again, read from its task when the attempt is read: ``scheduled``
+(at ``next_attempt_at``: the retry schedule's next attempt, or one asked for by hand), ``in_flight`` (the next
+attempt is being made now), ``held`` (its destination is disabled: enabling it sends the delivery again),
+``gave_up`` (the task failed for good: no attempts left, or a failure that is not retried; a retry by hand
+can still ask for one more), ``retried`` (a later attempt of the same delivery was made: see that one) and
+``none`` (nothing further: delivered, or an attempt with no retry schedule: a replay, a test, a forward)."""
 
 
 class TokenFetch(msgspec.Struct, kw_only=True):
@@ -92,6 +101,12 @@ class Delivery(msgspec.Struct, kw_only=True):
     auth: AuthRecord | None = None
     """What authenticating to the destination took (an OAuth2 token fetched, and why); null when nothing is
     to be told. Credentials are never recorded: their headers show ``[redacted]`` in ``request_headers``."""
+    retry: RetryState = "none"
+    """Whether this attempt will be tried again (``RetryState``): on a failed rule delivery, ``scheduled`` with
+    ``next_attempt_at`` until the next attempt is made, ``gave_up`` after the last one."""
+    next_attempt_at: datetime | None = None
+    """When the next attempt is due (``retry`` is ``scheduled``; it may go out a little later, when its
+    destination's circuit, pause or rate limit holds it back); null when nothing further is scheduled."""
 
 
 class DeliveryList(msgspec.Struct, kw_only=True):

@@ -327,13 +327,25 @@
     return [h("h3", {}, "Body"), tabs, pre, download];
   }
 
+  // Whether the attempt is tried again (the record's `retry`, docs/reference/delivery.md): a failed attempt
+  // whose retry is scheduled is not the delivery's end, so the row says when the next one is due.
+  const RETRY = { in_flight: "retrying now", held: "held: destination disabled", gave_up: "gave up" };
+  function outcome(d) {
+    const text = d.success ? "ok" : (d.error || "failed");
+    let mark = RETRY[d.retry];
+    if (d.retry === "scheduled" && d.next_attempt_at) {
+      mark = `retry at ${new Date(d.next_attempt_at).toLocaleTimeString(undefined, { hour12: false })}`;
+    }
+    return mark ? [text, " ", h("span", { className: `retry ${d.retry}` }, mark)] : text;
+  }
+
   function deliveries(event) {
     if (!event.deliveries.length) return [h("h3", {}, "Deliveries"), h("p", { className: "empty" }, "No delivery attempts.")];
     const rows = event.deliveries.map((d) => [
       when(d.created_at), d.source, `#${d.attempt_number}`, d.destination_name || d.destination_url || "",
       d.response_status === null ? "no response" : String(d.response_status),
       d.latency_ms === null ? "" : `${d.latency_ms} ms`,
-      d.success ? "ok" : (d.error || "failed"),
+      outcome(d),
       d.span_id || "",
     ]);
     return [h("h3", {}, "Deliveries"), table(rows, ["time", "source", "attempt", "destination", "status", "latency", "outcome", "span"])];

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from control.records.transforms import TransformRecord
 from control.records.verdict import verdict_text
 from shared.logs import safe_url
 from shared.wire import IngestRecord
@@ -152,18 +153,32 @@ def delivered(
     latency_ms: int,
     error: str | None,
     retry_in_s: float | None,
+    unsent: TransformRecord | None = None,
 ) -> None:
+    """One attempt's line. ``unsent``: what the transform did when it kept the attempt from being sent (it
+    skipped it, failed, was stopped, or never ran): the line says so and how long that took, where "in 0 ms"
+    (the send latency of a send that never happened) read as a send after a 1 s stop or a 20 s wait."""
     if not _deliveries.admit(failed=error is not None):
         return
-    outcome = f"{status}" if status is not None else f"failed: {error}"
     then = f", retry in {retry_in_s:.0f}s" if retry_in_s is not None else ""
+    if unsent is not None:
+        outcome = f"not sent: {_not_sent(unsent)}"
+    else:
+        outcome = f"{status if status is not None else f'failed: {error}'} in {latency_ms:d} ms"
     log.info(
-        "delivery  %s  -> %s %s  %s in %d ms (attempt %d%s)",
-        event_id,
-        destination_id,
-        safe_url(url),
-        outcome,
-        latency_ms,
-        attempt,
-        then,
+        "delivery  %s  -> %s %s  %s (attempt %d%s)", event_id, destination_id, safe_url(url), outcome, attempt, then
     )
+
+
+def _not_sent(record: TransformRecord) -> str:
+    """What a transform did instead of a send, and after how long (``record.duration_ms``: the call's run, or
+    its wait for a sandbox turn when it never ran)."""
+    ms = record.duration_ms
+    took = f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+    if record.outcome == "skipped":
+        return f"transform skipped it after {took}"
+    message = record.error.message if record.error is not None else "failed"
+    if message.startswith("stopped: "):  # a limit, a wait for a turn, a process that ended (control.transform)
+        return f"transform stopped after {took} ({message.removeprefix('stopped: ')})"
+    where = f" (line {record.error.line})" if record.error is not None and record.error.line is not None else ""
+    return f"transform failed after {took}: {message}{where}"

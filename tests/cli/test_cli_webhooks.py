@@ -10,9 +10,7 @@ import hashlib
 import hmac
 import io
 import logging
-import os
 import re
-import signal
 import threading
 from datetime import UTC, datetime
 from importlib import metadata
@@ -32,7 +30,7 @@ from control.support import activity
 from shared.keys import Keys
 from shared.samples import sample
 from shared.settings import Settings
-from tests.cli.webhooks_support import PROVIDER_SECRET, relay_as
+from tests.cli.webhooks_support import PROVIDER_SECRET, interrupted, relay_as
 from tests.conftest import make_account
 from tests.destination import Destination
 from tests.events_support import Ev, store, store_delivery
@@ -192,12 +190,7 @@ async def test_tail_prints_what_happens_the_moment_it_says_following(
             assert loop.time() < deadline, f"what happened at 'Following' was not printed:\n{out.getvalue()}"
             await asyncio.sleep(0.05)
     finally:
-        if not tailing.done():
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, caught by tail's handler on this loop
-        code = await asyncio.wait_for(tailing, 30)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await remote.aclose()
+        code = await interrupted(tailing, remote)
     assert code == 0
     assert out.getvalue().endswith("stopped\n")
     assert before.id not in out.getvalue()

@@ -112,6 +112,8 @@ async def test_delivery_record_has_every_field(client, account, endpoint, conn):
         "trace_id": None,
         "span_id": None,
         "auth": None,
+        "retry": "none",  # no task stored for it
+        "next_attempt_at": None,
     }
     assert parse_ts(delivery["created_at"]) == created
     assert resp.json()["next_cursor"] is None
@@ -190,3 +192,12 @@ async def test_unknown_or_foreign_endpoint_is_404(client, account, other_account
     assert_error(await client.get("/v1/endpoints/ep_nope/deliveries", headers=account.headers), 404, "not_found")
     assert_error(await client.get("/v1/endpoints/ep_%00/deliveries", headers=account.headers), 404, "not_found")
     assert_error(await client.get(f"/v1/endpoints/{endpoint}/deliveries"), 401, "unauthorized")
+
+
+async def test_the_schema_documents_the_retry_state(client):
+    """``retry`` (one of its states) and ``next_attempt_at`` (a date-time or null) on every Delivery."""
+    schemas = (await client.get("/schema/openapi.json")).json()["components"]["schemas"]
+    fields = schemas["Delivery"]["properties"]
+    assert fields["retry"]["enum"] == ["scheduled", "in_flight", "held", "gave_up", "retried", "none"]
+    assert {"type": "string", "format": "date-time"} in fields["next_attempt_at"]["oneOf"]
+    assert {"type": "null"} in fields["next_attempt_at"]["oneOf"]

@@ -8,6 +8,7 @@ import pytest
 
 from shared.settings import Settings
 from tests.destination import FAST_DELIVERY
+from tests.inbox_browser import browser  # noqa: F401 - a fixture, used by test_retry_inbox.py
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ worker and sandbox pool, a loopback destination written through /v1."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 
 import msgspec
 import pytest
@@ -28,7 +30,7 @@ HOLD = '{"request": {"method": "POST", "path": "/", "query": "", "headers": {}, 
 @pytest.fixture
 def settings(settings: Settings, request: pytest.FixtureRequest) -> Settings:
     """The account may use one sandbox process; retries 5 s apart unless a test gives its schedule."""
-    fast = {**FAST_DELIVERY, "retry_schedule_s": getattr(request, "param", (5.0, 5.0, 5.0))}
+    fast = {**FAST_DELIVERY, "retry_schedule_s": getattr(request, "param", (5.0, 5.0, 5.0)), "log_activity": True}
     return msgspec.structs.replace(settings, **fast, sandbox_processes=2, sandbox_per_account=1)
 
 
@@ -52,7 +54,10 @@ async def _held_task(ctx: Context, client, account, sink_url: str, calls: int) -
     return dst, held, await make_task(ctx, sink_url, endpoint_id=endpoint, destination_id=dst)
 
 
-async def test_a_delivery_whose_call_never_ran_is_retried_and_delivered(ctx: Context, client, account) -> None:
+async def test_a_delivery_whose_call_never_ran_is_retried_and_delivered(
+    ctx: Context, client, account, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="hookyard.activity")
     with serving() as sink:
         async with running(ctx):
             dst, held, made = await _held_task(ctx, client, account, sink.url, 1)
@@ -72,6 +77,15 @@ async def test_a_delivery_whose_call_never_ran_is_retried_and_delivered(ctx: Con
             done = await settled(ctx, made["task"], "succeeded", timeout=20)
         assert done["attempts"] == 2
         assert len(sink.requests) == 1
+    lines = [
+        r.getMessage() for r in caplog.records if r.name == "hookyard.activity" and made["event"] in r.getMessage()
+    ]
+    # what happened and how long the wait took, not the "in 0 ms" of a send that never happened
+    waited = (
+        r"  not sent: transform stopped after [3-9]\d\d ms \(waited 0\.3 s for a sandbox process .*\) \(attempt 1, "
+    )
+    assert re.search(waited, lines[0]), lines
+    assert re.search(r"  200 in \d+ ms \(attempt 2\)$", lines[1]), lines
     shown = (await client.get(f"/v1/destinations/{dst}", headers=account.headers)).json()
     assert (shown["transform_slowed_at"], shown["transform_slowed_s"]) == (None, None)
 

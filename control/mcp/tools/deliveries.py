@@ -18,7 +18,8 @@ async def list_deliveries(
     destination_id: str | None = None,
 ) -> DeliveryList:
     """List an endpoint's outbound attempts (rule deliveries, replays, tests), newest first; `success: false`
-    lists the failures, `destination_id` the attempts to one destination."""
+    lists the failures, `destination_id` the attempts to one destination. Each says whether it is tried again:
+    `retry` (`scheduled` at `next_attempt_at`, `in_flight`, `held`, `gave_up`, `retried`, `none`)."""
     return await service.list_deliveries(
         call.ctx,
         call.principal,
