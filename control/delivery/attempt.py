@@ -152,7 +152,7 @@ class Attempts:
             where = (task.destination_id, task.destination_url)
             kept = transformed.record if transformed is not None and transformed.request is None else None
             activity.delivered(
-                task.event_id, *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s, kept
+                task.event_id, *where, attempt, outcome.status, outcome.latency_ms, error, retry_in_s, kept, status
             )
         kind = ("success",) if outcome.success else ("error",) if outcome.status is None else ("failure",)
         DELIVERIES.inc(kind)

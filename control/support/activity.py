@@ -154,13 +154,16 @@ def delivered(
     error: str | None,
     retry_in_s: float | None,
     unsent: TransformRecord | None = None,
+    task_status: str | None = None,
 ) -> None:
     """One attempt's line. ``unsent``: what the transform did when it kept the attempt from being sent (it
     skipped it, failed, was stopped, or never ran): the line says so and how long that took, where "in 0 ms"
-    (the send latency of a send that never happened) read as a send after a 1 s stop or a 20 s wait."""
+    (the send latency of a send that never happened) read as a send after a 1 s stop or a 20 s wait.
+    ``task_status``: what the attempt left its task in; a last failure says "gave up" and a 410 "held", where
+    the line read like any other failure (only a scheduled retry was said)."""
     if not _deliveries.admit(failed=error is not None):
         return
-    then = f", retry in {retry_in_s:.0f}s" if retry_in_s is not None else ""
+    then = _THEN.get(task_status or "", "") if retry_in_s is None else f", retry in {retry_in_s:.0f}s"
     if unsent is not None:
         outcome = f"not sent: {_not_sent(unsent)}"
     else:
@@ -168,6 +171,11 @@ def delivered(
     log.info(
         "delivery  %s  -> %s %s  %s (attempt %d%s)", event_id, destination_id, safe_url(url), outcome, attempt, then
     )
+
+
+_THEN = {"failed": ", gave up", "held": ", held: destination disabled"}
+"""The end of a failed attempt's line by what it left its task in (``control.delivery.attempt``), when no
+retry is scheduled."""
 
 
 def _not_sent(record: TransformRecord) -> str:
