@@ -20,6 +20,7 @@ re-signs as the run before did (docs/adr/0056-listen-records-its-forwards-and-ke
 (the endpoint's deliveries list, polled every second; only attempts made after it started). Where "now" is
 and which attempts were already there are both asked before it says "Following": whatever happens after
 that line is printed (one short wait per endpoint, at most ``_BASELINE_WAIT_S``, pins the events' position).
+With no endpoint named, endpoints made later are followed too (``_new_endpoints``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ T = TypeVar("T")
 _WAIT_S = 25
 _BASELINE_WAIT_S = 1  # the shortest wait events/wait takes: its answer carries the position of "now"
 _BACKOFF_S = (0.2, 5.0)
+_NEW_ENDPOINTS_S = 2.0  # how often ``tail`` with no endpoint named asks for endpoints made since it started
 _FORWARD_TIMEOUT_S = 30.0
 
 
@@ -312,8 +314,41 @@ async def tail(remote: Remote, *, endpoint_ref: str | None, stream: TextIO = sys
             for i, endpoint in enumerate(endpoints):
                 group.create_task(_tail_events(endpoint, follows[i], arrived[i], out, stop))
                 group.create_task(_tail_deliveries(remote, endpoint, seen[i], out, stop))
+            if endpoint_ref is None:  # every endpoint: also those made after this line
+                group.create_task(_new_endpoints(remote, {e["id"] for e in endpoints}, group, out, stop))
     out.line("stopped")
     return 0
+
+
+async def _new_endpoints(
+    remote: Remote, known: set[str], group: asyncio.TaskGroup, out: _Out, stop: asyncio.Event
+) -> None:
+    """Follows the endpoints made after ``tail`` started (the list asked again every ``_NEW_ENDPOINTS_S``):
+    a trial user's endpoint made after "Following 3 endpoint(s)" was never followed. Everything such an
+    endpoint has is newer than that line, so all of it is printed: its position is pinned first, then the
+    events it already has are listed (oldest first) and the follow skips those it answers again."""
+    while not stop.is_set():
+        await _until(stop, asyncio.sleep(_NEW_ENDPOINTS_S))
+        ok, listed = await _patiently(stop, out, remote.endpoints, "control plane", remote)
+        if not ok or listed is None:
+            return
+        for endpoint in listed:
+            if endpoint["id"] in known:
+                continue
+            known.add(endpoint["id"])
+            follow = _Follow(remote, endpoint["id"], None)
+            arrived = await _events_baseline(follow, out, stop)
+            ok, had = await _patiently(stop, out, lambda e=endpoint: remote.events(e["id"], 100), "events", remote)
+            if not ok or had is None:
+                return
+            out.line(f"{_now()}  following new endpoint {endpoint['id']}")
+            printed = {event["id"] for event in had}
+            for event in reversed(had):
+                _event_line(endpoint, event, out)
+            if arrived is not None and arrived["id"] in printed:
+                arrived = None
+            group.create_task(_tail_events(endpoint, follow, arrived, out, stop, printed))
+            group.create_task(_tail_deliveries(remote, endpoint, set(), out, stop))
 
 
 async def _events_baseline(follow: _Follow, out: _Out, stop: asyncio.Event) -> dict[str, Any] | None:
@@ -332,18 +367,28 @@ async def _deliveries_seen(remote: Remote, endpoint: dict[str, Any], out: _Out, 
     return {d["id"] for d in listed} if ok and listed is not None else set()
 
 
+def _event_line(endpoint: dict[str, Any], event: dict[str, Any], out: _Out) -> None:
+    valid = event.get("signature_valid")
+    verdict = verdict_text(valid, event.get("signature_failure_reason"))
+    verdict = out.paint(verdict, "32" if valid else "31") if valid is not None else verdict
+    out.line(
+        f"{_now()}  {out.paint('event', '36')}     {endpoint['id']}  {event.get('provider') or '-':<9}  "
+        f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}  {event['id']}"
+    )
+
+
 async def _tail_events(
-    endpoint: dict[str, Any], follow: _Follow, event: dict[str, Any] | None, out: _Out, stop: asyncio.Event
+    endpoint: dict[str, Any],
+    follow: _Follow,
+    event: dict[str, Any] | None,
+    out: _Out,
+    stop: asyncio.Event,
+    printed: set[str] | None = None,
 ) -> None:
+    """Prints ``event`` and each one the follow answers after it, except those already ``printed``."""
     while True:
-        if event is not None:
-            valid = event.get("signature_valid")
-            verdict = verdict_text(valid, event.get("signature_failure_reason"))
-            verdict = out.paint(verdict, "32" if valid else "31") if valid is not None else verdict
-            out.line(
-                f"{_now()}  {out.paint('event', '36')}     {endpoint['id']}  {event.get('provider') or '-':<9}  "
-                f"{event.get('event_type') or '-':<32}  {event['method']} {verdict}  {event['id']}"
-            )
+        if event is not None and (printed is None or event["id"] not in printed):
+            _event_line(endpoint, event, out)
         ok, answer = await _patiently(stop, out, follow.next, "control plane", follow.remote)
         if not ok or answer is None:
             return

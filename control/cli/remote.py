@@ -221,6 +221,12 @@ class Remote:
         )
         return (resp.json()["event"] if resp.status_code == 200 else None), resp.headers["hookyard-cursor"]
 
+    async def events(self, endpoint_id: str, limit: int) -> list[dict[str, Any]]:
+        """The endpoint's latest events, newest first."""
+        path = f"/v1/endpoints/{endpoint_id}/events"
+        listed: list[dict[str, Any]] = (await self.call("GET", path, params={"limit": limit})).json()["events"]
+        return listed
+
     async def deliveries(self, endpoint_id: str, limit: int) -> list[dict[str, Any]]:
         """The endpoint's latest delivery records, newest first."""
         path = f"/v1/endpoints/{endpoint_id}/deliveries"

@@ -13,7 +13,7 @@ from control.cli.remote import Remote
 from shared.settings import Settings
 from tests.cli.webhooks_support import interrupted
 from tests.conftest import make_account
-from tests.events_support import Ev, store_failed_attempt
+from tests.events_support import Ev, store, store_failed_attempt
 from tests.helpers import db
 from tests.stack import Stack
 
@@ -50,3 +50,44 @@ async def test_tail_says_when_a_failed_delivery_is_tried_again(shared_stack: Sta
     text = out.getvalue()
     assert f"attempt 1  {scheduled.id}  retry at {due.astimezone():%H:%M:%S}\n" in text, text
     assert f"attempt 10  {given_up.id}  gave up\n" in text, text
+
+
+async def test_tail_of_every_endpoint_follows_one_made_after_it_started(
+    shared_stack: Stack, module_settings: Settings
+) -> None:
+    """A trial user's endpoint made after "Following 1 endpoint(s)" was never followed: its events and attempts
+    were not printed. Everything it has is printed once, what it had when found and what comes later."""
+    stack, settings = shared_stack, module_settings
+    if "control" not in stack.procs:
+        stack.start_control()
+    account = await make_account(settings.database_url)
+    remote = Remote(stack.control_url, account.key)
+    await remote.call("POST", "/v1/endpoints", json={"name": "there before"})
+    out = io.StringIO()
+    tailing = asyncio.create_task(tail(remote, endpoint_ref=None, stream=out))
+    loop = asyncio.get_running_loop()
+    try:
+        deadline = loop.time() + 30
+
+        async def printed(*texts: str) -> None:
+            while not all(t in out.getvalue() for t in texts):
+                assert not tailing.done(), out.getvalue()
+                assert loop.time() < deadline, out.getvalue()
+                await asyncio.sleep(0.05)
+
+        await printed("Following 1 endpoint(s)")
+        endpoint_id = (await remote.call("POST", "/v1/endpoints", json={"name": "made later"})).json()["id"]
+        had, later = Ev(endpoint_id), Ev(endpoint_id)
+        due = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=5)
+        async with db(settings.database_url) as conn:
+            await store_failed_attempt(conn, had, status="pending", attempts=1, due=due)
+        await printed(f"following new endpoint {endpoint_id}", f"  {had.id}\n")
+        async with db(settings.database_url) as conn:
+            await store(conn, None, None, [later])
+        await printed(f"  {later.id}\n", f"attempt 1  {had.id}  retry at")
+    finally:
+        code = await interrupted(tailing, remote)
+    assert code == 0
+    text = out.getvalue()
+    assert text.count(f"  {had.id}\n") == text.count(f"  {later.id}\n") == 1, text  # each event's line once
+    assert text.index(f"  {had.id}\n") < text.index(f"  {later.id}\n"), text
