@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -338,7 +339,8 @@ async def _new_endpoints(
             known.add(endpoint["id"])
             follow = _Follow(remote, endpoint["id"], None)
             arrived = await _events_baseline(follow, out, stop)
-            ok, had = await _patiently(stop, out, lambda e=endpoint: remote.events(e["id"], 100), "events", remote)
+            listing = functools.partial(remote.events, endpoint["id"], 100)
+            ok, had = await _patiently(stop, out, listing, "events", remote)
             if not ok or had is None:
                 return
             out.line(f"{_now()}  following new endpoint {endpoint['id']}")
