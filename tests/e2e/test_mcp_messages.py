@@ -13,15 +13,14 @@ import pytest
 
 from tests.conftest import Account
 from tests.e2e import mcp_rig
+from tests.e2e.mcp_rig import database_url, module_settings, sink  # noqa: F401 - the rig's fixtures, under their names
 from tests.e2e.mcp_support import connected, v1_request
 from tests.stack import Stack
 
 pytestmark = pytest.mark.slow
 
-database_url = mcp_rig.database_url
-module_settings = mcp_rig.module_settings
-mcp_stack = mcp_rig.mcp_stack
-sink = mcp_rig.sink
+
+mcp_stack = mcp_rig.mcp_stack  # bound by name, as the tests take it (an import would read as redefined)
 
 SCHEMA = "sch_01KAAAAAAAAAAAAAAAAAAAAAAA"
 LIBRARY_WORDS = ("Expected `", "got `")
