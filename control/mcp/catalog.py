@@ -18,6 +18,7 @@ from control.mcp.schemas import (
     operation_input_schema,
     operation_parameters,
     output_schema,
+    plain_parameters,
     record_input_schema,
 )
 
@@ -53,6 +54,7 @@ class Catalog:
             description = spec.doc
             if spec.operation is None:
                 input_schema = record_input_schema(spec.arguments)
+                parameters[spec.name] = plain_parameters(spec.arguments)
             else:
                 method, path, operation = find_operation(document, spec.operation)
                 routes[spec.name] = (method.upper(), path)
@@ -95,7 +97,7 @@ class Catalog:
 
     def parameters(self, name: str) -> dict[str, dict[str, Any]]:
         """A mirrored tool's arguments that are its /v1 operation's path and query parameters → their schemas
-        (``control.mcp.parameters`` checks them as /v1 does); none for a tool of its own."""
+        (``control.mcp.parameters`` checks them as /v1 does); for a tool of its own, its plain arguments."""
         self._built()
         return self._parameters.get(name, {})
 

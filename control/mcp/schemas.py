@@ -27,6 +27,7 @@ __all__ = (
     "operation_input_schema",
     "operation_parameters",
     "output_schema",
+    "plain_parameters",
     "record_input_schema",
 )
 
@@ -107,6 +108,12 @@ def record_input_schema(arguments: Arguments) -> dict[str, Any]:
         definitions.update(defs)
     schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
     return _with_defs({**schema, **extra}, definitions, _DEFS)
+
+
+def plain_parameters(arguments: Arguments) -> dict[str, dict[str, Any]]:
+    """A tool of its own: its plain arguments (the path and query parameters it would have) → their schemas."""
+    properties: dict[str, dict[str, Any]] = _struct_schema(arguments.plain)[0].get("properties", {})
+    return properties
 
 
 def find_operation(document: dict[str, Any], operation_id: str) -> tuple[str, str, dict[str, Any]]:

@@ -78,6 +78,11 @@ async def test_json_types_stay_honest(mcp_stack: Stack, account: Account) -> Non
             ("list_deliveries", {"endpoint_id": ep, "source": 5}, "source: must be a string, got 5"),
             ("list_endpoints", {"external_ref": ["a"]}, 'external_ref: must be a string, got ["a"]'),
             ("get_endpoint", {"endpoint_id": 7}, "endpoint_id: must be a string, got 7"),
+            (  # a tool of its own (no /v1 operation): its plain arguments alike
+                "update_destination_transform",
+                {"destination_id": 7, "transform": None},
+                "destination_id: must be a string, got 7",
+            ),
             (
                 "list_deliveries",
                 {"endpoint_id": ep, "limit": True},
