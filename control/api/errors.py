@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 
 from control.api.empty_segments import empty_segment
 from control.db.faults import UNAVAILABLE, describe
+from control.support.parameter_messages import out_of_range
 from control.support.request_decoding import field_message
 from shared.errors import (
     ConflictError,
@@ -86,7 +87,10 @@ def field_messages(exc: ValidationException, request: Request[Any, Any, Any] | N
         if message == "'data'":  # Litestar's KeyError text when there is no body at all
             message = "a JSON object is required, the request body is empty"
         elif request is not None and isinstance(key, str) and _BOUND.fullmatch(message):
-            message = _range(request, key) or message
+            ranged = _range(request, key)
+            if ranged is not None:
+                parts.append(ranged)
+                continue
         parts.append(field_message(key, message))
     return "; ".join(parts) or str(exc.detail)
 
@@ -96,10 +100,11 @@ _BOUND = re.compile(r"Expected `int`(?: [<>]=? -?\d+|, got `\w+`)")
 
 
 def _range(request: Request[Any, Any, Any], key: str) -> str | None:
-    """``must be an integer from 1 to 55 (seconds to wait), got 60`` for a query parameter declared with both
+    """``timeout: must be an integer from 1 to 55 (seconds to wait), got 60`` for a query parameter declared with both
     bounds: msgspec names only the bound crossed (``Expected `int` <= 55``), which leaves the caller guessing
     the other one, or only the type (``Expected `int`, got `str```), which names neither.
-    Read from the parameter's own declaration, so the message and the document cannot differ."""
+    Read from the parameter's own declaration, so the message and the document cannot differ; worded by
+    ``control.support.parameter_messages``, as a tool's argument is (``control.mcp.parameters``)."""
     handler = request.scope.get("route_handler")
     parameters = getattr(getattr(handler, "parsed_fn_signature", None), "parameters", {})
     found = parameters.get(key)
@@ -107,11 +112,8 @@ def _range(request: Request[Any, Any, Any], key: str) -> str | None:
     low, high = getattr(declared, "ge", None), getattr(declared, "le", None)
     if low is None or high is None:
         return None
-    described = getattr(declared, "description", None)
-    what = f" ({described[0].lower()}{described[1:]})" if described else ""
     given = request.query_params.get(key)
-    got = f", got {given}" if given is not None and len(given) <= 40 else ""
-    return f"must be an integer from {low} to {high}{what}{got}"
+    return out_of_range(key, low, high, getattr(declared, "description", None), given)
 
 
 def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:

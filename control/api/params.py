@@ -14,6 +14,7 @@ from litestar.params import PathParameter, QueryParameter
 
 from control.api.openapi import json_schema
 from control.records.text import NO_NUL, REF, id_pattern
+from control.support.parameter_messages import not_boolean
 from shared.errors import ValidationError
 
 __all__ = (
@@ -68,7 +69,7 @@ def boolean(value: str | None, name: str) -> bool | None:
     absent), ``1`` or ``True``, which the document does not allow."""
     if value is None or value in ("true", "false"):
         return None if value is None else value == "true"
-    raise ValidationError(f"{name}: must be true or false, got {value!r}")
+    raise ValidationError(not_boolean(name, value))
 
 
 Cursor = Annotated[

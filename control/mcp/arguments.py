@@ -6,7 +6,8 @@ receives the record; every other parameter is a tool argument of its own (the /v
 parameters). Both are decoded by the strict JSON decoder of the /v1 bodies (``control.support.request_decoding``):
 no ``"true"`` for a boolean, ``300.0`` accepted as an integer, an unknown field refused, a lone surrogate
 named. The failure messages are the ones a /v1 caller reads for the same fields, and what the decoder
-leaves to the service (NUL characters, ranges, id shapes) the service checks for both.
+leaves to the service (NUL characters, ranges, id shapes) the service checks for both. An argument that is a
+/v1 path or query parameter is checked before this, in /v1's query words (``control.mcp.parameters``).
 """
 
 from __future__ import annotations

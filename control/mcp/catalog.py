@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import control.mcp.tools  # noqa: F401 - registers every tool: a catalog built before they are has none
 from control.mcp.registry import TOOLS, ToolSpec
-from control.mcp.schemas import find_operation, operation_input_schema, output_schema, record_input_schema
+from control.mcp.schemas import (
+    find_operation,
+    operation_input_schema,
+    operation_parameters,
+    output_schema,
+    plain_parameters,
+    record_input_schema,
+)
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -30,6 +37,7 @@ class Catalog:
         self._document: Callable[[], dict[str, Any]] | None = None
         self._tools: dict[str, types.Tool] | None = None
         self._routes: dict[str, tuple[str, str]] = {}
+        self._parameters: dict[str, dict[str, dict[str, Any]]] = {}
 
     def attach(self, document: Callable[[], dict[str, Any]]) -> None:
         """Where the OpenAPI document comes from once the catalog is first needed."""
@@ -41,14 +49,16 @@ class Catalog:
 
         order = [op.get("operationId") for item in document["paths"].values() for op in item.values()]
         rank = {operation: i for i, operation in enumerate(order)}
-        tools, routes = {}, {}
+        tools, routes, parameters = {}, {}, {}
         for spec in sorted(self.specs.values(), key=lambda s: rank.get(s.operation, len(rank))):
             description = spec.doc
             if spec.operation is None:
                 input_schema = record_input_schema(spec.arguments)
+                parameters[spec.name] = plain_parameters(spec.arguments)
             else:
                 method, path, operation = find_operation(document, spec.operation)
                 routes[spec.name] = (method.upper(), path)
+                parameters[spec.name] = operation_parameters(document, spec.operation)
                 input_schema = operation_input_schema(document, spec.operation)
                 description = _described(spec, operation.get("description"))
             tools[spec.name] = types.Tool(
@@ -65,7 +75,7 @@ class Catalog:
                     open_world_hint=spec.open_world,
                 ),
             )
-        self._tools, self._routes = tools, routes
+        self._tools, self._routes, self._parameters = tools, routes, parameters
 
     def _built(self) -> dict[str, types.Tool]:
         if self._tools is None:
@@ -84,6 +94,12 @@ class Catalog:
         """Tool name → (METHOD, path) of the /v1 operation it mirrors."""
         self._built()
         return self._routes
+
+    def parameters(self, name: str) -> dict[str, dict[str, Any]]:
+        """A mirrored tool's arguments that are its /v1 operation's path and query parameters → their schemas
+        (``control.mcp.parameters`` checks them as /v1 does); for a tool of its own, its plain arguments."""
+        self._built()
+        return self._parameters.get(name, {})
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """For the SDK's check of ``Mcp-Param-*`` headers, which runs before any handler."""

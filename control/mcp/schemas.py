@@ -22,7 +22,14 @@ import msgspec
 
 from control.mcp.arguments import Arguments
 
-__all__ = ("find_operation", "operation_input_schema", "output_schema", "record_input_schema")
+__all__ = (
+    "find_operation",
+    "operation_input_schema",
+    "operation_parameters",
+    "output_schema",
+    "plain_parameters",
+    "record_input_schema",
+)
 
 _COMPONENTS = "#/components/schemas/"
 _DEFS = "#/$defs/"
@@ -103,6 +110,12 @@ def record_input_schema(arguments: Arguments) -> dict[str, Any]:
     return _with_defs({**schema, **extra}, definitions, _DEFS)
 
 
+def plain_parameters(arguments: Arguments) -> dict[str, dict[str, Any]]:
+    """A tool of its own: its plain arguments (the path and query parameters it would have) → their schemas."""
+    properties: dict[str, dict[str, Any]] = _struct_schema(arguments.plain)[0].get("properties", {})
+    return properties
+
+
 def find_operation(document: dict[str, Any], operation_id: str) -> tuple[str, str, dict[str, Any]]:
     """(method, path, operation) of ``operation_id`` in the OpenAPI document."""
     for path, item in document["paths"].items():
@@ -112,22 +125,28 @@ def find_operation(document: dict[str, Any], operation_id: str) -> tuple[str, st
     raise LookupError(f"no operation {operation_id!r} in the OpenAPI document")
 
 
-def operation_input_schema(document: dict[str, Any], operation_id: str) -> dict[str, Any]:
-    """The operation's path and query parameters and its JSON body's fields as one object schema."""
+def operation_parameters(document: dict[str, Any], operation_id: str) -> dict[str, dict[str, Any]]:
+    """The operation's path and query parameters: name → schema (with the parameter's description). What
+    /v1 reads from a URL's text, and a tool from its JSON arguments (``control.mcp.parameters``)."""
     _, _, operation = find_operation(document, operation_id)
-    components = document.get("components", {}).get("schemas", {})
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    extra: dict[str, Any] = {}
+    parameters: dict[str, dict[str, Any]] = {}
     for parameter in operation.get("parameters", []):
         if parameter["in"] not in ("path", "query"):
             raise ValueError(f"{operation_id}: a {parameter['in']} parameter has no tool argument")
         schema = dict(parameter["schema"])
         if parameter.get("description"):
             schema.setdefault("description", parameter["description"])
-        properties[parameter["name"]] = schema
-        if parameter.get("required"):
-            required.append(parameter["name"])
+        parameters[parameter["name"]] = schema
+    return parameters
+
+
+def operation_input_schema(document: dict[str, Any], operation_id: str) -> dict[str, Any]:
+    """The operation's path and query parameters and its JSON body's fields as one object schema."""
+    _, _, operation = find_operation(document, operation_id)
+    components = document.get("components", {}).get("schemas", {})
+    properties: dict[str, Any] = operation_parameters(document, operation_id)
+    required = [p["name"] for p in operation.get("parameters", []) if p.get("required")]
+    extra: dict[str, Any] = {}
     body = operation.get("requestBody")
     if body is not None:
         ref = body["content"]["application/json"]["schema"]["$ref"]

@@ -4,7 +4,8 @@ Why the low-level server and not ``MCPServer``'s decorated functions: ``MCPServe
 from Python signatures through pydantic, which knows nothing of the records' msgspec constraints and would
 restate (and drift from) what the OpenAPI document already states exactly, and it cannot take a msgspec
 Struct as a return type. Here each tool's schemas come from the document and the records
-(``control.mcp.schemas``), its arguments are decoded by the /v1 decoder (``control.mcp.arguments``), and
+(``control.mcp.schemas``), its arguments that are /v1 parameters are checked as /v1 checks them
+(``control.mcp.parameters``) and all are decoded by the /v1 decoder (``control.mcp.arguments``), and
 the results are the records themselves, so a tool is one small adapter over its service function.
 
 Who calls: the request that carried the call was authenticated by the mount (``control.mcp.mount``), which
@@ -25,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from control.mcp.catalog import Catalog
 from control.mcp.errors import failure_result
+from control.mcp.parameters import check_parameters
 from control.mcp.registry import Call
 
 __all__ = ("create_server",)
@@ -65,7 +67,9 @@ def create_server(catalog: Catalog) -> Server[Any]:
         if spec is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; tools/list names them all")
         try:
-            kwargs = spec.arguments.decode(params.arguments or {})
+            arguments = params.arguments or {}
+            check_parameters(catalog.parameters(spec.name), arguments)
+            kwargs = spec.arguments.decode(arguments)
             value = await spec.fn(_call(ctx), **kwargs)
         except Exception as exc:  # noqa: BLE001 - every failure is answered as a tool error (control.mcp.errors)
             return failure_result(spec.name, exc)

@@ -12,6 +12,7 @@ from control.records.transforms import TransformRecord
 from control.service.endpoints import require_endpoint
 from control.support.body_encoding import shown_body
 from control.support.page_cursors import decode_cursor, encode_cursor
+from control.support.parameter_messages import out_of_range
 from shared import ids
 from shared.errors import ValidationError
 
@@ -50,7 +51,7 @@ async def list_deliveries(
     if destination_id is not None and not ids.is_id(destination_id, "dst"):
         raise ValidationError(f"destination_id: {destination_id[:100]!r} is not a destination id (dst_ and a ULID)")
     if not 1 <= limit <= 100:
-        raise ValidationError("limit: must be between 1 and 100")
+        raise ValidationError(out_of_range("limit", 1, 100, "Page size", limit))
     after = decode_cursor("dlv", cursor) if cursor else None
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)

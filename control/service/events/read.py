@@ -25,6 +25,7 @@ from control.service.endpoints import require_endpoint, require_event
 from control.support.body_encoding import BodyEncoding, shown_body
 from control.support.long_poll import ENDPOINT_GONE, Wakeups
 from control.support.page_cursors import decode_cursor, encode_cursor
+from control.support.parameter_messages import out_of_range
 from control.support.provider_checks import provider_name
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
@@ -53,7 +54,7 @@ drop an idle request. /v1 declares it from here (``control.api.events``), and th
 def check_wait_timeout(timeout_s: float) -> None:
     low, high = WAIT_TIMEOUT_S
     if not low <= timeout_s <= high:
-        raise ValidationError(f"timeout: must be an integer from {low} to {high} (seconds to wait), got {timeout_s}")
+        raise ValidationError(out_of_range("timeout", low, high, "Seconds to wait", timeout_s))
 
 
 PROVIDERS = tuple(sorted(NAMES))
@@ -204,7 +205,7 @@ async def list_events(
     ctx: Context, principal: Principal, endpoint_id: str, filters: EventFilters, *, limit: int, cursor: str | None
 ) -> EventList:
     if not 1 <= limit <= 100:
-        raise ValidationError("limit: must be between 1 and 100")
+        raise ValidationError(out_of_range("limit", 1, 100, "Page size", limit))
     after = decode_cursor("evt", cursor) if cursor else None
     async with ctx.pool.acquire() as conn:
         await _endpoint(conn, principal, endpoint_id)

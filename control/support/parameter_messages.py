@@ -1,0 +1,47 @@
+"""What a refused path or query parameter is told, worded once for /v1 and for the MCP tools.
+
+/v1 reads a query parameter from text (``control.api.params``, ``control.api.errors``); a tool gets the same
+parameter as a JSON value (``control.mcp.parameters``). Both refuse a value with these functions, so one bad
+input reads the same on both, and no library's wording (msgspec's ``Expected `int`, got `str```) reaches a
+caller of either. What was given is shown as the caller wrote it: a query's text as is, a JSON value as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ("not_boolean", "out_of_range", "wrong_type")
+
+_SHOWN = 40
+"""A given value longer than this is not echoed (a message names the field, it does not quote a blob)."""
+
+
+def _json(given: object) -> str:
+    return json.dumps(given, ensure_ascii=False, separators=(",", ":"))
+
+
+def not_boolean(name: str, given: object) -> str:
+    """A boolean parameter: ``true`` or ``false`` (the query's words, or JSON's booleans)."""
+    shown = repr(given) if isinstance(given, str) else _json(given)
+    return f"{name}: must be true or false, got {shown}"
+
+
+def out_of_range(name: str, low: int, high: int, what: str | None, given: object) -> str:
+    """An integer parameter with both bounds, past one or no integer at all: the whole range and what it
+    counts (``limit: must be an integer from 1 to 100 (page size), got 500``), not only the bound crossed."""
+    meaning = f" ({what[0].lower()}{what[1:]})" if what else ""
+    shown = "" if given is None else given if isinstance(given, str) else _json(given)
+    got = f", got {shown}" if shown and len(shown) <= _SHOWN else ""
+    return f"{name}: must be an integer from {low} to {high}{meaning}{got}"
+
+
+_KINDS = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false"}
+
+
+def wrong_type(name: str, kind: str, given: object) -> str:
+    """A JSON value of another type than the parameter's (a query has only text, so only a tool sees this)."""
+    shown = _json(given)
+    if len(shown) > _SHOWN:
+        shown = f"a JSON {'array' if isinstance(given, list) else 'object' if isinstance(given, dict) else 'string'}"
+    got = f", got {shown}"
+    return f"{name}: must be {_KINDS.get(kind, kind)}{got}"
