@@ -101,6 +101,11 @@ class Catalog:
         self._built()
         return self._parameters.get(name, {})
 
+    def required(self, name: str) -> frozenset[str]:
+        """The arguments a tool's input schema requires (an optional parameter given as null is not given)."""
+        found = self._built().get(name)
+        return frozenset(found.input_schema.get("required", ())) if found is not None else frozenset()
+
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """For the SDK's check of ``Mcp-Param-*`` headers, which runs before any handler."""
         found = self._built().get(name)

@@ -10,22 +10,27 @@ worded by the functions /v1 words them with (``control.support.parameter_message
 JSON stays typed: a boolean is a JSON ``true``/``false``, not the string ``"true"`` that a query string has
 to use (a tool's input schema says ``boolean``, and a client that validates against it sends one); an
 integer is a JSON number without a fraction (``20.0`` is one, as JSON Schema and the body decoder say). A
-null is left to the argument decoder, which takes it where the tool's parameter is optional. What the
+null for an optional parameter is "not given" (``given``), for a required one refused here. What the
 schema states beyond type and integer range (patterns, enums, NUL, lone surrogates) is checked where /v1
 checks it, in the service layer or the shared decoder, so it is worded once already.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from control.support.parameter_messages import not_boolean, out_of_range, wrong_type
 from shared.errors import ValidationError
 
-__all__ = ("check_parameters",)
+__all__ = ("check_parameters", "given")
 
 _TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "number": (int, float), "integer": (int, float)}
+
+
+def _json(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _integral(value: Any) -> bool:
@@ -34,12 +39,13 @@ def _integral(value: Any) -> bool:
 
 def _problem(name: str, schema: Mapping[str, Any], value: Any) -> str | None:
     kind = schema.get("type")
+    if value is None:  # only a required one is left here (``given``): it has no default to take
+        return wrong_type(name, kind, value) if isinstance(kind, str) else f"{name}: is required"
     if kind == "integer" and "minimum" in schema and "maximum" in schema:
         low, high = int(schema["minimum"]), int(schema["maximum"])
-        if value is None or not _integral(value) or not low <= value <= high:
-            return out_of_range(name, low, high, schema.get("description"), value)
-        return None
-    if value is None:
+        if not _integral(value) or not low <= value <= high:
+            shown = _json(value) if isinstance(value, str) else value  # "20" is a string, not the number 20
+            return out_of_range(name, low, high, schema.get("description"), shown)
         return None
     if kind == "boolean":
         return None if isinstance(value, bool) else not_boolean(name, value)
@@ -50,8 +56,15 @@ def _problem(name: str, schema: Mapping[str, Any], value: Any) -> str | None:
     return None
 
 
+def given(parameters: Mapping[str, Any], arguments: Mapping[str, Any], required: Collection[str]) -> dict[str, Any]:
+    """``arguments`` without the optional parameters given as null: a URL has no null, so /v1's parameter is
+    either there or not, and null for one is "not given" (its default), for ``limit`` as for ``success``."""
+    return {k: v for k, v in arguments.items() if v is not None or k not in parameters or k in required}
+
+
 def check_parameters(parameters: Mapping[str, Mapping[str, Any]], arguments: Mapping[str, Any]) -> None:
-    """``ValidationError`` naming each argument that is a /v1 parameter of the wrong type or out of range."""
+    """``ValidationError`` naming each argument that is a /v1 parameter of the wrong type or out of range (or
+    a required one given as null), after ``given``."""
     problems = [
         problem
         for name, schema in parameters.items()

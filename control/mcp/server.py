@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from control.mcp.catalog import Catalog
 from control.mcp.errors import failure_result
-from control.mcp.parameters import check_parameters
+from control.mcp.parameters import check_parameters, given
 from control.mcp.registry import Call
 
 __all__ = ("create_server",)
@@ -67,8 +67,9 @@ def create_server(catalog: Catalog) -> Server[Any]:
         if spec is None:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; tools/list names them all")
         try:
-            arguments = params.arguments or {}
-            check_parameters(catalog.parameters(spec.name), arguments)
+            parameters, required = catalog.parameters(spec.name), catalog.required(spec.name)
+            arguments = given(parameters, params.arguments or {}, required)
+            check_parameters(parameters, arguments)
             kwargs = spec.arguments.decode(arguments)
             value = await spec.fn(_call(ctx), **kwargs)
         except Exception as exc:  # noqa: BLE001 - every failure is answered as a tool error (control.mcp.errors)
