@@ -22,6 +22,7 @@ from control.records.alerts import (
 from control.records.alerts import AlertDestinationUpdate as Update
 from control.records.text import id_pattern
 from control.service import alerts as service
+from control.support.parameter_messages import PAGE_SIZE
 
 __all__ = ("AlertController", "AlertDestinationController")
 
@@ -117,7 +118,7 @@ class AlertController(Controller):
         open_only: Annotated[
             str | None, query("`true`: only alerts whose condition still holds", kind="boolean", name="open")
         ] = None,
-        limit: Annotated[int, QueryParameter(ge=1, le=200, description="Page size")] = 50,
+        limit: Annotated[int, QueryParameter(ge=1, le=200, description=PAGE_SIZE)] = 50,
         cursor: Cursor = None,
     ) -> AlertList:
         """What fired, newest first: the type, the endpoint or destination it is about, when it fired and

@@ -15,6 +15,7 @@ from control.db.context import Context, Principal
 from control.records.deliveries import DeliveryList, DeliverySource
 from control.records.text import id_pattern
 from control.service import deliveries as service
+from control.support.parameter_messages import PAGE_SIZE
 
 __all__ = ("DeliveryController",)
 
@@ -36,7 +37,7 @@ class DeliveryController(Controller):
             str | None,
             query("Rule deliveries, replays or manual tests", enum=list(typing.get_args(DeliverySource))),
         ] = None,
-        limit: Annotated[int, QueryParameter(ge=1, le=100, description="Page size")] = 20,
+        limit: Annotated[int, QueryParameter(ge=1, le=100, description=PAGE_SIZE)] = 20,
         cursor: Cursor = None,
         destination_id: Annotated[
             str | None,

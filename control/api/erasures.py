@@ -15,6 +15,7 @@ from control.db.context import Context, Principal
 from control.records.erasures import EraseRequest, Erasure, ErasureList
 from control.records.text import id_pattern
 from control.service import erasures as service
+from control.support.parameter_messages import PAGE_SIZE
 
 __all__ = ("EndpointErasureController", "ErasureController")
 
@@ -61,7 +62,7 @@ class ErasureController(Controller):
         ctx: NamedDependency[Context],
         principal: NamedDependency[Principal],
         endpoint_id: Annotated[str | None, query("Only this endpoint's erasures", pattern=id_pattern("ep"))] = None,
-        limit: Annotated[int, QueryParameter(ge=1, le=service.MAX_LIST, description="Page size")] = 20,
+        limit: Annotated[int, QueryParameter(ge=1, le=service.MAX_LIST, description=PAGE_SIZE)] = 20,
         cursor: Cursor = None,
     ) -> ErasureList:
         """The account's erasures, newest first, those of deleted endpoints included (the audit stays)."""

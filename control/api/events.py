@@ -20,6 +20,7 @@ from control.service.events import read as service
 from control.service.events.follow import NOW, follow_events
 from control.service.events.read import WAIT_TIMEOUT_S, EventFilters
 from control.support.long_poll import Wakeups
+from control.support.parameter_messages import PAGE_SIZE
 
 __all__ = ("CURSOR_HEADER", "EndpointEventController", "EventController")
 
@@ -113,7 +114,7 @@ class EndpointEventController(Controller):
         principal: NamedDependency[Principal],
         endpoint_id: EndpointId,
         filters: NamedDependency[EventFilters],
-        limit: Annotated[int, QueryParameter(ge=1, le=100, description="Page size")] = 20,
+        limit: Annotated[int, QueryParameter(ge=1, le=100, description=PAGE_SIZE)] = 20,
         cursor: Cursor = None,
     ) -> EventList:
         """Captured requests, newest first, filtered. Page with `next_cursor` (null on the last page):

@@ -33,7 +33,7 @@ from control.records.storable import check_text
 from control.service.endpoints import require_endpoint, require_write
 from control.support import sealing
 from control.support.page_cursors import decode_cursor, encode_cursor
-from control.support.parameter_messages import out_of_range
+from control.support.parameter_messages import check_limit
 from control.support.text_checks import check_name
 from control.support.url_checks import check_url
 from shared import ids
@@ -213,8 +213,7 @@ async def list_alerts(
     cursor: str | None = None,
 ) -> AlertList:
     """The account's alerts, newest first, each with its sends and their attempts."""
-    if not 1 <= limit <= 200:
-        raise ValidationError(out_of_range("limit", 1, 200, "Page size", limit))
+    check_limit(limit, 200)
     before = decode_cursor(_CURSOR, cursor)[1] if cursor else None
     async with ctx.pool.acquire() as conn:
         if endpoint_id is not None:

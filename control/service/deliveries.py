@@ -12,7 +12,7 @@ from control.records.transforms import TransformRecord
 from control.service.endpoints import require_endpoint
 from control.support.body_encoding import shown_body
 from control.support.page_cursors import decode_cursor, encode_cursor
-from control.support.parameter_messages import out_of_range
+from control.support.parameter_messages import check_limit
 from shared import ids
 from shared.errors import ValidationError
 
@@ -50,8 +50,7 @@ async def list_deliveries(
         raise ValidationError(f"source: must be one of {', '.join(SOURCES)}")
     if destination_id is not None and not ids.is_id(destination_id, "dst"):
         raise ValidationError(f"destination_id: {destination_id[:100]!r} is not a destination id (dst_ and a ULID)")
-    if not 1 <= limit <= 100:
-        raise ValidationError(out_of_range("limit", 1, 100, "Page size", limit))
+    check_limit(limit, 100)
     after = decode_cursor("dlv", cursor) if cursor else None
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)

@@ -30,7 +30,7 @@ from control.records.storable import check_text
 from control.routing import conditions
 from control.service.endpoints import require_endpoint, require_write
 from control.support import ingest_marks
-from control.support.parameter_messages import out_of_range
+from control.support.parameter_messages import check_limit
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -152,8 +152,7 @@ async def list_erasures(
     ctx: Context, principal: Principal, *, endpoint_id: str | None = None, cursor: str | None = None, limit: int = 20
 ) -> ErasureList:
     """The account's erasures, newest first (of one endpoint with ``endpoint_id``)."""
-    if not 1 <= limit <= MAX_LIST:
-        raise ValidationError(out_of_range("limit", 1, MAX_LIST, "Page size", limit))
+    check_limit(limit, MAX_LIST)
     if cursor is not None and not ids.is_id(cursor, JOB_PREFIX):
         raise ValidationError("cursor: not a cursor of this list (the next_cursor of a previous page)")
     async with ctx.pool.acquire() as conn:

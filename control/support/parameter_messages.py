@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import json
 
-__all__ = ("not_boolean", "out_of_range", "wrong_type")
+from shared.errors import ValidationError
+
+__all__ = ("PAGE_SIZE", "check_limit", "not_boolean", "out_of_range", "wrong_type")
+
+PAGE_SIZE = "Page size"
+"""What a list's ``limit`` counts: its declaration's description in /v1, and so in every message about it."""
 
 _SHOWN = 40
 """A given value longer than this is not echoed (a message names the field, it does not quote a blob)."""
@@ -45,3 +50,10 @@ def wrong_type(name: str, kind: str, given: object) -> str:
         shown = f"a JSON {'array' if isinstance(given, list) else 'object' if isinstance(given, dict) else 'string'}"
     got = f", got {shown}"
     return f"{name}: must be {_KINDS.get(kind, kind)}{got}"
+
+
+def check_limit(limit: int, high: int) -> None:
+    """A list's ``limit`` from 1 to ``high``, the services' own check behind /v1's and the tools' (a caller of
+    the service function that passed neither still gets the same words)."""
+    if not 1 <= limit <= high:
+        raise ValidationError(out_of_range("limit", 1, high, PAGE_SIZE, limit))

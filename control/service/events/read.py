@@ -25,7 +25,7 @@ from control.service.endpoints import require_endpoint, require_event
 from control.support.body_encoding import BodyEncoding, shown_body
 from control.support.long_poll import ENDPOINT_GONE, Wakeups
 from control.support.page_cursors import decode_cursor, encode_cursor
-from control.support.parameter_messages import out_of_range
+from control.support.parameter_messages import check_limit, out_of_range
 from control.support.provider_checks import provider_name
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
@@ -204,8 +204,7 @@ async def _with_deliveries(conn: Connection, row: asyncpg.Record) -> EventWithDe
 async def list_events(
     ctx: Context, principal: Principal, endpoint_id: str, filters: EventFilters, *, limit: int, cursor: str | None
 ) -> EventList:
-    if not 1 <= limit <= 100:
-        raise ValidationError(out_of_range("limit", 1, 100, "Page size", limit))
+    check_limit(limit, 100)
     after = decode_cursor("evt", cursor) if cursor else None
     async with ctx.pool.acquire() as conn:
         await _endpoint(conn, principal, endpoint_id)
