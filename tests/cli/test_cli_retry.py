@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from control.cli.listen import tail
@@ -16,6 +17,20 @@ from tests.conftest import make_account
 from tests.events_support import Ev, store, store_failed_attempt
 from tests.helpers import db
 from tests.stack import Stack
+
+
+def _printed(out: io.StringIO, tailing: asyncio.Task[int], *, within_s: float) -> Callable[..., Awaitable[None]]:
+    """Waits until tail's output holds every text given, within ``within_s`` of now, tail still running."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+
+    async def printed(*texts: str) -> None:
+        while not all(t in out.getvalue() for t in texts):
+            assert not tailing.done(), out.getvalue()
+            assert loop.time() < deadline, out.getvalue()
+            await asyncio.sleep(0.05)
+
+    return printed
 
 
 async def test_tail_says_when_a_failed_delivery_is_tried_again(shared_stack: Stack, module_settings: Settings) -> None:
@@ -29,16 +44,8 @@ async def test_tail_says_when_a_failed_delivery_is_tried_again(shared_stack: Sta
     scheduled, given_up = Ev(endpoint_id), Ev(endpoint_id)
     out = io.StringIO()
     tailing = asyncio.create_task(tail(remote, endpoint_ref=endpoint_id, stream=out))
-    loop = asyncio.get_running_loop()
+    printed = _printed(out, tailing, within_s=20)
     try:
-        deadline = loop.time() + 20
-
-        async def printed(*texts: str) -> None:
-            while not all(t in out.getvalue() for t in texts):
-                assert not tailing.done(), out.getvalue()
-                assert loop.time() < deadline, out.getvalue()
-                await asyncio.sleep(0.05)
-
         await printed("Following")
         async with db(settings.database_url) as conn:
             await store_failed_attempt(conn, scheduled, status="pending", attempts=1, due=due)
@@ -65,16 +72,8 @@ async def test_tail_of_every_endpoint_follows_one_made_after_it_started(
     await remote.call("POST", "/v1/endpoints", json={"name": "there before"})
     out = io.StringIO()
     tailing = asyncio.create_task(tail(remote, endpoint_ref=None, stream=out))
-    loop = asyncio.get_running_loop()
+    printed = _printed(out, tailing, within_s=30)
     try:
-        deadline = loop.time() + 30
-
-        async def printed(*texts: str) -> None:
-            while not all(t in out.getvalue() for t in texts):
-                assert not tailing.done(), out.getvalue()
-                assert loop.time() < deadline, out.getvalue()
-                await asyncio.sleep(0.05)
-
         await printed("Following 1 endpoint(s)")
         endpoint_id = (await remote.call("POST", "/v1/endpoints", json={"name": "made later"})).json()["id"]
         had, later = Ev(endpoint_id), Ev(endpoint_id)
