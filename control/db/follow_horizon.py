@@ -23,18 +23,29 @@ hide them, they would read NULL and the horizon would fall back to what xmin gav
 
 The xip are ``xid8`` and ``backend_xid`` a 32-bit ``xid``: ``xid(xid8)`` keeps the low 32 bits (the epoch
 dropped), which is the 32-bit xid the backend shows, across wraparound. A snapshot with no xip at all answers
-its xmin: equal to xmax on a primary, or our own xid if the caller's transaction wrote (own xid is never in the
-xip, so it is added to the smallest as well), and right on a standby, whose snapshots keep their xids out of
-the xip list. The stats are read only when the snapshot has an xip (an init plan), once per statement (a
-hashed subplan): measured about 5-10 µs on a look, within the noise of a round trip (ADR 0081).
+its xmin: equal to xmax on a primary, or our own xid if the caller's transaction wrote (our own xid is never in
+the xip, so it is added to the smallest as well), and right on a standby (a snapshot taken in recovery keeps
+its xids in ``subxip``, which ``pg_current_snapshot`` leaves out).
+
+Reading the stats is the dear part: ``pg_stat_get_activity`` copies every backend slot into memory it
+allocates afresh in each transaction, about 0.1 ms of server time (a round trip of 130 µs went to 234 µs on a
+loaded 2-core machine; ADR 0081), where the rest of a look reads a few index pages. So it is read only when it
+can change the answer: a match found at or above xmin (one xmin would hold) with an xip in the snapshot, and
+then once per statement (a hashed subplan). A look with no match, or with one below xmin, costs what it did.
+With no match the position moves only as far as xmin, as before: that never delays an answer, since the next
+match is judged by this horizon.
 """
 
 from __future__ import annotations
 
-__all__ = ("HORIZON",)
+__all__ = ("SNAPSHOT", "horizon")
 
-HORIZON = """SELECT CASE
-    WHEN NOT EXISTS (SELECT FROM pg_snapshot_xip(s.snap)) THEN pg_snapshot_xmin(s.snap)::text::bigint
+SNAPSHOT = "(SELECT pg_current_snapshot() AS snap) s"
+"""The FROM item ``horizon`` reads: the statement's own snapshot, the one its other reads see."""
+
+_XMIN = "pg_snapshot_xmin(s.snap)::text::bigint"
+_OURS = f"""CASE
+    WHEN NOT EXISTS (SELECT FROM pg_snapshot_xip(s.snap)) THEN {_XMIN}
     ELSE least(
         coalesce(
             (SELECT min(x.xip::text::bigint) FROM pg_snapshot_xip(s.snap) x(xip)
@@ -46,6 +57,11 @@ HORIZON = """SELECT CASE
                     SELECT p.transaction FROM pg_prepared_xacts p WHERE p.database <> current_database())),
             pg_snapshot_xmax(s.snap)::text::bigint),
         pg_current_xact_id_if_assigned()::text::bigint)
-    END AS horizon
-  FROM (SELECT pg_current_snapshot() AS snap) s"""
-"""One row, ``horizon`` (bigint): a subquery for a statement whose own snapshot it describes."""
+    END"""
+
+
+def horizon(match_xid: str) -> str:
+    """The horizon (bigint) as an expression over ``SNAPSHOT``, for a statement that found a match at
+    ``match_xid`` (an SQL bigint expression, NULL for none). xmin when that settles it (no match, or one
+    below it); the stats are read only for a match that xmin would hold."""
+    return f"CASE WHEN coalesce({match_xid} >= {_XMIN}, false) THEN {_OURS} ELSE {_XMIN} END"

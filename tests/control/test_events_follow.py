@@ -2,21 +2,20 @@
 
 In the test's own event loop (``live_app``) against real Postgres and Redis, events stored and announced
 the way the flush worker does. The ordering test holds a real transaction open: an event stored by an older
-transaction that commits late is still answered, and before the newer one. The horizon tests hold one open in a
-scratch database of the same server: it must not hold the follower, one in the test's database must (ADR 0081).
+transaction that commits late is still answered, and before the newer one. The horizon tests hold one open in
+another database of the same server: it must not hold the follower, one in the test's database must (ADR 0081).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from control.db.follow_horizon import HORIZON
-from tests.conftest import Servers, _admin, with_database
+from control.db.follow_horizon import SNAPSHOT, horizon
+from tests.conftest import _admin
 from tests.control.conftest import Live, waiting
 from tests.events_support import Ev
 from tests.helpers import assert_error, db, wait_for
@@ -122,21 +121,10 @@ async def test_filters_skip_events_and_the_timeout_cursor_moves_past_them(served
     assert seen == [match.id]
 
 
-@pytest.fixture
-async def scratch_database(servers: Servers) -> AsyncIterator[str]:
-    """Another database on the test's server (empty: another app's), dropped after."""
-    name = f"hy_t_{uuid.uuid4().hex[:16]}"
-    await _admin(servers, f"CREATE DATABASE {name}")
-    try:
-        yield with_database(servers.database_url, name)
-    finally:
-        await _admin(servers, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-async def test_a_transaction_open_in_another_database_does_not_hold_the_follower(served, account, scratch_database):
+async def test_a_transaction_open_in_another_database_does_not_hold_the_follower(served, account, empty_database):
     """Another app's long writing transaction on a shared server: below xmin, but it can store no event here."""
     cursor = (await _follow(served, account, "now", timeout=1)).headers["hookyard-cursor"]
-    async with db(scratch_database) as other:
+    async with db(empty_database) as other:
         transaction = other.transaction()
         await transaction.start()
         await other.execute("CREATE TABLE app_rows (n int); INSERT INTO app_rows VALUES (1)")  # holds an xid
@@ -182,26 +170,26 @@ async def test_another_accounts_endpoint_is_404(served, other_account):
 
 
 async def test_a_role_without_read_all_stats_still_sees_other_databases_transactions(
-    servers, database_url, scratch_database
+    servers, database_url, empty_database
 ):
     """``pg_stat_activity`` hides other roles' query text from a plain role, not ``datid`` and ``backend_xid``:
     the horizon passes another database's open transaction for hookyard's role without ``pg_read_all_stats``."""
     role = f"hy_t_{uuid.uuid4().hex[:16]}"
     await _admin(servers, f"CREATE ROLE {role} LOGIN")
     try:
-        async with db(scratch_database) as other:
+        async with db(empty_database) as other:
             transaction = other.transaction()
             await transaction.start()
             held: int = await other.fetchval("SELECT pg_current_xact_id()::text::bigint")
             plain = await asyncpg.connect(database_url, user=role)
             try:
                 await plain.execute("SELECT pg_current_xact_id()")  # a commit after it: the snapshot lists it
-                xmin, horizon = await plain.fetchrow(
-                    f"SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint, h.horizon FROM ({HORIZON}) h"
+                xmin, passed = await plain.fetchrow(
+                    f"SELECT pg_snapshot_xmin(s.snap)::text::bigint, {horizon('1 + ' + str(held))} FROM {SNAPSHOT}"
                 )
             finally:
                 await plain.close()
             await transaction.rollback()
     finally:
         await _admin(servers, f"DROP ROLE {role}")
-    assert xmin <= held < horizon
+    assert xmin <= held < passed
