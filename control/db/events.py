@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from control.db.connection import Connection, returned
+from control.db.follow_horizon import SNAPSHOT, horizon
 from control.db.partitions import KEYS
 
 __all__ = (
@@ -392,9 +393,9 @@ async def first_stored_after(
     inclusive: bool = False,
 ) -> tuple[int, asyncpg.Record | None]:
     """(horizon, the first match stored after the position ``(xid, event_id)``, or at it when ``inclusive``),
-    in storing order (``stored_xid``, then id), read in one snapshot. ``horizon`` is that snapshot's xmin:
-    every transaction below it has finished, so no event with a smaller ``stored_xid`` can appear any more; a
-    match at or above it is visible but not yet safe to move past.
+    in storing order (``stored_xid``, then id), read in one snapshot. ``horizon`` is that snapshot's
+    ``control.db.follow_horizon``: every transaction of this database below it had finished, so no event with a
+    smaller ``stored_xid`` can appear any more; a match at or above it is visible but not yet safe to move past.
 
     The match carries ``position_xid``. Events stored before migration 0013 (no ``stored_xid``) are never
     matched."""
@@ -404,8 +405,8 @@ async def first_stored_after(
     where.add(f"(e.stored_xid > {bound}::xid8 OR e.id {'>=' if inclusive else '>'} {{}})", event_id)
     row = returned(
         await conn.fetchrow(
-            f"""SELECT h.horizon::text::bigint AS horizon, m.*
-              FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon) h
+            f"""SELECT {horizon("m.position_xid")} AS horizon, m.*
+              FROM {SNAPSHOT}
               LEFT JOIN LATERAL (
                   SELECT {_COLUMNS}, e.stored_xid::text::bigint AS position_xid FROM events e
                    WHERE {where.sql} ORDER BY e.stored_xid, e.id LIMIT 1) m ON true""",

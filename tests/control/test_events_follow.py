@@ -2,15 +2,20 @@
 
 In the test's own event loop (``live_app``) against real Postgres and Redis, events stored and announced
 the way the flush worker does. The ordering test holds a real transaction open: an event stored by an older
-transaction that commits late is still answered, and before the newer one.
+transaction that commits late is still answered, and before the newer one. The horizon tests hold one open in
+another database of the same server: it must not hold the follower, one in the test's database must (ADR 0081).
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
+import asyncpg
 import pytest
 
+from control.db.follow_horizon import SNAPSHOT, horizon
+from tests.conftest import _admin
 from tests.control.conftest import Live, waiting
 from tests.events_support import Ev
 from tests.helpers import assert_error, db, wait_for
@@ -116,6 +121,39 @@ async def test_filters_skip_events_and_the_timeout_cursor_moves_past_them(served
     assert seen == [match.id]
 
 
+async def test_a_transaction_open_in_another_database_does_not_hold_the_follower(served, account, empty_database):
+    """Another app's long writing transaction on a shared server: below xmin, but it can store no event here."""
+    cursor = (await _follow(served, account, "now", timeout=1)).headers["hookyard-cursor"]
+    async with db(empty_database) as other:
+        transaction = other.transaction()
+        await transaction.start()
+        await other.execute("CREATE TABLE app_rows (n int); INSERT INTO app_rows VALUES (1)")  # holds an xid
+        stored = await served.announce(Ev(served.endpoint))
+        resp = await _follow(served, account, cursor, timeout=3)
+        await transaction.rollback()
+    assert resp.status_code == 200, "held back by another database's transaction"
+    assert resp.json()["event"]["id"] == stored[0]
+
+
+@pytest.mark.parametrize("statement", ["SELECT pg_current_xact_id()", INSERT_ONE])
+async def test_a_transaction_open_in_this_database_still_holds_the_follower(served, account, statement):
+    """Any transaction of this database with an xid may still store an event before the one already visible,
+    whether it is a flush (an insert) or anything else: the follower waits for it."""
+    cursor = (await _follow(served, account, "now", timeout=1)).headers["hookyard-cursor"]
+    args = (Ev(served.endpoint).row()[0], served.endpoint) if statement == INSERT_ONE else ()
+    async with db(served.database_url) as other:
+        transaction = other.transaction()
+        await transaction.start()
+        await other.execute(statement, *args)
+        stored = await served.announce(Ev(served.endpoint))
+        held = await _follow(served, account, cursor, timeout=1)
+        await transaction.rollback()
+    assert held.status_code == 204
+    assert held.headers["hookyard-cursor"] == cursor, "moved past a transaction that may still store an event"
+    seen, _ = await _drain(served, account, cursor, 1)
+    assert seen == stored
+
+
 @pytest.mark.parametrize("after", ["", "yesterday", "x" * 201, "cG9zfDF8ZXZ0"])
 async def test_a_bad_position_is_400_naming_after(served, account, after):
     resp = await _follow(served, account, after, timeout=1)
@@ -129,3 +167,29 @@ async def test_another_accounts_endpoint_is_404(served, other_account):
         headers=other_account.headers,
     )
     assert_error(resp, 404, "not_found")
+
+
+async def test_a_role_without_read_all_stats_still_sees_other_databases_transactions(
+    servers, database_url, empty_database
+):
+    """``pg_stat_activity`` hides other roles' query text from a plain role, not ``datid`` and ``backend_xid``:
+    the horizon passes another database's open transaction for hookyard's role without ``pg_read_all_stats``."""
+    role = f"hy_t_{uuid.uuid4().hex[:16]}"
+    await _admin(servers, f"CREATE ROLE {role} LOGIN")
+    try:
+        async with db(empty_database) as other:
+            transaction = other.transaction()
+            await transaction.start()
+            held: int = await other.fetchval("SELECT pg_current_xact_id()::text::bigint")
+            plain = await asyncpg.connect(database_url, user=role)
+            try:
+                await plain.execute("SELECT pg_current_xact_id()")  # a commit after it: the snapshot lists it
+                xmin, passed = await plain.fetchrow(
+                    f"SELECT pg_snapshot_xmin(s.snap)::text::bigint, {horizon('1 + ' + str(held))} FROM {SNAPSHOT}"
+                )
+            finally:
+                await plain.close()
+            await transaction.rollback()
+    finally:
+        await _admin(servers, f"DROP ROLE {role}")
+    assert xmin <= held < passed
