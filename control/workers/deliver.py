@@ -20,8 +20,9 @@ tasks of deduplicating or rate-limited destinations goes through :class:`~contro
 (duplicates finished, limited sends given their start times, the rest handed back unsent); a 429 or 503
 with ``Retry-After`` pauses the destination for every worker. A batch without such tasks is not touched.
 
-Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish, the
-rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
+Stopping (SIGTERM): the wait for a wakeup ends at once (``stopping``), nothing more is claimed or started;
+then ``close``: in-flight sends get ``deliver_drain_s`` to finish and be recorded, the rest are cancelled and
+handed back (due at once; had that failed, the lease expiry would do it).
 
 A Postgres outage, however long, is waited out: a failing claim or sweep fails the step (the loop backs
 off and tries again), finished attempts wait in the Recorder, and nothing is dropped. An outage longer
@@ -120,6 +121,7 @@ class Deliver:
         self._ahead: Counter[str] = Counter()
         self._ahead_n = 0
         self._closing = False
+        self._stopping = False  # SIGTERM: no claim nor start from here on (``stopping``)
         self._next_sweep = 0.0
         self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
         self._waiting_for_recorder = False
@@ -206,6 +208,8 @@ class Deliver:
         s = self.ctx.settings
         self._wake.clear()  # before looking: a wakeup from here on ends the wait below
         await self._notifications.ensure()
+        if self._stopping:
+            return 0
         self._waiting_for_recorder = self.recorder.stalled
         if self._waiting_for_recorder:
             # Its results cannot be written (Postgres away): sweeping could hand back tasks whose results
@@ -346,7 +350,7 @@ class Deliver:
 
     def _start_ready(self, only: str | None = None) -> None:
         """Starts held tasks while their destination has a free slot and the worker one too."""
-        if not self.ready.count:
+        if not self.ready.count or self._stopping:  # stopping: ``close`` hands them back
             return
         cap = self.ctx.settings.deliver_per_destination
         now = time.monotonic()
@@ -401,6 +405,12 @@ class Deliver:
                 log.warning("deliver: attempt of %s stopped (%s); its lease hands it back", task.id, stopped)
 
         send_task.add_done_callback(done)
+
+    def stopping(self) -> None:
+        """SIGTERM (``run_loops``): the step waiting for a wakeup returns now, not at its poll (up to
+        ``deliver_poll_s`` of a stop spent idle), and nothing is claimed or started after it."""
+        self._stopping = True
+        self._wake.set()
 
     async def close(self) -> None:
         """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back, as are the
