@@ -22,7 +22,8 @@ with ``Retry-After`` pauses the destination for every worker. A batch without su
 
 Stopping (SIGTERM): the wait for a wakeup ends at once (``stopping``), nothing more is claimed or started;
 then ``close``: in-flight sends get ``deliver_drain_s`` to finish and be recorded, the rest are cancelled and
-handed back (due at once; had that failed, the lease expiry would do it).
+handed back (due at once; had that failed, the lease expiry would do it), uncounted when nothing of them went
+out yet (a transform call still queued in the sandbox pool, a rate's start not reached).
 
 A Postgres outage, however long, is waited out: a failing claim or sweep fails the step (the loop backs
 off and tries again), finished attempts wait in the Recorder, and nothing is dropped. An outage longer
@@ -377,11 +378,13 @@ class Deliver:
     def _start(self, task: LeasedTask, slot: Slot | None = None) -> None:
         send_task = asyncio.create_task(self.attempts.run(task, slot), name=f"deliver:{task.id}")
         self._sends[send_task] = (task.id, task.attempts)
+        self.attempts.unstarted.add(task.id)
         destination_id = task.destination_id
         self._per_destination[destination_id] += 1
 
         def done(finished: asyncio.Task[None]) -> None:
             self._sends.pop(finished, None)
+            self.attempts.unstarted.discard(task.id)
             left = self._per_destination[destination_id] - 1
             if left > 0:
                 self._per_destination[destination_id] = left
@@ -427,14 +430,16 @@ class Deliver:
         if self._sends:
             log.info("deliver: draining %d in-flight sends", len(self._sends))
             _, late = await asyncio.wait(set(self._sends), timeout=self.ctx.settings.deliver_drain_s)
-            if late:
+            if late:  # those that sent nothing yet go back uncounted (``Attempts.unstarted``)
                 interrupted = [self._sends[t] for t in late if t in self._sends]
+                unsent = [(i, n) for i, n in interrupted if i in self.attempts.unstarted]
                 for send_task in late:
                     send_task.cancel()
                 await asyncio.wait(late)
                 try:
                     async with self.ctx.pool.acquire() as conn:
-                        await db_tasks.release(conn, interrupted)
+                        await db_tasks.hand_back(conn, [(i, n, None) for i, n in unsent])
+                        await db_tasks.release(conn, [t for t in interrupted if t not in unsent])
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     log.warning("deliver: could not hand back %d tasks (%s); their lease will", len(interrupted), exc)
         await self.recorder.drain(timeout_s=max(5.0, self.ctx.settings.deliver_drain_s))
