@@ -153,7 +153,10 @@ class Page:
 
 async def scan_page(conn: Connection, job: asyncpg.Record, filters: EventFilters, *, size: int) -> Page:
     """The next ``size`` tasks of the job's endpoint whose latest attempt failed, after ``scanned_to``: those
-    that match are made due now and become the job's items, in one statement.
+    that match are made due now and become the job's items, in one statement. Their destinations' transform
+    crash marks are cleared, as a single retry clears its destination's (``destinations.clear_transform_crash``):
+    a retry asks for the transform to run again. Left marked, every retried delivery failed again at once,
+    "not run: ... retry the delivery to run it again", its attempt spent and its transform never tried.
 
     A task matches when it existed when the job was created, its event matches the filters (the same SQL
     as the event list), it is of the job's destination (if any), and no other task of the same event and
@@ -183,7 +186,10 @@ async def scan_page(conn: Connection, job: asyncpg.Record, filters: EventFilters
                        updated_at = now()
                   FROM matched m
                  WHERE t.id = m.id AND {_RETRYABLE}
-                RETURNING t.id, t.attempts
+                RETURNING t.id, t.attempts, t.destination_id
+            ), asked AS (
+                UPDATE destinations d SET transform_crashed_at = NULL, transform_crash = NULL
+                 WHERE d.id IN (SELECT destination_id FROM queued) AND d.transform_crashed_at IS NOT NULL
             ), items AS (
                 INSERT INTO delivery_retry_items (job_id, task_id, attempts)
                 SELECT $1, id, attempts FROM queued

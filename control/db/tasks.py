@@ -321,7 +321,8 @@ async def renew(conn: Connection, tasks: Sequence[tuple[str, int]], *, lease_s: 
 
 
 async def release(conn: Connection, tasks: Sequence[tuple[str, int]]) -> None:
-    """Hands in-flight tasks back at once (a draining worker gave up on them); the attempt stays counted."""
+    """Hands in-flight tasks back at once (a draining worker gave up on them); the attempt stays counted: its
+    request may have reached the destination. Those that put nothing on the wire go back with ``hand_back``."""
     if tasks:
         ids, attempts = (list(c) for c in zip(*tasks, strict=True))
         await conn.execute(

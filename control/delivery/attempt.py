@@ -80,6 +80,11 @@ class Attempts:
         self.disabled: dict[str, float] = {}
         """Destinations disabled while this worker may hold their tasks (``time.monotonic()`` it was told), so a
         task claimed before that is handed back rather than sent (``Deliver.destination_disabled``)."""
+        self.unstarted: set[str] = set()
+        """Tasks whose attempt runs (``Deliver._start`` adds them) and has put nothing on the wire yet: waiting
+        for its rate's start, or its transform's call still queued in the sandbox pool. A drain that cuts such
+        an attempt off hands its task back uncounted (``tasks.hand_back``): counted, as an attempt interrupted
+        mid-send is (``tasks.release``), a call that never ran spent one of the schedule's attempts."""
 
     def _held_back(self, destination_id: str) -> bool:
         told = self.disabled.get(destination_id)
@@ -220,6 +225,7 @@ class Attempts:
         prepared = None
         if task.auth_version is not None:
             prepared = await self.authenticator.prepare(task.destination_id, task.auth_version)
+        self.unstarted.discard(task.id)  # from here on the request may reach the destination
         if prepared is None:
             return await send(self.transport, *args, total_timeout_s=timeout_s), transformed, url, body, None
         outcome, auth_record = await self.authenticator.send(self.transport, prepared, *args, total_timeout_s=timeout_s)

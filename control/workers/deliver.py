@@ -20,8 +20,10 @@ tasks of deduplicating or rate-limited destinations goes through :class:`~contro
 (duplicates finished, limited sends given their start times, the rest handed back unsent); a 429 or 503
 with ``Retry-After`` pauses the destination for every worker. A batch without such tasks is not touched.
 
-Stopping (``close``, after SIGTERM): no new claims; in-flight sends get ``deliver_drain_s`` to finish, the
-rest are cancelled and handed back (due at once; had that failed, the lease expiry would do it).
+Stopping (SIGTERM): the wait for a wakeup ends at once (``stopping``), nothing more is claimed or started;
+then ``close``: in-flight sends get ``deliver_drain_s`` to finish and be recorded, the rest are cancelled and
+handed back (due at once; had that failed, the lease expiry would do it), uncounted when nothing of them went
+out yet (a transform call still queued in the sandbox pool, a rate's start not reached).
 
 A Postgres outage, however long, is waited out: a failing claim or sweep fails the step (the loop backs
 off and tries again), finished attempts wait in the Recorder, and nothing is dropped. An outage longer
@@ -120,6 +122,7 @@ class Deliver:
         self._ahead: Counter[str] = Counter()
         self._ahead_n = 0
         self._closing = False
+        self._stopping = False  # SIGTERM: no claim nor start from here on (``stopping``)
         self._next_sweep = 0.0
         self._trouble_at = float("-inf")  # monotonic time this worker's step last failed
         self._waiting_for_recorder = False
@@ -206,6 +209,8 @@ class Deliver:
         s = self.ctx.settings
         self._wake.clear()  # before looking: a wakeup from here on ends the wait below
         await self._notifications.ensure()
+        if self._stopping:
+            return 0
         self._waiting_for_recorder = self.recorder.stalled
         if self._waiting_for_recorder:
             # Its results cannot be written (Postgres away): sweeping could hand back tasks whose results
@@ -346,7 +351,7 @@ class Deliver:
 
     def _start_ready(self, only: str | None = None) -> None:
         """Starts held tasks while their destination has a free slot and the worker one too."""
-        if not self.ready.count:
+        if not self.ready.count or self._stopping:  # stopping: ``close`` hands them back
             return
         cap = self.ctx.settings.deliver_per_destination
         now = time.monotonic()
@@ -373,11 +378,13 @@ class Deliver:
     def _start(self, task: LeasedTask, slot: Slot | None = None) -> None:
         send_task = asyncio.create_task(self.attempts.run(task, slot), name=f"deliver:{task.id}")
         self._sends[send_task] = (task.id, task.attempts)
+        self.attempts.unstarted.add(task.id)
         destination_id = task.destination_id
         self._per_destination[destination_id] += 1
 
         def done(finished: asyncio.Task[None]) -> None:
             self._sends.pop(finished, None)
+            self.attempts.unstarted.discard(task.id)
             left = self._per_destination[destination_id] - 1
             if left > 0:
                 self._per_destination[destination_id] = left
@@ -402,6 +409,12 @@ class Deliver:
 
         send_task.add_done_callback(done)
 
+    def stopping(self) -> None:
+        """SIGTERM (``run_loops``): the step waiting for a wakeup returns now, not at its poll (up to
+        ``deliver_poll_s`` of a stop spent idle), and nothing is claimed or started after it."""
+        self._stopping = True
+        self._wake.set()
+
     async def close(self) -> None:
         """Drain: in-flight sends get ``deliver_drain_s``; the rest are cancelled and handed back, as are the
         tasks claimed ahead (uncounted: they were never sent), those whose transforms ran ahead too."""
@@ -417,14 +430,16 @@ class Deliver:
         if self._sends:
             log.info("deliver: draining %d in-flight sends", len(self._sends))
             _, late = await asyncio.wait(set(self._sends), timeout=self.ctx.settings.deliver_drain_s)
-            if late:
+            if late:  # those that sent nothing yet go back uncounted (``Attempts.unstarted``)
                 interrupted = [self._sends[t] for t in late if t in self._sends]
+                unsent = [(i, n) for i, n in interrupted if i in self.attempts.unstarted]
                 for send_task in late:
                     send_task.cancel()
                 await asyncio.wait(late)
                 try:
                     async with self.ctx.pool.acquire() as conn:
-                        await db_tasks.release(conn, interrupted)
+                        await db_tasks.hand_back(conn, [(i, n, None) for i, n in unsent])
+                        await db_tasks.release(conn, [t for t in interrupted if t not in unsent])
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     log.warning("deliver: could not hand back %d tasks (%s); their lease will", len(interrupted), exc)
         await self.recorder.drain(timeout_s=max(5.0, self.ctx.settings.deliver_drain_s))

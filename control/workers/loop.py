@@ -99,6 +99,19 @@ async def run_loops(loops: list[Loop], stop: asyncio.Event, *, burst: bool = Fal
     async with asyncio.TaskGroup() as group:
         for loop in loops:
             group.create_task(_run_one(loop, stop, burst), name=f"loop:{loop.name}")
+        if not burst:
+            group.create_task(_tell_stopping(loops, stop), name="loop:stopping")
+
+
+async def _tell_stopping(loops: list[Loop], stop: asyncio.Event) -> None:
+    """A loop whose step waits on a wakeup of its own (deliver: its poll) is told of the stop (``stopping``), so
+    its step ends now: SIGTERM stopped an idle deliver worker only at its next poll, up to ``deliver_poll_s``
+    later. The other loops wait on ``stop`` itself, or block for a bounded moment (flush: 250 ms)."""
+    await stop.wait()
+    for loop in loops:
+        stopping = getattr(loop, "stopping", None)
+        if stopping is not None:
+            stopping()
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:
