@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from urllib.parse import parse_qs, urlsplit
 
 from control.db import create_pool
 from control.db.context import Context
@@ -124,8 +125,19 @@ def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: 
         secrets = f"secrets sealed with key {kids[0]!r}, opened with {', '.join(map(repr, kids))}"
     return (
         f"worker: running {', '.join(running) or 'nothing'} ({len(loops)} loop(s)); database "
-        f"{safe_url(settings.database_url or '')}, redis {safe_url(settings.redis_url or '')}; {secrets}"
+        f"{_where(settings.database_url or '')}, redis {_where(settings.redis_url or '')}; {secrets}"
     )
+
+
+def _where(url: str) -> str:
+    """``safe_url``'s ``scheme://host:port``. A DSN through a Unix socket (the embedded Postgres's) has no host,
+    which ``safe_url`` says as "(a URL without a host)": its socket directory, a path and no secret, is named."""
+    shown = safe_url(url)
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        if not parts.hostname and (socket := parse_qs(parts.query).get("host", [""])[0]):
+            return f"{parts.scheme}:// (socket in {socket})"
+    return shown
 
 
 async def close_loops(loops: list[Loop]) -> None:

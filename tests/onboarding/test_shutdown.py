@@ -134,6 +134,8 @@ def test_ctrl_c_answers_what_waits_and_stops_at_once(
         if "DATABASE_URL" not in environment:  # the embedded servers' stop is said, not silent (it can take seconds)
             stopping = up.output.find("stopping the embedded Postgres and Redis (Postgres first writes its checkpoint)")
             assert -1 < stopping < up.output.find("embedded servers stopped in "), up.output
+            # The worker's start line names the embedded Postgres by its socket (its DSN has no host).
+            assert re.search(r"worker: running flush, .*; database postgresql:// \(socket in /", up.output), up.output
 
         answered = wait.result(5)
         assert answered.status_code == 204, answered.text
