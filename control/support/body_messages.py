@@ -47,6 +47,7 @@ _INVALID = {
     "Invalid ISO8601 duration": "timedelta",
 }
 _WORDS = {">=": "at least", "<=": "at most", ">": "greater than", "<": "less than"}
+_FLOAT_BOUNDS = ((">", "gt"), (">=", "ge"), ("<", "lt"), ("<=", "le"))
 _ARRAYS = (mi.ListType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)
 
 
@@ -73,7 +74,7 @@ def node_at(root: type, where: str, value: Any) -> mi.Type | None:
     node: mi.Type | None = mi.type_info(root)
     found = value
     for name, index in _segments(where) if where else []:
-        node = _member(_bare(node), found, bool(index))
+        node = _member(node, found, bool(index))
         if index == "...":  # a dict's value, its key not named
             node, found = (node.value_type if isinstance(node, mi.DictType) else None), MISSING
         elif index:
@@ -85,8 +86,8 @@ def node_at(root: type, where: str, value: Any) -> mi.Type | None:
             )
         elif isinstance(node, mi.DictType):
             node, found = node.value_type, MISSING
-        elif isinstance(node, mi.UnionType) and name == _tag_field(node):
-            return mi.LiteralType(values=tuple(_bare(t).tag for t in node.types if isinstance(_bare(t), mi.StructType)))
+        elif (tagged := _tags(node)) and name == tagged[0].tag_field:  # a tag of none of the records
+            return mi.LiteralType(values=tuple(t.tag for t in tagged))
         elif isinstance(node, mi.StructType):
             node = next((f.type for f in node.fields if f.encode_name == name), None)
             found = found.get(name, MISSING) if isinstance(found, dict) else MISSING
@@ -102,31 +103,36 @@ def _bare(node: Any) -> Any:
     return node
 
 
-def _tag_field(node: mi.UnionType) -> str | None:
-    return next((_bare(t).tag_field for t in node.types if isinstance(_bare(t), mi.StructType)), None)
+def _flat(node: Any) -> list[Any]:
+    """The members of ``node``: itself, or every type of a union (one inside another's ``Metadata`` too)."""
+    node = _bare(node)
+    return [member for t in node.types for member in _flat(t)] if isinstance(node, mi.UnionType) else [node]
 
 
-def _member(node: mi.Type | None, found: Any, indexed: bool) -> mi.Type | None:
+def _tags(node: Any) -> list[mi.StructType]:
+    return [t for t in _flat(node) if isinstance(t, mi.StructType) and t.tag_field]
+
+
+def _member(node: Any, found: Any, indexed: bool) -> Any:
     """The member of a union that a path continues into: an array for ``[0]``, a record or dict for ``.a``;
     of several tagged records, the one whose tag ``found`` gives (else the union, which names its tag)."""
-    if not isinstance(node, mi.UnionType):
-        return node
     kinds = (*_ARRAYS, mi.DictType) if indexed else (mi.StructType, mi.DictType)
-    members = [_bare(t) for t in node.types if isinstance(_bare(t), kinds)]
+    members = [t for t in _flat(node) if isinstance(t, kinds)]
     if len(members) == 1:
         return members[0]
-    field = _tag_field(node)
-    if field and isinstance(found, dict) and field in found:
-        return next((t for t in members if isinstance(t, mi.StructType) and t.tag == found[field]), node)
-    return node if field else None
+    tagged = _tags(node)
+    if tagged and isinstance(found, dict) and tagged[0].tag_field in found:
+        return next((t for t in tagged if t.tag == found[tagged[0].tag_field]), node)
+    return node if tagged else None
 
 
-def _of(node: mi.Type | None, kind: type[mi.Type]) -> Any:
+def _of(node: Any, kind: type[mi.Type]) -> Any:
     """The ``kind`` member of ``node`` (itself, or in a union: ``str | null`` holds the string's bounds)."""
-    node = _bare(node)
-    if isinstance(node, kind):
-        return node
-    return next((_bare(t) for t in getattr(node, "types", ()) if isinstance(_bare(t), kind)), None)
+    return next((t for t in _flat(node) if isinstance(t, kind)), None)
+
+
+def _number(n: float) -> str:
+    return str(int(n)) if float(n).is_integer() else str(n)
 
 
 def _got(given: Any) -> str:
@@ -208,7 +214,12 @@ def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: 
     if m := re.fullmatch(r"Expected `(?:int|float)` that's a multiple of (\S+)", message):
         return f"must be a multiple of {m[1]}{_got(given)}"
     if m := re.fullmatch(r"Expected `float` (>=|<=|>|<) (\S+)", message):
-        return f"must be a number of {_WORDS[m[1]]} {m[2]}{_got(given)}"
+        declared = _of(node, mi.FloatType)
+        bounds = [
+            (op, getattr(declared, name)) for op, name in _FLOAT_BOUNDS if getattr(declared, name, None) is not None
+        ]
+        words = " and ".join(f"{_WORDS[op]} {_number(n)}" for op, n in bounds) or f"{_WORDS[m[1]]} {m[2]}"
+        return f"must be a number {words}{_got(given)}"
     if m := re.fullmatch(r"Expected `(str|bytes|array|object)` of length (>=|<=) (\d+)", message):
         declared = _of(node, _DECLARED[m[1]])
         low = declared.min_length if declared else int(m[3]) if m[2] == ">=" else None
