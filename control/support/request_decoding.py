@@ -4,8 +4,9 @@ the same thing of the same mistake.
 
 Strict, as the OpenAPI document describes the records: no ``"true"`` for a boolean, no ``"300"`` for an
 integer (but ``300.0`` is one, as JSON Schema says), an unknown field refused, a lone surrogate named. The
-message leads with the field (``limit: Expected `int`, got `str```), and says what a record's regex
-means rather than quoting it (``control.records.text.PATTERN_RULES``).
+message leads with the field and says what is wrong in our words, not msgspec's
+(``control.support.body_messages``: ``limit: must be an integer from 1 to 100, got "20"``), and what a
+record's regex means rather than quoting it (``control.records.text.PATTERN_RULES``).
 """
 
 from __future__ import annotations
