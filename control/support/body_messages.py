@@ -93,7 +93,8 @@ def node_at(root: type, where: str, value: Any) -> mi.Type | None:
             found = found.get(name, MISSING) if isinstance(found, dict) else MISSING
         else:
             return None
-    return _bare(node)
+    declared: mi.Type | None = _bare(node)
+    return declared
 
 
 def _bare(node: Any) -> Any:
@@ -160,6 +161,7 @@ def _length(kind: str, low: int | None, high: int | None, size: int | None) -> s
     """``must be 16 to 1024 characters long, got 15``: the size given, never the value (it may be a secret)."""
     one, many = _UNITS[kind]
     got = "" if size is None else f", got {size}"
+    n: int | None
     if low is not None and high is not None:
         bound = f"exactly {low}" if low == high else f"{low} to {high}"
         n = high
@@ -175,7 +177,12 @@ def _size(given: Any) -> int | None:
     return len(given) if isinstance(given, (str, list, dict)) else None
 
 
-_DECLARED = {"str": mi.StrType, "bytes": mi.BytesType, "array": mi.ListType, "object": mi.DictType}
+_DECLARED: dict[str, type[mi.Type]] = {
+    "str": mi.StrType,
+    "bytes": mi.BytesType,
+    "array": mi.ListType,
+    "object": mi.DictType,
+}
 
 
 def _one_of(node: mi.Type | None, given: Any) -> str | None:
