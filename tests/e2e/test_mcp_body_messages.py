@@ -1,6 +1,6 @@
 """A request body's bad field reads the same in /v1's answer and in a tool's, in our words: the same message
 through the official MCP client over Streamable HTTP as in the 400 of the /v1 request with that body (the rig
-of test_mcp.py). `POST /v1/endpoints/{id}/destinations` with a short secret read
+of test_mcp.py). `PATCH /v1/endpoints/{id}/auth-config` with a short secret read
 `secret: Expected `str` of length >= 16` on both, msgspec's words; now `must be 16 to 1024 characters long`."""
 
 from __future__ import annotations
