@@ -5,8 +5,8 @@ with msgspec in lax mode (``strict=False``), which turns ``"true"`` and ``0`` in
 into an integer. The document says ``boolean`` and ``integer``, and a client that sends a string there has
 a bug it should hear about. So for handlers whose ``data`` is a msgspec Struct, the body is decoded here,
 strictly, straight into that Struct (which Litestar's conversion then passes through unchanged): one
-decoding, and the same errors (``name: Expected `str`, got `int```) as before, worded as the MCP tools word
-theirs (``control.support.request_decoding``).
+decoding, and errors in our words (``name: must be a string, got 5``), worded as the MCP tools word theirs
+(``control.support.request_decoding``).
 """
 
 from __future__ import annotations

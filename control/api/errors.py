@@ -76,9 +76,9 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
 
 
 def field_messages(exc: ValidationException, request: Request[Any, Any, Any] | None = None) -> str:
-    """``name: Expected `str` of length >= 1`` for each problem Litestar reports (a path or query parameter);
-    the field always leads the message, worded as the strict body decoder words it
-    (``control.support.request_decoding``). An integer past one of its bounds says the whole range (``_range``)."""
+    """``name: problem`` for each problem Litestar reports (a path or query parameter); the field always leads
+    the message (``control.support.request_decoding.field_message``; msgspec's words where no value is at
+    hand). An integer past one of its bounds says the whole range (``_range``)."""
     parts = []
     for item in exc.extra if isinstance(exc.extra, list) else []:
         if not isinstance(item, dict):

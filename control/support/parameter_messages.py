@@ -12,7 +12,7 @@ import json
 
 from shared.errors import ValidationError
 
-__all__ = ("PAGE_SIZE", "check_limit", "not_boolean", "out_of_range", "wrong_type")
+__all__ = ("PAGE_SIZE", "check_limit", "kind_words", "not_boolean", "out_of_range", "shown", "wrong_type")
 
 PAGE_SIZE = "Page size"
 """What a list's ``limit`` counts: its declaration's description in /v1, and so in every message about it."""
@@ -40,16 +40,37 @@ def out_of_range(name: str, low: int, high: int, what: str | None, given: object
     return f"{name}: must be an integer from {low} to {high}{meaning}{got}"
 
 
-_KINDS = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false"}
+_KINDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "an object",
+    "array": "an array",
+    "null": "null",
+}
+
+
+def kind_words(*kinds: str) -> str:
+    """What a value of these JSON Schema types is, in words: ``a string or null``."""
+    words = [_KINDS.get(kind, kind) for kind in kinds]
+    return (
+        words[0] if len(words) == 1 else f"{', '.join(words[:-1])}{',' if ' or ' in words[-2] else ''} or {words[-1]}"
+    )
+
+
+def shown(given: object) -> str:
+    """A given JSON value as a message shows it: as JSON, or only its kind when longer than a message
+    should quote (``a JSON string``)."""
+    text = _json(given)
+    if len(text) > _SHOWN:
+        return f"a JSON {'array' if isinstance(given, list) else 'object' if isinstance(given, dict) else 'string'}"
+    return text
 
 
 def wrong_type(name: str, kind: str, given: object) -> str:
     """A JSON value of another type than the parameter's (a query has only text, so only a tool sees this)."""
-    shown = _json(given)
-    if len(shown) > _SHOWN:
-        shown = f"a JSON {'array' if isinstance(given, list) else 'object' if isinstance(given, dict) else 'string'}"
-    got = f", got {shown}"
-    return f"{name}: must be {_KINDS.get(kind, kind)}{got}"
+    return f"{name}: must be {kind_words(kind)}, got {shown(given)}"
 
 
 def check_limit(limit: int, high: int) -> None:

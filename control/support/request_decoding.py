@@ -4,8 +4,9 @@ the same thing of the same mistake.
 
 Strict, as the OpenAPI document describes the records: no ``"true"`` for a boolean, no ``"300"`` for an
 integer (but ``300.0`` is one, as JSON Schema says), an unknown field refused, a lone surrogate named. The
-message leads with the field (``limit: Expected `int`, got `str```), and says what a record's regex
-means rather than quoting it (``control.records.text.PATTERN_RULES``).
+message leads with the field and says what is wrong in our words, not msgspec's
+(``control.support.body_messages``: ``limit: must be an integer from 1 to 100, got "20"``), and what a
+record's regex means rather than quoting it (``control.records.text.PATTERN_RULES``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import msgspec
 
 from control.records.text import PATTERN_RULES
+from control.support.body_messages import MISSING, locate, node_at, translate, unhide_key
 from shared.errors import ValidationError
 
 __all__ = ("decode_json", "field_message", "unknown_field")
@@ -26,6 +28,7 @@ _NAMED_FIELD_MESSAGES = {
 }
 # msgspec says which regex a value missed; the records say what the regex means.
 _PATTERN_MESSAGES = {f"Expected `str` matching regex {pattern!r}": rule for pattern, rule in PATTERN_RULES.items()}
+_RULES = {repr(pattern): rule for pattern, rule in PATTERN_RULES.items()}
 
 
 def field_message(key: str | None, message: str) -> str:
@@ -66,11 +69,28 @@ def decode_json(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
             return msgspec.convert(_integral(msgspec.json.decode(body)), decoder.type, strict=True)
         except msgspec.ValidationError as exc:
             error = exc
-    message = field_message("body", str(error))
+    raise ValidationError(_message(str(error), body, decoder.type)) from error
+
+
+def _message(error: str, body: bytes, record: Any) -> str:
+    """msgspec's ``error`` about ``body`` decoded as ``record``, said in our words (``body_messages``)."""
+    message = field_message("body", error)
     field, _, problem = message.partition(": ")
     if problem == _NAMED_FIELD_MESSAGES["Object contains unknown field"]:
-        message = unknown_field(field, decoder.type)
-    raise ValidationError(message) from error
+        return unknown_field(field, record)
+    text, at, where = error.rpartition(" - at `$")
+    if not at:
+        text, where = error, ""
+    if problem in PATTERN_RULES.values() or text.split("`", 1)[0].strip() in _NAMED_FIELD_MESSAGES:
+        return message
+    try:
+        value = msgspec.json.decode(body)
+    except msgspec.DecodeError:  # msgspec stopped at the field, before the part that is not JSON
+        value = MISSING
+    where = unhide_key(value, where.rstrip("`").lstrip("."), text)
+    given = MISSING if value is MISSING else locate(value, where)
+    translated = translate(where or "body", text, node_at(record, where, value), given, _RULES)
+    return translated or message
 
 
 def unknown_field(field: str, *records: Any) -> str:

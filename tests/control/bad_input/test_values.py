@@ -91,12 +91,27 @@ async def test_unknown_fields_are_400_on_every_body(client, account, document, m
 
 
 STRICT = [
-    ("UpdateAuthConfig", {"hmac_enabled": "true"}, "hmac_enabled", "Expected `bool`, got `str`"),
-    ("UpdateAuthConfig", {"log_blocked_ips": 0}, "log_blocked_ips", "Expected `bool`, got `int`"),
-    ("UpdateAuthConfig", {"tolerance_seconds": "300"}, "tolerance_seconds", "Expected `int`, got `str`"),
-    ("UpdateAuthConfig", {"tolerance_seconds": 1.5}, "tolerance_seconds", "Expected `int`, got `float`"),
-    ("UpdateRule", {"active": 1}, "active", "Expected `bool`, got `int`"),
-    ("CreateDestination", {"url": "https://example.com/", "forward_all": "false"}, "forward_all", "`bool`"),
+    ("UpdateAuthConfig", {"hmac_enabled": "true"}, "hmac_enabled", "hmac_enabled: must be true or false, got 'true'"),
+    ("UpdateAuthConfig", {"log_blocked_ips": 0}, "log_blocked_ips", "log_blocked_ips: must be true or false, got 0"),
+    (
+        "UpdateAuthConfig",
+        {"tolerance_seconds": "300"},
+        "tolerance_seconds",
+        'tolerance_seconds: must be an integer from 1 to 2592000, got "300"',
+    ),
+    (
+        "UpdateAuthConfig",
+        {"tolerance_seconds": 1.5},
+        "tolerance_seconds",
+        "tolerance_seconds: must be an integer from 1 to 2592000, got 1.5",
+    ),
+    ("UpdateRule", {"active": 1}, "active", "active: must be true or false, got 1"),
+    (
+        "CreateDestination",
+        {"url": "https://example.com/", "forward_all": "false"},
+        "forward_all",
+        "forward_all: must be true or false, got 'false'",
+    ),
 ]
 
 

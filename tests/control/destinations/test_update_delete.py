@@ -68,7 +68,7 @@ async def test_patch_with_an_empty_body_changes_nothing(client, account):
         ({"headers": {"x-a": "\r"}}, "headers.x-a"),
         ({"headers": {"x-a": "caf\u00e9"}}, "headers.x-a"),
         ({"headers": {"x-a": "x" * 8193}}, "headers.x-a"),
-        ({"headers": {"x-a": 1}}, "headers[...]"),  # msgspec names no key inside an object
+        ({"headers": {"x-a": 1}}, "headers.x-a"),  # msgspec names no key inside an object: its first refused entry
         ({"headers": {f"x-{i}": "v" for i in range(51)}}, "headers"),
         ({"headers": "x"}, "headers"),
         ({"forward_all": True}, "forward_all"),

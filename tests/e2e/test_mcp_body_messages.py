@@ -1,0 +1,167 @@
+"""A request body's bad field reads the same in /v1's answer and in a tool's, in our words: the same message
+through the official MCP client over Streamable HTTP as in the 400 of the /v1 request with that body (the rig
+of test_mcp.py). `PATCH /v1/endpoints/{id}/auth-config` with a short secret read
+`secret: Expected `str` of length >= 16` on both, msgspec's words; now `must be 16 to 1024 characters long`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import Account
+from tests.e2e import mcp_rig
+from tests.e2e.mcp_rig import database_url, module_settings, sink  # noqa: F401 - the rig's fixtures, under their names
+from tests.e2e.mcp_support import connected, v1_request
+from tests.e2e.test_mcp_messages import LIBRARY_WORDS
+from tests.stack import Stack
+
+pytestmark = pytest.mark.slow
+
+mcp_stack = mcp_rig.mcp_stack  # bound by name, as the tests take it (an import would read as redefined)
+
+URL = "https://example.com/hook"
+DESTINATION = "dst_01KAAAAAAAAAAAAAAAAAAAAAAA"
+
+
+def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any], str]]:
+    """(tool, its path arguments, method, /v1 path, the body that is also the tool's other arguments, message)."""
+    at, destinations, auth = {"endpoint_id": ep}, f"/v1/endpoints/{ep}/destinations", f"/v1/endpoints/{ep}/auth-config"
+    rules = f"/v1/endpoints/{ep}/rules"
+    rule = {"name": "r", "condition_tree": {"op": "AND", "children": []}}
+    return [
+        ("create_endpoint", {}, "POST", "/v1/endpoints", {"name": 5}, "name: must be a string, got 5"),
+        (
+            "create_endpoint",
+            {},
+            "POST",
+            "/v1/endpoints",
+            {"name": ["x" * 60]},  # a long value is not echoed
+            "name: must be a string, got a JSON array",
+        ),
+        ("create_endpoint", {}, "POST", "/v1/endpoints", {"name": ""}, "name: must be 1 to 200 characters long, got 0"),
+        (
+            "update_auth_config",
+            at,
+            "PATCH",
+            auth,
+            {"secret": "short"},  # its length, never the secret
+            "secret: must be 16 to 1024 characters long, got 5",
+        ),
+        (
+            "update_auth_config",
+            at,
+            "PATCH",
+            auth,
+            {"tolerance_seconds": 0},
+            "tolerance_seconds: must be an integer from 1 to 2592000, got 0",
+        ),
+        (
+            "update_auth_config",
+            at,
+            "PATCH",
+            auth,
+            {"tolerance_seconds": "300"},
+            'tolerance_seconds: must be an integer from 1 to 2592000, got "300"',
+        ),
+        (
+            "update_auth_config",
+            at,
+            "PATCH",
+            auth,
+            {"hmac_enabled": "maybe"},
+            "hmac_enabled: must be true or false, got 'maybe'",
+        ),
+        (
+            "update_auth_config",
+            at,
+            "PATCH",
+            auth,
+            {"on_failure": "drop"},
+            'on_failure: must be one of accept_log, reject, got "drop"',
+        ),
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "headers": {"x-a": "b", "x-b": 5}},
+            "headers.x-b: must be a string, got 5",
+        ),
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "rate_limit_per_s": 0},
+            "rate_limit_per_s: must be a number greater than 0 and at most 10000, got 0",
+        ),
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "ordering": "lifo"},
+            'ordering: must be one of fifo, none, got "lifo"',
+        ),
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "auth": {"type": "kerberos"}},
+            'auth.type: must be one of basic, bearer, header, oauth2_client_credentials, mtls, got "kerberos"',
+        ),
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "auth": {"type": "basic", "username": 5, "password": "p"}},
+            "auth.username: must be a string, got 5",
+        ),
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "name": " "},
+            "name: must contain a visible character (not only spaces or control characters)",
+        ),
+        (
+            "create_rule",
+            at,
+            "POST",
+            rules,
+            {**rule, "destination_ids": []},
+            "destination_ids: must have 1 to 100 items, got 0",
+        ),
+        (
+            "create_rule",
+            at,
+            "POST",
+            rules,
+            {**rule, "destination_ids": [DESTINATION, 5]},
+            "destination_ids[1]: must be a string, got 5",
+        ),
+        (
+            "create_alert_destination",
+            {},
+            "POST",
+            "/v1/alert-destinations",
+            {"url": URL, "format": None},
+            "format: must be one of json, slack, got null",
+        ),
+        ("create_endpoint", {}, "POST", "/v1/endpoints", {"name": "a", "colour": "red"}, "colour: unknown field"),
+    ]
+
+
+async def test_a_bad_body_field_reads_the_same_on_v1_and_mcp(mcp_stack: Stack, account: Account) -> None:
+    ep = v1_request(mcp_stack, account, "POST", "/v1/endpoints", json={"name": "bodies"}).json()["id"]
+    async with connected(mcp_stack, account.key) as t:
+        for tool, at, method, path, body, message in _cases(ep):
+            http = v1_request(mcp_stack, account, method, path, json=body)
+            assert http.status_code == 400, (path, body, http.text)
+            assert http.json()["error"] == {"code": "validation_error", "message": message}, (path, body)
+            assert await t.error(tool, **at, **body) == http.json()["error"], (tool, body)
+            assert not any(words in message for words in LIBRARY_WORDS)
