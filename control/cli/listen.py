@@ -55,12 +55,24 @@ _NEW_ENDPOINTS_S = 2.0  # how often ``tail`` with no endpoint named asks for end
 _FORWARD_TIMEOUT_S = 30.0
 
 
+class _Outage:
+    """Whether an unreachable control plane has been said, shared by the calls of one command: each of
+    ``tail``'s tasks (two per endpoint) met the same outage and said it, three lines within a second. The first
+    call to meet an outage says it; the first answered after it says "reconnected". ``epoch`` counts those
+    reconnections: a call that started before the last one belongs to an outage already over, and says nothing."""
+
+    def __init__(self) -> None:
+        self.told, self.epoch = False, 0
+
+
 class _Out:
-    """One line per thing that happened; colours only on a terminal (and never under ``NO_COLOR``)."""
+    """One line per thing that happened; colours only on a terminal (and never under ``NO_COLOR``). An outage
+    of the control plane is said once, however many of the command's calls meet it (``outage``)."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.colour = stream.isatty() and "NO_COLOR" not in os.environ
+        self.outage = _Outage()
 
     def paint(self, text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
@@ -106,11 +118,16 @@ def _now() -> str:
 
 
 async def _until(stop: asyncio.Event, work: Awaitable[T]) -> T | None:
-    """``work``'s result, or None (``work`` cancelled) once ``stop`` is set."""
+    """``work``'s result, or None (``work`` cancelled) once ``stop`` is set. Cancelled itself (``tail``'s task
+    group ending on another task's error), it cancels ``work``: left running, its failure as the connection
+    closed was printed as "Task exception was never retrieved" with a traceback."""
     task = asyncio.ensure_future(work)
     stopper = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        raise
     finally:
         stopper.cancel()
     if task.done():
@@ -161,23 +178,28 @@ class _Follow:
 
 
 async def _patiently(
-    stop: asyncio.Event, out: _Out, call: Callable[[], Awaitable[T]], what: str, remote: Remote | None = None
+    stop: asyncio.Event,
+    out: _Out,
+    call: Callable[[], Awaitable[T]],
+    what: str,
+    remote: Remote | None = None,
 ) -> tuple[bool, T | None]:
     """(True, result) once ``call`` answers; (False, None) when stopped. Waits out an unreachable control
-    plane and 429s with backoff, saying so once per outage; any other error is raised. Before each retry,
-    ``remote`` is asked whether its instance has moved (``Remote.moved``): if so, the next try goes there at
-    once, and that is said once per move."""
-    delay, told = _BACKOFF_S[0], False
+    plane and 429s with backoff, saying so once per outage (``out.outage``: all of a command's calls meet the
+    same one); any other error is raised. Before each retry, ``remote`` is asked whether its instance has moved
+    (``Remote.moved``): if so, the next try goes there at once, and that is said once per move."""
+    delay, outage = _BACKOFF_S[0], out.outage
     while not stop.is_set():
+        epoch, during = outage.epoch, outage.told
         try:
             result = await _until(stop, call())
         except Unreachable as exc:
             moved = remote.moved() if remote is not None else None
-            if not told:
+            if not outage.told and epoch == outage.epoch:
                 # What was tried, named as what runs there now (the same ports: a new up, or none yet).
                 said = remote.unreachable(exc) if remote is not None and moved is None else str(exc)
                 out.line(out.paint(f"{_now()}  {said}; retrying", "33"))
-                told = True
+                outage.told = True
             if moved is not None:
                 out.line(out.paint(f"{_now()}  control plane moved to {moved}", "33"))
                 delay = _BACKOFF_S[0]
@@ -186,7 +208,8 @@ async def _patiently(
             if not exc.rate_limited:
                 raise
         else:
-            if told and not stop.is_set():
+            if during and outage.told and epoch == outage.epoch and not stop.is_set():
+                outage.told, outage.epoch = False, outage.epoch + 1
                 if remote is not None:
                     remote.reconnected()
                 back = f" to {remote.base_url} (from {remote.source})" if remote is not None and remote.source else ""
@@ -297,6 +320,8 @@ async def listen(
 
 
 async def tail(remote: Remote, *, endpoint_ref: str | None, stream: TextIO = sys.stdout) -> int:
+    """Ends as ``listen`` does on an error answer (a revoked key's 401: one line, exit 1): the first
+    ``ApiError`` of its tasks is raised alone, not in the task group's ``ExceptionGroup`` (a traceback)."""
     out, stop = _Out(stream), asyncio.Event()
     _signals(stop)
     if endpoint_ref is not None:
@@ -304,19 +329,20 @@ async def tail(remote: Remote, *, endpoint_ref: str | None, stream: TextIO = sys
     else:
         endpoints = await remote.endpoints()
     follows = [_Follow(remote, endpoint["id"], None) for endpoint in endpoints]
-    baselines = await asyncio.gather(
-        *(_events_baseline(follow, out, stop) for follow in follows),
-        *(_deliveries_seen(remote, endpoint, out, stop) for endpoint in endpoints),
-    )
-    arrived, seen = baselines[: len(endpoints)], baselines[len(endpoints) :]
-    if not stop.is_set():
-        out.line(f"Following {len(endpoints)} endpoint(s): events and delivery attempts. Ctrl-C stops.")
-        async with asyncio.TaskGroup() as group:
-            for i, endpoint in enumerate(endpoints):
-                group.create_task(_tail_events(endpoint, follows[i], arrived[i], out, stop))
-                group.create_task(_tail_deliveries(remote, endpoint, seen[i], out, stop))
-            if endpoint_ref is None:  # every endpoint: also those made after this line
-                group.create_task(_new_endpoints(remote, {e["id"] for e in endpoints}, group, out, stop))
+    try:
+        async with asyncio.TaskGroup() as pinning:
+            arrived = [pinning.create_task(_events_baseline(follow, out, stop)) for follow in follows]
+            seen = [pinning.create_task(_deliveries_seen(remote, endpoint, out, stop)) for endpoint in endpoints]
+        if not stop.is_set():
+            out.line(f"Following {len(endpoints)} endpoint(s): events and delivery attempts. Ctrl-C stops.")
+            async with asyncio.TaskGroup() as group:
+                for i, endpoint in enumerate(endpoints):
+                    group.create_task(_tail_events(endpoint, follows[i], arrived[i].result(), out, stop))
+                    group.create_task(_tail_deliveries(remote, endpoint, seen[i].result(), out, stop))
+                if endpoint_ref is None:  # every endpoint: also those made after this line
+                    group.create_task(_new_endpoints(remote, {e["id"] for e in endpoints}, group, out, stop))
+    except* ApiError as refused:
+        raise refused.exceptions[0] from None
     out.line("stopped")
     return 0
 

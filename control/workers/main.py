@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from urllib.parse import parse_qs, urlsplit
 
 from control.db import create_pool
 from control.db.context import Context
@@ -27,9 +28,10 @@ from control.workers.sweep.loop import Sweep
 from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
+from shared.logs import safe_url
 from shared.settings import Settings
 
-__all__ = ("build_loops", "close_loops", "run", "worker_context")
+__all__ = ("build_loops", "close_loops", "run", "started_line", "worker_context")
 
 log = logging.getLogger("hookyard.worker")
 
@@ -101,6 +103,7 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
         lower_priority()
     async with worker_context(settings) as ctx, serve_worker_metrics(ctx):
         loops = build_loops(ctx, names)
+        log.info("%s", started_line(settings, names, loops))
         if not burst:
             install_signal_handlers(stop)
         try:
@@ -108,6 +111,33 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
                 await run_loops(loops, stop, burst=burst)
         finally:
             await close_loops(loops)
+
+
+def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: list[Loop]) -> str:
+    """What a worker runs and reached, said once it has: a standalone ``hookyard worker`` printed nothing at
+    start, and a trial's worker missing ``HOOKYARD_ENCRYPTION_KEYS`` (``up`` keeps them in its data dir) was
+    told so only by its sweep failing over and over. URLs by ``safe_url`` (no password, path or query); key
+    ids only, never the keys."""
+    running = [n for n in (names or LOOP_NAMES) if n != "learn" or settings.schema_learning]
+    kids = [entry.partition(":")[0].strip() for entry in settings.encryption_keys]
+    secrets = "no HOOKYARD_ENCRYPTION_KEYS: a sealed secret cannot be opened (up keeps its keys in its data dir)"
+    if kids:
+        secrets = f"secrets sealed with key {kids[0]!r}, opened with {', '.join(map(repr, kids))}"
+    return (
+        f"worker: running {', '.join(running) or 'nothing'} ({len(loops)} loop(s)); database "
+        f"{_where(settings.database_url or '')}, redis {_where(settings.redis_url or '')}; {secrets}"
+    )
+
+
+def _where(url: str) -> str:
+    """``safe_url``'s ``scheme://host:port``. A DSN through a Unix socket (the embedded Postgres's) has no host,
+    which ``safe_url`` says as "(a URL without a host)": its socket directory, a path and no secret, is named."""
+    shown = safe_url(url)
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        if not parts.hostname and (socket := parse_qs(parts.query).get("host", [""])[0]):
+            return f"{parts.scheme}:// (socket in {socket})"
+    return shown
 
 
 async def close_loops(loops: list[Loop]) -> None:

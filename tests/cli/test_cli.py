@@ -26,10 +26,10 @@ import pytest
 
 from bench.ports import free_port
 from control.cli.embedded import running_database_url
-from control.cli.up import LOCAL_EMAIL, ensure_local_key
+from control.cli.local_key import LOCAL_EMAIL, LocalKey, ensure_local_key
 from control.db.migrate import available
 from control.service.accounts import hash_key
-from tests.conftest import Servers, with_database
+from tests.conftest import Servers, database_name, with_database
 from tests.stack import stop_embedded_redis
 
 CLI = [sys.executable, "-m", "control.cli"]
@@ -231,22 +231,26 @@ def test_up_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) -> No
 
 async def test_local_key_survives_a_lost_file_and_a_reset_database(database_url: str, tmp_path: Path) -> None:
     key_file = tmp_path / "api_key"
-    key, new = await ensure_local_key(database_url, key_file)
-    assert new
+    first = await ensure_local_key(database_url, key_file)
+    assert first.new
+    key = first.value
     assert key.startswith("hy_live_")
     assert key_file.read_text().strip() == key
     assert key_file.stat().st_mode & 0o777 == 0o600
-    assert await ensure_local_key(database_url, key_file) == (key, False)
+    assert await ensure_local_key(database_url, key_file) == LocalKey(value=key, new=False)
     key_file.unlink()  # lost file: a new key for the same account, not a second account
-    key2, new = await ensure_local_key(database_url, key_file)
-    assert new
-    assert key2 != key
-    assert key_file.read_text().strip() == key2
+    second = await ensure_local_key(database_url, key_file)
+    assert second.new
+    assert second.set_aside is None  # nothing was there to keep
+    assert second.value != key
+    assert key_file.read_text().strip() == second.value
     assert await _fetchval(database_url, "SELECT count(*) FROM accounts WHERE email = $1", LOCAL_EMAIL) == 1
     key_file.write_text("hy_live_" + "x" * 32 + "\n")  # a key this database never issued (reset database)
-    key3, new = await ensure_local_key(database_url, key_file)
-    assert new
-    assert key3 not in (key, key2)
+    third = await ensure_local_key(database_url, key_file)
+    assert third.new
+    assert third.value not in (key, second.value)
+    assert third.set_aside is not None  # kept, not overwritten: it may work on another database
+    assert third.set_aside.read_text().strip() == "hy_live_" + "x" * 32
     assert await _fetchval(database_url, "SELECT count(*) FROM accounts WHERE email = $1", LOCAL_EMAIL) == 1
 
 
@@ -356,3 +360,43 @@ def test_a_child_killed_under_up_stops_everything_and_says_how(
     assert up.proc.wait(STOP_DEADLINE_S) == 1, up.text()
     assert "edge was killed by SIGKILL while up was running; stopping everything" in up.text()
     assert _still_alive(up.tree) == []
+
+
+@pytest.mark.slow
+async def test_up_on_another_database_keeps_the_key_it_replaces(
+    launch: Launch, servers: Servers, database_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A trial ran ``up`` embedded, then ``up`` with DATABASE_URL on the same data dir: the second database
+    issued its own key into ``api_key`` and the first one's was gone. Now it is set aside and said so, and a
+    run on the first database again puts it back."""
+    other = f"{database_name(database_url)}_b"
+    admin = await asyncpg.connect(servers.database_url)
+    try:
+        await admin.execute(f"CREATE DATABASE {other} TEMPLATE {database_name(database_url)}")
+        data_dir = tmp_path / "d"
+        env = _env(REDIS_URL=servers.redis_url, HOOKYARD_REDIS_PREFIX=redis_prefix)
+        outputs: list[str] = []
+        for name, dsn in (("a", database_url), ("b", with_database(database_url, other)), ("again", database_url)):
+            up = launch(data_dir, {**env, "DATABASE_URL": dsn}, name)
+            up.wait_up()
+            outputs.append(up.text())
+            assert up.stop(signal.SIGTERM) == 0, up.text()
+            if name == "a":
+                key_a = (data_dir / "api_key").read_text().strip()
+            elif name == "b":
+                key_b = (data_dir / "api_key").read_text().strip()
+                (aside,) = data_dir.glob("api_key.replaced-*")
+                assert aside.read_text().strip() == key_a
+                assert aside.stat().st_mode & 0o777 == 0o600
+        assert key_a != key_b
+        assert f"API key  {key_b}  (new; saved in" in outputs[1]
+        assert f"the key it held is not this database's: kept in {aside}" in outputs[1]
+        # On the first database again: its key put back, none issued, the second database's set aside.
+        assert (data_dir / "api_key").read_text().strip() == key_a
+        assert f"(this database's, put back from {aside.name})" in outputs[2]
+        assert key_a not in outputs[2]
+        (kept,) = data_dir.glob("api_key.replaced-*")
+        assert kept.read_text().strip() == key_b
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {other} WITH (FORCE)")
+        await admin.close()

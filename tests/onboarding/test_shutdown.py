@@ -131,6 +131,11 @@ def test_ctrl_c_answers_what_waits_and_stops_at_once(
         assert took < STOP_S, f"hookyard up took {took:.1f}s to stop:\n{up.output}"
         assert "did not stop within" not in up.output
         assert "Traceback" not in up.output
+        if "DATABASE_URL" not in environment:  # the embedded servers' stop is said, not silent (it can take seconds)
+            stopping = up.output.find("stopping the embedded Postgres and Redis (Postgres first writes its checkpoint)")
+            assert -1 < stopping < up.output.find("embedded servers stopped in "), up.output
+            # The worker's start line names the embedded Postgres by its socket (its DSN has no host).
+            assert re.search(r"worker: running flush, .*; database postgresql:// \(socket in /", up.output), up.output
 
         answered = wait.result(5)
         assert answered.status_code == 204, answered.text

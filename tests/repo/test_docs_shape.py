@@ -1,11 +1,14 @@
 """The front door and the records stay readable: README.md at most 250 lines, every decision record at most
 200 and listed in the index (docs/DECISIONS.md, under 150 lines), and the benchmark results in one table
-(bench/RESULTS.md, written by ``python -m bench all``), not copied into other documents."""
+(bench/RESULTS.md, written by ``python -m bench all``), not copied into other documents. The configuration
+page, which says it lists every setting, names every ``Settings`` field's variable (a trial found two missing)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from shared.settings import Settings, env_name
 
 ROOT = Path(__file__).resolve().parents[2]
 ADRS = sorted(p for p in (ROOT / "docs" / "adr").glob("[0-9][0-9][0-9][0-9]-*.md") if not p.name.startswith("0000"))
@@ -45,3 +48,9 @@ def test_bench_results_are_one_table_written_by_bench_all() -> None:
             if line.startswith("|") and re.search(r"\d[\d,.]*k? ?(req/s|events/s|deliveries/s|delivered/s)", line):
                 copied.append(f"{path.relative_to(ROOT)}:{number}: {line[:100]}")
     assert not copied, "measured rates belong in bench/RESULTS.md:\n" + "\n".join(copied)
+
+
+def test_the_configuration_page_names_every_setting() -> None:
+    page = (ROOT / "docs" / "reference" / "configuration.md").read_text(encoding="utf-8")
+    missing = [env_name(f) for f in Settings.__struct_fields__ if f"`{env_name(f)}`" not in page]
+    assert missing == [], f"docs/reference/configuration.md lacks {', '.join(missing)}"
