@@ -25,6 +25,7 @@ __all__ = (
     "PATTERN_RULES",
     "REF",
     "SECRET",
+    "SECRET_FIELD",
     "TEMPORARY_TOKEN",
     "VISIBLE",
     "DocumentedAs",
@@ -51,6 +52,11 @@ EMAIL = (
 would need quoting, then a host name with at least one dot (internationalised domains in their ``xn--``
 form). Checked again in full by the service (Python's ``$`` would also take a trailing newline)."""
 TEMPORARY_TOKEN = r"^hy_tmp_[0-9A-Za-z]{32}$"
+SECRET_FIELD: dict[str, Any] = {"writeOnly": True}
+"""The one mark of a field that takes a secret (a password, a token, a signing secret, a private key): the
+OpenAPI document's ``writeOnly`` (never returned), and what a 400 consults (``control.support.body_messages``)
+to show only such a value's kind and length, never the value. ``text(..., **SECRET_FIELD)`` or
+``msgspec.Meta(extra_json_schema=SECRET_FIELD)``; tests/unit/test_secret_fields.py finds unmarked ones."""
 
 
 def id_pattern(prefix: str) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from control.records.text import SECRET, text
+from control.records.text import SECRET, SECRET_FIELD, text
 from shared.providers import NAMES
 
 __all__ = (
@@ -34,6 +34,7 @@ Secret = Annotated[
         "scheme (PEM, or the provider's own hex or base64 encoding) (write-only; never returned). `null` clears "
         "it, and verification falls back to the endpoint's platform signing secret. No NUL; neither whitespace "
         "nor a control character at either end.",
+        **SECRET_FIELD,
     ),
 ]
 # RFC 9110 field-name = token; stored lowercased, as the edge sees header names.
@@ -66,6 +67,7 @@ VerifyToken = Annotated[
         doc_pattern=SECRET,
         description="What the provider echoes in its GET challenge (Meta's `hub.verify_token`; write-only). "
         "`null` clears it",
+        **SECRET_FIELD,
     ),
 ]
 Tolerance = Annotated[

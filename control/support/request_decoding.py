@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from control.records.text import PATTERN_RULES
-from control.support.body_messages import MISSING, locate, node_at, translate, unhide_key
+from control.support.body_messages import MISSING, locate, node_at, secret_at, translate, unhide_key
 from shared.errors import ValidationError
 
 __all__ = ("decode_json", "field_message", "unknown_field")
@@ -89,7 +89,8 @@ def _message(error: str, body: bytes, record: Any) -> str:
         value = MISSING
     where = unhide_key(value, where.rstrip("`").lstrip("."), text)
     given = MISSING if value is MISSING else locate(value, where)
-    translated = translate(where or "body", text, node_at(record, where, value), given, _RULES)
+    secret = secret_at(record, where, value)
+    translated = translate(where or "body", text, node_at(record, where, value), given, _RULES, secret=secret)
     return translated or message
 
 
