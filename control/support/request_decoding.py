@@ -62,13 +62,22 @@ def decode_json(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
         if where is not None:  # msgspec's own words for it are "Input data was truncated" or "invalid utf-16"
             raise ValidationError(field_message(where, _SURROGATE)) from exc
         raise
-    if "got `float`" in str(error):
+    integral = "got `float`" in str(error)
+    if integral or _repeats_a_key(body):
         # JSON Schema's "integer" is a number without a fraction, so 300.0 is one; msgspec's strict mode
         # wants the literal 300. Read again with integral numbers as integers (lax mode would also take "300").
-        try:
-            return msgspec.convert(_integral(msgspec.json.decode(body)), decoder.type, strict=True)
-        except msgspec.ValidationError as exc:
-            error = exc
+        # And of a key given twice msgspec judges each value as it reads it, so a first value it refuses is
+        # refused though the last one (which it keeps when both pass, and which Python's json, and so an MCP
+        # client, keeps) is fine: read again from the last-wins parse, so the value judged is the value kept,
+        # and the one a message echoes.
+        value = msgspec.json.decode(body)
+        for again in (False, True):
+            if again and (integral or "got `float`" not in str(error)):
+                break
+            try:
+                return msgspec.convert(_integral(value) if integral or again else value, decoder.type, strict=True)
+            except msgspec.ValidationError as exc:
+                error = exc
     raise ValidationError(_message(str(error), body, decoder.type)) from error
 
 
@@ -103,6 +112,27 @@ def unknown_field(field: str, *records: Any) -> str:
         if hint:
             return f"{field}: {hint}"
     return f"{field}: unknown field"
+
+
+class _Repeated(Exception):
+    """A JSON object of the body has a key twice."""
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({key for key, _ in pairs}) < len(pairs):
+        raise _Repeated
+    return dict(pairs)
+
+
+def _repeats_a_key(body: bytes) -> bool:
+    """Whether some object of ``body`` (JSON) has a key twice; False for a body that is not JSON."""
+    try:
+        json.loads(body, object_pairs_hook=_no_repeats)
+    except _Repeated:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _integral(value: Any) -> Any:

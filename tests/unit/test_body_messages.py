@@ -187,3 +187,17 @@ def test_every_records_wrong_typed_field_is_named_first_in_our_words(subtests: A
                     assert not any(words in message for words in LIBRARY_WORDS), message
                     checked += 1
     assert checked > 300, checked
+
+
+def test_a_repeated_key_is_judged_last_wins() -> None:
+    """msgspec judges each value of a repeated key as it reads it; the body is judged as it is kept, the last
+    value winning (as Python's json, and so an MCP client, reads it), nested objects too."""
+    assert _message(_Forms, b'{"required":"r","count":3,"count":0}') == "count: must be an integer from 1 to 10, got 0"
+    kept = decode_json(msgspec.json.Decoder(_Forms, strict=True), b'{"required":"r","count":0,"count":3}')
+    assert kept.count == 3
+    nested = b'{"required":"r","auth":{"type":"b","y":"s","y":2}}'
+    assert decode_json(msgspec.json.Decoder(_Forms, strict=True), nested).auth == _B(y=2)
+    assert (
+        _message(_Forms, b'{"required":"r","count":"x","count":2.0,"flag":"no"}')
+        == "flag: must be true or false, got 'no'"
+    )
