@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from control.records.http import HEADER_TOKEN, HEADER_VALUE, MAX_HEADER_NAME, Url
+from control.records.http import HEADER_NAME, HEADER_VALUE, MAX_HEADER_NAME, Url
 from control.records.text import SECRET, SECRET_FIELD, text
 
 __all__ = (
@@ -93,7 +93,7 @@ class HeaderAuth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_f
         msgspec.Meta(
             min_length=1,
             max_length=MAX_HEADER_NAME,
-            pattern=f"^{HEADER_TOKEN}+$",
+            pattern=HEADER_NAME,
             description="A header name; not one the delivery sets itself (hop-by-hop, `host`, "
             "`content-length`, `x-hookyard-*`, `webhook-*`)",
         ),

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from control.records.http import HEADER_NAME
 from control.records.text import SECRET, SECRET_FIELD, text
 from shared.providers import NAMES
 
@@ -43,7 +44,7 @@ HeaderName = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=100,
-        pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
+        pattern=HEADER_NAME,
         description="A custom header carrying the signature (scheme detected from its value's shape); "
         "`null` detects the scheme from the standard provider headers",
     ),

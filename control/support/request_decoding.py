@@ -26,9 +26,13 @@ _NAMED_FIELD_MESSAGES = {
     "Object contains unknown field": "unknown field",
     "Object missing required field": "required field is missing",
 }
-# msgspec says which regex a value missed; the records say what the regex means.
-_PATTERN_MESSAGES = {f"Expected `str` matching regex {pattern!r}": rule for pattern, rule in PATTERN_RULES.items()}
-_RULES = {repr(pattern): rule for pattern, rule in PATTERN_RULES.items()}
+_MISSED = "Expected `str` matching regex "
+"""msgspec says which regex a value missed (``repr`` of it); the records say what it means (``PATTERN_RULES``,
+read when a message is made: a record module adds its patterns' words as it is imported)."""
+
+
+def _rules() -> dict[str, str]:
+    return {repr(pattern): rule for pattern, rule in PATTERN_RULES.items()}
 
 
 def field_message(key: str | None, message: str) -> str:
@@ -45,7 +49,8 @@ def field_message(key: str | None, message: str) -> str:
     key = where or key
     if key in (None, "", "data", "body"):
         key = "body"
-    message = _PATTERN_MESSAGES.get(message, message)
+    if message.startswith(_MISSED):
+        message = _rules().get(message.removeprefix(_MISSED), message)
     return f"{key}: {message}"
 
 
@@ -99,7 +104,7 @@ def _message(error: str, body: bytes, record: Any) -> str:
     where = unhide_key(value, where.rstrip("`").lstrip("."), text)
     given = MISSING if value is MISSING else locate(value, where)
     secret = secret_at(record, where, value)
-    translated = translate(where or "body", text, node_at(record, where, value), given, _RULES, secret=secret)
+    translated = translate(where or "body", text, node_at(record, where, value), given, _rules(), secret=secret)
     return translated or message
 
 
