@@ -197,7 +197,7 @@ INVALID = [
     ),
     ({"on_failure": "drop"}, "on_failure", 'on_failure: must be one of accept_log, reject, got "drop"'),
     ({"on_failure": None}, "on_failure", "on_failure: must be one of accept_log, reject, got null"),
-    ({"hmac_enabled": "yes"}, "hmac_enabled", "hmac_enabled: must be true or false, got 'yes'"),
+    ({"hmac_enabled": "yes"}, "hmac_enabled", 'hmac_enabled: must be true or false, got "yes"'),
     ({"hmac_enabled": None}, "hmac_enabled", "hmac_enabled: must be true or false, got null"),
     ({"log_blocked_ips": [True]}, "log_blocked_ips", "log_blocked_ips: must be true or false, got [true]"),
     ({"algorithm": "sha256"}, "algorithm", "unknown field"),

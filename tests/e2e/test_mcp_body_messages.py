@@ -71,7 +71,7 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             "PATCH",
             auth,
             {"hmac_enabled": "maybe"},
-            "hmac_enabled: must be true or false, got 'maybe'",
+            'hmac_enabled: must be true or false, got "maybe"',
         ),
         (
             "update_auth_config",

@@ -91,7 +91,7 @@ FORMS = [
     ({"day": "1 May"}, 'day: must be an RFC 3339 date (YYYY-MM-DD), got "1 May"'),
     ({"ref": "x"}, 'ref: must be a UUID, got "x"'),
     ({"blob": "!!"}, 'blob: must be a base64-encoded string, got "!!"'),
-    ({"flag": "maybe"}, "flag: must be true or false, got 'maybe'"),
+    ({"flag": "maybe"}, 'flag: must be true or false, got "maybe"'),
     ({"flag": None}, "flag: must be true or false, got null"),
     ({"auth": {"type": "c"}}, 'auth.type: must be one of a, b, got "c"'),
     ({"auth": {"type": "b", "y": "s"}}, 'auth.y: must be an integer, got "s"'),
@@ -199,5 +199,5 @@ def test_a_repeated_key_is_judged_last_wins() -> None:
     assert decode_json(msgspec.json.Decoder(_Forms, strict=True), nested).auth == _B(y=2)
     assert (
         _message(_Forms, b'{"required":"r","count":"x","count":2.0,"flag":"no"}')
-        == "flag: must be true or false, got 'no'"
+        == 'flag: must be true or false, got "no"'
     )
