@@ -20,10 +20,13 @@ from msgspec import inspect as mi
 
 from control.support.parameter_messages import kind_words, not_boolean, out_of_range, shown
 
-__all__ = ("MISSING", "locate", "node_at", "secret_at", "translate", "unhide_key")
+__all__ = ("MISSING", "TOO_LARGE", "locate", "node_at", "secret_at", "translate", "unhide_key")
 
 MISSING: Any = object()
 """No value found at a message's path (a body that is not JSON past the error, a dict key msgspec hides)."""
+
+TOO_LARGE = "Number too large to represent"
+"""msgspec's ``Number out of range`` (``1e999``, larger than any float), worded as a problem of its own."""
 
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 _TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
@@ -256,6 +259,8 @@ def translate(
 
 
 def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: dict[str, str]) -> str | None:
+    if message == TOO_LARGE:
+        return _too_large(field, node)
     if m := re.fullmatch(r"Expected `([a-z| ]+)`, got `\w+`", message):
         names = [name.strip() for name in m[1].split("|")]
         if names == ["int"] and (ranged := _range(field, _of(node, mi.IntType), given)):
@@ -301,6 +306,26 @@ def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: 
         zone = "with a time zone offset (Z or +01:00)" if m[2] == "a" else "without a time zone offset"
         return f"must be {_FORMATS[m[1]]} {zone}{_got(given)}"
     return None
+
+
+def _too_large(field: str, node: mi.Type | None) -> str:
+    """A number larger than any float (``1e999``): what the field takes, and that it was too large."""
+    got = ", got a number too large to represent"
+    integer, number = _of(node, mi.IntType), _of(node, mi.FloatType)
+    if integer is not None and (ranged := _range(field, integer, MISSING)):
+        return f"{ranged}{got}"
+    if number is not None:
+        bounds = [(op, getattr(number, name)) for op, name in _FLOAT_BOUNDS if getattr(number, name) is not None]
+        words = " and ".join(f"{_WORDS[op]} {_number(n)}" for op, n in bounds)
+        return f"must be a number {words}{got}" if words else f"must be a number{got}"
+    kinds = [_KIND_OF[type(t)] for t in _flat(node) if type(t) in _KIND_OF]
+    if kinds:  # a number where none is taken: what is
+        return f"must be {kind_words(*kinds)}{got}"
+    return f"must be a number of at most about 1.8e308 in size (a 64-bit float){got}"
+
+
+_KIND_OF: dict[type, str] = {mi.StrType: "string", mi.BoolType: "boolean", mi.NoneType: "null"}
+_KIND_OF |= {mi.ListType: "array", mi.DictType: "object", mi.StructType: "object"}
 
 
 _JSON_KINDS = {bool: "bool", int: "int", float: "float", str: "str", list: "array", dict: "object", type(None): "null"}

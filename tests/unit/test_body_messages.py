@@ -201,3 +201,28 @@ def test_a_repeated_key_is_judged_last_wins() -> None:
         _message(_Forms, b'{"required":"r","count":"x","count":2.0,"flag":"no"}')
         == 'flag: must be true or false, got "no"'
     )
+
+
+def test_a_number_too_large_for_a_float_names_its_field_on_v1_and_mcp() -> None:
+    """``1e999`` is JSON but no float: msgspec says ``Number out of range`` (a condition tree's path lost to
+    ``[...]``), Python's json (an MCP client's) reads infinity. Both say the field and what it takes."""
+    from control.mcp.arguments import decode
+    from control.records.destinations import DestinationCreate
+
+    tree = '{"op":"AND","children":[{"field":"body.a","operator":"equals","value":-1e400}]}'
+    got = "got a number too large to represent"
+    for record, raw, message in [
+        (_Forms, b'{"required":"r","rate":1e999}', f"rate: must be a number greater than 0 and at most 100, {got}"),
+        (_Forms, b'{"required":"r","count":1e999}', f"count: must be an integer from 1 to 10, {got}"),
+        (_Forms, b'{"required":"r","word":1e999}', f"word: must be a string or null, {got}"),
+        (
+            DestinationCreate,
+            f'{{"url":"https://example.com/","condition_tree":{tree}}}'.encode(),
+            "condition_tree.children[0].value: must be a number of at most about 1.8e308 in size (a 64-bit float), "
+            + got,
+        ),
+    ]:
+        assert _message(record, raw) == message
+        with pytest.raises(ValidationError) as refused:
+            decode(record, json.loads(raw))
+        assert refused.value.message == message
