@@ -7,7 +7,8 @@ msgspec words a problem for a Python programmer (``Expected `str | null`, got `i
 (``msgspec.inspect``) gives what the message leaves out: both bounds of a range, an enum's members. What is
 echoed (ADR 0082): a value JSON-shown and bounded as ``parameter_messages`` shows one; for a value of the
 wrong length only its length (a too-short secret is still a secret); nothing for a pattern, whose rule says
-what is wrong. A form not listed here keeps msgspec's words rather than a wrong translation.
+what is wrong; for a secret (a ``writeOnly`` field, ADR 0086) only its kind and length, whatever is wrong.
+A form not listed here keeps msgspec's words rather than a wrong translation.
 """
 
 from __future__ import annotations
