@@ -19,6 +19,7 @@ from control.api.erasures import EndpointErasureController, ErasureController
 from control.api.events import EndpointEventController, EventController
 from control.api.inbox.links import EndpointInboxLinkController
 from control.api.labels import EndpointLabelController, LabelController
+from control.api.no_body import refuse_unread_body
 from control.api.query_names import UnknownQueryMiddleware
 from control.api.replay import DestinationTestController, ReplayController
 from control.api.retries import DeliveryRetryController, DeliveryRetryJobController, EndpointDeliveryRetryController
@@ -75,6 +76,7 @@ def v1_router() -> Router:
             EndpointSchemaController,
         ],
         middleware=[bearer_auth(), UnknownQueryMiddleware()],
+        before_request=refuse_unread_body,
         dependencies={"principal": Provide(provide_principal, sync_to_thread=False)},
         security=[{"bearer": []}],
     )

@@ -116,6 +116,18 @@ def _range(request: Request[Any, Any, Any], key: str) -> str | None:
     return out_of_range(key, low, high, getattr(declared, "description", None), given)
 
 
+def _why_not_json(request: Request[Any, Any, Any]) -> str:
+    """Why a body that is not JSON likely is not: compressed (``Content-Encoding``, which the control plane does
+    not undo) or of another media type (a form, multipart, text); nothing when neither says so."""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding and encoding != "identity":
+        return f"; Content-Encoding {encoding[:40]} is not supported: send the JSON uncompressed"
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media and media != "application/json" and not media.endswith("+json"):
+        return f"; a body must be JSON (Content-Type: application/json), this one is {media[:80]}"
+    return ""
+
+
 def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     status = exc.status_code
     if status in (404, 405) and (empty := empty_segment(request.scope)) is not None:
@@ -124,13 +136,14 @@ def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Resp
         message = field_messages(exc, request)
     elif status == 400 and isinstance(exc.__cause__, SerializationException):
         # Litestar re-raises msgspec's decode errors ("JSON is malformed: ...", "Input data was truncated")
-        message = f"body: malformed JSON ({str(exc.detail).split(': ', 1)[-1]})"
+        message = f"body: malformed JSON ({str(exc.detail).split(': ', 1)[-1]}){_why_not_json(request)}"
     elif status == 404 and exc.detail in ("Not Found", ""):
         message = f"no route for {request.method} {request.url.path}"
     elif status == 405:
         message = f"method {request.method} is not allowed on {request.url.path}"
     elif status == 413:
-        message = "body: request body is too large"
+        limit = getattr(request.app, "request_max_body_size", None)
+        message = "body: request body is too large" + (f" (at most {limit:,} bytes)" if limit else "")
     else:
         message = str(exc.detail)
     headers = {name.lower(): value for name, value in (exc.headers or {}).items()}

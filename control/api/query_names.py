@@ -24,13 +24,13 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from shared.errors import ValidationError
 
-__all__ = ("UnknownQueryMiddleware",)
+__all__ = ("UnknownQueryMiddleware", "parameter_names")
 
 _NAME_SHOWN = 100
 """Characters of an unknown name quoted back."""
 
 
-def _parameter_names(routes: Sequence[object]) -> dict[tuple[str, str], frozenset[str]]:
+def parameter_names(routes: Sequence[object]) -> dict[tuple[str, str], frozenset[str]]:
     """(path template, method) -> the query parameter names its handler reads."""
     names: dict[tuple[str, str], frozenset[str]] = {}
     for route in routes:
@@ -52,7 +52,7 @@ class UnknownQueryMiddleware(ASGIMiddleware):
         query = scope.get("query_string", b"")
         if query and scope["type"] == ScopeType.HTTP:  # scopes: HTTP only
             if self._names is None:
-                self._names = _parameter_names(scope["litestar_app"].routes)
+                self._names = parameter_names(scope["litestar_app"].routes)
             taken = self._names.get((scope.get("path_template", ""), scope["method"]))
             if taken is not None:
                 given = [k for k, _ in parse_qsl(query.decode("utf-8", "replace"), keep_blank_values=True)]

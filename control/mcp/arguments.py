@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from control.support.request_decoding import decode_json, unknown_field
+from control.support.request_decoding import check_finite, decode_json, unknown_field
 from shared.errors import ValidationError
 from shared.json_depth import check_value
 
@@ -38,6 +38,7 @@ def decode(record: type[T], values: Mapping[str, Any]) -> T:
     """``values`` as ``record``, or ``ValidationError`` naming the field. The values are written out as JSON
     (lone surrogates escaped, as a client sends them) and read back by the /v1 body decoder itself."""
     check_value(values)  # before json.dumps recurses into it (``shared.json_depth``)
+    check_finite(record, values)  # 1e999, read as infinity: refused as /v1 refuses it
     try:
         decoded: T = decode_json(_decoder(record), json.dumps(values).encode())
         return decoded

@@ -10,7 +10,7 @@ import msgspec
 
 from control.records.endpoints import Endpoint
 from control.records.events import Kind
-from control.records.text import EMAIL, REF, TEMPORARY_TOKEN, text
+from control.records.text import EMAIL, REF, SECRET_FIELD, TEMPORARY_TOKEN, text
 
 __all__ = (
     "EMAIL",
@@ -43,6 +43,7 @@ TemporaryToken = Annotated[
     msgspec.Meta(
         pattern=TEMPORARY_TOKEN,
         description="The `api_token` from /api/start: every endpoint of its account becomes permanent",
+        extra_json_schema=SECRET_FIELD,
     ),
 ]
 

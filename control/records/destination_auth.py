@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from control.records.http import HEADER_TOKEN, HEADER_VALUE, MAX_HEADER_NAME, Url
-from control.records.text import SECRET, text
+from control.records.http import HEADER_NAME, HEADER_VALUE, MAX_HEADER_NAME, Url
+from control.records.text import SECRET, SECRET_FIELD, text
 
 __all__ = (
     "AUTH_TYPES",
@@ -47,6 +47,7 @@ _Secret = Annotated[
         max_length=4096,
         doc_pattern=SECRET,
         description="Sealed at rest and never returned; no leading or trailing whitespace",
+        **SECRET_FIELD,
     ),
 ]
 _HeaderSafe = Annotated[
@@ -56,9 +57,13 @@ _HeaderSafe = Annotated[
         pattern=HEADER_VALUE,
         doc_pattern=HEADER_VALUE,
         description="Visible ASCII, spaces and tabs (sent in a header); sealed at rest and never returned",
+        **SECRET_FIELD,
     ),
 ]
 _Pem = Annotated[str, text(max_length=MAX_PEM, description="PEM text")]
+_PrivatePem = Annotated[
+    str, text(max_length=MAX_PEM, description="PEM text; sealed at rest, never returned", **SECRET_FIELD)
+]
 _Word = Annotated[str, text(max_length=1024, doc_pattern=SECRET)]
 
 ClientAuth = Literal["basic", "body"]
@@ -68,7 +73,10 @@ class BasicAuth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_fi
     """HTTP Basic (``authorization: Basic base64(username:password)``). A URL's ``user:pass@`` becomes this."""
 
     username: Annotated[str, text(max_length=1024, description="Must not contain ':' (RFC 7617)")]
-    password: Annotated[str, msgspec.Meta(max_length=4096, description="Sealed at rest and never returned")]
+    password: Annotated[
+        str,
+        msgspec.Meta(max_length=4096, description="Sealed at rest and never returned", extra_json_schema=SECRET_FIELD),
+    ]
 
 
 class BearerAuth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_field="type", tag="bearer"):
@@ -85,7 +93,7 @@ class HeaderAuth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_f
         msgspec.Meta(
             min_length=1,
             max_length=MAX_HEADER_NAME,
-            pattern=f"^{HEADER_TOKEN}+$",
+            pattern=HEADER_NAME,
             description="A header name; not one the delivery sets itself (hop-by-hop, `host`, "
             "`content-length`, `x-hookyard-*`, `webhook-*`)",
         ),
@@ -117,7 +125,7 @@ class MtlsAuth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_fie
 
     certificate: _Pem
     """The client certificate first, then any intermediates, PEM."""
-    private_key: _Pem
+    private_key: _PrivatePem
     """The certificate's private key, PEM, unencrypted (it is sealed at rest); never returned."""
 
 

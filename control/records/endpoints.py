@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from control.records.text import ExternalRef, Name
+from control.records.text import ExternalRef, Name, meaning
 
 __all__ = (
     "Endpoint",
@@ -74,7 +74,10 @@ class EndpointResponse(msgspec.Struct, kw_only=True, forbid_unknown_fields=True)
         msgspec.Meta(
             min_length=1,
             max_length=100,
-            pattern=r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(; ?[A-Za-z0-9!#$&^_.+-]+=[A-Za-z0-9!#$&^_.+-]+)*$",
+            pattern=meaning(
+                r"^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(; ?[A-Za-z0-9!#$&^_.+-]+=[A-Za-z0-9!#$&^_.+-]+)*$",
+                "must be a media type: type/subtype, then any ; name=value parameters (text/plain; charset=utf-8)",
+            ),
             description="Its media type, e.g. `text/plain; charset=utf-8`",
         ),
     ] = "text/plain; charset=utf-8"

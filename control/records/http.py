@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from control.records.text import text
+from control.records.text import meaning, text
 
-__all__ = ("HEADER_TOKEN", "HEADER_VALUE", "MAX_HEADER_NAME", "Url")
+__all__ = ("HEADER_NAME", "HEADER_TOKEN", "HEADER_VALUE", "MAX_HEADER_NAME", "Url")
 
 MAX_HEADER_NAME = 256
 HEADER_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]"
 """One character of an RFC 9110 field-name (a token)."""
-HEADER_VALUE = r"^[\t\x20-\x7e]*$"
+HEADER_NAME = meaning(
+    rf"^{HEADER_TOKEN}+$", "must be a header name: letters, digits and !#$%&'*+.^_`|~- only (no spaces or colons)"
+)
+"""An RFC 9110 field-name."""
+HEADER_VALUE = meaning(
+    r"^[\t\x20-\x7e]*$", "must be printable ASCII, spaces and tabs only (it is sent in a header as it is)"
+)
 """Visible ASCII, space and tab: what every HTTP stack sends as it is."""
 
 Url = Annotated[

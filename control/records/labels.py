@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from control.records.text import NO_NUL
+from control.records.text import NO_NUL, meaning
 
 __all__ = (
     "COLOR",
@@ -22,9 +22,9 @@ __all__ = (
 )
 
 LabelSource = Literal["body", "header"]
-OUTPUT_KEY = r"^[A-Za-z0-9_-]{1,64}$"
+OUTPUT_KEY = meaning(r"^[A-Za-z0-9_-]{1,64}$", "must be 1 to 64 letters, digits, _ or -")
 """Letters, digits, ``_`` and ``-``: a key a condition tree can name as ``meta.label.<key>`` unambiguously."""
-COLOR = r"^#[0-9A-Fa-f]{6}$"
+COLOR = meaning(r"^#[0-9A-Fa-f]{6}$", "must be a colour as # and six hex digits (#1f6feb)")
 MAX_LABEL_VALUE = 200
 """Characters of a label's value; a longer value is cut there (a tag, not a copy of the payload)."""
 

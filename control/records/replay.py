@@ -15,7 +15,7 @@ import msgspec
 
 from control.records.destinations import HOP_BY_HOP, any_case
 from control.records.http import HEADER_TOKEN, MAX_HEADER_NAME, Url
-from control.records.text import id_pattern
+from control.records.text import SECRET_FIELD, id_pattern
 from control.records.transforms import TransformRecord, TransformSource
 
 __all__ = ("REPLAY_HEADER_NAME", "REPLAY_HEADER_VALUE", "ReplayRequest", "SendOutcome")
@@ -74,7 +74,7 @@ class ReplayRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     headers: Headers = msgspec.field(default_factory=dict)
     body: str | None = None
     """Replaces the captured body (sent as UTF-8, NUL included: it is content, sent and recorded as bytes)."""
-    resign_with: Annotated[str, msgspec.Meta(min_length=16)] | None = None
+    resign_with: Annotated[str, msgspec.Meta(min_length=16, extra_json_schema=SECRET_FIELD)] | None = None
     """Secret to re-sign what is actually sent with, in the event's own provider scheme (Standard
     Webhooks for unattributed events). Any text: it is never stored, only used as the HMAC key."""
     signature_header: SignatureHeader | msgspec.UnsetType = msgspec.UNSET

@@ -25,12 +25,14 @@ __all__ = (
     "PATTERN_RULES",
     "REF",
     "SECRET",
+    "SECRET_FIELD",
     "TEMPORARY_TOKEN",
     "VISIBLE",
     "DocumentedAs",
     "ExternalRef",
     "Name",
     "id_pattern",
+    "meaning",
     "text",
 )
 
@@ -51,12 +53,11 @@ EMAIL = (
 would need quoting, then a host name with at least one dot (internationalised domains in their ``xn--``
 form). Checked again in full by the service (Python's ``$`` would also take a trailing newline)."""
 TEMPORARY_TOKEN = r"^hy_tmp_[0-9A-Za-z]{32}$"
-
-
-def id_pattern(prefix: str) -> str:
-    """The shape of an id of this kind (``shared.ids``): ``ep_`` and a ULID. Any other string names nothing,
-    so an id of another shape is a 404 like an unknown one."""
-    return rf"^{prefix}_[0-7][0-9A-HJKMNP-TV-Z]{{25}}$"
+SECRET_FIELD: dict[str, Any] = {"writeOnly": True}
+"""The one mark of a field that takes a secret (a password, a token, a signing secret, a private key): the
+OpenAPI document's ``writeOnly`` (never returned), and what a 400 consults (``control.support.body_messages``)
+to show only such a value's kind and length, never the value. ``text(..., **SECRET_FIELD)`` or
+``msgspec.Meta(extra_json_schema=SECRET_FIELD)``; tests/unit/test_secret_fields.py finds unmarked ones."""
 
 
 PATTERN_RULES: dict[str, str] = {
@@ -65,7 +66,25 @@ PATTERN_RULES: dict[str, str] = {
     EMAIL: "must be an e-mail address: a local part, @, and a host name with a dot (you@example.com)",
     TEMPORARY_TOKEN: "must be the `api_token` of /api/start: hy_tmp_ and 32 letters or digits",
 }
-"""What a pattern means, for the 400 message when msgspec reports a value that does not match it."""
+"""What a pattern means, for the 400 message when msgspec reports a value that does not match it (a regex is
+no message: errors.md). A pattern defined elsewhere says its meaning where it is defined (``meaning``);
+tests/unit/test_pattern_rules.py checks every pattern of every request record has one."""
+
+
+def meaning(pattern: str, rule: str) -> str:
+    """``pattern``, its ``rule`` (``must be ...``) recorded in ``PATTERN_RULES`` for the 400 that reports a value
+    not matching it: written beside the pattern, so a new one comes with its words."""
+    PATTERN_RULES.setdefault(pattern, rule)
+    return pattern
+
+
+def id_pattern(prefix: str) -> str:
+    """The shape of an id of this kind (``shared.ids``): ``ep_`` and a ULID. Any other string names nothing,
+    so an id of another shape is a 404 like an unknown one."""
+    return meaning(
+        rf"^{prefix}_[0-7][0-9A-HJKMNP-TV-Z]{{25}}$",
+        f"must be an id of this kind: {prefix}_ and a ULID (26 characters)",
+    )
 
 
 def text(

@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from control.records.text import SECRET, text
+from control.records.http import HEADER_NAME
+from control.records.text import SECRET, SECRET_FIELD, text
 from shared.providers import NAMES
 
 __all__ = (
@@ -34,6 +35,7 @@ Secret = Annotated[
         "scheme (PEM, or the provider's own hex or base64 encoding) (write-only; never returned). `null` clears "
         "it, and verification falls back to the endpoint's platform signing secret. No NUL; neither whitespace "
         "nor a control character at either end.",
+        **SECRET_FIELD,
     ),
 ]
 # RFC 9110 field-name = token; stored lowercased, as the edge sees header names.
@@ -42,7 +44,7 @@ HeaderName = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=100,
-        pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
+        pattern=HEADER_NAME,
         description="A custom header carrying the signature (scheme detected from its value's shape); "
         "`null` detects the scheme from the standard provider headers",
     ),
@@ -66,6 +68,7 @@ VerifyToken = Annotated[
         doc_pattern=SECRET,
         description="What the provider echoes in its GET challenge (Meta's `hub.verify_token`; write-only). "
         "`null` clears it",
+        **SECRET_FIELD,
     ),
 ]
 Tolerance = Annotated[

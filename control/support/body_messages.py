@@ -7,7 +7,8 @@ msgspec words a problem for a Python programmer (``Expected `str | null`, got `i
 (``msgspec.inspect``) gives what the message leaves out: both bounds of a range, an enum's members. What is
 echoed (ADR 0082): a value JSON-shown and bounded as ``parameter_messages`` shows one; for a value of the
 wrong length only its length (a too-short secret is still a secret); nothing for a pattern, whose rule says
-what is wrong. A form not listed here keeps msgspec's words rather than a wrong translation.
+what is wrong; for a secret (a ``writeOnly`` field, ADR 0086) only its kind and length, whatever is wrong.
+A form not listed here keeps msgspec's words rather than a wrong translation.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from msgspec import inspect as mi
 
 from control.support.parameter_messages import kind_words, not_boolean, out_of_range, shown
 
-__all__ = ("MISSING", "locate", "node_at", "translate", "unhide_key")
+__all__ = ("MISSING", "TOO_LARGE", "locate", "node_at", "secret_at", "translate", "unhide_key")
 
 MISSING: Any = object()
 """No value found at a message's path (a body that is not JSON past the error, a dict key msgspec hides)."""
+
+TOO_LARGE = "Number too large to represent"
+"""msgspec's ``Number out of range`` (``1e999``, larger than any float), worded as a problem of its own."""
 
 _SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
 _TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
@@ -71,6 +75,24 @@ def locate(value: Any, where: str) -> Any:
 def node_at(root: type, where: str, value: Any) -> mi.Type | None:
     """The declared type at ``where`` in the record ``root`` (a union of tagged records resolved by the tag
     given in ``value``), or None where it cannot be told."""
+    declared: mi.Type | None = _bare(_declared(root, where, value))
+    return declared
+
+
+def secret_at(root: type, where: str, value: Any) -> bool:
+    """Whether the field at ``where`` is a secret (``writeOnly`` in its schema, ``control.records.text.SECRET_FIELD``):
+    its value is never echoed, in any form, only its kind and length."""
+    return _marked(_declared(root, where, value))
+
+
+def _marked(node: Any) -> bool:
+    if isinstance(node, mi.Metadata):
+        return bool((node.extra_json_schema or {}).get("writeOnly")) or _marked(node.type)
+    return isinstance(node, mi.UnionType) and any(_marked(t) for t in node.types)
+
+
+def _declared(root: type, where: str, value: Any) -> Any:
+    """The type at ``where`` as declared, its ``Metadata`` kept (``node_at`` takes it off)."""
     node: mi.Type | None = mi.type_info(root)
     found = value
     for name, index in _segments(where) if where else []:
@@ -93,8 +115,7 @@ def node_at(root: type, where: str, value: Any) -> mi.Type | None:
             found = found.get(name, MISSING) if isinstance(found, dict) else MISSING
         else:
             return None
-    declared: mi.Type | None = _bare(node)
-    return declared
+    return node
 
 
 def _bare(node: Any) -> Any:
@@ -136,8 +157,29 @@ def _number(n: float) -> str:
     return str(int(n)) if float(n).is_integer() else str(n)
 
 
+class _Withheld:
+    """A secret's value as a message may show it: its kind, and a string's or an array's length."""
+
+    __slots__ = ("size", "words")
+
+    def __init__(self, given: Any) -> None:
+        self.size = len(given) if isinstance(given, (str, list, dict)) else None
+        if isinstance(given, str):
+            self.words = f"a string of {len(given)} character{'' if len(given) == 1 else 's'}"
+        elif isinstance(given, list):
+            self.words = f"an array of {len(given)} item{'' if len(given) == 1 else 's'}"
+        elif isinstance(given, dict):
+            self.words = "an object"
+        elif isinstance(given, bool):
+            self.words = "a boolean"
+        else:
+            self.words = "null" if given is None else "a number"
+
+
 def _got(given: Any) -> str:
-    return "" if given is MISSING else f", got {shown(given)}"
+    return (
+        "" if given is MISSING else f", got {given.words}" if isinstance(given, _Withheld) else f", got {shown(given)}"
+    )
 
 
 def _range(field: str, node: Any, given: Any) -> str | None:
@@ -149,7 +191,15 @@ def _range(field: str, node: Any, given: Any) -> str | None:
     if low is None or high is None:
         return None
     # shown as JSON shows it ("20" is not the number 20), as a tool's argument is: out_of_range shows text as is
-    text = None if given is MISSING else shown(given) if isinstance(given, str) or given is None else given
+    text = (
+        None
+        if given is MISSING
+        else given.words
+        if isinstance(given, _Withheld)
+        else shown(given)
+        if isinstance(given, str) or given is None
+        else given
+    )
     return out_of_range(field, low, high, None, text)
 
 
@@ -174,6 +224,8 @@ def _length(kind: str, low: int | None, high: int | None, size: int | None) -> s
 
 
 def _size(given: Any) -> int | None:
+    if isinstance(given, _Withheld):
+        return given.size
     return len(given) if isinstance(given, (str, list, dict)) else None
 
 
@@ -194,15 +246,22 @@ def _one_of(node: mi.Type | None, given: Any) -> str | None:
     return f"must be one of {', '.join(str(v) for v in values)}{_got(given)}" if values else None
 
 
-def translate(field: str, message: str, node: mi.Type | None, given: Any, rules: dict[str, str]) -> str | None:
+def translate(
+    field: str, message: str, node: mi.Type | None, given: Any, rules: dict[str, str], *, secret: bool = False
+) -> str | None:
     """``field: problem`` in our words for msgspec's ``message`` (its path taken off) about a value declared
     as ``node``, given as ``given`` (``MISSING`` if unknown); ``rules`` say what a regex means. None for a
-    form not known here, which then keeps msgspec's words."""
+    form not known here, which then keeps msgspec's words. A ``secret`` value is shown by its kind and length
+    only (``got an array of 1 item``): a secret given in the wrong shape is still a secret."""
+    if secret and given is not MISSING:
+        given = _Withheld(given)
     problem = _problem(field, message, node, given, rules)
     return problem if problem is None or problem.startswith(f"{field}: ") else f"{field}: {problem}"
 
 
 def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: dict[str, str]) -> str | None:
+    if message == TOO_LARGE:
+        return _too_large(field, node)
     if m := re.fullmatch(r"Expected `([a-z| ]+)`, got `\w+`", message):
         names = [name.strip() for name in m[1].split("|")]
         if names == ["int"] and (ranged := _range(field, _of(node, mi.IntType), given)):
@@ -210,7 +269,7 @@ def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: 
         if set(names) <= {"str", "int", "null"} and (choices := _one_of(node, given)):
             return choices
         if names == ["bool"] and given is not MISSING:
-            return not_boolean(field, given)
+            return f"must be true or false{_got(given)}" if isinstance(given, _Withheld) else not_boolean(field, given)
         if not all(name in _TYPES or name in _FORMATS for name in names):
             return None
         return f"must be {kind_words(*(_TYPES.get(name) or _FORMATS[name] for name in names))}{_got(given)}"
@@ -248,6 +307,26 @@ def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: 
         zone = "with a time zone offset (Z or +01:00)" if m[2] == "a" else "without a time zone offset"
         return f"must be {_FORMATS[m[1]]} {zone}{_got(given)}"
     return None
+
+
+def _too_large(field: str, node: mi.Type | None) -> str:
+    """A number larger than any float (``1e999``): what the field takes, and that it was too large."""
+    got = ", got a number too large to represent"
+    integer, number = _of(node, mi.IntType), _of(node, mi.FloatType)
+    if integer is not None and (ranged := _range(field, integer, MISSING)):
+        return f"{ranged}{got}"
+    if number is not None:
+        bounds = [(op, getattr(number, name)) for op, name in _FLOAT_BOUNDS if getattr(number, name) is not None]
+        words = " and ".join(f"{_WORDS[op]} {_number(n)}" for op, n in bounds)
+        return f"must be a number {words}{got}" if words else f"must be a number{got}"
+    kinds = [_KIND_OF[type(t)] for t in _flat(node) if type(t) in _KIND_OF]
+    if kinds:  # a number where none is taken: what is
+        return f"must be {kind_words(*kinds)}{got}"
+    return f"must be a number of at most about 1.8e308 in size (a 64-bit float){got}"
+
+
+_KIND_OF: dict[type, str] = {mi.StrType: "string", mi.BoolType: "boolean", mi.NoneType: "null"}
+_KIND_OF |= {mi.ListType: "array", mi.DictType: "object", mi.StructType: "object"}
 
 
 _JSON_KINDS = {bool: "bool", int: "int", float: "float", str: "str", list: "array", dict: "object", type(None): "null"}

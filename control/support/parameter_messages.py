@@ -26,9 +26,9 @@ def _json(given: object) -> str:
 
 
 def not_boolean(name: str, given: object) -> str:
-    """A boolean parameter: ``true`` or ``false`` (the query's words, or JSON's booleans)."""
-    shown = repr(given) if isinstance(given, str) else _json(given)
-    return f"{name}: must be true or false, got {shown}"
+    """A boolean parameter: ``true`` or ``false`` (the query's words, or JSON's booleans). What was given is
+    shown as JSON, a string in double quotes (``got "maybe"``) as every other string a message echoes."""
+    return f"{name}: must be true or false, got {_json(given)}"
 
 
 def out_of_range(name: str, low: int, high: int, what: str | None, given: object) -> str:

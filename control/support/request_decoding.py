@@ -12,23 +12,28 @@ record's regex means rather than quoting it (``control.records.text.PATTERN_RULE
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import msgspec
 
 from control.records.text import PATTERN_RULES
-from control.support.body_messages import MISSING, locate, node_at, translate, unhide_key
+from control.support.body_messages import MISSING, TOO_LARGE, locate, node_at, secret_at, translate, unhide_key
 from shared.errors import ValidationError
 
-__all__ = ("decode_json", "field_message", "unknown_field")
+__all__ = ("check_finite", "decode_json", "field_message", "too_large", "unknown_field")
 
 _NAMED_FIELD_MESSAGES = {
     "Object contains unknown field": "unknown field",
     "Object missing required field": "required field is missing",
 }
-# msgspec says which regex a value missed; the records say what the regex means.
-_PATTERN_MESSAGES = {f"Expected `str` matching regex {pattern!r}": rule for pattern, rule in PATTERN_RULES.items()}
-_RULES = {repr(pattern): rule for pattern, rule in PATTERN_RULES.items()}
+_MISSED = "Expected `str` matching regex "
+"""msgspec says which regex a value missed (``repr`` of it); the records say what it means (``PATTERN_RULES``,
+read when a message is made: a record module adds its patterns' words as it is imported)."""
+
+
+def _rules() -> dict[str, str]:
+    return {repr(pattern): rule for pattern, rule in PATTERN_RULES.items()}
 
 
 def field_message(key: str | None, message: str) -> str:
@@ -45,7 +50,8 @@ def field_message(key: str | None, message: str) -> str:
     key = where or key
     if key in (None, "", "data", "body"):
         key = "body"
-    message = _PATTERN_MESSAGES.get(message, message)
+    if message.startswith(_MISSED):
+        message = _rules().get(message.removeprefix(_MISSED), message)
     return f"{key}: {message}"
 
 
@@ -62,13 +68,25 @@ def decode_json(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
         if where is not None:  # msgspec's own words for it are "Input data was truncated" or "invalid utf-16"
             raise ValidationError(field_message(where, _SURROGATE)) from exc
         raise
-    if "got `float`" in str(error):
+    integral = "got `float`" in str(error)
+    if integral or _repeats_a_key(body):
         # JSON Schema's "integer" is a number without a fraction, so 300.0 is one; msgspec's strict mode
         # wants the literal 300. Read again with integral numbers as integers (lax mode would also take "300").
+        # And of a key given twice msgspec judges each value as it reads it, so a first value it refuses is
+        # refused though the last one (which it keeps when both pass, and which Python's json, and so an MCP
+        # client, keeps) is fine: read again from the last-wins parse, so the value judged is the value kept,
+        # and the one a message echoes.
         try:
-            return msgspec.convert(_integral(msgspec.json.decode(body)), decoder.type, strict=True)
-        except msgspec.ValidationError as exc:
-            error = exc
+            value = msgspec.json.decode(body)
+        except msgspec.ValidationError:  # a number too large for a float: the first error says where
+            raise ValidationError(_message(str(error), body, decoder.type)) from error
+        for again in (False, True):
+            if again and (integral or "got `float`" not in str(error)):
+                break
+            try:
+                return msgspec.convert(_integral(value) if integral or again else value, decoder.type, strict=True)
+            except msgspec.ValidationError as exc:
+                error = exc
     raise ValidationError(_message(str(error), body, decoder.type)) from error
 
 
@@ -83,14 +101,59 @@ def _message(error: str, body: bytes, record: Any) -> str:
         text, where = error, ""
     if problem in PATTERN_RULES.values() or text.split("`", 1)[0].strip() in _NAMED_FIELD_MESSAGES:
         return message
+    where = where.rstrip("`").lstrip(".")
+    if text == _TOO_LARGE:
+        return too_large(record, _infinite(body, where), MISSING)
     try:
         value = msgspec.json.decode(body)
-    except msgspec.DecodeError:  # msgspec stopped at the field, before the part that is not JSON
+    except (msgspec.DecodeError, msgspec.ValidationError):  # not JSON past the field, or a number too large
         value = MISSING
-    where = unhide_key(value, where.rstrip("`").lstrip("."), text)
+    where = unhide_key(value, where, text)
     given = MISSING if value is MISSING else locate(value, where)
-    translated = translate(where or "body", text, node_at(record, where, value), given, _RULES)
+    secret = secret_at(record, where, value)
+    translated = translate(where or "body", text, node_at(record, where, value), given, _rules(), secret=secret)
     return translated or message
+
+
+_TOO_LARGE = "Number out of range"
+
+
+def too_large(record: Any, where: str, value: Any) -> str:
+    """``where: must be ..., got a number too large to represent`` for a number larger than any float (JSON's
+    ``1e999``, which Python's json, and so an MCP client, reads as infinity) at ``where`` in ``record``."""
+    return translate(where or "body", TOO_LARGE, node_at(record, where, value), MISSING, {}) or f"{where}: {TOO_LARGE}"
+
+
+def _infinite(body: bytes, where: str) -> str:
+    """The path of the number too large for a float that msgspec refused at ``where``, which hides a key of an
+    object it does not know the fields of (a condition tree's ``[...]``); ``where`` when it cannot be told."""
+    head = where.partition("[...]")[0]
+    try:
+        return _first_infinite(json.loads(body), head) or where
+    except (ValueError, RecursionError):
+        return where
+
+
+def _first_infinite(value: Any, head: str = "") -> str | None:
+    """The path of the first infinite number in ``value`` under ``head`` (Python's json reads ``1e999`` so)."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and math.isinf(item) and path.startswith(head):
+            return path
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), child) for key, child in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+    return None
+
+
+def check_finite(record: Any, value: Any) -> None:
+    """``ValidationError`` for an infinite number in ``value`` (a tool's arguments, read by Python's json), as
+    the body decoder refuses ``1e999``: JSON has no infinity to write it back as."""
+    where = _first_infinite(value)
+    if where is not None:
+        raise ValidationError(too_large(record, where, value))
 
 
 def unknown_field(field: str, *records: Any) -> str:
@@ -102,6 +165,27 @@ def unknown_field(field: str, *records: Any) -> str:
         if hint:
             return f"{field}: {hint}"
     return f"{field}: unknown field"
+
+
+class _Repeated(Exception):
+    """A JSON object of the body has a key twice."""
+
+
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({key for key, _ in pairs}) < len(pairs):
+        raise _Repeated
+    return dict(pairs)
+
+
+def _repeats_a_key(body: bytes) -> bool:
+    """Whether some object of ``body`` (JSON) has a key twice; False for a body that is not JSON."""
+    try:
+        json.loads(body, object_pairs_hook=_no_repeats)
+    except _Repeated:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _integral(value: Any) -> Any:

@@ -22,6 +22,7 @@ mcp_stack = mcp_rig.mcp_stack  # bound by name, as the tests take it (an import 
 
 URL = "https://example.com/hook"
 DESTINATION = "dst_01KAAAAAAAAAAAAAAAAAAAAAAA"
+EVENT = "evt_01KAAAAAAAAAAAAAAAAAAAAAAA"
 
 
 def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any], str]]:
@@ -70,7 +71,7 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             "PATCH",
             auth,
             {"hmac_enabled": "maybe"},
-            "hmac_enabled: must be true or false, got 'maybe'",
+            'hmac_enabled: must be true or false, got "maybe"',
         ),
         (
             "update_auth_config",
@@ -153,6 +154,47 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             "format: must be one of json, slack, got null",
         ),
         ("create_endpoint", {}, "POST", "/v1/endpoints", {"name": "a", "colour": "red"}, "colour: unknown field"),
+        # a secret in the wrong shape is still a secret: its kind and length, never its value
+        (
+            "update_auth_config",
+            at,
+            "PATCH",
+            auth,
+            {"secret": ["whsec_real_secret_value_1"]},
+            "secret: must be a string or null, got an array of 1 item",
+        ),
+        (
+            "update_auth_config",
+            at,
+            "PATCH",
+            auth,
+            {"verify_token": 12345},
+            "verify_token: must be a string or null, got a number",
+        ),
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "auth": {"type": "bearer", "token": {"t": "tok_live_SECRET"}}},
+            "auth.token: must be a string, got an object",
+        ),
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "auth": {"type": "basic", "username": "u", "password": ["pw_SECRET"]}},
+            "auth.password: must be a string, got an array of 1 item",
+        ),
+        (
+            "replay_event",
+            {"event_id": EVENT},
+            "POST",
+            f"/v1/events/{EVENT}/replay",
+            {"url": URL, "resign_with": ["whsec_SECRET"]},
+            "resign_with: must be a string or null, got an array of 1 item",
+        ),
     ]
 
 
@@ -165,3 +207,5 @@ async def test_a_bad_body_field_reads_the_same_on_v1_and_mcp(mcp_stack: Stack, a
             assert http.json()["error"] == {"code": "validation_error", "message": message}, (path, body)
             assert await t.error(tool, **at, **body) == http.json()["error"], (tool, body)
             assert not any(words in message for words in LIBRARY_WORDS)
+            assert "SECRET" not in message
+            assert "whsec_real" not in message

@@ -2,7 +2,7 @@
 through the official MCP client over Streamable HTTP (the rig of test_mcp.py: a stack of its own for this
 module). A fresh-clone trial found `list_deliveries` with `success: "maybe"` answered in msgspec's words
 (`success: Expected `bool | null`, got `str``) and `limit: -1` with a service's own wording, where /v1 said
-`must be true or false, got 'maybe'` and `must be an integer from 1 to 100 (page size), got -1`."""
+`must be true or false, got "maybe"` and `must be an integer from 1 to 100 (page size), got -1`."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ async def test_json_types_stay_honest(mcp_stack: Stack, account: Account) -> Non
         # success; a required one given as null is refused in the same words as another type.
         assert (await t.ok("list_deliveries", endpoint_id=ep, limit=None, success=None))["deliveries"] == []
         for tool, arguments, message in [
-            ("list_deliveries", {"endpoint_id": ep, "success": "true"}, "success: must be true or false, got 'true'"),
+            ("list_deliveries", {"endpoint_id": ep, "success": "true"}, 'success: must be true or false, got "true"'),
             ("list_alerts", {"open": 1}, "open: must be true or false, got 1"),
             ("list_deliveries", {"endpoint_id": ep, "source": 5}, "source: must be a string, got 5"),
             ("list_endpoints", {"external_ref": ["a"]}, 'external_ref: must be a string, got ["a"]'),
@@ -101,7 +101,7 @@ async def test_json_types_stay_honest(mcp_stack: Stack, account: Account) -> Non
             (
                 "list_deliveries",
                 {"endpoint_id": ep, "success": "maybe", "limit": -1},
-                "success: must be true or false, got 'maybe'; "
+                'success: must be true or false, got "maybe"; '
                 "limit: must be an integer from 1 to 100 (page size), got -1",
             ),
         ]:

@@ -91,7 +91,7 @@ FORMS = [
     ({"day": "1 May"}, 'day: must be an RFC 3339 date (YYYY-MM-DD), got "1 May"'),
     ({"ref": "x"}, 'ref: must be a UUID, got "x"'),
     ({"blob": "!!"}, 'blob: must be a base64-encoded string, got "!!"'),
-    ({"flag": "maybe"}, "flag: must be true or false, got 'maybe'"),
+    ({"flag": "maybe"}, 'flag: must be true or false, got "maybe"'),
     ({"flag": None}, "flag: must be true or false, got null"),
     ({"auth": {"type": "c"}}, 'auth.type: must be one of a, b, got "c"'),
     ({"auth": {"type": "b", "y": "s"}}, 'auth.y: must be an integer, got "s"'),
@@ -187,3 +187,42 @@ def test_every_records_wrong_typed_field_is_named_first_in_our_words(subtests: A
                     assert not any(words in message for words in LIBRARY_WORDS), message
                     checked += 1
     assert checked > 300, checked
+
+
+def test_a_repeated_key_is_judged_last_wins() -> None:
+    """msgspec judges each value of a repeated key as it reads it; the body is judged as it is kept, the last
+    value winning (as Python's json, and so an MCP client, reads it), nested objects too."""
+    assert _message(_Forms, b'{"required":"r","count":3,"count":0}') == "count: must be an integer from 1 to 10, got 0"
+    kept = decode_json(msgspec.json.Decoder(_Forms, strict=True), b'{"required":"r","count":0,"count":3}')
+    assert kept.count == 3
+    nested = b'{"required":"r","auth":{"type":"b","y":"s","y":2}}'
+    assert decode_json(msgspec.json.Decoder(_Forms, strict=True), nested).auth == _B(y=2)
+    assert (
+        _message(_Forms, b'{"required":"r","count":"x","count":2.0,"flag":"no"}')
+        == 'flag: must be true or false, got "no"'
+    )
+
+
+def test_a_number_too_large_for_a_float_names_its_field_on_v1_and_mcp() -> None:
+    """``1e999`` is JSON but no float: msgspec says ``Number out of range`` (a condition tree's path lost to
+    ``[...]``), Python's json (an MCP client's) reads infinity. Both say the field and what it takes."""
+    from control.mcp.arguments import decode
+    from control.records.destinations import DestinationCreate
+
+    tree = '{"op":"AND","children":[{"field":"body.a","operator":"equals","value":-1e400}]}'
+    got = "got a number too large to represent"
+    for record, raw, message in [
+        (_Forms, b'{"required":"r","rate":1e999}', f"rate: must be a number greater than 0 and at most 100, {got}"),
+        (_Forms, b'{"required":"r","count":1e999}', f"count: must be an integer from 1 to 10, {got}"),
+        (_Forms, b'{"required":"r","word":1e999}', f"word: must be a string or null, {got}"),
+        (
+            DestinationCreate,
+            f'{{"url":"https://example.com/","condition_tree":{tree}}}'.encode(),
+            "condition_tree.children[0].value: must be a number of at most about 1.8e308 in size (a 64-bit float), "
+            + got,
+        ),
+    ]:
+        assert _message(record, raw) == message
+        with pytest.raises(ValidationError) as refused:
+            decode(record, json.loads(raw))
+        assert refused.value.message == message

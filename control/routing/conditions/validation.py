@@ -21,6 +21,7 @@ import re2
 from control.records.fields import HEADER_NAME, LABEL_KEY
 from control.records.storable import text_problem
 from control.routing.conditions.tree import LABEL_PREFIX, META_KEYS, OPERATORS, InvalidConditionTree
+from control.support.parameter_messages import shown
 from shared.bytes_lru import memoize
 
 __all__ = (
@@ -49,22 +50,6 @@ _LEAF_KEYS = ("field", "operator", "value")
 _HEADER_NAME = re.compile(HEADER_NAME)
 
 _encode = msgspec.json.Encoder().encode
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _quote(value: object, limit: int = 100) -> str:
@@ -128,7 +113,7 @@ class _Walk:
         if not isinstance(node, dict):
             raise InvalidConditionTree(
                 f"{path}: must be an object, a group {{op, children}} or a leaf {{field, operator, value}}, "
-                f"got {_json_type(node)}"
+                f"got {shown(node)}"
             )
         if "op" in node or "children" in node:
             return self.group(node, path, depth)
@@ -151,13 +136,13 @@ class _Walk:
             raise InvalidConditionTree(f'{path}.op: required in a group ("AND" or "OR")')
         op = node["op"]
         if op not in ("AND", "OR") or not isinstance(op, str):
-            got = _quote(op) if isinstance(op, str) else _json_type(op)
+            got = _quote(op) if isinstance(op, str) else shown(op)
             raise InvalidConditionTree(f'{path}.op: must be "AND" or "OR", got {got}')
         if "children" not in node:
             raise InvalidConditionTree(f"{path}.children: required in a group (an array, may be empty)")
         children = node["children"]
         if not isinstance(children, list):
-            raise InvalidConditionTree(f"{path}.children: must be an array, got {_json_type(children)}")
+            raise InvalidConditionTree(f"{path}.children: must be an array, got {shown(children)}")
         return {
             "op": op,
             "children": [self.node(child, f"{path}.children[{i}]", depth + 1) for i, child in enumerate(children)],
@@ -184,7 +169,7 @@ class _Walk:
         if operator == "regex":
             if not isinstance(value, str):
                 raise InvalidConditionTree(
-                    f'{where}: must be a string (an RE2 pattern) for operator "regex", got {_json_type(value)}'
+                    f'{where}: must be a string (an RE2 pattern) for operator "regex", got {shown(value)}'
                 )
             if len(value) > MAX_PATTERN_LENGTH:
                 raise InvalidConditionTree(f"{where}: pattern longer than {MAX_PATTERN_LENGTH} characters")
@@ -192,7 +177,7 @@ class _Walk:
             if problem:
                 raise InvalidConditionTree(f"{where}: {problem}")
         elif not (value is None or isinstance(value, str | bool | int | float)):
-            raise InvalidConditionTree(f"{where}: must be a string, number, boolean or null, got {_json_type(value)}")
+            raise InvalidConditionTree(f"{where}: must be a string, number, boolean or null, got {shown(value)}")
         elif isinstance(value, float) and not math.isfinite(value):
             raise InvalidConditionTree(f"{where}: must be a finite number")
         out["value"] = value
@@ -211,7 +196,7 @@ def _field(node: dict[Any, Any], path: str) -> str:
         raise InvalidConditionTree(f"{where}: required in a leaf (body.<path>, header.<name> or meta.<key>)")
     name = node["field"]
     if not isinstance(name, str):
-        raise InvalidConditionTree(f"{where}: must be a string, got {_json_type(name)}")
+        raise InvalidConditionTree(f"{where}: must be a string, got {shown(name)}")
     _storable(name, where)
     if len(name) > MAX_FIELD_LENGTH:
         raise InvalidConditionTree(f"{where}: longer than {MAX_FIELD_LENGTH} characters")
@@ -247,7 +232,7 @@ def _operator(node: dict[Any, Any], path: str) -> str:
         raise InvalidConditionTree(f"{where}: required in a leaf (one of {', '.join(OPERATORS)})")
     operator = node["operator"]
     if not isinstance(operator, str):
-        raise InvalidConditionTree(f"{where}: must be a string, got {_json_type(operator)}")
+        raise InvalidConditionTree(f"{where}: must be a string, got {shown(operator)}")
     if operator not in OPERATORS:
         raise InvalidConditionTree(f"{where}: unknown operator {_quote(operator)}")
     return operator

@@ -91,7 +91,7 @@ async def test_unknown_fields_are_400_on_every_body(client, account, document, m
 
 
 STRICT = [
-    ("UpdateAuthConfig", {"hmac_enabled": "true"}, "hmac_enabled", "hmac_enabled: must be true or false, got 'true'"),
+    ("UpdateAuthConfig", {"hmac_enabled": "true"}, "hmac_enabled", 'hmac_enabled: must be true or false, got "true"'),
     ("UpdateAuthConfig", {"log_blocked_ips": 0}, "log_blocked_ips", "log_blocked_ips: must be true or false, got 0"),
     (
         "UpdateAuthConfig",
@@ -110,7 +110,7 @@ STRICT = [
         "CreateDestination",
         {"url": "https://example.com/", "forward_all": "false"},
         "forward_all",
-        "forward_all: must be true or false, got 'false'",
+        'forward_all: must be true or false, got "false"',
     ),
 ]
 

@@ -98,7 +98,7 @@ async def test_a_leaf_alone_is_a_tree(client, account):
             "condition_tree.value: pattern longer than 1000 characters",
         ),
         ({"op": "and", "children": []}, 'condition_tree.op: must be "AND" or "OR", got "and"'),
-        ({"op": "AND", "children": {}}, "condition_tree.children: must be an array, got object"),
+        ({"op": "AND", "children": {}}, "condition_tree.children: must be an array, got {}"),
         (
             {"op": "AND", "children": [], "extra": 1},
             "condition_tree.extra: unknown key; a group has only op and children",
@@ -113,14 +113,14 @@ async def test_a_leaf_alone_is_a_tree(client, account):
             {"field": "body.x", "operator": "exists", "value": 1},
             'condition_tree.value: not allowed for operator "exists"',
         ),
-        ([], "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got array"),
+        ([], "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got []"),
         (
             None,
             "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got null",
         ),
         (
             "x",
-            "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got string",
+            'condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got "x"',
         ),
     ],
 )

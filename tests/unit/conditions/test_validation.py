@@ -16,10 +16,10 @@ from tests.unit.conditions.support import T, group, leaf, nest
 
 INVALID = [
     # root
-    ([], "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got array"),
-    ("AND", "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got string"),
+    ([], "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got []"),
+    ("AND", 'condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got "AND"'),
     (None, "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got null"),
-    (3, "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got number"),
+    (3, "condition_tree: must be an object, a group {op, children} or a leaf {field, operator, value}, got 3"),
     ({}, "condition_tree: empty object; expected a group {op, children} or a leaf {field, operator, value}"),
     (
         {"kind": "x"},
@@ -29,11 +29,11 @@ INVALID = [
     ({"children": []}, 'condition_tree.op: required in a group ("AND" or "OR")'),
     ({"op": "and", "children": []}, 'condition_tree.op: must be "AND" or "OR", got "and"'),
     ({"op": "NOT", "children": []}, 'condition_tree.op: must be "AND" or "OR", got "NOT"'),
-    ({"op": 1, "children": []}, 'condition_tree.op: must be "AND" or "OR", got number'),
+    ({"op": 1, "children": []}, 'condition_tree.op: must be "AND" or "OR", got 1'),
     ({"op": None, "children": []}, 'condition_tree.op: must be "AND" or "OR", got null'),
     ({"op": "AND"}, "condition_tree.children: required in a group (an array, may be empty)"),
-    ({"op": "AND", "children": {}}, "condition_tree.children: must be an array, got object"),
-    ({"op": "OR", "children": "x"}, "condition_tree.children: must be an array, got string"),
+    ({"op": "AND", "children": {}}, "condition_tree.children: must be an array, got {}"),
+    ({"op": "OR", "children": "x"}, 'condition_tree.children: must be an array, got "x"'),
     ({"op": "OR", "children": None}, "condition_tree.children: must be an array, got null"),
     (
         {"op": "AND", "children": [], "field": "body.x"},
@@ -42,12 +42,12 @@ INVALID = [
     (
         {"op": "AND", "children": [T, "x"]},
         "condition_tree.children[1]: must be an object, a group {op, children} or a leaf {field, operator, value}, "
-        "got string",
+        'got "x"',
     ),
     (
         {"op": "AND", "children": [[T]]},
         "condition_tree.children[0]: must be an object, a group {op, children} or a leaf {field, operator, value}, "
-        "got array",
+        "got a JSON array",
     ),
     # leaves: keys
     (
@@ -63,7 +63,7 @@ INVALID = [
         "condition_tree.operator: required in a leaf (one of equals, not_equals, contains, exists, regex)",
     ),
     # field
-    ({"field": 1, "operator": "exists"}, "condition_tree.field: must be a string, got number"),
+    ({"field": 1, "operator": "exists"}, "condition_tree.field: must be a string, got 1"),
     ({"field": None, "operator": "exists"}, "condition_tree.field: must be a string, got null"),
     (
         {"field": "type", "operator": "exists"},
@@ -117,7 +117,10 @@ INVALID = [
     # operator
     ({"field": "body.x", "operator": "gt", "value": 1}, 'condition_tree.operator: unknown operator "gt"'),
     ({"field": "body.x", "operator": "EQUALS", "value": 1}, 'condition_tree.operator: unknown operator "EQUALS"'),
-    ({"field": "body.x", "operator": ["equals"], "value": 1}, "condition_tree.operator: must be a string, got array"),
+    (
+        {"field": "body.x", "operator": ["equals"], "value": 1},
+        'condition_tree.operator: must be a string, got ["equals"]',
+    ),
     # value
     ({"field": "body.x", "operator": "equals"}, 'condition_tree.value: required for operator "equals"'),
     ({"field": "body.x", "operator": "not_equals"}, 'condition_tree.value: required for operator "not_equals"'),
@@ -133,11 +136,11 @@ INVALID = [
     ),
     (
         {"field": "body.x", "operator": "equals", "value": {"a": 1}},
-        "condition_tree.value: must be a string, number, boolean or null, got object",
+        'condition_tree.value: must be a string, number, boolean or null, got {"a":1}',
     ),
     (
         {"field": "body.x", "operator": "contains", "value": [1]},
-        "condition_tree.value: must be a string, number, boolean or null, got array",
+        "condition_tree.value: must be a string, number, boolean or null, got [1]",
     ),
     (
         {"field": "body.x", "operator": "equals", "value": float("inf")},
@@ -145,7 +148,7 @@ INVALID = [
     ),
     (
         {"field": "body.x", "operator": "regex", "value": 5},
-        'condition_tree.value: must be a string (an RE2 pattern) for operator "regex", got number',
+        'condition_tree.value: must be a string (an RE2 pattern) for operator "regex", got 5',
     ),
     (
         {"field": "body.x", "operator": "regex", "value": None},
