@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -26,15 +25,6 @@ LARGE = {
     ),
     "string kept to the return": 'const k = "xy".repeat(2**27); k.indexOf("z"); r.body = k.length',
 }
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[Pool]:
-    made = Pool(size=1, per_account=1)
-    try:
-        yield made
-    finally:
-        await made.close()
 
 
 async def _run(pool: Pool, source: str, account: str) -> Run:
