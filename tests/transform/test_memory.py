@@ -61,3 +61,14 @@ async def test_calls_within_the_limits_run_one_after_another(pool: Pool) -> None
         source = f"function handler(r) {{ {body} return r; }}"
         runs = [await _run(pool, source, "acct_a") for _ in range(10)]
         assert [run.error for run in runs] == [None] * 10, [run.error for run in runs]
+
+
+async def test_the_trials_dry_run_fails_and_the_next_one_runs(client, account) -> None:
+    """The fresh-clone trial's call, on the dry-run route: it answered ``error: null`` in 0.2 s."""
+    url = "/v1/transformations/test"
+    hostile = f"function handler(r) {{ {LARGE['one-byte string made flat, 256 MB']}; return r; }}"
+    first = await client.post(url, json={"transform": hostile, "request": {"body": {}}}, headers=account.headers)
+    assert first.status_code == 200, first.text
+    assert first.json()["error"]["message"].startswith(ENDED), first.json()
+    again = await client.post(url, json={"transform": ECHO, "request": {"body": {}}}, headers=account.headers)
+    assert again.json()["error"] is None, again.json()
