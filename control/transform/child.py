@@ -7,7 +7,8 @@ answer says the process's CPU time then (``Answer.cpu_s``): the pool's clock cou
 An empty frame (``RESTART``) says a stopped batch's calls run again, each alone, from now: the clock starts over.
 Before anything else it sets its own ``RLIMIT_DATA`` (the OS limit on private writable memory, which V8's
 heap, its zone memory and malloc all count against; ``RLIMIT_AS`` cannot be used: V8 reserves a 4 GiB cage
-of address space at start) and ``RLIMIT_CORE`` to 0. What V8 cannot survive (a fatal ``invalid size``
+of address space at start) and ``RLIMIT_CORE`` to 0; before each batch it lowers the soft ``RLIMIT_DATA``
+to what it holds plus ``CALL_MEMORY``, and raises it back after. What V8 cannot survive (a fatal ``invalid size``
 error, memory past the OS limit) ends this process alone: the pool fails the call it was running and
 starts another.
 
@@ -59,6 +60,12 @@ def data_bytes() -> int:
 
 HEADROOM_MB = 256
 """What of the OS limit is kept free for the next call (its 64 MB heap, and what V8 needs beside it)."""
+CALL_MEMORY = 160 * 1024 * 1024
+"""What a batch may add to this process's memory while it runs (the soft ``RLIMIT_DATA``, lowered to what
+the process holds plus this before each batch, raised back after): V8's 64 MB check runs only after a
+garbage collection, and one large allocation that none follows (a 256 MB string made flat at once) ran
+whole and answered. Past it V8's allocation fails and the process ends: that call fails alone (ADR 0085).
+25 calls in a row of 64 MB of garbage or of 55 MB live grew the process by 117 MB at most."""
 _HEADER = struct.Struct(">I")
 RESTART = _HEADER.pack(0)
 """An empty frame, written before each call of a stopped batch runs again alone (``Sandbox.alone``): the pool's
@@ -95,9 +102,14 @@ async def _runs(sandbox: Sandbox, call: Call) -> list[Run]:
             bodies.append(made[1])
             called.append((at, made[2]))
     if payloads:
-        done = sandbox.run_now(payloads, bodies)  # nothing else to do meanwhile: waited for on this thread
-        if done is None:  # a fence holds the isolate (``Sandbox._fenced``): after it
-            done = await sandbox.run_many(payloads, bodies)
+        limit = resource.getrlimit(resource.RLIMIT_DATA)[1]
+        resource.setrlimit(resource.RLIMIT_DATA, (min(limit, data_bytes() + CALL_MEMORY), limit))
+        try:
+            done = sandbox.run_now(payloads, bodies)  # nothing else to do meanwhile: waited for on this thread
+            if done is None:  # a fence holds the isolate (``Sandbox._fenced``): after it
+                done = await sandbox.run_many(payloads, bodies)
+        finally:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
         for (at, prepared), run in zip(called, done, strict=True):
             if run.request is not None and run.request.__class__ is not dict:
                 run = _not_an_object(run)

@@ -52,6 +52,7 @@ from control.transform.wire import (
     Problem,
     Run,
     checked,
+    share_batch_time,
 )
 from shared.json_depth import MAX_DEPTH
 
@@ -395,6 +396,8 @@ class Sandbox:
             return self._stopped(payloads, clock, deep)
         if len(payloads) == 1:
             runs[0].duration_ms = elapsed_ms
+        else:
+            share_batch_time(runs, elapsed_ms)
         return runs
 
     @staticmethod

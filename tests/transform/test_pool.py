@@ -9,7 +9,6 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -28,12 +27,9 @@ SPLIT = 'function handler(r){ "x".repeat(2**27+100).split(""); return null; }'
 
 
 @pytest.fixture
-async def pool() -> AsyncIterator[Pool]:
-    made = Pool(size=2, per_account=1)
-    try:
-        yield made
-    finally:
-        await made.close()
+def pool_size() -> int:
+    """Two processes: one account holds its share, another is served meanwhile."""
+    return 2
 
 
 async def _run(pool: Pool, source: str, account: str = "acct_a", key: str = "k") -> Run:

@@ -11,9 +11,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
-
-import pytest
 
 from control.transform.pool import Pool
 from control.transform.process import HARD_S, Process
@@ -29,15 +26,6 @@ STUCK = "stopped: still running after 1 s"
 
 def _payload(body: int) -> str:
     return json.dumps({"request": {"method": "POST", "path": "/", "query": "", "headers": {}, "body": body}})
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[Pool]:
-    made = Pool(size=1, per_account=1)
-    try:
-        yield made
-    finally:
-        await made.close()
 
 
 async def _run(pool: Pool, source: str, body: int = 1) -> Run:
