@@ -188,9 +188,18 @@ def share_batch_time(runs: list[Run], elapsed_ms: float) -> None:
     the only clock a script has: ``Temporal`` reads the same one) plus an equal share of the batch's time
     that those readings leave out. Read alone, a call under a millisecond was 0 ms: every delivery of a
     quick transform, claimed with others, recorded ``duration_ms: 0.0``. The calls' times add up to the
-    batch's."""
-    rest = elapsed_ms - sum(run.duration_ms for run in runs)
-    if rest > 0:
+    batch's.
+
+    Whole milliseconds can also read more than the batch took (a sub-millisecond call that crossed a tick
+    reads 1): then the batch's time is split by each reading plus the tick it may be off by, so no call of a
+    batch that took time is left at 0 (a suite run saw ``[1.0, 0.0, 0.0, 0.0]``)."""
+    read = sum(run.duration_ms for run in runs)
+    rest = elapsed_ms - read
+    if rest >= 0:
         share = rest / len(runs)
         for run in runs:
             run.duration_ms += share
+        return
+    weights = read + len(runs)
+    for run in runs:
+        run.duration_ms = elapsed_ms * (run.duration_ms + 1) / weights
