@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -74,17 +74,24 @@ def _put(where: str, tags: dict[str, dict[str, Any]], value: Any) -> dict[str, A
     return body
 
 
-def _secret_fields() -> list[tuple[type[msgspec.Struct], str, dict[str, dict[str, Any]]]]:
+def _fields_where(
+    wanted: Callable[[Any], bool],
+) -> list[tuple[type[msgspec.Struct], str, dict[str, dict[str, Any]]]]:
+    """(record, path, the tags that reach it) for every field of every request record whose type is ``wanted``."""
     found = []
     for record in sorted(_records(), key=lambda r: r.__name__):
         for _, declared, reach, where in _fields(mi.type_info(record), {}, ""):
-            if _marked(declared):
+            if wanted(declared):
                 tags: dict[str, dict[str, Any]] = {}
                 while "_at" in reach:
                     (at, inner), reach = reach["_at"], {k: v for k, v in reach.items() if k != "_at"}
                     tags[at] = inner
                 found.append((record, where, tags))
     return found
+
+
+def _secret_fields() -> list[tuple[type[msgspec.Struct], str, dict[str, dict[str, Any]]]]:
+    return _fields_where(_marked)
 
 
 def test_every_field_that_looks_secret_is_marked() -> None:
@@ -156,16 +163,7 @@ def _holds_secret(node: Any, seen: set[type]) -> bool:
 def _secret_holders() -> list[tuple[type[msgspec.Struct], str, dict[str, dict[str, Any]]]]:
     """Every field of every body or tool record whose type is a record (or a union of records) that holds a
     secret: a destination's ``auth``, an OAuth or mTLS block within it..."""
-    found = []
-    for record in sorted(_records(), key=lambda r: r.__name__):
-        for _, declared, reach, where in _fields(mi.type_info(record), {}, ""):
-            if not _marked(declared) and _holds_secret(declared, set()):
-                tags: dict[str, dict[str, Any]] = {}
-                while "_at" in reach:
-                    (at, inner), reach = reach["_at"], {k: v for k, v in reach.items() if k != "_at"}
-                    tags[at] = inner
-                found.append((record, where, tags))
-    return found
+    return _fields_where(lambda declared: not _marked(declared) and _holds_secret(declared, set()))
 
 
 def test_a_record_holding_a_secret_given_as_another_kind_is_not_echoed(subtests: Any) -> None:
