@@ -16,6 +16,7 @@ from typing import Any
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, SerializationException, ValidationException
 from litestar.types import ExceptionHandlersMap
+from litestar.utils.scope.state import ScopeState
 from redis.exceptions import RedisError
 
 from control.api.empty_segments import empty_segment
@@ -118,14 +119,30 @@ def _range(request: Request[Any, Any, Any], key: str) -> str | None:
 
 def _why_not_json(request: Request[Any, Any, Any]) -> str:
     """Why a body that is not JSON likely is not: compressed (``Content-Encoding``, which the control plane does
-    not undo) or of another media type (a form, multipart, text); nothing when neither says so."""
+    not undo) or of another media type (a form, multipart, text); nothing when neither says so. The media type
+    is named only for a body that is no attempt at JSON: curl's ``-d`` labels every body a form, so a README
+    command with a trailing comma was told its Content-Type, not its comma."""
     encoding = request.headers.get("content-encoding", "").strip().lower()
     if encoding and encoding != "identity":
         return f"; Content-Encoding {encoding[:40]} is not supported: send the JSON uncompressed"
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media and media != "application/json" and not media.endswith("+json"):
+    if media and media != "application/json" and not media.endswith("+json") and not _json_like(request):
         return f"; a body must be JSON (Content-Type: application/json), this one is {media[:80]}"
     return ""
+
+
+_JSON_START = re.compile(
+    rb'[{\["0-9]|-(?![^0-9])|(?:t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|n(?:u(?:ll?)?)?)(?=[\s,\]}:]|$)'
+)
+"""The start of a JSON value: ``{``, ``[``, ``"``, a number (``-`` then a digit), or a word that begins
+``true``, ``false`` or ``null``. A form (``name=x``) or multipart (``--boundary``) body starts otherwise,
+though its first character alone would have read as a ``null`` or a negative number."""
+
+
+def _json_like(request: Request[Any, Any, Any]) -> bool:
+    """The body (as Litestar keeps it once read) starts as a JSON value would, past any white space."""
+    body = ScopeState.from_scope(request.scope).body
+    return isinstance(body, bytes) and _JSON_START.match(body.lstrip()[:16]) is not None
 
 
 def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:

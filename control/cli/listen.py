@@ -181,13 +181,14 @@ async def _patiently(
     stop: asyncio.Event,
     out: _Out,
     call: Callable[[], Awaitable[T]],
-    what: str,
     remote: Remote | None = None,
 ) -> tuple[bool, T | None]:
     """(True, result) once ``call`` answers; (False, None) when stopped. Waits out an unreachable control
     plane and 429s with backoff, saying so once per outage (``out.outage``: all of a command's calls meet the
-    same one); any other error is raised. Before each retry, ``remote`` is asked whether its instance has moved
-    (``Remote.moved``): if so, the next try goes there at once, and that is said once per move."""
+    same one, so the line that it ended names the control plane, not whichever call answered first: ``tail``
+    said "deliveries: reconnected"); any other error is raised. Before each retry, ``remote`` is asked whether
+    its instance has moved (``Remote.moved``): if so, the next try goes there at once, and that is said once
+    per move."""
     delay, outage = _BACKOFF_S[0], out.outage
     while not stop.is_set():
         epoch, during = outage.epoch, outage.told
@@ -213,7 +214,7 @@ async def _patiently(
                 if remote is not None:
                     remote.reconnected()
                 back = f" to {remote.base_url} (from {remote.source})" if remote is not None and remote.source else ""
-                out.line(out.paint(f"{_now()}  {what}: reconnected{back}", "32"))
+                out.line(out.paint(f"{_now()}  control plane: reconnected{back}", "32"))
             return (not stop.is_set()), result
         await _until(stop, asyncio.sleep(delay))
         delay = min(delay * 2, _BACKOFF_S[1])
@@ -271,7 +272,7 @@ async def listen(
     resumed = "resuming after the last event forwarded" if follow.cursor != "now" else "new events from now"
     event, cursor = None, None
     if follow.cursor == "now":  # one short wait: its answer carries the position of "now"
-        ok, pinned = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane", follow.remote)
+        ok, pinned = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), follow.remote)
         if not ok or pinned is None:
             out.line("stopped")
             return 0
@@ -311,7 +312,7 @@ async def listen(
                     unrecorded = True
             if cursor is not None:
                 follow.save(cursor)  # after the forward: at least once, never skipped
-            ok, answer = await _patiently(stop, out, follow.next, "control plane", follow.remote)
+            ok, answer = await _patiently(stop, out, follow.next, follow.remote)
             if not ok or answer is None:
                 break
             event, cursor = answer
@@ -356,7 +357,7 @@ async def _new_endpoints(
     events it already has are listed (oldest first) and the follow skips those it answers again."""
     while not stop.is_set():
         await _until(stop, asyncio.sleep(_NEW_ENDPOINTS_S))
-        ok, listed = await _patiently(stop, out, remote.endpoints, "control plane", remote)
+        ok, listed = await _patiently(stop, out, remote.endpoints, remote)
         if not ok or listed is None:
             return
         for endpoint in listed:
@@ -366,7 +367,7 @@ async def _new_endpoints(
             follow = _Follow(remote, endpoint["id"], None)
             arrived = await _events_baseline(follow, out, stop)
             listing = functools.partial(remote.events, endpoint["id"], 100)
-            ok, had = await _patiently(stop, out, listing, "events", remote)
+            ok, had = await _patiently(stop, out, listing, remote)
             if not ok or had is None:
                 return
             out.line(f"{_now()}  following new endpoint {endpoint['id']}")
@@ -381,7 +382,7 @@ async def _new_endpoints(
 
 async def _events_baseline(follow: _Follow, out: _Out, stop: asyncio.Event) -> dict[str, Any] | None:
     """Pins "now" to a position (the cursor of one short wait); the event that arrived meanwhile, if one did."""
-    ok, answer = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), "control plane", follow.remote)
+    ok, answer = await _patiently(stop, out, lambda: follow.next(_BASELINE_WAIT_S), follow.remote)
     if not ok or answer is None:
         return None
     event, cursor = answer
@@ -391,7 +392,7 @@ async def _events_baseline(follow: _Follow, out: _Out, stop: asyncio.Event) -> d
 
 async def _deliveries_seen(remote: Remote, endpoint: dict[str, Any], out: _Out, stop: asyncio.Event) -> set[str]:
     """The attempts already listed, which ``tail`` does not print."""
-    ok, listed = await _patiently(stop, out, lambda: remote.deliveries(endpoint["id"], 100), "deliveries", remote)
+    ok, listed = await _patiently(stop, out, lambda: remote.deliveries(endpoint["id"], 100), remote)
     return {d["id"] for d in listed} if ok and listed is not None else set()
 
 
@@ -417,7 +418,7 @@ async def _tail_events(
     while True:
         if event is not None and (printed is None or event["id"] not in printed):
             _event_line(endpoint, event, out)
-        ok, answer = await _patiently(stop, out, follow.next, "control plane", follow.remote)
+        ok, answer = await _patiently(stop, out, follow.next, follow.remote)
         if not ok or answer is None:
             return
         event, cursor = answer
@@ -429,7 +430,7 @@ async def _tail_deliveries(
 ) -> None:
     while not stop.is_set():
         await _until(stop, asyncio.sleep(1.0))
-        ok, page = await _patiently(stop, out, lambda: remote.deliveries(endpoint["id"], 100), "deliveries", remote)
+        ok, page = await _patiently(stop, out, lambda: remote.deliveries(endpoint["id"], 100), remote)
         if not ok or page is None:
             return
         for d in reversed([d for d in page if d["id"] not in seen]):

@@ -22,7 +22,7 @@ import httpx
 import msgspec
 
 from control.support.client_tls import verify_for
-from shared.errors import ApiError, ConfigError, Unreachable
+from shared.errors import ApiError, ConfigError, HookyardError, Unreachable
 from shared.settings import Settings
 
 __all__ = ("ApiKey", "Remote", "saved_key")
@@ -40,14 +40,48 @@ def saved_key(settings: Settings) -> ApiKey:
     """``HOOKYARD_API_KEY``, else the key ``hookyard up`` saved in the data dir."""
     key = os.environ.get("HOOKYARD_API_KEY", "").strip()
     if key:
-        return ApiKey(value=key, origin="HOOKYARD_API_KEY's")
+        return ApiKey(value=_header_safe(key, "HOOKYARD_API_KEY"), origin="HOOKYARD_API_KEY's")
     saved = Path(settings.data_dir) / "api_key"
     if saved.is_file() and (key := saved.read_text().strip()):
-        return ApiKey(value=key, origin=f"the one `hookyard up` saved in {saved}")
+        return ApiKey(
+            value=_header_safe(key, f"the key file {saved}"), origin=f"the one `hookyard up` saved in {saved}"
+        )
     raise ConfigError(
         f"no API key: set HOOKYARD_API_KEY, or run `hookyard up` once (it saves one in {saved}); "
         "--data-dir or HOOKYARD_DATA_DIR names another data dir"
     )
+
+
+def _header_safe(key: str, where: str) -> str:
+    """``key`` if it can be sent as ``Authorization: Bearer <key>``: visible ASCII only. A key pasted with a line
+    break or a space inside was sent anyway, and httpx's refusal ("Illegal header value b'Bearer hy_live_...'")
+    printed the whole key under "cannot reach the control plane". The message names where the key was read,
+    what is wrong and where, never the key itself."""
+    for at, char in enumerate(key, 1):
+        if not "!" <= char <= "~":
+            what = _KINDS.get(
+                char, "a control character" if ord(char) < 0x20 or ord(char) == 0x7F else "a non-ASCII character"
+            )
+            raise ConfigError(
+                f"{where} is not a usable API key: it has {what} at character {at} of {len(key)} "
+                "(a key has no spaces, line breaks or other invisible characters: was it pasted across lines?)"
+            )
+    return key
+
+
+_KINDS = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab", " ": "a space"}
+
+
+def transport_failure(where: str, exc: BaseException, what: str = "") -> HookyardError:
+    """What a request that got no answer means. httpx's ``LocalProtocolError`` is a request that could not be
+    sent (a header value it refuses), not an unreachable control plane, and its text quotes the header, which
+    may be the key: it is named by type only. Anything else is ``Unreachable``, worth waiting out."""
+    if type(exc).__name__ == "LocalProtocolError":  # httpx's, or httpx2's (the MCP client's): the same class
+        return ConfigError(
+            f"the request to the control plane at {where} could not be sent: a header was refused "
+            "(LocalProtocolError); check the API key (HOOKYARD_API_KEY, or the data dir's api_key file)"
+        )
+    return Unreachable(f"cannot reach the control plane at {where}: {what}{type(exc).__name__}: {exc}", where=where)
 
 
 def not_found_for_key(error: ApiError, key: ApiKey | None) -> ApiError:
@@ -115,9 +149,7 @@ class Remote:
         try:
             resp = await self._client.request(method, path, **kwargs, **extra)
         except httpx.HTTPError as exc:
-            raise Unreachable(
-                f"cannot reach the control plane at {self._where}: {type(exc).__name__}: {exc}", where=self._where
-            ) from exc
+            raise transport_failure(self._where, exc) from exc
         if resp.is_success:
             return resp
         raise self.refused(resp.status_code, resp.content, resp.reason_phrase)

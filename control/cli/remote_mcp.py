@@ -23,9 +23,9 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from control.cli.remote import Remote
+from control.cli.remote import Remote, transport_failure
 from control.support.client_tls import verify_for
-from shared.errors import ApiError, ConfigError, Unreachable
+from shared.errors import ApiError, ConfigError
 
 __all__ = ("RemoteOverMcp",)
 
@@ -59,11 +59,7 @@ class RemoteOverMcp(Remote):
         except Exception as exc:  # the SDK raises transport errors inside task groups: any of them means "no answer"
             if refusals:
                 raise self.refused(*refusals[0]) from None
-            cause = _innermost(exc)
-            raise Unreachable(
-                f"cannot reach the control plane at {self._where}: MCP {name}: {type(cause).__name__}: {cause}",
-                where=self._where,
-            ) from exc
+            raise transport_failure(self._where, _innermost(exc), f"MCP {name}: ") from exc
         if result.is_error:
             raise _tool_error(name, result.structured_content, result.content)
         return dict(result.structured_content or {})

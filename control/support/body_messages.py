@@ -80,15 +80,25 @@ def node_at(root: type, where: str, value: Any) -> mi.Type | None:
 
 
 def secret_at(root: type, where: str, value: Any) -> bool:
-    """Whether the field at ``where`` is a secret (``writeOnly`` in its schema, ``control.records.text.SECRET_FIELD``):
-    its value is never echoed, in any form, only its kind and length."""
-    return _marked(_declared(root, where, value))
+    """Whether the field at ``where`` is a secret (``writeOnly`` in its schema, ``control.records.text.SECRET_FIELD``),
+    or a record (or a union of records) that holds one: its value is never echoed, in any form, only its kind
+    and length. A destination's ``auth`` given as the string ``"Bearer tok_..."`` is the secret given in the
+    wrong shape, and was echoed whole (``must be an object or null, got "Bearer tok_..."``)."""
+    return _marked(_declared(root, where, value), set())
 
 
-def _marked(node: Any) -> bool:
+def _marked(node: Any, seen: set[type]) -> bool:
+    """``node`` is a secret, or a record holding one at any depth (``seen``: records already looked into)."""
     if isinstance(node, mi.Metadata):
-        return bool((node.extra_json_schema or {}).get("writeOnly")) or _marked(node.type)
-    return isinstance(node, mi.UnionType) and any(_marked(t) for t in node.types)
+        return bool((node.extra_json_schema or {}).get("writeOnly")) or _marked(node.type, seen)
+    if isinstance(node, mi.UnionType):
+        return any(_marked(t, seen) for t in node.types)
+    if isinstance(node, mi.StructType) and node.cls not in seen:
+        seen.add(node.cls)
+        return any(_marked(f.type, seen) for f in node.fields)
+    if isinstance(node, _ARRAYS):
+        return _marked(node.item_type, seen)
+    return isinstance(node, mi.DictType) and _marked(node.value_type, seen)
 
 
 def _declared(root: type, where: str, value: Any) -> Any:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from control.db.faults import backoff_s
+from shared.errors import HookyardError
 
 __all__ = ("WORKER_GC_THRESHOLD", "Loop", "frozen_start", "install_signal_handlers", "run_loops")
 
@@ -95,12 +96,27 @@ def frozen_start() -> Iterator[None]:
 
 
 async def run_loops(loops: list[Loop], stop: asyncio.Event, *, burst: bool = False) -> None:
-    """Runs the loops until ``stop`` is set (or, in burst mode, until each is idle)."""
-    async with asyncio.TaskGroup() as group:
-        for loop in loops:
-            group.create_task(_run_one(loop, stop, burst), name=f"loop:{loop.name}")
-        if not burst:
-            group.create_task(_tell_stopping(loops, stop), name="loop:stopping")
+    """Runs the loops until ``stop`` is set (or, in burst mode, until each is idle). A loop's own error (a burst
+    step's ``ConfigError``: no key to open a sealed secret) is raised as itself, not inside the task group's
+    ``ExceptionGroup``, so the command says it in one line as it says any other setting's error: it was a
+    48-line traceback ending with that line."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for loop in loops:
+                group.create_task(_run_one(loop, stop, burst), name=f"loop:{loop.name}")
+            if not burst:
+                group.create_task(_tell_stopping(loops, stop), name="loop:stopping")
+    except ExceptionGroup as failed:
+        ours, _ = failed.split(HookyardError)
+        if ours is None:
+            raise
+        raise _first(ours) from failed
+
+
+def _first(group: BaseException) -> BaseException:
+    while isinstance(group, BaseExceptionGroup) and group.exceptions:
+        group = group.exceptions[0]
+    return group
 
 
 async def _tell_stopping(loops: list[Loop], stop: asyncio.Event) -> None:

@@ -116,15 +116,18 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
 def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: list[Loop]) -> str:
     """What a worker runs and reached, said once it has: a standalone ``hookyard worker`` printed nothing at
     start, and a trial's worker missing ``HOOKYARD_ENCRYPTION_KEYS`` (``up`` keeps them in its data dir) was
-    told so only by its sweep failing over and over. URLs by ``safe_url`` (no password, path or query); key
+    told so only by its sweep failing over and over. The count is of the loops named (flush's lanes said apart:
+    they were counted as loops, so a line naming 7 said 8). URLs by ``safe_url`` (no password, path or query); key
     ids only, never the keys."""
     running = [n for n in (names or LOOP_NAMES) if n != "learn" or settings.schema_learning]
     kids = [entry.partition(":")[0].strip() for entry in settings.encryption_keys]
     secrets = "no HOOKYARD_ENCRYPTION_KEYS: a sealed secret cannot be opened (up keeps its keys in its data dir)"
     if kids:
         secrets = f"secrets sealed with key {kids[0]!r}, opened with {', '.join(map(repr, kids))}"
+    lanes = sum(1 for loop in loops if isinstance(loop, Flush))
+    count = f"{len(running)} loop(s)" + (f"; flush in {lanes} lanes" if lanes > 1 else "")
     return (
-        f"worker: running {', '.join(running) or 'nothing'} ({len(loops)} loop(s)); database "
+        f"worker: running {', '.join(running) or 'nothing'} ({count}); database "
         f"{_where(settings.database_url or '')}, redis {_where(settings.redis_url or '')}; {secrets}"
     )
 

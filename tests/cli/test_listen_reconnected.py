@@ -40,9 +40,7 @@ async def test_the_reconnected_line_names_the_up_that_answered(settings: Setting
     remote = Remote(url, "hy_live_x", source="the default", relocate=relocate)
     lines = io.StringIO()
     stop = asyncio.Event()
-    patient = asyncio.create_task(
-        _patiently(stop, _Out(lines), lambda: remote.call("GET", "/healthz"), "control plane", remote)
-    )
+    patient = asyncio.create_task(_patiently(stop, _Out(lines), lambda: remote.call("GET", "/healthz"), remote))
     server = None
     try:
         await wait_for(lambda: _said(lines, "no hookyard up is running now"))  # read, then said

@@ -67,4 +67,6 @@ def test_tail_says_an_outage_once_for_all_it_follows(stack_cli_and_api, procs: l
     time.sleep(2.5)  # each task has been answered again by now
     assert tail.output.count("cannot reach the control plane") == 1, tail.output
     assert tail.output.count("reconnected") == 1, tail.output
+    # the outage is the control plane's, whichever of tail's calls answered first ("deliveries: reconnected")
+    assert "  control plane: reconnected to " in tail.output, tail.output
     assert tail.interrupt() == 0

@@ -7,11 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import httpx
 import msgspec
 
 from shared.logs import safe_url
 from shared.settings import Settings
-from tests.onboarding.clirun import until
+from tests.conftest import make_account
+from tests.onboarding.clirun import cli, until
 from tests.stack import Stack
 
 
@@ -54,3 +56,36 @@ def test_a_worker_without_encryption_keys_says_so_at_start(settings: Settings, t
     assert line.endswith(
         "no HOOKYARD_ENCRYPTION_KEYS: a sealed secret cannot be opened (up keeps its keys in its data dir)"
     )
+
+
+def test_the_start_line_counts_what_it_names(settings: Settings, tmp_path: Path) -> None:
+    """It read ``running flush, learn, deliver, sweep, retries, alerts, erasures (8 loop(s))``: flush's lanes
+    were counted, not named."""
+    stack = Stack(settings, tmp_path, HOOKYARD_FLUSH_LANES="3")
+    line, _ = _start_line(stack, "flush", "deliver")
+    assert "worker: running flush, deliver (2 loop(s); flush in 3 lanes); " in line, line
+
+
+async def test_a_burst_without_encryption_keys_fails_in_one_line(
+    settings: Settings, database_url: str, tmp_path: Path
+) -> None:
+    """``hookyard worker sweep --burst`` without keys ended in a 48-line ExceptionGroup traceback, the
+    ConfigError on its last line: now that line alone, as every other setting's error, and exit 2. The sweep
+    rebuilds the edge's configs (a Redis prefix that has none), which opens the endpoint's sealed secret."""
+    stack = Stack(settings, tmp_path)
+    try:
+        stack.start_control()
+        account = await make_account(database_url)
+        async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers) as api:
+            ep = (await api.post("/v1/endpoints", json={"name": "sealed"})).json()["id"]
+            sealed = await api.patch(f"/v1/endpoints/{ep}/auth-config", json={"secret": "whsec_" + "k" * 32})
+            assert sealed.status_code == 200, sealed.text
+    finally:
+        stack.stop_all()
+    env = {k: v for k, v in stack.env.items() if k != "HOOKYARD_ENCRYPTION_KEYS"}
+    done = cli({**env, "HOOKYARD_REDIS_PREFIX": f"{settings.redis_prefix}-nokeys"}, "worker", "sweep", "--burst")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "ExceptionGroup" not in done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
+    assert said.startswith("hookyard: HOOKYARD_ENCRYPTION_KEYS"), done.stderr

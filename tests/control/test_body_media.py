@@ -38,6 +38,14 @@ async def test_a_body_that_is_not_json_says_why(client, account):
         err = assert_error(resp, 400, "validation_error", field="body")
         assert err["message"].startswith("body: malformed JSON ("), err
         assert err["message"].endswith(why), err
+    # curl's -d labels every body a form: one that is an attempt at JSON hears only what is wrong with the JSON
+    form = {**h, "content-type": "application/x-www-form-urlencoded"}
+    for body in (b'{"name": "x",}', b' \n{"name": ', b"-", b"01", b" [1,", b'"x', b"tru", b"fals", b"nul"):
+        resp = await client.post("/v1/endpoints", content=body, headers=form)
+        err = assert_error(resp, 400, "validation_error", field="body")
+        assert "Content-Type" not in err["message"], (body, err)
+    trailing = await client.post("/v1/endpoints", content=b'{"name": "x",}', headers=form)
+    assert trailing.json()["error"]["message"] == "body: malformed JSON (trailing comma in object (byte 13))"
     plain = await client.post("/v1/endpoints", content=b"{", headers={**h, "content-type": "application/json"})
     assert assert_error(plain, 400, "validation_error")["message"].endswith(")")  # nothing to add
 

@@ -26,7 +26,10 @@ def _requests(ep: str, dst: str) -> dict[str, tuple[str, str, Any]]:
     url = "https://example.com/hook"
     leaf = '{"url":"https://example.com/hook","condition_tree":{"field":5,"operator":"exists"}}'
     return {
-        'condition_tree.children[1].operator: unknown operator "gt"': (
+        (
+            'condition_tree.children[1].operator: unknown operator "gt"; '
+            "one of equals, not_equals, contains, exists, regex"
+        ): (
             "POST",
             dests,
             '{"url":"https://example.com/hook","condition_tree":{"op":"AND","children":['
@@ -38,6 +41,11 @@ def _requests(ep: str, dst: str) -> dict[str, tuple[str, str, Any]]:
         'ordering: must be one of fifo, none, got "lifo"': ("POST", dests, {"url": url, "ordering": "lifo"}),
         "auth.type: must be one of basic, bearer, ": ("POST", dests, {"url": url, "auth": {"type": "kerberos"}}),
         "headers.x-b: must be a string, got 5": ("POST", dests, {"url": url, "headers": {"x-a": "b", "x-b": 5}}),
+        "auth: must be an object or null, got a string of 21 characters": (
+            "POST",
+            dests,
+            {"url": url, "auth": "Bearer tok_SECRET_xyz"},
+        ),
         "destination_ids[1]: must be a string, got 5": (
             "POST",
             f"/v1/endpoints/{ep}/rules",

@@ -195,6 +195,23 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             {"url": URL, "resign_with": ["whsec_SECRET"]},
             "resign_with: must be a string or null, got an array of 1 item",
         ),
+        # a record that holds a secret (a destination's auth) given as another kind is the secret
+        (
+            "create_destination",
+            at,
+            "POST",
+            destinations,
+            {"url": URL, "auth": "Bearer tok_SECRET_xyz"},
+            "auth: must be an object or null, got a string of 21 characters",
+        ),
+        (
+            "update_destination",
+            {"destination_id": DESTINATION},
+            "PATCH",
+            f"/v1/destinations/{DESTINATION}",
+            {"auth": ["Bearer tok_SECRET_xyz"]},
+            "auth: must be an object or null, got an array of 1 item",
+        ),
     ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -74,17 +74,24 @@ def _put(where: str, tags: dict[str, dict[str, Any]], value: Any) -> dict[str, A
     return body
 
 
-def _secret_fields() -> list[tuple[type[msgspec.Struct], str, dict[str, dict[str, Any]]]]:
+def _fields_where(
+    wanted: Callable[[Any], bool],
+) -> list[tuple[type[msgspec.Struct], str, dict[str, dict[str, Any]]]]:
+    """(record, path, the tags that reach it) for every field of every request record whose type is ``wanted``."""
     found = []
     for record in sorted(_records(), key=lambda r: r.__name__):
         for _, declared, reach, where in _fields(mi.type_info(record), {}, ""):
-            if _marked(declared):
+            if wanted(declared):
                 tags: dict[str, dict[str, Any]] = {}
                 while "_at" in reach:
                     (at, inner), reach = reach["_at"], {k: v for k, v in reach.items() if k != "_at"}
                     tags[at] = inner
                 found.append((record, where, tags))
     return found
+
+
+def _secret_fields() -> list[tuple[type[msgspec.Struct], str, dict[str, dict[str, Any]]]]:
+    return _fields_where(_marked)
 
 
 def test_every_field_that_looks_secret_is_marked() -> None:
@@ -139,3 +146,39 @@ def test_a_secret_of_the_wrong_kind_says_its_kind_and_length() -> None:
         with pytest.raises(ValidationError) as refused:
             decode_json(decoder, json.dumps({"secret": given}).encode())
         assert refused.value.message == f"secret: must be a string or null, got {words}"
+
+
+def _holds_secret(node: Any, seen: set[type]) -> bool:
+    """``node`` is a record, or a union of records, with a secret field at any depth."""
+    records = [_bare(m) for m in _members(node) if isinstance(_bare(m), mi.StructType)]
+    for record in records:
+        if record.cls in seen:
+            continue
+        seen.add(record.cls)
+        if any(_marked(f.type) or _holds_secret(f.type, seen) for f in record.fields):
+            return True
+    return False
+
+
+def _secret_holders() -> list[tuple[type[msgspec.Struct], str, dict[str, dict[str, Any]]]]:
+    """Every field of every body or tool record whose type is a record (or a union of records) that holds a
+    secret: a destination's ``auth``, an OAuth or mTLS block within it..."""
+    return _fields_where(lambda declared: not _marked(declared) and _holds_secret(declared, set()))
+
+
+def test_a_record_holding_a_secret_given_as_another_kind_is_not_echoed(subtests: Any) -> None:
+    """A fresh-clone trial: ``{"auth": "Bearer tok_..."}`` answered ``auth: must be an object or null, got
+    "Bearer tok_..."``: the secret given where its record was declared is still the secret."""
+    holders = _secret_holders()
+    assert {"DestinationCreate.auth", "DestinationUpdate.auth"} <= {f"{r.__name__}.{w}" for r, w, _ in holders}
+    for record, where, tags in holders:
+        for wrong in ["Bearer " + SENTINEL, [SENTINEL], 12345678901234567, True]:
+            with subtests.test(record=record.__name__, field=where, given=type(wrong).__name__):
+                body = json.dumps(_put(where, tags, wrong)).encode()
+                with pytest.raises(ValidationError) as refused:
+                    decode_json(msgspec.json.Decoder(record, strict=True), body)
+                message = refused.value.message
+                assert "SENTINEL" not in message, message
+                assert "1234567" not in message, message
+                assert message.startswith(f"{where}: must be "), message
+                assert "got a string of" in message or not isinstance(wrong, str), message

@@ -234,7 +234,7 @@ def _operator(node: dict[Any, Any], path: str) -> str:
     if not isinstance(operator, str):
         raise InvalidConditionTree(f"{where}: must be a string, got {shown(operator)}")
     if operator not in OPERATORS:
-        raise InvalidConditionTree(f"{where}: unknown operator {_quote(operator)}")
+        raise InvalidConditionTree(f"{where}: unknown operator {_quote(operator)}; one of {', '.join(OPERATORS)}")
     return operator
 
 

@@ -73,7 +73,8 @@ async def test_a_leaf_alone_is_a_tree(client, account):
                     {"field": "body.x", "operator": "gt", "value": 1},
                 ],
             },
-            'condition_tree.children[1].operator: unknown operator "gt"',
+            'condition_tree.children[1].operator: unknown operator "gt"; '
+            "one of equals, not_equals, contains, exists, regex",
         ),
         (
             {"op": "OR", "children": [{"op": "AND", "children": [{}, {}, {"field": "body.a", "operator": "equals"}]}]},

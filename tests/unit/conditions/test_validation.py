@@ -115,8 +115,14 @@ INVALID = [
     ),
     ({"field": "body." + "x" * 1000, "operator": "exists"}, "condition_tree.field: longer than 1000 characters"),
     # operator
-    ({"field": "body.x", "operator": "gt", "value": 1}, 'condition_tree.operator: unknown operator "gt"'),
-    ({"field": "body.x", "operator": "EQUALS", "value": 1}, 'condition_tree.operator: unknown operator "EQUALS"'),
+    (
+        {"field": "body.x", "operator": "gt", "value": 1},
+        'condition_tree.operator: unknown operator "gt"; one of equals, not_equals, contains, exists, regex',
+    ),
+    (
+        {"field": "body.x", "operator": "EQUALS", "value": 1},
+        'condition_tree.operator: unknown operator "EQUALS"; one of equals, not_equals, contains, exists, regex',
+    ),
     (
         {"field": "body.x", "operator": ["equals"], "value": 1},
         'condition_tree.operator: must be a string, got ["equals"]',
@@ -177,7 +183,8 @@ INVALID = [
     ),
     (
         group("AND", T, leaf("body.x", "gt", 1)),
-        'condition_tree.children[1].operator: unknown operator "gt"',
+        'condition_tree.children[1].operator: unknown operator "gt"; '
+        "one of equals, not_equals, contains, exists, regex",
     ),
     (
         group("OR", group("AND", T, T, {"field": "body.x", "operator": "equals", "value": 1, "x": 2})),
@@ -261,7 +268,10 @@ def test_a_field_jsonb_cannot_hold_is_refused(field):
 def test_the_path_prefix_can_be_chosen():
     with pytest.raises(InvalidConditionTree) as caught:
         validate(group("AND", leaf("body.x", "gt", 1)), path="rule.tree")
-    assert caught.value.message == 'rule.tree.children[0].operator: unknown operator "gt"'
+    assert (
+        caught.value.message == 'rule.tree.children[0].operator: unknown operator "gt"; '
+        "one of equals, not_equals, contains, exists, regex"
+    )
 
 
 @pytest.mark.parametrize(
