@@ -62,10 +62,9 @@ def _header_safe(key: str, where: str) -> str:
             what = _KINDS.get(
                 char, "a control character" if ord(char) < 0x20 or ord(char) == 0x7F else "a non-ASCII character"
             )
-            raise ConfigError(
-                f"{where} is not a usable API key: it has {what} at character {at} of {len(key)} "
-                "(a key has no spaces, line breaks or other invisible characters: was it pasted across lines?)"
-            )
+            hint = "was it pasted across lines?" if char in "\r\n" else "a key is letters, digits and _ only"
+            at_what = f"{what} at character {at} of {len(key)}"
+            raise ConfigError(f"{where} is not a usable API key: it has {at_what} ({hint})")
     return key
 
 

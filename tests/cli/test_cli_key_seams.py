@@ -4,6 +4,7 @@ refusal quoted the whole ``Authorization`` header, under "cannot reach the contr
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,9 @@ async def test_a_key_that_is_no_header_value_is_refused_naming_where_it_came_fro
             assert len(done.stderr.strip().splitlines()) == 1, done.stderr
             assert key[10:] not in done.stderr
             assert "cannot reach" not in done.stderr
+            # the hint fits the character: only a line break suggests a paste across lines
+            hint = "was it pasted across lines?" if "line break" in what else "a key is letters, digits and _ only"
+            assert done.stderr.strip().endswith(f"({hint})"), done.stderr
 
     (tmp_path / "api_key").write_text(key[:10] + "\n" + key[10:] + "\n")
     from_file = cli(_env(stack, tmp_path), "open", _EP, "--no-browser", *url)
@@ -71,3 +75,16 @@ async def test_a_header_httpx_refuses_is_no_unreachable_and_is_not_quoted(
     assert "LocalProtocolError" in said
     assert key[10:] not in said
     assert "Bearer" not in said
+
+
+def test_listen_says_which_of_endpoint_and_start_is_wrong(tmp_path: Path) -> None:
+    """Neither named read "(not both)", which a trial user found confusing: each case says its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_")}
+    env |= {"HOOKYARD_DATA_DIR": str(tmp_path), "HOOKYARD_API_KEY": "hy_live_" + "a" * 32}
+    url = ["--forward-to", "http://127.0.0.1:9/x"]
+    neither = cli(env, "listen", *url)
+    assert neither.returncode == 2, neither.stderr
+    assert neither.stderr.strip() == "hookyard: listen: name an ENDPOINT to follow, or --start for a new temporary one"
+    both = cli(env, "listen", _EP, "--start", *url)
+    assert both.returncode == 2, both.stderr
+    assert both.stderr.strip() == "hookyard: listen: name an ENDPOINT or --start for a new temporary one, not both"

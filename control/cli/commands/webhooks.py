@@ -134,8 +134,10 @@ def _webhook_command(args: argparse.Namespace, command: Callable[[Settings, Any]
 def _listen(args: argparse.Namespace) -> int:
     from control.cli.listen import listen
 
-    if args.start == (args.endpoint is not None):
-        raise ConfigError("listen: name an ENDPOINT, or --start for a new temporary one (not both)")
+    if args.start and args.endpoint is not None:
+        raise ConfigError("listen: name an ENDPOINT or --start for a new temporary one, not both")
+    if not args.start and args.endpoint is None:
+        raise ConfigError("listen: name an ENDPOINT to follow, or --start for a new temporary one")
     if not args.forward_to.startswith(("http://", "https://")):
         raise ConfigError(f"--forward-to: {args.forward_to!r} is not an http(s) URL")
     if args.verbatim and args.resign_with:
