@@ -13,17 +13,13 @@ operation), before the handler, for every operation without a declared body.
 from __future__ import annotations
 
 from typing import Any
-from weakref import WeakKeyDictionary
 
-from litestar import Litestar, Request
+from litestar import Request
 
-from control.api.query_names import parameter_names
+from control.api.query_names import names_of
 from shared.errors import ValidationError
 
 __all__ = ("refuse_unread_body",)
-
-_NAMES: WeakKeyDictionary[Litestar, dict[tuple[str, str], frozenset[str]]] = WeakKeyDictionary()
-"""Per app: (path template, method) -> the query parameters its operation reads (its routes never change)."""
 
 
 async def refuse_unread_body(request: Request[Any, Any, Any]) -> None:
@@ -32,10 +28,6 @@ async def refuse_unread_body(request: Request[Any, Any, Any]) -> None:
     body = await request.body()
     if not body.strip():
         return
-    app = request.app
-    names = _NAMES.get(app)
-    if names is None:
-        names = _NAMES[app] = parameter_names(app.routes)
-    taken = sorted(names.get((request.scope.get("path_template", ""), request.method), ()))
+    taken = sorted(names_of(request.app).get((request.scope.get("path_template", ""), request.method), ()))
     where = f"; its parameters go in the query string ({', '.join(taken)})" if taken else ""
     raise ValidationError(f"body: this operation takes no body{where}")

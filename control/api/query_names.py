@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from urllib.parse import parse_qsl
+from weakref import WeakKeyDictionary
 
+from litestar import Litestar
 from litestar.enums import ScopeType
 from litestar.middleware import ASGIMiddleware
 from litestar.routes import HTTPRoute
@@ -24,13 +26,26 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from shared.errors import ValidationError
 
-__all__ = ("UnknownQueryMiddleware", "parameter_names")
+__all__ = ("UnknownQueryMiddleware", "names_of")
 
 _NAME_SHOWN = 100
 """Characters of an unknown name quoted back."""
 
 
-def parameter_names(routes: Sequence[object]) -> dict[tuple[str, str], frozenset[str]]:
+_NAMES: WeakKeyDictionary[Litestar, dict[tuple[str, str], frozenset[str]]] = WeakKeyDictionary()
+"""Per app, built at its first request with a query or a body (its routes never change)."""
+
+
+def names_of(app: Litestar) -> dict[tuple[str, str], frozenset[str]]:
+    """(path template, method) -> the query parameters its operation reads, for this middleware and for the
+    refusal of an unread body (``control.api.no_body``), which names them."""
+    names = _NAMES.get(app)
+    if names is None:
+        names = _NAMES[app] = _parameter_names(app.routes)
+    return names
+
+
+def _parameter_names(routes: Sequence[object]) -> dict[tuple[str, str], frozenset[str]]:
     """(path template, method) -> the query parameter names its handler reads."""
     names: dict[tuple[str, str], frozenset[str]] = {}
     for route in routes:
@@ -45,15 +60,10 @@ def parameter_names(routes: Sequence[object]) -> dict[tuple[str, str], frozenset
 class UnknownQueryMiddleware(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
 
-    def __init__(self) -> None:
-        self._names: dict[tuple[str, str], frozenset[str]] | None = None  # the app's routes never change
-
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         query = scope.get("query_string", b"")
         if query and scope["type"] == ScopeType.HTTP:  # scopes: HTTP only
-            if self._names is None:
-                self._names = parameter_names(scope["litestar_app"].routes)
-            taken = self._names.get((scope.get("path_template", ""), scope["method"]))
+            taken = names_of(scope["litestar_app"]).get((scope.get("path_template", ""), scope["method"]))
             if taken is not None:
                 given = [k for k, _ in parse_qsl(query.decode("utf-8", "replace"), keep_blank_values=True)]
                 unknown = sorted(set(given) - taken)

@@ -80,11 +80,14 @@ def decode_json(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
             value = msgspec.json.decode(body)
         except msgspec.ValidationError:  # a number too large for a float: the first error says where
             raise ValidationError(_message(str(error), body, decoder.type)) from error
-        for again in (False, True):
-            if again and (integral or "got `float`" not in str(error)):
-                break
+        if not integral:  # a repeated key: the last-wins value as it is, then (if a float was refused) as 300
             try:
-                return msgspec.convert(_integral(value) if integral or again else value, decoder.type, strict=True)
+                return msgspec.convert(value, decoder.type, strict=True)
+            except msgspec.ValidationError as exc:
+                error, integral = exc, "got `float`" in str(exc)
+        if integral:
+            try:
+                return msgspec.convert(_integral(value), decoder.type, strict=True)
             except msgspec.ValidationError as exc:
                 error = exc
     raise ValidationError(_message(str(error), body, decoder.type)) from error
