@@ -66,7 +66,7 @@ def _requests(ep: str, dst: str) -> dict[str, tuple[str, str, Any]]:
             f"/v1/endpoints/{ep}/labels",
             {"path": "a", "output_key": "k", "color": "red"},
         ),
-        "rate_limit_per_s: must be a number greater than 0 and at most 10000, got a number too large to represent": (
+        "rate_limit_per_s: must be a number from 0.001 to 10000, got a number too large to represent": (
             "POST",
             dests,
             '{"url":"https://example.com/hook","rate_limit_per_s":1e999}',

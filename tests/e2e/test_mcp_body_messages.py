@@ -95,7 +95,7 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             "POST",
             destinations,
             {"url": URL, "rate_limit_per_s": 0},
-            "rate_limit_per_s: must be a number greater than 0 and at most 10000, got 0",
+            "rate_limit_per_s: must be a number from 0.001 to 10000, got 0",
         ),
         (
             "create_destination",
