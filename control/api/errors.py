@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 
 from control.api.empty_segments import empty_segment
 from control.db.faults import UNAVAILABLE, describe
-from control.support.parameter_messages import out_of_range
+from control.support.parameter_messages import out_of_range, query_text
 from control.support.request_decoding import field_message
 from shared.errors import (
     ConflictError,
@@ -116,7 +116,8 @@ def _range(request: Request[Any, Any, Any], key: str) -> str | None:
     if low is None or high is None:
         return None
     given = request.query_params.get(key)
-    return out_of_range(key, low, high, getattr(declared, "description", None), given)
+    shown = None if given is None else query_text(given)
+    return out_of_range(key, low, high, getattr(declared, "description", None), shown)
 
 
 def _why_not_json(request: Request[Any, Any, Any]) -> str:
