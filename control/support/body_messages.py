@@ -259,12 +259,16 @@ _DECLARED: dict[str, type[mi.Type]] = {
 
 
 def _one_of(node: mi.Type | None, given: Any) -> str | None:
-    """``must be one of a, b, got "c"`` for an enum (a ``Literal`` or an ``Enum``), None for any other type."""
+    """``must be one of a, b, got "c"`` for an enum (a ``Literal`` or an ``Enum``), None for any other type;
+    ``one of a, b, or null`` when null is taken too (``Literal[...] | None``), which the list alone hid."""
     choices = _of(node, mi.LiteralType) or _of(node, mi.EnumType)
     values = (
         choices.values if isinstance(choices, mi.LiteralType) else [e.value for e in choices.cls] if choices else []
     )
-    return f"must be one of {', '.join(str(v) for v in values)}{_got(given)}" if values else None
+    if not values:
+        return None
+    null = ", or null" if _of(node, mi.NoneType) is not None else ""
+    return f"must be one of {', '.join(str(v) for v in values)}{null}{_got(given)}"
 
 
 def translate(

@@ -195,6 +195,14 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             {"url": URL, "resign_with": ["whsec_SECRET"]},
             "resign_with: must be a string or null, got an array of 1 item",
         ),
+        (  # a Literal | None says null is taken too
+            "rotate_destination_secret",
+            {"destination_id": DESTINATION},
+            "POST",
+            f"/v1/destinations/{DESTINATION}/rotate-secret",
+            {"signing_scheme": "rsa"},
+            'signing_scheme: must be one of ed25519, hmac, or null, got "rsa"',
+        ),
         # a record that holds a secret (a destination's auth) given as another kind is the secret
         (
             "create_destination",
