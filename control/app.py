@@ -33,6 +33,7 @@ from litestar.types import ASGIApp
 from control.api import v1_router
 from control.api.allow import AllowMiddleware
 from control.api.body import StrictJSONRequest
+from control.api.content_encoding import ContentEncodingMiddleware
 from control.api.deps import provide_ctx
 from control.api.empty_segments import EmptySegmentMiddleware
 from control.api.errors import EXCEPTION_HANDLERS, error_response
@@ -190,7 +191,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,
         plugins=[StrictStructSchemaPlugin()],
         request_class=StrictJSONRequest,
-        middleware=[RequestIdMiddleware(), EmptySegmentMiddleware(), AllowMiddleware()],
+        middleware=[RequestIdMiddleware(), EmptySegmentMiddleware(), AllowMiddleware(), ContentEncodingMiddleware()],
         before_send=[add_request_id],
         request_max_body_size=shape(settings)[0],
         openapi_config=OpenAPIConfig(

@@ -26,6 +26,7 @@ Our exception hierarchy:
     + ConflictError            - external_ref_taken, ...
     + RateLimitedError         - rate_limited (``retry_after_s``)
     + PayloadTooLargeError     - payload_too_large
+    + UnsupportedEncodingError - unsupported_content_encoding (a request body compressed: control takes none)
 
 The HTTP status of a ``ServiceError`` is the surface's to say, by class: ``control.api.errors.STATUSES``
 for /v1 and the control plane's pages (MCP carries the code alone, in a tool error). The edge answers its
@@ -64,6 +65,7 @@ __all__ = (
     "TokenFetchError",
     "UnauthorizedError",
     "Unreachable",
+    "UnsupportedEncodingError",
     "ValidationError",
     "envelope",
 )
@@ -224,6 +226,12 @@ class ConflictError(ServiceError):
 
 class PayloadTooLargeError(ServiceError):
     code = "payload_too_large"
+
+
+class UnsupportedEncodingError(ServiceError):
+    """A request body in a content coding the control plane does not undo (``Content-Encoding: gzip``)."""
+
+    code = "unsupported_content_encoding"
 
 
 class RateLimitedError(ServiceError):

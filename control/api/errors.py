@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 
 from control.api.empty_segments import empty_segment
 from control.db.faults import UNAVAILABLE, describe
-from control.support.parameter_messages import out_of_range
+from control.support.parameter_messages import out_of_range, query_text
 from control.support.request_decoding import field_message
 from shared.errors import (
     ConflictError,
@@ -32,6 +32,7 @@ from shared.errors import (
     RateLimitedError,
     ServiceError,
     UnauthorizedError,
+    UnsupportedEncodingError,
     ValidationError,
     envelope,
 )
@@ -62,6 +63,7 @@ STATUSES: dict[type[ServiceError], int] = {
     GoneError: 410,
     ConflictError: 409,
     PayloadTooLargeError: 413,
+    UnsupportedEncodingError: 415,
     RateLimitedError: 429,
 }
 """The status each ``ServiceError`` class answers with; a subclass answers as its nearest listed ancestor
@@ -114,17 +116,15 @@ def _range(request: Request[Any, Any, Any], key: str) -> str | None:
     if low is None or high is None:
         return None
     given = request.query_params.get(key)
-    return out_of_range(key, low, high, getattr(declared, "description", None), given)
+    shown = None if given is None else query_text(given)
+    return out_of_range(key, low, high, getattr(declared, "description", None), shown)
 
 
 def _why_not_json(request: Request[Any, Any, Any]) -> str:
-    """Why a body that is not JSON likely is not: compressed (``Content-Encoding``, which the control plane does
-    not undo) or of another media type (a form, multipart, text); nothing when neither says so. The media type
+    """Why a body that is not JSON likely is not: of another media type (a form, multipart, text); nothing when
+    it does not say so (a compressed body never gets here: ``control.api.content_encoding``). The media type
     is named only for a body that is no attempt at JSON: curl's ``-d`` labels every body a form, so a README
     command with a trailing comma was told its Content-Type, not its comma."""
-    encoding = request.headers.get("content-encoding", "").strip().lower()
-    if encoding and encoding != "identity":
-        return f"; Content-Encoding {encoding[:40]} is not supported: send the JSON uncompressed"
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media and media != "application/json" and not media.endswith("+json") and not _json_like(request):
         return f"; a body must be JSON (Content-Type: application/json), this one is {media[:80]}"
@@ -184,6 +184,8 @@ def _service_error(request: Request[Any, Any, Any], exc: ServiceError) -> Respon
     headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, RateLimitedError) else None
     if status == 401:
         headers = {"www-authenticate": 'Bearer realm="hookyard"'}
+    if status == 415:  # RFC 9110: the codings that are taken
+        headers = {"accept-encoding": "identity"}
     return error_response(status, exc.code, exc.message, headers)
 
 

@@ -121,16 +121,20 @@ PropagateTrace = Annotated[
 ]
 
 MAX_RATE_LIMIT_PER_S = 10_000
+MIN_RATE_LIMIT_PER_S = 0.001
+"""One delivery every 1,000 s (about 17 minutes). Any positive float was taken, and at ``1e-300`` the throttle's
+next start lies past the end of time: the destination never delivers (its Redis key's expiry cannot even be
+set). A limit slower than this is a schedule, not a rate; and the bound is a decimal, so the document and the
+message state it exactly (one an hour, 1/3600, has no finite decimal)."""
 MAX_DEDUPLICATE_WINDOW_S = 7 * 86_400
 
 RateLimit = Annotated[
     float,
     msgspec.Meta(
-        gt=0,
+        ge=MIN_RATE_LIMIT_PER_S,
         le=MAX_RATE_LIMIT_PER_S,
         description="Deliveries a second to this destination, retries included, held by every deliver worker "
-        "together (fractions allowed: 0.5 is one every 2 s); `null`: no limit",
-        extra_json_schema={"exclusiveMinimum": 0},  # Litestar's document drops msgspec's gt
+        "together: 0.001 (one every 1,000 s) to 10000, fractions allowed (0.5 is one every 2 s); `null`: no limit",
     ),
 ]
 Ordering = Literal["none", "fifo"]

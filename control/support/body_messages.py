@@ -167,6 +167,17 @@ def _number(n: float) -> str:
     return str(int(n)) if float(n).is_integer() else str(n)
 
 
+def _float_bounds(declared: mi.FloatType | None) -> str:
+    """``from 0.001 to 10000`` for a number with both bounds inclusive, as an integer's range reads; else each
+    bound (``greater than 0 and at most 100``); empty without any."""
+    if declared is None:
+        return ""
+    if declared.ge is not None and declared.le is not None:
+        return f"from {_number(declared.ge)} to {_number(declared.le)}"
+    bounds = [(op, getattr(declared, name)) for op, name in _FLOAT_BOUNDS if getattr(declared, name) is not None]
+    return " and ".join(f"{_WORDS[op]} {_number(n)}" for op, n in bounds)
+
+
 class _Withheld:
     """A secret's value as a message may show it: its kind, and a string's or an array's length."""
 
@@ -248,12 +259,16 @@ _DECLARED: dict[str, type[mi.Type]] = {
 
 
 def _one_of(node: mi.Type | None, given: Any) -> str | None:
-    """``must be one of a, b, got "c"`` for an enum (a ``Literal`` or an ``Enum``), None for any other type."""
+    """``must be one of a, b, got "c"`` for an enum (a ``Literal`` or an ``Enum``), None for any other type;
+    ``one of a, b, or null`` when null is taken too (``Literal[...] | None``), which the list alone hid."""
     choices = _of(node, mi.LiteralType) or _of(node, mi.EnumType)
     values = (
         choices.values if isinstance(choices, mi.LiteralType) else [e.value for e in choices.cls] if choices else []
     )
-    return f"must be one of {', '.join(str(v) for v in values)}{_got(given)}" if values else None
+    if not values:
+        return None
+    null = ", or null" if _of(node, mi.NoneType) is not None else ""
+    return f"must be one of {', '.join(str(v) for v in values)}{null}{_got(given)}"
 
 
 def translate(
@@ -290,11 +305,7 @@ def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: 
     if m := re.fullmatch(r"Expected `(?:int|float)` that's a multiple of (\S+)", message):
         return f"must be a multiple of {m[1]}{_got(given)}"
     if m := re.fullmatch(r"Expected `float` (>=|<=|>|<) (\S+)", message):
-        declared = _of(node, mi.FloatType)
-        bounds = [
-            (op, getattr(declared, name)) for op, name in _FLOAT_BOUNDS if getattr(declared, name, None) is not None
-        ]
-        words = " and ".join(f"{_WORDS[op]} {_number(n)}" for op, n in bounds) or f"{_WORDS[m[1]]} {m[2]}"
+        words = _float_bounds(_of(node, mi.FloatType)) or f"{_WORDS[m[1]]} {m[2]}"
         return f"must be a number {words}{_got(given)}"
     if m := re.fullmatch(r"Expected `(str|bytes|array|object)` of length (>=|<=) (\d+)", message):
         declared = _of(node, _DECLARED[m[1]])
@@ -326,8 +337,7 @@ def _too_large(field: str, node: mi.Type | None) -> str:
     if integer is not None and (ranged := _range(field, integer, MISSING)):
         return f"{ranged}{got}"
     if number is not None:
-        bounds = [(op, getattr(number, name)) for op, name in _FLOAT_BOUNDS if getattr(number, name) is not None]
-        words = " and ".join(f"{_WORDS[op]} {_number(n)}" for op, n in bounds)
+        words = _float_bounds(number)
         return f"must be a number {words}{got}" if words else f"must be a number{got}"
     kinds = [_KIND_OF[type(t)] for t in _flat(node) if type(t) in _KIND_OF]
     if kinds:  # a number where none is taken: what is

@@ -3,16 +3,28 @@
 /v1 reads a query parameter from text (``control.api.params``, ``control.api.errors``); a tool gets the same
 parameter as a JSON value (``control.mcp.parameters``). Both refuse a value with these functions, so one bad
 input reads the same on both, and no library's wording (msgspec's ``Expected `int`, got `str```) reaches a
-caller of either. What was given is shown as the caller wrote it: a query's text as is, a JSON value as JSON.
+caller of either. What was given is shown as JSON shows it: a tool's value as it is, a query's text as the
+number it reads as (``?limit=-1`` is the tool's ``limit: -1``) or else as the string it is (``?limit=abc``
+reads ``got "abc"``, as the tool's ``limit: "abc"`` does; it once read ``got abc``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from shared.errors import ValidationError
 
-__all__ = ("PAGE_SIZE", "check_limit", "kind_words", "not_boolean", "out_of_range", "shown", "wrong_type")
+__all__ = (
+    "PAGE_SIZE",
+    "check_limit",
+    "kind_words",
+    "not_boolean",
+    "out_of_range",
+    "query_text",
+    "shown",
+    "wrong_type",
+)
 
 PAGE_SIZE = "Page size"
 """What a list's ``limit`` counts: its declaration's description in /v1, and so in every message about it."""
@@ -23,6 +35,15 @@ _SHOWN = 40
 
 def _json(given: object) -> str:
     return json.dumps(given, ensure_ascii=False, separators=(",", ":"))
+
+
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def query_text(text: str) -> str:
+    """A query parameter's text as a message shows it, as JSON would show what a tool was given: text that is
+    a JSON number as that number (``-1``, ``1.5``), any other text as a JSON string (``"abc"``)."""
+    return text if _JSON_NUMBER.fullmatch(text) else _json(text)
 
 
 def not_boolean(name: str, given: object) -> str:

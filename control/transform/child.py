@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from control.transform.apply import Prepared, mapped, payload_of
-from control.transform.wire import Answer, Call, Run, checked, problem_text
+from control.transform.wire import CALL_MEMORY, Answer, Call, Run, checked, problem_text
 
 if TYPE_CHECKING:
     from control.transform.sandbox import Sandbox
@@ -60,12 +60,6 @@ def data_bytes() -> int:
 
 HEADROOM_MB = 256
 """What of the OS limit is kept free for the next call (its 64 MB heap, and what V8 needs beside it)."""
-CALL_MEMORY = 160 * 1024 * 1024
-"""What a batch may add to this process's memory while it runs (the soft ``RLIMIT_DATA``, lowered to what
-the process holds plus this before each batch, raised back after): V8's 64 MB check runs only after a
-garbage collection, and one large allocation that none follows (a 256 MB string made flat at once) ran
-whole and answered. Past it V8's allocation fails and the process ends: that call fails alone (ADR 0085).
-25 calls in a row of 64 MB of garbage or of 55 MB live grew the process by 117 MB at most."""
 _HEADER = struct.Struct(">I")
 RESTART = _HEADER.pack(0)
 """An empty frame, written before each call of a stopped batch runs again alone (``Sandbox.alone``): the pool's

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import select
 import signal
 import struct
@@ -34,7 +35,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from control.transform.wire import TIME_LIMIT_S, WALL_LIMIT_S, Answer, Call
+from control.transform.wire import CALL_MEMORY, TIME_LIMIT_S, WALL_LIMIT_S, Answer, Call
 from shared.errors import SandboxEndedError
 
 __all__ = ("GRACE_S", "HARD_S", "PIPELINE", "Process", "Settle")
@@ -59,10 +60,8 @@ _encode_into = msgspec.msgpack.Encoder().encode_into
 _decode = msgspec.msgpack.Decoder(Answer).decode
 
 
-def _reason(returncode: int | None, tail: bytes) -> str:
+def _reason(returncode: int | None, lines: list[str]) -> str:
     """Why a process died, from its exit status and the last of what it printed (V8's fatal messages)."""
-    text = tail.decode("utf-8", "replace")
-    lines = [line.strip("# \t") for line in text.splitlines()]
     said = [line for line in lines if ("Fatal" in line or "FATAL" in line or "out of memory" in line.lower())]
     said = [line for line in said if not line.endswith(":")] or said  # "Fatal error with no security impact:"
     first = said[0] if said else ""
@@ -74,6 +73,29 @@ def _reason(returncode: int | None, tail: bytes) -> str:
     else:
         status = f"exit status {returncode}"
     return f"{first[:200]}; {status}" if first else status
+
+
+_ALLOCATION_FAILED = re.compile(r"Fatal (?:JavaScript|process) out of memory: (?!invalid )")
+"""V8's words when an allocation failed (``CALL_AND_RETRY_LAST``, ``Reached heap limit``, ``Zone``...): under the
+batch's ``RLIMIT_DATA`` that is the transform's memory. Not ``out of memory: invalid array length``, which is
+V8's check of a length past its largest array, made before any allocation (``tests/transform/fatal.py``)."""
+
+
+def _ended_message(returncode: int | None, tail: bytes) -> str:
+    """The error of the call whose process died: a memory overrun in plain words when V8 said an allocation
+    failed, else that it ended its process; with why (``_reason``) in both. Measured (mini-racer 0.14): a
+    256 MB string made flat at once prints ``Fatal JavaScript out of memory: CALL_AND_RETRY_LAST`` and dies
+    by SIGTRAP; but ``JSON.stringify`` of a 128 MB string (which runs whole under a 600 MB limit) dies by
+    SIGTRAP under the 160 MB one having printed nothing, as another V8 crash may: such a death is not called
+    memory (no guess) and keeps the general words."""
+    lines = [line.strip("# \t") for line in tail.decode("utf-8", "replace").splitlines()]
+    why = _reason(returncode, lines)
+    if any(_ALLOCATION_FAILED.match(line) for line in lines):
+        return (
+            f"stopped: the transform used more memory than its limit ({CALL_MEMORY // 2**20} MB per batch) "
+            f"and ended its sandbox process ({why})"
+        )
+    return f"stopped: the transform ended its sandbox process ({why})"
 
 
 def _child_env() -> dict[str, str]:
@@ -298,11 +320,9 @@ class Process:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(1):
                     await self._stderr
-            why = _reason(self.proc.returncode, bytes(self.tail))
             if running is not None:
                 self._settle(
-                    running,
-                    SandboxEndedError(f"stopped: the transform ended its sandbox process ({why})", crashed=True),
+                    running, SandboxEndedError(_ended_message(self.proc.returncode, bytes(self.tail)), crashed=True)
                 )
 
     def _end(self, ended: SandboxEndedError) -> None:

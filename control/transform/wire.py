@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 __all__ = (
+    "CALL_MEMORY",
     "MAX_LOGS",
     "MAX_OUTPUT",
     "MAX_SOURCE",
@@ -55,6 +56,13 @@ WALL_LIMIT_S = 3.0
 """Wall seconds after which a call is stopped however much of that its process was stalled."""
 MEMORY_LIMIT = 64 * 1024 * 1024
 """Bytes of V8 heap an isolate may use."""
+CALL_MEMORY = 160 * 1024 * 1024
+"""What a batch may add to its sandbox process's memory while it runs (the soft ``RLIMIT_DATA``, lowered to what
+the process holds plus this before each batch, raised back after: ``control.transform.child``): V8's 64 MB
+check runs only after a garbage collection, and one large allocation that none follows (a 256 MB string made
+flat at once) ran whole and answered. Past it V8's allocation fails and the process ends: that call fails
+alone (ADR 0085), and its error says it was memory when V8 said so (``control.transform.process``). 25 calls
+in a row of 64 MB of garbage or of 55 MB live grew the process by 117 MB at most."""
 MAX_OUTPUT = 4 * 1024 * 1024
 """Characters of the returned request as JSON (the edge takes bodies of 1 MiB by default)."""
 MAX_LOGS = 4096

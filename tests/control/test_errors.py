@@ -208,6 +208,7 @@ WIRE = {
     "GoneError": (410, "gone"),
     "ConflictError": (409, "conflict"),
     "PayloadTooLargeError": (413, "payload_too_large"),
+    "UnsupportedEncodingError": (415, "unsupported_content_encoding"),
     "RateLimitedError": (429, "rate_limited"),
 }
 

@@ -40,6 +40,11 @@ def _requests(ep: str, dst: str) -> dict[str, tuple[str, str, Any]]:
         "tolerance_seconds: must be an integer from 1 to 2592000, got 0": ("PATCH", auth, {"tolerance_seconds": 0}),
         'ordering: must be one of fifo, none, got "lifo"': ("POST", dests, {"url": url, "ordering": "lifo"}),
         "auth.type: must be one of basic, bearer, ": ("POST", dests, {"url": url, "auth": {"type": "kerberos"}}),
+        'signing_scheme: must be one of ed25519, hmac, or null, got "rsa"': (
+            "POST",
+            f"/v1/destinations/{dst}/rotate-secret",
+            {"signing_scheme": "rsa"},
+        ),
         "headers.x-b: must be a string, got 5": ("POST", dests, {"url": url, "headers": {"x-a": "b", "x-b": 5}}),
         "auth: must be an object or null, got a string of 21 characters": (
             "POST",
@@ -66,7 +71,7 @@ def _requests(ep: str, dst: str) -> dict[str, tuple[str, str, Any]]:
             f"/v1/endpoints/{ep}/labels",
             {"path": "a", "output_key": "k", "color": "red"},
         ),
-        "rate_limit_per_s: must be a number greater than 0 and at most 10000, got a number too large to represent": (
+        "rate_limit_per_s: must be a number from 0.001 to 10000, got a number too large to represent": (
             "POST",
             dests,
             '{"url":"https://example.com/hook","rate_limit_per_s":1e999}',

@@ -214,14 +214,15 @@ async def test_invalid_timeout_and_filters_are_400(live, account):
 async def test_an_out_of_range_timeout_says_the_range(live, account):
     """A timeout past the range names the range, not only the bound it crossed (it once read
     `timeout: Expected `int` <= 55`, a number written nowhere in the docs), as does one that is no integer at
-    all (it read `timeout: Expected `int`, got `str``); so do the lists' `limit`s."""
-    for value in ("60", "0", "-3", "abc", "1.5"):
+    all (it read `timeout: Expected `int`, got `str``); so do the lists' `limit`s. Text that is no number is
+    shown as a JSON string, as a tool's `"abc"` is (it read `got abc`)."""
+    for value, shown in (("60", "60"), ("0", "0"), ("-3", "-3"), ("abc", '"abc"'), ("1.5", "1.5"), ("0x1", '"0x1"')):
         resp = await live.client.get(
             f"/v1/endpoints/{live.endpoint}/events/wait", params={"timeout": value}, headers=account.headers
         )
         assert_error(resp, 400, "validation_error", field="timeout")
         assert resp.json()["error"]["message"] == (
-            f"timeout: must be an integer from 1 to 55 (seconds to wait), got {value}"
+            f"timeout: must be an integer from 1 to 55 (seconds to wait), got {shown}"
         )
     resp = await live.client.get(f"/v1/endpoints/{live.endpoint}/events?limit=500", headers=account.headers)
     assert resp.json()["error"]["message"] == "limit: must be an integer from 1 to 100 (page size), got 500"

@@ -78,6 +78,8 @@ async def test_create_patch_get_and_list_carry_the_fields(client: Any, account: 
 
 REFUSED = [
     ({"rate_limit_per_s": 0}, "rate_limit_per_s"),
+    ({"rate_limit_per_s": 1e-300}, "rate_limit_per_s"),
+    ({"rate_limit_per_s": 0.0009}, "rate_limit_per_s"),
     ({"rate_limit_per_s": -2.5}, "rate_limit_per_s"),
     ({"rate_limit_per_s": 10001}, "rate_limit_per_s"),
     ({"rate_limit_per_s": "50"}, "rate_limit_per_s"),
@@ -102,6 +104,20 @@ async def test_refusals_name_the_field(client: Any, account: Any) -> None:
         assert_error(patched, 400, "validation_error", field=field)
 
 
+async def test_a_rate_has_a_lower_bound_the_message_and_the_document_state(client: Any, account: Any) -> None:
+    """Any positive rate was taken: at 1e-300 the throttle's next start lies past the end of time and the
+    destination never delivers. 0.001 (one every 1,000 s) is the least, said in the message as in the schema."""
+    made = await _destination(client, account, rate_limit_per_s=0.001)
+    assert made.status_code == 201, made.text
+    assert made.json()["rate_limit_per_s"] == 0.001
+    patched = await client.patch(
+        f"/v1/destinations/{made.json()['id']}", content=b'{"rate_limit_per_s": 1e-300}', headers=account.headers
+    )
+    for refused in (await _destination(client, account, rate_limit_per_s=1e-300), patched):
+        err = assert_error(refused, 400, "validation_error")
+        assert err["message"] == "rate_limit_per_s: must be a number from 0.001 to 10000, got 1e-300", err
+
+
 async def test_a_key_needs_fifo_ordering_stored_or_given(client: Any, account: Any) -> None:
     made = (await _destination(client, account)).json()
     path = f"/v1/destinations/{made['id']}"
@@ -121,6 +137,9 @@ def test_the_document_and_the_mcp_tools_carry_the_fields(settings: Settings) -> 
     schemas = document["components"]["schemas"]
     for record in ("DestinationCreate", "DestinationUpdate", "Destination", "DestinationDetail"):
         assert set(FIELDS) <= set(schemas[record]["properties"]), record
+    for record in ("DestinationCreate", "DestinationUpdate"):
+        rate = schemas[record]["properties"]["rate_limit_per_s"]
+        assert (rate["minimum"], rate["maximum"]) == (0.001, 10000), rate
     assert set(schemas["DestinationHealth"]["properties"]) >= {"paused_until", "fifo_waiting"}
     assert "duplicate_of" in schemas["Delivery"]["properties"]
     catalog = Catalog(TOOLS)
@@ -135,6 +154,7 @@ def test_the_document_and_the_mcp_tools_carry_the_fields(settings: Settings) -> 
         assert validator.is_valid({**arguments, "url": "https://example.com/h", **SHAPING})
         assert not validator.is_valid({**arguments, "url": "https://example.com/h", "ordering": "lifo"})
         assert not validator.is_valid({**arguments, "url": "https://example.com/h", "deduplicate_window_s": 0})
+        assert not validator.is_valid({**arguments, "url": "https://example.com/h", "rate_limit_per_s": 1e-300})
     assert set(FIELDS) <= set(tools["get_destination"].output_schema["properties"])
 
 

@@ -95,7 +95,7 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             "POST",
             destinations,
             {"url": URL, "rate_limit_per_s": 0},
-            "rate_limit_per_s: must be a number greater than 0 and at most 10000, got 0",
+            "rate_limit_per_s: must be a number from 0.001 to 10000, got 0",
         ),
         (
             "create_destination",
@@ -194,6 +194,14 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             f"/v1/events/{EVENT}/replay",
             {"url": URL, "resign_with": ["whsec_SECRET"]},
             "resign_with: must be a string or null, got an array of 1 item",
+        ),
+        (  # a Literal | None says null is taken too
+            "rotate_destination_secret",
+            {"destination_id": DESTINATION},
+            "POST",
+            f"/v1/destinations/{DESTINATION}/rotate-secret",
+            {"signing_scheme": "rsa"},
+            'signing_scheme: must be one of ed25519, hmac, or null, got "rsa"',
         ),
         # a record that holds a secret (a destination's auth) given as another kind is the secret
         (

@@ -40,6 +40,7 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, dict[str, str]]]:
         ("list_deliveries", {"endpoint_id": ep, "limit": 0}, deliveries, {"limit": "0"}),
         ("list_events", {"endpoint_id": ep, "limit": 500}, events, {"limit": "500"}),
         ("list_events", {"endpoint_id": ep, "limit": 1.5}, events, {"limit": "1.5"}),
+        ("list_alerts", {"limit": "abc"}, "/v1/alerts", {"limit": "abc"}),  # /v1 once showed it bare: got abc
         ("list_erasures", {"limit": 101}, "/v1/erasures", {"limit": "101"}),
         ("list_alerts", {"limit": 201}, "/v1/alerts", {"limit": "201"}),
         ("wait_for_event", {"endpoint_id": ep, "timeout": 56}, f"{events}/wait", {"timeout": "56"}),

@@ -1,8 +1,11 @@
 """What a call may allocate, with real sandbox processes: V8 checks its 64 MB only after a garbage collection,
 so one large allocation that none follows ran whole and answered (a 256 MB string made flat:
 ``error: null``, the process's peak RSS up 262 MB). The OS limit on what a batch adds to its process
-(``control.transform.child.CALL_MEMORY``) ends the process instead: that call fails, alone, and another
-account's call in the same pool is answered (ADR 0085)."""
+(``control.transform.wire.CALL_MEMORY``) ends the process instead: that call fails, alone, and another
+account's call in the same pool is answered (ADR 0085). Its error says it was memory, in the words of
+transforms.md, where it read only `the transform ended its sandbox process (Fatal JavaScript out of memory:
+...)`; a crash V8 calls out of memory that is no failed allocation (a length past its largest array) keeps
+the general words."""
 
 from __future__ import annotations
 
@@ -13,10 +16,14 @@ import pytest
 
 from control.transform.pool import Pool
 from control.transform.wire import Run
+from tests.transform.fatal import FATAL
 
 PAYLOAD = json.dumps({"request": {"method": "POST", "path": "/", "query": "", "headers": {}, "body": 1}, "context": {}})
 ECHO = "function handler(r) { return r; }"
-ENDED = "stopped: the transform ended its sandbox process (Fatal JavaScript out of memory"
+ENDED = (
+    "stopped: the transform used more memory than its limit (160 MB per batch) and ended its sandbox process "
+    "(Fatal JavaScript out of memory: CALL_AND_RETRY_LAST; "
+)
 
 LARGE = {
     "one-byte string made flat, 256 MB": '"xy".repeat(2**27).indexOf("z")',
@@ -51,6 +58,16 @@ async def test_another_accounts_calls_meanwhile_are_answered(pool: Pool) -> None
     assert runs[0].error is not None
     assert runs[0].error.startswith(ENDED)
     assert [run.error for run in runs[1:]] == [None, None, None]
+
+
+async def test_a_length_past_v8s_largest_array_is_no_memory_overrun(pool: Pool) -> None:
+    """V8 words its length check "out of memory: invalid array length", though nothing was allocated: a crash."""
+    run = await _run(pool, FATAL, "acct_a")
+    assert run.crashed
+    assert run.error is not None
+    assert run.error.startswith(
+        "stopped: the transform ended its sandbox process (Fatal JavaScript out of memory: invalid array length"
+    ), run.error
 
 
 async def test_calls_within_the_limits_run_one_after_another(pool: Pool) -> None:

@@ -51,6 +51,7 @@ class _Forms(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=Tr
         default_factory=dict
     )
     kind: Literal["on", "off"] = "on"
+    mode: Literal["on", "off"] | None = None
     at: datetime.datetime | None = None
     day: datetime.date | None = None
     ref: uuid.UUID | None = None
@@ -86,6 +87,9 @@ FORMS = [
     ({"labels": {"a": "1", "b": "long"}}, "labels.b: must be at most 2 characters long, got 4"),
     ({"kind": "maybe"}, 'kind: must be one of off, on, got "maybe"'),
     ({"kind": 1}, "kind: must be one of off, on, got 1"),
+    ({"kind": None}, "kind: must be one of off, on, got null"),
+    ({"mode": "maybe"}, 'mode: must be one of off, on, or null, got "maybe"'),  # null was taken, and not said
+    ({"mode": 1}, "mode: must be one of off, on, or null, got 1"),
     ({"at": "yesterday"}, 'at: must be an RFC 3339 date-time, got "yesterday"'),
     ({"at": 5}, "at: must be an RFC 3339 date-time or null, got 5"),
     ({"day": "1 May"}, 'day: must be an RFC 3339 date (YYYY-MM-DD), got "1 May"'),
