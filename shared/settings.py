@@ -17,7 +17,15 @@ import msgspec
 
 from shared.errors import ConfigError
 
-__all__ = ("CLIENT_VARIABLES", "Settings", "env_name", "load_settings")
+__all__ = (
+    "API_KEY_VARIABLE",
+    "CLIENT_VARIABLES",
+    "CONTROL_URL_VARIABLE",
+    "Settings",
+    "env_name",
+    "known_variables",
+    "load_settings",
+)
 
 Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
@@ -27,8 +35,11 @@ _UNPREFIXED = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL"}
 # Settings given as comma-separated lists in the environment.
 _LISTS = {"trusted_proxies", "retry_schedule_s", "encryption_keys"}
 # The client commands' own variables (which key, which control plane): no server setting, but no typo either,
-# so a shell that exports them for `hookyard listen` can still run `hookyard up`.
-CLIENT_VARIABLES = frozenset({"HOOKYARD_API_KEY", "HOOKYARD_CONTROL_URL"})
+# so a shell that exports them for `hookyard listen` can still run `hookyard up`. Named here, where both the
+# settings and the CLI (``control.cli``) can import them, so the CLI reads exactly the names accepted here.
+API_KEY_VARIABLE = "HOOKYARD_API_KEY"
+CONTROL_URL_VARIABLE = "HOOKYARD_CONTROL_URL"
+CLIENT_VARIABLES = frozenset({API_KEY_VARIABLE, CONTROL_URL_VARIABLE})
 # Set by the serving commands for granian's workers (``shared.parent``), never by a user: no setting either.
 _INTERNAL_VARIABLES = frozenset({"HOOKYARD_SERVER_PID"})
 
@@ -208,9 +219,16 @@ _FIELDS = {env_name(f): f for f in Settings.__struct_fields__}
 _OPTIONAL = {f: d is None for f, d in zip(Settings.__struct_fields__, Settings.__struct_defaults__, strict=True)}
 
 
+def known_variables() -> list[str]:
+    """Every ``HOOKYARD_*`` name a user may export: the settings' and the client commands' (sorted). The CLI's are
+    in it because a shell exporting them must still run every command, and a list without them sent a user
+    who read it to conclude ``HOOKYARD_API_KEY`` was invalid."""
+    return sorted({n for n in _FIELDS if n.startswith("HOOKYARD_")} | CLIENT_VARIABLES)
+
+
 def _suggestion(name: str) -> str:
     """`` - did you mean HOOKYARD_EDGE_PORT?`` for a misspelt name, else the list of known ones."""
-    known = sorted(n for n in _FIELDS if n.startswith("HOOKYARD_"))
+    known = known_variables()
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
     return f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
 

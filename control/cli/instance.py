@@ -26,7 +26,7 @@ from pathlib import Path
 import msgspec
 
 from shared.errors import ConfigError
-from shared.settings import Settings
+from shared.settings import CONTROL_URL_VARIABLE, Settings
 
 __all__ = (
     "CONTROL_URL_ENV",
@@ -42,8 +42,8 @@ __all__ = (
 )
 
 RECORD = "instance.json"
-CONTROL_URL_ENV = "HOOKYARD_CONTROL_URL"
-"""A client's setting, not a server's: ``shared.settings`` leaves it to the commands."""
+CONTROL_URL_ENV = CONTROL_URL_VARIABLE
+"""A client's setting, not a server's: ``shared.settings`` names it (so it accepts it) and leaves it to us."""
 
 
 class Instance(msgspec.Struct, frozen=True, kw_only=True):

@@ -23,7 +23,7 @@ import msgspec
 
 from control.support.client_tls import verify_for
 from shared.errors import ApiError, ConfigError, HookyardError, Unreachable
-from shared.settings import Settings
+from shared.settings import API_KEY_VARIABLE, Settings
 
 __all__ = ("ApiKey", "Remote", "saved_key")
 
@@ -38,16 +38,16 @@ class ApiKey(msgspec.Struct, frozen=True, kw_only=True):
 
 def saved_key(settings: Settings) -> ApiKey:
     """``HOOKYARD_API_KEY``, else the key ``hookyard up`` saved in the data dir."""
-    key = os.environ.get("HOOKYARD_API_KEY", "").strip()
+    key = os.environ.get(API_KEY_VARIABLE, "").strip()
     if key:
-        return ApiKey(value=_header_safe(key, "HOOKYARD_API_KEY"), origin="HOOKYARD_API_KEY's")
+        return ApiKey(value=_header_safe(key, API_KEY_VARIABLE), origin=f"{API_KEY_VARIABLE}'s")
     saved = Path(settings.data_dir) / "api_key"
     if saved.is_file() and (key := saved.read_text().strip()):
         return ApiKey(
             value=_header_safe(key, f"the key file {saved}"), origin=f"the one `hookyard up` saved in {saved}"
         )
     raise ConfigError(
-        f"no API key: set HOOKYARD_API_KEY, or run `hookyard up` once (it saves one in {saved}); "
+        f"no API key: set {API_KEY_VARIABLE}, or run `hookyard up` once (it saves one in {saved}); "
         "--data-dir or HOOKYARD_DATA_DIR names another data dir"
     )
 
@@ -78,7 +78,7 @@ def transport_failure(where: str, exc: BaseException, what: str = "") -> Hookyar
     if type(exc).__name__ == "LocalProtocolError":  # httpx's, or httpx2's (the MCP client's): the same class
         return ConfigError(
             f"the request to the control plane at {where} could not be sent: a header was refused "
-            "(LocalProtocolError); check the API key (HOOKYARD_API_KEY, or the data dir's api_key file)"
+            f"(LocalProtocolError); check the API key ({API_KEY_VARIABLE}, or the data dir's api_key file)"
         )
     return Unreachable(f"cannot reach the control plane at {where}: {what}{type(exc).__name__}: {exc}", where=where)
 
@@ -93,12 +93,12 @@ def not_found_for_key(error: ApiError, key: ApiKey | None) -> ApiError:
     if key.value.startswith("hy_tmp_"):
         other = (
             "a hy_tmp_ token, which finds only the endpoint POST /api/start made for it; an endpoint made with "
-            "`hookyard up`'s hy_live_ key is found with that key (unset HOOKYARD_API_KEY to use the one it saved)"
+            f"`hookyard up`'s hy_live_ key is found with that key (unset {API_KEY_VARIABLE} to use the one it saved)"
         )
     else:
         other = (
             "and an endpoint is found only with a key of the account that made it; one POST /api/start made is "
-            "its hy_tmp_ token's: give that token as HOOKYARD_API_KEY"
+            f"its hy_tmp_ token's: give that token as {API_KEY_VARIABLE}"
         )
     return ApiError(f"{error}; the key used is {key.origin}, {other}", code=error.code)
 

@@ -61,8 +61,8 @@ def _mcp_configs(control: str) -> str:
         "mcpServers": {
             "hookyard": {
                 "command": "npx",
-                "args": ["-y", "mcp-remote", url, "--header", "Authorization:${HOOKYARD_AUTH}"],
-                "env": {"HOOKYARD_AUTH": header},
+                "args": ["-y", "mcp-remote", url, "--header", "Authorization:${AUTH_HEADER}"],
+                "env": {"AUTH_HEADER": header},
             }
         }
     }
@@ -182,7 +182,7 @@ def _limits(settings: Settings) -> str:
 
 def _example(control: str, edge: str, routes: set[tuple[str, str]]) -> str:
     """Steps as prose, each with its own block: a ``#`` comment line would read as a heading to a parser."""
-    auth = '-H "Authorization: Bearer $HOOKYARD_KEY"'
+    auth = '-H "Authorization: Bearer $HOOKYARD_API_KEY"'
     json_type = "-H 'content-type: application/json'"
     steps = []
     if ("POST", "/api/start") in routes:

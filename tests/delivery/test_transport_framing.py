@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from control.delivery.send import MAX_RESPONSE_BYTES, send
+from control.delivery.transport.messages import framing, parse_head
 from tests.delivery.transport_support import OK, answering, peer, post, scripted, transport
 
 
@@ -126,6 +127,49 @@ async def test_a_body_until_the_close_is_read_and_not_reused() -> None:
         second = await post(t, p.url)
     assert [(o.status, o.response_body) for o in (first, second)] == [(200, b"until the close")] * 2
     assert p.connections == 2
+
+
+KEEP_ALIVE = [  # (status line, Connection header or None, whether the connection may be reused)
+    (b"HTTP/1.0 200 OK", None, False),
+    (b"HTTP/1.0 200 OK", b"keep-alive", True),
+    (b"HTTP/1.0 200 OK", b"Keep-Alive", True),
+    (b"HTTP/1.0 200 OK", b"close", False),
+    (b"HTTP/1.1 200 OK", None, True),
+    (b"HTTP/1.1 200 OK", b"keep-alive", True),
+    (b"HTTP/1.1 200 OK", b"close", False),
+    (b"HTTP/1.1 200 OK", b"foo, Close", False),
+]
+
+
+@pytest.mark.parametrize(("status", "connection", "kept"), KEEP_ALIVE)
+def test_keep_alive_follows_the_version_and_the_connection_header(
+    status: bytes, connection: bytes | None, kept: bool
+) -> None:
+    lines = [status, b"Content-Length: 3"] + ([b"Connection: " + connection] if connection else [])
+    code, version, _, headers = parse_head(lines)
+    assert framing("POST", code, version, headers, False) == (3, False, kept)
+    assert framing("POST", code, version, headers, True) == (3, False, False)  # we asked to close
+
+
+def test_an_http10_body_without_length_ends_at_the_close_and_one_with_transfer_encoding_is_not_reused() -> None:
+    code, version, _, headers = parse_head([b"HTTP/1.0 200 OK", b"Connection: keep-alive"])
+    assert framing("POST", code, version, headers, False) == (None, False, True)  # the Body closes it at EOF
+    chunked = [b"HTTP/1.0 200 OK", b"Transfer-Encoding: chunked", b"Connection: keep-alive"]
+    code, version, _, headers = parse_head(chunked)
+    assert framing("POST", code, version, headers, False) == (None, True, False)
+
+
+@pytest.mark.parametrize(("status", "connection", "kept"), KEEP_ALIVE)
+async def test_an_http10_answer_is_not_reused_unless_it_says_keep_alive(
+    status: bytes, connection: bytes | None, kept: bool
+) -> None:
+    # The peer leaves every connection open: whether the second send reuses it is the transport's choice.
+    extra = b"connection: " + connection + b"\r\n" if connection else b""
+    async with scripted(answering(status + b"\r\ncontent-length: 2\r\n" + extra + b"\r\nok")) as p, transport() as t:
+        first = await post(t, p.url)
+        second = await post(t, p.url)
+    assert [(o.status, o.response_body) for o in (first, second)] == [(200, b"ok")] * 2
+    assert p.connections == (1 if kept else 2)
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,14 @@
 """OAuth2 client credentials against a real token endpoint that counts its calls and a destination that refuses
 tokens the endpoint no longer honours: one fetch for many deliveries, a new one after expiry (the worker's
-clock moved, no sleep) and once after a 401, each fetch in the delivery record without the token."""
+clock moved, no sleep) and once after a 401, each fetch in the delivery record without the token; and a token
+endpoint on the same HTTP/1.0 server as the destination (Python's ``http.server``)."""
 
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -148,3 +151,62 @@ async def test_a_refusing_token_endpoint_fails_the_attempt_and_sends_nothing(
     assert all(r["request_headers"] is None for r in records)
     basic = tokens.server.requests[0].headers["authorization"]
     assert base64.b64decode(basic.removeprefix("Basic ")).decode() == f"hookyard:{CLIENT_SECRET}"
+
+
+class _Http10(BaseHTTPRequestHandler):
+    """Token endpoint (``/oauth/token``) and destination (``/hook``) on one plain ``http.server``: HTTP/1.0,
+    Content-Length, no Connection header, so it closes every connection after its answer."""
+
+    token = "tok_http10"
+    seen: list[tuple[str, str]]
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.seen.append((self.path, self.headers.get("authorization", "")))
+        if self.path == "/oauth/token":
+            status, body = 200, b'{"access_token":"%b","token_type":"Bearer","expires_in":3600}' % self.token.encode()
+        elif self.headers.get("authorization") == f"Bearer {self.token}":
+            status, body = 200, b'{"received":true}'
+        else:
+            status, body = 401, b'{"error":"unauthorized"}'
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+async def test_a_token_from_an_http10_server_does_not_leave_its_closed_connection_for_the_send(
+    ctx: Context, client: Any, account: Any
+) -> None:
+    # The token fetch and the send go to one host:port: a connection the HTTP/1.0 server closed after the token
+    # went back to the pool, and the send right after it found it dead (the first attempt failed).
+    handler = type("Handler", (_Http10,), {"seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        endpoint = (await create_endpoint(client, account.headers))["id"]
+        auth = {"type": "oauth2_client_credentials", "token_url": f"{base}/oauth/token", "client_id": "hookyard"}
+        resp = await client.post(
+            f"/v1/endpoints/{endpoint}/destinations",
+            json={"url": f"{base}/hook", "auth": auth | {"client_secret": CLIENT_SECRET}},
+            headers=account.headers,
+        )
+        assert resp.status_code == 201, resp.text
+        made = await make_task(ctx, f"{base}/hook", endpoint_id=endpoint, destination_id=resp.json()["id"])
+        async with running(ctx):
+            row = await settled(ctx, made["task"], "succeeded")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert row["attempts"] == 1, row["last_error"]
+    (record,) = await deliveries_of(ctx, made["event"])
+    assert (record["attempt_number"], record["response_status"]) == (1, 200)
+    assert [path for path, _ in handler.seen] == ["/oauth/token", "/hook"]
+    assert handler.seen[1][1] == f"Bearer {_Http10.token}"

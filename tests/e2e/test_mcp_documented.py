@@ -40,8 +40,8 @@ def _documented_block() -> str:
 
 def test_the_documented_python_example_runs(mcp_stack: Stack) -> None:
     token, endpoint_id = temporary(mcp_stack)
-    env = {**os.environ, "HOOKYARD_MCP_URL": f"{mcp_stack.control_url}/mcp", "HOOKYARD_TOKEN": token}
-    env["HOOKYARD_ENDPOINT"] = endpoint_id
+    env = {**os.environ, "HOOKYARD_CONTROL_URL": mcp_stack.control_url, "HOOKYARD_API_KEY": token}
+    env["ENDPOINT_ID"] = endpoint_id
     code = _documented_block()
     with verifying_app(SECRET) as app:
         env |= {"APP_URL": app.url, "WEBHOOK_SECRET": SECRET}

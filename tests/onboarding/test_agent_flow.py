@@ -165,9 +165,9 @@ async def test_the_llms_txt_steps_run_as_written(shared_stack: Stack, account: A
     assert "after=$CURSOR" in wait
     created = httpx.post(f"{shared_stack.control_url}/v1/endpoints", json={"name": "llms"}, headers=account.headers)
     ep = created.json()["id"]
-    sent = await asyncio.to_thread(_run, send, HOOKYARD_KEY=account.key, ENDPOINT_ID=ep)
+    sent = await asyncio.to_thread(_run, send, HOOKYARD_API_KEY=account.key, ENDPOINT_ID=ep)
     assert sent["stored"] is True, sent
-    waited = await asyncio.to_thread(_run, wait, HOOKYARD_KEY=account.key, ENDPOINT_ID=ep, CURSOR=sent["cursor"])
+    waited = await asyncio.to_thread(_run, wait, HOOKYARD_API_KEY=account.key, ENDPOINT_ID=ep, CURSOR=sent["cursor"])
     assert waited["event"]["id"] == sent["event_id"]
     assert waited["cursor"]
 

@@ -69,7 +69,7 @@ def test_the_worked_example_runs_as_written(instance: Instance, llms_txt: str) -
     steps = [command for start, lines in fenced_blocks(llms_txt) for command in commands(lines, start)]
     runnable = [step for step in steps if not step.text.startswith("claude ")]  # a client's own CLI
     assert len(steps) - len(runnable) == 1
-    known = {"HOOKYARD_KEY": instance.key}
+    known = {"HOOKYARD_API_KEY": instance.key}
     answers: list[tuple[str, dict[str, Any]]] = []
     for step in runnable:
         text = step.text.replace(EXAMPLE_TARGET, f"http://127.0.0.1:{instance.app.port}/webhooks")

@@ -32,9 +32,9 @@ def _cache_dir() -> Path:
     cache 0.8 s. Safe to share: mypy checks each cached module against its source by hash (a clone's files
     have other mtimes), against the options and its own version, and rechecks what changed and what depends
     on it; its store is SQLite, written in one transaction per run, so two clones checking at once each read
-    a consistent cache (docs/adr/0058-types-checked-by-mypy-strict-in-the-test-run.md). ``HOOKYARD_MYPY_CACHE``
-    names another directory."""
-    given = os.environ.get("HOOKYARD_MYPY_CACHE")
+    a consistent cache (docs/adr/0058-types-checked-by-mypy-strict-in-the-test-run.md). ``MYPY_CACHE_DIR``
+    (mypy's own variable; a ``HOOKYARD_*`` one would stop every ``hookyard`` the suite starts) names another."""
+    given = os.environ.get("MYPY_CACHE_DIR")
     if given:
         return Path(given)
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

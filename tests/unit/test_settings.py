@@ -187,7 +187,13 @@ def test_an_empty_optional_variable_means_unset() -> None:
 
 @pytest.mark.parametrize(
     ("typed", "meant"),
-    [("HOOKYARD_EGDE_PORT", "HOOKYARD_EDGE_PORT"), ("HOOKYARD_LOG_LEVL", "HOOKYARD_LOG_LEVEL")],
+    [
+        ("HOOKYARD_EGDE_PORT", "HOOKYARD_EDGE_PORT"),
+        ("HOOKYARD_LOG_LEVL", "HOOKYARD_LOG_LEVEL"),
+        # The CLI's variables are accepted, so they are suggested too (a list without them said they were invalid).
+        ("HOOKYARD_API_KY", "HOOKYARD_API_KEY"),
+        ("HOOKYARD_CONTROL_UR", "HOOKYARD_CONTROL_URL"),
+    ],
 )
 def test_a_misspelt_setting_suggests_the_closest_name(typed: str, meant: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -201,3 +207,13 @@ def test_a_name_like_no_setting_lists_the_known_ones() -> None:
     assert "did you mean" not in str(info.value)
     assert "(known: " in str(info.value)
     assert "HOOKYARD_EDGE_PORT" in str(info.value)
+
+
+def test_the_known_list_names_the_cli_variables() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({"HOOKYARD_ZZZ": "1"})
+    known = str(info.value).split("(known: ", 1)[1].rstrip(")").split(", ")
+    assert {"HOOKYARD_API_KEY", "HOOKYARD_CONTROL_URL", "HOOKYARD_EDGE_PORT"} <= set(known)
+    assert known == sorted(known)
+    settings = load_settings({"HOOKYARD_API_KEY": "hy_live_x", "HOOKYARD_CONTROL_URL": "http://127.0.0.1:1"})
+    assert settings == load_settings({})  # accepted, and no server setting

@@ -42,7 +42,8 @@ def invalid(what: str) -> httpx.RemoteProtocolError:
 
 
 def parse_head(lines: list[bytes]) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
-    """(status, minor version, reason, headers) of a response head's lines (status line first)."""
+    """(status, minor version (``b"0"`` or ``b"1"``), reason, headers) of a response head's lines (status line
+    first)."""
     match = _STATUS.fullmatch(lines[0])
     if match is None:
         raise invalid(f"not an HTTP/1.x response: {lines[0][:60]!r}")
@@ -68,7 +69,11 @@ def framing(
     method: str, status: int, version: bytes, headers: list[tuple[bytes, bytes]], close_after: bool
 ) -> tuple[int | None, bool, bool]:
     """(Content-Length or None, chunked, keep-alive) of a response: how its body ends, and whether the
-    connection may carry another exchange after it. ``None`` and not chunked: the body ends at the close."""
+    connection may carry another exchange after it. ``None`` and not chunked: the body ends at the close.
+    ``version`` is the minor version as ``parse_head`` gives it (``b"0"`` or ``b"1"``): an HTTP/1.0 server
+    closes after its answer unless it sends ``Connection: keep-alive`` (RFC 9112 9.3), and one it closed
+    must not go back to the pool, where the next send would find it dead (RFC 9112 6.1: a 1.0 message with
+    Transfer-Encoding is closed after, too)."""
     length: int | None = None
     chunked = False
     keep_alive = not close_after
@@ -82,7 +87,10 @@ def framing(
         elif lower == b"content-length":
             content_length = value if content_length is None else content_length + b"," + value
     tokens = {t.strip() for t in connection.split(b",")} if connection else set()
-    keep_alive = keep_alive and (b"keep-alive" in tokens if version == b"1.0" else b"close" not in tokens)
+    if version == b"0":  # HTTP/1.0 closes unless it says otherwise; a Transfer-Encoding in it closes anyway
+        keep_alive = keep_alive and b"keep-alive" in tokens and transfer is None
+    else:
+        keep_alive = keep_alive and b"close" not in tokens
     if method == "HEAD" or status in (204, 304):
         length = 0
     elif transfer is not None:
