@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import msgspec
 
-from control.db.connection import Connection
+from control.db.connection import Connection, marked_connection, marked_pool
 
 __all__ = ("connect", "create_pool", "init_connection")
 
@@ -36,7 +36,7 @@ async def create_pool(dsn: str, *, max_size: int = 10, min_size: int = 0, reset_
     ...`` query, one round trip saved per use (per claim and per batch of results, for the deliver
     worker). Right only where no statement leaves session state behind: the workers set nothing but
     ``SET LOCAL`` and transaction-scoped advisory locks, and LISTEN on connections of their own."""
-    return await asyncpg.create_pool(
+    return await marked_pool(
         dsn,
         min_size=min_size,
         max_size=max_size,
@@ -48,6 +48,6 @@ async def create_pool(dsn: str, *, max_size: int = 10, min_size: int = 0, reset_
 
 
 async def connect(dsn: str) -> Connection:
-    conn = await asyncpg.connect(dsn)
+    conn = await marked_connection(dsn)
     await init_connection(conn)
     return conn

@@ -394,8 +394,9 @@ async def first_stored_after(
 ) -> tuple[int, asyncpg.Record | None]:
     """(horizon, the first match stored after the position ``(xid, event_id)``, or at it when ``inclusive``),
     in storing order (``stored_xid``, then id), read in one snapshot. ``horizon`` is that snapshot's
-    ``control.db.follow_horizon``: every transaction of this database below it had finished, so no event with a
-    smaller ``stored_xid`` can appear any more; a match at or above it is visible but not yet safe to move past.
+    ``control.db.follow_horizon``: every transaction below it that could store an event had finished, so no
+    event with a smaller ``stored_xid`` can appear any more; a match at or above it is visible but not yet safe
+    to move past.
 
     The match carries ``position_xid``. Events stored before migration 0013 (no ``stored_xid``) are never
     matched."""

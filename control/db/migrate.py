@@ -12,7 +12,7 @@ from importlib import resources
 
 import asyncpg
 
-from control.db.connection import Connection
+from control.db.connection import Connection, marked_connection
 from shared.errors import MigrationError
 
 __all__ = ("REWORDED", "available", "migrate", "pending")
@@ -40,7 +40,7 @@ def available() -> list[tuple[str, str]]:
 
 async def migrate(dsn: str) -> list[str]:
     """Apply what is missing; returns the versions applied by this call."""
-    conn = await asyncpg.connect(dsn)
+    conn = await marked_connection(dsn)
     try:
         await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
         try:
@@ -54,7 +54,7 @@ async def migrate(dsn: str) -> list[str]:
 async def pending(dsn: str) -> list[str]:
     """The versions ``migrate`` would apply, for ``hookyard up`` to say beforehand what a long one will do;
     every version on a database never migrated."""
-    conn = await asyncpg.connect(dsn)
+    conn = await marked_connection(dsn)
     try:
         if await conn.fetchval("SELECT to_regclass('hy_schema_migrations')") is None:
             return [version for version, _ in available()]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from control.db.connection import Connection
+from control.db.connection import Connection, marked_connection
 from control.db.tasks import NOTIFY_CHANNEL
 
 __all__ = ("TaskNotifications",)
@@ -53,7 +53,7 @@ class TaskNotifications:
         await self.aclose()
         conn = None
         try:
-            conn = await asyncpg.connect(self.dsn, timeout=self.connect_timeout_s)
+            conn = await marked_connection(self.dsn, timeout=self.connect_timeout_s)
             await conn.add_listener(NOTIFY_CHANNEL, self._notified)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
             if conn is not None:

@@ -3,7 +3,9 @@
 In the test's own event loop (``live_app``) against real Postgres and Redis, events stored and announced
 the way the flush worker does. The ordering test holds a real transaction open: an event stored by an older
 transaction that commits late is still answered, and before the newer one. The horizon tests hold one open in
-another database of the same server: it must not hold the follower, one in the test's database must (ADR 0081).
+another database of the same server, or in the test's database from a client that is not hookyard's: it must
+not hold the follower (ADR 0081, 0087); one of hookyard's connections (``tests.helpers.db`` opens them through
+``control.db``, as the flush does) or one nothing identifies must.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 import asyncpg
 import pytest
 
+from control.db.connection import MARK
 from control.db.follow_horizon import SNAPSHOT, horizon
 from tests.conftest import _admin
 from tests.control.conftest import Live, waiting
@@ -135,13 +138,33 @@ async def test_a_transaction_open_in_another_database_does_not_hold_the_follower
     assert resp.json()["event"]["id"] == stored[0]
 
 
+@pytest.mark.parametrize("name", ["psql", ""])
+async def test_a_transaction_of_another_client_of_this_database_does_not_hold_the_follower(served, account, name):
+    """A developer's psql left open after an ``UPDATE``, a script (asyncpg names no application): a transaction
+    in hookyard's own database that is not hookyard's stores no event, so it does not hold the follower."""
+    cursor = (await _follow(served, account, "now", timeout=1)).headers["hookyard-cursor"]
+    other = await asyncpg.connect(served.database_url, server_settings={"application_name": name})
+    try:
+        transaction = other.transaction()
+        await transaction.start()
+        await other.execute("UPDATE accounts SET email = email WHERE id = $1", account.id)  # an xid
+        stored = await served.announce(Ev(served.endpoint))
+        resp = await _follow(served, account, cursor, timeout=3)
+        await transaction.rollback()
+    finally:
+        await other.close()
+    assert resp.status_code == 200, "held back by a transaction that is not hookyard's"
+    assert resp.json()["event"]["id"] == stored[0]
+
+
 @pytest.mark.parametrize("statement", ["SELECT pg_current_xact_id()", INSERT_ONE])
-async def test_a_transaction_open_in_this_database_still_holds_the_follower(served, account, statement):
-    """Any transaction of this database with an xid may still store an event before the one already visible,
-    whether it is a flush (an insert) or anything else: the follower waits for it."""
+async def test_a_transaction_of_hookyard_in_this_database_still_holds_the_follower(served, account, statement):
+    """Any transaction of one of hookyard's connections with an xid may still store an event before the one
+    already visible, whether it is a flush (an insert) or anything else: the follower waits for it."""
     cursor = (await _follow(served, account, "now", timeout=1)).headers["hookyard-cursor"]
     args = (Ev(served.endpoint).row()[0], served.endpoint) if statement == INSERT_ONE else ()
     async with db(served.database_url) as other:
+        assert await other.fetchval("SHOW application_name") == MARK
         transaction = other.transaction()
         await transaction.start()
         await other.execute(statement, *args)
@@ -152,6 +175,14 @@ async def test_a_transaction_open_in_this_database_still_holds_the_follower(serv
     assert held.headers["hookyard-cursor"] == cursor, "moved past a transaction that may still store an event"
     seen, _ = await _drain(served, account, cursor, 1)
     assert seen == stored
+
+
+async def test_an_in_progress_xid_no_backend_shows_still_holds(conn):
+    """A transaction the stats cannot name (ended after the snapshot, a backend hidden, a prepared one of this
+    database) holds the horizon: a snapshot listing xids no backend has answers the smallest of them."""
+    base = int(await conn.fetchval("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")) + 1000
+    snapshot = f"(SELECT '{base}:{base + 10}:{base + 5},{base + 7}'::pg_snapshot AS snap) s"
+    assert await conn.fetchval(f"SELECT {horizon(str(base + 7))} FROM {snapshot}") == base + 5
 
 
 @pytest.mark.parametrize("after", ["", "yesterday", "x" * 201, "cG9zfDF8ZXZ0"])
@@ -169,15 +200,19 @@ async def test_another_accounts_endpoint_is_404(served, other_account):
     assert_error(resp, 404, "not_found")
 
 
-async def test_a_role_without_read_all_stats_still_sees_other_databases_transactions(
-    servers, database_url, empty_database
+@pytest.mark.parametrize("where", ["another database", "this database, another client"])
+async def test_a_role_without_read_all_stats_still_sees_transactions_that_store_no_event(
+    servers, database_url, empty_database, where
 ):
-    """``pg_stat_activity`` hides other roles' query text from a plain role, not ``datid`` and ``backend_xid``:
-    the horizon passes another database's open transaction for hookyard's role without ``pg_read_all_stats``."""
+    """``pg_stat_activity`` hides other roles' query text from a plain role, not ``datid``, ``application_name``
+    and ``backend_xid``: the horizon passes another database's open transaction, and a non-hookyard client's in
+    this database, for hookyard's role without ``pg_read_all_stats``."""
     role = f"hy_t_{uuid.uuid4().hex[:16]}"
     await _admin(servers, f"CREATE ROLE {role} LOGIN")
     try:
-        async with db(empty_database) as other:
+        dsn = empty_database if where == "another database" else database_url
+        other = await asyncpg.connect(dsn, server_settings={"application_name": "psql"})
+        try:
             transaction = other.transaction()
             await transaction.start()
             held: int = await other.fetchval("SELECT pg_current_xact_id()::text::bigint")
@@ -190,6 +225,27 @@ async def test_a_role_without_read_all_stats_still_sees_other_databases_transact
             finally:
                 await plain.close()
             await transaction.rollback()
+        finally:
+            await other.close()
     finally:
         await _admin(servers, f"DROP ROLE {role}")
     assert xmin <= held < passed
+
+
+async def test_every_connection_of_the_app_carries_the_mark(served, account, database_url):
+    """What lets the horizon pass a client's transaction must never describe hookyard's own: after the app
+    answered (its pool connected), every client backend of the database but this check's is marked, and a
+    DSN naming another application cannot unmark one."""
+    assert (await _follow(served, account, "now", timeout=1)).status_code == 204
+    async with db(f"{database_url}{'&' if '?' in database_url else '?'}application_name=mine") as renamed:
+        checker = await asyncpg.connect(database_url, server_settings={"application_name": "check"})
+        try:
+            names = await checker.fetch(
+                "SELECT application_name FROM pg_stat_activity WHERE datname = current_database()"
+                " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            )
+        finally:
+            await checker.close()
+        assert await renamed.fetchval("SHOW application_name") == MARK
+    assert len(names) >= 3  # the app's pool, ``served.conn``, ``renamed``
+    assert {n[0] for n in names} == {MARK}

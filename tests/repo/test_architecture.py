@@ -235,3 +235,22 @@ def test_sql_is_only_in_control_db():
         for match in statement.finditer(text)
     ]
     assert found == []
+
+
+def test_every_connection_is_opened_by_control_db_connection():
+    """The follow's horizon lets a transaction of hookyard's database pass when its connection lacks
+    ``control.db.connection.MARK`` (ADR 0087): a product connection opened without it would let followers
+    skip the events it stores. So asyncpg's openers are called in ``control/db/connection.py`` alone, which
+    marks every connection (the migrator, the LISTEN connection and ``control.db`` opened their own)."""
+    opener = re.compile(r"asyncpg\s*\.\s*(?:connect|create_pool|Pool|connection\.connect|pool\.create_pool)\s*\(")
+    imported = re.compile(r"^\s*from asyncpg(?:\.\w+)* import [^\n]*\b(?:connect|create_pool|Pool)\b", re.MULTILINE)
+    allowed = ROOT / "control" / "db" / "connection.py"
+    found = [
+        f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+        for path in [*ROOT.glob("control/**/*.py"), *ROOT.glob("shared/**/*.py"), *ROOT.glob("edge/**/*.py")]
+        if path != allowed
+        for text in [path.read_text()]
+        for pattern in (opener, imported)
+        for match in pattern.finditer(text)
+    ]
+    assert found == []

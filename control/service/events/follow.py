@@ -12,11 +12,12 @@ event can become visible after a later-received one was already answered. The po
 transaction's id (``events.stored_xid``, migration 0013) and the event id; a match is answered only once
 its transaction is below the horizon, that is once every transaction that could still add an event before it
 has finished (``control.db.events.first_stored_after``). The horizon is the smallest transaction still in
-progress in the read's snapshot that could belong to this database, or the snapshot's xmax when there is none
-(``control.db.follow_horizon``, ADR 0081): not the snapshot's xmin, which is cluster-wide, so a long writing
-transaction in another database of the same server (another app's migration, a psql session left open) would
-hold every follower until it ended. A transaction counts as another database's only when the server's
-activity view positively says so; anything else still holds the horizon, so a follower may wait one look
+progress in the read's snapshot that could store an event, or the snapshot's xmax when there is none
+(``control.db.follow_horizon``, ADR 0081, 0087): not the snapshot's xmin, which is cluster-wide, so a long
+writing transaction in another database of the same server, or of another client of this one (another app's
+migration, a psql session left open), would hold every follower until it ended. A transaction counts as unable
+to store an event only when the server's activity view positively says it is another database's or not one
+of hookyard's connections; anything else still holds the horizon, so a follower may wait one look
 longer but never moves past an event its snapshot could not see yet. A match not yet safe is looked at
 again shortly (usually the next commit, milliseconds away); new commits on the endpoint wake the waiter
 through the same pub/sub as the plain wait. A server that is stopping answers as a timeout does, after one
