@@ -325,16 +325,29 @@ def _too_large(field: str, node: mi.Type | None) -> str:
     integer, number = _of(node, mi.IntType), _of(node, mi.FloatType)
     if integer is not None and (ranged := _range(field, integer, MISSING)):
         return f"{ranged}{got}"
+    kinds = [_KIND_OF[type(t)] for t in _flat(node) if type(t) in _KIND_OF]
     if number is not None:
         bounds = [(op, getattr(number, name)) for op, name in _FLOAT_BOUNDS if getattr(number, name) is not None]
         words = " and ".join(f"{_WORDS[op]} {_number(n)}" for op, n in bounds)
-        return f"must be a number {words}{got}" if words else f"must be a number{got}"
-    kinds = [_KIND_OF[type(t)] for t in _flat(node) if type(t) in _KIND_OF]
+        if words:
+            return f"must be a number {words}{got}"
+        if not kinds and integer is None:
+            return f"must be a number{got}"
+        # A union (an erasure's value): all it takes, and how large a number may be, not only "a number".
+        taken = sorted({*kinds, "number", *(["integer"] if integer is not None else [])}, key=_ORDER.index)
+        larger = "; a larger integer written out in its digits" if integer is not None and not _bounded(integer) else ""
+        return f"must be {kind_words(*taken)} (a number of at most about 1.8e308, a 64-bit float{larger}){got}"
     if kinds:  # a number where none is taken: what is
         return f"must be {kind_words(*kinds)}{got}"
     return f"must be a number of at most about 1.8e308 in size (a 64-bit float){got}"
 
 
+def _bounded(integer: mi.IntType) -> bool:
+    return any(getattr(integer, name) is not None for name in ("ge", "gt", "le", "lt"))
+
+
+_ORDER = ("boolean", "integer", "number", "string", "array", "object", "null")
+"""msgspec's order of kinds in its ``Expected `bool | int | float | str``` (so both messages read alike)."""
 _KIND_OF: dict[type, str] = {mi.StrType: "string", mi.BoolType: "boolean", mi.NoneType: "null"}
 _KIND_OF |= {mi.ListType: "array", mi.DictType: "object", mi.StructType: "object"}
 
