@@ -217,6 +217,14 @@ _UNITS = {"str": ("character", "characters"), "bytes": ("byte", "bytes"), "array
 _UNITS["object"] = ("entry", "entries")
 
 
+_SHORT_SECRET = (
+    " (a shorter secret is too easy to guess: if the provider issued this one, or let you set it, rotate it "
+    "there to one of at least {low} characters and give that here)"
+)
+"""A secret too short (a provider's signing secret, ``resign_with``): what to do, since its owner cannot
+lengthen it here; a webhook secret set by hand at GitHub can be any length."""
+
+
 def _length(kind: str, low: int | None, high: int | None, size: int | None) -> str:
     """``must be 16 to 1024 characters long, got 15``: the size given, never the value (it may be a secret)."""
     one, many = _UNITS[kind]
@@ -300,7 +308,9 @@ def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: 
         declared = _of(node, _DECLARED[m[1]])
         low = declared.min_length if declared else int(m[3]) if m[2] == ">=" else None
         high = declared.max_length if declared else int(m[3]) if m[2] == "<=" else None
-        return _length(m[1], low, high, None if m[1] == "bytes" else _size(given))
+        size = None if m[1] == "bytes" else _size(given)
+        short = isinstance(given, _Withheld) and m[1] == "str" and low is not None and 0 < (size or 0) < low
+        return _length(m[1], low, high, size) + (_SHORT_SECRET.format(low=low) if short else "")
     if m := re.fullmatch(
         r"Expected `array` of (?:at (least|most) )?length (\d+)(?: to (\d+))?(?:, got (\d+))?", message
     ):
