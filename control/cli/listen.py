@@ -312,7 +312,11 @@ async def listen(
                     unrecorded = True
             if cursor is not None:
                 follow.save(cursor)  # after the forward: at least once, never skipped
+            epoch = out.outage.epoch
             ok, answer = await _patiently(stop, out, follow.next, follow.remote)
+            if out.outage.epoch != epoch and (moved := await follow.remote.ingest_moved(endpoint)):
+                out.line(out.paint(f"{_now()}  Send webhooks to {moved} now (was {endpoint['ingest_url']})", "33"))
+                endpoint["ingest_url"] = moved
             if not ok or answer is None:
                 break
             event, cursor = answer

@@ -197,6 +197,16 @@ class Remote:
         call was made: the first try after ``up`` stopped still carried the stopped ``up``'s pid."""
         return str(exc).replace(exc.where, self._where, 1) if exc.where else str(exc)
 
+    async def ingest_moved(self, endpoint: dict[str, Any]) -> str | None:
+        """After an outage: ``endpoint``'s ingest URL as the control plane reports it now (from its public edge
+        URL), when it is not the one ``endpoint`` has, which was printed (``hookyard up`` restarted with its edge
+        on another port: the old URL takes nothing); None when it is the same, or cannot be asked now."""
+        try:
+            now: str = (await self.endpoint_by_id(endpoint["id"]))["ingest_url"]
+        except (Unreachable, ApiError):
+            return None
+        return now if now != endpoint["ingest_url"] else None
+
     # The operations the commands make, one method each: ``RemoteOverMcp`` (``control.cli.remote_mcp``) makes the
     # same ones as MCP tool calls for a temporary token, which /v1 refuses.
 

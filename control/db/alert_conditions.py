@@ -116,17 +116,30 @@ async def signature_failures(conn: Connection, refused: dict[str, int]) -> list[
     )
 
 
+def _rfc3339(column: str) -> str:
+    """SQL of ``column`` (a timestamptz) as the API writes every time (msgspec): UTC with ``Z``, and six digits
+    of microseconds unless they are zero (``2026-12-04T19:09:31.906230Z``); NULL stays NULL. A timestamptz put
+    in ``jsonb`` as is reads ``...31.90623+00:00``, unlike everything else an alert or the API shows."""
+    utc = f"({column} AT TIME ZONE 'UTC')"
+    return (
+        f"""to_char({utc}, 'YYYY-MM-DD"T"HH24:MI:SS')"""
+        f" || CASE WHEN extract(microseconds FROM {utc})::bigint % 1000000 = 0 THEN '' ELSE to_char({utc}, '.US') END"
+        " || 'Z'"
+    )
+
+
 async def silent(conn: Connection) -> list[asyncpg.Record]:
     """Endpoints with ``expect_event_within_s`` that received nothing for that long (counted from the later of
     their creation and when the setting was made)."""
     return await conn.fetch(
-        """SELECT e.account_id, e.id AS condition_key, e.id AS endpoint_id, NULL::text AS destination_id,
+        f"""SELECT e.account_id, e.id AS condition_key, e.id AS endpoint_id, NULL::text AS destination_id,
                   0::bigint AS count,
                   jsonb_build_object('endpoint_name', e.name, 'expect_event_within_s', e.expect_event_within_s,
-                                     'last_event_at', (SELECT max(ev.received_at) FROM events ev
-                                                        WHERE ev.endpoint_id = e.id
-                                                          AND ev.received_at > now() - interval '1 day')) AS data
+                                     'last_event_at', {_rfc3339("last.at")}) AS data
              FROM endpoints e
+             LEFT JOIN LATERAL (SELECT max(ev.received_at) AS at FROM events ev
+                                 WHERE ev.endpoint_id = e.id AND ev.received_at > now() - interval '1 day') last
+                    ON true
             WHERE e.expect_event_within_s IS NOT NULL
               AND (e.expires_at IS NULL OR e.expires_at > now())
               AND greatest(e.created_at, coalesce(e.expect_event_since, e.created_at))

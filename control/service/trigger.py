@@ -89,7 +89,7 @@ async def send_test_webhook(
     event_type = names[0] if data.event_type is None else data.event_type
     if event_type not in names:
         named = data.provider if data.provider == provider else f"{data.provider} ({provider})"
-        raise ValidationError(f"event_type: {named} sends no {event_type!r}; one of {', '.join(names)}")
+        raise ValidationError(f"event_type: {samples.not_offered(provider, event_type, named)}")
     async with ctx.pool.acquire() as conn:
         endpoint = await require_endpoint(conn, principal, endpoint_id)
         rows = await db_endpoints.edge_rows(conn, [endpoint["id"]])

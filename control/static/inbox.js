@@ -149,8 +149,9 @@
     h("p", {}, "Send one from a shell: ", copyButton("copy-sample-curl", "copy", sampleCurl, curlSample)), curlSample,
     h("p", {}, "or a signed sample of a provider's event with hookyard's CLI: ",
       copyButton("copy-sample-trigger", "copy", sampleTrigger, triggerSample)), triggerSample,
-    temporary ? h("p", { className: "hint" }, "The CLI needs a key of this endpoint's account; an agent holding "
-      + "the endpoint's api_token sends one with the MCP tool send_test_webhook.") : null);
+    temporary ? h("p", { className: "hint", id: "sample-token" }, "The CLI takes the api_token POST /api/start "
+      + "answered (hy_tmp_…) as HOOKYARD_API_KEY; an agent holding it sends one with the MCP tool "
+      + "send_test_webhook.") : null);
   const empty = h("div", { id: "empty", hidden: true }, emptyText, samples);
   const detail = h("section", { id: "detail", className: "detail" },
     h("p", { className: "empty" }, "Select an event to see its headers, body and deliveries."));

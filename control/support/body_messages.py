@@ -228,6 +228,14 @@ _UNITS = {"str": ("character", "characters"), "bytes": ("byte", "bytes"), "array
 _UNITS["object"] = ("entry", "entries")
 
 
+_SHORT_SECRET = (
+    " (a shorter secret is too easy to guess: if the provider issued this one, or let you set it, rotate it "
+    "there to one of at least {low} characters and give that here)"
+)
+"""A secret too short (a provider's signing secret, ``resign_with``): what to do, since its owner cannot
+lengthen it here; a webhook secret set by hand at GitHub can be any length."""
+
+
 def _length(kind: str, low: int | None, high: int | None, size: int | None) -> str:
     """``must be 16 to 1024 characters long, got 15``: the size given, never the value (it may be a secret)."""
     one, many = _UNITS[kind]
@@ -311,7 +319,9 @@ def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: 
         declared = _of(node, _DECLARED[m[1]])
         low = declared.min_length if declared else int(m[3]) if m[2] == ">=" else None
         high = declared.max_length if declared else int(m[3]) if m[2] == "<=" else None
-        return _length(m[1], low, high, None if m[1] == "bytes" else _size(given))
+        size = None if m[1] == "bytes" else _size(given)
+        short = isinstance(given, _Withheld) and m[1] == "str" and low is not None and 0 < (size or 0) < low
+        return _length(m[1], low, high, size) + (_SHORT_SECRET.format(low=low) if short else "")
     if m := re.fullmatch(
         r"Expected `array` of (?:at (least|most) )?length (\d+)(?: to (\d+))?(?:, got (\d+))?", message
     ):
@@ -336,15 +346,28 @@ def _too_large(field: str, node: mi.Type | None) -> str:
     integer, number = _of(node, mi.IntType), _of(node, mi.FloatType)
     if integer is not None and (ranged := _range(field, integer, MISSING)):
         return f"{ranged}{got}"
+    kinds = [_KIND_OF[type(t)] for t in _flat(node) if type(t) in _KIND_OF]
     if number is not None:
         words = _float_bounds(number)
-        return f"must be a number {words}{got}" if words else f"must be a number{got}"
-    kinds = [_KIND_OF[type(t)] for t in _flat(node) if type(t) in _KIND_OF]
+        if words:
+            return f"must be a number {words}{got}"
+        if not kinds and integer is None:
+            return f"must be a number{got}"
+        # A union (an erasure's value): all it takes, and how large a number may be, not only "a number".
+        taken = sorted({*kinds, "number", *(["integer"] if integer is not None else [])}, key=_ORDER.index)
+        larger = "; a larger integer written out in its digits" if integer is not None and not _bounded(integer) else ""
+        return f"must be {kind_words(*taken)} (a number of at most about 1.8e308, a 64-bit float{larger}){got}"
     if kinds:  # a number where none is taken: what is
         return f"must be {kind_words(*kinds)}{got}"
     return f"must be a number of at most about 1.8e308 in size (a 64-bit float){got}"
 
 
+def _bounded(integer: mi.IntType) -> bool:
+    return any(getattr(integer, name) is not None for name in ("ge", "gt", "le", "lt"))
+
+
+_ORDER = ("boolean", "integer", "number", "string", "array", "object", "null")
+"""msgspec's order of kinds in its ``Expected `bool | int | float | str``` (so both messages read alike)."""
 _KIND_OF: dict[type, str] = {mi.StrType: "string", mi.BoolType: "boolean", mi.NoneType: "null"}
 _KIND_OF |= {mi.ListType: "array", mi.DictType: "object", mi.StructType: "object"}
 

@@ -34,10 +34,10 @@ import msgspec
 from shared.providers import CATALOG, canonical
 from shared.samples import code_host, commerce, identity, payments
 from shared.samples._gen import Gen
-from shared.samples.catalog import catalog_sample
+from shared.samples.catalog import catalog_sample, unsignable
 from shared.signatures import HEADERS, sign
 
-__all__ = ("ALIASES", "EVENT_TYPES", "PROVIDERS", "Family", "Sample", "provider_name", "sample")
+__all__ = ("ALIASES", "EVENT_TYPES", "PROVIDERS", "Family", "Sample", "not_offered", "provider_name", "sample")
 
 _MODULES: Final[dict[str, ModuleType]] = {
     "identity": identity,
@@ -63,6 +63,18 @@ ALIASES: Final[dict[str, str]] = {
 """The real providers' names for the providers above (hookyard names them neutrally)."""
 
 Family = Literal["neutral", "vendor"]
+
+
+def not_offered(provider: str, event_type: str, named: str | None = None) -> str:
+    """Why ``provider`` (one of :data:`EVENT_TYPES`; ``named`` as the caller wrote it) has no sample
+    ``event_type``, and the ones it has: a public-key provider's handshake is named as such, since hookyard
+    cannot sign one (``unsignable``)."""
+    named = named or provider
+    names = ", ".join(EVENT_TYPES[provider])
+    why = unsignable(CATALOG[provider], event_type) if provider in CATALOG else None
+    if why:
+        return f"{named}'s {event_type!r} {why}; its samples: {names}"
+    return f"{named} sends no {event_type!r}; one of {names}"
 
 
 def provider_name(name: str) -> str | None:
@@ -104,7 +116,7 @@ def sample(
     if names is None:
         raise ValueError(f"unknown provider {provider!r}; one of {', '.join(EVENT_TYPES)}")
     if event_type not in names:
-        raise ValueError(f"{provider} sends no {event_type!r}; one of {', '.join(names)}")
+        raise ValueError(not_offered(provider, event_type))
     g = Gen(random.Random(seed), time.time() if now is None else now)  # noqa: S311 - sample data, not secrets
     module = _MODULES.get(provider)
     if module is None:

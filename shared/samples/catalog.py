@@ -4,7 +4,9 @@
 The four kinds keep their richer generators (one module each); every other provider's sample is data, so
 adding a provider adds its sample with no code. Its delivery id is fresh per sample where the provider puts
 it in a header; a public-key provider's sample is signed with a throwaway key (hookyard holds only the public
-key): recognised by its headers, and failing the check of an endpoint that holds the provider's key.
+key): recognised by its headers, and failing the check of an endpoint that holds the provider's key. So
+there is no sample of such a provider's signed handshake (Discord's PING): one that fails the check is
+refused 401, by design, and the refusal says so rather than only listing the samples (``unsignable``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from shared.providers.sign import sign, sign_body
 from shared.providers.values import Body, put, read
 from shared.samples._gen import Gen
 
-__all__ = ("catalog_sample",)
+__all__ = ("catalog_sample", "unsignable")
 
 
 def catalog_sample(
@@ -67,3 +69,21 @@ _PUBLIC_KEY: dict[str, Callable[[], ed25519.Ed25519PrivateKey | ec.EllipticCurve
     "ecdsa_p256": lambda: ec.generate_private_key(ec.SECP256R1()),
 }
 """A throwaway private key per public-key scheme: hookyard holds only the provider's public key."""
+
+
+def unsignable(provider: Provider, event_type: str) -> str | None:
+    """Why ``event_type`` has no sample when it names ``provider``'s handshake and the provider signs with a
+    private key (Discord's ``PING``: ``ping``, ``discord_ping``, or its ``type`` 1); None otherwise."""
+    kind = provider.handshake
+    if kind is None or provider.scheme.kind not in _PUBLIC_KEY:
+        return None
+    asked = event_type.strip().casefold()
+    names = {kind, kind.removeprefix(f"{provider.name}_"), *(["1"] if kind == "discord_ping" else [])}
+    if asked not in names:
+        return None
+    return (
+        f"is its handshake, which hookyard cannot sign: {provider.name} signs with its private key and hookyard "
+        "holds only the public key, so a sample would fail the check, and a handshake that fails it is refused "
+        f"401 (as {provider.name} requires of a forged one); {provider.name} sends its own when the URL is saved "
+        "in its settings"
+    )

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import msgspec
+
+from control.db import alert_conditions
 from control.db.context import Context
 from control.workers.alerts.evaluator import evaluate
 from shared import ids
 from tests.conftest import Account
 from tests.destination import MATCH_ALL, add_destination, add_rule
 from tests.helpers import assert_error, create_endpoint
+from tests.schemas.support import flush, record
 
 
 async def test_many_exhausted_deliveries_raise_one_summary_counting_events(
@@ -68,3 +74,29 @@ async def test_alert_destination_input_is_checked_and_scoped(client, account: Ac
     assert rotated["signing_secret"] != made["signing_secret"]
     gone = await client.delete(f"/v1/alert-destinations/{made['id']}", headers=account.headers)
     assert gone.json() == {"id": made["id"], "deleted": True}
+
+
+async def test_a_silent_endpoints_last_event_is_written_as_the_api_writes_times(
+    client, ctx: Context, account: Account
+) -> None:
+    """``last_event_at`` (the alert's data and its line) reads as every other time of the API, msgspec's
+    ``...31.906230Z`` (no fraction on a whole second); put in jsonb by Postgres it read ``...31.90623+00:00``
+    (the fifth fresh-clone trial)."""
+    ep = await create_endpoint(client, account.headers, name="quiet")
+    event = record(ep["id"], {"type": "invoice.paid"})
+    await flush(ctx, [event])
+    async with ctx.pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE endpoints SET expect_event_within_s = 60, created_at = now() - interval '2 minutes' WHERE id = $1",
+            ep["id"],
+        )
+        for ago in (timedelta(seconds=90, microseconds=906230), timedelta(seconds=90)):
+            at = await conn.fetchval(
+                "UPDATE events SET received_at = date_trunc('second', now()) - $2::interval WHERE id = $1"
+                " RETURNING received_at",
+                event.id,
+                ago,
+            )
+            (row,) = [r for r in await alert_conditions.silent(conn) if r["endpoint_id"] == ep["id"]]
+            assert dict(row["data"])["last_event_at"] == msgspec.json.encode(at).decode().strip('"')
+            assert dict(row["data"])["last_event_at"].endswith("Z")

@@ -163,7 +163,12 @@ async def test_patch_accepts_the_boundaries(client, account, change):
 
 
 INVALID = [
-    ({"secret": "x" * 15}, "secret", "secret: must be 16 to 1024 characters long, got 15"),
+    (
+        {"secret": "x" * 15},
+        "secret",
+        "secret: must be 16 to 1024 characters long, got 15 (a shorter secret is too easy to guess: if the provider "
+        "issued this one, or let you set it, rotate it there to one of at least 16 characters and give that here)",
+    ),
     ({"secret": ""}, "secret", "secret: must be 16 to 1024 characters long, got 0"),
     ({"secret": "x" * 1025}, "secret", "secret: must be 16 to 1024 characters long, got 1025"),
     ({"secret": 1234567890123456789}, "secret", "secret: must be a string or null, got a number"),

@@ -57,7 +57,10 @@ def _requests(ep: str, dst: str) -> dict[str, tuple[str, str, Any]]:
             {"name": "r", "condition_tree": TREE, "destination_ids": [dst, 5]},
         ),
         "condition_tree.field: must be a string, got 5": ("POST", dests, leaf),
-        "secret: must be 16 to 1024 characters long, got 15": ("PATCH", auth, {"secret": "x" * 15}),
+        (
+            "secret: must be 16 to 1024 characters long, got 15 (a shorter secret is too easy to guess: if the "
+            "provider issued this one, or let you set it, rotate it there to one of at least 16 characters "
+        ): ("PATCH", auth, {"secret": "x" * 15}),
         "name: must be 1 to 200 characters long, got 0": ("POST", "/v1/endpoints", {"name": ""}),
         "name: must be a string, got a JSON array": ("POST", "/v1/endpoints", {"name": ["x" * 60]}),
         "body: must be an object, got []": ("POST", "/v1/endpoints", []),

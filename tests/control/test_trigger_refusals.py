@@ -1,6 +1,7 @@
 """A test webhook refused for its event type names the provider as the caller wrote it: ``svix`` is an
 ``identity`` provider, and a refusal that said only "identity sends no 'invoice.paid'" named something the
-caller never typed (found trying the README from a fresh clone)."""
+caller never typed (found trying the README from a fresh clone). A public-key provider's handshake says why
+it has no sample."""
 
 from __future__ import annotations
 
@@ -20,3 +21,23 @@ async def test_an_unknown_event_type_names_the_provider_as_given(settings: Setti
             error = sent.json()["error"]
             assert error["code"] == "validation_error"
             assert error["message"].startswith(f"event_type: {named} sends no 'nope.x'; one of "), error
+
+
+async def test_discords_ping_is_refused_saying_why_there_is_no_sample(settings: Settings, account: Account) -> None:
+    """Discord's handshake is PING (``type`` 1), signed with Discord's private key, which hookyard does not
+    hold: a sample PING would fail the check and be refused 401. "discord sends no 'PING'; one of blep" read
+    as if Discord had no PING at all (found by the fifth fresh-clone trial)."""
+    async with concurrent_client(settings) as client:
+        endpoint = await client.post("/v1/endpoints", json={"name": "discord"}, headers=account.headers)
+        url = f"/v1/endpoints/{endpoint.json()['id']}/test-webhook"
+        for asked in ("PING", "ping", "discord_ping"):
+            sent = await client.post(url, json={"provider": "discord", "event_type": asked}, headers=account.headers)
+            assert sent.status_code == 400, sent.text
+            message = sent.json()["error"]["message"]
+            assert message.startswith(
+                f"event_type: discord's {asked!r} is its handshake, which hookyard cannot sign"
+            ), message
+            assert "private key" in message, message
+            assert message.endswith("; its samples: blep"), message
+        other = await client.post(url, json={"provider": "discord", "event_type": "nope"}, headers=account.headers)
+        assert other.json()["error"]["message"] == "event_type: discord sends no 'nope'; one of blep"

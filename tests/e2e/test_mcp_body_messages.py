@@ -46,8 +46,10 @@ def _cases(ep: str) -> list[tuple[str, dict[str, Any], str, str, dict[str, Any],
             at,
             "PATCH",
             auth,
-            {"secret": "short"},  # its length, never the secret
-            "secret: must be 16 to 1024 characters long, got 5",
+            {"secret": "short"},  # its length, never the secret, and what to do about it
+            "secret: must be 16 to 1024 characters long, got 5 (a shorter secret is too easy to guess: if the "
+            "provider issued this one, or let you set it, rotate it there to one of at least 16 characters and give "
+            "that here)",
         ),
         (
             "update_auth_config",

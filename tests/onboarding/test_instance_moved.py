@@ -2,9 +2,10 @@
 client commands treat it so.
 
 ``listen`` whose URL came from the instance record re-reads the record while it cannot reach it, follows the
-instance to its new URL (saying "control plane moved to …" once), and forwards what arrived meanwhile,
-once. ``trigger``'s default endpoint (``control.cli.last``) survives the port change; once that endpoint is
-deleted, the refusal says which one is gone and where it was recorded.
+instance to its new URL (saying "control plane moved to …" once, and the endpoint's new ingest URL, its edge
+having moved too), and forwards what arrived meanwhile, once. ``trigger``'s default endpoint
+(``control.cli.last``) survives the port change; once that endpoint is deleted, the refusal says which one is
+gone and where it was recorded.
 
 Before: ``listen`` retried the old URL forever, and ``trigger`` answered "which endpoint? no `hookyard
 listen` has run on http://127.0.0.1:<new port>"."""
@@ -99,6 +100,12 @@ def test_listen_and_the_default_endpoint_follow_up_to_its_new_ports(project: Pat
         )
         listen.wait_for_output(rf"→ 200 .*{found.group(1)}$")
         assert listen.output.count("control plane moved to") == 1, listen.output
+        # The edge moved with it: the ingest URL printed at the start takes nothing now, so the new one is said.
+        shown = re.search(r"^Ready\. Send webhooks to (\S+)$", listen.output, re.MULTILINE)
+        assert shown, listen.output
+        ingest = _v1(second, "GET", f"/v1/endpoints/{ep}").json()["ingest_url"]
+        assert ingest.startswith(second.edge_url), ingest
+        assert f"Send webhooks to {ingest} now (was {shown.group(1)})" in listen.output, listen.output
         assert len(app.requests) == 2
         assert app.requests[1].headers.get("x-github-event") == "push"
         assert listen.interrupt() == 0

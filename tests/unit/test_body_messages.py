@@ -212,6 +212,7 @@ def test_a_number_too_large_for_a_float_names_its_field_on_v1_and_mcp() -> None:
     ``[...]``), Python's json (an MCP client's) reads infinity. Both say the field and what it takes."""
     from control.mcp.arguments import decode
     from control.records.destinations import DestinationCreate
+    from control.records.erasures import EraseRequest
 
     tree = '{"op":"AND","children":[{"field":"body.a","operator":"equals","value":-1e400}]}'
     got = "got a number too large to represent"
@@ -224,6 +225,12 @@ def test_a_number_too_large_for_a_float_names_its_field_on_v1_and_mcp() -> None:
             f'{{"url":"https://example.com/","condition_tree":{tree}}}'.encode(),
             "condition_tree.children[0].value: must be a number of at most about 1.8e308 in size (a 64-bit float), "
             + got,
+        ),
+        (  # a union: all it takes, and that a larger integer is written out (not only "must be a number")
+            EraseRequest,
+            b'{"field":"body.a","value":1e400}',
+            "value: must be true or false, an integer, a number or a string (a number of at most about 1.8e308, a "
+            f"64-bit float; a larger integer written out in its digits), {got}",
         ),
     ]:
         assert _message(record, raw) == message

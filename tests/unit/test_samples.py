@@ -158,3 +158,5 @@ def test_unknown_provider_or_event_is_refused() -> None:
         sample("mail", "sent")
     with pytest.raises(ValueError, match="payments sends no 'orders/create'"):
         sample("payments", "orders/create")
+    with pytest.raises(ValueError, match="discord's 'PING' is its handshake, which hookyard cannot sign"):
+        sample("discord", "PING")

@@ -8,7 +8,9 @@ bounded cache (each holds a CA store in OpenSSL's memory, a few hundred KB with 
 
 The same parsing checks what the API is given (``check_*``): a PEM that does not parse, a key that does not
 match its certificate, an encrypted key, an expired certificate are refused naming the field, and the
-context is built once as the deliveries will build it, so what is stored is known to work.
+context is built once as the deliveries will build it, so what is stored is known to work. What is wrong is
+said in our words (``_fault``): the parser's own text is Rust debug output (``ParseError { kind: ShortData
+... }``) that tells a user nothing, and nothing of what was given is echoed (a private key is a secret).
 """
 
 from __future__ import annotations
@@ -38,6 +40,23 @@ MAX_PEM_BYTES = 8 * 1024 * 1024
 """PEM text kept in all, whatever the count."""
 
 
+def _fault(exc: Exception, what: str) -> str:
+    """What is wrong with a PEM the parser refused, for ``what`` ("certificate", "private key"), read from
+    the parser's error (whose words are not shown: see the module's docstring)."""
+    text = str(exc)
+    if "MalformedFraming" in text:
+        return f"not a PEM {what}: its -----BEGIN and -----END lines are missing or do not pair"
+    if "InvalidData" in text or "base64" in text.lower():
+        return f"not a PEM {what}: the text between its -----BEGIN and -----END lines is not base64"
+    if "ShortData" in text or "short data" in text:
+        return f"the PEM {what} is truncated: paste the whole block, -----BEGIN line to -----END line"
+    if "no BEGIN/END delimiters" in text:
+        return f"a PEM block, but not a {what} (its -----BEGIN line names another kind)"
+    if "unsupported" in text.lower() and "parsing error" not in text:
+        return f"not a {what} hookyard can use (RSA, EC on a named curve, Ed25519 or Ed448, unencrypted)"
+    return f"not a PEM {what}: the base64 between its -----BEGIN and -----END lines does not decode to one"
+
+
 def _certificates(pem: str, field: str) -> list[x509.Certificate]:
     # x509 here, not at the top: only a destination with TLS settings needs it, and the control plane and
     # every `hookyard worker` imported it at start (issue 44: start-up CPU).
@@ -48,7 +67,7 @@ def _certificates(pem: str, field: str) -> list[x509.Certificate]:
     try:
         certificates = x509.load_pem_x509_certificates(pem.encode("utf-8"))
     except ValueError as exc:
-        raise ValidationError(f"{field}: not a valid PEM certificate ({exc})") from None
+        raise ValidationError(f"{field}: {_fault(exc, 'certificate')}") from None
     now = datetime.now(UTC)
     for i, certificate in enumerate(certificates):
         if certificate.not_valid_after_utc < now:
@@ -74,8 +93,8 @@ def check_ca(pem: str, field: str = "tls_ca") -> list[dict[str, Any]]:
     certificates = _certificates(pem, field)
     try:
         build_context(pem, None, None)
-    except (ssl.SSLError, ValueError) as exc:
-        raise ValidationError(f"{field}: not usable as a CA bundle ({exc})") from None
+    except (ssl.SSLError, ValueError):
+        raise ValidationError(f"{field}: its certificates parse but OpenSSL cannot verify with them") from None
     return [certificate_info(c) for c in certificates]
 
 
@@ -90,14 +109,20 @@ def check_client_certificate(certificate: str, private_key: str, field: str = "a
             f"{field}.private_key: encrypted keys are not taken; give it unencrypted (it is sealed at rest)"
         ) from None
     except (ValueError, UnicodeError) as exc:
-        raise ValidationError(f"{field}.private_key: not a valid PEM private key ({exc})") from None
+        raise ValidationError(f"{field}.private_key: {_fault(exc, 'private key')}") from None
     public = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     if key.public_key().public_bytes(*public) != chain[0].public_key().public_bytes(*public):
-        raise ValidationError(f"{field}.private_key: does not match the certificate (the chain's first)")
+        raise ValidationError(
+            f"{field}.private_key: the key does not match the certificate (the chain's first): give the key "
+            "that certificate was issued for"
+        )
     try:
         build_context(None, certificate, private_key)
-    except (ssl.SSLError, ValueError, OSError) as exc:
-        raise ValidationError(f"{field}.certificate: not usable as a TLS client certificate ({exc})") from None
+    except (ssl.SSLError, ValueError, OSError):
+        raise ValidationError(
+            f"{field}.certificate: the certificate and key parse and match, but OpenSSL cannot present them as a "
+            "TLS client certificate"
+        ) from None
     return certificate_info(chain[0])
 
 
