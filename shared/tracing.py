@@ -5,6 +5,7 @@ Configured only by the standard variables, which the SDK itself reads: ``OTEL_EX
 name the service (default ``hookyard-<role>``), ``OTEL_TRACES_SAMPLER``/``OTEL_TRACES_SAMPLER_ARG`` sample,
 ``OTEL_BSP_*`` tune the batch export, ``OTEL_EXPORTER_OTLP_HEADERS``/``_TIMEOUT``/``_COMPRESSION`` the
 requests. Spans go out over OTLP/HTTP (protobuf) by the SDK's own exporter, on its own thread.
+``shared.otel_config`` checks these variables before a server starts.
 
 The same endpoint (or ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``) receives the backlog gauges as OpenTelemetry
 metrics (:func:`setup_metrics`; ``control.support.backlog_metrics``), every ``OTEL_METRIC_EXPORT_INTERVAL`` ms.
@@ -23,7 +24,7 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import ConfigError
+from shared.otel_config import exporting
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Tracing",
-    "exporting",
     "ids_of",
     "links_of",
     "resource_attributes",
@@ -41,33 +41,6 @@ __all__ = (
     "trace_id_of",
     "trace_ids",
 )
-
-_ENDPOINTS = {
-    "traces": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER"),
-    "metrics": ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_METRICS_EXPORTER"),
-}
-
-
-def exporting(signal: str, environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``signal`` (``traces`` or ``metrics``) goes to an OTLP endpoint: one is set (the signal's own
-    or the common one), the SDK is not disabled and the signal's exporter is not ``none``. ConfigError for
-    what hookyard cannot do (an exporter other than OTLP, OTLP over gRPC), before anything is served."""
-    env = os.environ if environ is None else environ
-    own, exporter_variable = _ENDPOINTS[signal]
-    if not (env.get(own) or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
-        return False
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporter = env.get(exporter_variable, "otlp").strip().lower() or "otlp"
-    if exporter == "none":
-        return False
-    if exporter != "otlp":
-        raise ConfigError(f"{exporter_variable}: {exporter!r} is not supported; hookyard exports otlp (or none)")
-    for variable in ("OTEL_EXPORTER_OTLP_PROTOCOL", f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL"):
-        protocol = env.get(variable, "").strip().lower()
-        if protocol and protocol != "http/protobuf":
-            raise ConfigError(f"{variable}: {protocol!r} is not supported; hookyard sends OTLP as http/protobuf")
-    return True
 
 
 def resource_attributes(role: str) -> dict[str, str]:

@@ -1,0 +1,39 @@
+"""Tracing as a user of the ``hookyard`` command meets it: a bad ``OTEL_*`` value is one line before anything
+starts (it was two ExceptionGroup tracebacks from granian's worker, after ``up`` had started and migrated its
+databases), a server says where its spans go, and a collector that is down is two lines at most and never
+holds a stop (each retry was a WARNING, and the edge's worker was killed by granian after 10 s)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.ports import free_port
+from tests.onboarding.clirun import cli
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """No database, no Redis: a command that got past its settings would fail on those, or start them."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HOOKYARD_", "OTEL_")) and k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    return {**env, "HOOKYARD_DATA_DIR": str(tmp_path / "d"), **extra}
+
+
+@pytest.mark.parametrize("command", [["edge"], ["control"], ["worker"], ["up", "--edge-port", "0"]])
+def test_a_bad_otel_setting_is_one_line_before_anything_starts(command: list[str], tmp_path: Path) -> None:
+    """The trial's setting: OTLP over gRPC, which hookyard does not send."""
+    if command[0] == "up":
+        command = ["up", "--edge-port", str(free_port()), "--control-port", str(free_port())]
+    env = _env(tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4873", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+    done = cli(env, *command)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "hookyard: OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' is not supported; hookyard sends OTLP over HTTP: "
+        "http/protobuf (a collector's OTLP/HTTP receiver, port 4318 by default)\n"
+    )
+    assert not (tmp_path / "d").exists()  # up started no database
