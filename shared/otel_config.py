@@ -5,8 +5,9 @@ edge and control plane, after ``hookyard up`` had started Postgres and Redis and
 hookyard cannot use raised two ExceptionGroup tracebacks and an "edge exited during start-up"; a value the SDK
 cannot parse it replaces with its default and logs a warning (a traceback for ``OTEL_BSP_*``) or fails every
 export. :func:`check` reads them with the ``HOOKYARD_*`` settings instead, so each ends as one line naming the
-variable and what it accepts (a ``ConfigError``, exit 2). ``OTEL_EXPORTER_OTLP_HEADERS`` usually holds a
-vendor's token: no message here ever shows its value.
+variable and what it accepts (a ``ConfigError``, exit 2). :func:`describe` says where the export goes, for the
+start lines, from ``safe_url`` of the endpoints only: ``OTEL_EXPORTER_OTLP_HEADERS`` usually holds a vendor's
+token, and no message here ever shows its value.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Mapping
 from shared.errors import ConfigError
 from shared.logs import safe_url
 
-__all__ = ("check", "exporting")
+__all__ = ("check", "describe", "exporting")
 
 _SIGNALS = {
     "traces": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER"),
@@ -140,3 +141,31 @@ def _positive(env: Mapping[str, str], variable: str, unit: str) -> None:
     text = env.get(variable, "").strip()
     if text and not (_number(text) and float(text) > 0):
         raise ConfigError(f"{variable}: {text!r} is not a positive number of {unit}")
+
+
+def describe(environ: Mapping[str, str] | None = None, *, metrics: bool = True) -> str | None:
+    """Where this process exports, for its start line (after :func:`check`); None when nothing is exported.
+    Endpoints as ``scheme://host:port`` only; of the headers, only that they are set. ``metrics=False`` for
+    the edge, which exports spans only (the backlog is read by control and the workers)."""
+    env = _env(environ)
+    parts = []
+    for signal in _SIGNALS:
+        if not exporting(signal, env) or (signal == "metrics" and not metrics):
+            continue
+        own = signal.upper()
+        url = env.get(f"OTEL_EXPORTER_OTLP_{own}_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+        if signal == "traces":
+            sampler = env.get("OTEL_TRACES_SAMPLER", "").strip().lower() or "parentbased_always_on"
+            arg = env.get("OTEL_TRACES_SAMPLER_ARG", "").strip() if sampler.endswith("traceidratio") else ""
+            parts.append(f"spans to {safe_url(url)} (sampler {sampler}{' ' + arg if arg else ''})")
+        else:
+            every = _seconds(env.get("OTEL_METRIC_EXPORT_INTERVAL", "").strip() or "60000")
+            parts.append(f"backlog metrics to {safe_url(url)} every {every}")
+        if env.get(f"OTEL_EXPORTER_OTLP_{own}_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS"):
+            parts[-1] += " with the headers set (not shown)"
+    return "tracing: " + ", ".join(parts) + " over OTLP/HTTP" if parts else None
+
+
+def _seconds(millis: str) -> str:
+    seconds = float(millis) / 1000
+    return f"{seconds:g}s"

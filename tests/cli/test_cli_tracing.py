@@ -5,12 +5,16 @@ holds a stop (each retry was a WARNING, and the edge's worker was killed by gran
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from pathlib import Path
 
 import pytest
 
 from bench.ports import free_port
+from control.cli.local_key import LocalKey
+from shared.settings import Settings
 from tests.onboarding.clirun import cli
 
 
@@ -37,3 +41,20 @@ def test_a_bad_otel_setting_is_one_line_before_anything_starts(command: list[str
         "http/protobuf (a collector's OTLP/HTTP receiver, port 4318 by default)\n"
     )
     assert not (tmp_path / "d").exists()  # up started no database
+
+
+def test_ups_banner_says_where_spans_go_and_not_the_headers(tmp_path: Path) -> None:
+    from control.cli.up import _banner
+    from shared.otel_config import describe
+
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS": "x-key=s3cret"}
+    settings = Settings()
+    key = LocalKey(value="hy_x", new=False, restored=None, set_aside=None)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        _banner(settings, tmp_path, key, describe(env))
+    lines = out.getvalue().splitlines()
+    assert lines[-2] == (
+        "  tracing  spans to http://127.0.0.1:4318 (sampler parentbased_always_on) with the headers set (not shown), "
+        "backlog metrics to http://127.0.0.1:4318 every 60s with the headers set (not shown) over OTLP/HTTP"
+    )
+    assert "s3cret" not in out.getvalue()

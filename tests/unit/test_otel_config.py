@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import ConfigError
-from shared.otel_config import check
+from shared.otel_config import check, describe
 
 ON = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
 
@@ -45,7 +45,24 @@ def test_a_header_value_is_never_shown() -> None:
     assert "s3cret" not in str(raised.value)
 
 
-def test_nothing_is_checked_when_nothing_is_exported() -> None:
+def test_nothing_is_checked_or_said_when_nothing_is_exported() -> None:
     off = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_BSP_SCHEDULE_DELAY": "x"}
     check(off)
     check({**ON, **off, "OTEL_SDK_DISABLED": "true"})
+    assert describe(off) is None
+
+
+def test_the_description_names_hosts_and_never_a_secret() -> None:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "https://user:pw-in-url@otlp.example.com:4318/otlp?token=t0k",
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=s3cret-token",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.05",
+        "OTEL_METRIC_EXPORT_INTERVAL": "15000",
+    }
+    check(env)
+    assert describe(env) == (
+        "tracing: spans to https://otlp.example.com:4318 (sampler parentbased_traceidratio 0.05) with the headers "
+        "set (not shown), backlog metrics to https://otlp.example.com:4318 every 15s with the headers set (not "
+        "shown) over OTLP/HTTP"
+    )

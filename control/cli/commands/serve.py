@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from typing import Any
@@ -24,6 +25,8 @@ WORKERS_KILL_TIMEOUT_S = 10
 """Seconds granian waits for a stopping worker before killing it (see ``_serve``)."""
 
 __all__ = ("add_parsers",)
+
+log = logging.getLogger("hookyard.cli")
 
 
 def add_parsers(commands: Any) -> None:
@@ -96,6 +99,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
     if args.parent_pid is not None:
         bind_to_parent(args.parent_pid)
+    tracing = otel_config.describe(metrics=not edge)  # the edge exports spans only
+    if tracing is not None and args.parent_pid is None:  # under `up`, its banner says it
+        log.info("%s: %s", args.command, tracing)
     port = getattr(settings, port_field)
     # The app reads its settings from the environment; make it agree with the flags.
     env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
