@@ -4,8 +4,9 @@ Configured only by the standard variables, which the SDK itself reads: ``OTEL_EX
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) turns tracing on, ``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES``
 name the service (default ``hookyard-<role>``), ``OTEL_TRACES_SAMPLER``/``OTEL_TRACES_SAMPLER_ARG`` sample,
 ``OTEL_BSP_*`` tune the batch export, ``OTEL_EXPORTER_OTLP_HEADERS``/``_TIMEOUT``/``_COMPRESSION`` the
-requests. Spans go out over OTLP/HTTP (protobuf) by the SDK's own exporter, on its own thread.
-``shared.otel_config`` checks these variables before a server starts.
+requests. Spans go out over OTLP/HTTP (protobuf) by the SDK's own exporter, on its own thread; a collector's
+trouble is said in two lines and never delays a stop (``shared.otel_export``). ``shared.otel_config`` checks
+these variables before a server starts.
 
 The same endpoint (or ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``) receives the backlog gauges as OpenTelemetry
 metrics (:func:`setup_metrics`; ``control.support.backlog_metrics``), every ``OTEL_METRIC_EXPORT_INTERVAL`` ms.
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, SpanContext
 
+    from shared.otel_export import SpanExporter
+
 __all__ = (
     "Tracing",
     "ids_of",
@@ -38,6 +41,7 @@ __all__ = (
     "resource_attributes",
     "setup",
     "setup_metrics",
+    "stop_metrics",
     "trace_id_of",
     "trace_ids",
 )
@@ -65,12 +69,13 @@ def _resource(role: str) -> Any:
 class Tracing:
     """One process's tracer and the W3C propagator, with what hookyard does with them in one place."""
 
-    def __init__(self, provider: TracerProvider) -> None:
+    def __init__(self, provider: TracerProvider, exporter: SpanExporter | None = None) -> None:
         from opentelemetry import context as context_api
         from opentelemetry import trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         self.provider = provider
+        self.exporter = exporter
         self.tracer = provider.get_tracer("hookyard")
         self._propagator = TraceContextTextMapPropagator()
         self._trace = trace
@@ -128,8 +133,14 @@ class Tracing:
         return f"00-{trace_id}-{span_id}-{context.trace_flags:02x}"
 
     def shutdown(self) -> None:
-        """Exports what is still queued (bounded by ``OTEL_BSP_EXPORT_TIMEOUT``) and stops the export thread."""
-        self.provider.shutdown()
+        """Exports what is still queued and stops the export thread, within ``FLUSH_AT_STOP_S`` of
+        ``shared.otel_export`` (a collector that is down never holds a process's stop)."""
+        if self.exporter is None:
+            self.provider.shutdown()
+            return
+        from shared.otel_export import stop_traces
+
+        stop_traces(self.provider, self.exporter)
 
 
 def ids_of(span: Span) -> tuple[str, str] | None:
@@ -164,13 +175,15 @@ def setup(role: str) -> Tracing | None:
     Imports the SDK only then."""
     if not exporting("traces"):
         return None
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from shared.otel_export import SpanExporter
+
     provider = TracerProvider(resource=_resource(role))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return Tracing(provider)
+    exporter = SpanExporter()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return Tracing(provider, exporter)
 
 
 def setup_metrics(role: str) -> Any:
@@ -178,11 +191,19 @@ def setup_metrics(role: str) -> Any:
     reader, on its own thread), when one is configured for metrics; else None, without importing the SDK."""
     if not exporting("metrics"):
         return None
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())], resource=_resource(role))
+    from shared.otel_export import MetricExporter
+
+    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(MetricExporter())], resource=_resource(role))
+
+
+def stop_metrics(provider: Any) -> None:
+    """What :func:`setup_metrics` started, stopped within ``FLUSH_AT_STOP_S`` (``shared.otel_export``)."""
+    from shared.otel_export import stop_metrics as stop
+
+    stop(provider)
 
 
 def links_of(tracing: Tracing, traceparents: Sequence[str | None]) -> list[SpanContext]:

@@ -8,14 +8,18 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bench.ports import free_port
 from control.cli.local_key import LocalKey
 from shared.settings import Settings
 from tests.onboarding.clirun import cli
+from tests.stack import Stack
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -58,3 +62,42 @@ def test_ups_banner_says_where_spans_go_and_not_the_headers(tmp_path: Path) -> N
         "backlog metrics to http://127.0.0.1:4318 every 60s with the headers set (not shown) over OTLP/HTTP"
     )
     assert "s3cret" not in out.getvalue()
+
+
+def test_an_edge_with_its_collector_down_says_so_once_and_stops_at_once(settings: Settings, tmp_path: Path) -> None:
+    collector = free_port()  # nobody listens there
+    stack = Stack(
+        settings,
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{collector}",
+        OTEL_EXPORTER_OTLP_HEADERS="authorization=Bearer s3cret-token",
+        OTEL_BSP_SCHEDULE_DELAY="50",
+    )
+    try:
+        edge = stack.start_edge()
+        with httpx.Client(trust_env=False) as client:
+            for n in range(60):  # a span each (a refusal: no such endpoint)
+                client.post(f"{edge}/h/hk_nope{n}", content=b"{}")
+                time.sleep(0.05)  # batches of a few spans: many exports, each failing with its retries
+        time.sleep(1.0)
+        proc = stack.procs.pop("edge")
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        took = time.monotonic() - started
+    finally:
+        stack.stop_all()
+    log = (tmp_path / "edge.log").read_text()
+    assert (
+        f"edge: tracing: spans to http://127.0.0.1:{collector} (sampler parentbased_always_on) with the headers set "
+        "(not shown) over OTLP/HTTP\n" in log
+    ), log
+    assert "s3cret-token" not in log
+    exporting = [line for line in log.splitlines() if "export" in line.lower()]
+    assert len(exporting) == 1, exporting
+    assert (
+        f"tracing: exporting spans to http://127.0.0.1:{collector} fails ([Errno 111] Connection refused)"
+        in (exporting[0])
+    )
+    assert "Traceback" not in log
+    assert took < 4.0, (took, log)
