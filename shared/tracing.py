@@ -4,7 +4,9 @@ Configured only by the standard variables, which the SDK itself reads: ``OTEL_EX
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) turns tracing on, ``OTEL_SERVICE_NAME``/``OTEL_RESOURCE_ATTRIBUTES``
 name the service (default ``hookyard-<role>``), ``OTEL_TRACES_SAMPLER``/``OTEL_TRACES_SAMPLER_ARG`` sample,
 ``OTEL_BSP_*`` tune the batch export, ``OTEL_EXPORTER_OTLP_HEADERS``/``_TIMEOUT``/``_COMPRESSION`` the
-requests. Spans go out over OTLP/HTTP (protobuf) by the SDK's own exporter, on its own thread.
+requests. Spans go out over OTLP/HTTP (protobuf) by the SDK's own exporter, on its own thread; a collector's
+trouble is said in two lines and never delays a stop (``shared.otel_export``). ``shared.otel_config`` checks
+these variables before a server starts.
 
 The same endpoint (or ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``) receives the backlog gauges as OpenTelemetry
 metrics (:func:`setup_metrics`; ``control.support.backlog_metrics``), every ``OTEL_METRIC_EXPORT_INTERVAL`` ms.
@@ -23,51 +25,26 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared.errors import ConfigError
+from shared.otel_config import exporting
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, SpanContext
 
+    from shared.otel_export import SpanExporter
+
 __all__ = (
     "Tracing",
-    "exporting",
     "ids_of",
     "links_of",
     "resource_attributes",
     "setup",
     "setup_metrics",
+    "stop_metrics",
     "trace_id_of",
     "trace_ids",
 )
-
-_ENDPOINTS = {
-    "traces": ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER"),
-    "metrics": ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_METRICS_EXPORTER"),
-}
-
-
-def exporting(signal: str, environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``signal`` (``traces`` or ``metrics``) goes to an OTLP endpoint: one is set (the signal's own
-    or the common one), the SDK is not disabled and the signal's exporter is not ``none``. ConfigError for
-    what hookyard cannot do (an exporter other than OTLP, OTLP over gRPC), before anything is served."""
-    env = os.environ if environ is None else environ
-    own, exporter_variable = _ENDPOINTS[signal]
-    if not (env.get(own) or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
-        return False
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporter = env.get(exporter_variable, "otlp").strip().lower() or "otlp"
-    if exporter == "none":
-        return False
-    if exporter != "otlp":
-        raise ConfigError(f"{exporter_variable}: {exporter!r} is not supported; hookyard exports otlp (or none)")
-    for variable in ("OTEL_EXPORTER_OTLP_PROTOCOL", f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL"):
-        protocol = env.get(variable, "").strip().lower()
-        if protocol and protocol != "http/protobuf":
-            raise ConfigError(f"{variable}: {protocol!r} is not supported; hookyard sends OTLP as http/protobuf")
-    return True
 
 
 def resource_attributes(role: str) -> dict[str, str]:
@@ -92,12 +69,13 @@ def _resource(role: str) -> Any:
 class Tracing:
     """One process's tracer and the W3C propagator, with what hookyard does with them in one place."""
 
-    def __init__(self, provider: TracerProvider) -> None:
+    def __init__(self, provider: TracerProvider, exporter: SpanExporter | None = None) -> None:
         from opentelemetry import context as context_api
         from opentelemetry import trace
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         self.provider = provider
+        self.exporter = exporter
         self.tracer = provider.get_tracer("hookyard")
         self._propagator = TraceContextTextMapPropagator()
         self._trace = trace
@@ -155,8 +133,14 @@ class Tracing:
         return f"00-{trace_id}-{span_id}-{context.trace_flags:02x}"
 
     def shutdown(self) -> None:
-        """Exports what is still queued (bounded by ``OTEL_BSP_EXPORT_TIMEOUT``) and stops the export thread."""
-        self.provider.shutdown()
+        """Exports what is still queued and stops the export thread, within ``FLUSH_AT_STOP_S`` of
+        ``shared.otel_export`` (a collector that is down never holds a process's stop)."""
+        if self.exporter is None:
+            self.provider.shutdown()
+            return
+        from shared.otel_export import stop_traces
+
+        stop_traces(self.provider, self.exporter)
 
 
 def ids_of(span: Span) -> tuple[str, str] | None:
@@ -191,13 +175,15 @@ def setup(role: str) -> Tracing | None:
     Imports the SDK only then."""
     if not exporting("traces"):
         return None
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from shared.otel_export import SpanExporter
+
     provider = TracerProvider(resource=_resource(role))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return Tracing(provider)
+    exporter = SpanExporter()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return Tracing(provider, exporter)
 
 
 def setup_metrics(role: str) -> Any:
@@ -205,11 +191,19 @@ def setup_metrics(role: str) -> Any:
     reader, on its own thread), when one is configured for metrics; else None, without importing the SDK."""
     if not exporting("metrics"):
         return None
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())], resource=_resource(role))
+    from shared.otel_export import MetricExporter
+
+    return MeterProvider(metric_readers=[PeriodicExportingMetricReader(MetricExporter())], resource=_resource(role))
+
+
+def stop_metrics(provider: Any) -> None:
+    """What :func:`setup_metrics` started, stopped within ``FLUSH_AT_STOP_S`` (``shared.otel_export``)."""
+    from shared.otel_export import stop_metrics as stop
+
+    stop(provider)
 
 
 def links_of(tracing: Tracing, traceparents: Sequence[str | None]) -> list[SpanContext]:

@@ -4,6 +4,7 @@ exporters send (``POST /v1/traces``, ``POST /v1/metrics``, protobuf, gzip or not
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import threading
 import time
@@ -23,7 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-__all__ = ("Received", "ReceivedSpan", "otlp")
+__all__ = ("Received", "ReceivedSpan", "otlp", "receiver")
 
 
 def _value(any_value: Any) -> object:
@@ -151,8 +152,16 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def otlp() -> Iterator[Received]:
     """A receiver on a free loopback port for this test."""
+    with receiver() as received:
+        yield received
+
+
+@contextlib.contextmanager
+def receiver(port: int = 0) -> Iterator[Received]:
+    """A receiver on ``port`` of loopback (0: a free one), for as long as the block runs: a collector that
+    comes up where an exporter was already failing."""
     handler = type("Handler", (_Handler,), {})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     received = Received(url=f"http://127.0.0.1:{server.server_address[1]}")
     handler.received = received
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

@@ -46,6 +46,7 @@ from control.support.client_tls import verify_for
 from control.support.sealing import keyring_of, reseal
 from control.workers import LOOP_NAMES
 from shared.errors import ConfigError, StartupError
+from shared.otel_config import describe
 from shared.settings import Settings
 
 __all__ = ("up",)
@@ -240,7 +241,7 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         health = {name: url + "/healthz" for name, url in local.items()}
         if not await _wait_healthy(health, children, stop):
             return 0
-        _banner(settings, data_dir, key)
+        _banner(settings, data_dir, key, describe(environ))
         failed = await _supervise(children, stop)
         if failed is not None:
             code = failed.proc.returncode
@@ -320,7 +321,7 @@ async def _supervise(children: list[Child], stop: asyncio.Event) -> Child | None
     return next((waits[task] for task in done if task in waits), None)
 
 
-def _banner(settings: Settings, data_dir: Path, key: LocalKey) -> None:
+def _banner(settings: Settings, data_dir: Path, key: LocalKey, tracing: str | None) -> None:
     key_file = data_dir / "api_key"
     if key.new:
         key_line = f"  API key  {key.value}  (new; saved in {key_file})"
@@ -340,6 +341,7 @@ def _banner(settings: Settings, data_dir: Path, key: LocalKey) -> None:
         f"  data     {data_dir}",
         key_line,
         f"  try      {curl}",
+        *([f"  tracing  {tracing.removeprefix('tracing: ')}"] if tracing else []),
         "Ctrl-C stops everything.",
     ]
     print("\n".join(lines), flush=True)

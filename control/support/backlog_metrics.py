@@ -155,4 +155,4 @@ async def sampling(ctx: Context, role: str) -> AsyncIterator[Backlog]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if provider is not None:
-            await asyncio.to_thread(provider.shutdown)
+            await asyncio.to_thread(tracing.stop_metrics, provider)  # within a second, collector down or not

@@ -29,6 +29,7 @@ from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.logs import safe_url
+from shared.otel_config import describe
 from shared.settings import Settings
 
 __all__ = ("build_loops", "close_loops", "run", "started_line", "worker_context")
@@ -115,10 +116,11 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
 
 def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: list[Loop]) -> str:
     """What a worker runs and reached, said once it has: a standalone ``hookyard worker`` printed nothing at
-    start, and a trial's worker missing ``HOOKYARD_ENCRYPTION_KEYS`` (``up`` keeps them in its data dir) was
-    told so only by its sweep failing over and over. The count is of the loops named (flush's lanes said apart:
-    they were counted as loops, so a line naming 7 said 8). URLs by ``safe_url`` (no password, path or query); key
-    ids only, never the keys."""
+        start, and a trial's worker missing ``HOOKYARD_ENCRYPTION_KEYS`` (``up`` keeps them in its data dir) was
+        told so only by its sweep failing over and over. The count is of the loops named (flush's lanes said apart:
+        they were counted as loops, so a line naming 7 said 8). URLs by ``safe_url`` (no password, path or query); key
+        ids only, never the keys. With tracing on, where the spans and metrics go (``shared.otel_config``): a trial
+    found nothing saying tracing was on at all."""
     running = [n for n in (names or LOOP_NAMES) if n != "learn" or settings.schema_learning]
     kids = [entry.partition(":")[0].strip() for entry in settings.encryption_keys]
     secrets = "no HOOKYARD_ENCRYPTION_KEYS: a sealed secret cannot be opened (up keeps its keys in its data dir)"
@@ -129,6 +131,8 @@ def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: 
     return (
         f"worker: running {', '.join(running) or 'nothing'} ({count}); database "
         f"{_where(settings.database_url or '')}, redis {_where(settings.redis_url or '')}; {secrets}"
+        # where spans go (and the backlog, read where metrics are served); never the OTLP headers (keys)
+        + (f"; {traced}" if (traced := describe(metrics=bool(settings.worker_metrics_port))) else "")
     )
 
 

@@ -66,6 +66,26 @@ def test_the_start_line_counts_what_it_names(settings: Settings, tmp_path: Path)
     assert "worker: running flush, deliver (2 loop(s); flush in 3 lanes); " in line, line
 
 
+def test_the_start_line_says_where_spans_go_without_the_headers(settings: Settings, tmp_path: Path) -> None:
+    """A trial found nothing saying tracing was on, or where it exported. The headers usually hold a vendor's
+    key: that they are set is said, never their value; the endpoint by host and port (no user info)."""
+    stack = Stack(
+        settings,
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://user:pw-in-url@127.0.0.1:9/otlp",  # nobody listens on port 9
+        OTEL_EXPORTER_OTLP_HEADERS="x-api-key=s3cret-token",
+        OTEL_TRACES_SAMPLER="parentbased_traceidratio",
+        OTEL_TRACES_SAMPLER_ARG="0.1",
+    )
+    line, log = _start_line(stack, "retries")
+    assert line.endswith(
+        "; tracing: spans to http://127.0.0.1:9 (sampler parentbased_traceidratio 0.1) with the headers set (not "
+        "shown) over OTLP/HTTP"  # no backlog metrics: this worker serves no /metrics, so reads no backlog
+    ), line
+    assert "s3cret-token" not in log
+    assert "pw-in-url" not in log
+
+
 async def test_a_burst_without_encryption_keys_fails_in_one_line(
     settings: Settings, database_url: str, tmp_path: Path
 ) -> None:

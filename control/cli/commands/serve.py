@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from typing import Any
 
 from control.cli.runtime import command_settings, exit_now, run
+from shared import otel_config
 from shared.errors import ConfigError
 from shared.parent import SERVER_PID, bind_to_parent
 from shared.settings import Settings, env_name
@@ -23,6 +25,8 @@ WORKERS_KILL_TIMEOUT_S = 10
 """Seconds granian waits for a stopping worker before killing it (see ``_serve``)."""
 
 __all__ = ("add_parsers",)
+
+log = logging.getLogger("hookyard.cli")
 
 
 def add_parsers(commands: Any) -> None:
@@ -55,6 +59,15 @@ def add_parsers(commands: Any) -> None:
     worker.set_defaults(handler=_worker)
 
 
+def _server_settings(**overrides: object) -> Settings:
+    """The settings of a server command, the ``OTEL_*`` variables checked with them: each process's SDK
+    reads those only once it serves (in granian's worker, after `up` had started and migrated the databases),
+    where a bad one was two tracebacks; here it is one line naming it, exit 2, before anything starts."""
+    settings = command_settings(**overrides)
+    otel_config.check()
+    return settings
+
+
 def _add_host(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to bind (default 127.0.0.1; 0.0.0.0 in containers)")
 
@@ -69,7 +82,7 @@ def _up(args: argparse.Namespace) -> int:
 
     # Locally, destinations are usually other programs on this machine: egress defaults to "any" under `up`.
     egress = None if "HOOKYARD_EGRESS" in os.environ else "any"
-    settings = command_settings(
+    settings = _server_settings(
         host=args.host, edge_port=args.edge_port, control_port=args.control_port, data_dir=args.data_dir, egress=egress
     )
     exit_now(up(settings, os.environ))  # everything it started is stopped by now
@@ -78,7 +91,7 @@ def _up(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     edge = args.command == "edge"
     port_field = "edge_port" if edge else "control_port"
-    settings = command_settings(host=args.host, **{port_field: args.port})
+    settings = _server_settings(host=args.host, **{port_field: args.port})
     if not settings.redis_url or not (edge or settings.database_url):
         needed = "REDIS_URL" if edge else "DATABASE_URL and REDIS_URL"
         raise ConfigError(f"{needed} must be set for `hookyard {args.command}` (`hookyard up` sets them)")
@@ -86,6 +99,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
     if args.parent_pid is not None:
         bind_to_parent(args.parent_pid)
+    tracing = otel_config.describe(metrics=not edge)  # the edge exports spans only
+    if tracing is not None and args.parent_pid is None:  # under `up`, its banner says it
+        log.info("%s: %s", args.command, tracing)
     port = getattr(settings, port_field)
     # The app reads its settings from the environment; make it agree with the flags.
     env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
@@ -192,7 +208,7 @@ def _granian_log_config(settings: Settings) -> str:
 def _worker(args: argparse.Namespace) -> int:
     from control.workers import main as workers
 
-    settings = command_settings()
+    settings = _server_settings()
     if args.parent_pid is not None:
         bind_to_parent(args.parent_pid)
     run(lambda: workers.run(settings, tuple(args.names), burst=args.burst))
