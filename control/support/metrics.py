@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from control.db import circuit as db_circuit
 from control.db.context import Context
 from control.support.backlog_metrics import Backlog, sampling
+from shared.errors import ConfigError
 from shared.metrics import CONTENT_TYPE, SIZE_BUCKETS, Metrics, metrics_dir
 
 __all__ = ("CONTROL", "LIVE_GAUGES", "WORKER", "live", "publishing", "serve_worker_metrics")
@@ -168,7 +169,14 @@ async def _serving(ctx: Context, port: int, backlog: Backlog) -> AsyncIterator[N
         finally:
             writer.close()
 
-    server = await asyncio.start_server(answer, ctx.settings.host, port)
+    try:
+        server = await asyncio.start_server(answer, ctx.settings.host, port)
+    except OSError as exc:
+        # A second worker on one host with the same setting died with asyncio's bind error, not naming it.
+        raise ConfigError(
+            f"HOOKYARD_WORKER_METRICS_PORT={port}: cannot listen on {ctx.settings.host}:{port} "
+            f"({exc.strerror or exc}); each worker process on a host needs a port of its own, or 0 for none"
+        ) from exc
     try:
         yield
     finally:
