@@ -1,6 +1,6 @@
 """deploy/ stays in step with the code: files parse, every HOOKYARD_* they set is a real setting, every
-command is a real `hookyard` command, every HTTP role is health-checked on /healthz, and the image is built
-with the C fast path its figures were measured with (no Docker engine here: the Dockerfile is parsed)."""
+command is a real `hookyard` command, compose health-checks /healthz while Kubernetes probes /livez, and the
+image is built with the C fast path its figures were measured with (no Docker engine: the Dockerfile is parsed)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import shlex
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -59,9 +60,25 @@ def test_kubernetes_manifests(path: Path) -> None:
                     doc["spec"]["selector"]["matchLabels"].items()
                     <= doc["spec"]["template"]["metadata"]["labels"].items()
                 )
-            if container["args"][0] in ("edge", "control"):
-                assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-                assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+            _probes_check_no_dependency(container)
+
+
+def _probes_check_no_dependency(container: dict[str, Any]) -> None:
+    """Every long-lived role's probes on ``/livez``: ``/healthz`` answers 503 while Postgres or Redis is away, so
+    as liveness it restarted every pod a minute into an outage, and as the edge's readiness it emptied the
+    Service (refused connections, not ingest's 503 with Retry-After). The edge gets only the secret it reads."""
+    role = container["args"][0]
+    if role not in ("edge", "control", "worker"):
+        return
+    ports = {p["name"] for p in container["ports"]}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez", role
+    assert container["livenessProbe"]["httpGet"]["port"] in ports, role
+    if role in ("edge", "control"):
+        assert container["readinessProbe"]["httpGet"]["path"] == "/livez", role
+    if role == "edge":
+        assert not [s for s in container.get("envFrom", []) if "secretRef" in s], "the edge gets the whole Secret"
+        secrets = {e["valueFrom"]["secretKeyRef"]["key"] for e in container.get("env", []) if "valueFrom" in e}
+        assert secrets == {"REDIS_URL"}
 
 
 def test_env_example_and_procfile() -> None:
