@@ -92,7 +92,8 @@ def test_env_example_and_procfile() -> None:
         if line and not line.startswith("#"):
             command = line.split(":", 1)[1].split()
             assert command[0] == "hookyard"
-            assert command[1] in COMMANDS
+            # honcho and foreman stop every process when one exits: a one-shot (migrate) stopped the stack
+            assert command[1] in ("edge", "control", "worker"), line
 
 
 def test_the_cluster_compose_file_runs_hookyard_on_three_redis_masters() -> None:
