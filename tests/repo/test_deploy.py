@@ -9,6 +9,7 @@ import shlex
 import tomllib
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import pytest
@@ -202,3 +203,28 @@ def test_the_image_builds_the_c_fast_path_and_refuses_to_run_without_it() -> Non
         checked = [i for i, r in enumerate(runs) if r == check]
         assert checked, f"the image is built without checking that {extension['name']} imports ({check})"
         assert checked[0] > installs[0], f"{check} runs before hookyard is installed"
+
+
+def _published(service: dict[str, Any]) -> dict[int, int]:
+    """Host port → container port of a compose service's short-syntax ``ports`` ("8080" alone publishes the
+    container's port on a random host port, so it maps nothing)."""
+    mapped: dict[int, int] = {}
+    for entry in service.get("ports", []):
+        parts = str(entry).split(":")
+        if len(parts) >= 2:
+            mapped[int(parts[-2])] = int(parts[-1])
+    return mapped
+
+
+@pytest.mark.parametrize("name", ["compose.yml", "compose.cluster.yml"])
+def test_compose_public_urls_name_ports_that_are_published(name: str) -> None:
+    """A trial's compose stack handed out ingest URLs on http://localhost:8080 while the edge published
+    ``ports: ["8080"]`` (a random host port per replica, no load balancer): nothing listened on 8080."""
+    services = yaml.safe_load((DEPLOY / name).read_text())["services"]
+    for role, variable in (("edge", "HOOKYARD_PUBLIC_EDGE_URL"), ("control", "HOOKYARD_PUBLIC_CONTROL_URL")):
+        service = services[role]
+        url = urlsplit(service["environment"][variable])
+        assert url.hostname == "localhost", (role, url)
+        command = service["command"]
+        serves = int(command[command.index("--port") + 1])
+        assert _published(service).get(url.port or 80) == serves, f"{name}: {variable} names no published port"
