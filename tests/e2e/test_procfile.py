@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from shared.settings import Settings
-from tests.stack import free_port
+from tests.stack import free_port, stop_group
 
 pytestmark = pytest.mark.slow
 
@@ -75,11 +74,4 @@ def test_the_procfile_stays_up_under_honcho(settings: Settings, tmp_path: Path) 
             for url in (edge, control):
                 assert http.get(url + "/livez").status_code == 200, url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        stop_group(proc, grace_s=30)
