@@ -89,6 +89,14 @@ async def healthz(ctx: NamedDependency[Context]) -> Response[Health]:
     return Response(Health(details=HealthDetails(dead_letters=dead, ingest_backlog=backlog)))
 
 
+@get("/livez", include_in_schema=False)
+async def livez() -> Health:
+    """200 while this process serves requests, whatever Postgres and Redis do: the liveness probe's path. Probing
+    ``/healthz`` for liveness restarted every control pod a minute into a database outage, which a restart
+    cannot mend (deploy/k8s/control.yaml)."""
+    return Health()
+
+
 def shape(settings: Settings) -> tuple[int]:
     """What of the settings is fixed when the app is built: the request body limit Litestar enforces."""
     return (max(1_048_576, 2 * settings.max_body_bytes),)
@@ -184,7 +192,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     settings = _checked(settings or load_settings())
     mcp = McpMount()
     return _App(
-        route_handlers=[healthz, metrics, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
+        route_handlers=[healthz, livez, metrics, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
         lifespan=[_resources, mcp.lifespan],
         state=State({"settings": settings}),

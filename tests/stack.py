@@ -21,7 +21,7 @@ from bench.ports import free_port
 from control.support.client_tls import verify_for
 from shared.settings import Settings, env_name
 
-__all__ = ("Stack", "free_port", "stack", "stop_embedded_redis")
+__all__ = ("Stack", "free_port", "stack", "stop_embedded_redis", "stop_group")
 
 
 def hookyard_command() -> list[str]:
@@ -138,16 +138,20 @@ class Stack:
 
     def stop_all(self) -> None:
         for name in list(self.procs):
-            proc = self.procs[name]
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+            stop_group(self.procs[name])
             self.procs.pop(name)
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """SIGTERM to the process group a ``start_new_session`` process leads; SIGKILL if it outlives ``grace_s``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
 
 
 @pytest.fixture

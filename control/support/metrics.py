@@ -6,8 +6,9 @@ read fresh from Redis and Postgres by the scraped process (``live``), never summ
 length, consumer lag and pending entries per shard, dead letters per shard, destinations per circuit state.
 Control and every worker expose them; a dashboard reads them from one job (deploy/grafana/).
 
-``hookyard worker`` serves ``/metrics`` on ``HOOKYARD_WORKER_METRICS_PORT`` with a few lines of asyncio:
-it answers nothing else, and pulling in an HTTP framework for one GET was not worth a dependency.
+``hookyard worker`` serves ``/metrics`` on ``HOOKYARD_WORKER_METRICS_PORT`` with a few lines of asyncio, and
+``/livez`` for a liveness probe: it answers nothing else, and an HTTP framework for two GETs was not worth a
+dependency.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from redis.exceptions import RedisError
 from control.db import circuit as db_circuit
 from control.db.context import Context
 from control.support.backlog_metrics import Backlog, sampling
+from shared.errors import ConfigError
 from shared.metrics import CONTENT_TYPE, SIZE_BUCKETS, Metrics, metrics_dir
 
 __all__ = ("CONTROL", "LIVE_GAUGES", "WORKER", "live", "publishing", "serve_worker_metrics")
@@ -107,7 +109,7 @@ async def live(ctx: Context, backlog: Backlog | None = None) -> list[GaugeMetric
     return families
 
 
-_NOT_FOUND = b'{"error":{"code":"not_found","message":"this port serves GET /metrics only"}}'
+_NOT_FOUND = b'{"error":{"code":"not_found","message":"this port serves GET /metrics and /livez only"}}'
 
 
 def _text(value: object) -> str:
@@ -156,8 +158,11 @@ async def _serving(ctx: Context, port: int, backlog: Backlog) -> AsyncIterator[N
             async with asyncio.timeout(10):
                 request = await reader.readuntil(b"\r\n\r\n")
             target = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b""
-            if request.startswith(b"GET ") and target.split(b"?")[0] == b"/metrics":
+            path = target.split(b"?")[0] if request.startswith(b"GET ") else b""
+            if path == b"/metrics":
                 body, status, kind = WORKER.render(await live(ctx, backlog)), b"200 OK", CONTENT_TYPE.encode()
+            elif path == b"/livez":  # the loop answers: a liveness probe's path (deploy/k8s/worker.yaml)
+                body, status, kind = b'{"ok":true}', b"200 OK", b"application/json"
             else:
                 body, status, kind = _NOT_FOUND, b"404 Not Found", b"application/json"
             head = b"HTTP/1.1 " + status + b"\r\ncontent-type: " + kind + b"\r\ncontent-length: "
@@ -168,7 +173,14 @@ async def _serving(ctx: Context, port: int, backlog: Backlog) -> AsyncIterator[N
         finally:
             writer.close()
 
-    server = await asyncio.start_server(answer, ctx.settings.host, port)
+    try:
+        server = await asyncio.start_server(answer, ctx.settings.host, port)
+    except OSError as exc:
+        # A second worker on one host with the same setting died with asyncio's bind error, not naming it.
+        raise ConfigError(
+            f"HOOKYARD_WORKER_METRICS_PORT={port}: cannot listen on {ctx.settings.host}:{port} "
+            f"({exc.strerror or exc}); each worker process on a host needs a port of its own, or 0 for none"
+        ) from exc
     try:
         yield
     finally:

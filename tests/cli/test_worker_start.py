@@ -4,6 +4,8 @@ sweep failing over and over. A real worker process (``tests.stack``) on the test
 
 from __future__ import annotations
 
+import socket
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -14,7 +16,7 @@ from shared.logs import safe_url
 from shared.settings import Settings
 from tests.conftest import make_account
 from tests.onboarding.clirun import cli, until
-from tests.stack import Stack
+from tests.stack import Stack, hookyard_command
 
 
 def _with_password(dsn: str, password: str) -> str:
@@ -109,3 +111,20 @@ async def test_a_burst_without_encryption_keys_fails_in_one_line(
     assert "ExceptionGroup" not in done.stderr
     (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
     assert said.startswith("hookyard: HOOKYARD_ENCRYPTION_KEYS"), done.stderr
+
+
+def test_a_second_worker_on_a_taken_metrics_port_names_the_setting(settings: Settings, tmp_path: Path) -> None:
+    """A trial's second worker on one host, same ``HOOKYARD_WORKER_METRICS_PORT``, died with asyncio's ``OSError:
+    [Errno 98] error while attempting to bind ...`` and exit 1: a bad setting is one line naming it, exit 2."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        stack = Stack(settings, tmp_path, HOOKYARD_HOST="127.0.0.1", HOOKYARD_WORKER_METRICS_PORT=str(port))
+        done = subprocess.run(
+            [*hookyard_command(), "worker", "flush"], env=stack.env, capture_output=True, text=True, timeout=60
+        )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"hookyard: HOOKYARD_WORKER_METRICS_PORT={port}: cannot listen on 127.0.0.1:{port} "), line
+    assert "a port of its own, or 0 for none" in line, line

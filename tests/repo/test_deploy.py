@@ -1,6 +1,6 @@
 """deploy/ stays in step with the code: files parse, every HOOKYARD_* they set is a real setting, every
-command is a real `hookyard` command, every HTTP role is health-checked on /healthz, and the image is built
-with the C fast path its figures were measured with (no Docker engine here: the Dockerfile is parsed)."""
+command is a real `hookyard` command, compose health-checks /healthz while Kubernetes probes /livez, and the
+image is built with the C fast path its figures were measured with (no Docker engine: the Dockerfile is parsed)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import re
 import shlex
 import tomllib
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import pytest
@@ -59,9 +61,25 @@ def test_kubernetes_manifests(path: Path) -> None:
                     doc["spec"]["selector"]["matchLabels"].items()
                     <= doc["spec"]["template"]["metadata"]["labels"].items()
                 )
-            if container["args"][0] in ("edge", "control"):
-                assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-                assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+            _probes_check_no_dependency(container)
+
+
+def _probes_check_no_dependency(container: dict[str, Any]) -> None:
+    """Every long-lived role's probes on ``/livez``: ``/healthz`` answers 503 while Postgres or Redis is away, so
+    as liveness it restarted every pod a minute into an outage, and as the edge's readiness it emptied the
+    Service (refused connections, not ingest's 503 with Retry-After). The edge gets only the secret it reads."""
+    role = container["args"][0]
+    if role not in ("edge", "control", "worker"):
+        return
+    ports = {p["name"] for p in container["ports"]}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez", role
+    assert container["livenessProbe"]["httpGet"]["port"] in ports, role
+    if role in ("edge", "control"):
+        assert container["readinessProbe"]["httpGet"]["path"] == "/livez", role
+    if role == "edge":
+        assert not [s for s in container.get("envFrom", []) if "secretRef" in s], "the edge gets the whole Secret"
+        secrets = {e["valueFrom"]["secretKeyRef"]["key"] for e in container.get("env", []) if "valueFrom" in e}
+        assert secrets == {"REDIS_URL"}
 
 
 def test_env_example_and_procfile() -> None:
@@ -75,7 +93,8 @@ def test_env_example_and_procfile() -> None:
         if line and not line.startswith("#"):
             command = line.split(":", 1)[1].split()
             assert command[0] == "hookyard"
-            assert command[1] in COMMANDS
+            # honcho and foreman stop every process when one exits: a one-shot (migrate) stopped the stack
+            assert command[1] in ("edge", "control", "worker"), line
 
 
 def test_the_cluster_compose_file_runs_hookyard_on_three_redis_masters() -> None:
@@ -184,3 +203,28 @@ def test_the_image_builds_the_c_fast_path_and_refuses_to_run_without_it() -> Non
         checked = [i for i, r in enumerate(runs) if r == check]
         assert checked, f"the image is built without checking that {extension['name']} imports ({check})"
         assert checked[0] > installs[0], f"{check} runs before hookyard is installed"
+
+
+def _published(service: dict[str, Any]) -> dict[int, int]:
+    """Host port → container port of a compose service's short-syntax ``ports`` ("8080" alone publishes the
+    container's port on a random host port, so it maps nothing)."""
+    mapped: dict[int, int] = {}
+    for entry in service.get("ports", []):
+        parts = str(entry).split(":")
+        if len(parts) >= 2:
+            mapped[int(parts[-2])] = int(parts[-1])
+    return mapped
+
+
+@pytest.mark.parametrize("name", ["compose.yml", "compose.cluster.yml"])
+def test_compose_public_urls_name_ports_that_are_published(name: str) -> None:
+    """A trial's compose stack handed out ingest URLs on http://localhost:8080 while the edge published
+    ``ports: ["8080"]`` (a random host port per replica, no load balancer): nothing listened on 8080."""
+    services = yaml.safe_load((DEPLOY / name).read_text())["services"]
+    for role, variable in (("edge", "HOOKYARD_PUBLIC_EDGE_URL"), ("control", "HOOKYARD_PUBLIC_CONTROL_URL")):
+        service = services[role]
+        url = urlsplit(service["environment"][variable])
+        assert url.hostname == "localhost", (role, url)
+        command = service["command"]
+        serves = int(command[command.index("--port") + 1])
+        assert _published(service).get(url.port or 80) == serves, f"{name}: {variable} names no published port"
