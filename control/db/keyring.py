@@ -97,7 +97,8 @@ class Keyring:
         if cipher is None:
             raise ConfigError(
                 f"HOOKYARD_ENCRYPTION_KEYS: a stored secret ({purpose} of {row_id}) is sealed with key {kid!r}, "
-                "which is not configured"
+                f"which is not configured in this process: add {kid}'s entry to HOOKYARD_ENCRYPTION_KEYS on every "
+                "control and worker process and restart them"
             )
         try:
             raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
