@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from control.db import create_pool
 from control.db.context import Context
+from control.db.keyring import warn_if_clear
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.support.metrics import serve_worker_metrics
@@ -68,7 +69,7 @@ if tuple(_FACTORIES) != LOOP_NAMES:  # the light list up reads must name exactly
 async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
-    keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first sync
+    warn_if_clear(keyring_of(settings.encryption_keys))  # a malformed key stops the process now, not at a first sync
     pool = await create_pool(settings.database_url, max_size=settings.db_pool_max, reset_sessions=False)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
     # Cluster-aware, and waited for: a worker started before Redis answers starts once it does.
