@@ -7,11 +7,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from urllib.parse import parse_qs, urlsplit
 
 from control.db import create_pool
 from control.db.context import Context
 from control.db.keyring import warn_if_clear
+from control.db.reach import check_database, where
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.support.metrics import serve_worker_metrics
@@ -29,7 +29,6 @@ from control.workers.sweep.loop import Sweep
 from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
-from shared.logs import safe_url
 from shared.otel_config import describe
 from shared.settings import Settings
 
@@ -70,6 +69,7 @@ async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
     warn_if_clear(keyring_of(settings.encryption_keys))  # a malformed key stops the process now, not at a first sync
+    await check_database(settings.database_url, who="worker")  # a database that does not exist ends the start
     pool = await create_pool(settings.database_url, max_size=settings.db_pool_max, reset_sessions=False)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
     # Cluster-aware, and waited for: a worker started before Redis answers starts once it does.
@@ -131,21 +131,10 @@ def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: 
     count = f"{len(running)} loop(s)" + (f"; flush in {lanes} lanes" if lanes > 1 else "")
     return (
         f"worker: running {', '.join(running) or 'nothing'} ({count}); database "
-        f"{_where(settings.database_url or '')}, redis {_where(settings.redis_url or '')}; {secrets}"
+        f"{where(settings.database_url or '')}, redis {where(settings.redis_url or '')}; {secrets}"
         # where spans go (and the backlog, read where metrics are served); never the OTLP headers (keys)
         + (f"; {traced}" if (traced := describe(metrics=bool(settings.worker_metrics_port))) else "")
     )
-
-
-def _where(url: str) -> str:
-    """``safe_url``'s ``scheme://host:port``. A DSN through a Unix socket (the embedded Postgres's) has no host,
-    which ``safe_url`` says as "(a URL without a host)": its socket directory, a path and no secret, is named."""
-    shown = safe_url(url)
-    with contextlib.suppress(ValueError):
-        parts = urlsplit(url)
-        if not parts.hostname and (socket := parse_qs(parts.query).get("host", [""])[0]):
-            return f"{parts.scheme}:// (socket in {socket})"
-    return shown
 
 
 async def close_loops(loops: list[Loop]) -> None:

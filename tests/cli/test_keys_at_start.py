@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from bench.ports import free_port
 from shared.settings import Settings
 from tests.onboarding.clirun import cli, until
 from tests.stack import Stack
@@ -58,7 +59,7 @@ def test_an_empty_key_entry_is_refused_in_one_line(settings: Settings, tmp_path:
     """``,`` was no keys at all (secrets then stored in clear) and a trailing comma silently nothing."""
     key = settings.encryption_keys[0]
     env = {**Stack(settings, tmp_path).env, "HOOKYARD_ENCRYPTION_KEYS": keys.format(key=key, key2="k9" + key[2:])}
-    done = cli(env, command, *(["--port", "0"] if command == "control" else ["retries", "--burst"]))
+    done = cli(env, command, *(["--port", str(free_port())] if command == "control" else ["retries", "--burst"]))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     (said,) = [line for line in done.stderr.splitlines() if line.strip()]
