@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 
 from control.db import create_pool
@@ -105,17 +106,42 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
         lower_priority()
     async with worker_context(settings) as ctx, serve_worker_metrics(ctx):
         loops = build_loops(ctx, names)
-        log.info("%s", started_line(settings, names, loops))
+        log.info("%s", started_line(settings, names, loops, cluster=await cluster_masters(ctx.redis)))
         if not burst:
             install_signal_handlers(stop)
         try:
             with frozen_start():
                 await run_loops(loops, stop, burst=burst)
         finally:
+            began = time.monotonic()
             await close_loops(loops)
+            if stop.is_set():
+                log.info("%s", stopped_line(loops, time.monotonic() - began))
 
 
-def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: list[Loop]) -> str:
+async def cluster_masters(redis: object) -> int | None:
+    """The masters of a Redis Cluster (None for one Redis), for the start line."""
+    if not redis_client.is_cluster_client(redis):
+        return None
+    await redis.initialize()  # type: ignore[attr-defined]  # a RedisCluster: its slot map, once
+    return len(redis.get_primaries())  # type: ignore[attr-defined]
+
+
+def stopped_line(loops: list[Loop], took_s: float) -> str:
+    """What a stop did, said once it is done: a SIGTERM'd worker logged nothing of it. The deliver loop says
+    what it finished and what it handed back (``Deliver.drained``)."""
+    said = [f"worker: stopped in {took_s:.1f} s"]
+    for finished, cut, unsent, ahead in [d for loop in loops if (d := getattr(loop, "drained", None))]:
+        said.append(
+            f"deliver: {finished} in-flight sends finished, {cut} cut off ({unsent} of them before sending: "
+            f"handed back uncounted), {ahead} claimed ahead handed back unsent"
+        )
+    return "; ".join(said)
+
+
+def started_line(
+    settings: Settings, names: list[str] | tuple[str, ...], loops: list[Loop], *, cluster: int | None = None
+) -> str:
     """What a worker runs and reached, said once it has: a standalone ``hookyard worker`` printed nothing at
         start, and a trial's worker missing ``HOOKYARD_ENCRYPTION_KEYS`` (``up`` keeps them in its data dir) was
         told so only by its sweep failing over and over. The count is of the loops named (flush's lanes said apart:
@@ -131,7 +157,9 @@ def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: 
     count = f"{len(running)} loop(s)" + (f"; flush in {lanes} lanes" if lanes > 1 else "")
     return (
         f"worker: running {', '.join(running) or 'nothing'} ({count}); database "
-        f"{where(settings.database_url or '')}, redis {where(settings.redis_url or '')}; {secrets}"
+        f"{where(settings.database_url or '')}, redis {where(settings.redis_url or '')}"
+        + (f" (a Redis Cluster of {cluster} masters, {settings.stream_shards} ingest shards)" if cluster else "")
+        + f"; {secrets}"
         # where spans go (and the backlog, read where metrics are served); never the OTLP headers (keys)
         + (f"; {traced}" if (traced := describe(metrics=bool(settings.worker_metrics_port))) else "")
     )
