@@ -9,6 +9,8 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
+from redis.asyncio.cluster import RedisCluster
+
 from control.db import create_pool
 from control.db.context import Context
 from control.db.keyring import warn_if_clear
@@ -121,10 +123,10 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
 
 async def cluster_masters(redis: object) -> int | None:
     """The masters of a Redis Cluster (None for one Redis), for the start line."""
-    if not redis_client.is_cluster_client(redis):
+    if not isinstance(redis, RedisCluster):
         return None
-    await redis.initialize()  # type: ignore[attr-defined]  # a RedisCluster: its slot map, once
-    return len(redis.get_primaries())  # type: ignore[attr-defined]
+    await redis.initialize()  # its slot map, once
+    return len(redis.get_primaries())
 
 
 def stopped_line(loops: list[Loop], took_s: float) -> str:
