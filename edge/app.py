@@ -35,6 +35,7 @@ from shared import (
 )
 from shared.clientip import ClientIP
 from shared.keys import Keys
+from shared.logs import redact, safe_url
 from shared.metrics import CONTENT_TYPE, metrics_dir
 from shared.parent import follow_server
 from shared.settings import Settings, load_settings
@@ -147,6 +148,8 @@ class EdgeApp:
                 try:
                     await self.startup()
                 except Exception as exc:  # noqa: BLE001 - reported to the server, which exits
+                    said = f"edge: cannot start: REDIS_URL {safe_url(self.redis_url)}: {type(exc).__name__}: {exc}"
+                    log.error("%s", redact(said))  # granian's own line named neither the setting nor the address
                     await send({"type": "lifespan.startup.failed", "message": repr(exc)})
                     return
                 # What start-up made lives as long as the app: frozen, full collections stop scanning it

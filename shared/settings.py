@@ -233,6 +233,18 @@ def _suggestion(name: str) -> str:
     return f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
 
 
+def _entries(name: str, field: str, value: str) -> list[str]:
+    """A list setting's entries. An empty entry in the encryption keys (``,`` or a trailing comma) is refused:
+    it was read as "no keys" or a key silently missing, and without keys secrets are stored in clear."""
+    entries = [v.strip() for v in value.split(",")]
+    if field == "encryption_keys" and value.strip() and "" in entries:
+        position = entries.index("") + 1
+        raise ConfigError(
+            f"{name}: entry {position} of {len(entries)} is empty (a stray comma?); give kid:base64key entries"
+        )
+    return [v for v in entries if v]
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
     """Build the settings from ``environ`` (default ``os.environ``); ``overrides`` win (CLI flags)."""
     env = os.environ if environ is None else environ
@@ -242,7 +254,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
             field = _FIELDS[name]
             if value == "" and _OPTIONAL[field]:
                 continue  # VAR= (as compose's ${X:-} writes it) means unset, not an invalid value
-            raw[field] = [v.strip() for v in value.split(",") if v.strip()] if field in _LISTS else value
+            raw[field] = _entries(name, field, value) if field in _LISTS else value
         elif name.startswith("HOOKYARD_") and name not in CLIENT_VARIABLES | _INTERNAL_VARIABLES:
             raise ConfigError(f"{name}: unknown setting{_suggestion(name)}")
     raw.update({k: v for k, v in overrides.items() if v is not None})

@@ -30,7 +30,16 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from shared.errors import ConfigError
 
-__all__ = ("KEY_FILE", "PREFIX", "Keyring", "data_dir_keys", "generate_key", "keyring_for", "parse_keys")
+__all__ = (
+    "KEY_FILE",
+    "PREFIX",
+    "Keyring",
+    "data_dir_keys",
+    "generate_key",
+    "keyring_for",
+    "parse_keys",
+    "warn_if_clear",
+)
 
 log = logging.getLogger("hookyard.control.keyring")
 
@@ -97,7 +106,8 @@ class Keyring:
         if cipher is None:
             raise ConfigError(
                 f"HOOKYARD_ENCRYPTION_KEYS: a stored secret ({purpose} of {row_id}) is sealed with key {kid!r}, "
-                "which is not configured"
+                f"which is not configured in this process: add {kid}'s entry to HOOKYARD_ENCRYPTION_KEYS on every "
+                "control and worker process and restart them"
             )
         try:
             raw = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
@@ -119,9 +129,19 @@ def _aad(purpose: str, row_id: str) -> bytes:
     return f"{purpose}\x00{row_id}".encode()
 
 
+def warn_if_clear(ring: Keyring) -> None:
+    """Said at start by control and the worker (a deployment without keys is told before anything is stored,
+    not at its first sealed secret, which may be days later); the lazy warning then stays silent."""
+    if not ring.enabled:
+        _warn_clear()
+
+
 @functools.cache
 def _warn_clear() -> None:
-    log.warning("secrets are stored in clear text: set HOOKYARD_ENCRYPTION_KEYS (kid:base64 of 32 bytes) to seal them")
+    log.warning(
+        "secrets are stored in clear text: set HOOKYARD_ENCRYPTION_KEYS to seal them "
+        '(on every control and worker; make one with: echo "k1:$(openssl rand -base64 32)" and keep it safe)'
+    )
 
 
 @functools.lru_cache(maxsize=8)

@@ -45,11 +45,14 @@ from control.support import activity
 from control.support import sealing as sealed
 from control.support.metrics import DELIVERIES, DELIVERY_SECONDS
 from control.transform.apply import Result
+from shared.errors import ConfigError
 from shared.logs import bind
 
 __all__ = ("GONE", "STORE_AWAY", "Attempts")
 
 GONE = "the destination answered 410 Gone: disabled, its deliveries held until it is enabled again"
+TOLD_KEPT = 4096
+"""Destinations remembered as told about a secret that does not open (``Attempts._tell_config``)."""
 HELD_BACK_S = 1.0
 """A task claimed before its destination was disabled goes back this long (the claim then holds it)."""
 
@@ -80,6 +83,8 @@ class Attempts:
         self.disabled: dict[str, float] = {}
         """Destinations disabled while this worker may hold their tasks (``time.monotonic()`` it was told), so a
         task claimed before that is handed back rather than sent (``Deliver.destination_disabled``)."""
+        self._told_config: dict[str, str] = {}
+        """Destinations whose secret does not open here, with what was logged (``_tell_config``)."""
         self.unstarted: set[str] = set()
         """Tasks whose attempt runs (``Deliver._start`` adds them) and has put nothing on the wire yet: waiting
         for its rate's start, or its transform's call still queued in the sandbox pool. A drain that cuts such
@@ -105,6 +110,20 @@ class Attempts:
         if previous is None or until is None or until.timestamp() <= self.now():
             return current
         return current, self._secrets.open(destination_id, previous, previous=True)
+
+    def _tell_config(self, destination_id: str, exc: ConfigError) -> None:
+        """One line per destination and message, no traceback: a rotation run before this worker got the new
+        key fails every attempt of every destination it re-sealed, and a traceback each was pages of noise
+        hiding the one thing to do (the message names the key and says it)."""
+        said = str(exc)
+        if self._told_config.get(destination_id) == said:
+            return
+        if len(self._told_config) >= TOLD_KEPT:
+            self._told_config.clear()
+        self._told_config[destination_id] = said
+        log.error(
+            "destination %s: deliveries fail until this is fixed (retried on the schedule): %s", destination_id, said
+        )
 
     async def run(self, task: LeasedTask, slot: Slot | None = None) -> None:
         """The attempt of a leased ``task``, after waiting for its reserved start (``slot``) when its
@@ -134,6 +153,12 @@ class Attempts:
             outcome, transformed, url, body, auth_record = await self._send(task, span)
         except STORE_AWAY:
             raise
+        except ConfigError as exc:  # a secret sealed under a key this process lacks: a setting, not a bug
+            self._tell_config(task.destination_id, exc)
+            fault = f"attempt failed inside hookyard (not sent): {describe(exc)}"
+            latency_ms = round((time.monotonic() - started) * 1000)
+            outcome = Outcome(status=None, latency_ms=latency_ms, sent_headers={}, error=storable(fault))
+            transformed, url, body, auth_record, faulted = None, task.destination_url, b"", None, True
         except Exception as exc:
             log.exception("attempt %d of %s raised: failed, retried on the schedule", attempt, task.id)
             fault = f"attempt failed inside hookyard (not sent, or its outcome lost): {describe(exc)}"

@@ -191,7 +191,8 @@ DEFAULT_OVERLAP_S = 86_400
 
 class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``forward_all`` or ``condition_tree`` also creates a rule forwarding to the new destination (in the same
-    transaction); ``rule_name`` names that rule. A ``url`` with ``user:pass@`` is stored without it, as
+    transaction); ``rule_name`` names that rule. With neither, the destination has no rule and receives nothing
+    until a rule names it. A ``url`` with ``user:pass@`` is stored without it, as
     ``auth`` of type ``basic`` (not both)."""
 
     url: Url
@@ -356,6 +357,8 @@ class DestinationCreated(Destination, kw_only=True):
     Standard Webhooks library). Null for ``signing_scheme: ed25519``, whose receivers need only
     ``signing_public_key`` (the private key never leaves hookyard)."""
     rule: Rule | msgspec.UnsetType = msgspec.UNSET
+    """Absent when the request had neither: the destination then has no rule and receives nothing until a rule
+    names it (``POST /v1/endpoints/{id}/rules``)."""
 
 
 class DestinationDetail(Destination, kw_only=True):

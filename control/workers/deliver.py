@@ -20,10 +20,10 @@ tasks of deduplicating or rate-limited destinations goes through :class:`~contro
 (duplicates finished, limited sends given their start times, the rest handed back unsent); a 429 or 503
 with ``Retry-After`` pauses the destination for every worker. A batch without such tasks is not touched.
 
-Stopping (SIGTERM): the wait for a wakeup ends at once (``stopping``), nothing more is claimed or started;
-then ``close``: in-flight sends get ``deliver_drain_s`` to finish and be recorded, the rest are cancelled and
-handed back (due at once; had that failed, the lease expiry would do it), uncounted when nothing of them went
-out yet (a transform call still queued in the sandbox pool, a rate's start not reached).
+Stopping (SIGTERM): the wait for a wakeup ends at once (``stopping``), nothing more is claimed or started; then
+``close``: in-flight sends get ``deliver_drain_s`` to finish and be recorded, the rest are cancelled and handed
+back (due at once; else the lease expiry), uncounted when nothing went out yet (a transform call queued, a
+rate's start not reached); ``drained`` counts them for the worker's stop line.
 
 A Postgres outage, however long, is waited out: a failing claim or sweep fails the step (the loop backs
 off and tries again), finished attempts wait in the Recorder, and nothing is dropped. An outage longer
@@ -37,9 +37,8 @@ Recorder have expired leases, and a sweep would hand them back to be sent again.
   before its next sweep, so that the other workers' Recorders, which retry at least every
   ``RETRY_CAP_S``, have written their results before anyone takes their tasks for dead.
 
-What remains: a worker killed during the outage (its tasks are sent again after the lease, as after any
-crash), a Recorder that still cannot write after the grace (Postgres back but failing its writes), and a
-worker started right at the end of an outage, which saw no failure to wait after.
+What remains: a worker killed during the outage (its tasks sent again after the lease, as after any crash), a
+Recorder still unable to write after the grace, and a worker started at an outage's end (no failure to wait after).
 """
 
 from __future__ import annotations
@@ -425,8 +424,10 @@ class Deliver:
         if transforming:
             await asyncio.wait([work for work, _ in transforming])
         await self.returns.wait()  # those leased again wait in ``ready``: handed back with them
-        self.returns.hand_back([task for _, (tasks, _) in transforming for task in tasks] + self.ready.take_all())
+        ahead = [task for _, (tasks, _) in transforming for task in tasks] + self.ready.take_all()
+        self.returns.hand_back(ahead)
         await self.returns.wait()
+        sends, interrupted, unsent = len(self._sends), list[tuple[str, int]](), list[tuple[str, int]]()
         if self._sends:
             log.info("deliver: draining %d in-flight sends", len(self._sends))
             _, late = await asyncio.wait(set(self._sends), timeout=self.ctx.settings.deliver_drain_s)
@@ -442,6 +443,7 @@ class Deliver:
                         await db_tasks.release(conn, [t for t in interrupted if t not in unsent])
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     log.warning("deliver: could not hand back %d tasks (%s); their lease will", len(interrupted), exc)
+        self.drained = (sends - len(interrupted), len(interrupted), len(unsent), len(ahead))  # for the stop line
         await self.recorder.drain(timeout_s=max(5.0, self.ctx.settings.deliver_drain_s))
         await self.transport.aclose()
         await self._notifications.aclose()

@@ -134,4 +134,11 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
     """SIGTERM and SIGINT stop taking new work; the step in progress finishes (drain)."""
     running = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        running.add_signal_handler(sig, stop.set)
+        running.add_signal_handler(sig, _stop_on, sig, stop)
+
+
+def _stop_on(sig: signal.Signals, stop: asyncio.Event) -> None:
+    """Said once, at the first signal: an operator's SIGTERM was followed by nothing in the log until the exit."""
+    if not stop.is_set():
+        log.info("worker: %s: stopping; nothing new is taken, work in flight drains", sig.name)
+    stop.set()

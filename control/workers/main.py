@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
-from urllib.parse import parse_qs, urlsplit
+
+from redis.asyncio.cluster import RedisCluster
 
 from control.db import create_pool
 from control.db.context import Context
+from control.db.keyring import warn_if_clear
+from control.db.reach import check_database, where
 from control.routing.route import Router
 from control.schemas.learn import Learner
 from control.support.metrics import serve_worker_metrics
@@ -28,7 +32,6 @@ from control.workers.sweep.loop import Sweep
 from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
-from shared.logs import safe_url
 from shared.otel_config import describe
 from shared.settings import Settings
 
@@ -68,7 +71,8 @@ if tuple(_FACTORIES) != LOOP_NAMES:  # the light list up reads must name exactly
 async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     if not settings.database_url or not settings.redis_url:
         raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
-    keyring_of(settings.encryption_keys)  # a malformed key stops the process now, not at a first sync
+    warn_if_clear(keyring_of(settings.encryption_keys))  # a malformed key stops the process now, not at a first sync
+    await check_database(settings.database_url, who="worker")  # a database that does not exist ends the start
     pool = await create_pool(settings.database_url, max_size=settings.db_pool_max, reset_sessions=False)
     # Blocking stream reads outlive redis-py's default 5 s socket timeout; the loops bound their own waits.
     # Cluster-aware, and waited for: a worker started before Redis answers starts once it does.
@@ -104,17 +108,42 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
         lower_priority()
     async with worker_context(settings) as ctx, serve_worker_metrics(ctx):
         loops = build_loops(ctx, names)
-        log.info("%s", started_line(settings, names, loops))
+        log.info("%s", started_line(settings, names, loops, cluster=await cluster_masters(ctx.redis)))
         if not burst:
             install_signal_handlers(stop)
         try:
             with frozen_start():
                 await run_loops(loops, stop, burst=burst)
         finally:
+            began = time.monotonic()
             await close_loops(loops)
+            if stop.is_set():
+                log.info("%s", stopped_line(loops, time.monotonic() - began))
 
 
-def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: list[Loop]) -> str:
+async def cluster_masters(redis: object) -> int | None:
+    """The masters of a Redis Cluster (None for one Redis), for the start line."""
+    if not isinstance(redis, RedisCluster):
+        return None
+    await redis.initialize()  # its slot map, once
+    return len(redis.get_primaries())
+
+
+def stopped_line(loops: list[Loop], took_s: float) -> str:
+    """What a stop did, said once it is done: a SIGTERM'd worker logged nothing of it. The deliver loop says
+    what it finished and what it handed back (``Deliver.drained``)."""
+    said = [f"worker: stopped in {took_s:.1f} s"]
+    for finished, cut, unsent, ahead in [d for loop in loops if (d := getattr(loop, "drained", None))]:
+        said.append(
+            f"deliver: {finished} in-flight sends finished, {cut} cut off ({unsent} of them before sending: "
+            f"handed back uncounted), {ahead} claimed ahead handed back unsent"
+        )
+    return "; ".join(said)
+
+
+def started_line(
+    settings: Settings, names: list[str] | tuple[str, ...], loops: list[Loop], *, cluster: int | None = None
+) -> str:
     """What a worker runs and reached, said once it has: a standalone ``hookyard worker`` printed nothing at
         start, and a trial's worker missing ``HOOKYARD_ENCRYPTION_KEYS`` (``up`` keeps them in its data dir) was
         told so only by its sweep failing over and over. The count is of the loops named (flush's lanes said apart:
@@ -130,21 +159,12 @@ def started_line(settings: Settings, names: list[str] | tuple[str, ...], loops: 
     count = f"{len(running)} loop(s)" + (f"; flush in {lanes} lanes" if lanes > 1 else "")
     return (
         f"worker: running {', '.join(running) or 'nothing'} ({count}); database "
-        f"{_where(settings.database_url or '')}, redis {_where(settings.redis_url or '')}; {secrets}"
+        f"{where(settings.database_url or '')}, redis {where(settings.redis_url or '')}"
+        + (f" (a Redis Cluster of {cluster} masters, {settings.stream_shards} ingest shards)" if cluster else "")
+        + f"; {secrets}"
         # where spans go (and the backlog, read where metrics are served); never the OTLP headers (keys)
         + (f"; {traced}" if (traced := describe(metrics=bool(settings.worker_metrics_port))) else "")
     )
-
-
-def _where(url: str) -> str:
-    """``safe_url``'s ``scheme://host:port``. A DSN through a Unix socket (the embedded Postgres's) has no host,
-    which ``safe_url`` says as "(a URL without a host)": its socket directory, a path and no secret, is named."""
-    shown = safe_url(url)
-    with contextlib.suppress(ValueError):
-        parts = urlsplit(url)
-        if not parts.hostname and (socket := parse_qs(parts.query).get("host", [""])[0]):
-            return f"{parts.scheme}:// (socket in {socket})"
-    return shown
 
 
 async def close_loops(loops: list[Loop]) -> None:

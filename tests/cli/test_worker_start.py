@@ -4,6 +4,7 @@ sweep failing over and over. A real worker process (``tests.stack``) on the test
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import msgspec
 
+from control.workers.main import started_line
 from shared.logs import safe_url
 from shared.settings import Settings
 from tests.conftest import make_account
@@ -128,3 +130,32 @@ def test_a_second_worker_on_a_taken_metrics_port_names_the_setting(settings: Set
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"hookyard: HOOKYARD_WORKER_METRICS_PORT={port}: cannot listen on 127.0.0.1:{port} "), line
     assert "a port of its own, or 0 for none" in line, line
+
+
+def test_a_worker_says_when_it_begins_stopping_and_what_it_handed_back(settings: Settings, tmp_path: Path) -> None:
+    """An operator's SIGTERM was followed by nothing in the worker's log until it was gone."""
+    stack = Stack(settings, tmp_path)
+    log = stack.log_dir / "worker.log"
+    try:
+        stack.start_worker("worker", "deliver", "retries")
+        until(lambda: "worker: running" in log.read_text(), timeout=30, what="the worker's start line")
+        stack.kill("worker", signal.SIGTERM)  # waits for its exit
+    finally:
+        stack.stop_all()
+    lines = log.read_text().splitlines()
+    began = [i for i, x in enumerate(lines) if "worker: SIGTERM: stopping; nothing new is taken" in x]
+    done = [i for i, x in enumerate(lines) if "worker: stopped in " in x]
+    assert len(began) == 1, lines
+    assert len(done) == 1, lines
+    assert began[0] < done[0], lines
+    assert lines[done[0]].endswith(
+        "; deliver: 0 in-flight sends finished, 0 cut off (0 of them before sending: handed back uncounted), "
+        "0 claimed ahead handed back unsent"
+    ), lines[done[0]]
+
+
+def test_the_start_line_on_a_redis_cluster_says_so_and_the_shards(settings: Settings) -> None:
+    line = started_line(settings, ("flush",), [], cluster=3)
+    assert f", redis {safe_url(settings.redis_url or '')} (a Redis Cluster of 3 masters, " in line, line
+    assert f"{settings.stream_shards} ingest shards); " in line, line
+    assert "Redis Cluster" not in started_line(settings, ("flush",), [])

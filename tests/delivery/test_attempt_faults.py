@@ -10,6 +10,10 @@ the schedule, and the other destinations' deliveries go on meanwhile.
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from control.db.context import Context
 from control.db.keyring import PREFIX
 from tests.destination import Destination, deliveries_of, fetch_row, make_task, running, settled
@@ -43,3 +47,31 @@ async def test_an_attempt_that_raises_fails_alone_and_runs_out_of_attempts(
         ctx, "SELECT circuit, consecutive_failures FROM destinations WHERE id = $1", broken["destination"]
     )
     assert (circuit["circuit"], circuit["consecutive_failures"]) == ("closed", 0)
+
+
+async def test_a_secret_under_a_key_this_worker_lacks_is_one_line_per_destination(
+    ctx: Context, destination: Destination, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The operator's trial: rotated to k2 while the workers ran with k1 only. Every attempt logged a traceback;
+    now each destination says once, in one line without traceback, which key is missing and what to do."""
+    first = await make_task(ctx, destination.url, body=b'{"n":1}')
+    again = await make_task(  # a second task of the same destination: its line is said once
+        ctx, destination.url, endpoint_id=first["endpoint"], destination_id=first["destination"], body=b'{"n":1}'
+    )
+    second = await make_task(ctx, destination.url, body=b'{"n":2}')
+    tasks = [first, again]
+    async with ctx.pool.acquire() as conn:
+        for row in (first, second):
+            await conn.execute(
+                "UPDATE destinations SET signing_secret = $2 WHERE id = $1", row["destination"], f"{PREFIX}k2:AAAA"
+            )
+    with caplog.at_level(logging.DEBUG, logger="hookyard"):
+        async with running(ctx):
+            for row in (tasks[0], tasks[1], second):
+                await settled(ctx, row["task"], "failed")
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert all(r.exc_info is None and "which is not configured" in r.getMessage() for r in said)
+    assert sorted(r.getMessage().split()[1].rstrip(":") for r in said) == sorted(
+        [tasks[0]["destination"], second["destination"]]
+    )
+    assert all("'k2'" in r.getMessage() and "restart" in r.getMessage() for r in said)

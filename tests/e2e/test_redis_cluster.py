@@ -138,6 +138,8 @@ async def test_a_long_poll_is_woken_by_a_webhook_through_the_cluster(
         woken = await asyncio.wait_for(wait, 25)
     assert woken.status_code == 200, woken.text
     assert woken.json()["event"]["id"] == sent.json()["id"]
+    started = next(x for x in (stack.log_dir / "worker.log").read_text().splitlines() if "worker: running" in x)
+    assert f"(a Redis Cluster of {len(redis_cluster.ports)} masters, " in started, started  # not one Redis's line
 
 
 async def test_resharding_an_ingest_slot_during_load_loses_nothing(

@@ -27,7 +27,8 @@ async def list_destinations(call: Call, endpoint_id: str) -> DestinationList:
 
 @tool("CreateDestination")
 async def create_destination(call: Call, endpoint_id: str, data: DestinationCreate) -> DestinationCreated:
-    """Add a destination URL to an endpoint; `forward_all` or `condition_tree` also creates its routing rule."""
+    """Add a destination URL to an endpoint; `forward_all` or `condition_tree` also creates its routing rule.
+    With neither, it has no rule and receives nothing until a rule (CreateRule) names it."""
     return await service.create_destination(call.ctx, call.principal, endpoint_id, data)
 
 
