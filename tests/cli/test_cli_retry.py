@@ -11,11 +11,12 @@ from datetime import UTC, datetime, timedelta
 
 from control.cli.listen import tail
 from control.cli.remote import Remote
+from shared.keys import Keys
 from shared.settings import Settings
 from tests.cli.webhooks_support import interrupted
 from tests.conftest import make_account
 from tests.events_support import Ev, store, store_failed_attempt
-from tests.helpers import db
+from tests.helpers import db, redis_client
 from tests.stack import Stack
 
 
@@ -81,8 +82,9 @@ async def test_tail_of_every_endpoint_follows_one_made_after_it_started(
         async with db(settings.database_url) as conn:
             await store_failed_attempt(conn, had, status="pending", attempts=1, due=due)
         await printed(f"following new endpoint {endpoint_id}", f"  {had.id}\n")
-        async with db(settings.database_url) as conn:
-            await store(conn, None, None, [later])
+        async with db(settings.database_url) as conn, redis_client(settings.redis_url) as redis:
+            # announced as the flush does: the follow wakes at once, not on its 5 s safety look
+            await store(conn, redis, Keys(settings.redis_prefix), [later])
         await printed(f"  {later.id}\n", f"attempt 1  {had.id}  retry at")
     finally:
         code = await interrupted(tailing, remote)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 
 from control.service.accounts import hash_key
@@ -45,6 +46,10 @@ async def test_tail_ends_as_listen_does_when_its_key_is_revoked(
     tail.wait_for_output("Following 2 endpoint")
     listen.wait_for_output("Forwarding to ")
     await _revoke(module_settings.database_url, env["HOOKYARD_API_KEY"])
+    # An event ends the long polls in flight (granted before the revocation) at once, not 25 s later: each
+    # command's next call carries the revoked key, the call that must end it. tail would also end on its list
+    # of new endpoints (every 2 s); listen has only its follow, which an idle endpoint answers after 25 s.
+    httpx.post(first["ingest_url"], json={"after": "revoked"}, timeout=10, trust_env=False).raise_for_status()
     assert tail.proc.wait(30) == listen.proc.wait(30) == 1
     for proc in (tail, listen):
         assert proc.output.rstrip().endswith(REFUSED), proc.output
