@@ -47,7 +47,7 @@ from control.db.connection import ping
 from control.db.context import Context
 from control.mcp import McpMount
 from control.mcp.llms import llms_txt
-from control.records import Health, HealthDetails
+from control.records import Alive, Health, HealthDetails
 from control.service.trigger import EdgeClient
 from control.support import dead_letters
 from control.support.backlog_metrics import sampling
@@ -90,11 +90,11 @@ async def healthz(ctx: NamedDependency[Context]) -> Response[Health]:
 
 
 @get("/livez", include_in_schema=False)
-async def livez() -> Health:
+async def livez() -> Alive:
     """200 while this process serves requests, whatever Postgres and Redis do: the liveness probe's path. Probing
     ``/healthz`` for liveness restarted every control pod a minute into a database outage, which a restart
     cannot mend (deploy/k8s/control.yaml)."""
-    return Health()
+    return Alive()
 
 
 def shape(settings: Settings) -> tuple[int]:

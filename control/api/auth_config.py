@@ -18,9 +18,11 @@ __all__ = ("AuthConfigController",)
 _ROTATE_DESCRIPTION = """Generates a new platform signing secret for the endpoint and returns it, once, as
 `signing_secret` together with the endpoint record. The previous platform secret stops verifying at once.
 
-**Warning:** rotating the secret on an endpoint that verifies a real provider makes every delivery fail
-verification, because providers do not accept a rotated secret. A platform-generated secret can only verify
-traffic the service signed itself. To verify a provider, set the provider's own secret with
+**Warning:** there is no overlap: from the rotation on, every inbound request signed with the previous
+platform secret fails verification (refused with a 401 under `hmac_enabled` and `on_failure: reject`).
+Deliveries to destinations are not affected (a destination has its own secret). A platform-generated secret
+only verifies requests signed with it (`test-webhook`, your own senders): a real provider signs with its own
+secret, which it does not rotate with this one. To verify a provider, set the provider's own secret with
 `PATCH /v1/endpoints/{id}/auth-config` (`secret`); while such a secret is set, rotation does not change
 what the endpoint verifies with."""
 
@@ -45,8 +47,9 @@ class AuthConfigController(Controller):
         endpoint_id: EndpointId,
         data: JSONBody[AuthConfigUpdate],
     ) -> AuthConfig:
-        """Changes verification; fields left out stay. No algorithm is configured: the scheme is detected
-        from the signature header. With `on_failure` `reject` a request
+        """Changes verification; fields left out stay. No algorithm is set by hand: with `provider` the
+        scheme is that provider's; without (`null`), it is recognised per request from its headers (the
+        standard provider signature headers, or `header_name`'s value). With `on_failure` `reject` a request
         that fails verification is refused (401) and not stored; with `accept_log` it is stored with
         `signature_valid: false` and its `signature_failure_reason`. `log_blocked_ips` stores requests the
         allowlist blocks (with `ip_allowed: false`, never routed). Applies on the edge within a second."""

@@ -56,7 +56,10 @@ class EndpointController(Controller):
         endpoint_id: EndpointId,
         data: JSONBody[EndpointUpdate],
     ) -> Endpoint:
-        """Changes `name`, `environment` or `external_ref`; fields left out stay; `external_ref: null` clears it."""
+        """Changes any of the endpoint's settings (`name`, `environment`, `external_ref`, `expect_event_within_s`,
+        `signature_failure_alert_threshold`, `body_retention_days`, `response`); fields left out stay; `null`
+        clears a field that takes it (`external_ref`, `expect_event_within_s`, `body_retention_days`,
+        `response`)."""
         return await service.update_endpoint(ctx, principal, endpoint_id, data)
 
     @delete(

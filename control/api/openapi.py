@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from litestar._openapi.schema_generation.plugins.struct import StructSchemaPlugin
 from litestar.openapi import ResponseSpec
-from litestar.openapi.spec import Reference, Schema
+from litestar.openapi.spec import OpenAPIType, Reference, Schema
 from litestar.typing import FieldDefinition
 
 from control.records.text import DocumentedAs
@@ -131,4 +131,14 @@ class StrictStructSchemaPlugin(StructSchemaPlugin):
                 assert isinstance(converted, Schema)
                 name = Schema.field_aliases().get(key, key)
                 setattr(current, name, getattr(converted, name))
+            if current.enum is not None and _accepts_null(current) and None not in current.enum:
+                # Litestar puts a nullable field's keywords beside its ``oneOf: [X, null]``, where an enum
+                # of X's values alone would refuse the null the server takes.
+                current.enum = [*current.enum, None]
         return schema
+
+
+def _accepts_null(schema: Schema) -> bool:
+    """A ``oneOf``/``anyOf`` with a ``null`` branch: how Litestar writes ``X | None``."""
+    branches = [*(schema.one_of or ()), *(schema.any_of or ())]
+    return any(isinstance(b, Schema) and b.type == OpenAPIType.NULL for b in branches)

@@ -53,6 +53,12 @@ __all__ = ("GONE", "STORE_AWAY", "Attempts")
 GONE = "the destination answered 410 Gone: disabled, its deliveries held until it is enabled again"
 TOLD_KEPT = 4096
 """Destinations remembered as told about a secret that does not open (``Attempts._tell_config``)."""
+SECRET_UNOPENED = (
+    "a secret of this destination cannot be opened by this worker (the operator's encryption keys); "
+    "retried on the schedule"
+)
+"""What the tenant reads in a delivery's ``error`` for a ``ConfigError``: the setting's name, the column and the
+key id are the operator's to read (``_tell_config`` logs them), not the tenant's."""
 HELD_BACK_S = 1.0
 """A task claimed before its destination was disabled goes back this long (the claim then holds it)."""
 
@@ -154,8 +160,8 @@ class Attempts:
         except STORE_AWAY:
             raise
         except ConfigError as exc:  # a secret sealed under a key this process lacks: a setting, not a bug
-            self._tell_config(task.destination_id, exc)
-            fault = f"attempt failed inside hookyard (not sent): {describe(exc)}"
+            self._tell_config(task.destination_id, exc)  # the operator's words, with the key, in the log only
+            fault = f"attempt failed inside hookyard (not sent): {SECRET_UNOPENED}"
             latency_ms = round((time.monotonic() - started) * 1000)
             outcome = Outcome(status=None, latency_ms=latency_ms, sent_headers={}, error=storable(fault))
             transformed, url, body, auth_record, faulted = None, task.destination_url, b"", None, True

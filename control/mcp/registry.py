@@ -99,7 +99,7 @@ def tool(
         doc = inspect.cleandoc(fn.__doc__ or "")
         if not doc:
             raise ValueError(f"tool {name!r} needs a docstring: it is the tool's description")
-        hints = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)  # an argument's description is in Annotated
         output = hints.pop("return")
         if not (isinstance(output, type) and issubclass(output, msgspec.Struct)):
             raise TypeError(f"tool {name!r} must return a msgspec Struct, not {output!r}")

@@ -88,6 +88,17 @@ def _struct_schema(struct: type[msgspec.Struct]) -> tuple[dict[str, Any], dict[s
     return top, definitions
 
 
+def _described_at_top(properties: dict[str, Any]) -> dict[str, Any]:
+    """msgspec writes ``X | None``'s description inside X's ``anyOf`` branch; an agent reads the property's."""
+    out = {}
+    for name, prop in properties.items():
+        branches = [b for b in prop.get("anyOf", ()) if b.get("description")]
+        if "description" not in prop and len(branches) == 1:
+            prop = {**prop, "description": branches[0]["description"]}
+        out[name] = prop
+    return out
+
+
 def output_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
     top, definitions = _struct_schema(struct)
     return _with_defs(top, definitions, _DEFS)
@@ -102,7 +113,7 @@ def record_input_schema(arguments: Arguments) -> dict[str, Any]:
     definitions: dict[str, Any] = {}
     for struct in (arguments.plain, *arguments.records.values()):
         top, defs = _struct_schema(struct)
-        properties.update(top.get("properties", {}))
+        properties.update(_described_at_top(top.get("properties", {})))
         required += top.get("required", [])
         extra.update(getattr(struct, "openapi_extra", {}))
         definitions.update(defs)

@@ -198,9 +198,14 @@ class DestinationCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     url: Url
     name: Name | None = None
     headers: Headers | None = None
-    forward_all: bool = False
+    forward_all: Annotated[
+        bool,
+        msgspec.Meta(description="true: also create a rule forwarding every event of the endpoint here"),
+    ] = False
     condition_tree: OptionalConditionTree | msgspec.UnsetType = msgspec.UNSET
-    rule_name: RuleName | None = None
+    rule_name: (
+        Annotated[RuleName, msgspec.Meta(description="Names the rule `forward_all` or `condition_tree` creates")] | None
+    ) = None
     sign_deliveries: SignDeliveries = True
     propagate_trace: PropagateTrace = True
     rate_limit_per_s: RateLimit | None = None
@@ -343,8 +348,13 @@ class SecretRotation(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, f
 class DestinationDisable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, frozen=True):
     """POST /v1/destinations/{id}/disable (the body is optional)."""
 
-    reason: Annotated[str, text(max_length=500)] | None = None
-    """Shown as ``disabled_reason``; null: "disabled through the API"."""
+    reason: (
+        Annotated[
+            str,
+            text(max_length=500, description='Shown as `disabled_reason`; null: "disabled through the API"'),
+        ]
+        | None
+    ) = None
 
 
 class DestinationCreated(Destination, kw_only=True):

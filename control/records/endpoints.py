@@ -22,7 +22,12 @@ __all__ = (
 MAX_RESPONSE_BODY = 4096
 """Characters of a custom answer's body: what a provider expects back is short, and the edge holds it per endpoint."""
 
-Environment = Literal["production", "staging", "sandbox", "development"]
+Environment = Annotated[
+    Literal["production", "staging", "sandbox", "development"],
+    msgspec.Meta(
+        description="The endpoint's environment: a label to filter by and route on (a rule can name `environment`)"
+    ),
+]
 ExpectEventWithin = Annotated[
     int,
     msgspec.Meta(
@@ -95,8 +100,17 @@ class EndpointUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     expect_event_within_s: ExpectEventWithin | msgspec.UnsetType | None = msgspec.UNSET
     signature_failure_alert_threshold: SignatureFailureThreshold | msgspec.UnsetType = msgspec.UNSET
     body_retention_days: BodyRetentionDays | msgspec.UnsetType | None = msgspec.UNSET
-    response: EndpointResponse | msgspec.UnsetType | None = msgspec.UNSET
-    """``null`` restores the usual answer, ``{"ok": true, "id": "evt_..."}``."""
+    response: (
+        Annotated[
+            EndpointResponse,
+            msgspec.Meta(
+                description="What a sender gets once its request is stored (a 2xx status, headers, a body); "
+                '`null` restores the usual answer, `{"ok": true, "id": "evt_..."}`'
+            ),
+        ]
+        | msgspec.UnsetType
+        | None
+    ) = msgspec.UNSET
 
 
 class Endpoint(msgspec.Struct, kw_only=True):

@@ -48,12 +48,27 @@ class ForwardReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     url: Url
     """Where the event was sent."""
-    status: Annotated[int, msgspec.Meta(ge=100, le=599)] | None = None
-    """The app's HTTP status; null when no response came back (then ``error`` says why)."""
-    latency_ms: Annotated[int, msgspec.Meta(ge=0, le=3_600_000)] = 0
-    error: Annotated[str, text(max_length=1000)] | None = None
-    """Why no response came back (connection refused, timeout...)."""
+    status: (
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=100, le=599, description="The app's HTTP status; null when no response came back (`error` says why)"
+            ),
+        ]
+        | None
+    ) = None
+    latency_ms: Annotated[
+        int, msgspec.Meta(ge=0, le=3_600_000, description="Milliseconds from sending to the answer (or the failure)")
+    ] = 0
+    error: (
+        Annotated[str, text(max_length=1000, description="Why no response came back (connection refused, timeout...)")]
+        | None
+    ) = None
     sent_headers: SentHeaders = msgspec.field(default_factory=dict)
     """The body sent was the event's own, so none is recorded."""
-    response_body: Annotated[str, msgspec.Meta(max_length=MAX_FORWARD_RESPONSE)] | None = None
-    """The start of the app's answer, as text."""
+    response_body: (
+        Annotated[
+            str, msgspec.Meta(max_length=MAX_FORWARD_RESPONSE, description="The start of the app's answer, as text")
+        ]
+        | None
+    ) = None

@@ -21,7 +21,13 @@ __all__ = (
     "LabelSource",
 )
 
-LabelSource = Literal["body", "header"]
+LabelSource = Annotated[
+    Literal["body", "header"],
+    msgspec.Meta(
+        description="Where `path` looks: `body` (a JSON path into the body) or `header` (a header's name, "
+        "case-insensitive)"
+    ),
+]
 OUTPUT_KEY = meaning(r"^[A-Za-z0-9_-]{1,64}$", "must be 1 to 64 letters, digits, _ or -")
 """Letters, digits, ``_`` and ``-``: a key a condition tree can name as ``meta.label.<key>`` unambiguously."""
 COLOR = meaning(r"^#[0-9A-Fa-f]{6}$", "must be a colour as # and six hex digits (#1f6feb)")

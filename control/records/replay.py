@@ -68,15 +68,37 @@ class ReplayRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         ]
         | None
     ) = None
-    preserve_headers: bool = True
-    """true: the captured headers (minus hop-by-hop ones, ``host`` and ``content-length``); false: only
-    the captured ``content-type``. ``headers`` then adds or overrides."""
+    preserve_headers: Annotated[
+        bool,
+        msgspec.Meta(
+            description="true: the captured headers (minus hop-by-hop ones, `host` and `content-length`); false: "
+            "only the captured `content-type`. `headers` then adds or overrides"
+        ),
+    ] = True
     headers: Headers = msgspec.field(default_factory=dict)
-    body: str | None = None
-    """Replaces the captured body (sent as UTF-8, NUL included: it is content, sent and recorded as bytes)."""
-    resign_with: Annotated[str, msgspec.Meta(min_length=16, extra_json_schema=SECRET_FIELD)] | None = None
-    """Secret to re-sign what is actually sent with, in the event's own provider scheme (Standard
-    Webhooks for unattributed events). Any text: it is never stored, only used as the HMAC key."""
+    body: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                description="Replaces the captured body (sent as UTF-8, NUL included: it is content, sent and "
+                "recorded as bytes); null: the captured body"
+            ),
+        ]
+        | None
+    ) = None
+    resign_with: (
+        Annotated[
+            str,
+            msgspec.Meta(
+                min_length=16,
+                extra_json_schema=SECRET_FIELD,
+                description="Secret to re-sign what is actually sent with, in the event's own provider scheme "
+                "(Standard Webhooks for unattributed events); null: sent with the captured signature. Any "
+                "text: never stored, only used as the HMAC key",
+            ),
+        ]
+        | None
+    ) = None
     signature_header: SignatureHeader | msgspec.UnsetType = msgspec.UNSET
     """Where the re-signature goes. Absent: the event's own signature header (``stripe-signature`` for
     a payments event captured with Stripe's names, ``svix-signature``, ``x-shopify-hmac-sha256``,

@@ -114,18 +114,21 @@ OptionalConditionTree = Annotated[Any, _TREE, DocumentedAs(ConditionNode | None)
 """Where ``null`` means no tree (a destination created without a rule)."""
 
 
+Active = Annotated[bool, msgspec.Meta(description="false: the rule is kept but matches nothing until set true")]
+
+
 class RuleCreate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name: RuleName
     condition_tree: ConditionTree
     destination_ids: DestinationIds
-    active: bool = True
+    active: Active = True
 
 
 class RuleUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """PATCH body: a field left out stays as it is; ``destination_ids`` replaces the whole list."""
 
     name: RuleName | msgspec.UnsetType = msgspec.UNSET
-    active: bool | msgspec.UnsetType = msgspec.UNSET
+    active: Active | msgspec.UnsetType = msgspec.UNSET
     condition_tree: ConditionTree | msgspec.UnsetType = msgspec.UNSET
     destination_ids: DestinationIds | msgspec.UnsetType = msgspec.UNSET
 

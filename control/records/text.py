@@ -109,7 +109,15 @@ def text(
     )
 
 
-Name = Annotated[str, text(max_length=200, pattern=VISIBLE, doc_pattern=NAME)]
+Name = Annotated[
+    str,
+    text(
+        max_length=200,
+        pattern=VISIBLE,
+        doc_pattern=NAME,
+        description="A display name, shown in lists, the inbox and alerts (up to 200 characters, one visible)",
+    ),
+]
 """A display name: up to 200 characters with a visible one among them; no NUL."""
 ExternalRef = Annotated[
     str,

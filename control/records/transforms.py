@@ -79,9 +79,17 @@ class TransformTest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     on the given request in the stored event's context."""
 
     transform: TransformSource
-    event_id: str | None = None
-    destination_id: str | None = None
-    request: TransformRequest | None = None
+    event_id: Annotated[str, msgspec.Meta(description="A stored event to run the transform on")] | None = None
+    destination_id: (
+        Annotated[str, msgspec.Meta(description="With `event_id`: as this destination's delivery sees it")] | None
+    ) = None
+    request: (
+        Annotated[
+            TransformRequest,
+            msgspec.Meta(description="A request to run the transform on (with `event_id`, in that event's context)"),
+        ]
+        | None
+    ) = None
 
     openapi_extra: ClassVar[dict[str, Any]] = {
         # a stored event, a request given here, or both; a destination only with an event (one of its endpoint's)

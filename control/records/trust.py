@@ -77,6 +77,29 @@ Tolerance = Annotated[
 ]
 
 
+HmacEnabled = Annotated[
+    bool,
+    msgspec.Meta(
+        description="true: a request's signature decides (see `on_failure`); false: it is checked and reported "
+        "(`signature_valid` true, or null when it fails), never refused"
+    ),
+]
+OnFailureSetting = Annotated[
+    OnFailure,
+    msgspec.Meta(
+        description="With `hmac_enabled`, a request that fails verification: `reject` answers 401 and stores "
+        "nothing; `accept_log` stores it with `signature_valid: false` and its `signature_failure_reason`"
+    ),
+]
+LogBlockedIps = Annotated[
+    bool,
+    msgspec.Meta(
+        description="Requests the allowlist blocks are refused (403) either way; true also stores them "
+        "(`ip_allowed: false`, never routed)"
+    ),
+]
+
+
 class AuthConfig(msgspec.Struct, kw_only=True):
     """How an endpoint verifies inbound requests. The secret itself is never part of any answer."""
 
@@ -96,12 +119,12 @@ class AuthConfig(msgspec.Struct, kw_only=True):
 class AuthConfigUpdate(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """PATCH body: a field left out stays as it is; ``secret: null`` and ``header_name: null`` clear."""
 
-    hmac_enabled: bool | msgspec.UnsetType = msgspec.UNSET
+    hmac_enabled: HmacEnabled | msgspec.UnsetType = msgspec.UNSET
     secret: Secret | msgspec.UnsetType | None = msgspec.UNSET
     header_name: HeaderName | msgspec.UnsetType | None = msgspec.UNSET
     tolerance_seconds: Tolerance | msgspec.UnsetType = msgspec.UNSET
-    on_failure: OnFailure | msgspec.UnsetType = msgspec.UNSET
-    log_blocked_ips: bool | msgspec.UnsetType = msgspec.UNSET
+    on_failure: OnFailureSetting | msgspec.UnsetType = msgspec.UNSET
+    log_blocked_ips: LogBlockedIps | msgspec.UnsetType = msgspec.UNSET
     provider: ProviderName | msgspec.UnsetType | None = msgspec.UNSET
     verify_token: VerifyToken | msgspec.UnsetType | None = msgspec.UNSET
 

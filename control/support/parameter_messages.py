@@ -19,6 +19,7 @@ __all__ = (
     "PAGE_SIZE",
     "check_limit",
     "kind_words",
+    "not_an_instant",
     "not_boolean",
     "out_of_range",
     "query_text",
@@ -87,6 +88,12 @@ def shown(given: object) -> str:
     if len(text) > _SHOWN:
         return f"a JSON {'array' if isinstance(given, list) else 'object' if isinstance(given, dict) else 'string'}"
     return text
+
+
+def not_an_instant(name: str, given: str) -> str:
+    """``since``/``until``: the text given shown as JSON (``got "yesterday"``), as every parameter's is (it
+    once read ``'yesterday' is not ...``, Python's quotes)."""
+    return f"{name}: must be an ISO 8601 date-time (2026-11-21T10:00:00Z) or date (2026-11-21), got {shown(given)}"
 
 
 def wrong_type(name: str, kind: str, given: object) -> str:

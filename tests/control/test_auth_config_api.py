@@ -393,7 +393,7 @@ async def test_openapi_documents_the_routes_the_write_only_secret_and_the_rotati
     assert {"401", "404"} <= set(item["get"]["responses"])
     rotate = schema["paths"]["/v1/endpoints/{endpoint_id}/auth-config/rotate-secret"]["post"]
     assert {"200", "401", "404"} <= set(rotate["responses"])
-    assert "providers do not accept a rotated secret" in rotate["description"]
+    assert "signed with the previous\nplatform secret fails verification" in rotate["description"]
     assert "provider's own" in rotate["description"]
     components = schema["components"]["schemas"]
     assert "secret" not in components["AuthConfig"]["properties"]

@@ -65,7 +65,9 @@ async def test_the_browser_that_called_start_opens_its_inbox(client, settings):
     assert started["inbox_url"].startswith(f"{settings.control_url}{inbox}?link=acct_")  # tests/onboarding
     page = _assert_page(await client.get(inbox), started["endpoint_id"])
     assert started["ingest_url"] in page
-    assert "Temporary endpoint" in page
+    assert page.count("Temporary endpoint") == 1, "the name once, not again as the id's label"
+    assert "<dt>Endpoint id</dt>" in page
+    assert "UTC (temporary)</dd>" in page
     assert (await client.get(f"{inbox}/events")).json() == {"events": [], "next_cursor": None}
 
 

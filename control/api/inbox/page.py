@@ -78,8 +78,11 @@ shows which header a re-signed replay uses by default (``shared.signatures.provi
 
 
 def render(endpoint: Endpoint) -> str:
+    # Temporariness is said once, by the expiry: a "Temporary endpoint" label beside the id repeated the
+    # name /api/start gives its endpoint ("Inbox Temporary endpoint | Temporary endpoint").
     expires = endpoint.expires_at.strftime("%Y-%m-%d %H:%M UTC") if endpoint.expires_at else "never (permanent)"
-    kind = "Temporary endpoint" if endpoint.temporary else "Endpoint"
+    if endpoint.temporary:
+        expires += " (temporary)"
     e = html.escape
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -95,7 +98,7 @@ def render(endpoint: Endpoint) -> str:
         f' data-temporary="{str(endpoint.temporary).lower()}" data-signature-headers="{e(_SIGNATURE_HEADERS)}"'
         f' data-providers="{e(_PROVIDERS)}">'
         f'<header><h1>Inbox <span class="name">{e(endpoint.name)}</span></h1>'
-        f'<dl class="meta"><dt>{kind}</dt><dd><code>{e(endpoint.id)}</code></dd>'
+        f'<dl class="meta"><dt>Endpoint id</dt><dd><code>{e(endpoint.id)}</code></dd>'
         f'<dt>Ingest URL</dt><dd id="ingest"><code id="ingest-url">{e(endpoint.ingest_url)}</code></dd>'
         f"<dt>Expires</dt><dd>{e(expires)}</dd></dl>"
         '<p id="status" role="status">connecting…</p></header>'

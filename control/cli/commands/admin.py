@@ -22,23 +22,37 @@ from shared.settings import Settings
 __all__ = ("add_parsers",)
 
 
+_DATABASE = "whose database to use (and its keys when HOOKYARD_ENCRYPTION_KEYS is unset)"
+_ROTATE = """Re-seals every stored secret under the first key of HOOKYARD_ENCRYPTION_KEYS (new first, old kept:
+k2:...,k1:...). Before running it, give every running control and worker process that same key list and
+restart them: a process without the new key cannot open what this seals, and its deliveries fail until it
+has it. Drop the old key only afterwards (docs/reference/security.md, rotation steps)."""
+
+
 def add_parsers(commands: Any) -> None:
     migrate = commands.add_parser("migrate", help="apply database migrations (idempotent)")
     migrate.set_defaults(handler=_migrate)
-    clients.add_data_dir(migrate)
+    clients.add_data_dir(migrate, _DATABASE)
     rotate = commands.add_parser(
-        "rotate-encryption-key", help="re-seal every stored secret under the first HOOKYARD_ENCRYPTION_KEYS key"
+        "rotate-encryption-key",
+        help="re-seal every stored secret under the first HOOKYARD_ENCRYPTION_KEYS key (running control and "
+        "workers need the new key list first)",
+        description=_ROTATE,
     )
     rotate.set_defaults(handler=_rotate_encryption_key)
-    clients.add_data_dir(rotate)
+    clients.add_data_dir(rotate, _DATABASE)
 
-    account = commands.add_parser("account", help="manage accounts")
+    account = commands.add_parser(
+        "account", help="manage accounts", description="create --email EMAIL [--read-only]: a new account and key"
+    )
     account_commands = account.add_subparsers(dest="account_command", required=True, metavar="ACTION")
-    create = account_commands.add_parser("create", help='print {"account_id", "api_key"} as JSON')
-    create.add_argument("--email", required=True)
+    create = account_commands.add_parser(
+        "create", help='--email EMAIL (required): print {"account_id", "api_key"} as JSON'
+    )
+    create.add_argument("--email", required=True, help="the account's e-mail address (required)")
     create.add_argument("--read-only", action="store_true", help="the key can read but not change anything")
     create.set_defaults(handler=_account_create)
-    clients.add_data_dir(create)
+    clients.add_data_dir(create, _DATABASE)
 
 
 def _with_postgres(found: Target, coro_fn: Callable[[], Coroutine[Any, Any, Any]]) -> Any:

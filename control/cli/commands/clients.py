@@ -49,12 +49,13 @@ def add_target(parser: argparse.ArgumentParser) -> None:
     add_data_dir(parser)
 
 
-def add_data_dir(parser: argparse.ArgumentParser) -> None:
+def add_data_dir(parser: argparse.ArgumentParser, what: str = "to talk to, and of the saved API key") -> None:
+    """``--data-dir``; ``what`` says what the command takes from it (an admin command no API key)."""
     parser.add_argument(
         "--data-dir",
         metavar="DIR",
-        help="the data dir of the hookyard up to talk to, and of the saved API key (default: HOOKYARD_DATA_DIR, "
-        "else the .hookyard of this directory or the nearest parent that has one)",
+        help=f"the data dir of the hookyard up {what} (default: HOOKYARD_DATA_DIR, else the .hookyard of this "
+        "directory or the nearest parent that has one)",
     )
 
 

@@ -30,7 +30,13 @@ log = logging.getLogger("hookyard.cli")
 
 
 def add_parsers(commands: Any) -> None:
-    up = commands.add_parser("up", help="run everything in the foreground (embedded Postgres/Redis when unset)")
+    up = commands.add_parser(
+        "up",
+        help="run everything in the foreground (embedded Postgres/Redis when unset)",
+        description="Runs the edge, the control plane and the workers in the foreground, with an embedded Postgres "
+        "and Redis in the data dir unless DATABASE_URL and REDIS_URL are set; prints its URLs and the API key's file. "
+        "Ctrl-C stops it all.",
+    )
     up.add_argument("--data-dir", help="where embedded data and the api_key file live (default .hookyard)")
     _add_host(up)
     up.add_argument("--edge-port", type=int, help="edge port (default 8080)")

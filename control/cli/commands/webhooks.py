@@ -86,7 +86,11 @@ def add_parsers(commands: Any) -> None:
     clients.add_target(trigger)
     trigger.set_defaults(handler=_trigger)
 
-    replay = commands.add_parser("replay", help="send a captured event again, verbatim (default: the latest)")
+    replay = commands.add_parser(
+        "replay",
+        help="send a captured event again (default: the latest), re-signed as hookyard listen re-signs; "
+        "--verbatim: as captured",
+    )
     replay.add_argument("event", nargs="?", metavar="EVENT", help="event id (default: the endpoint's latest event)")
     replay.add_argument("--endpoint", metavar="EP", help=f"whose latest event (default: {_DEFAULT_EP})")
     replay.add_argument("--to", metavar="URL", help="where to send it (default: where hookyard listen forwards)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from control.mcp.registry import Call, tool
@@ -10,10 +12,19 @@ from control.records.transforms import TransformSource, TransformTest, Transform
 from control.service import transforms as service
 from control.service.destinations import crud as destinations_service
 
+DestinationId = Annotated[str, msgspec.Meta(description="The destination's id (`dst_` and a ULID)")]
+
 
 class DestinationTransform(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    transform: TransformSource | None
-    """The new code (checked: it must compile and define `handler`), or null to remove it."""
+    transform: (
+        Annotated[
+            TransformSource,
+            msgspec.Meta(
+                description="The new code (checked: it must compile and define `handler`), or null to remove it"
+            ),
+        ]
+        | None
+    )
 
 
 @tool("TestTransformation", idempotent=True)
@@ -24,7 +35,9 @@ async def test_transformation(call: Call, data: TransformTest) -> TransformTestR
 
 
 @tool(idempotent=True)
-async def update_destination_transform(call: Call, destination_id: str, data: DestinationTransform) -> Destination:
+async def update_destination_transform(
+    call: Call, destination_id: DestinationId, data: DestinationTransform
+) -> Destination:
     """Set (or with null remove) the JavaScript `handler(request, context)` every delivery to a destination
     runs through: it returns the request to send, any field changed, or null to skip the delivery.
 

@@ -25,7 +25,7 @@ from control.service.endpoints import require_endpoint, require_event
 from control.support.body_encoding import BodyEncoding, shown_body
 from control.support.long_poll import ENDPOINT_GONE, Wakeups
 from control.support.page_cursors import decode_cursor, encode_cursor
-from control.support.parameter_messages import check_limit, out_of_range
+from control.support.parameter_messages import check_limit, not_an_instant, out_of_range, shown
 from control.support.provider_checks import provider_name
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
@@ -92,9 +92,7 @@ def _instant(value: str | None, field: str, *, upper: bool) -> datetime | None:
         return None
     text = _text(value, field) or ""
     text = text.upper()  # RFC 3339 allows a lowercase "t" and "z"; Python parses only capitals
-    invalid = ValidationError(
-        f"{field}: {value!r} is not an ISO 8601 date-time (2026-11-21T10:00:00Z) or date (2026-11-21)"
-    )
+    invalid = ValidationError(not_an_instant(field, value))
     leap = _LEAP_SECOND.search(text)
     if leap:  # the leap second counts as the last microsecond of the second before it
         text = text[: leap.start()] + leap.group(1) + ":59.999999" + re.sub(r"^\.\d+", "", text[leap.end() :])
@@ -111,7 +109,7 @@ def _instant(value: str | None, field: str, *, upper: bool) -> datetime | None:
         local, at = day, None
     if not FILTER_YEARS[0] <= local.year <= FILTER_YEARS[1]:
         raise ValidationError(
-            f"{field}: {value!r} is out of range; the year must be between {FILTER_YEARS[0]:04d} and "
+            f"{field}: {shown(value)} is out of range; the year must be between {FILTER_YEARS[0]:04d} and "
             f"{FILTER_YEARS[1]} (at the ends of the calendar a UTC offset can move an instant out of it)"
         )
     if at is None:
@@ -140,7 +138,7 @@ def event_filters(
     method = _text(method, "method")
     if method is not None:
         if not method.isascii() or not method.isalpha():
-            raise ValidationError(f"method: {method!r} is not an HTTP method (letters only, any case)")
+            raise ValidationError(f"method: {shown(method)} is not an HTTP method (letters only, any case)")
         method = method.upper()
     q = _text(q, "q")
     search = None
