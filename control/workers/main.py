@@ -94,10 +94,16 @@ async def worker_context(settings: Settings) -> AsyncIterator[Context]:
         await pool.close()
 
 
-def build_loops(ctx: Context, names: list[str] | tuple[str, ...]) -> list[Loop]:
+def check_names(names: list[str] | tuple[str, ...]) -> None:
+    """Refuses a loop name no factory has: asked before anything starts, so a mistyped command line is its one
+    line (not after the start's warnings and connections)."""
     unknown = [n for n in names if n not in _FACTORIES]
     if unknown:
         raise ConfigError(f"unknown worker loop(s) {', '.join(unknown)}; choose from {', '.join(LOOP_NAMES)}")
+
+
+def build_loops(ctx: Context, names: list[str] | tuple[str, ...]) -> list[Loop]:
+    check_names(names)
     return [loop for n in (names or LOOP_NAMES) for loop in _FACTORIES[n](ctx)]
 
 
@@ -106,6 +112,7 @@ async def run(settings: Settings, names: list[str] | tuple[str, ...] = (), *, bu
     stop = asyncio.Event()
     if tuple(names) == ("learn",):  # background work alone in its process: the flush and Postgres come first
         lower_priority()
+    check_names(names)
     async with worker_context(settings) as ctx, serve_worker_metrics(ctx):
         loops = build_loops(ctx, names)
         log.info("%s", started_line(settings, names, loops, cluster=await cluster_masters(ctx.redis)))

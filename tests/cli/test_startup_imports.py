@@ -5,6 +5,7 @@ counted, not timed: the list holds on any machine, loaded or not."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -74,6 +75,7 @@ def test_a_child_of_up_execs_granian_without_the_servers_libraries(server: str) 
     """``hookyard up`` starts ``edge`` and ``control`` with ``--parent-pid``: tying themselves to it imported
     all of ``control.cli.up`` (asyncpg, redis, the workers), 0.45 s of CPU each, only to exec granian."""
     env = {**os.environ, "DATABASE_URL": "postgresql://x@127.0.0.1:9/x", "REDIS_URL": "redis://127.0.0.1:9"}
+    env["HOOKYARD_ENCRYPTION_KEYS"] = "k1:" + base64.b64encode(bytes(32)).decode()  # `up` always hands one down
     done = subprocess.run(
         [sys.executable, "-c", EXEC_PROBE, server, "--port", "9"],
         capture_output=True,

@@ -105,15 +105,15 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
     if args.parent_pid is not None:
         bind_to_parent(args.parent_pid)
-    if not edge:  # checked and warned about here, before granian: its workers' lines come later, repeated
-        from control.db.keyring import warn_if_clear
-        from control.support.sealing import keyring_of
+    if not edge and not settings.encryption_keys:  # warned here, before granian: its workers' lines come later
+        from control.db.keyring import warn_if_clear  # only then: a child of `up` (always keyed) execs granian
+        from control.support.sealing import keyring_of  # without the servers' libraries (test_startup_imports)
 
         warn_if_clear(keyring_of(settings.encryption_keys))
-        if args.parent_pid is None:  # under `up`, up has just migrated this database
-            from control.db.reach import check_database
+    if not edge and args.parent_pid is None:  # under `up`, up has just migrated this database
+        from control.db.reach import check_database
 
-            run(lambda: check_database(settings.database_url or "", who="control"))  # missing: exit 2, one line
+        run(lambda: check_database(settings.database_url or "", who="control"))  # missing: exit 2, one line
     tracing = otel_config.describe(metrics=not edge)  # the edge exports spans only
     if tracing is not None and args.parent_pid is None:  # under `up`, its banner says it
         log.info("%s: %s", args.command, tracing)
