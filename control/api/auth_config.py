@@ -49,10 +49,7 @@ class AuthConfigController(Controller):
     ) -> AuthConfig:
         """Changes verification; fields left out stay. No algorithm is set by hand: with `provider` the
         scheme is that provider's; without (`null`), it is recognised per request from its headers (the
-        standard provider signature headers, or `header_name`'s value). With `on_failure` `reject` a request
-        that fails verification is refused (401) and not stored; with `accept_log` it is stored with
-        `signature_valid: false` and its `signature_failure_reason`. `log_blocked_ips` stores requests the
-        allowlist blocks (with `ip_allowed: false`, never routed). Applies on the edge within a second."""
+        standard provider signature headers, or `header_name`'s value). Applies on the edge within a second."""
         return await service.update_auth_config(ctx, principal, endpoint_id, data)
 
     @post(

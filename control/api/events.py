@@ -167,10 +167,9 @@ class EndpointEventController(Controller):
         ] = None,
     ) -> Response[EventWait]:
         """Long poll: blocks until a matching event arrives or `timeout` seconds pass. /v1 answers 200
-        `{event}`, or 204 with no body when the time is up; the MCP tool returns `event` null and `timed_out`
-        true instead (not an error). With `since`, a match already stored at or after it returns at once; without, only
-        events arriving during the call count. Non-matching events do not end the wait; when several
-        match, the earliest received is returned.
+        `{event}`, or 204 with no body when the time is up. With `since`, a match already stored at or after
+        it returns at once; without, only events arriving during the call count. Non-matching events do not
+        end the wait; when several match, the earliest received is returned.
 
         With `after` (what `hookyard listen` uses), nothing is missed between calls: pass each answer's
         `cursor` back and every match is answered once, in the order the events were stored, across

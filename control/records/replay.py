@@ -92,9 +92,8 @@ class ReplayRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             msgspec.Meta(
                 min_length=16,
                 extra_json_schema=SECRET_FIELD,
-                description="Secret to re-sign what is actually sent with, in the event's own provider scheme "
-                "(Standard Webhooks for unattributed events); null: sent with the captured signature. Any "
-                "text: never stored, only used as the HMAC key",
+                description="Secret to re-sign with (see the operation); null: sent with the captured "
+                "signature. Any text: never stored, only used as the HMAC key",
             ),
         ]
         | None
