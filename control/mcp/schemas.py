@@ -3,7 +3,8 @@
 Input. A tool that mirrors a /v1 operation takes exactly that operation's inputs (path and query
 parameters, and the fields of its JSON body) with exactly their documented constraints, copied from the
 app's own OpenAPI document: the document is tested to be as strict as the server (schemathesis, the
-bad-input tests), so the tool schemas are too, and cannot drift from it. A tool of its own (no /v1
+bad-input tests), so the tool schemas are too, and cannot drift from it; only an optional parameter also
+takes null, which a URL cannot say and a tool reads as "not given". A tool of its own (no /v1
 operation) is described by its argument records, through msgspec, like any record.
 
 Output. The record a tool returns, through ``msgspec.json.schema``: the structured content is
@@ -151,12 +152,28 @@ def operation_parameters(document: dict[str, Any], operation_id: str) -> dict[st
     return parameters
 
 
+# What a client reads off the property itself (an agent its description, a form its default), not off a branch.
+_ANNOTATIONS = ("title", "description", "default", "examples", "deprecated")
+
+
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional parameter's schema that also takes null: the server reads a null one as "not given"
+    (``control.mcp.parameters.given``), so a client that validates arguments must not refuse it. Its constraints
+    go into the first branch, where they apply to the value and not to null; its annotations stay at the top.
+    The parameter checker keeps the plain schema (``operation_parameters``): it sees no null."""
+    branch = {k: v for k, v in schema.items() if k not in _ANNOTATIONS}
+    return {"anyOf": [branch, {"type": "null"}], **{k: v for k, v in schema.items() if k in _ANNOTATIONS}}
+
+
 def operation_input_schema(document: dict[str, Any], operation_id: str) -> dict[str, Any]:
     """The operation's path and query parameters and its JSON body's fields as one object schema."""
     _, _, operation = find_operation(document, operation_id)
     components = document.get("components", {}).get("schemas", {})
-    properties: dict[str, Any] = operation_parameters(document, operation_id)
     required = [p["name"] for p in operation.get("parameters", []) if p.get("required")]
+    properties: dict[str, Any] = {
+        name: schema if name in required else _or_null(schema)
+        for name, schema in operation_parameters(document, operation_id).items()
+    }
     extra: dict[str, Any] = {}
     body = operation.get("requestBody")
     if body is not None:

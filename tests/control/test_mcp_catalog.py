@@ -118,15 +118,16 @@ def test_input_schemas_are_the_documents(document: dict[str, Any], catalog: Cata
     assert create["name"] == components["EndpointCreate"]["properties"]["name"]
     assert create["name"]["pattern"] == r"^[^\x00]*[^\x00-\x20\x7f][^\x00]*$"  # the documented rule, not msgspec's
     listing = by_name["list_events"].input_schema["properties"]
+    # An optional parameter: the document's constraints in a branch beside null (the server reads a null one as
+    # "not given"), its description and default where a client reads them, on the property.
     assert listing["limit"] == {
-        "type": "integer",
-        "maximum": 100.0,
-        "minimum": 1.0,
+        "anyOf": [{"type": "integer", "maximum": 100.0, "minimum": 1.0}, {"type": "null"}],
         "description": "Page size",
         "default": 20,
     }
-    assert listing["endpoint_id"]["pattern"] == "^ep_[0-7][0-9A-HJKMNP-TV-Z]{25}$"
-    assert listing["signature_valid"]["type"] == "boolean"
+    assert listing["endpoint_id"]["pattern"] == "^ep_[0-7][0-9A-HJKMNP-TV-Z]{25}$"  # a path parameter: required
+    assert listing["signature_valid"]["anyOf"] == [{"type": "boolean"}, {"type": "null"}]
+    assert "anyOf" not in listing["endpoint_id"], "a required parameter is the document's alone"
     assert set(listing) == {
         "endpoint_id",
         "since",
@@ -140,7 +141,7 @@ def test_input_schemas_are_the_documents(document: dict[str, Any], catalog: Cata
         "cursor",
     }
     wait = by_name["wait_for_event"].input_schema["properties"]["timeout"]
-    assert (wait["minimum"], wait["maximum"], wait["default"]) == (1, 55, 30)
+    assert (wait["anyOf"][0]["minimum"], wait["anyOf"][0]["maximum"], wait["default"]) == (1, 55, 30)
     destination = by_name["create_destination"].input_schema
     assert destination["not"] == components["DestinationCreate"]["not"]  # rules between fields come along
     validator = jsonschema.Draft202012Validator(destination)

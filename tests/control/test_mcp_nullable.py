@@ -1,8 +1,9 @@
 """The tools as an agent lists them (the official client, in process), checked with ``jsonschema`` against
 what the server decodes: a field whose record takes ``null`` validates ``null`` (a nullable enum once listed
 only its strings, so a validating client refused ``{"provider": null}``, which the server takes and
-documents), every parameter has a description, and the descriptions say what each surface answers. The
-cases come from the tools' own argument records, not a list."""
+documents), every optional /v1 parameter validates ``null`` (the server reads it as "not given") and every
+required one refuses it, every parameter has a description, and the descriptions say what each surface
+answers. The cases come from the tools' own argument records and the OpenAPI document, not a list."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from control.app import create_app
 from control.mcp.registry import TOOLS
-from control.mcp.schemas import operation_parameters
+from control.mcp.schemas import find_operation, operation_parameters, plain_parameters
 from shared.settings import load_settings
 from tests.events_support import live_app
 from tests.mcp_client import connected
@@ -44,8 +45,8 @@ def _accepts_null(kind: Any) -> bool:
 
 def _nullable(tool: str, document: dict[str, Any]) -> Iterator[str]:
     """The tool's record fields that take null (the /v1 bodies and argument records). Not the /v1 query
-    parameters (nor plain arguments, their like): a URL has no null, and a null given for one is "not given",
-    dropped before any check (``control.mcp.parameters``)."""
+    parameters (nor plain arguments, their like): a URL has no null, and a null given for an optional one is
+    "not given", dropped before any check (``control.mcp.parameters``); ``_parameters`` has those."""
     spec = TOOLS[tool]
     query = operation_parameters(document, spec.operation) if spec.operation else {}
     for record in spec.arguments.records.values():
@@ -72,6 +73,41 @@ async def test_every_nullable_argument_validates_null(settings, account, documen
     assert not update.is_valid({"endpoint_id": endpoint, "provider": "no-such-provider"})
     send = jsonschema.Draft202012Validator(tools["send_test_webhook"].input_schema)
     assert send.is_valid({"endpoint_id": endpoint, "provider": "stripe", "event_type": None})
+
+
+def _parameters(tool: str, document: dict[str, Any], required: list[str]) -> Iterator[tuple[str, bool]]:
+    """(name, required) of each of the tool's /v1 path and query parameters, as the document declares them;
+    for a tool of its own, its plain arguments (required as its schema says)."""
+    spec = TOOLS[tool]
+    if spec.operation is None:
+        yield from ((name, name in required) for name in plain_parameters(spec.arguments))
+        return
+    for parameter in find_operation(document, spec.operation)[2].get("parameters", []):
+        yield parameter["name"], bool(parameter.get("required"))
+
+
+async def test_optional_parameters_validate_null_required_refuse_it(settings, account, document) -> None:
+    """The server reads a null optional parameter as "not given" (``control.mcp.parameters.given``) and refuses
+    a null required one; a client validating against the listed schema must agree with both. Its constraints
+    still hold for any other value."""
+    tools, optional, required = await _listed(settings, account), set(), set()
+    for name, tool in tools.items():
+        schema = tool.input_schema
+        for parameter, needed in _parameters(name, document, schema["required"]):
+            prop = {**schema["properties"][parameter], "$defs": schema.get("$defs", {})}
+            takes_null = jsonschema.Draft202012Validator(prop).is_valid(None)
+            assert takes_null is not needed, f"{name}.{parameter} (required: {needed}): null valid is {takes_null}"
+            (required if needed else optional).add(f"{name}.{parameter}")
+            assert (parameter in schema["required"]) is needed, f"{name}.{parameter}"
+    assert {"list_events.since", "list_events.limit", "list_deliveries.success", "wait_for_event.timeout"} <= optional
+    assert {"get_event.event_id", "wait_for_event.endpoint_id"} <= required
+    listing = jsonschema.Draft202012Validator(tools["list_events"].input_schema)
+    endpoint = {"endpoint_id": "ep_01KAAAAAAAAAAAAAAAAAAAAAAA"}
+    assert listing.is_valid({**endpoint, "since": None, "provider": None, "limit": None, "signature_valid": None})
+    assert not listing.is_valid({**endpoint, "limit": 0}), "the document's range still applies to a number"
+    assert not listing.is_valid({**endpoint, "provider": "no-such-provider"})
+    assert not listing.is_valid({"endpoint_id": None})
+    assert not jsonschema.Draft202012Validator(tools["get_event"].input_schema).is_valid({"event_id": None})
 
 
 def test_v1_document_takes_null_where_its_records_do(document: dict[str, Any]) -> None:

@@ -58,5 +58,5 @@ def test_the_mcp_tool_takes_union_as_a_boolean() -> None:
     catalog = Catalog(TOOLS)
     catalog.bind(app.openapi_schema.to_schema())
     tool = next(t for t in catalog.tools if t.name == "get_schema_types")
-    assert tool.input_schema["properties"]["union"]["type"] == "boolean"
+    assert tool.input_schema["properties"]["union"]["anyOf"] == [{"type": "boolean"}, {"type": "null"}]  # optional
     assert "union" not in tool.input_schema.get("required", [])
