@@ -8,9 +8,10 @@ has no second answer to swap in), and checks the socket's peer address once more
 separately from the address connected to. Proxies from the environment are ignored (``trust_env=False``):
 through a proxy the connected address would be the proxy's.
 
-Refused (``public``): loopback, private (RFC 1918, ULA), link-local, CGNAT 100.64/10, multicast,
-unspecified, reserved and every other non-global range, cloud metadata (169.254.169.254,
-fd00:ec2::254), and IPv6 forms that embed such an IPv4 address (mapped, 6to4, NAT64).
+Refused (``public``): the ranges ``control.support.internal_addresses`` classifies (loopback, private,
+link-local, CGNAT, metadata, IPv6 forms embedding those...). A URL whose host is already such an address
+(an IP literal, ``localhost``) is refused earlier, when written (``control.support.url_checks``): that
+says nothing the caller did not write. A name is only ever judged here.
 
 What the caller learns (``public``): a refused address and a name that does not resolve are one answer,
 ``REFUSED``, word for word, and both are permanent failures. Anything else (which address a name resolved
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 import logging
 import os
 import socket
@@ -41,6 +41,7 @@ import httpx
 
 from control.delivery.transport import Connector, Transport
 from control.delivery.transport.timings import mark
+from control.support.internal_addresses import refusal
 from shared.errors import EgressRefusedError
 
 __all__ = ("REFUSED", "client", "connector", "refusal")
@@ -49,49 +50,6 @@ log = logging.getLogger("hookyard.control.egress")
 
 REFUSED = "egress refused: the host does not resolve to a public address (HOOKYARD_EGRESS=public)"
 """The one message of every refusal under ``public``: no host, no address, no reason (see above)."""
-
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-def _embedded_v4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
-
-
-def refusal(address: str) -> str | None:
-    """Why ``public`` egress refuses this IP address, or None when it may be connected to."""
-    ip: IPAddress = ipaddress.ip_address(address.split("%", 1)[0])  # drop an IPv6 zone id
-    if isinstance(ip, ipaddress.IPv6Address) and (v4 := _embedded_v4(ip)) is not None:
-        reason = refusal(str(v4))
-        return None if reason is None else f"{reason} (embedded in {ip})"
-    if ip in _METADATA:
-        kind = "a cloud metadata address"
-    elif ip.is_loopback:
-        kind = "a loopback address"
-    elif ip.is_unspecified:
-        kind = "the unspecified address"
-    elif ip.is_link_local:
-        kind = "a link-local address"
-    elif ip.is_multicast:
-        kind = "a multicast address"
-    elif isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT:
-        kind = "a CGNAT (100.64/10) address"
-    elif ip.is_private:
-        kind = "a private address"
-    elif ip.is_reserved or not ip.is_global:
-        kind = "a reserved or non-global address"
-    else:
-        return None
-    return f"{ip} is {kind}"
 
 
 def _refused(host: str, port: int, detail: str) -> EgressRefusedError:

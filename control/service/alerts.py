@@ -1,8 +1,9 @@
 """Alert destinations (per account) and the record of alerts: what fired, when, for what, and each attempt.
 
-Alert destinations are checked as destinations are (``check_url``): shape here, reachability by the egress
-policy when an alert is sent. Each has its own Standard Webhooks signing secret, sealed at rest and shown
-only on create and rotation. /v1 and the MCP tools call these same functions.
+Alert destinations are checked as destinations are (``check_outbound_url``): shape and internal literals
+here, what a name resolves to by the egress policy when an alert is sent. Each has its own Standard Webhooks
+signing secret, sealed at rest and shown only on create and rotation. /v1 and the MCP tools call these same
+functions.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from control.support import sealing
 from control.support.page_cursors import decode_cursor, encode_cursor
 from control.support.parameter_messages import check_limit
 from control.support.text_checks import check_name
-from control.support.url_checks import check_url
+from control.support.url_checks import check_outbound_url
 from shared import ids
 from shared.errors import NotFoundError, QuotaExceededError, ValidationError
 
@@ -104,7 +105,7 @@ async def create_alert_destination(
     ctx: Context, principal: Principal, data: AlertDestinationCreate
 ) -> AlertDestinationCreated:
     require_write(principal)
-    url = check_url(data.url)
+    url = check_outbound_url(data.url, ctx.settings.egress)
     check_name(data.name, "name")
     events = _events(data.events)
     secret = ids.signing_secret()
@@ -134,7 +135,7 @@ async def update_alert_destination(
     require_write(principal)
     changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
     if "url" in changes:
-        changes["url"] = check_url(changes["url"])
+        changes["url"] = check_outbound_url(changes["url"], ctx.settings.egress)
     check_name(changes.get("name"), "name")
     if "events" in changes:
         changes["events"] = _events(changes["events"])

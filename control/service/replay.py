@@ -64,7 +64,7 @@ from control.service.transforms import run_once
 from control.support import sealing
 from control.support.body_encoding import shown_body
 from control.support.rate_limits import charge_send
-from control.support.url_checks import check_url
+from control.support.url_checks import check_outbound_url
 from control.transform.apply import Outgoing, event_context
 from shared import ids
 from shared.errors import ConflictError, ValidationError
@@ -279,7 +279,7 @@ async def replay_event(ctx: Context, principal: Principal, event_id: str, data: 
     require_write(principal)
     if data.url is None and data.destination_id is None:
         raise ValidationError(_NO_TARGET)
-    url = None if data.url is None else check_url(data.url, where="url")
+    url = None if data.url is None else check_outbound_url(data.url, ctx.settings.egress)
     extra = _check_headers(data.headers)
     chosen = data.signature_header
     chosen_header = _header_name(chosen, "signature_header") if chosen is not msgspec.UNSET else None

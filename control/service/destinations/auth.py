@@ -33,7 +33,7 @@ from control.records.destination_auth import (
 from control.records.destinations import RESERVED_HEADERS, RESERVED_PREFIX
 from control.records.storable import check_text
 from control.support import sealing
-from control.support.url_checks import check_url
+from control.support.url_checks import check_outbound_url
 from shared.errors import ValidationError
 
 __all__ = (
@@ -76,9 +76,9 @@ def check_https(url: str, *, mtls: bool, tls_ca: bool) -> None:
         raise ValidationError("tls_ca: the server's certificate is checked only over TLS, so the url must be https")
 
 
-def check_auth(auth: DestinationAuth) -> dict[str, Any]:
+def check_auth(auth: DestinationAuth, egress: str) -> dict[str, Any]:
     """What reads show of ``auth`` (``auth_shown``), once every field is known to be usable; ValidationError
-    naming the field otherwise."""
+    naming the field otherwise. ``egress`` is the policy a token endpoint is reached under."""
     for field in auth.__struct_fields__:
         check_text(getattr(auth, field), f"auth.{field}")
     if isinstance(auth, BasicAuth):
@@ -95,7 +95,7 @@ def check_auth(auth: DestinationAuth) -> dict[str, Any]:
             raise ValidationError(f"auth.name: {name} is set by hookyard on every delivery and cannot carry auth")
         return {"type": "header", "name": name}
     if isinstance(auth, OAuth2ClientCredentials):
-        check_url(auth.token_url, where="auth.token_url")
+        check_outbound_url(auth.token_url, egress, where="auth.token_url")
         if "@" in urlsplit(auth.token_url).netloc:
             raise ValidationError("auth.token_url: no user info; the client authenticates with client_secret")
         return {

@@ -1,8 +1,10 @@
 """Destinations: where an endpoint's rules forward events. Creating one may create its rule too.
 
-URLs are checked for shape only (absolute http/https); which addresses may be reached is the egress
-policy's business at connect time, so a destination on a private address can be stored and is refused
-(or not) when delivered to. Custom headers are refused when the delivery itself owns them.
+URLs are checked for shape (absolute http/https) and, under ``HOOKYARD_EGRESS=public``, for a host every
+delivery would be refused for as written (an internal IP literal, ``localhost``: ``check_outbound_url``).
+What a name resolves to is the egress policy's business at connect time, so a destination whose name
+resolves to a private address can be stored and is refused (or not) when delivered to. Custom headers are
+refused when the delivery itself owns them.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from control.service.stats import destination_health
 from control.service.transforms import check_transform
 from control.support import sealing
 from control.support.text_checks import check_name
-from control.support.url_checks import check_url
+from control.support.url_checks import check_outbound_url
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 from shared.logs import safe_url
@@ -158,8 +160,8 @@ async def create_destination(
 ) -> DestinationCreated:
     """The destination and, with ``forward_all`` or ``condition_tree``, its rule: one transaction."""
     require_write(principal)
-    url, auth = _credentials(check_url(data.url), data.auth)
-    shown = None if auth is None else check_auth(auth)
+    url, auth = _credentials(check_outbound_url(data.url, ctx.settings.egress), data.auth)
+    shown = None if auth is None else check_auth(auth, ctx.settings.egress)
     tls_ca = None if data.tls_ca is None else check_tls_ca(data.tls_ca)
     check_https(url, mtls=isinstance(auth, MtlsAuth), tls_ca=tls_ca is not None)
     check_name(data.name, "name")
@@ -230,12 +232,13 @@ async def update_destination(
 ) -> Destination:
     require_write(principal)
     changes = {f: v for f in data.__struct_fields__ if (v := getattr(data, f)) is not msgspec.UNSET}
+    egress = ctx.settings.egress
     if "url" in changes:
-        changes["url"], from_url = _credentials(check_url(changes["url"]), changes.get("auth"))
+        changes["url"], from_url = _credentials(check_outbound_url(changes["url"], egress), changes.get("auth"))
         if from_url is not None:
             changes["auth"] = from_url
     auth_given, tls_given = "auth" in changes, "tls_ca" in changes
-    shown = None if changes.get("auth") is None else check_auth(changes["auth"])
+    shown = None if changes.get("auth") is None else check_auth(changes["auth"], egress)
     if changes.get("tls_ca") is not None:
         changes["tls_ca"] = check_tls_ca(changes["tls_ca"])
     check_name(changes.get("name"), "name")

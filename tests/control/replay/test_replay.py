@@ -295,9 +295,19 @@ async def test_replay_obeys_the_egress_policy(settings: Settings, account: Accou
     async with AsyncTestClient(app=create_app(public)) as client:
         ids = await stored_event(client, account, database_url)
         for url in ("http://127.0.0.1:9/x", "http://localhost:9/x", "http://169.254.169.254/latest", "http://[::1]:9/"):
-            outcome = await _replay(client, account, ids["event"], url=url)
-            assert outcome["success"] is False
-            assert outcome["error"].startswith("egress refused"), outcome
+            # An internal host as written: refused at once (tests/security/test_egress_at_write.py).
+            response = await client.post(
+                f"/v1/events/{ids['event']}/replay", json={"url": url}, headers=account.headers
+            )
+            assert response.status_code == 400, response.text
+            assert response.json()["error"]["code"] == "validation_error"
+            # The same URL on a destination stored before that check, and a name: refused when sent.
+            async with db(database_url) as conn:
+                destination_id = await add_destination(conn, ids["endpoint"], url)
+            for body in ({"destination_id": destination_id}, {"url": "http://internal.invalid:9/x"}):
+                outcome = await _replay(client, account, ids["event"], **body)
+                assert outcome["success"] is False
+                assert outcome["error"].startswith("egress refused"), outcome
 
 
 async def test_replay_to_a_destination_url_is_attributed_to_it(
