@@ -125,8 +125,10 @@ async def endpoint_with_destination(
 
 
 @contextlib.asynccontextmanager
-async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
-    """A connection to the test's database with hookyard's jsonb codec."""
+async def db(database_url: str | None) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to the test's database with hookyard's jsonb codec. Takes ``Settings.database_url`` as
+    typed (optional: a setting `up` may fill in); every test's settings name a database, so None is a fault."""
+    assert database_url is not None, "the test's settings name no database"
     conn = await connect(database_url)
     try:
         yield conn

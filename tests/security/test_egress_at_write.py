@@ -61,7 +61,7 @@ async def _fields(client: AsyncTestClient, account: Account, settings: Settings)
     assert alerting.status_code == 201, alerting.text
     adst = alerting.json()["id"]
     event = Ev(endpoint_id=endpoint)
-    async with db(settings.database_url) as conn:  # type: ignore[arg-type]
+    async with db(settings.database_url) as conn:
         await store(conn, None, None, [event])
     created, patched = f"/v1/endpoints/{endpoint}/destinations", f"/v1/destinations/{dst}"
     return [

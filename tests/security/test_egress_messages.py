@@ -82,7 +82,7 @@ async def test_every_refusal_reads_the_same_and_names_no_address(
     temporary, token = started.json()["endpoint_id"], started.json()["api_token"]
     client.cookies.clear()  # the agent holds the token only
     ours, theirs = Ev(endpoint_id=endpoint), Ev(endpoint_id=temporary)
-    async with db(settings.database_url) as conn:  # type: ignore[arg-type]
+    async with db(settings.database_url) as conn:
         await store(conn, None, None, [ours, theirs])
         on_temporary = {url: await add_destination(conn, temporary, url) for url in urls}
 
@@ -97,7 +97,7 @@ async def test_every_refusal_reads_the_same_and_names_no_address(
         made = await client.post(f"/v1/endpoints/{endpoint}/destinations", json={"url": url}, headers=account.headers)
         if url in written:
             assert (replayed.status_code, made.status_code) == (400, 400), (replayed.text, made.text)
-            async with db(settings.database_url) as conn:  # type: ignore[arg-type]
+            async with db(settings.database_url) as conn:
                 destination_id = await add_destination(conn, endpoint, url)
         else:
             assert (replayed.status_code, made.status_code) == (200, 201), (replayed.text, made.text)

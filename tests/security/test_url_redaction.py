@@ -74,7 +74,7 @@ async def test_a_run_with_a_secret_url_logs_and_reports_only_its_origin(
     ok = await _destination(client, account, endpoint, working)
     down = await _destination(client, account, endpoint, dead)
     ev = Ev(endpoint_id=endpoint)
-    async with db(settings.database_url) as conn:  # type: ignore[arg-type]
+    async with db(settings.database_url) as conn:
         await store(conn, None, None, [ev])
         tasks = {
             name: await store_task(
