@@ -75,3 +75,14 @@ def test_control_waits_for_a_postgres_that_does_not_answer(settings: Settings, t
         stack.stop_all()
     assert f"control: DATABASE_URL postgresql://127.0.0.1:{port} does not answer yet (" in said, said
     assert "s3cret-pw" not in log.read_text()
+
+
+def test_control_refuses_its_api_port_as_its_metrics_port(settings: Settings, tmp_path: Path) -> None:
+    """``/metrics`` left the API port (ADR 0095); the same number for both would put it back there, or lose
+    the lifespan to a bind error naming neither setting. Said at start, by name, exit 2."""
+    port = free_port()
+    env = {**Stack(settings, tmp_path).env, "HOOKYARD_CONTROL_METRICS_PORT": str(port)}
+    done = cli(env, "control", "--port", str(port))
+    assert done.returncode == 2, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
+    assert said.startswith(f"hookyard: HOOKYARD_CONTROL_METRICS_PORT={port} is control's API port"), said
