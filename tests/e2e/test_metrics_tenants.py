@@ -81,24 +81,26 @@ async def test_the_operator_scrapes_control_on_its_metrics_port(settings: Settin
     """Two granian workers both listen on the port (``SO_REUSEPORT``); every scrape, on a new connection
     each, is a whole exposition with the backlog per destination and the control plane's own gauges."""
     worker_port, control_port = free_port(), free_port()
-    stack = Stack(
-        settings,
-        tmp_path,
-        HOOKYARD_WORKER_METRICS_PORT=str(worker_port),
-        HOOKYARD_CONTROL_METRICS_PORT=str(control_port),
-    )
+    ports = {"HOOKYARD_WORKER_METRICS_PORT": worker_port, "HOOKYARD_CONTROL_METRICS_PORT": control_port}
+    stack = Stack(settings, tmp_path, **ports)
     try:
         stack.start("control", "control", "--port", str(stack.control_port), "--workers", "2", port=stack.control_port)
         stack.start_edge()
         stack.start_worker("worker", "flush")
         operator = f"http://127.0.0.1:{control_port}"
         _, secret = await _waiting_backlog(stack, settings, operator)
+        backlog = f'hookyard_delivery_backlog{{destination_id="{secret[2]}"}} 1.0'
         async with httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0)) as client:
-            scrapes = await asyncio.gather(*(client.get(operator + "/metrics") for _ in range(12)))
-            assert {s.status_code for s in scrapes} == {200}
+
+            async def every_worker_read() -> list[httpx.Response] | None:
+                """Each granian worker reads the backlog on its own 5 s timer: the second may not have yet."""
+                scrapes = await asyncio.gather(*(client.get(operator + "/metrics") for _ in range(12)))
+                assert {s.status_code for s in scrapes} == {200}
+                return scrapes if all(backlog in s.text for s in scrapes) else None
+
+            scrapes = await wait_for(every_worker_read, timeout=15, interval=0.5)
             for scrape in scrapes:
                 assert scrape.headers["content-type"].startswith("text/plain")
-                assert f'hookyard_delivery_backlog{{destination_id="{secret[2]}"}} 1.0' in scrape.text
                 assert "hookyard_wait_waiters " in scrape.text
                 assert 'hookyard_circuits{state="closed"}' in scrape.text
             live = await client.get(operator + "/livez")
