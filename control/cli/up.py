@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import shlex
 import signal
-import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -39,6 +37,7 @@ import redis.asyncio as aioredis
 from control.cli.embedded import EmbeddedServers, start_embedded
 from control.cli.instance import instance_of_this_process, read_instance, remove_instance, write_instance
 from control.cli.local_key import LocalKey, ensure_local_key
+from control.cli.ports import check_port
 from control.db import connect
 from control.db.keyring import data_dir_keys
 from control.db.migrate import migrate, pending
@@ -130,21 +129,8 @@ def check_ports(settings: Settings) -> None:
     """A port already taken is the most common reason ``up`` fails; say which, before starting anything."""
     if settings.edge_port == settings.control_port:
         raise ConfigError(f"HOOKYARD_CONTROL_PORT: the edge and control ports are both {settings.edge_port}")
-    for var, flag, port in (
-        ("HOOKYARD_EDGE_PORT", "--edge-port", settings.edge_port),
-        ("HOOKYARD_CONTROL_PORT", "--control-port", settings.control_port),
-    ):
-        try:
-            family, kind, proto, _, address = socket.getaddrinfo(
-                settings.host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-            )[0]
-            with socket.socket(family, kind, proto) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise ConfigError(f"{var}: port {port} on {settings.host} is in use; choose another ({flag})") from None
-            raise ConfigError(f"HOOKYARD_HOST: cannot listen on {settings.host}:{port}: {exc}") from None
+    check_port(settings.host, settings.edge_port, "HOOKYARD_EDGE_PORT", "--edge-port")
+    check_port(settings.host, settings.control_port, "HOOKYARD_CONTROL_PORT", "--control-port")
 
 
 def _local_url(host: str, port: int) -> str:
