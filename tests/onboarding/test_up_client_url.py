@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from control.cli.up import _client_url_elsewhere
-from tests.onboarding.clirun import Up, clean_env, project_dir
+from tests.onboarding.clirun import clean_env, project_dir, up_in
 from tests.stack import free_port
 
 pytestmark = pytest.mark.slow
@@ -16,25 +16,13 @@ pytestmark = pytest.mark.slow
 
 def test_up_says_that_the_shells_control_url_names_another_instance() -> None:
     other = f"http://127.0.0.1:{free_port()}"
-    with project_dir("hookyard-client-url-") as project:
-        running = Up(
-            clean_env(HOOKYARD_CONTROL_URL=other),
-            project / "up.log",
-            edge_port=free_port(),
-            control_port=free_port(),
-            cwd=project,
-            data_dir=project / ".hookyard",
-        )
-        try:
-            running.wait_up()
-            said = running.wait_for_output(r"^.*HOOKYARD_CONTROL_URL is .*$").group(0)
-        finally:
-            running.kill()
-    assert said.endswith(
-        f"HOOKYARD_CONTROL_URL is {other}, not this up's {running.control_url}: the client commands run with it "
-        "(listen, trigger, tail, open) talk to that control plane instead; unset it (unset HOOKYARD_CONTROL_URL) "
-        f"or set it to {running.control_url}"
-    ), said
+    with project_dir("hookyard-client-url-") as project, up_in(project, clean_env(HOOKYARD_CONTROL_URL=other)) as up:
+        said = up.wait_for_output(r"^.*HOOKYARD_CONTROL_URL is .*$").group(0)
+        assert said.endswith(
+            f"HOOKYARD_CONTROL_URL is {other}, not this up's {up.control_url}: the client commands run with it "
+            "(listen, trigger, tail, open) talk to that control plane instead; unset it (unset HOOKYARD_CONTROL_URL) "
+            f"or set it to {up.control_url}"
+        ), said
 
 
 @pytest.mark.parametrize("given", ["", "http://127.0.0.1:8000", "http://localhost:8000/", "HTTP://127.0.0.1:8000"])
