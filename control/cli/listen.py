@@ -192,9 +192,9 @@ async def _patiently(
 async def _ingest_said(
     remote: Remote, endpoint: dict[str, Any], out: _Out, epoch: int, whose: str = "", *, say: bool = True
 ) -> None:
-    """After an outage (``out.outage.epoch`` has moved on from ``epoch``, its count before the call):
-    ``endpoint``'s ingest URL as the control plane reports it now, kept in ``endpoint`` and, unless not
-    ``say`` (before the "Ready" line names it), said once, when the edge has moved (``Remote.ingest_moved``)."""
+    """After an outage (``out.outage.epoch`` has moved on from ``epoch``, its count before the call), when the
+    edge has moved (``Remote.ingest_moved``): ``endpoint``'s ingest URL as the control plane reports it now,
+    kept in ``endpoint`` and said in one line; not said (``say=False``) before the "Ready" line, which names it."""
     if out.outage.epoch == epoch or not (moved := await remote.ingest_moved(endpoint)):
         return
     if say:
