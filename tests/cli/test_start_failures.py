@@ -75,3 +75,22 @@ def test_control_waits_for_a_postgres_that_does_not_answer(settings: Settings, t
         stack.stop_all()
     assert f"control: DATABASE_URL postgresql://127.0.0.1:{port} does not answer yet (" in said, said
     assert "s3cret-pw" not in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("command", "variable", "value", "what"),
+    [
+        ("edge", "HOOKYARD_TRUSTED_PROXIES", "10.0.0.1,,", "IPs or CIDRs"),
+        ("worker", "HOOKYARD_RETRY_SCHEDULE_S", "1,,5", "waits in seconds"),
+    ],
+)
+def test_an_empty_list_entry_is_refused_at_start(
+    settings: Settings, tmp_path: Path, command: str, variable: str, value: str, what: str
+) -> None:
+    """As an empty entry of HOOKYARD_ENCRYPTION_KEYS is: it was dropped unread (a proxy not trusted, a wait
+    missing from the schedule) and the server started as if the list were shorter."""
+    args = ["--port", str(free_port())] if command == "edge" else ["retries", "--burst"]
+    done = cli({**Stack(settings, tmp_path).env, variable: value}, command, *args)
+    assert done.returncode == 2, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert said == f"hookyard: {variable}: entry 2 of 3 is empty (a stray comma?); give {what}", said
