@@ -12,7 +12,7 @@ from control.records.transforms import TransformRecord
 from control.service.endpoints import require_endpoint
 from control.support.body_encoding import shown_body
 from control.support.page_cursors import decode_cursor, encode_cursor
-from control.support.parameter_messages import check_limit
+from control.support.parameter_messages import check_limit, not_one_of
 from shared import ids
 from shared.errors import ValidationError
 
@@ -47,7 +47,7 @@ async def list_deliveries(
     """Newest first; ``success=False`` lists the failures, ``source`` one kind of attempt, ``destination_id``
     the attempts to one destination (also one deleted since: its attempts stay in the endpoint's list)."""
     if source is not None and source not in SOURCES:
-        raise ValidationError(f"source: must be one of {', '.join(SOURCES)}")
+        raise ValidationError(not_one_of("source", SOURCES, source))
     if destination_id is not None and not ids.is_id(destination_id, "dst"):
         raise ValidationError(f"destination_id: {destination_id[:100]!r} is not a destination id (dst_ and a ULID)")
     check_limit(limit, 100)

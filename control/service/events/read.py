@@ -25,7 +25,7 @@ from control.service.endpoints import require_endpoint, require_event
 from control.support.body_encoding import BodyEncoding, shown_body
 from control.support.long_poll import ENDPOINT_GONE, Wakeups
 from control.support.page_cursors import decode_cursor, encode_cursor
-from control.support.parameter_messages import check_limit, not_an_instant, out_of_range, shown
+from control.support.parameter_messages import check_limit, not_an_instant, out_of_range, shown, text_length
 from control.support.provider_checks import provider_name
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
@@ -70,7 +70,7 @@ def _text(value: str | None, field: str) -> str | None:
     if value is None or value == "":
         return None
     if len(value) > MAX_TEXT:
-        raise ValidationError(f"{field}: at most {MAX_TEXT} characters")
+        raise ValidationError(text_length(field, None, MAX_TEXT, value))
     found: str | None = check_text(value, field)
     return found
 
