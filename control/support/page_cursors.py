@@ -5,8 +5,9 @@ strictly older. No offsets: rows inserted while a caller pages (always newer, at
 nor repeat what follows. The token is url-safe base64 of ``kind|microseconds|id`` plus a short checksum,
 so a cursor from another list, a truncated one or an edited one is a 400 naming ``cursor``, not a
 silently wrong page. A list of one endpoint's rows (events, deliveries) puts the endpoint in ``kind``
-(``scope``): another endpoint's cursor would otherwise be taken and answer a page of the wrong rows (or none). The checksum is not a secret: forging a position only skips within the caller's own
-data, which the filters already scope.
+(``scope``): another endpoint's cursor would otherwise be taken and answer a page of the wrong rows (or
+none). The checksum is not a secret: forging a position only skips within the caller's own data, which the
+filters already scope.
 """
 
 from __future__ import annotations
