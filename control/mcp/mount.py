@@ -188,7 +188,8 @@ class McpMount:
     async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
         """Gives the tool catalog the app's OpenAPI document (read on first use); /mcp starts on its first call."""
         self.catalog.attach(lambda: app.openapi_schema.to_schema())
-        self._limit = app.request_max_body_size or _SDK_LIMIT
+        limit = app.request_max_body_size  # None when unlimited; control.app always sets one
+        self._limit = limit if isinstance(limit, int) else _SDK_LIMIT
         app.state.mcp = self.catalog
         self._stop, self._started, self._serving = asyncio.Event(), None, None
         try:
