@@ -51,7 +51,7 @@ async def list_deliveries(
     if destination_id is not None and not ids.is_id(destination_id, "dst"):
         raise ValidationError(f"destination_id: {destination_id[:100]!r} is not a destination id (dst_ and a ULID)")
     check_limit(limit, 100)
-    after = decode_cursor("dlv", cursor) if cursor else None
+    after = decode_cursor("dlv", cursor, endpoint_id) if cursor else None
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
         rows = await db_deliveries.page(
@@ -64,5 +64,5 @@ async def list_deliveries(
             destination_id=destination_id,
         )
     more, rows = len(rows) > limit, rows[:limit]
-    next_cursor = encode_cursor("dlv", rows[-1]["created_at"], rows[-1]["id"]) if more else None
+    next_cursor = encode_cursor("dlv", rows[-1]["created_at"], rows[-1]["id"], endpoint_id) if more else None
     return DeliveryList(deliveries=[delivery_record(r) for r in rows], next_cursor=next_cursor)

@@ -161,7 +161,7 @@ def expired_error(endpoint_id: str, expires_at: datetime) -> GoneError:
     return GoneError(
         f"endpoint {endpoint_id!r} expired at {at}: a temporary endpoint lasts "
         f"{TEMPORARY_LIFETIME.days} days, and its events and settings are deleted soon after; get a new one "
-        "with POST /api/start, or a permanent one with POST /v1/endpoints",
+        "with POST /api/start, or a permanent one with the MCP tool create_endpoint or POST /v1/endpoints",
         code="endpoint_expired",
     )
 

@@ -203,12 +203,12 @@ async def list_events(
     ctx: Context, principal: Principal, endpoint_id: str, filters: EventFilters, *, limit: int, cursor: str | None
 ) -> EventList:
     check_limit(limit, 100)
-    after = decode_cursor("evt", cursor) if cursor else None
+    after = decode_cursor("evt", cursor, endpoint_id) if cursor else None
     async with ctx.pool.acquire() as conn:
         await _endpoint(conn, principal, endpoint_id)
         rows = await db_events.page(conn, endpoint_id, filters, limit=limit + 1, after=after)
     more, rows = len(rows) > limit, rows[:limit]
-    next_cursor = encode_cursor("evt", rows[-1]["received_at"], rows[-1]["id"]) if more else None
+    next_cursor = encode_cursor("evt", rows[-1]["received_at"], rows[-1]["id"], endpoint_id) if more else None
     return EventList(events=[event_record(r) for r in rows], next_cursor=next_cursor)
 
 
