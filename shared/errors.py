@@ -67,6 +67,7 @@ __all__ = (
     "Unreachable",
     "UnsupportedEncodingError",
     "ValidationError",
+    "body_too_large",
     "envelope",
 )
 
@@ -80,6 +81,11 @@ class ErrorEnvelope(msgspec.Struct, frozen=True):
     """Every non-2xx body from edge and control: ``{"error": {"code", "message"}}``."""
 
     error: ErrorBody
+
+
+def body_too_large(limit: int | None) -> str:
+    """The 413 ``payload_too_large`` message, one wording for /v1 and /mcp (whose limits are the same)."""
+    return "body: request body is too large" + (f" (at most {limit:,} bytes)" if limit else "")
 
 
 def envelope(code: str, message: str) -> ErrorEnvelope:

@@ -32,8 +32,12 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 # Variables without the HOOKYARD_ prefix: the ones every hosting platform already sets.
 _UNPREFIXED = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL"}
-# Settings given as comma-separated lists in the environment.
-_LISTS = {"trusted_proxies", "retry_schedule_s", "encryption_keys"}
+# Settings given as comma-separated lists in the environment, and what their entries are (said when one is empty).
+_LISTS = {
+    "trusted_proxies": "IPs or CIDRs",
+    "retry_schedule_s": "waits in seconds",
+    "encryption_keys": "kid:base64key entries",
+}
 # The client commands' own variables (which key, which control plane): no server setting, but no typo either,
 # so a shell that exports them for `hookyard listen` can still run `hookyard up`. Named here, where both the
 # settings and the CLI (``control.cli``) can import them, so the CLI reads exactly the names accepted here.
@@ -237,15 +241,14 @@ def _suggestion(name: str) -> str:
 
 
 def _entries(name: str, field: str, value: str) -> list[str]:
-    """A list setting's entries. An empty entry in the encryption keys (``,`` or a trailing comma) is refused:
-    it was read as "no keys" or a key silently missing, and without keys secrets are stored in clear."""
+    """A list setting's entries. An empty entry (``,``, ``1,,5`` or a trailing comma) is refused: in the
+    encryption keys it was read as "no keys" or a key silently missing (secrets then stored in clear), and in
+    the trusted proxies or the retry schedule an entry dropped unread (a proxy not trusted, a wait missing)."""
     entries = [v.strip() for v in value.split(",")]
-    if field == "encryption_keys" and value.strip() and "" in entries:
+    if value.strip() and "" in entries:
         position = entries.index("") + 1
-        raise ConfigError(
-            f"{name}: entry {position} of {len(entries)} is empty (a stray comma?); give kid:base64key entries"
-        )
-    return [v for v in entries if v]
+        raise ConfigError(f"{name}: entry {position} of {len(entries)} is empty (a stray comma?); give {_LISTS[field]}")
+    return entries if value.strip() else []
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:

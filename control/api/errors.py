@@ -34,6 +34,7 @@ from shared.errors import (
     UnauthorizedError,
     UnsupportedEncodingError,
     ValidationError,
+    body_too_large,
     envelope,
 )
 
@@ -159,8 +160,7 @@ def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Resp
     elif status == 405:
         message = f"method {request.method} is not allowed on {request.url.path}"
     elif status == 413:
-        limit = getattr(request.app, "request_max_body_size", None)
-        message = "body: request body is too large" + (f" (at most {limit:,} bytes)" if limit else "")
+        message = body_too_large(getattr(request.app, "request_max_body_size", None))
     else:
         message = str(exc.detail)
     headers = {name.lower(): value for name, value in (exc.headers or {}).items()}

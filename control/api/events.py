@@ -57,8 +57,9 @@ def provide_filters(
     q: Annotated[
         str | None,
         query(
-            "Case-insensitive substring of the body, content type, method, event type or a label value; `%` and "
-            "`_` match themselves",
+            "Case-insensitive substring of the event's body (UTF-8 text), content type, method, event type, path, "
+            "query (as sent and percent-decoded), a header value (text) or a label value; `%` and `_` match "
+            "themselves",
             **text_schema(service.MAX_TEXT),
         ),
     ] = None,

@@ -18,7 +18,7 @@ from shared.errors import ErrorEnvelope
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
 
-__all__ = ("StrictStructSchemaPlugin", "errors", "json_schema")
+__all__ = ("StrictStructSchemaPlugin", "described", "errors", "json_schema")
 
 _DESCRIPTIONS = {
     400: "Invalid request: `validation_error` (the message names the field), `invalid_condition_tree`",
@@ -29,16 +29,27 @@ _DESCRIPTIONS = {
     409: "Conflict, e.g. `external_ref_taken`",
     410: "`endpoint_expired`: the endpoint (of this object) is a temporary one past its `expires_at`",
     413: "Body too large: `payload_too_large`",
+    415: "A `Content-Encoding` other than `identity` (bodies are taken uncompressed): `unsupported_content_encoding`, "
+    "with `Accept-Encoding: identity`",
     429: "Rate limited: `rate_limited`, with `Retry-After`",
 }
 
 
 def errors(*statuses: int) -> dict[int, ResponseSpec]:
+    """The envelope's statuses of a /v1 route, each with its description above."""
     # 400 is always documented: Litestar adds its own 400 (with its non-envelope body schema) to every route
     # with parameters or a body, and only a 400 given here replaces it with the envelope that is really sent.
+    return described({s: _DESCRIPTIONS[s] for s in {400, *statuses}})
+
+
+def described(responses: dict[int, str]) -> dict[int, ResponseSpec]:
+    """Error responses with the envelope, each described with the codes it carries on this route, and 415:
+    every route answers it (``control.api.content_encoding``, a middleware no handler declares), and a
+    client generated from the document had no case for it."""
+    texts = {415: _DESCRIPTIONS[415], **responses}
     return {
-        s: ResponseSpec(data_container=ErrorEnvelope, description=_DESCRIPTIONS[s], generate_examples=False)
-        for s in sorted({400, *statuses})
+        status: ResponseSpec(data_container=ErrorEnvelope, description=text, generate_examples=False)
+        for status, text in sorted(texts.items())
     }
 
 

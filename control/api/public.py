@@ -1,5 +1,5 @@
-"""What the routes outside /v1 share: no API key, so a per-address rate limit, and responses documented
-with the codes these routes really send.
+"""What the routes outside /v1 share: no API key, so a per-address rate limit (their responses are documented
+with the codes these routes really send: ``control.api.openapi.described``).
 
 The client address is the socket peer, or the ``X-Forwarded-For`` hop that ``HOOKYARD_TRUSTED_PROXIES``
 vouches for, read exactly as the edge reads it (``shared.clientip``): walking right to left past trusted
@@ -15,15 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from litestar import Request
-from litestar.openapi import ResponseSpec
 from litestar.openapi.spec import Operation
 
 from control.support.token_buckets import Limit
 from shared.clientip import ClientIP
-from shared.errors import ErrorEnvelope
 from shared.settings import Settings
 
-__all__ = ("AddressLimits", "OptionalBody", "charge_address", "client_address", "described")
+__all__ = ("AddressLimits", "OptionalBody", "charge_address", "client_address")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +63,6 @@ async def charge_address(request: Request[Any, Any, Any], route: str) -> None:
     limits: AddressLimits = request.app.state.address_limits
     ctx = request.app.state.ctx
     await limits.limit.charge(ctx.redis, ctx.keys.address_rate_limit(route, client_address(request, limits.client_ip)))
-
-
-def described(responses: dict[int, str]) -> dict[int, ResponseSpec]:
-    """Error responses with the envelope, each described with the codes it carries on this route."""
-    return {
-        status: ResponseSpec(data_container=ErrorEnvelope, description=text, generate_examples=False)
-        for status, text in sorted(responses.items())
-    }
 
 
 class OptionalBody(Operation):

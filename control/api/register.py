@@ -9,7 +9,8 @@ from litestar import Controller, Request, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
-from control.api.public import charge_address, described
+from control.api.openapi import described
+from control.api.public import charge_address
 from control.db.context import Context
 from control.records.anonymous import Registered, RegisterRequest
 from control.service import registration as service

@@ -9,7 +9,8 @@ from litestar.datastructures import Cookie
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
-from control.api.public import OptionalBody, charge_address, described
+from control.api.openapi import described
+from control.api.public import OptionalBody, charge_address
 from control.db.context import Context
 from control.records.anonymous import StartRequest, TemporaryEndpoint
 from control.service import anonymous as service

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import shlex
 import signal
-import socket
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
@@ -39,6 +38,7 @@ import redis.asyncio as aioredis
 from control.cli.embedded import EmbeddedServers, start_embedded
 from control.cli.instance import instance_of_this_process, read_instance, remove_instance, write_instance
 from control.cli.local_key import LocalKey, ensure_local_key
+from control.cli.ports import check_port
 from control.db import connect
 from control.db.keyring import data_dir_keys
 from control.db.migrate import migrate, pending
@@ -47,7 +47,7 @@ from control.support.sealing import keyring_of, reseal
 from control.workers import LOOP_NAMES
 from shared.errors import ConfigError, StartupError
 from shared.otel_config import describe
-from shared.settings import Settings
+from shared.settings import CONTROL_URL_VARIABLE, Settings
 
 __all__ = ("up",)
 
@@ -130,21 +130,8 @@ def check_ports(settings: Settings) -> None:
     """A port already taken is the most common reason ``up`` fails; say which, before starting anything."""
     if settings.edge_port == settings.control_port:
         raise ConfigError(f"HOOKYARD_CONTROL_PORT: the edge and control ports are both {settings.edge_port}")
-    for var, flag, port in (
-        ("HOOKYARD_EDGE_PORT", "--edge-port", settings.edge_port),
-        ("HOOKYARD_CONTROL_PORT", "--control-port", settings.control_port),
-    ):
-        try:
-            family, kind, proto, _, address = socket.getaddrinfo(
-                settings.host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-            )[0]
-            with socket.socket(family, kind, proto) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                probe.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise ConfigError(f"{var}: port {port} on {settings.host} is in use; choose another ({flag})") from None
-            raise ConfigError(f"HOOKYARD_HOST: cannot listen on {settings.host}:{port}: {exc}") from None
+    check_port(settings.host, settings.edge_port, "HOOKYARD_EDGE_PORT", "--edge-port")
+    check_port(settings.host, settings.control_port, "HOOKYARD_CONTROL_PORT", "--control-port")
 
 
 def _local_url(host: str, port: int) -> str:
@@ -242,6 +229,8 @@ async def _up(settings: Settings, environ: Mapping[str, str], data_dir: Path) ->
         if not await _wait_healthy(health, children, stop):
             return 0
         _banner(settings, data_dir, key, describe(environ))
+        if (elsewhere := _client_url_elsewhere(environ, local["control"], settings.control_url)) is not None:
+            log.warning("%s", elsewhere)
         failed = await _supervise(children, stop)
         if failed is not None:
             code = failed.proc.returncode
@@ -319,6 +308,31 @@ async def _supervise(children: list[Child], stop: asyncio.Event) -> Child | None
     for task in pending:
         task.cancel()
     return next((waits[task] for task in done if task in waits), None)
+
+
+def _client_url_elsewhere(environ: Mapping[str, str], *served: str) -> str | None:
+    """The line ``up`` says when the shell it runs in exports ``HOOKYARD_CONTROL_URL`` (the client commands'
+    variable, which the servers ignore) naming another control plane: ``listen``, ``trigger`` and ``tail`` run
+    from that shell would talk to that one, with this data dir's key, and it started silently. None when the
+    variable is unset or names one of the URLs this ``up`` serves (``localhost`` taken for 127.0.0.1)."""
+    given = environ.get(CONTROL_URL_VARIABLE, "").strip()
+    if not given or _same_url(given) in {_same_url(url) for url in served}:
+        return None
+    return (
+        f"{CONTROL_URL_VARIABLE} is {given}, not this up's {served[0]}: the client commands run with it (listen, "
+        f"trigger, tail, open) talk to that control plane instead; unset it (unset {CONTROL_URL_VARIABLE}) or "
+        f"set it to {served[0]}"
+    )
+
+
+def _same_url(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url.strip().rstrip("/").lower())
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        port = None
+    host = "127.0.0.1" if parts.hostname == "localhost" else parts.hostname or ""
+    return parts.scheme, host, port
 
 
 def _banner(settings: Settings, data_dir: Path, key: LocalKey, tracing: str | None) -> None:

@@ -84,14 +84,18 @@ async def fire(
     return True
 
 
-async def set_counts(conn: Connection, counts: Sequence[tuple[str, int]]) -> None:
-    """Updates the running count of open alerts (an hour's exhausted events, the window's failures)."""
-    if counts:
+async def set_counts(conn: Connection, current: Sequence[tuple[str, int, dict[str, object]]]) -> None:
+    """Keeps open alerts current: their running ``count`` (an hour's exhausted events, the window's failures, a
+    circuit's consecutive failures) and the ``data`` read with it, so the figure ``data`` repeats
+    (``consecutive_failures``, ``dead_letters``) is never an older one than ``count``."""
+    if current:
         await conn.execute(
-            """UPDATE alerts a SET count = u.count FROM unnest($1::text[], $2::bigint[]) AS u(id, count)
-                WHERE a.id = u.id AND a.count <> u.count""",
-            [c[0] for c in counts],
-            [c[1] for c in counts],
+            """UPDATE alerts a SET count = u.count, data = u.data
+                 FROM unnest($1::text[], $2::bigint[], $3::jsonb[]) AS u(id, count, data)
+                WHERE a.id = u.id AND (a.count <> u.count OR a.data <> u.data)""",
+            [c[0] for c in current],
+            [c[1] for c in current],
+            [c[2] for c in current],
         )
 
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import inspect
 import json
+import types
+import typing
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, TypeVar
 
 import msgspec
 
+from control.records.text import DocumentedAs
 from control.support.request_decoding import check_finite, decode_json, unknown_field
 from shared.errors import ValidationError
 from shared.json_depth import check_value
@@ -55,10 +58,34 @@ def _names(record: type[msgspec.Struct]) -> dict[str, bool]:
     return {f.encode_name: f.required for f in msgspec.structs.fields(record)}
 
 
+def _takes_null(kind: Any) -> bool:
+    """The field takes null: its type is ``X | None``, or a member of it is documented so (``DocumentedAs``: a
+    condition tree, decoded as any JSON and checked by its service, is documented as taking null or not), or
+    it is any JSON."""
+    members = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else (kind,)
+    for member in members:
+        documented = [m.annotation for m in getattr(member, "__metadata__", ()) if isinstance(m, DocumentedAs)]
+        if documented:
+            if _takes_null(documented[0]):
+                return True
+            continue
+        info = msgspec.inspect.type_info(member)
+        if isinstance(info, msgspec.inspect.Metadata):
+            info = info.type
+        if isinstance(info, (msgspec.inspect.AnyType, msgspec.inspect.NoneType)):
+            return True
+    return False
+
+
+def _null_as_absent(record: type[msgspec.Struct]) -> set[str]:
+    """The optional fields whose type refuses null: for them a null argument is "not given" (its default)."""
+    return {f.encode_name for f in msgspec.structs.fields(record) if not f.required and not _takes_null(f.type)}
+
+
 class Arguments:
     """How one tool's arguments become its adapter's keyword arguments."""
 
-    __slots__ = ("names", "plain", "records")
+    __slots__ = ("names", "null_as_absent", "plain", "records")
 
     def __init__(self, plain: type[msgspec.Struct], records: dict[str, type[msgspec.Struct]]) -> None:
         self.plain = plain
@@ -70,6 +97,10 @@ class Arguments:
             if clash:
                 raise ValueError(f"{record.__name__} repeats the argument(s) {sorted(clash)}")
             self.names.update(_names(record))
+        self.null_as_absent: frozenset[str] = frozenset().union(*map(_null_as_absent, (plain, *records.values())))
+        """Optional arguments whose type refuses null, which a tool takes as "not given", as it takes an optional
+        /v1 parameter (``control.mcp.parameters.given``): ``headers: null`` as ``event_type: null``. A null
+        that means something (``external_ref: null`` clears it) is in its field's type, so never here."""
 
     @classmethod
     def of(cls, fn: Callable[..., Any], hints: Mapping[str, Any]) -> Arguments:
@@ -90,7 +121,8 @@ class Arguments:
     def decode(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         unknown = sorted(arguments.keys() - self.names.keys())
         if unknown:
-            raise ValidationError("; ".join(unknown_field(name, *self.records.values()) for name in unknown))
+            raise ValidationError("; ".join(self._unknown(name) for name in unknown))
+        arguments = {k: v for k, v in arguments.items() if v is not None or k not in self.null_as_absent}
         plain_names = msgspec.structs.fields(self.plain)
         plain = decode(self.plain, {f.name: arguments[f.name] for f in plain_names if f.name in arguments})
         kwargs = {f.name: getattr(plain, f.name) for f in plain_names}
@@ -98,3 +130,11 @@ class Arguments:
             fields = _names(record)
             kwargs[parameter] = decode(record, {k: v for k, v in arguments.items() if k in fields})
         return kwargs
+
+    def _unknown(self, name: str) -> str:
+        """The records' own word for a field moved elsewhere, or the names the tool takes, as /v1 names the
+        query parameters an operation takes (``control.api.query_names``): ``id`` for ``endpoint_id``."""
+        said = unknown_field(name, *self.records.values())
+        if said != unknown_field(name):
+            return said
+        return f"{said} (this tool takes: {', '.join(sorted(self.names)) or 'no arguments'})"

@@ -15,9 +15,10 @@ import control.mcp.tools  # noqa: F401 - registers every tool: a catalog built b
 from control.mcp.registry import TOOLS, ToolSpec
 from control.mcp.schemas import (
     find_operation,
+    integer_text,
     operation_input_schema,
     operation_parameters,
-    output_schema,
+    own_schemas,
     plain_parameters,
     record_input_schema,
 )
@@ -58,15 +59,17 @@ class Catalog:
             else:
                 method, path, operation = find_operation(document, spec.operation)
                 routes[spec.name] = (method.upper(), path)
-                parameters[spec.name] = operation_parameters(document, spec.operation)
-                input_schema = operation_input_schema(document, spec.operation)
+                checked = operation_parameters(document, spec.operation)
+                for name, (_, own) in integer_text(checked, own_schemas(spec.arguments)).items():
+                    checked[name] = own  # ``1`` or ``"1"``: the tool's decoder and service check it
+                parameters[spec.name] = checked
+                input_schema = operation_input_schema(document, spec.operation, spec.arguments)
                 description = _described(spec, operation.get("description"))
             tools[spec.name] = types.Tool(
                 name=spec.name,
                 title=spec.title,
                 description=description,
-                input_schema=input_schema,
-                output_schema=output_schema(spec.output),
+                input_schema=input_schema,  # no output schema: ADR 0092
                 annotations=types.ToolAnnotations(
                     title=spec.title,
                     read_only_hint=spec.read_only,

@@ -279,7 +279,8 @@ def render(app: Litestar) -> str:
                 "answers and error statuses",
                 f"- [API reference]({control}/schema): the same document, rendered for reading",
                 f"- [MCP server]({control}/mcp): POST JSON-RPC with a Bearer key; `tools/list` answers every tool "
-                "below with its input and output schemas",
+                "below with its input schema; a result is JSON, the route's answer as the OpenAPI document shows "
+                "it (and what the tool's description adds)",
             ]
         ),
         "## API routes",

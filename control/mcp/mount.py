@@ -16,6 +16,10 @@
   ``Authorization`` header of their own), and a server reached by its public URL would need that URL's
   host (and every proxy's, every custom domain's, every browser-based client's origin) listed to work at
   all. The key is the protection; a Host list would only break deployments.
+- **The /v1 body limit.** A request larger than the app's ``request_max_body_size`` (what /v1 refuses) is the
+  413 ``payload_too_large`` envelope before the SDK reads it, so a tool takes no larger argument (a replay's
+  ``body``) than its /v1 route; the SDK's own limit (4 MiB, a plain-text 413) is set to the same and never
+  reached first.
 - **POST only.** Stateless, there is no session to end (DELETE) and nothing the server would ever send on a
   standalone stream (GET), which the SDK would otherwise hold open forever; both are 405 with
   ``Allow: OPTIONS, POST``, as the MCP specification allows, and OPTIONS answers 204 like every route.
@@ -46,7 +50,7 @@ from litestar.types import HTTPScope, Receive, Scope, Send
 
 from control.mcp.auth import mcp_auth
 from control.mcp.catalog import Catalog, catalog
-from shared.errors import envelope
+from shared.errors import body_too_large, envelope
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -55,6 +59,52 @@ __all__ = ("McpMount",)
 
 _ALLOW = (b"allow", b"OPTIONS, POST")
 _TRANSPORT_LOGGER = "mcp.server.streamable_http"
+_SDK_LIMIT = 4 * 1024 * 1024
+"""The SDK's default request limit, used only before a lifespan gave the app's."""
+
+
+async def _answer(
+    send: Send, status: int, code: str, message: str, *extra: tuple[bytes, bytes], head: bool = False
+) -> None:
+    """The error envelope, as /v1 answers it (a HEAD request gets its headers only)."""
+    body = msgspec.json.encode(envelope(code, message))
+    headers = [*extra, (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body, "more_body": False})
+
+
+async def _within(scope: HTTPScope, receive: Receive, send: Send, limit: int) -> Receive | None:
+    """A ``receive`` replaying the whole body when it is at most ``limit`` bytes; else None, once the 413 is
+    sent (or the client left). A declared ``content-length`` over it is refused before anything is read."""
+    too_large = body_too_large(limit)
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            await _answer(send, 413, "payload_too_large", too_large)
+            return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client left: nothing to answer
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            await _answer(send, 413, "payload_too_large", too_large)
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    whole: Any = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+    async def replay() -> Any:
+        nonlocal whole
+        if whole is None:
+            return await receive()  # the SDK waits here for a disconnect while it answers
+        message, whole = whole, None
+        return message
+
+    return replay
 
 
 async def _not_post(scope: HTTPScope, send: Send) -> None:
@@ -65,10 +115,7 @@ async def _not_post(scope: HTTPScope, send: Send) -> None:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
     message = f"method {method} is not allowed on /mcp: send MCP messages with POST (stateless Streamable HTTP)"
-    body = msgspec.json.encode(envelope("method_not_allowed", message))
-    headers = [_ALLOW, (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": 405, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body, "more_body": False})
+    await _answer(send, 405, "method_not_allowed", message, _ALLOW, head=method == "HEAD")
 
 
 class McpMount:
@@ -83,6 +130,7 @@ class McpMount:
         self._stop: asyncio.Event | None = None  # set while a lifespan runs
         self._started: asyncio.Future[StreamableHTTPASGIApp] | None = None
         self._serving: asyncio.Task[None] | None = None
+        self._limit = _SDK_LIMIT  # the app's request_max_body_size, once a lifespan gave it
 
         @asgi("/mcp", is_mount=True, copy_scope=True, middleware=[mcp_auth()])
         async def mcp(scope: Scope, receive: Receive, send: Send) -> None:
@@ -91,8 +139,11 @@ class McpMount:
             if scope["method"] != "POST":
                 await _not_post(scope, send)
                 return
+            within = await _within(scope, receive, send, self._limit)
+            if within is None:
+                return
             transport = self.transport or await self._start()
-            await transport(scope, receive, send)  # type: ignore[arg-type]  # Litestar's Scope is the SDK's ASGI scope
+            await transport(scope, within, send)  # type: ignore[arg-type]  # Litestar's Scope is the SDK's ASGI scope
 
         self.handler: ASGIRouteHandler = mcp
 
@@ -117,6 +168,7 @@ class McpMount:
                 app=create_server(self.catalog),
                 stateless=True,
                 json_response=False,
+                max_request_body_size=self._limit,
                 security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             )
             async with manager.run():
@@ -136,6 +188,8 @@ class McpMount:
     async def lifespan(self, app: Litestar) -> AsyncIterator[None]:
         """Gives the tool catalog the app's OpenAPI document (read on first use); /mcp starts on its first call."""
         self.catalog.attach(lambda: app.openapi_schema.to_schema())
+        limit = app.request_max_body_size  # None when unlimited; control.app always sets one
+        self._limit = limit if isinstance(limit, int) else _SDK_LIMIT
         app.state.mcp = self.catalog
         self._stop, self._started, self._serving = asyncio.Event(), None, None
         try:

@@ -4,14 +4,16 @@ Input. A tool that mirrors a /v1 operation takes exactly that operation's inputs
 parameters, and the fields of its JSON body) with exactly their documented constraints, copied from the
 app's own OpenAPI document: the document is tested to be as strict as the server (schemathesis, the
 bad-input tests), so the tool schemas are too, and cannot drift from it; only an optional parameter also
-takes null, which a URL cannot say and a tool reads as "not given". A tool of its own (no /v1
-operation) is described by its argument records, through msgspec, like any record.
+takes null, which a URL cannot say and a tool reads as "not given", and so does an optional body field
+that /v1 would refuse as null (``Arguments.null_as_absent``). A tool's argument typed to take an integer
+where /v1 reads text (a schema version: ``1`` as well as ``"1"``) takes both (``integer_text``). A tool of
+its own (no /v1 operation) is described by its argument records, through msgspec, like any record.
 
-Output. The record a tool returns, through ``msgspec.json.schema``: the structured content is
-``msgspec.to_builtins`` of that very record, so the two agree by construction (the official client
-validates every result against it).
+Output. None listed (ADR 0092): a result is the record's JSON, text and structured content alike, the
+/v1 response of the same operation; its schema, repeated per tool (no ``$defs`` are shared between
+tools), was half of tools/list, which an agent reads on every session, and no client needs it to call.
 
-Both are self-contained: one object schema with its ``$defs``, every ``$ref`` local to it.
+An input schema is self-contained: one object schema with its ``$defs``, every ``$ref`` local to it.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from control.mcp.arguments import Arguments
 
 __all__ = (
     "find_operation",
+    "integer_text",
     "operation_input_schema",
     "operation_parameters",
-    "output_schema",
+    "own_schemas",
     "plain_parameters",
     "record_input_schema",
 )
@@ -100,11 +103,6 @@ def _described_at_top(properties: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def output_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    top, definitions = _struct_schema(struct)
-    return _with_defs(top, definitions, _DEFS)
-
-
 def record_input_schema(arguments: Arguments) -> dict[str, Any]:
     """A tool of its own: its plain arguments and argument records, merged into one object; a record's
     ``openapi_extra`` (rules between fields, as the OpenAPI plugin reads it) applies to the whole."""
@@ -118,6 +116,8 @@ def record_input_schema(arguments: Arguments) -> dict[str, Any]:
         required += top.get("required", [])
         extra.update(getattr(struct, "openapi_extra", {}))
         definitions.update(defs)
+    for name in arguments.null_as_absent & properties.keys():
+        properties[name] = _or_null(properties[name])
     schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
     return _with_defs({**schema, **extra}, definitions, _DEFS)
 
@@ -126,6 +126,34 @@ def plain_parameters(arguments: Arguments) -> dict[str, dict[str, Any]]:
     """A tool of its own: its plain arguments (the path and query parameters it would have) → their schemas."""
     properties: dict[str, dict[str, Any]] = _struct_schema(arguments.plain)[0].get("properties", {})
     return properties
+
+
+def own_schemas(arguments: Arguments) -> dict[str, dict[str, Any]]:
+    """Every argument's schema as the tool's own types say (plain arguments and record fields), by msgspec."""
+    out: dict[str, dict[str, Any]] = {}
+    for struct in (arguments.plain, *arguments.records.values()):
+        top, definitions = _struct_schema(struct)
+        out.update({name: _with_defs(prop, definitions, _DEFS) for name, prop in top.get("properties", {}).items()})
+    return out
+
+
+def _integer_branch(schema: dict[str, Any]) -> dict[str, Any] | None:
+    return next((b for b in schema.get("anyOf", [schema]) if b.get("type") == "integer"), None)
+
+
+def integer_text(
+    parameters: dict[str, dict[str, Any]], own: dict[str, dict[str, Any]]
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """The /v1 parameters that /v1 reads as text (``"type": "string"``) but the tool's own type takes as an
+    integer too: name → (the integer's schema, the tool's whole schema). A URL has only text, so /v1 says
+    ``version`` is ``"^(?:current|[1-9]...)$"``; in JSON a version is the number it is, and an agent sends
+    ``1``. The parameter checker then leaves them to the tool's decoder (``control.mcp.parameters``)."""
+    found = {}
+    for name, schema in parameters.items():
+        branch = _integer_branch(own.get(name, {}))
+        if schema.get("type") == "string" and branch is not None:
+            found[name] = (branch, own[name])
+    return found
 
 
 def find_operation(document: dict[str, Any], operation_id: str) -> tuple[str, str, dict[str, Any]]:
@@ -165,15 +193,32 @@ def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [branch, {"type": "null"}], **{k: v for k, v in schema.items() if k in _ANNOTATIONS}}
 
 
-def operation_input_schema(document: dict[str, Any], operation_id: str) -> dict[str, Any]:
-    """The operation's path and query parameters and its JSON body's fields as one object schema."""
+def _with_integer(schema: dict[str, Any], integer: dict[str, Any]) -> dict[str, Any]:
+    """A text parameter's schema that also takes the integer its text spells (``integer_text``)."""
+    plain = [{k: v for k, v in schema.items() if k not in _ANNOTATIONS}]
+    branches, null = (schema["anyOf"][:-1], schema["anyOf"][-1:]) if "anyOf" in schema else (plain, [])
+    notes = {k: v for k, v in schema.items() if k in _ANNOTATIONS}
+    return {"anyOf": [integer, *branches, *null], **notes}
+
+
+def operation_input_schema(
+    document: dict[str, Any],
+    operation_id: str,
+    arguments: Arguments,
+) -> dict[str, Any]:
+    """The operation's path and query parameters and its JSON body's fields as one object schema; an
+    optional body field that /v1 refuses as null takes it (``Arguments.null_as_absent``), and a text
+    parameter the tool takes as an integer too says so (``integer_text``)."""
     _, _, operation = find_operation(document, operation_id)
     components = document.get("components", {}).get("schemas", {})
     required = [p["name"] for p in operation.get("parameters", []) if p.get("required")]
+    parameters = operation_parameters(document, operation_id)
+    integers = integer_text(parameters, own_schemas(arguments))
     properties: dict[str, Any] = {
-        name: schema if name in required else _or_null(schema)
-        for name, schema in operation_parameters(document, operation_id).items()
+        name: schema if name in required else _or_null(schema) for name, schema in parameters.items()
     }
+    for name, (integer, _) in integers.items():
+        properties[name] = _with_integer(properties[name], integer)
     extra: dict[str, Any] = {}
     body = operation.get("requestBody")
     if body is not None:
@@ -182,7 +227,8 @@ def operation_input_schema(document: dict[str, Any], operation_id: str) -> dict[
         clash = properties.keys() & record.get("properties", {}).keys()
         if clash:
             raise ValueError(f"{operation_id}: body fields {sorted(clash)} repeat a parameter's name")
-        properties.update(record.pop("properties", {}))
+        fields = record.pop("properties", {})
+        properties.update({k: _or_null(v) if k in arguments.null_as_absent else v for k, v in fields.items()})
         required += record.pop("required", [])
         for key in ("type", "title", "description", "additionalProperties", "default"):
             record.pop(key, None)  # ``default``: an optional body's (the record itself, not JSON)

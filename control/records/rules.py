@@ -78,7 +78,9 @@ class ConditionGroup(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class ConditionLeaf(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """`equals` and `not_equals` compare text forms (`2000` equals `"2000"`); `contains` is a substring,
-    array membership or object key test."""
+    array membership or object key test. On `meta.provider` the value is a provider by its catalog name or an
+    alias, as the event list's `provider` filter takes it (`github` is stored as `code_host`); another name
+    is refused."""
 
     field: FieldName
     operator: Literal["equals", "not_equals", "contains"]

@@ -4,7 +4,7 @@ versions, correlation-key candidates, and generated code (for MCP; /v1 answers t
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -23,6 +23,7 @@ __all__ = (
     "SchemaList",
     "SchemaVersion",
     "SchemaVersionList",
+    "VersionArgument",
 )
 
 FieldType = Literal["string", "integer", "number", "boolean", "null", "object", "array"]
@@ -89,11 +90,16 @@ class SchemaDiff(msgspec.Struct, kw_only=True):
     changes: list[SchemaChange]
 
 
+VersionArgument = Annotated[int, msgspec.Meta(ge=1, le=999_999_999)] | str | None
+"""A schema version as a tool argument: the integer it is (``1``, as ``Schema.version`` shows it), or the text
+/v1 reads from a URL (``"1"``, ``"current"``); ``control.service.schemas`` checks either."""
+
+
 class SchemaDiffRange(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """The versions a diff compares, as the MCP tool takes them (``from`` is not a Python name)."""
 
-    from_: str | None = msgspec.field(default=None, name="from")
-    to: str | None = None
+    from_: VersionArgument = msgspec.field(default=None, name="from")
+    to: VersionArgument = None
 
 
 class CorrelationLink(msgspec.Struct, kw_only=True):

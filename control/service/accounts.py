@@ -19,6 +19,7 @@ __all__ = (
     "hash_key",
     "issue_key",
     "require_live_key",
+    "temporary_advice",
 )
 
 _KEY_PREFIXES = ("hy_live_", "hy_tmp_")
@@ -59,8 +60,13 @@ async def require_live_key(ctx: Context, principal: Principal, what: str) -> Non
 
 
 async def _temporary_refused(ctx: Context, principal: Principal, refused: str) -> ForbiddenError:
-    """What to do instead, which depends on the token's account: register it, or, once it is registered
-    (a token stays valid for its 3 days), use the key that registering answered; "register" would get 409."""
+    return ForbiddenError(f"{refused}; {await temporary_advice(ctx, principal)}", code="temporary_token")
+
+
+async def temporary_advice(ctx: Context, principal: Principal) -> str:
+    """What a temporary token's holder does instead, which depends on the token's account: register it, or,
+    once it is registered (a token stays valid for its 3 days), use the key that registering answered;
+    "register" would get 409."""
     async with ctx.pool.acquire() as conn:
         registered = await db_accounts.account_kind(conn, principal.account_id) == "permanent"
     if registered:
@@ -70,7 +76,7 @@ async def _temporary_refused(ctx: Context, principal: Principal, refused: str) -
         )
     else:
         advice = "register an account (POST /api/register) and use its hy_live_ key"
-    return ForbiddenError(f"{refused}; {advice}", code="temporary_token")
+    return advice
 
 
 async def create_account(

@@ -37,6 +37,7 @@ from control.service.accounts import TEMPORARY_LIFETIME, issue_key
 from control.service.endpoints import ingest_url
 from control.service.inbox_links import lifetime_link
 from control.support import edge_config, sealing
+from control.support.parameter_messages import not_one_of
 from control.support.text_checks import check_external_ref
 from shared import ids
 from shared.errors import ConflictError, ForbiddenError, ValidationError
@@ -90,7 +91,7 @@ async def start(ctx: Context, *, session: str | None, data: StartRequest) -> Sta
     require_open(ctx)
     ref = check_external_ref(data.ref, "ref")
     if data.provider_hint is not None and data.provider_hint not in _PROVIDERS:  # callers beyond /api/start
-        raise ValidationError(f"provider_hint: must be one of {', '.join(sorted(_PROVIDERS))}")
+        raise ValidationError(not_one_of("provider_hint", sorted(_PROVIDERS), data.provider_hint))
     stored = session_hash(session)
     now = datetime.now(UTC)
     gone: list[db_endpoints.Deleted] = []

@@ -12,7 +12,7 @@ from control.records.transforms import TransformRecord
 from control.service.endpoints import require_endpoint
 from control.support.body_encoding import shown_body
 from control.support.page_cursors import decode_cursor, encode_cursor
-from control.support.parameter_messages import check_limit
+from control.support.parameter_messages import check_limit, not_one_of
 from shared import ids
 from shared.errors import ValidationError
 
@@ -47,11 +47,11 @@ async def list_deliveries(
     """Newest first; ``success=False`` lists the failures, ``source`` one kind of attempt, ``destination_id``
     the attempts to one destination (also one deleted since: its attempts stay in the endpoint's list)."""
     if source is not None and source not in SOURCES:
-        raise ValidationError(f"source: must be one of {', '.join(SOURCES)}")
+        raise ValidationError(not_one_of("source", SOURCES, source))
     if destination_id is not None and not ids.is_id(destination_id, "dst"):
         raise ValidationError(f"destination_id: {destination_id[:100]!r} is not a destination id (dst_ and a ULID)")
     check_limit(limit, 100)
-    after = decode_cursor("dlv", cursor) if cursor else None
+    after = decode_cursor("dlv", cursor, endpoint_id) if cursor else None
     async with ctx.pool.acquire() as conn:
         await require_endpoint(conn, principal, endpoint_id)
         rows = await db_deliveries.page(
@@ -64,5 +64,5 @@ async def list_deliveries(
             destination_id=destination_id,
         )
     more, rows = len(rows) > limit, rows[:limit]
-    next_cursor = encode_cursor("dlv", rows[-1]["created_at"], rows[-1]["id"]) if more else None
+    next_cursor = encode_cursor("dlv", rows[-1]["created_at"], rows[-1]["id"], endpoint_id) if more else None
     return DeliveryList(deliveries=[delivery_record(r) for r in rows], next_cursor=next_cursor)

@@ -22,7 +22,7 @@ from control.records.endpoints import (
     EndpointUpdate,
 )
 from control.records.storable import check_text
-from control.service.accounts import TEMPORARY_LIFETIME, require_live_key
+from control.service.accounts import TEMPORARY_LIFETIME, require_live_key, temporary_advice
 from control.support import edge_config, sealing
 from control.support.long_poll import ENDPOINT_GONE
 from control.support.text_checks import check_external_ref, check_name
@@ -39,6 +39,7 @@ __all__ = (
     "ingest_url",
     "list_endpoints",
     "lock_owned",
+    "none_left",
     "require_endpoint",
     "require_event",
     "require_owned",
@@ -160,7 +161,7 @@ def expired_error(endpoint_id: str, expires_at: datetime) -> GoneError:
     return GoneError(
         f"endpoint {endpoint_id!r} expired at {at}: a temporary endpoint lasts "
         f"{TEMPORARY_LIFETIME.days} days, and its events and settings are deleted soon after; get a new one "
-        "with POST /api/start, or a permanent one with POST /v1/endpoints",
+        "with POST /api/start, or a permanent one with the MCP tool create_endpoint or POST /v1/endpoints",
         code="endpoint_expired",
     )
 
@@ -283,3 +284,18 @@ async def delete_endpoint(ctx: Context, principal: Principal, endpoint_id: str) 
     await edge_config.remove(ctx, deleted.ingest_token, deleted.tombstone_version)
     await ctx.redis.publish(ctx.keys.event_channel(endpoint_id), ENDPOINT_GONE)  # its long polls answer 404 now
     return endpoint_id
+
+
+async def none_left(ctx: Context, principal: Principal) -> str | None:
+    """After a delete by a temporary token: what its holder should know when the account has no endpoint left,
+    since the token cannot create one (``require_live_key``). Said, not refused (ADR 0092): deleting is how
+    the holder removes what was captured, and a new token is one ``POST /api/start`` away."""
+    if principal.kind != "temporary":
+        return None
+    async with ctx.pool.acquire() as conn:
+        if await db_endpoints.count_for_account(conn, principal.account_id):
+            return None
+    return (
+        "this temporary token's account has no endpoint left, and a temporary token cannot create one: "
+        f"POST /api/start for a new token and endpoint, or {await temporary_advice(ctx, principal)}"
+    )

@@ -31,6 +31,7 @@ from control.routing import conditions
 from control.service.endpoints import require_endpoint, require_write
 from control.support import ingest_marks
 from control.support.parameter_messages import check_limit
+from control.support.provider_checks import provider_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -69,6 +70,8 @@ def check_request(field: object, value: object) -> tuple[str, Any]:
             raise ValidationError(f"value: longer than {MAX_VALUE_LENGTH} characters")
         if value == "":
             raise ValidationError("value: must not be empty (it would match every event whose field is empty)")
+        if leaf["field"] == "meta.provider":  # as a rule's condition: events carry the catalog's own name
+            value = provider_name(value, "value")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValidationError("value: must be a finite number")

@@ -37,6 +37,7 @@ from control.db.context import Context, Principal
 from control.records.inbox import InboxLink
 from control.records.storable import check_text
 from control.service.endpoints import require_endpoint, require_write
+from control.support.parameter_messages import text_length
 from control.support.sealing import open_instance_key, seal_instance_key
 from shared import ids
 from shared.errors import UnauthorizedError, ValidationError
@@ -180,7 +181,7 @@ async def redeem_link(ctx: Context, endpoint_id: str, token: str) -> Redeemed:
     parameter. The cookie lasts ``COOKIE_LIFETIME``, or as long as the link when that is longer (a lifetime
     link opens the page for the endpoint's life, also after the token left the address bar)."""
     if len(token) > MAX_LINK:
-        raise ValidationError(f"{LINK_PARAMETER}: at most {MAX_LINK} characters")
+        raise ValidationError(text_length(LINK_PARAMETER, None, MAX_LINK, token))
     check_text(token, LINK_PARAMETER)
     key = await _key(ctx)
     generation = await _generation(ctx, endpoint_id)

@@ -25,6 +25,7 @@ from control.records.labels import COLOR, OUTPUT_KEY, LabelRule, LabelRuleCreate
 from control.records.storable import check_text
 from control.routing.conditions import MAX_FIELD_LENGTH
 from control.service.endpoints import endpoint_rows, require_endpoint, require_owned, require_write
+from control.support.parameter_messages import text_length
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
 
@@ -72,7 +73,7 @@ def check_path(source: str, path: str) -> str:
     """The path as stored: a body path as given (no empty segment), a header name lowercased."""
     check_text(path, "path")
     if not 1 <= len(path) <= MAX_FIELD_LENGTH:
-        raise ValidationError(f"path: must be 1 to {MAX_FIELD_LENGTH} characters long")
+        raise ValidationError(text_length("path", 1, MAX_FIELD_LENGTH, path))
     if source == "header":
         if not _HEADER_NAME.fullmatch(path):
             raise ValidationError(f"path: {path!r} is not a header name (an HTTP token, e.g. x-shop-domain)")

@@ -49,6 +49,25 @@ _MICRO = timedelta(microseconds=1)
 _NOT_RULE = {"replay": "a replay", "manual_test": "a destination test", "listen": "a forward by hookyard listen"}
 
 
+def _not_a_rule_delivery(delivery_id: str, delivery: asyncpg.Record) -> str:
+    """Why a delivery is not retried, and what sends it again. A destination test's event is synthetic (never
+    stored: replaying it is a 404), so a test is sent again as a test. Both the MCP tool and the /v1 route
+    are named: the service cannot tell which surface called, and a caller of either can use both."""
+    source = delivery["source"]
+    what = f"{_NOT_RULE.get(source, source)} (source {source!r}), not a rule delivery"
+    if source == "manual_test":
+        again = (
+            f"run the test again with the MCP tool test_destination (destination_id {delivery['destination_id']!r}) "
+            f"or POST /v1/destinations/{delivery['destination_id']}/test"
+        )
+    else:
+        again = (
+            f"send the event again with the MCP tool replay_event (event_id {delivery['event_id']!r}) or "
+            f"POST /v1/events/{delivery['event_id']}/replay"
+        )
+    return f"delivery_id: {delivery_id!r} is {what}; {again}"
+
+
 async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -> DeliveryRetry:
     """One more attempt of the delivery's event to its destination, due now."""
     require_write(principal)
@@ -57,11 +76,7 @@ async def retry_delivery(ctx: Context, principal: Principal, delivery_id: str) -
             conn, principal, delivery_id, kind="dlv", noun="delivery", get=db_retries.delivery_for_account
         )
         if delivery["task_id"] is None:
-            what = _NOT_RULE.get(delivery["source"], delivery["source"])
-            raise ValidationError(
-                f"delivery_id: {delivery_id!r} is {what} (source {delivery['source']!r}), not a rule delivery; send "
-                f"the event again with POST /v1/events/{delivery['event_id']}/replay"
-            )
+            raise ValidationError(_not_a_rule_delivery(delivery_id, delivery))
         task = await db_tasks.lock_for_retry(conn, delivery["task_id"])
         if task is None:
             raise NotFoundError(f"destination {delivery['destination_id']!r} of delivery {delivery_id!r} was deleted")
@@ -178,7 +193,7 @@ async def retry_deliveries(
     if success:
         raise ValidationError(
             "success: only false (deliveries whose latest attempt failed) is retried in bulk; resend a succeeded "
-            "delivery with POST /v1/deliveries/{id}/retry"
+            "delivery with the MCP tool retry_delivery or POST /v1/deliveries/{id}/retry"
         )
     if destination_id is not None and not ids.is_id(destination_id, "dst"):
         raise ValidationError(f"destination_id: {destination_id[:100]!r} is not a destination id (dst_ and a ULID)")

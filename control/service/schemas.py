@@ -49,6 +49,7 @@ from control.schemas.state import (
     structure_digest,
 )
 from control.service.endpoints import require_endpoint
+from control.support.parameter_messages import not_one_of, shown, text_length
 from control.support.provider_checks import provider_name
 from shared import ids
 from shared.errors import NotFoundError, ValidationError
@@ -76,12 +77,15 @@ _VERSION = re.compile(r"[1-9][0-9]{0,8}")
 _fields_decoder = msgspec.json.Decoder(list[dict[str, Any]])
 
 
-def _version_param(value: str | None, name: str, *, default_current: bool = True) -> int | None:
-    """A version number, or None for ``current``."""
+def _version_param(value: int | str | None, name: str, *, default_current: bool = True) -> int | None:
+    """A version number, or None for ``current``: /v1's text (``"3"``) or a tool's integer (``3``, as a
+    schema shows its ``version``)."""
     if value is None or value == "current":
         return None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value < 10**9:
+        return value
     if not isinstance(value, str) or not _VERSION.fullmatch(value):
-        raise ValidationError(f"{name}: {value!r} is not a version (a number from 1, or current)")
+        raise ValidationError(f'{name}: must be a version number from 1 (3 or "3") or current, got {shown(value)}')
     return int(value)
 
 
@@ -138,7 +142,7 @@ async def list_schemas(
     if event_type is not None:
         check_text(event_type, "event_type")
         if len(event_type) > MAX_EVENT_TYPE:
-            raise ValidationError(f"event_type: at most {MAX_EVENT_TYPE} characters")
+            raise ValidationError(text_length("event_type", None, MAX_EVENT_TYPE, event_type))
     async with ctx.pool.acquire() as conn:
         rows = await db.list_for_account(conn, principal.account_id, provider, event_type)
     return SchemaList(schemas=[_current(r) for r in rows])
@@ -151,7 +155,7 @@ async def endpoint_schemas(ctx: Context, principal: Principal, endpoint_id: str)
     return SchemaList(schemas=[_current(r) for r in rows])
 
 
-async def get_schema(ctx: Context, principal: Principal, schema_id: str, version: str | None = None) -> Schema:
+async def get_schema(ctx: Context, principal: Principal, schema_id: str, version: int | str | None = None) -> Schema:
     number = _version_param(version, "version")
     async with ctx.pool.acquire() as conn:
         row = await _schema(conn, principal, schema_id)
@@ -179,7 +183,7 @@ async def schema_versions(ctx: Context, principal: Principal, schema_id: str) ->
 
 
 async def schema_diff(
-    ctx: Context, principal: Principal, schema_id: str, from_: str | None = None, to: str | None = None
+    ctx: Context, principal: Principal, schema_id: str, from_: int | str | None = None, to: int | str | None = None
 ) -> SchemaDiff:
     """``from`` defaults to the version before ``to``; before version 1 is the empty schema (0)."""
     to_number = _version_param(to, "to")
@@ -268,16 +272,16 @@ async def schema_types(
     schema_id: str,
     lang: str | None = None,
     framework: str | None = None,
-    version: str | None = None,
+    version: int | str | None = None,
     union: bool | None = None,
 ) -> GeneratedTypes:
     """The code of the schema's event type; with ``union``, of every event type of its provider its endpoints
     receive, with the discriminated union over them. Made from the versions' structures, and kept by them
     (``control.schemas.codegen.memo``): the same structures, asked the same way, give the same text."""
     if lang is not None and lang not in LANGS:
-        raise ValidationError(f"lang: {lang!r} is not one of {', '.join(LANGS)}")
+        raise ValidationError(not_one_of("lang", LANGS, lang))
     if framework is not None and framework not in FRAMEWORKS:
-        raise ValidationError(f"framework: {framework!r} is not one of {', '.join(FRAMEWORKS)}")
+        raise ValidationError(not_one_of("framework", FRAMEWORKS, framework))
     lang = "typescript" if framework is not None or lang is None else lang  # a handler is TypeScript
     number = _version_param(version, "version")
     async with ctx.pool.acquire() as conn:
@@ -308,7 +312,7 @@ async def schema_types(
 
 
 async def schema_correlations(
-    ctx: Context, principal: Principal, schema_id: str, version: str | None = None
+    ctx: Context, principal: Principal, schema_id: str, version: int | str | None = None
 ) -> Correlations:
     number = _version_param(version, "version")
     async with ctx.pool.acquire() as conn:

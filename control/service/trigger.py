@@ -36,6 +36,7 @@ from control.service.endpoints import ingest_url, require_endpoint, require_writ
 from control.support import sealing
 from control.support.client_tls import verify_for
 from control.support.long_poll import Wakeups
+from control.support.parameter_messages import not_one_of
 from control.support.rate_limits import charge_send
 from control.support.until_stored import watch_storing
 from shared import samples
@@ -84,7 +85,7 @@ async def send_test_webhook(
     require_write(principal)
     provider = samples.provider_name(data.provider)
     if provider is None:
-        raise ValidationError(f"provider: {data.provider!r} is not one of {', '.join(sorted(NAMES))}")
+        raise ValidationError(not_one_of("provider", sorted(NAMES), data.provider))
     names = samples.EVENT_TYPES[provider]
     event_type = names[0] if data.event_type is None else data.event_type
     if event_type not in names:

@@ -27,7 +27,7 @@ def line_of(alert: Mapping[str, Any]) -> str:
     """What is wrong, in a sentence (a ``slack`` body's line, the inbox's banner)."""
     data, subject, n = alert["data"] or {}, _subject(alert), alert["count"]
     return {
-        "destination.circuit_opened": f"{subject} is failing: its circuit opened after "
+        "destination.circuit_opened": f"{subject} is failing: its circuit is open after "
         f"{data.get('consecutive_failures', n)} consecutive failed deliveries; deliveries wait until it recovers",
         "destination.recovered": f"{subject} recovered: its circuit closed and deliveries resume",
         "destination.disabled": f"{subject} is disabled ({data.get('reason', '?')}): nothing is sent to it and "

@@ -19,7 +19,14 @@ from typing import Any
 
 from msgspec import inspect as mi
 
-from control.support.parameter_messages import kind_words, not_boolean, out_of_range, shown
+from control.support.parameter_messages import (
+    choices_words,
+    kind_words,
+    not_boolean,
+    out_of_range,
+    shown,
+    wrong_length,
+)
 
 __all__ = ("MISSING", "TOO_LARGE", "locate", "node_at", "secret_at", "translate", "unhide_key")
 
@@ -224,32 +231,12 @@ def _range(field: str, node: Any, given: Any) -> str | None:
     return out_of_range(field, low, high, None, text)
 
 
-_UNITS = {"str": ("character", "characters"), "bytes": ("byte", "bytes"), "array": ("item", "items")}
-_UNITS["object"] = ("entry", "entries")
-
-
 _SHORT_SECRET = (
     " (a shorter secret is too easy to guess: if the provider issued this one, or let you set it, rotate it "
     "there to one of at least {low} characters and give that here)"
 )
 """A secret too short (a provider's signing secret, ``resign_with``): what to do, since its owner cannot
 lengthen it here; a webhook secret set by hand at GitHub can be any length."""
-
-
-def _length(kind: str, low: int | None, high: int | None, size: int | None) -> str:
-    """``must be 16 to 1024 characters long, got 15``: the size given, never the value (it may be a secret)."""
-    one, many = _UNITS[kind]
-    got = "" if size is None else f", got {size}"
-    n: int | None
-    if low is not None and high is not None:
-        bound = f"exactly {low}" if low == high else f"{low} to {high}"
-        n = high
-    elif low == 1 and kind == "str":
-        return "must not be empty"
-    else:
-        bound, n = (f"at least {low}", low) if low is not None else (f"at most {high}", high)
-    unit = one if n == 1 else many
-    return f"must be {bound} {unit} long{got}" if kind == "str" else f"must have {bound} {unit}{got}"
 
 
 def _size(given: Any) -> int | None:
@@ -275,8 +262,7 @@ def _one_of(node: mi.Type | None, given: Any) -> str | None:
     )
     if not values:
         return None
-    null = ", or null" if _of(node, mi.NoneType) is not None else ""
-    return f"must be one of {', '.join(str(v) for v in values)}{null}{_got(given)}"
+    return f"{choices_words(values, null=_of(node, mi.NoneType) is not None)}{_got(given)}"
 
 
 def translate(
@@ -321,13 +307,13 @@ def _problem(field: str, message: str, node: mi.Type | None, given: Any, rules: 
         high = declared.max_length if declared else int(m[3]) if m[2] == "<=" else None
         size = None if m[1] == "bytes" else _size(given)
         short = isinstance(given, _Withheld) and m[1] == "str" and low is not None and 0 < (size or 0) < low
-        return _length(m[1], low, high, size) + (_SHORT_SECRET.format(low=low) if short else "")
+        return wrong_length(m[1], low, high, size) + (_SHORT_SECRET.format(low=low) if short else "")
     if m := re.fullmatch(
         r"Expected `array` of (?:at (least|most) )?length (\d+)(?: to (\d+))?(?:, got (\d+))?", message
     ):
         low = None if m[1] == "most" else int(m[2])
         high = int(m[3]) if m[3] else None if m[1] == "least" else int(m[2])
-        return _length("array", low, high, int(m[4]) if m[4] else _size(given))
+        return wrong_length("array", low, high, int(m[4]) if m[4] else _size(given))
     if m := re.fullmatch(r"Expected `str` matching regex (.+)", message):
         return rules.get(m[1]) or f"must match the regular expression {m[1]}"
     if re.fullmatch(r"Invalid (?:enum )?value .+", message):

@@ -4,8 +4,10 @@ A cursor names the last row of a page by its sort key (timestamp, id); the next 
 strictly older. No offsets: rows inserted while a caller pages (always newer, at the top) neither shift
 nor repeat what follows. The token is url-safe base64 of ``kind|microseconds|id`` plus a short checksum,
 so a cursor from another list, a truncated one or an edited one is a 400 naming ``cursor``, not a
-silently wrong page. The checksum is not a secret: forging a position only skips within the caller's own
-data, which the filters already scope.
+silently wrong page. A list of one endpoint's rows (events, deliveries) puts the endpoint in ``kind``
+(``scope``): another endpoint's cursor would otherwise be taken and answer a page of the wrong rows (or
+none). The checksum is not a secret: forging a position only skips within the caller's own data, which the
+filters already scope.
 """
 
 from __future__ import annotations
@@ -28,9 +30,14 @@ def _checksum(payload: bytes) -> bytes:
     return hashlib.blake2b(payload, digest_size=_CHECK, person=b"hy-cursor").digest()
 
 
-def encode_cursor(kind: str, at: datetime, row_id: str) -> str:
+def _kind(kind: str, scope: str) -> str:
+    return f"{kind}@{scope}" if scope else kind
+
+
+def encode_cursor(kind: str, at: datetime, row_id: str, scope: str = "") -> str:
+    """The cursor after row ``row_id``; ``scope`` (an endpoint id) binds it to that endpoint's list."""
     micros = (at - _EPOCH) // timedelta(microseconds=1)
-    return _seal(f"{kind}|{micros}|{row_id}".encode())
+    return _seal(f"{_kind(kind, scope)}|{micros}|{row_id}".encode())
 
 
 def _seal(payload: bytes) -> str:
@@ -52,8 +59,9 @@ def _opened(token: str, invalid: ValidationError) -> bytes:
     return payload
 
 
-def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
-    """(timestamp, id) of the row the previous page ended with; ValidationError for anything else."""
+def decode_cursor(kind: str, token: str, scope: str = "") -> tuple[datetime, str]:
+    """(timestamp, id) of the row the previous page ended with; ValidationError for anything else, a cursor
+    of the same list of another ``scope`` included."""
     invalid = ValidationError("cursor: not a cursor of this list; pass `next_cursor` from the previous page unchanged")
     payload = _opened(token, invalid)
     try:
@@ -61,7 +69,12 @@ def decode_cursor(kind: str, token: str) -> tuple[datetime, str]:
         at = _EPOCH + timedelta(microseconds=int(micros))
     except (UnicodeDecodeError, ValueError, OverflowError):
         raise invalid from None
-    if got_kind != kind or not row_id:
+    if got_kind != _kind(kind, scope) or not row_id:
+        if scope and got_kind.startswith(f"{kind}@"):
+            raise ValidationError(
+                f"cursor: a cursor of another endpoint's list, not of {scope}'s; pass `next_cursor` from the "
+                "previous page of this endpoint unchanged"
+            )
         raise invalid
     return at, row_id
 

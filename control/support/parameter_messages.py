@@ -12,18 +12,23 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 
 from shared.errors import ValidationError
 
 __all__ = (
     "PAGE_SIZE",
     "check_limit",
+    "choices_words",
     "kind_words",
     "not_an_instant",
     "not_boolean",
+    "not_one_of",
     "out_of_range",
     "query_text",
     "shown",
+    "text_length",
+    "wrong_length",
     "wrong_type",
 )
 
@@ -106,3 +111,42 @@ def check_limit(limit: int, high: int) -> None:
     the service function that passed neither still gets the same words)."""
     if not 1 <= limit <= high:
         raise ValidationError(out_of_range("limit", 1, high, PAGE_SIZE, limit))
+
+
+_UNITS = {"str": ("character", "characters"), "bytes": ("byte", "bytes"), "array": ("item", "items")}
+_UNITS["object"] = ("entry", "entries")
+
+
+def wrong_length(kind: str, low: int | None, high: int | None, size: int | None) -> str:
+    """``must be 16 to 1024 characters long, got 15``: the size given, never the value (it may be a secret).
+    The one wording of a length, for a body field (``control.support.body_messages``) and a service's check
+    of a parameter alike (``text_length``): ``q`` once read ``at most 200 characters``, a name ``must be 1 to
+    200 characters long, got 0``."""
+    one, many = _UNITS[kind]
+    got = "" if size is None else f", got {size}"
+    n: int | None
+    if low is not None and high is not None:
+        bound = f"exactly {low}" if low == high else f"{low} to {high}"
+        n = high
+    elif low == 1 and kind == "str":
+        return "must not be empty"
+    else:
+        bound, n = (f"at least {low}", low) if low is not None else (f"at most {high}", high)
+    unit = one if n == 1 else many
+    return f"must be {bound} {unit} long{got}" if kind == "str" else f"must have {bound} {unit}{got}"
+
+
+def text_length(name: str, low: int | None, high: int | None, given: str) -> str:
+    """A text of the wrong length, checked by a service: ``q: must be at most 200 characters long, got 201``."""
+    return f"{name}: {wrong_length('str', low, high, len(given))}"
+
+
+def choices_words(values: Iterable[object], *, null: bool = False) -> str:
+    """``must be one of a, b`` (``, or null`` when null is taken too)."""
+    return f"must be one of {', '.join(str(v) for v in values)}{', or null' if null else ''}"
+
+
+def not_one_of(name: str, values: Iterable[object], given: object) -> str:
+    """A value outside its choices, checked by a service: ``lang: must be one of typescript, zod, got "py"``,
+    as a body field's is (it once read ``'py' is not one of ...``, Python's quotes, or named no value)."""
+    return f"{name}: {choices_words(values)}, got {shown(given)}"

@@ -15,6 +15,7 @@ from typing import Any
 
 from control.records.storable import check_text
 from control.records.text import PATTERN_RULES, VISIBLE
+from control.support.parameter_messages import text_length
 from shared.errors import ValidationError
 
 __all__ = ("check_external_ref", "check_name", "check_secret")
@@ -31,7 +32,7 @@ def check_name(value: Any, field: str) -> Any:
         return None
     check_text(value, field)
     if not 1 <= len(value) <= _MAX:
-        raise ValidationError(f"{field}: must be 1 to {_MAX} characters long")
+        raise ValidationError(text_length(field, 1, _MAX, value))
     if not _VISIBLE.search(value):
         raise ValidationError(f"{field}: {PATTERN_RULES[VISIBLE]}")
     return value
@@ -43,7 +44,7 @@ def check_external_ref(value: Any, field: str = "external_ref") -> Any:
         return None
     check_text(value, field)
     if not 1 <= len(value) <= _MAX:
-        raise ValidationError(f"{field}: must be 1 to {_MAX} characters long")
+        raise ValidationError(text_length(field, 1, _MAX, value))
     if _CONTROL.search(value):
         raise ValidationError(f"{field}: must not contain control characters (tab, newline...)")
     if value[0] == " " or value[-1] == " ":

@@ -34,7 +34,7 @@ import msgspec
 from shared.providers import CATALOG, canonical
 from shared.samples import code_host, commerce, identity, payments
 from shared.samples._gen import Gen
-from shared.samples.catalog import catalog_sample, unsignable
+from shared.samples.catalog import catalog_sample, handshake_named
 from shared.signatures import HEADERS, sign
 
 __all__ = ("ALIASES", "EVENT_TYPES", "PROVIDERS", "Family", "Sample", "not_offered", "provider_name", "sample")
@@ -67,11 +67,11 @@ Family = Literal["neutral", "vendor"]
 
 def not_offered(provider: str, event_type: str, named: str | None = None) -> str:
     """Why ``provider`` (one of :data:`EVENT_TYPES`; ``named`` as the caller wrote it) has no sample
-    ``event_type``, and the ones it has: a public-key provider's handshake is named as such, since hookyard
-    cannot sign one (``unsignable``)."""
+    ``event_type``, and the ones it has: a provider's handshake is named as such, a request the provider
+    makes to verify the URL rather than an event (``handshake_named``)."""
     named = named or provider
     names = ", ".join(EVENT_TYPES[provider])
-    why = unsignable(CATALOG[provider], event_type) if provider in CATALOG else None
+    why = handshake_named(CATALOG[provider], event_type) if provider in CATALOG else None
     if why:
         return f"{named}'s {event_type!r} {why}; its samples: {names}"
     return f"{named} sends no {event_type!r}; one of {names}"

@@ -6,7 +6,7 @@ adding a provider adds its sample with no code. Its delivery id is fresh per sam
 it in a header; a public-key provider's sample is signed with a throwaway key (hookyard holds only the public
 key): recognised by its headers, and failing the check of an endpoint that holds the provider's key. So
 there is no sample of such a provider's signed handshake (Discord's PING): one that fails the check is
-refused 401, by design, and the refusal says so rather than only listing the samples (``unsignable``).
+refused 401, by design, and the refusal says so rather than only listing the samples (``handshake_named``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from shared.providers.sign import sign, sign_body
 from shared.providers.values import Body, put, read
 from shared.samples._gen import Gen
 
-__all__ = ("catalog_sample", "unsignable")
+__all__ = ("catalog_sample", "handshake_named")
 
 
 def catalog_sample(
@@ -71,19 +71,36 @@ _PUBLIC_KEY: dict[str, Callable[[], ed25519.Ed25519PrivateKey | ec.EllipticCurve
 """A throwaway private key per public-key scheme: hookyard holds only the provider's public key."""
 
 
-def unsignable(provider: Provider, event_type: str) -> str | None:
-    """Why ``event_type`` has no sample when it names ``provider``'s handshake and the provider signs with a
-    private key (Discord's ``PING``: ``ping``, ``discord_ping``, or its ``type`` 1); None otherwise."""
+_WIRE_NAMES = {
+    "zoom_url_validation": ("endpoint.url_validation",),
+    "twitch_callback_verification": ("webhook_callback_verification",),
+}
+"""A handshake's name as the provider writes it, where it is not the kind without the provider's prefix
+(Slack's ``url_verification`` is)."""
+
+
+def handshake_named(provider: Provider, event_type: str) -> str | None:
+    """Why ``event_type`` has no sample when it names ``provider``'s handshake (its kind, as the event is
+    stored, or the provider's own name for it: Slack's ``url_verification``, Zoom's
+    ``endpoint.url_validation``, Discord's ``PING`` or its ``type`` 1); None otherwise. A handshake is the
+    provider checking the URL, answered at the edge and never delivered: it was refused as "slack sends no
+    'url_verification'", as if Slack had none."""
     kind = provider.handshake
-    if kind is None or provider.scheme.kind not in _PUBLIC_KEY:
+    if kind is None:
         return None
     asked = event_type.strip().casefold()
-    names = {kind, kind.removeprefix(f"{provider.name}_"), *(["1"] if kind == "discord_ping" else [])}
-    if asked not in names:
+    names = {kind, kind.removeprefix(f"{provider.name}_"), *_WIRE_NAMES.get(kind, ())}
+    if asked not in names | ({"1"} if kind == "discord_ping" else set()):
         return None
+    if provider.scheme.kind in _PUBLIC_KEY:
+        return (
+            f"is its handshake, which hookyard cannot sign: {provider.name} signs with its private key and "
+            "hookyard holds only the public key, so a sample would fail the check, and a handshake that fails it "
+            f"is refused 401 (as {provider.name} requires of a forged one); {provider.name} sends its own when "
+            "the URL is saved in its settings"
+        )
     return (
-        f"is its handshake, which hookyard cannot sign: {provider.name} signs with its private key and hookyard "
-        "holds only the public key, so a sample would fail the check, and a handshake that fails it is refused "
-        f"401 (as {provider.name} requires of a forged one); {provider.name} sends its own when the URL is saved "
-        "in its settings"
+        f"is its URL-verification handshake, not a webhook event to simulate: a request {provider.name} makes to "
+        "verify the URL when it is saved in its settings, which the edge answers itself (stored with "
+        "handshake: true, never delivered)"
     )

@@ -10,9 +10,12 @@ from control.db import alert_conditions
 from control.db.context import Context
 from control.workers.alerts.evaluator import evaluate
 from shared import ids
+from shared.settings import Settings
 from tests.conftest import Account
 from tests.destination import MATCH_ALL, add_destination, add_rule
+from tests.events_support import live_app
 from tests.helpers import assert_error, create_endpoint
+from tests.mcp_client import call, connected
 from tests.schemas.support import flush, record
 
 
@@ -100,3 +103,31 @@ async def test_a_silent_endpoints_last_event_is_written_as_the_api_writes_times(
             (row,) = [r for r in await alert_conditions.silent(conn) if r["endpoint_id"] == ep["id"]]
             assert dict(row["data"])["last_event_at"] == msgspec.json.encode(at).decode().strip('"')
             assert dict(row["data"])["last_event_at"].endswith("Z")
+
+
+async def test_an_open_circuits_count_and_its_consecutive_failures_agree(
+    client, ctx: Context, settings: Settings, account: Account
+) -> None:
+    """A failed probe of an open circuit adds a consecutive failure: the alert's ``count`` followed it while
+    its ``data.consecutive_failures`` kept the figure it fired with (``count: 11``, ``10`` in the trial). Both
+    are the current figure, on /v1 and MCP alike."""
+    ep = await create_endpoint(client, account.headers, name="probes")
+    async with ctx.pool.acquire() as conn:
+        dst = await add_destination(conn, ep["id"], "http://127.0.0.1:9/never")
+    for failures, circuit in ((10, "open"), (11, "half_open"), (12, "open")):
+        async with ctx.pool.acquire() as conn:
+            await conn.execute(
+                "UPDATE destinations SET circuit = $2, circuit_opened_at = now(), consecutive_failures = $3"
+                " WHERE id = $1",
+                dst,
+                circuit,
+                failures,
+            )
+        assert (await evaluate(ctx)).ran
+        (alert,) = (await client.get("/v1/alerts", headers=account.headers)).json()["alerts"]
+        assert (alert["count"], alert["data"]["consecutive_failures"]) == (failures, failures), alert
+        assert alert["data"]["circuit"] == circuit
+    async with live_app(settings) as (_, app), connected(app, account.key) as mcp:
+        is_error, listed = await call(mcp, "list_alerts")
+    assert not is_error
+    assert [(a["count"], a["data"]["consecutive_failures"]) for a in listed["alerts"]] == [(12, 12)]

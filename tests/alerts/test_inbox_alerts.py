@@ -57,7 +57,7 @@ async def test_the_inbox_data_route_lists_the_endpoints_open_alerts(
     circuit = alerts["destination.circuit_opened"]
     assert (circuit["destination_id"], circuit["destination_name"], circuit["count"]) == (dst, HOSTILE, 7)
     assert circuit["since"]
-    assert "circuit opened after 7 consecutive failed deliveries" in circuit["text"]
+    assert "circuit is open after 7 consecutive failed deliveries" in circuit["text"]
     assert HOSTILE in circuit["text"]  # data, as given: the page shows it as text
     assert "received nothing for 60 s" in alerts["endpoint.silent"]["text"]
 
@@ -94,7 +94,7 @@ async def test_the_inbox_page_shows_open_alerts_as_text(
     await expect(circuit.locator(".alert-destination")).to_have_text(HOSTILE)
     await expect(circuit.locator(".alert-count")).to_have_text("7")
     await expect(circuit.locator("time")).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
-    await expect(circuit.locator(".alert-text")).to_contain_text("circuit opened after 7 consecutive")
+    await expect(circuit.locator(".alert-text")).to_contain_text("circuit is open after 7 consecutive")
     await expect(banner.locator("li.alert", has_text="endpoint.silent")).to_contain_text("no events arriving")
     await page.screenshot(path=str(ARTIFACTS / "alerts.png"))
     assert await page.locator("img").count() == 0

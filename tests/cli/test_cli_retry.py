@@ -9,8 +9,8 @@ import io
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from control.cli.listen import tail
 from control.cli.remote import Remote
+from control.cli.tail import tail
 from shared.keys import Keys
 from shared.settings import Settings
 from tests.cli.webhooks_support import interrupted

@@ -23,8 +23,8 @@ import standardwebhooks
 import stripe
 import svix
 
-from control.cli.listen import tail
 from control.cli.remote import Remote
+from control.cli.tail import tail
 from control.db.migrate import available
 from control.support import activity
 from shared.keys import Keys

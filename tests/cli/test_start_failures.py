@@ -7,6 +7,7 @@ start); Postgres not answering is an outage, waited out as the docs promise. Rea
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -77,6 +78,25 @@ def test_control_waits_for_a_postgres_that_does_not_answer(settings: Settings, t
     assert "s3cret-pw" not in log.read_text()
 
 
+@pytest.mark.parametrize(
+    ("command", "variable", "value", "what"),
+    [
+        ("edge", "HOOKYARD_TRUSTED_PROXIES", "10.0.0.1,,", "IPs or CIDRs"),
+        ("worker", "HOOKYARD_RETRY_SCHEDULE_S", "1,,5", "waits in seconds"),
+    ],
+)
+def test_an_empty_list_entry_is_refused_at_start(
+    settings: Settings, tmp_path: Path, command: str, variable: str, value: str, what: str
+) -> None:
+    """As an empty entry of HOOKYARD_ENCRYPTION_KEYS is: it was dropped unread (a proxy not trusted, a wait
+    missing from the schedule) and the server started as if the list were shorter."""
+    args = ["--port", str(free_port())] if command == "edge" else ["retries", "--burst"]
+    done = cli({**Stack(settings, tmp_path).env, variable: value}, command, *args)
+    assert done.returncode == 2, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.strip()]
+    assert said == f"hookyard: {variable}: entry 2 of 3 is empty (a stray comma?); give {what}", said
+
+
 def test_control_refuses_its_api_port_as_its_metrics_port(settings: Settings, tmp_path: Path) -> None:
     """``/metrics`` left the API port (ADR 0095); the same number for both would put it back there, or lose
     the lifespan to a bind error naming neither setting. Said at start, by name, exit 2."""
@@ -86,3 +106,16 @@ def test_control_refuses_its_api_port_as_its_metrics_port(settings: Settings, tm
     assert done.returncode == 2, done.stderr
     (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
     assert said.startswith(f"hookyard: HOOKYARD_CONTROL_METRICS_PORT={port} is control's API port"), said
+
+
+def test_control_refuses_a_metrics_port_in_use(settings: Settings, tmp_path: Path) -> None:
+    """Its granian workers listen there with SO_REUSEPORT: a second server would have shared it silently."""
+    taken = free_port()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", taken))
+        busy.listen()
+        env = {**Stack(settings, tmp_path).env, "HOOKYARD_CONTROL_METRICS_PORT": str(taken)}
+        done = cli(env, "control", "--port", str(free_port()))
+    assert done.returncode == 2, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
+    assert said.startswith(f"hookyard: HOOKYARD_CONTROL_METRICS_PORT: port {taken} on 127.0.0.1 is in use"), said

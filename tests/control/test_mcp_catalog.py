@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 import jsonschema
+import msgspec
 import pytest
 from mcp.shared.exceptions import MCPError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -19,7 +20,7 @@ from control.app import create_app
 from control.mcp.catalog import Catalog
 from control.mcp.errors import failure_result
 from control.mcp.registry import TOOLS, snake_case
-from control.mcp.schemas import find_operation, output_schema
+from control.mcp.schemas import find_operation
 from control.records.events import EventWithDeliveries
 from shared.errors import NotFoundError, ValidationError
 from shared.settings import load_settings
@@ -104,10 +105,9 @@ def test_input_schemas_take_exactly_the_decoded_arguments(catalog: Catalog) -> N
         assert set(schema["properties"]) == set(names), tool.name
         assert set(schema["required"]) == {name for name, required in names.items() if required}, tool.name
         jsonschema.Draft202012Validator.check_schema(schema)
-        jsonschema.Draft202012Validator.check_schema(tool.output_schema)
-        for properties in (schema["properties"], tool.output_schema["properties"]):
-            for name, prop in properties.items():
-                assert prop, f"{tool.name}.{name} has an empty schema"
+        assert tool.output_schema is None, "a result is the record's JSON, as /v1's (ADR 0092)"
+        for name, prop in schema["properties"].items():
+            assert prop, f"{tool.name}.{name} has an empty schema"
 
 
 def test_input_schemas_are_the_documents(document: dict[str, Any], catalog: Catalog) -> None:
@@ -178,28 +178,27 @@ def test_send_test_webhook_schema_lists_each_providers_events(catalog: Catalog) 
     assert not validator.is_valid({**base, "provider": "mail", "event_type": "orders/paid"})
 
 
-def test_the_trace_ids_and_propagate_trace_are_in_the_tools(catalog: Catalog) -> None:
-    """MCP shows the same trace ids as /v1 (events, deliveries) and sets ``propagate_trace`` like it."""
-    schema = output_schema(EventWithDeliveries)
-    assert "trace_id" in schema["properties"]
-    delivery = next(d for d in schema["$defs"].values() if "attempt_number" in d.get("properties", {}))
-    assert {"trace_id", "span_id"} <= set(delivery["properties"])
+def test_the_trace_ids_and_propagate_trace_are_in_the_tools(document: dict[str, Any], catalog: Catalog) -> None:
+    """MCP shows the same trace ids as /v1 (events, deliveries: its results are /v1's records) and sets
+    ``propagate_trace`` like it."""
+    components = document["components"]["schemas"]
+    assert TOOLS["get_event"].output is EventWithDeliveries
+    assert "trace_id" in components["EventWithDeliveries"]["properties"]
+    assert {"trace_id", "span_id"} <= set(components["Delivery"]["properties"])
     for name in ("create_destination", "update_destination"):
         assert "propagate_trace" in str(catalog.input_schema(name)), name
 
 
-def test_output_schemas_describe_the_records() -> None:
-    schema = output_schema(EventWithDeliveries)
+def test_event_records_name_their_provider_by_catalog_name() -> None:
+    """The record get_event answers with (the tools list no output schema: ADR 0092), as msgspec states it."""
+    generated = msgspec.json.schema(EventWithDeliveries)
+    schema = generated["$defs"][generated["$ref"].rsplit("/", 1)[1]]
     assert {"id", "headers", "body", "provider", "deliveries", "received_at"} <= set(schema["required"])
-    assert schema["properties"]["received_at"] == {"type": "string"}  # msgspec states a format only with tz=True
     provider = schema["properties"]["provider"]["anyOf"]
     assert provider[1] == {"type": "null"}
     assert provider[0]["enum"][:4] == ["identity", "commerce", "payments", "code_host"]  # then the catalog's others
     assert {"slack", "twilio", "discord"} <= set(provider[0]["enum"])
     assert {"stripe"}.isdisjoint(provider[0]["enum"])  # an event names its provider by its catalog name
-    assert schema["properties"]["provider"] == {"anyOf": [provider[0], {"type": "null"}]}
-    assert schema["properties"]["deliveries"]["items"]["$ref"].startswith("#/$defs/")
-    assert all(ref.startswith("#/$defs/") for ref in re.findall(r'"\$ref": "([^"]+)"', str(schema).replace("'", '"')))
 
 
 # -- through the official client, in process --------------------------------------------------------------

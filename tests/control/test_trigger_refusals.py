@@ -1,7 +1,7 @@
 """A test webhook refused for its event type names the provider as the caller wrote it: ``svix`` is an
 ``identity`` provider, and a refusal that said only "identity sends no 'invoice.paid'" named something the
-caller never typed (found trying the README from a fresh clone). A public-key provider's handshake says why
-it has no sample."""
+caller never typed (found trying the README from a fresh clone). A provider's handshake says why it has no
+sample: a public-key provider's cannot be signed, and any is the provider checking the URL, not an event."""
 
 from __future__ import annotations
 
@@ -41,3 +41,28 @@ async def test_discords_ping_is_refused_saying_why_there_is_no_sample(settings: 
             assert message.endswith("; its samples: blep"), message
         other = await client.post(url, json={"provider": "discord", "event_type": "nope"}, headers=account.headers)
         assert other.json()["error"]["message"] == "event_type: discord sends no 'nope'; one of blep"
+
+
+async def test_a_url_verification_handshake_is_named_as_the_providers_check(
+    settings: Settings, account: Account
+) -> None:
+    """Slack's ``url_verification`` and Zoom's ``endpoint.url_validation`` were refused as "slack sends no
+    'url_verification'; one of app_mention", as if the provider had none: it is a request the provider makes
+    to verify the URL (answered at the edge, never delivered), not a webhook event a sample could stand for."""
+    async with concurrent_client(settings) as client:
+        endpoint = await client.post("/v1/endpoints", json={"name": "handshakes"}, headers=account.headers)
+        url = f"/v1/endpoints/{endpoint.json()['id']}/test-webhook"
+        for provider, asked, samples in (
+            ("slack", "url_verification", "app_mention"),
+            ("slack", "slack_url_verification", "app_mention"),
+            ("zoom", "endpoint.url_validation", "meeting.started"),
+            ("zoom", "zoom_url_validation", "meeting.started"),
+        ):
+            sent = await client.post(url, json={"provider": provider, "event_type": asked}, headers=account.headers)
+            assert sent.status_code == 400, sent.text
+            message = sent.json()["error"]["message"]
+            assert message == (
+                f"event_type: {provider}'s {asked!r} is its URL-verification handshake, not a webhook event to "
+                f"simulate: a request {provider} makes to verify the URL when it is saved in its settings, which "
+                f"the edge answers itself (stored with handshake: true, never delivered); its samples: {samples}"
+            ), message

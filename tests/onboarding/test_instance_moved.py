@@ -3,7 +3,7 @@ client commands treat it so.
 
 ``listen`` whose URL came from the instance record re-reads the record while it cannot reach it, follows the
 instance to its new URL (saying "control plane moved to …" once, and the endpoint's new ingest URL, its edge
-having moved too), and forwards what arrived meanwhile, once. ``trigger``'s default endpoint
+having moved too: ``tail`` says it too), and forwards what arrived meanwhile, once. ``trigger``'s default endpoint
 (``control.cli.last``) survives the port change; once that endpoint is deleted, the refusal says which one is
 gone and where it was recorded.
 
@@ -78,9 +78,12 @@ def test_listen_and_the_default_endpoint_follow_up_to_its_new_ports(project: Pat
     env, first = clean_env(), _up(project, "up-first")
     listen = Proc(["listen", "--start", "--forward-to", app.url], env, project / "listen.log", cwd=project)
     second: Up | None = None
+    tail: Proc | None = None
     try:
         ep = listen.wait_for_output(r"^  endpoint (ep_\w+) \(temporary").group(1)
         listen.wait_for_output("^Forwarding to")
+        tail = Proc(["tail", ep], env, project / "tail.log", cwd=project)
+        tail.wait_for_output("^Following 1 endpoint")
         _v1(first, "POST", "/v1/endpoints", json={"name": "another"})  # so the default is not the only one
         assert _ok(cli(env, "trigger", "stripe", "invoice.paid", cwd=project)).startswith(
             f"sent payments invoice.paid to {ep}: 200"
@@ -106,6 +109,9 @@ def test_listen_and_the_default_endpoint_follow_up_to_its_new_ports(project: Pat
         ingest = _v1(second, "GET", f"/v1/endpoints/{ep}").json()["ingest_url"]
         assert ingest.startswith(second.edge_url), ingest
         assert f"Send webhooks to {ingest} now (was {shown.group(1)})" in listen.output, listen.output
+        # tail says it as listen does (it said nothing: its user kept sending to the old URL).
+        tail.wait_for_output(re.escape(f"Send webhooks to {ingest} now (was {shown.group(1)}; endpoint {ep})"))
+        assert tail.interrupt() == 0
         assert len(app.requests) == 2
         assert app.requests[1].headers.get("x-github-event") == "push"
         assert listen.interrupt() == 0
@@ -121,6 +127,8 @@ def test_listen_and_the_default_endpoint_follow_up_to_its_new_ports(project: Pat
         assert len(app.requests) == 2  # nothing forwarded twice
     finally:
         listen.kill()
+        if tail is not None:
+            tail.kill()
         first.kill()
         if second is not None:
             second.kill()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import Account
-from tests.helpers import module_database_url
+from tests.helpers import db, module_database_url
 from tests.onboarding.test_agent_flow import connected, module_settings  # noqa: F401 - a fixture
 from tests.stack import Stack
 
@@ -100,3 +100,59 @@ async def test_mcp_names_providers_as_v1_does(shared_stack: Stack, account: Acco
         assert (config["provider"], config["verify_token_set"]) == ("identity", True)
         error = await t.error("update_auth_config", endpoint_id=ep, provider="nobody")
         assert error["message"].startswith("provider:")
+
+
+async def test_a_rule_on_meta_provider_takes_the_names_the_event_list_takes(
+    shared_stack: Stack, account: Account, database_url: str, api: httpx.Client
+) -> None:
+    """``github`` in a condition is ``code_host``, the name the sample is stored with, as in ``list_events``:
+    stored as such (the answer shows it), and the flush routes the sample by it; a name of no provider is
+    refused with the names there are. Over MCP and /v1 alike (one service function)."""
+    nowhere = "http://127.0.0.1:9/hook"  # never reached: routing is read from the tasks the flush commits
+    async with connected(shared_stack, account.key) as t:
+        ep = (await t.ok("create_endpoint", name="provider-rules"))["id"]
+        by_alias = await t.ok(
+            "create_destination",
+            endpoint_id=ep,
+            url=nowhere,
+            condition_tree={"field": "meta.provider", "operator": "equals", "value": "GitHub"},
+        )
+        assert by_alias["rule"]["condition_tree"]["value"] == "code_host", by_alias
+        by_pattern = await t.ok(
+            "create_destination",
+            endpoint_id=ep,
+            url=nowhere,
+            condition_tree={"field": "meta.provider", "operator": "regex", "value": "^github$"},
+        )
+        not_stripe = await t.ok(
+            "create_destination",
+            endpoint_id=ep,
+            url=nowhere,
+            condition_tree={"field": "meta.provider", "operator": "not_equals", "value": "stripe"},
+        )
+        error = await t.error(
+            "create_destination",
+            endpoint_id=ep,
+            url=nowhere,
+            condition_tree={"field": "meta.provider", "operator": "equals", "value": "gitlub"},
+        )
+        assert error["message"].startswith('condition_tree.value: "gitlub" is not a provider'), error
+        assert {"code_host", "github"} <= set(error["message"].replace(",", " ").split())
+        sent = await t.ok("send_test_webhook", endpoint_id=ep, provider="github", event_type="push")
+        listed = await t.ok("list_events", endpoint_id=ep, provider="github")
+    assert [e["id"] for e in listed["events"]] == [sent["event_id"]]
+    refused = api.post(
+        f"/v1/endpoints/{ep}/rules",
+        json={
+            "name": "x",
+            "destination_ids": [by_alias["id"]],
+            "condition_tree": {"field": "meta.provider", "operator": "equals", "value": "gitlub"},
+        },
+    )
+    assert (refused.status_code, refused.json()["error"]["message"]) == (400, error["message"])
+    async with db(database_url) as conn:
+        routed = {
+            r[0]
+            for r in await conn.fetch("SELECT destination_id FROM delivery_tasks WHERE event_id = $1", sent["event_id"])
+        }
+    assert routed == {by_alias["id"], by_pattern["id"], not_stripe["id"]}

@@ -101,13 +101,20 @@ def test_bad_values_fail_naming_the_variable(env, variable):
     ("raw", "expected"),
     [
         ("10.0.0.0/8", ("10.0.0.0/8",)),
-        ("10.0.0.0/8, 192.168.1.1 ,", ("10.0.0.0/8", "192.168.1.1")),
-        (" , ", ()),
+        ("10.0.0.0/8, 192.168.1.1 ", ("10.0.0.0/8", "192.168.1.1")),
+        (" ", ()),
         ("::1,fd00::/8", ("::1", "fd00::/8")),
     ],
 )
 def test_lists_are_comma_separated(raw, expected):
     assert load_settings({"HOOKYARD_TRUSTED_PROXIES": raw}).trusted_proxies == expected
+
+
+@pytest.mark.parametrize("raw", ["10.0.0.0/8, 192.168.1.1 ,", " , ", ",10.0.0.1"])
+def test_an_empty_list_entry_is_refused(raw):
+    """It was dropped unread, as if the list were shorter (tests/cli/test_start_failures.py: at start)."""
+    with pytest.raises(ConfigError, match=r"^HOOKYARD_TRUSTED_PROXIES: entry \d of \d is empty"):
+        load_settings({"HOOKYARD_TRUSTED_PROXIES": raw})
 
 
 @pytest.mark.parametrize("url", ["postgres://h/db", "postgresql://u:p@h:5432/db", "postgresql:///db?host=/tmp/socket"])

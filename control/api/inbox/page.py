@@ -24,8 +24,8 @@ from litestar.di import NamedDependency
 
 from control.api.errors import status_of
 from control.api.inbox.refusal import REFUSED_STATUSES, refusal, wants_html
+from control.api.openapi import described
 from control.api.params import EndpointId, query, text_schema
-from control.api.public import described
 from control.db.context import Context
 from control.records.endpoints import Endpoint
 from control.service.anonymous import SESSION_COOKIE

@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any
 
+from control.cli.ports import check_port
 from control.cli.runtime import command_settings, exit_now, run
 from shared import otel_config
 from shared.errors import ConfigError
@@ -103,6 +104,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"{needed} must be set for `hookyard {args.command}` (`hookyard up` sets them)")
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
+    port = getattr(settings, port_field)
+    check_port(settings.host, port, env_name(port_field), "--port")  # granian would share it (SO_REUSEPORT)
     if args.parent_pid is not None:
         bind_to_parent(args.parent_pid)
     if not edge and not settings.encryption_keys:  # warned here, before granian: its workers' lines come later
@@ -117,7 +120,6 @@ def _serve(args: argparse.Namespace) -> int:
     tracing = otel_config.describe(metrics=not edge)  # the edge exports spans only
     if tracing is not None and args.parent_pid is None:  # under `up`, its banner says it
         log.info("%s: %s", args.command, tracing)
-    port = getattr(settings, port_field)
     if not edge:
         _say_metrics(settings, port, under_up=args.parent_pid is not None)
     # The app reads its settings from the environment; make it agree with the flags.
@@ -158,6 +160,8 @@ def _say_metrics(settings: Settings, port: int, *, under_up: bool) -> None:
             f"HOOKYARD_CONTROL_METRICS_PORT={metrics_port} is control's API port: /metrics needs a port of its own "
             "(the API port is the tenants', and the metrics name every account's destinations)"
         )
+    if metrics_port:  # each granian worker listens there with SO_REUSEPORT: a second server would share it
+        check_port(settings.host, metrics_port, "HOOKYARD_CONTROL_METRICS_PORT", "the setting")
     if under_up:
         return
     if metrics_port:

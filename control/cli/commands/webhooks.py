@@ -1,5 +1,5 @@
 """The webhook commands of ``hookyard``: ``listen``, ``trigger``, ``replay`` and ``tail`` (``control.cli.listen``
-does the following and forwarding, ``control.cli.remote`` the API calls). Like ``hookyard open``
+and ``control.cli.tail`` do the following and forwarding, ``control.cli.remote`` the API calls). Like ``hookyard open``
 (``control.cli.commands.open``), they are clients of a running control plane, found as ``control.cli.instance``
 says (``--control-url``, ``HOOKYARD_CONTROL_URL``, the ``hookyard up`` running on ``--data-dir``); the key
 comes from ``HOOKYARD_API_KEY`` or the data dir. With no endpoint named, ``trigger`` and ``replay`` use the
@@ -178,7 +178,7 @@ def _listen_again(args: argparse.Namespace, remote: Any) -> list[str]:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    from control.cli.listen import tail
+    from control.cli.tail import tail
 
     return _webhook_command(args, lambda settings, remote: tail(remote, endpoint_ref=args.endpoint))
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import msgspec
+
 from control.mcp.registry import Call, tool
-from control.records import Deleted
 from control.records.endpoints import Endpoint, EndpointCreate, EndpointCreated, EndpointList, EndpointUpdate
 from control.service import endpoints as service
 
@@ -32,7 +33,20 @@ async def update_endpoint(call: Call, endpoint_id: str, data: EndpointUpdate) ->
     return await service.update_endpoint(call.ctx, call.principal, endpoint_id, data)
 
 
+class EndpointDeleted(msgspec.Struct, kw_only=True):
+    """/v1's ``Deleted``, and for a temporary token whose account has no endpoint left, a ``note`` saying so."""
+
+    id: str
+    deleted: bool = True
+    note: str | msgspec.UnsetType = msgspec.UNSET
+
+
 @tool("DeleteEndpoint", destructive=True, idempotent=True)
-async def delete_endpoint(call: Call, endpoint_id: str) -> Deleted:
-    """Delete an endpoint with all its events, deliveries, destinations, rules and settings."""
-    return Deleted(id=await service.delete_endpoint(call.ctx, call.principal, endpoint_id))
+async def delete_endpoint(call: Call, endpoint_id: str) -> EndpointDeleted:
+    """Delete an endpoint with all its events, deliveries, destinations, rules and settings.
+
+    A temporary token (`hy_tmp_`) cannot create endpoints: deleting its account's last one leaves the token
+    nothing to work on (the answer's `note` says so; `POST /api/start` gives a new token and endpoint)."""
+    deleted = await service.delete_endpoint(call.ctx, call.principal, endpoint_id)
+    note = await service.none_left(call.ctx, call.principal)
+    return EndpointDeleted(id=deleted, note=msgspec.UNSET if note is None else note)

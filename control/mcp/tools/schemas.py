@@ -11,6 +11,7 @@ from control.records.schemas import (
     SchemaDiffRange,
     SchemaList,
     SchemaVersionList,
+    VersionArgument,
 )
 from control.service import schemas as service
 
@@ -22,7 +23,7 @@ async def list_schemas(call: Call, provider: str | None = None, event_type: str 
 
 
 @tool("GetSchema", read_only=True)
-async def get_schema(call: Call, schema_id: str, version: str | None = None) -> Schema:
+async def get_schema(call: Call, schema_id: str, version: VersionArgument = None) -> Schema:
     """Read a learned schema's fields at a version (`current` by default)."""
     return await service.get_schema(call.ctx, call.principal, schema_id, version)
 
@@ -45,7 +46,7 @@ async def get_schema_types(
     schema_id: str,
     lang: str | None = None,
     framework: str | None = None,
-    version: str | None = None,
+    version: VersionArgument = None,
     union: bool | None = None,
 ) -> GeneratedTypes:
     """Generate TypeScript, zod or JSON Schema for a learned schema's event type (`union`: its endpoints' every
@@ -54,7 +55,7 @@ async def get_schema_types(
 
 
 @tool("GetSchemaCorrelations", read_only=True)
-async def get_schema_correlations(call: Call, schema_id: str, version: str | None = None) -> Correlations:
+async def get_schema_correlations(call: Call, schema_id: str, version: VersionArgument = None) -> Correlations:
     """Rank a learned schema's id-like fields as correlation keys, with the schemas sharing their values."""
     return await service.schema_correlations(call.ctx, call.principal, schema_id, version)
 

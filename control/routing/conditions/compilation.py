@@ -20,6 +20,7 @@ from control.routing.conditions.text import as_number, text_form
 from control.routing.conditions.tree import MISSING, EventView, InvalidConditionTree, Predicate
 from control.routing.conditions.validation import regex, validate
 from shared.bytes_lru import BytesLRU
+from shared.providers import NAMES
 
 __all__ = ("ALWAYS", "Getter", "compile_tree", "getter", "matches")
 
@@ -199,7 +200,26 @@ def _build(node: dict[str, Any]) -> Predicate:
         return _any(children)
     get = _getter(node["field"])
     test = _test(node["operator"], node.get("value"))
+    if node["field"] == "meta.provider" and node["operator"] in ("contains", "regex"):
+        return _provider_among(test, get)
     return lambda event: test(get(event))
+
+
+def _provider_among(test: Test, get: Getter) -> Predicate:
+    """``contains`` or ``regex`` on ``meta.provider``: true of a provider when true of its own name or any of
+    its aliases (``regex: "github"`` matches ``code_host``), as the event list's filter takes either. Events
+    carry the catalog's own names, so the answer for each is found once here and an event costs one dict
+    lookup; any other value is tested as it is (validation makes ``equals`` and ``not_equals`` values the
+    catalog's own names instead)."""
+    verdicts: dict[object, bool] = {}
+    for name, own in NAMES.items():
+        verdicts[own] = verdicts.get(own, False) or test(name)
+
+    def among(event: EventView) -> bool:
+        found = verdicts.get(event.meta.get("provider"))
+        return test(get(event)) if found is None else found
+
+    return among
 
 
 def _all(children: list[Predicate]) -> Predicate:
@@ -259,7 +279,7 @@ def _compile_canonical(canonical: bytes) -> Predicate:
     found = _COMPILED.get(canonical)
     if found is not None:
         return found[0]
-    predicate = _build(validate(msgspec.json.decode(canonical)))
+    predicate = _build(validate(msgspec.json.decode(canonical), writing=False))
     _COMPILED.put(canonical, (predicate, _COMPILED_WEIGHT_PER_BYTE * len(canonical)))
     return predicate
 

@@ -23,6 +23,7 @@ from control.records.storable import text_problem
 from control.routing.conditions.tree import LABEL_PREFIX, META_KEYS, OPERATORS, InvalidConditionTree
 from control.support.parameter_messages import shown
 from shared.bytes_lru import memoize
+from shared.providers import NAMES, canonical
 
 __all__ = (
     "MAX_DEPTH",
@@ -48,6 +49,7 @@ _LABEL_KEY = re.compile(LABEL_KEY)
 _GROUP_KEYS = ("op", "children")
 _LEAF_KEYS = ("field", "operator", "value")
 _HEADER_NAME = re.compile(HEADER_NAME)
+_PROVIDER = "meta.provider"
 
 _encode = msgspec.json.Encoder().encode
 
@@ -99,10 +101,11 @@ def _regex_error(pattern: str) -> str | None:
 
 
 class _Walk:
-    __slots__ = ("nodes",)
+    __slots__ = ("nodes", "writing")
 
-    def __init__(self) -> None:
+    def __init__(self, *, writing: bool) -> None:
         self.nodes = 0
+        self.writing = writing
 
     def node(self, node: object, path: str, depth: int) -> dict[str, Any]:
         if depth > MAX_DEPTH:
@@ -180,8 +183,25 @@ class _Walk:
             raise InvalidConditionTree(f"{where}: must be a string, number, boolean or null, got {shown(value)}")
         elif isinstance(value, float) and not math.isfinite(value):
             raise InvalidConditionTree(f"{where}: must be a finite number")
+        if out["field"] == _PROVIDER and operator in ("equals", "not_equals"):
+            value = self.provider(value, where)
         out["value"] = value
         return out
+
+    def provider(self, value: object, where: str) -> object:
+        """A provider as the catalog names it (``github`` is ``code_host``), the name events are stored with,
+        so the rule means what the event list's ``provider`` filter means. A name the catalog does not know
+        could never match (or, with ``not_equals``, would match everything): refused on write, with the names
+        it takes; a tree stored before that check keeps it (compilation re-validates with ``writing=False``)."""
+        own = canonical(value) if isinstance(value, str) else None
+        if own is not None:
+            return own
+        if self.writing:
+            raise InvalidConditionTree(
+                f"{where}: {_quote(value) if isinstance(value, str) else shown(value)} is not a provider; "
+                f"meta.provider is one of {', '.join(sorted(NAMES))} (an alias is stored as its provider's name)"
+            )
+        return value
 
 
 def _storable(text: str, where: str) -> None:
@@ -238,10 +258,12 @@ def _operator(node: dict[Any, Any], path: str) -> str:
     return operator
 
 
-def validate(tree: object, *, path: str = "condition_tree") -> dict[str, Any]:
-    """The normalised tree to store (header names lowercased, keys in a fixed order), or
-    :class:`InvalidConditionTree` naming the first problem's path. Never raises anything else."""
-    normalised = _Walk().node(tree, path, 1)
+def validate(tree: object, *, path: str = "condition_tree", writing: bool = True) -> dict[str, Any]:
+    """The normalised tree to store (header names lowercased, a ``meta.provider`` name as the catalog's own,
+    keys in a fixed order), or :class:`InvalidConditionTree` naming the first problem's path. Never raises
+    anything else. ``writing=False`` (compilation of a stored tree) keeps a provider name the catalog does not
+    know instead of refusing it."""
+    normalised = _Walk(writing=writing).node(tree, path, 1)
     try:
         size = len(_encode(normalised))
     except (UnicodeEncodeError, msgspec.EncodeError, TypeError, ValueError, OverflowError):

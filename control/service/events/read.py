@@ -25,7 +25,7 @@ from control.service.endpoints import require_endpoint, require_event
 from control.support.body_encoding import BodyEncoding, shown_body
 from control.support.long_poll import ENDPOINT_GONE, Wakeups
 from control.support.page_cursors import decode_cursor, encode_cursor
-from control.support.parameter_messages import check_limit, not_an_instant, out_of_range, shown
+from control.support.parameter_messages import check_limit, not_an_instant, out_of_range, shown, text_length
 from control.support.provider_checks import provider_name
 from shared.errors import NotFoundError, ValidationError
 from shared.providers import NAMES
@@ -70,7 +70,7 @@ def _text(value: str | None, field: str) -> str | None:
     if value is None or value == "":
         return None
     if len(value) > MAX_TEXT:
-        raise ValidationError(f"{field}: at most {MAX_TEXT} characters")
+        raise ValidationError(text_length(field, None, MAX_TEXT, value))
     found: str | None = check_text(value, field)
     return found
 
@@ -203,12 +203,12 @@ async def list_events(
     ctx: Context, principal: Principal, endpoint_id: str, filters: EventFilters, *, limit: int, cursor: str | None
 ) -> EventList:
     check_limit(limit, 100)
-    after = decode_cursor("evt", cursor) if cursor else None
+    after = decode_cursor("evt", cursor, endpoint_id) if cursor else None
     async with ctx.pool.acquire() as conn:
         await _endpoint(conn, principal, endpoint_id)
         rows = await db_events.page(conn, endpoint_id, filters, limit=limit + 1, after=after)
     more, rows = len(rows) > limit, rows[:limit]
-    next_cursor = encode_cursor("evt", rows[-1]["received_at"], rows[-1]["id"]) if more else None
+    next_cursor = encode_cursor("evt", rows[-1]["received_at"], rows[-1]["id"], endpoint_id) if more else None
     return EventList(events=[event_record(r) for r in rows], next_cursor=next_cursor)
 
 

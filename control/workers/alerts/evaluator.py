@@ -128,7 +128,9 @@ async def evaluate(ctx: Context) -> Evaluated:
         for (type_, _account, key), now in current.items():
             if (type_, _account, key) not in opened and (alert_id := await _fire(conn, type_, key, now)):
                 out.fired.append(alert_id)
-        await db_alerts.set_counts(conn, [(row["id"], current[k].count) for k, row in opened.items() if k in current])
+        await db_alerts.set_counts(
+            conn, [(row["id"], current[k].count, current[k].data) for k, row in opened.items() if k in current]
+        )
         ended = [row for k, row in opened.items() if k not in current]
         await db_alerts.resolve(conn, [row["id"] for row in ended])
         out.resolved.extend(row["id"] for row in ended)

@@ -281,8 +281,8 @@ def test_the_path_prefix_can_be_chosen():
         ({"value": 1, "operator": "equals", "field": "body.a"}, leaf("body.a", "equals", 1)),
         ({"children": [], "op": "OR"}, group("OR")),
         (
-            group("AND", leaf("header.A", "exists"), group("OR", leaf("meta.provider", "equals", None))),
-            group("AND", leaf("header.a", "exists"), group("OR", leaf("meta.provider", "equals", None))),
+            group("AND", leaf("header.A", "exists"), group("OR", leaf("meta.event_type", "equals", None))),
+            group("AND", leaf("header.a", "exists"), group("OR", leaf("meta.event_type", "equals", None))),
         ),
         (leaf("body", "regex", "^x"), leaf("body", "regex", "^x")),
         (leaf("body.a.0.b", "contains", 1.5), leaf("body.a.0.b", "contains", 1.5)),
