@@ -76,14 +76,17 @@ async def _parked(base: str, waiters: int, tasks: list[asyncio.Task]) -> float:
     return time.perf_counter() - started
 
 
-async def _round(port: int, edge: str, endpoint, waiters: int, settings) -> tuple[float, list[float], float]:
-    """(ack → publish ms, [publish → response ms per waiter], seconds until all were parked)."""
+async def _round(
+    port: int, metrics: str, edge: str, endpoint, waiters: int, settings
+) -> tuple[float, list[float], float]:
+    """(ack → publish ms, [publish → response ms per waiter], seconds until all were parked); ``metrics``:
+    control's metrics port's URL (``HOOKYARD_CONTROL_METRICS_PORT``; the API port serves none, ADR 0095)."""
     path = f"/v1/endpoints/{endpoint.id}/events/wait?timeout=30"
     redis = redis_client.connect(settings.redis_url, blocking_reads=True)
     pubsub = redis.pubsub(ignore_subscribe_messages=True)
     await pubsub.subscribe(Keys(settings.redis_prefix).event_channel(endpoint.id))
     tasks = [asyncio.create_task(_wait_raw(port, path, endpoint.api_key, None)) for _ in range(waiters)]
-    park_s = await _parked(f"http://127.0.0.1:{port}", waiters, tasks)
+    park_s = await _parked(metrics, waiters, tasks)
     async with httpx.AsyncClient() as client:
         sent = time.perf_counter()
         r = await client.post(f"{edge}/h/{endpoint.token}", content=b'{"type":"bench.wake"}')
@@ -107,12 +110,13 @@ def run(seconds: float) -> dict[str, object]:
     waiters = 1000
     with bench_env(rate_limit_per_s=100_000, rate_limit_burst=100_000) as bench:
         endpoint = asyncio.run(create_endpoint(bench.settings))
-        port, edge_port = free_port(), free_port()
+        port, edge_port, metrics_port = free_port(), free_port(), free_port()
         base, edge = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{edge_port}"
+        control_env = {**bench.env, "HOOKYARD_CONTROL_METRICS_PORT": str(metrics_port)}
 
         hookyard = script("hookyard")
         with (
-            run_process(granian("control.app:create_app", port), bench.env, f"{base}/healthz"),
+            run_process(granian("control.app:create_app", port), control_env, f"{base}/healthz"),
             run_process(granian("edge.app:create_app", edge_port), bench.env, f"{edge}/healthz"),
             run_process([hookyard, "worker", "flush"], bench.env),
         ):
@@ -121,7 +125,9 @@ def run(seconds: float) -> dict[str, object]:
             flush_ms: list[float] = []
             park_s: list[float] = []
             for _ in range(rounds):
-                to_publish, wakes, parked_s = asyncio.run(_round(port, edge, endpoint, waiters, bench.settings))
+                metrics = f"http://127.0.0.1:{metrics_port}"
+                one = _round(port, metrics, edge, endpoint, waiters, bench.settings)
+                to_publish, wakes, parked_s = asyncio.run(one)
                 flush_ms.append(to_publish)
                 park_s.append(parked_s)
                 latencies += wakes

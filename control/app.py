@@ -52,13 +52,12 @@ from control.service.trigger import EdgeClient
 from control.support import dead_letters
 from control.support.backlog_metrics import sampling
 from control.support.long_poll import Wakeups
-from control.support.metrics import CONTROL, live, publishing
+from control.support.metrics import CONTROL, publishing, serve_control_metrics
 from control.support.sealing import keyring_of
 from control.transform.pool import close_pool
 from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
-from shared.metrics import CONTENT_TYPE
 from shared.parent import follow_server
 from shared.settings import Settings, load_settings
 from shared.stopping import on_stop_signal
@@ -66,14 +65,6 @@ from shared.stopping import on_stop_signal
 __all__ = ("bind", "create_app", "shape")
 
 log = logging.getLogger("hookyard.control")
-
-
-@get("/metrics", include_in_schema=False)
-async def metrics(ctx: NamedDependency[Context], state: State) -> Response[bytes]:
-    """Prometheus text: this server's counters summed over its granian workers, and the deployment-wide
-    gauges read now or, the backlog, on a timer (``control.support.metrics``, ``control.support.backlog_metrics``)."""
-    body = CONTROL.render(await live(ctx, state.get("backlog")))
-    return Response(body, media_type=CONTENT_TYPE)
 
 
 @get("/healthz", include_in_schema=False)
@@ -157,8 +148,13 @@ async def _resources(app: Litestar) -> AsyncIterator[None]:
         # On the stop signal, not at lifespan shutdown: granian runs that only once every request in
         # flight has ended, which a parked long poll or an open inbox stream would put off (shared.stopping).
         with on_stop_signal(wakeups.stop):
-            async with publishing(CONTROL, settings.metrics_dir), sampling(ctx, "control") as backlog:
-                app.state.backlog = backlog
+            # /metrics on an operator's port of its own, not the API's: its backlog gauges name every
+            # account's destinations (ADR 0095).
+            async with (
+                publishing(CONTROL, settings.metrics_dir),
+                sampling(ctx, "control") as backlog,
+                serve_control_metrics(ctx, backlog),
+            ):
                 yield
     finally:
         gc.unfreeze()
@@ -192,7 +188,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     settings = _checked(settings or load_settings())
     mcp = McpMount()
     return _App(
-        route_handlers=[healthz, livez, metrics, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
+        route_handlers=[healthz, livez, v1_router(), *provisioning_routes(), mcp.handler, llms_txt],
         dependencies={"ctx": Provide(provide_ctx, sync_to_thread=False)},
         lifespan=[_resources, mcp.lifespan],
         state=State({"settings": settings}),

@@ -172,6 +172,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     (``/metrics`` on any worker sums them); unset: ``hookyard edge``/``control`` make a fresh one per start."""
     worker_metrics_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
     """Port of ``hookyard worker``'s ``/metrics`` (on ``host``); 0: none."""
+    control_metrics_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 0
+    """Port of ``hookyard control``'s ``/metrics`` (on ``host``), apart from the API port tenants use: its gauges
+    name every account's destinations (ADR 0095); 0: none."""
     sandbox_processes: Annotated[int, msgspec.Meta(ge=0, le=256)] = 0
     """Sandbox processes transforms run in, per control plane and per deliver worker (started as calls need
     them); 0: as many as the machine has cores."""

@@ -80,10 +80,11 @@ class RefusedRequests(msgspec.Struct, kw_only=True):
 
 
 class LatencyPercentiles(msgspec.Struct, kw_only=True):
-    """Nearest-rank percentiles of `latency_ms`, each the upper bound of its bucket in a fixed log-scale
-    histogram (bounds 0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, ... ms: a 1-1.2-1.5-2-
-    2.5-3-4-5-6-8 series per decade up to 120000): the true value is at most this and above the bound below
-    it. Null when nothing was attempted."""
+    """Nearest-rank percentiles of the attempts' `latency_ms`: the send alone, from the request to the
+    response, without the time a delivery waited before it (docs/reference/stats.md). Each is the upper bound
+    of its bucket in a fixed log-scale histogram (bounds 0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40,
+    50, 60, 80, 100, ... ms: a 1-1.2-1.5-2-2.5-3-4-5-6-8 series per decade up to 120000): the true value is at
+    most this and above the bound below it. Null when nothing was attempted."""
 
     p50: int | None
     p95: int | None

@@ -8,7 +8,10 @@ Control and every worker expose them; a dashboard reads them from one job (deplo
 
 ``hookyard worker`` serves ``/metrics`` on ``HOOKYARD_WORKER_METRICS_PORT`` with a few lines of asyncio, and
 ``/livez`` for a liveness probe: it answers nothing else, and an HTTP framework for two GETs was not worth a
-dependency.
+dependency. ``hookyard control`` serves its ``/metrics`` the same way on ``HOOKYARD_CONTROL_METRICS_PORT``, never
+on the API port: the backlog gauges name every account's destinations, and a tenant must not see another
+account's ids (ADR 0095). Each granian worker of a control server listens there with ``SO_REUSEPORT``; any of
+them answers with the server's summed counters.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from control.support.backlog_metrics import Backlog, sampling
 from shared.errors import ConfigError
 from shared.metrics import CONTENT_TYPE, SIZE_BUCKETS, Metrics, metrics_dir
 
-__all__ = ("CONTROL", "LIVE_GAUGES", "WORKER", "live", "publishing", "serve_worker_metrics")
+__all__ = ("CONTROL", "LIVE_GAUGES", "WORKER", "live", "publishing", "serve_control_metrics", "serve_worker_metrics")
 
 LIVE_GAUGES = (
     "hookyard_stream_length",
@@ -146,12 +149,27 @@ async def serve_worker_metrics(ctx: Context) -> AsyncIterator[None]:
     if not port:
         yield
         return
-    async with sampling(ctx, "worker") as backlog, _serving(ctx, port, backlog):
+    async with sampling(ctx, "worker") as backlog, _serving(ctx, WORKER, port, backlog):
         yield
 
 
 @contextlib.asynccontextmanager
-async def _serving(ctx: Context, port: int, backlog: Backlog) -> AsyncIterator[None]:
+async def serve_control_metrics(ctx: Context, backlog: Backlog) -> AsyncIterator[None]:
+    """``GET /metrics`` on ``control_metrics_port`` while a control plane runs (nothing when the port is 0)."""
+    port = ctx.settings.control_metrics_port
+    if not port:
+        yield
+        return
+    async with _serving(ctx, CONTROL, port, backlog, shared=True):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _serving(
+    ctx: Context, metrics: Metrics, port: int, backlog: Backlog, *, shared: bool = False
+) -> AsyncIterator[None]:
+    """``shared``: the granian workers of one control server all listen (``SO_REUSEPORT``); a worker process
+    has the port to itself, and a second one on it is refused by name."""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -160,7 +178,7 @@ async def _serving(ctx: Context, port: int, backlog: Backlog) -> AsyncIterator[N
             target = request.split(b" ", 2)[1] if request.count(b" ") >= 2 else b""
             path = target.split(b"?")[0] if request.startswith(b"GET ") else b""
             if path == b"/metrics":
-                body, status, kind = WORKER.render(await live(ctx, backlog)), b"200 OK", CONTENT_TYPE.encode()
+                body, status, kind = metrics.render(await live(ctx, backlog)), b"200 OK", CONTENT_TYPE.encode()
             elif path == b"/livez":  # the loop answers: a liveness probe's path (deploy/k8s/worker.yaml)
                 body, status, kind = b'{"ok":true}', b"200 OK", b"application/json"
             else:
@@ -174,12 +192,13 @@ async def _serving(ctx: Context, port: int, backlog: Backlog) -> AsyncIterator[N
             writer.close()
 
     try:
-        server = await asyncio.start_server(answer, ctx.settings.host, port)
+        server = await asyncio.start_server(answer, ctx.settings.host, port, reuse_port=shared or None)
     except OSError as exc:
         # A second worker on one host with the same setting died with asyncio's bind error, not naming it.
+        setting = f"HOOKYARD_{metrics.role.upper()}_METRICS_PORT"
         raise ConfigError(
-            f"HOOKYARD_WORKER_METRICS_PORT={port}: cannot listen on {ctx.settings.host}:{port} "
-            f"({exc.strerror or exc}); each worker process on a host needs a port of its own, or 0 for none"
+            f"{setting}={port}: cannot listen on {ctx.settings.host}:{port} ({exc.strerror or exc}); each "
+            f"{metrics.role} process on a host needs a port of its own, or 0 for none"
         ) from exc
     try:
         yield

@@ -7,6 +7,7 @@ start); Postgres not answering is an outage, waited out as the docs promise. Rea
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -94,3 +95,27 @@ def test_an_empty_list_entry_is_refused_at_start(
     assert done.returncode == 2, done.stderr
     (said,) = [line for line in done.stderr.splitlines() if line.strip()]
     assert said == f"hookyard: {variable}: entry 2 of 3 is empty (a stray comma?); give {what}", said
+
+
+def test_control_refuses_its_api_port_as_its_metrics_port(settings: Settings, tmp_path: Path) -> None:
+    """``/metrics`` left the API port (ADR 0095); the same number for both would put it back there, or lose
+    the lifespan to a bind error naming neither setting. Said at start, by name, exit 2."""
+    port = free_port()
+    env = {**Stack(settings, tmp_path).env, "HOOKYARD_CONTROL_METRICS_PORT": str(port)}
+    done = cli(env, "control", "--port", str(port))
+    assert done.returncode == 2, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
+    assert said.startswith(f"hookyard: HOOKYARD_CONTROL_METRICS_PORT={port} is control's API port"), said
+
+
+def test_control_refuses_a_metrics_port_in_use(settings: Settings, tmp_path: Path) -> None:
+    """Its granian workers listen there with SO_REUSEPORT: a second server would have shared it silently."""
+    taken = free_port()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", taken))
+        busy.listen()
+        env = {**Stack(settings, tmp_path).env, "HOOKYARD_CONTROL_METRICS_PORT": str(taken)}
+        done = cli(env, "control", "--port", str(free_port()))
+    assert done.returncode == 2, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
+    assert said.startswith(f"hookyard: HOOKYARD_CONTROL_METRICS_PORT: port {taken} on 127.0.0.1 is in use"), said

@@ -17,6 +17,7 @@ import pytest
 
 from control.db.context import Principal
 from control.service.events import read as service
+from control.support.metrics import CONTROL
 from shared.settings import Settings
 from tests.control.conftest import wait_scope, waiting
 from tests.events_support import EVENT_FIELDS, Ev, store
@@ -340,7 +341,7 @@ async def test_a_waiter_is_parked_once_its_first_look_is_done_and_the_gauge_says
     (a sender timing a wake-up then would time that look too), and not while it reads an announcement."""
 
     async def gauge():
-        text = (await live.client.get("/metrics")).text
+        text = CONTROL.render().decode()  # what control's metrics port serves (not the API's: ADR 0095)
         return [line for line in text.splitlines() if line.startswith("hookyard_wait_parked ")]
 
     async with _events_locked(live):

@@ -1,7 +1,7 @@
 """/metrics on real processes: an edge with two granian workers sums both workers' counts whichever one is
-scraped; control carries the stream, dead-letter and circuit gauges, waiters and rate-limit rejections;
-the worker's port carries flush batches and deliveries by outcome. Parsed with prometheus-client's own
-parser, so the text is valid exposition format."""
+scraped; control (on its metrics port) carries the stream, dead-letter and circuit gauges, waiters and
+rate-limit rejections; the worker's port carries flush batches and deliveries by outcome. Parsed with
+prometheus-client's own parser, so the text is valid exposition format."""
 
 from __future__ import annotations
 
@@ -48,11 +48,12 @@ def value(found: dict, name: str, **labels: str) -> float:
 
 
 async def test_every_process_exposes_its_metrics(settings: Settings, tmp_path: Path, destination: Destination) -> None:
-    worker_port = free_port()
+    worker_port, control_port = free_port(), free_port()
     stack = Stack(
         settings,
         tmp_path,
         HOOKYARD_WORKER_METRICS_PORT=str(worker_port),
+        HOOKYARD_CONTROL_METRICS_PORT=str(control_port),
         HOOKYARD_RATE_LIMIT_PER_S="1",
         HOOKYARD_RATE_LIMIT_BURST="40",
         HOOKYARD_METRICS_DIR=str(tmp_path / "metrics"),
@@ -120,7 +121,7 @@ async def test_every_process_exposes_its_metrics(settings: Settings, tmp_path: P
 
             statuses = [(await api.get("/v1/endpoints")).status_code for _ in range(60)]
             assert 429 in statuses
-            control = await scrape(stack.control_url)
+            control = await scrape(f"http://127.0.0.1:{control_port}")  # its operator port, not the API's
             assert value(control, "hookyard_rate_limited_total", limit="this API key") == statuses.count(429)
             assert value(control, "hookyard_circuits", state="closed") == 1
             assert value(control, "hookyard_stream_length", shard="0") == 0

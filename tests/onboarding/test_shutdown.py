@@ -95,8 +95,9 @@ class Parked:
         )
 
 
-def _waiters(up: Up) -> float:
-    text = httpx.get(up.control_url + "/metrics", timeout=5, trust_env=False).text
+def _waiters(metrics_port: int) -> float:
+    """From control's operator port (``HOOKYARD_CONTROL_METRICS_PORT``): the API port serves no /metrics."""
+    text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5, trust_env=False).text
     found = re.search(r"^hookyard_wait_waiters (\S+)$", text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 
@@ -106,6 +107,8 @@ def test_ctrl_c_answers_what_waits_and_stops_at_once(
 ) -> None:
     data_dir = workdir / ".hookyard"  # the default: `listen` in the same directory finds `up` by it
     ports = {"edge_port": free_port(), "control_port": free_port()}
+    metrics_port = free_port()
+    environment = {**environment, "HOOKYARD_CONTROL_METRICS_PORT": str(metrics_port)}
     up = Up(environment, workdir / "up.log", **ports, cwd=workdir, data_dir=data_dir)
     listen: Proc | None = None
     try:
@@ -123,7 +126,8 @@ def test_ctrl_c_answers_what_waits_and_stops_at_once(
         listen.wait_for_output("Forwarding to")
         parked = Parked(up, ep)
         wait, follow, stream = parked.open()
-        until(lambda: _waiters(up) >= 4, 30, "listen's poll, both waits and the stream parked on the control plane")
+        parked_all = "listen's poll, both waits and the stream parked on the control plane"
+        until(lambda: _waiters(metrics_port) >= 4, 30, parked_all)
         until(lambda: "event: sync" in parked.stream_lines, 10, "the stream's first event")
 
         took = up.ctrl_c()

@@ -120,6 +120,8 @@ def _serve(args: argparse.Namespace) -> int:
     tracing = otel_config.describe(metrics=not edge)  # the edge exports spans only
     if tracing is not None and args.parent_pid is None:  # under `up`, its banner says it
         log.info("%s: %s", args.command, tracing)
+    if not edge:
+        _say_metrics(settings, port, under_up=args.parent_pid is not None)
     # The app reads its settings from the environment; make it agree with the flags.
     env = {**os.environ, env_name("host"): settings.host, env_name(port_field): str(port)}
     env[SERVER_PID] = str(os.getpid())  # granian keeps this pid after the exec: its workers follow it
@@ -147,6 +149,25 @@ def _serve(args: argparse.Namespace) -> int:
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)  # noqa: S606 - becoming granian is the point
     return 0  # not reached: execve replaced this process
+
+
+def _say_metrics(settings: Settings, port: int, *, under_up: bool) -> None:
+    """Where control's ``/metrics`` is, said at start: it left the API port (ADR 0095), and an operator whose
+    scrape of that port now gets 404 finds why in this line. One port for both is refused here, by name."""
+    metrics_port = settings.control_metrics_port
+    if metrics_port == port:
+        raise ConfigError(
+            f"HOOKYARD_CONTROL_METRICS_PORT={metrics_port} is control's API port: /metrics needs a port of its own "
+            "(the API port is the tenants', and the metrics name every account's destinations)"
+        )
+    if metrics_port:  # each granian worker listens there with SO_REUSEPORT: a second server would share it
+        check_port(settings.host, metrics_port, "HOOKYARD_CONTROL_METRICS_PORT", "the setting")
+    if under_up:
+        return
+    if metrics_port:
+        log.info("control: /metrics on %s:%d (not on the API port)", settings.host, metrics_port)
+    else:
+        log.info("control: /metrics off: HOOKYARD_CONTROL_METRICS_PORT is unset (it is not on the API port)")
 
 
 def _removed_after(directory: str) -> None:
