@@ -76,26 +76,26 @@ class _Window:
         self.shown = self.held = self.held_failed = 0
         self.timer: Timer | None = None
 
-    def admit(self, failed: bool = False) -> bool:
-        """True when this line is to be written; False when it is counted into the second's summary."""
-        return self.admit_many(1, failed) == 1
-
-    def admit_many(self, lines: int, failed: bool = False) -> int:
+    def admit(self, lines: int = 1, failed: bool = False) -> int:
         """How many of ``lines`` lines (the first ones) are to be written; the rest are counted into the
-        second's summary. One call for a flushed batch's events instead of one per event: a call per event
-        was about 3 % of the worker's CPU in ``bench pipeline`` (docs/adr/0091-worker-cpu-flat-profile.md)."""
+        second's summary (``failed``: as failures). One call for a flushed batch's events instead of one per
+        event: a call per event was about 3 % of the worker's CPU in ``bench pipeline`` (ADR 0091)."""
         second = int(self.clock.now())
         if second != self.second:
             self.summarise()
             self.second, self.shown = second, 0
-        shown = min(lines, max(LINES_PER_S - self.shown, 0))
+        room = LINES_PER_S - self.shown
+        if room >= lines:
+            self.shown += lines
+            return lines
+        shown = room if room > 0 else 0
         self.shown += shown
         held = lines - shown
-        if held:
-            self.held += held
-            self.held_failed += held if failed else 0
-            if self.timer is None:  # the summary is due even when the burst ends with this line
-                self.timer = self.clock.call_later(1.0, self.summarise)
+        self.held += held
+        if failed:
+            self.held_failed += held
+        if self.timer is None:  # the summary is due even when the burst ends with this line
+            self.timer = self.clock.call_later(1.0, self.summarise)
         return shown
 
     def summarise(self) -> None:
@@ -134,7 +134,7 @@ def stored(
 
     ``new_ids`` are ids of ``records`` (each once): the second's window takes them as one count, and
     ``records`` is read only as far as the lines it has room for."""
-    room = _events.admit_many(len(new_ids))
+    room = _events.admit(len(new_ids))
     if not room:
         return
     for r in records:
@@ -177,7 +177,7 @@ def delivered(
     (the send latency of a send that never happened) read as a send after a 1 s stop or a 20 s wait.
     ``task_status``: what the attempt left its task in; a last failure says "gave up" and a 410 "held", where
     the line read like any other failure (only a scheduled retry was said)."""
-    if not _deliveries.admit(failed=error is not None):
+    if not _deliveries.admit(1, error is not None):
         return
     then = _THEN.get(task_status or "", "") if retry_in_s is None else f", retry in {retry_in_s:.0f}s"
     if unsent is not None:
