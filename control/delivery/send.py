@@ -199,10 +199,7 @@ def _request(
         sent.pop("content-length", None)
         sent.pop("transfer-encoding", None)
     else:
-        for name, value in headers.items():
-            lower = name.lower()
-            if lower not in _SET_BY_US:
-                sent[lower] = value
+        copy_by_header(sent, headers)
     if body or method.upper() in ("POST", "PUT", "PATCH"):
         sent["content-length"] = str(len(body))
     # Values are UTF-8 text, or a captured value's exact bytes carried as surrogateescape
@@ -214,9 +211,22 @@ def _request(
     except UnicodeError:  # encoded one by one below, for the error of the header that cannot be
         raw_names = raw_values = []
     if len(raw_names) != count or len(raw_values) != count:  # a line break in one, or an encoding error
-        wire = [(name.encode("latin-1"), value.encode("utf-8", "surrogateescape")) for name, value in sent.items()]
-        raw_names, raw_values = [name for name, _ in wire], [value for _, value in wire]
+        raw_names, raw_values = encode_by_header(sent)
     return target, sent, raw_names, raw_values
+
+
+def copy_by_header(sent: dict[str, str], headers: Mapping[str, str]) -> None:
+    """``headers`` into ``sent`` a header at a time, names lowercased, those ``_request`` makes skipped."""
+    for name, value in headers.items():
+        lower = name.lower()
+        if lower not in _SET_BY_US:
+            sent[lower] = value
+
+
+def encode_by_header(sent: Mapping[str, str]) -> tuple[list[bytes], list[bytes]]:
+    """The names' and values' bytes a header at a time: the error, if any, is the first header's that fails."""
+    wire = [(name.encode("latin-1"), value.encode("utf-8", "surrogateescape")) for name, value in sent.items()]
+    return [name for name, _ in wire], [value for _, value in wire]
 
 
 class _Inflater:

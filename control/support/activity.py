@@ -94,7 +94,7 @@ class _Window:
     def admit_many(self, lines: int) -> int:
         """How many of ``lines`` lines (the first ones) are to be written, the rest counted into the second's
         summary: ``admit`` for a flushed batch's events at once. A call per event was 8,900 instructions of
-        the flush per event with the window full, against 800 for this (ADR 0091)."""
+        the flush per event with the window full, against 1,200 for this (ADR 0091)."""
         shown = 0
         while shown < lines and self.admit():  # at most LINES_PER_S turns: the rest are held in one count
             shown += 1
