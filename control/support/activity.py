@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Protocol
 
 from control.records.transforms import TransformRecord
@@ -91,6 +91,17 @@ class _Window:
             self.timer = self.clock.call_later(1.0, self.summarise)
         return False
 
+    def admit_many(self, lines: int) -> int:
+        """How many of ``lines`` lines (the first ones) are to be written, the rest counted into the second's
+        summary: ``admit`` for a flushed batch's events at once. A call per event was 8,900 instructions of
+        the flush per event with the window full, against 1,200 for this (ADR 0091)."""
+        shown = 0
+        while shown < lines and self.admit():  # at most LINES_PER_S turns: the rest are held in one count
+            shown += 1
+        if shown < lines and (held := lines - shown - 1) > 0:
+            self.held += held
+        return shown
+
     def summarise(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
@@ -120,12 +131,18 @@ def enabled(on: bool) -> bool:
 
 
 def stored(
-    records: Iterable[IngestRecord], new_ids: set[str], traces: Mapping[str, tuple[str, str]] | None = None
+    records: Iterable[IngestRecord], new_ids: Collection[str], traces: Mapping[str, tuple[str, str]] | None = None
 ) -> None:
     """One line per event of ``records`` that this batch stored (not those already stored before), with the
-    event's ids (and its routing span's trace and span ids, from ``traces``, when tracing recorded them)."""
+    event's ids (and its routing span's trace and span ids, from ``traces``, when tracing recorded them).
+
+    ``new_ids`` are ids of ``records`` (each once): the second's window takes them as one count, and
+    ``records`` is read only as far as the lines it has room for."""
+    room = _events.admit_many(len(new_ids))
+    if not room:
+        return
     for r in records:
-        if r.id in new_ids and _events.admit():
+        if r.id in new_ids:
             extra: dict[str, str] = {"event_id": r.id, "endpoint_id": r.endpoint_id}
             if traces and (found := traces.get(r.id)) is not None:
                 extra["trace_id"], extra["span_id"] = found
@@ -142,6 +159,9 @@ def stored(
                 blocked,
                 extra=extra,
             )
+            room -= 1
+            if not room:
+                return
 
 
 def delivered(

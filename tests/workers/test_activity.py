@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from control.support import activity
+from tests.conftest import ingest_record
 
 
 @dataclass
@@ -114,3 +115,19 @@ async def test_the_process_clock_sets_the_summary_timer_on_the_running_loop() ->
 
 def test_without_a_running_loop_no_timer_is_set() -> None:
     assert activity.LoopClock().call_later(1.0, lambda: None) is None
+
+
+def test_a_flushed_batch_takes_the_window_once(caplog: pytest.LogCaptureFixture, clock: ManualClock) -> None:
+    """A batch's new events fill the second's window in one count (``stored`` reads the records only as far as
+    the lines it shows): the first new ones are shown in order, an event already stored is neither shown nor
+    counted, and the summary counts the rest; a second batch in the same second is counted whole."""
+    caplog.set_level(logging.INFO, logger="hookyard.activity")
+    records = [ingest_record("ep_1", id=f"evt_batch_{i}") for i in range(30)]
+    new_ids = {r.id for r in records if r.id != "evt_batch_1"}  # one was stored by an earlier flush
+    activity.stored(records, new_ids)
+    activity.stored([ingest_record("ep_1", id="evt_late")], {"evt_late"})
+    clock.advance(1.0)
+    text = _lines(caplog)
+    shown = [t.split()[1] for t in text if t.startswith("event     evt_")]
+    assert shown == ["evt_batch_0", *(f"evt_batch_{i}" for i in range(2, activity.LINES_PER_S + 1))]
+    assert "event     ... 10 more events in the last second" in text
