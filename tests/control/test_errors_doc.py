@@ -100,7 +100,9 @@ async def test_every_example_message_is_one_a_request_gets(client, account, subt
     ep = (await client.post("/v1/endpoints", json={"name": "doc"}, headers=h)).json()["id"]
     dst = await client.post(f"/v1/endpoints/{ep}/destinations", json={"url": "https://example.com/"}, headers=h)
     requests = _requests(ep, dst.json()["id"])
-    mcp = (ROOT / "tests/e2e/test_mcp_messages.py").read_text()
+    mcp = "".join(
+        (ROOT / f).read_text() for f in ("tests/e2e/test_mcp_messages.py", "tests/control/test_mcp_agent_frictions.py")
+    )
     examples = _examples()
     assert len(examples) >= 20, examples
     for example in sorted(examples):

@@ -51,7 +51,7 @@ def test_an_alias_and_a_catalog_provider_are_sent_attributed_and_verified(api: h
     assert [e["provider"] for e in listed] == ["slack"]
     refused = api.post(f"/v1/endpoints/{ep['id']}/test-webhook", json={"provider": "mailchimp"})
     assert refused.status_code == 400
-    assert refused.json()["error"]["message"].startswith("provider: 'mailchimp' is not")
+    assert refused.json()["error"]["message"].startswith("provider: must be one of ")
 
 
 def test_auth_config_names_the_provider_and_refuses_what_cannot_verify(api: httpx.Client) -> None:
