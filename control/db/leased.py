@@ -72,7 +72,8 @@ class LeasedTask(msgspec.Struct, kw_only=True, frozen=True, array_like=True):
     ``control.delivery.attempt``)."""
     transform_crashed_at: datetime | None
     account_id: str
-    """The destination's account: what the deliver loop's per-account cap counts (docs/adr/0093)."""
+    """The destination's account (its task's endpoint's): what the deliver loop's share per account counts
+    (docs/adr/0093-a-fair-share-of-the-deliver-loop.md)."""
 
 
 _EXPRESSIONS = {

@@ -237,9 +237,9 @@ class Deliver:
         wait_s = s.deliver_poll_s
         free = self._free()
         if (self._look or self._room) and free >= self._batch:
-            held = self._held(now)
-            accounts, full = self.shares.accounts(held)  # accounts at their share: their destinations too
-            blocked = [d for d, n in held.items() if n > self._half] + full
+            holding = self._held(now)
+            accounts, full = self.shares.accounts(holding)  # accounts at their share: their destinations too
+            blocked = [d for d, n in holding.items() if n > self._half] + full
             blocked += [*self.recorder.failing, *self.shaper.blocked(now), *self.transforms.crowded()]
             blocked += self.returns.destinations()
             if not self._look and self._room.issubset(blocked):
