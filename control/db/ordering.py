@@ -80,10 +80,10 @@ def _released(blocked: str, watermarks: str) -> str:
 def _claim_heads(window: int) -> str:
     """The released heads, ``window`` of them locked as candidates (a literal, as in ``tasks.window_for``)."""
     return claim_statement(
-        f"""SELECT t.id, t.destination_id, {ACCOUNT} AS account_id, t.next_attempt_at, {CIRCUIT} AS circuit
-      FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id
+        f"""SELECT t.id, t.destination_id, a.account_id, t.next_attempt_at, {CIRCUIT} AS circuit
+      FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id {ACCOUNT}
      WHERE {_released("$2", "$11")} AND t.status = 'pending'
-       AND {NOT_BLOCKED_ACCOUNT.format(account=ACCOUNT, param="$7")}
+       AND {NOT_BLOCKED_ACCOUNT.format(param="$7")}
      ORDER BY t.next_attempt_at
      LIMIT {int(window)}
        FOR UPDATE OF t SKIP LOCKED""",
@@ -120,10 +120,10 @@ async def head_candidates(
     ``paused_for_s``."""
     return await conn.fetch(
         f"""WITH {_HEADS_CTES.removesuffix(", ")}
-            SELECT t.id, t.destination_id, {ACCOUNT} AS account_id, d.circuit, {CANDIDATE_GATE}
-              FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id
+            SELECT t.id, t.destination_id, a.account_id, d.circuit, {CANDIDATE_GATE}
+              FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id {ACCOUNT}
              WHERE {_released("$1", "$2")} AND t.status = 'pending'
-               AND {NOT_BLOCKED_ACCOUNT.format(account=ACCOUNT, param="$4")}
+               AND {NOT_BLOCKED_ACCOUNT.format(param="$4")}
              ORDER BY t.next_attempt_at
              LIMIT $3
                FOR UPDATE OF t SKIP LOCKED""",
