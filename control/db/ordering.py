@@ -25,7 +25,7 @@ import asyncpg
 
 from control.db.connection import Connection
 from control.db.leased import LeasedTask, leased
-from control.db.tasks import ACCOUNT, CANDIDATE_GATE, CIRCUIT, NOT_BLOCKED_ACCOUNT, Claim, claim_statement, window_for
+from control.db.tasks import CANDIDATE_GATE, CIRCUIT, NOT_BLOCKED_ACCOUNT, Claim, claim_statement, window_for
 
 __all__ = ("claim_heads", "entry_position", "head_candidates", "position")
 
@@ -80,8 +80,8 @@ def _released(blocked: str, watermarks: str) -> str:
 def _claim_heads(window: int) -> str:
     """The released heads, ``window`` of them locked as candidates (a literal, as in ``tasks.window_for``)."""
     return claim_statement(
-        f"""SELECT t.id, t.destination_id, a.account_id, t.next_attempt_at, {CIRCUIT} AS circuit
-      FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id {ACCOUNT}
+        f"""SELECT t.id, t.destination_id, d.account_id, t.next_attempt_at, {CIRCUIT} AS circuit
+      FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id
      WHERE {_released("$2", "$11")} AND t.status = 'pending'
        AND {NOT_BLOCKED_ACCOUNT.format(param="$7")}
      ORDER BY t.next_attempt_at
@@ -120,8 +120,8 @@ async def head_candidates(
     ``paused_for_s``."""
     return await conn.fetch(
         f"""WITH {_HEADS_CTES.removesuffix(", ")}
-            SELECT t.id, t.destination_id, a.account_id, d.circuit, {CANDIDATE_GATE}
-              FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id {ACCOUNT}
+            SELECT t.id, t.destination_id, d.account_id, d.circuit, {CANDIDATE_GATE}
+              FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id
              WHERE {_released("$1", "$2")} AND t.status = 'pending'
                AND {NOT_BLOCKED_ACCOUNT.format(param="$4")}
              ORDER BY t.next_attempt_at

@@ -29,7 +29,6 @@ from control.db.connection import Connection
 from control.db.leased import LEASED_COLUMNS, LeasedTask, leased
 
 __all__ = (
-    "ACCOUNT",
     "NOTIFY_CHANNEL",
     "NOT_BLOCKED_ACCOUNT",
     "NO_ACCOUNT_CAP",
@@ -55,12 +54,9 @@ __all__ = (
 
 NO_ACCOUNT_CAP = 1_000_000
 """``Claim.per_account`` when the caller sets no cap per account."""
-ACCOUNT = "JOIN endpoints a ON a.id = t.endpoint_id"
-"""Joins a candidate task ``t``'s endpoint ``a``, for its account (``a.account_id``: the share per account,
-docs/adr/0093-a-fair-share-of-the-deliver-loop.md): one primary-key probe per candidate; as a scalar subquery in
-both the select list and the filter, the claim cost more (bench/claim_window.py, ADR 0093's figures)."""
-NOT_BLOCKED_ACCOUNT = "NOT coalesce(a.account_id = ANY({param}::text[]), false)"
-"""Leaves out candidates of blocked accounts; written like the blocked destinations' filter (ADR 0042)."""
+NOT_BLOCKED_ACCOUNT = "NOT coalesce(d.account_id = ANY({param}::text[]), false)"
+"""Leaves out candidates of blocked accounts (their destination ``d``'s account, copied from its endpoint by
+migration 0042: no lookup per candidate); written like the blocked destinations' filter (ADR 0042)."""
 
 NOTIFY_CHANNEL = "hy_tasks"
 """Postgres channel the flush NOTIFYs (on commit) when it created tasks; deliver workers LISTEN on it."""
@@ -149,8 +145,8 @@ def _claim_ready(window: int) -> str:
     task, so the generic plan (seq scan and sort) lost to a custom plan made on every call. ``NOT
     coalesce(...)`` is estimated at half, whatever $2."""
     return claim_statement(
-        f"""SELECT t.id, t.destination_id, a.account_id, t.next_attempt_at, {CIRCUIT} AS circuit
-      FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id {ACCOUNT}
+        f"""SELECT t.id, t.destination_id, d.account_id, t.next_attempt_at, {CIRCUIT} AS circuit
+      FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
      WHERE t.status = 'pending' AND t.order_key IS NULL AND t.next_attempt_at <= now()
        AND NOT coalesce(t.destination_id = ANY($2::text[]), false)
        AND {NOT_BLOCKED_ACCOUNT.format(param="$7")}
@@ -218,8 +214,8 @@ async def due_candidates(
     it is closed, ``open_for_s``: the seconds since it opened (or since its last probe began); ``paused_for_s``:
     the seconds a ``Retry-After`` pause still lasts (null: none)."""
     return await conn.fetch(
-        f"""SELECT t.id, t.destination_id, a.account_id, d.circuit, {CANDIDATE_GATE}
-             FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id {ACCOUNT}
+        f"""SELECT t.id, t.destination_id, d.account_id, d.circuit, {CANDIDATE_GATE}
+             FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
             WHERE t.status = 'pending' AND t.order_key IS NULL AND t.next_attempt_at <= now()
               AND t.destination_id <> ALL($2::text[]) AND {NOT_BLOCKED_ACCOUNT.format(param="$3")}
             ORDER BY t.next_attempt_at

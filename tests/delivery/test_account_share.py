@@ -5,9 +5,7 @@ it is delivered promptly; and when both have work, a claim takes the accounts in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 
 import msgspec
 
@@ -19,6 +17,7 @@ from control.workers.main import worker_context
 from shared.settings import Settings
 from tests.destination import Destination, add_destination, add_endpoint, make_task, running, settled
 from tests.helpers import wait_for
+from tests.tarpit import tarpit
 
 TUNED = {
     "deliver_concurrency": 16,
@@ -28,27 +27,6 @@ TUNED = {
     "deliver_drain_s": 0.2,
 }
 """Five hanging destinations at 4 each (20) would hold all 16 slots; the share (0.75) leaves 4 to the others."""
-
-
-@contextlib.asynccontextmanager
-async def hanging() -> AsyncIterator[str]:
-    """A loopback server that accepts connections and reads requests but never answers (until the block ends)."""
-    held: list[asyncio.StreamWriter] = []
-
-    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-        with contextlib.suppress(ConnectionError):
-            while await reader.read(65536):
-                pass
-
-    server = await asyncio.start_server(accept, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/hook"
-    finally:
-        server.close()
-        for writer in held:
-            writer.close()
 
 
 async def _hostile(ctx: Context, url: str, destinations: int, each: int) -> list[str]:
@@ -72,7 +50,7 @@ async def test_a_hanging_account_leaves_slots_to_another(settings: Settings, des
     B holds its share of the slots (12 of 16), not all of them, and A's deliveries finish well within the send
     timeout (6 s) that B's sends wait out. Before the share, B held all 16 and each of A's waited ~6 s."""
     tuned = msgspec.structs.replace(settings, **TUNED)
-    async with hanging() as url, worker_context(tuned) as ctx, running(ctx) as worker:
+    async with tarpit() as url, worker_context(tuned) as ctx, running(ctx) as worker:
         await _hostile(ctx, url, destinations=5, each=20)
 
         async def b_holds_its_share() -> bool:
@@ -96,7 +74,7 @@ async def test_a_hanging_account_leaves_slots_to_another(settings: Settings, des
 async def test_an_account_alone_holds_its_share_and_no_more(settings: Settings) -> None:
     """Alone on the worker, the hanging account takes its whole share at once (12 of 16 slots) and never more."""
     tuned = msgspec.structs.replace(settings, **TUNED)
-    async with hanging() as url, worker_context(tuned) as ctx, running(ctx) as worker:
+    async with tarpit() as url, worker_context(tuned) as ctx, running(ctx) as worker:
         await _hostile(ctx, url, destinations=5, each=10)
         seen = 0
 
