@@ -67,6 +67,7 @@ async def test_a_hanging_account_leaves_slots_to_another(settings: Settings, des
             )
             await settled(ctx, task["task"], "succeeded", timeout=15)
             latencies.append(time.monotonic() - started)
+        print(f"A's deliveries beside B's tarpits: {', '.join(f'{x:.2f}' for x in latencies)} s")
         assert max(latencies) < 2.0, latencies  # the poll (0.2 s) and a claim, not B's 6 s timeout
         assert worker.in_flight <= 12, worker.in_flight  # A's are done: B's alone
 
