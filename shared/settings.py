@@ -93,6 +93,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     """Outbound requests in flight per deliver worker process."""
     deliver_per_destination: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 32
     """Outbound requests in flight to one destination per deliver worker process."""
+    deliver_account_share: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.75
+    """The share of ``deliver_concurrency`` one account may hold per deliver worker (in flight and claimed
+    ahead), so that another account always finds free slots: one account's hanging destinations cannot take
+    the whole worker (docs/adr/0093-a-fair-share-of-the-deliver-loop.md)."""
     deliver_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 15.0
     """Longest one outbound exchange may take, connect to the end of the (bounded) response."""
     deliver_connect_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 5.0

@@ -71,6 +71,9 @@ class LeasedTask(msgspec.Struct, kw_only=True, frozen=True, array_like=True):
     """The previous signing secret while a rotation's overlap may last (the worker's clock decides:
     ``control.delivery.attempt``)."""
     transform_crashed_at: datetime | None
+    account_id: str
+    """The destination's account (its endpoint's): what the deliver loop's share per account counts
+    (docs/adr/0093-a-fair-share-of-the-deliver-loop.md)."""
 
 
 _EXPRESSIONS = {
@@ -107,6 +110,7 @@ _EXPRESSIONS = {
     "destination_previous_secret": "d.previous_signing_secret",
     "destination_previous_until": "d.previous_secret_expires_at",
     "transform_crashed_at": "d.transform_crashed_at",
+    "account_id": "d.account_id",
 }
 """Each field of :class:`LeasedTask` as the SQL that gives it (``c``: the task, ``e``: its event, ``d``: its
 destination)."""

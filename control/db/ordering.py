@@ -25,7 +25,7 @@ import asyncpg
 
 from control.db.connection import Connection
 from control.db.leased import LeasedTask, leased
-from control.db.tasks import CANDIDATE_GATE, CIRCUIT, Claim, claim_statement, window_for
+from control.db.tasks import CANDIDATE_GATE, CIRCUIT, NOT_BLOCKED_ACCOUNT, Claim, claim_statement, window_for
 
 __all__ = ("claim_heads", "entry_position", "head_candidates", "position")
 
@@ -80,16 +80,17 @@ def _released(blocked: str, watermarks: str) -> str:
 def _claim_heads(window: int) -> str:
     """The released heads, ``window`` of them locked as candidates (a literal, as in ``tasks.window_for``)."""
     return claim_statement(
-        f"""SELECT t.id, t.destination_id, t.next_attempt_at, {CIRCUIT} AS circuit
+        f"""SELECT t.id, t.destination_id, d.account_id, t.next_attempt_at, {CIRCUIT} AS circuit
       FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id
-     WHERE {_released("$2", "$7")} AND t.status = 'pending'
+     WHERE {_released("$2", "$11")} AND t.status = 'pending'
+       AND {NOT_BLOCKED_ACCOUNT.format(param="$7")}
      ORDER BY t.next_attempt_at
      LIMIT {int(window)}
        FOR UPDATE OF t SKIP LOCKED""",
         f"""(SELECT extract(epoch FROM min(next_attempt_at) - now())::float8
               FROM heads WHERE status = 'pending' AND next_attempt_at > now()) AS next_due_in_s,
            (SELECT count(*) FROM heads h
-             WHERE h.status = 'pending' AND h.next_attempt_at <= now() AND {_beyond("$7")}) AS held""",
+             WHERE h.status = 'pending' AND h.next_attempt_at <= now() AND {_beyond("$11")}) AS held""",
         ctes=_HEADS_CTES,
     )
 
@@ -100,26 +101,34 @@ async def claim_heads(
     """Leases the released heads ``ask`` allows, as ``control.db.tasks.claim_ready`` leases unordered tasks (the
     same room, circuit and pause rules): (the tasks, how many candidates had a circuit that is not closed or
     a pause, seconds until the next head falls due, how many due heads wait for the stream watermark)."""
-    rows = await conn.fetch(_claim_heads(window_for(ask.window)), *ask.params(), list(watermarks))
+    rows = await conn.fetch(_claim_heads(window_for(ask.window)), *ask.params(), list(watermarks))  # $11
     meta = rows[0]
     claimed = leased(rows)
     return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["held"]
 
 
 async def head_candidates(
-    conn: Connection, *, window: int, exclude_destinations: Sequence[str], watermarks: Sequence[str | None]
+    conn: Connection,
+    *,
+    window: int,
+    exclude_destinations: Sequence[str],
+    watermarks: Sequence[str | None],
+    exclude_accounts: Sequence[str] = (),
 ) -> list[asyncpg.Record]:
     """The released heads as ``control.db.tasks.due_candidates`` gives unordered tasks: locked until the
-    caller's transaction ends, with their destination's circuit, ``open_for_s`` and ``paused_for_s``."""
+    caller's transaction ends, with their account, their destination's circuit, ``open_for_s`` and
+    ``paused_for_s``."""
     return await conn.fetch(
         f"""WITH {_HEADS_CTES.removesuffix(", ")}
-            SELECT t.id, t.destination_id, d.circuit, {CANDIDATE_GATE}
+            SELECT t.id, t.destination_id, d.account_id, d.circuit, {CANDIDATE_GATE}
               FROM heads h JOIN delivery_tasks t ON t.id = h.id JOIN destinations d ON d.id = t.destination_id
              WHERE {_released("$1", "$2")} AND t.status = 'pending'
+               AND {NOT_BLOCKED_ACCOUNT.format(param="$4")}
              ORDER BY t.next_attempt_at
              LIMIT $3
                FOR UPDATE OF t SKIP LOCKED""",
         list(exclude_destinations),
         list(watermarks),
         window,
+        list(exclude_accounts),
     )

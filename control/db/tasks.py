@@ -30,6 +30,8 @@ from control.db.leased import LEASED_COLUMNS, LeasedTask, leased
 
 __all__ = (
     "NOTIFY_CHANNEL",
+    "NOT_BLOCKED_ACCOUNT",
+    "NO_ACCOUNT_CAP",
     "Claim",
     "claim_ready",
     "claim_statement",
@@ -50,6 +52,12 @@ __all__ = (
     "window_for",
 )
 
+NO_ACCOUNT_CAP = 1_000_000
+"""``Claim.per_account`` when the caller sets no cap per account."""
+NOT_BLOCKED_ACCOUNT = "NOT coalesce(d.account_id = ANY({param}::text[]), false)"
+"""Leaves out candidates of blocked accounts (their destination ``d``'s account, copied from its endpoint by
+migration 0042: no lookup per candidate); written like the blocked destinations' filter (ADR 0042)."""
+
 NOTIFY_CHANNEL = "hy_tasks"
 """Postgres channel the flush NOTIFYs (on commit) when it created tasks; deliver workers LISTEN on it."""
 
@@ -67,11 +75,13 @@ CANDIDATE_GATE = """CASE WHEN d.circuit = 'closed' THEN NULL
 
 def claim_statement(cand: str, meta: str, ctes: str = "") -> str:
     """One claim statement (one round trip, no explicit transaction): ``cand`` locks the candidates (SKIP
-    LOCKED; columns id, destination_id, next_attempt_at, circuit), the rest leases those whose circuit is
-    closed within each destination's room and reports how many candidates had a circuit that is not closed
+    LOCKED; columns id, destination_id, account_id, next_attempt_at, circuit), the rest leases those whose
+    circuit is closed within each destination's room and each account's (accounts in turns: the first of
+    each, then the second, ...) and reports how many candidates had a circuit that is not closed
     (the caller handles those in a transaction) plus ``meta``'s columns. Always one row more than the claimed
     tasks: the meta row (null task). Parameters: $1 free, $2 blocked destinations, $3/$4 room per destination,
-    $5 the default room, $6 lease seconds; ``cand`` has the window as a literal (:func:`window_for`). ``ctes``:
+    $5 the default room, $6 lease seconds, $7 blocked accounts (for ``cand``'s filter), $8/$9 room per
+    account, $10 the default; ``cand`` has the window as a literal (:func:`window_for`). ``ctes``:
     more common table expressions for both (``name AS (...), ``).
 
     The tasks come oldest due first, the order the worker starts them in: a destination capped below what was
@@ -79,12 +89,17 @@ def claim_statement(cand: str, meta: str, ctes: str = "") -> str:
     happened to produce."""
     return f"""
 WITH {ctes}cand AS ({cand}), ranked AS (
-    SELECT c.id, c.circuit, c.next_attempt_at, coalesce(r.room, $5) AS room,
+    SELECT c.id, c.account_id, c.circuit, c.next_attempt_at, coalesce(r.room, $5) AS room,
            row_number() OVER (PARTITION BY c.destination_id ORDER BY c.next_attempt_at, c.id) AS rn
       FROM cand c LEFT JOIN unnest($3::text[], $4::int[]) AS r(destination_id, room)
            ON r.destination_id = c.destination_id
+), eligible AS (
+    SELECT k.id, k.next_attempt_at, coalesce(ar.room, $10) AS account_room,
+           row_number() OVER (PARTITION BY k.account_id ORDER BY k.next_attempt_at, k.id) AS an
+      FROM ranked k LEFT JOIN unnest($8::text[], $9::int[]) AS ar(account_id, room) ON ar.account_id = k.account_id
+     WHERE k.circuit = 'closed' AND k.rn <= k.room
 ), picked AS (
-    SELECT id FROM ranked WHERE circuit = 'closed' AND rn <= room ORDER BY next_attempt_at, id LIMIT $1
+    SELECT id FROM eligible WHERE an <= account_room ORDER BY an, next_attempt_at, id LIMIT $1
 ), claimed AS (
     UPDATE delivery_tasks t
        SET status = 'in_flight', attempts = t.attempts + 1, updated_at = now(),
@@ -130,10 +145,11 @@ def _claim_ready(window: int) -> str:
     task, so the generic plan (seq scan and sort) lost to a custom plan made on every call. ``NOT
     coalesce(...)`` is estimated at half, whatever $2."""
     return claim_statement(
-        f"""SELECT t.id, t.destination_id, t.next_attempt_at, {CIRCUIT} AS circuit
+        f"""SELECT t.id, t.destination_id, d.account_id, t.next_attempt_at, {CIRCUIT} AS circuit
       FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
      WHERE t.status = 'pending' AND t.order_key IS NULL AND t.next_attempt_at <= now()
        AND NOT coalesce(t.destination_id = ANY($2::text[]), false)
+       AND {NOT_BLOCKED_ACCOUNT.format(param="$7")}
      ORDER BY t.next_attempt_at
      LIMIT {int(window)}
        FOR UPDATE OF t SKIP LOCKED""",
@@ -147,7 +163,12 @@ class Claim(msgspec.Struct, kw_only=True, frozen=True):
     """What one claim asks for, the same for both claim statements (unordered tasks, :func:`claim_ready`; FIFO
     heads, ``control.db.ordering.claim_heads``): up to ``free`` tasks of destinations with a closed circuit (and
     no pause), none of a ``blocked`` one, at most ``room`` (default ``per_destination``) per destination, from
-    the oldest ``window`` due candidates (rounded up by :func:`window_for`), leased for ``lease_s``."""
+    the oldest ``window`` due candidates (rounded up by :func:`window_for`), leased for ``lease_s``.
+
+    Per account (docs/adr/0093-a-fair-share-of-the-deliver-loop.md): none of a ``blocked_accounts`` one (not
+    even as a candidate: its backlog cannot fill the window), at most ``account_room`` (default
+    ``per_account``) of the others, and the accounts taken in turns (each one's oldest first) when there are
+    more tasks than ``free``."""
 
     free: int
     window: int
@@ -155,9 +176,12 @@ class Claim(msgspec.Struct, kw_only=True, frozen=True):
     room: Mapping[str, int]
     per_destination: int
     lease_s: float
+    blocked_accounts: Sequence[str] = ()
+    account_room: Mapping[str, int] = msgspec.field(default_factory=dict)
+    per_account: int = NO_ACCOUNT_CAP
 
     def params(self) -> tuple[object, ...]:
-        """$1 to $6 of both statements."""
+        """$1 to $10 of both statements."""
         return (
             self.free,
             list(self.blocked),
@@ -165,6 +189,10 @@ class Claim(msgspec.Struct, kw_only=True, frozen=True):
             list(self.room.values()),
             self.per_destination,
             self.lease_s,
+            list(self.blocked_accounts),
+            list(self.account_room),
+            list(self.account_room.values()),
+            self.per_account,
         )
 
 
@@ -178,21 +206,24 @@ async def claim_ready(conn: Connection, ask: Claim) -> tuple[list[LeasedTask], i
     return claimed, meta["circuit_candidates"], meta["next_due_in_s"], meta["fifo_pending"]
 
 
-async def due_candidates(conn: Connection, *, window: int, exclude_destinations: Sequence[str]) -> list[asyncpg.Record]:
+async def due_candidates(
+    conn: Connection, *, window: int, exclude_destinations: Sequence[str], exclude_accounts: Sequence[str] = ()
+) -> list[asyncpg.Record]:
     """Up to ``window`` due pending unordered tasks, oldest due first, locked (SKIP LOCKED: other workers take
-    the rest) until the caller's transaction ends, with their destination's circuit and, unless it is closed,
-    ``open_for_s``: the seconds since it opened (or since its last probe began); ``paused_for_s``: the
-    seconds a ``Retry-After`` pause still lasts (null: none)."""
+    the rest) until the caller's transaction ends, with their account, their destination's circuit and, unless
+    it is closed, ``open_for_s``: the seconds since it opened (or since its last probe began); ``paused_for_s``:
+    the seconds a ``Retry-After`` pause still lasts (null: none)."""
     return await conn.fetch(
-        f"""SELECT t.id, t.destination_id, d.circuit, {CANDIDATE_GATE}
+        f"""SELECT t.id, t.destination_id, d.account_id, d.circuit, {CANDIDATE_GATE}
              FROM delivery_tasks t JOIN destinations d ON d.id = t.destination_id
             WHERE t.status = 'pending' AND t.order_key IS NULL AND t.next_attempt_at <= now()
-              AND t.destination_id <> ALL($2::text[])
+              AND t.destination_id <> ALL($2::text[]) AND {NOT_BLOCKED_ACCOUNT.format(param="$3")}
             ORDER BY t.next_attempt_at
             LIMIT $1
               FOR UPDATE OF t SKIP LOCKED""",
         window,
         list(exclude_destinations),
+        list(exclude_accounts),
     )
 
 

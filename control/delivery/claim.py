@@ -25,6 +25,7 @@ from control.db import tasks as db_tasks
 from control.db.connection import Connection
 from control.db.leased import LeasedTask
 from control.delivery.circuit import PROBE_WAIT_S, gate
+from control.delivery.shares import Accounts
 
 __all__ = ("HELD_RECHECK_S", "Watermarks", "claim")
 
@@ -48,25 +49,41 @@ async def claim(
     cooldown_s: float,
     caps: Mapping[str, int] | None = None,
     watermarks: Watermarks | None = None,
+    accounts: Accounts | None = None,
 ) -> tuple[list[LeasedTask], float | None]:
     """Up to ``free`` tasks leased to this worker, none for a ``blocked`` destination and at most
     ``per_destination`` (or its entry in ``caps``) minus its ``in_flight`` requests for the others (each
     with what sending it needs, see ``control.db.tasks.lease``), and the seconds until the next pending
-    task falls due. FIFO tasks are looked at only with ``watermarks``."""
+    task falls due. FIFO tasks are looked at only with ``watermarks``. ``accounts``: the room each account
+    has left in this worker (``control.delivery.shares``), none for a blocked one."""
     if free <= 0:
         return [], None
     caps = caps or {}
+    accounts = accounts or Accounts()
     room = {d: max(0, caps.get(d, per_destination) - in_flight.get(d, 0)) for d in {*in_flight, *caps}}
     window = max(2 * free, _MIN_WINDOW)
     ask = db_tasks.Claim(
-        free=free, window=window, blocked=list(blocked), room=room, per_destination=per_destination, lease_s=lease_s
+        free=free,
+        window=window,
+        blocked=list(blocked),
+        room=room,
+        per_destination=per_destination,
+        lease_s=lease_s,
+        blocked_accounts=accounts.blocked,
+        account_room=accounts.room,
+        per_account=accounts.per_account,
     )
     claimed, circuit_candidates, next_due_in_s, fifo_pending = await db_tasks.claim_ready(conn, ask)
     marks = None
     if fifo_pending and watermarks is not None and len(claimed) < free:
         marks = await watermarks()
     if marks is not None:
-        rest = msgspec.structs.replace(ask, free=free - len(claimed), room=_less(room, claimed, caps, per_destination))
+        rest = msgspec.structs.replace(
+            ask,
+            free=free - len(claimed),
+            room=_less(room, claimed, caps, per_destination),
+            account_room=accounts.less(claimed),
+        )
         heads, head_candidates, heads_due_in_s, held = await db_ordering.claim_heads(conn, rest, marks)
         claimed += heads
         circuit_candidates += head_candidates
@@ -87,6 +104,7 @@ async def claim(
             lease_s=lease_s,
             cooldown_s=cooldown_s,
             watermarks=marks,
+            accounts=msgspec.structs.replace(accounts, room=accounts.less(claimed)),
         )
     return claimed, next_due_in_s
 
@@ -113,15 +131,16 @@ async def _claim_through_circuits(
     lease_s: float,
     cooldown_s: float,
     watermarks: Sequence[str | None] | None,
+    accounts: Accounts,
 ) -> list[LeasedTask]:
     async with conn.transaction():
         window = max(2 * free, _MIN_WINDOW)
-        candidates = await db_tasks.due_candidates(conn, window=window, exclude_destinations=list(blocked))
+        no = {"exclude_destinations": list(blocked), "exclude_accounts": list(accounts.blocked)}
+        candidates = await db_tasks.due_candidates(conn, window=window, **no)
         if watermarks is not None:
-            candidates += await db_ordering.head_candidates(
-                conn, window=window, exclude_destinations=list(blocked), watermarks=watermarks
-            )
+            candidates += await db_ordering.head_candidates(conn, window=window, watermarks=watermarks, **no)
         room: dict[str, int] = {}
+        account_room = dict(accounts.room)
         probes: dict[str, bool] = {}
         take: list[str] = []
         held: list[str] = []
@@ -142,7 +161,7 @@ async def _claim_through_circuits(
             if action == "probe":
                 if destination_id not in probes:
                     probes[destination_id] = await db_circuit.take_probe(conn, destination_id, cooldown_s=cooldown_s)
-                    if probes[destination_id]:
+                    if probes[destination_id]:  # one per destination: past the account's room too
                         take.append(candidate["id"])
                         continue
                 action, wait_s = "wait", min(cooldown_s, PROBE_WAIT_S)
@@ -152,8 +171,10 @@ async def _claim_through_circuits(
                 continue
             cap = caps.get(destination_id, per_destination)
             left = room.setdefault(destination_id, cap - in_flight.get(destination_id, 0))
-            if left > 0:
+            account_left = account_room.setdefault(candidate["account_id"], accounts.per_account)
+            if left > 0 and account_left > 0:
                 room[destination_id] = left - 1
+                account_room[candidate["account_id"]] = account_left - 1
                 take.append(candidate["id"])
         if deferred:
             await db_tasks.defer(conn, deferred, delays)

@@ -21,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping, Sequence
 from typing import Any
+
+import asyncpg
 
 from control.db import tasks as db_tasks
 from control.db.context import Context
@@ -31,7 +33,7 @@ from control.db.leased import LeasedTask
 from control.delivery.ready import Ready
 from control.delivery.transforms import Transforms
 
-__all__ = ("Returns",)
+__all__ = ("Returns", "drain_sends")
 
 log = logging.getLogger("hookyard.worker.deliver")
 
@@ -114,3 +116,29 @@ class Returns:
         """Until every hand-back and renewal is done (``close``: the tasks renewed are in ``ready`` then)."""
         while self._going:
             await asyncio.wait(set(self._going))
+
+
+async def drain_sends(
+    ctx: Context, sends: Mapping[asyncio.Task[None], tuple[str, int]], unstarted: Collection[str]
+) -> tuple[int, int]:
+    """A stopping worker's sends in flight (send → (task id, attempts)) get ``deliver_drain_s`` to finish; the
+    rest are cancelled and go back: uncounted those that sent nothing yet (their ids in ``unstarted``), released
+    the others. Returns (how many were interrupted, how many of them went back uncounted)."""
+    if not sends:
+        return 0, 0
+    log.info("deliver: draining %d in-flight sends", len(sends))
+    _, late = await asyncio.wait(set(sends), timeout=ctx.settings.deliver_drain_s)
+    if not late:
+        return 0, 0
+    interrupted = [sends[t] for t in late if t in sends]
+    unsent = [(i, n) for i, n in interrupted if i in unstarted]
+    for send_task in late:
+        send_task.cancel()
+    await asyncio.wait(late)
+    try:
+        async with ctx.pool.acquire() as conn:
+            await db_tasks.hand_back(conn, [(i, n, None) for i, n in unsent])
+            await db_tasks.release(conn, [t for t in interrupted if t not in unsent])
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        log.warning("deliver: could not hand back %d tasks (%s); their lease will", len(interrupted), exc)
+    return len(interrupted), len(unsent)

@@ -1,12 +1,12 @@
 """Deliver: due delivery tasks → HTTP requests to their destinations, each attempt recorded.
 
-One step: return tasks with expired leases (every ``deliver_sweep_s``), claim as many due tasks as there
-are free slots (``deliver_concurrency``, at most ``deliver_per_destination`` per destination, circuit
-permitting), start a send for each, and otherwise wait for a wakeup: the flush's NOTIFY (LISTEN on a
-dedicated connection), a destination or the worker having room again, the next retry falling due, or
-``deliver_poll_s`` at the latest. Claims are batched so that Postgres round trips do not grow with the
-delivery rate: a destination at its cap is claimed for again once half of its requests finished, a full
-worker once an eighth of its slots is free.
+One step: return tasks with expired leases (every ``deliver_sweep_s``), claim as many due tasks as there are
+free slots (``deliver_concurrency``, at most ``deliver_per_destination`` per destination, circuit permitting,
+an account at most its share: ``control.delivery.shares``), start a send for each, and otherwise wait for a
+wakeup: the flush's NOTIFY (LISTEN on a dedicated connection), a destination or the worker having room again,
+the next retry falling due, or ``deliver_poll_s`` at the latest. Claims are batched so that Postgres round
+trips do not grow with the delivery rate: a destination at its cap is claimed for again once half of its
+requests finished, a full worker once an eighth of its slots is free.
 
 Sends share one pooled transport (``control.delivery.transport``: HTTP/1.1 keep-alive per destination, the
 egress policy checked on every connection). What one send puts on the wire and how its outcome is judged
@@ -50,7 +50,6 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-import asyncpg
 from redis.exceptions import RedisError
 
 from control.db import tasks as db_tasks
@@ -61,8 +60,9 @@ from control.delivery.attempt import Attempts
 from control.delivery.claim import claim
 from control.delivery.ready import Ready
 from control.delivery.recorder import RETRY_CAP_S, Recorder
-from control.delivery.returns import Returns
+from control.delivery.returns import Returns, drain_sends
 from control.delivery.shaping import Shaper
+from control.delivery.shares import Accounts, Shares
 from control.delivery.throttle import Slot
 from control.delivery.transforms import Transforms, runs_ahead
 from control.delivery.wakeup import TaskNotifications
@@ -115,6 +115,7 @@ class Deliver:
         self.returns = Returns(ctx, self.ready, self.transforms, on_done=self._returned)
         """Those not started in time, handed back or leased again (``control.delivery.returns``)."""
         self._per_destination: Counter[str] = Counter()
+        self.shares = Shares(concurrency=s.deliver_concurrency, share=s.deliver_account_share)
         self._transforming: dict[asyncio.Task[None], tuple[list[LeasedTask], float]] = {}
         """Claims' transformed tasks whose transforms run ahead (``_transform_ahead``) → them and their claim's
         time: leased, holding no send slot, bounded per account by ``crowded``, not by the destination's cap."""
@@ -221,6 +222,7 @@ class Deliver:
         if now >= self._next_sweep and now >= max(self._trouble_at, self.recorder.failed_at) + SWEEP_GRACE_S:
             self._next_sweep = now + s.deliver_sweep_s
             self.ready.forget_idle(now)
+            self.shares.forget(self.ready.tracked([*self._per_destination, *self._ahead]))
             held = [task_id for task_id, _ in self._sends.values()]
             held.extend(self.recorder.task_ids())
             held.extend(self.ready.task_ids())
@@ -235,7 +237,9 @@ class Deliver:
         wait_s = s.deliver_poll_s
         free = self._free()
         if (self._look or self._room) and free >= self._batch:
-            blocked = [d for d, n in self._held(now).items() if n > self._half]
+            holding = self._held(now)
+            accounts, full = self.shares.accounts(holding)  # accounts at their share: their destinations too
+            blocked = [d for d, n in holding.items() if n > self._half] + full
             blocked += [*self.recorder.failing, *self.shaper.blocked(now), *self.transforms.crowded()]
             blocked += self.returns.destinations()
             if not self._look and self._room.issubset(blocked):
@@ -251,7 +255,7 @@ class Deliver:
                 self._quiet_until = now + 0.05 if blocked else 0.0
                 self._look = False
                 self._room.clear()
-                claimed, due_in_s = await self._claim(free, blocked)
+                claimed, due_in_s = await self._claim(free, blocked, accounts)
                 self._due_at = None if due_in_s is None else time.monotonic() + due_in_s
                 if len(claimed) == free:
                     self._look = True  # there may be more
@@ -268,7 +272,7 @@ class Deliver:
             self._due_at = None
         return 0
 
-    async def _claim(self, free: int, blocked: list[str]) -> tuple[list[LeasedTask], float | None]:
+    async def _claim(self, free: int, blocked: list[str], accounts: Accounts) -> tuple[list[LeasedTask], float | None]:
         s = self.ctx.settings
         claimed_at = time.monotonic()
         async with self.ctx.pool.acquire() as conn:
@@ -282,7 +286,9 @@ class Deliver:
                 cooldown_s=s.circuit_cooldown_s,
                 caps=self.shaper.caps,
                 watermarks=self._watermarks,
+                accounts=accounts,
             )
+        self.shares.learn(claimed)
         now_held: list[LeasedTask] = []
         ahead: list[LeasedTask] = []
         shaped = await self.shaper.shape(claimed)
@@ -427,23 +433,9 @@ class Deliver:
         ahead = [task for _, (tasks, _) in transforming for task in tasks] + self.ready.take_all()
         self.returns.hand_back(ahead)
         await self.returns.wait()
-        sends, interrupted, unsent = len(self._sends), list[tuple[str, int]](), list[tuple[str, int]]()
-        if self._sends:
-            log.info("deliver: draining %d in-flight sends", len(self._sends))
-            _, late = await asyncio.wait(set(self._sends), timeout=self.ctx.settings.deliver_drain_s)
-            if late:  # those that sent nothing yet go back uncounted (``Attempts.unstarted``)
-                interrupted = [self._sends[t] for t in late if t in self._sends]
-                unsent = [(i, n) for i, n in interrupted if i in self.attempts.unstarted]
-                for send_task in late:
-                    send_task.cancel()
-                await asyncio.wait(late)
-                try:
-                    async with self.ctx.pool.acquire() as conn:
-                        await db_tasks.hand_back(conn, [(i, n, None) for i, n in unsent])
-                        await db_tasks.release(conn, [t for t in interrupted if t not in unsent])
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                    log.warning("deliver: could not hand back %d tasks (%s); their lease will", len(interrupted), exc)
-        self.drained = (sends - len(interrupted), len(interrupted), len(unsent), len(ahead))  # for the stop line
+        sends = len(self._sends)
+        interrupted, unsent = await drain_sends(self.ctx, self._sends, self.attempts.unstarted)
+        self.drained = (sends - interrupted, interrupted, unsent, len(ahead))  # for the stop line
         await self.recorder.drain(timeout_s=max(5.0, self.ctx.settings.deliver_drain_s))
         await self.transport.aclose()
         await self._notifications.aclose()

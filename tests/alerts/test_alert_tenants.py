@@ -6,11 +6,8 @@ per-destination and per-account caps allow."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator
 
 import msgspec
 import pytest
@@ -27,27 +24,7 @@ from tests.conftest import Account
 from tests.destination import Destination, add_destination
 from tests.helpers import assert_error, create_endpoint, db, wait_for
 from tests.schemas.support import principal
-
-
-@contextlib.asynccontextmanager
-async def tarpit() -> AsyncIterator[str]:
-    """A server that accepts every connection and reads what is sent, never answering."""
-    held: list[asyncio.StreamWriter] = []
-
-    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-        with contextlib.suppress(ConnectionError):
-            while await reader.read(65536):
-                pass
-
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        for writer in held:
-            writer.close()
-        server.close()
+from tests.tarpit import tarpit
 
 
 async def _alert_destination(client, account: Account, url: str) -> dict:

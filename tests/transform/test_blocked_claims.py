@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from control.db.context import Context
+from control.delivery.shares import Accounts
 from shared.settings import Settings
 from tests.destination import FAST_DELIVERY, running, serving, settled
 from tests.transform.backlog import transformed_backlog
@@ -36,8 +37,8 @@ async def test_no_claim_scans_a_blocked_backlog_for_nothing(ctx: Context) -> Non
             claims: list[tuple[int, bool]] = []  # (tasks claimed, whether destinations were left out)
             claim = deliver._claim
 
-            async def counted(free: int, blocked: list[str]) -> Any:
-                result = await claim(free, blocked)
+            async def counted(free: int, blocked: list[str], accounts: Accounts) -> Any:
+                result = await claim(free, blocked, accounts)
                 claims.append((len(result[0]), bool(blocked)))
                 return result
 
