@@ -54,6 +54,13 @@ async def test_an_endpoints_rules_share_one_budget(client, account):
     grown = {"op": "OR", "children": [*tree["children"], _leaf(76)]}
     resp = await client.patch(path, json={"condition_tree": grown}, headers=account.headers)
     assert_error(resp, 400, "invalid_condition_tree", field="condition_tree")
+    # A destination created with its rule spends the same budget.
+    resp = await client.post(
+        f"/v1/endpoints/{made['id']}/destinations",
+        json={"url": "https://example.com/x", "name": "x", "condition_tree": tree},
+        headers=account.headers,
+    )
+    assert_error(resp, 400, "invalid_condition_tree", field="condition_tree")
     plain = {"field": "body.type", "operator": "equals", "value": "paid"}  # no pattern: no budget to spend
     resp = await create(client, account, made, name="plain", condition_tree=plain, destination_ids=[d1])
     assert resp.status_code == 201, resp.text
