@@ -23,6 +23,7 @@ __all__ = (
     "lock",
     "lock_routing",
     "set_destinations",
+    "trees_for_endpoint",
     "update",
 )
 
@@ -99,6 +100,14 @@ async def list_for_endpoint(conn: Connection, endpoint_id: str) -> list[asyncpg.
     return await conn.fetch(
         f"SELECT {_COLUMNS} FROM rules r WHERE r.endpoint_id = $1 ORDER BY r.created_at, r.id", endpoint_id
     )
+
+
+async def trees_for_endpoint(conn: Connection, endpoint_id: str, *, excluding: str | None = None) -> list[Any]:
+    """The condition trees of the endpoint's rules, active or not, but ``excluding`` (a rule being replaced)."""
+    rows = await conn.fetch(
+        "SELECT condition_tree FROM rules WHERE endpoint_id = $1 AND id IS DISTINCT FROM $2", endpoint_id, excluding
+    )
+    return [row["condition_tree"] for row in rows]
 
 
 async def count_for_endpoint(conn: Connection, endpoint_id: str) -> int:

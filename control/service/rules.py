@@ -27,6 +27,7 @@ from shared.errors import NotFoundError, ValidationError
 __all__ = (
     "MAX_RULES",
     "check_destination_ids",
+    "check_regex_budget",
     "check_rule_count",
     "check_unique",
     "create_rule",
@@ -85,6 +86,31 @@ async def check_rule_count(conn: Connection, endpoint_id: str) -> None:
         raise ValidationError(f"endpoint {endpoint_id!r} already has {MAX_RULES} rules, the most it can have")
 
 
+async def check_regex_budget(
+    conn: Connection,
+    endpoint_id: str,
+    tree: dict[str, Any],
+    *,
+    replacing: str | None = None,
+    field: str = "condition_tree",
+) -> None:
+    """Refuses a tree whose patterns, with those of the endpoint's other rules (active or not: activating one
+    is no write of its tree), pass ``MAX_ENDPOINT_REGEX_PROGRAM``: the flush runs them all on each event, in the
+    loop every account's events share (ADR 0094). Under the endpoint's routing lock, so two writes cannot both
+    pass it."""
+    own = conditions.regex_program(tree)
+    if not own:
+        return
+    total = own + sum(
+        conditions.regex_program(t) for t in await db_rules.trees_for_endpoint(conn, endpoint_id, excluding=replacing)
+    )
+    if total > conditions.MAX_ENDPOINT_REGEX_PROGRAM:
+        raise conditions.InvalidConditionTree(
+            f"{field}: with the patterns of the endpoint's other rules, {total} RE2 instructions, more than the "
+            f"{conditions.MAX_ENDPOINT_REGEX_PROGRAM} an endpoint's rules may run over each event"
+        )
+
+
 async def list_rules(ctx: Context, principal: Principal, endpoint_id: str) -> RuleList:
     async with ctx.pool.acquire() as conn:
         rows = await endpoint_rows(conn, principal, endpoint_id, db_rules.list_for_endpoint)
@@ -110,6 +136,7 @@ async def create_rule(ctx: Context, principal: Principal, endpoint_id: str, data
             raise NotFoundError(f"endpoint {endpoint_id!r} not found")
         await check_destination_ids(conn, endpoint_id, data.destination_ids)
         await check_rule_count(conn, endpoint_id)
+        await check_regex_budget(conn, endpoint_id, tree)
         row = await db_rules.insert(
             conn,
             rule_id=ids.new_id("rule"),
@@ -136,6 +163,8 @@ async def update_rule(ctx: Context, principal: Principal, rule_id: str, data: Ru
         check_unique(destination_ids)
     async with ctx.pool.acquire() as conn, conn.transaction():
         endpoint_id = await lock_owned(conn, principal, rule_id, kind="rule", noun="rule", lock=db_rules.lock)
+        if "condition_tree" in changes:
+            await check_regex_budget(conn, endpoint_id, changes["condition_tree"], replacing=rule_id)
         if destination_ids is not msgspec.UNSET:
             await check_destination_ids(conn, endpoint_id, destination_ids)
             await db_rules.set_destinations(conn, rule_id, destination_ids)

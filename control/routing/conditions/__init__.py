@@ -15,7 +15,10 @@ nested to any depth within the limits below. Semantics (docs/reference/routing.m
 - ``contains``: substring on strings, membership (``equals`` per item) on arrays, key presence on objects,
   substring of the text form on numbers, booleans and null.
 - ``exists``: the field is present, even when it is null; it takes no ``value``.
-- ``regex``: an RE2 pattern (linear time, no backtracking), searched anywhere in the text form.
+- ``regex``: an RE2 pattern (linear time, no backtracking), searched anywhere in the first
+  :data:`MAX_REGEX_SCAN` characters of the text form; a tree's patterns together compile to at most
+  :data:`MAX_REGEX_PROGRAM` RE2 instructions, an endpoint's rules to :data:`MAX_ENDPOINT_REGEX_PROGRAM` (ADR
+  0094: what one account's rules may cost the shared flush per event).
 - Every operator but ``not_equals`` is false on a missing field. An empty ``AND`` matches every event, an
   empty ``OR`` matches none (the identities of the two operators).
 
@@ -44,9 +47,13 @@ from control.routing.conditions.tree import (
 from control.routing.conditions.validation import (
     MAX_DEPTH,
     MAX_ENCODED_BYTES,
+    MAX_ENDPOINT_REGEX_PROGRAM,
     MAX_FIELD_LENGTH,
     MAX_NODES,
     MAX_PATTERN_LENGTH,
+    MAX_REGEX_PROGRAM,
+    MAX_REGEX_SCAN,
+    regex_program,
     validate,
 )
 
@@ -55,9 +62,12 @@ __all__ = (
     "LABEL_PREFIX",
     "MAX_DEPTH",
     "MAX_ENCODED_BYTES",
+    "MAX_ENDPOINT_REGEX_PROGRAM",
     "MAX_FIELD_LENGTH",
     "MAX_NODES",
     "MAX_PATTERN_LENGTH",
+    "MAX_REGEX_PROGRAM",
+    "MAX_REGEX_SCAN",
     "META_KEYS",
     "MISSING",
     "OPERATORS",
@@ -68,6 +78,7 @@ __all__ = (
     "compile_tree",
     "getter",
     "matches",
+    "regex_program",
     "text_form",
     "validate",
 )

@@ -18,7 +18,7 @@ import msgspec
 
 from control.routing.conditions.text import as_number, text_form
 from control.routing.conditions.tree import MISSING, EventView, InvalidConditionTree, Predicate
-from control.routing.conditions.validation import regex, validate
+from control.routing.conditions.validation import MAX_REGEX_SCAN, regex, validate
 from shared.bytes_lru import BytesLRU
 from shared.providers import NAMES
 
@@ -182,12 +182,16 @@ def _search(pattern: str) -> Test:
 
 
 def _searcher(pattern: str) -> Callable[[str], bool]:
-    """Whether the pattern matches anywhere in a text (google-re2's public API only: its private
-    internals would save a few microseconds per regex leaf at the price of breaking on any release)."""
+    """Whether the pattern matches within the first ``MAX_REGEX_SCAN`` characters of a text (google-re2's
+    public API only: its private internals would save a few microseconds per regex leaf at the price of
+    breaking on any release). The bound is what keeps one account's patterns from holding every account's
+    flush: RE2 is linear in the text, but its factor is the pattern's program when it leaves its DFA."""
     compiled = regex(pattern)
 
     def search(text: str) -> bool:
-        return compiled.search(text.encode("utf-8", "replace").decode()) is not None  # lone surrogates → "?"
+        text = text[: MAX_REGEX_SCAN + 1].encode("utf-8", "replace").decode()  # lone surrogates → "?"
+        # The character past the bound stays as context: ``$`` and ``\b`` never take the cut for an end.
+        return compiled.search(text, 0, MAX_REGEX_SCAN) is not None
 
     return search
 

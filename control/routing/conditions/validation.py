@@ -28,10 +28,14 @@ from shared.providers import NAMES, canonical
 __all__ = (
     "MAX_DEPTH",
     "MAX_ENCODED_BYTES",
+    "MAX_ENDPOINT_REGEX_PROGRAM",
     "MAX_FIELD_LENGTH",
     "MAX_NODES",
     "MAX_PATTERN_LENGTH",
+    "MAX_REGEX_PROGRAM",
+    "MAX_REGEX_SCAN",
     "regex",
+    "regex_program",
     "validate",
 )
 
@@ -43,6 +47,16 @@ MAX_ENCODED_BYTES = 64 * 1024
 """The normalised tree encoded as compact JSON."""
 MAX_PATTERN_LENGTH = 1000
 MAX_FIELD_LENGTH = 1000
+MAX_REGEX_SCAN = 16 * 1024
+"""Characters of a value's text form a ``regex`` leaf searches (its start): the flush routes every account's
+events in one loop, so what one event's rules may cost is bounded by what they read, not by the body limit
+(1 MiB: a pattern RE2 runs as an NFA took seconds per 900 KB body; ADR 0094)."""
+MAX_REGEX_PROGRAM = 2000
+"""RE2 instructions (``programsize``) of a tree's patterns together: with :data:`MAX_REGEX_SCAN` it bounds one
+event's regex work by one tree to about 40 ms even when RE2 falls back from its DFA (measured 1.2 ns per
+instruction and character at worst); ordinary patterns are 20 to 100 instructions (ADR 0094)."""
+MAX_ENDPOINT_REGEX_PROGRAM = 4000
+"""The same for all rules of an endpoint together (every one runs on each event): about 80 ms per event."""
 
 _META = frozenset(META_KEYS)
 _LABEL_KEY = re.compile(LABEL_KEY)
@@ -101,10 +115,11 @@ def _regex_error(pattern: str) -> str | None:
 
 
 class _Walk:
-    __slots__ = ("nodes", "writing")
+    __slots__ = ("nodes", "program", "writing")
 
     def __init__(self, *, writing: bool) -> None:
         self.nodes = 0
+        self.program = 0
         self.writing = writing
 
     def node(self, node: object, path: str, depth: int) -> dict[str, Any]:
@@ -179,6 +194,12 @@ class _Walk:
             problem = _regex_error(value)
             if problem:
                 raise InvalidConditionTree(f"{where}: {problem}")
+            self.program += int(regex(value).programsize)
+            if self.writing and self.program > MAX_REGEX_PROGRAM:
+                raise InvalidConditionTree(
+                    f"{where}: the tree's patterns compile to {self.program} RE2 instructions with this one, more "
+                    f"than the {MAX_REGEX_PROGRAM} a tree may run over each event; use fewer or simpler patterns"
+                )
         elif not (value is None or isinstance(value, str | bool | int | float)):
             raise InvalidConditionTree(f"{where}: must be a string, number, boolean or null, got {shown(value)}")
         elif isinstance(value, float) and not math.isfinite(value):
@@ -258,11 +279,30 @@ def _operator(node: dict[Any, Any], path: str) -> str:
     return operator
 
 
+def regex_program(tree: object) -> int:
+    """RE2 instructions of a stored tree's patterns together (one RE2 no longer takes counts nothing: the
+    flush skips its rule)."""
+    if not isinstance(tree, dict):
+        return 0
+    if "children" in tree:
+        return sum(regex_program(child) for child in tree["children"] or ())
+    value = tree.get("value")
+    if tree.get("operator") != "regex" or not isinstance(value, str):
+        return 0
+    try:
+        return int(regex(value).programsize)
+    except (re2.error, UnicodeEncodeError):
+        return 0
+
+
 def validate(tree: object, *, path: str = "condition_tree", writing: bool = True) -> dict[str, Any]:
     """The normalised tree to store (header names lowercased, a ``meta.provider`` name as the catalog's own,
     keys in a fixed order), or :class:`InvalidConditionTree` naming the first problem's path. Never raises
-    anything else. ``writing=False`` (compilation of a stored tree) keeps a provider name the catalog does not
-    know instead of refusing it."""
+    anything else.
+
+    ``writing=False`` (compilation of a stored tree) keeps a provider name the catalog does not know instead of
+    refusing it, and leaves out :data:`MAX_REGEX_PROGRAM`: a tree the API confirmed before either check keeps
+    routing as confirmed, its searches bounded by :data:`MAX_REGEX_SCAN`."""
     normalised = _Walk(writing=writing).node(tree, path, 1)
     try:
         size = len(_encode(normalised))

@@ -46,7 +46,7 @@ from control.service.destinations.auth import (
 from control.service.destinations.signing import new_signing_secret
 from control.service.destinations.view import destination_record, not_found
 from control.service.endpoints import endpoint_rows, lock_owned, require_endpoint, require_owned, require_write
-from control.service.rules import check_rule_count, rule_record
+from control.service.rules import check_regex_budget, check_rule_count, rule_record
 from control.service.stats import destination_health
 from control.service.transforms import check_transform
 from control.support import sealing
@@ -187,6 +187,7 @@ async def create_destination(
             )
         if tree is not None:
             await check_rule_count(conn, endpoint_id)
+            await check_regex_budget(conn, endpoint_id, tree)
         destination_id = ids.new_id("dst")
         row = await db_destinations.insert(
             conn,
