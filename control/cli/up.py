@@ -132,6 +132,14 @@ def check_ports(settings: Settings) -> None:
         raise ConfigError(f"HOOKYARD_CONTROL_PORT: the edge and control ports are both {settings.edge_port}")
     check_port(settings.host, settings.edge_port, "HOOKYARD_EDGE_PORT", "--edge-port")
     check_port(settings.host, settings.control_port, "HOOKYARD_CONTROL_PORT", "--control-port")
+    for port, variable in (
+        (settings.control_metrics_port, "HOOKYARD_CONTROL_METRICS_PORT"),
+        (settings.worker_metrics_port, "HOOKYARD_WORKER_METRICS_PORT"),
+    ):
+        if port in (settings.edge_port, settings.control_port):
+            raise ConfigError(f"{variable}: port {port} is also the edge's or control's port; give /metrics its own")
+        if port:  # a child would find it taken only after Postgres, Redis and the migrations had started
+            check_port(settings.host, port, variable, "the setting")
 
 
 def _local_url(host: str, port: int) -> str:
@@ -320,7 +328,7 @@ def _client_url_elsewhere(environ: Mapping[str, str], *served: str) -> str | Non
         return None
     return (
         f"{CONTROL_URL_VARIABLE} is {given}, not this up's {served[0]}: the client commands run with it (listen, "
-        f"trigger, tail, open) talk to that control plane instead; unset it (unset {CONTROL_URL_VARIABLE}) or "
+        f"trigger, replay, tail, open) talk to that control plane instead; unset it (unset {CONTROL_URL_VARIABLE}) or "
         f"set it to {served[0]}"
     )
 

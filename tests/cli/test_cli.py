@@ -218,14 +218,20 @@ def test_worker_runs_the_loops_and_rejects_unknown_names(
     assert unknown.stderr.startswith("hookyard: unknown worker loop(s) no-such-loop"), unknown.stderr
 
 
-def test_up_refuses_a_port_in_use_before_starting_anything(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "variable", ["HOOKYARD_EDGE_PORT", "HOOKYARD_CONTROL_METRICS_PORT", "HOOKYARD_WORKER_METRICS_PORT"]
+)
+def test_up_refuses_a_port_in_use_before_starting_anything(tmp_path: Path, variable: str) -> None:
+    """A taken metrics port was found by the child only after Postgres, Redis and the migrations (exit 1)."""
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        done = _cli("up", "--data-dir", str(tmp_path / "d"), "--edge-port", str(port), env=_env())
+        given = ("--edge-port", str(port)) if variable == "HOOKYARD_EDGE_PORT" else ()
+        env = _env() if given else _env(**{variable: str(port)})
+        done = _cli("up", "--data-dir", str(tmp_path / "d"), *given, env=env)
     assert done.returncode == 2
-    assert done.stderr.startswith(f"hookyard: HOOKYARD_EDGE_PORT: port {port} on 127.0.0.1 is in use"), done.stderr
+    assert done.stderr.startswith(f"hookyard: {variable}: port {port} on 127.0.0.1 is in use"), done.stderr
     assert not (tmp_path / "d" / "postgres").exists()
 
 
