@@ -20,8 +20,8 @@ def test_up_says_that_the_shells_control_url_names_another_instance() -> None:
         said = up.wait_for_output(r"^.*HOOKYARD_CONTROL_URL is .*$").group(0)
         assert said.endswith(
             f"HOOKYARD_CONTROL_URL is {other}, not this up's {up.control_url}: the client commands run with it "
-            "(listen, trigger, replay, tail, open) talk to that control plane instead; unset it (unset HOOKYARD_CONTROL_URL) "
-            f"or set it to {up.control_url}"
+            "(listen, trigger, replay, tail, open) talk to that control plane instead; "
+            f"unset it (unset HOOKYARD_CONTROL_URL) or set it to {up.control_url}"
         ), said
 
 
