@@ -51,6 +51,28 @@ def stop_embedded_redis(data_dir: Path) -> None:
             proc.wait(5)
 
 
+def stop_embedded_postgres(data_dir: Path) -> None:
+    """Stop the Postgres a ``hookyard up`` on ``data_dir`` embedded, if it still runs: pg_ctl starts it outside
+    ``up``'s process tree, so a test's SIGKILL of ``up`` left it running after the test's directory was gone
+    (two such servers were found after two runs of one test). Only a postgres whose command line names that
+    data dir is stopped (its pid may be reused); SIGQUIT is Postgres' immediate shutdown, backends included."""
+    pg_dir = data_dir / "postgres"
+    try:
+        proc = psutil.Process(int((pg_dir / "postmaster.pid").read_text().split()[0]))
+        ours = proc.name().startswith("postgres") and str(pg_dir) in " ".join(proc.cmdline())
+    except (OSError, ValueError, IndexError, psutil.Error):
+        return
+    if not ours:
+        return
+    with contextlib.suppress(psutil.Error):
+        proc.send_signal(signal.SIGQUIT)
+        try:
+            proc.wait(10)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 def _several_workers(args: tuple[str, ...]) -> bool:
     """``hookyard edge|control ... --workers N`` with N above 1."""
     if not args or args[0] not in ("edge", "control") or "--workers" not in args:

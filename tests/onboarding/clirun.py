@@ -27,7 +27,7 @@ import pytest
 from control.support.client_tls import verify_for
 from shared.settings import Settings
 from tests.conftest import make_account
-from tests.stack import Stack, free_port, hookyard_command, stop_embedded_redis
+from tests.stack import Stack, free_port, hookyard_command, stop_embedded_postgres, stop_embedded_redis
 
 __all__ = (
     "Proc",
@@ -173,6 +173,7 @@ class Up(Proc):
                     child.kill()
         if running:
             stop_embedded_redis(self.data_dir)
+            stop_embedded_postgres(self.data_dir)
 
     def ctrl_c(self) -> float:
         """Ctrl-C as a terminal sends it, to the whole process group: the seconds until ``up`` exited."""
