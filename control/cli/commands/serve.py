@@ -20,7 +20,7 @@ from control.cli.runtime import command_settings, exit_now, run
 from shared import otel_config
 from shared.errors import ConfigError
 from shared.parent import SERVER_PID, bind_to_parent
-from shared.settings import Settings, env_name
+from shared.settings import URLS_FROM_UP, Settings, env_name
 
 WORKERS_KILL_TIMEOUT_S = 10
 """Seconds granian waits for a stopping worker before killing it (see ``_serve``)."""
@@ -101,7 +101,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _server_settings(host=args.host, **{port_field: args.port})
     if not settings.redis_url or not (edge or settings.database_url):
         needed = "REDIS_URL" if edge else "DATABASE_URL and REDIS_URL"
-        raise ConfigError(f"{needed} must be set for `hookyard {args.command}` (`hookyard up` sets them)")
+        raise ConfigError(f"{needed} must be set for `hookyard {args.command}` ({URLS_FROM_UP})")
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
     port = getattr(settings, port_field)
