@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from control.cli.ports import check_port
+from control.cli.ports import check_port, control_metrics_where
 from control.cli.runtime import command_settings, exit_now, run
 from shared import otel_config
 from shared.errors import ConfigError
@@ -164,10 +164,7 @@ def _say_metrics(settings: Settings, port: int, *, under_up: bool) -> None:
         check_port(settings.host, metrics_port, "HOOKYARD_CONTROL_METRICS_PORT", "the setting")
     if under_up:
         return
-    if metrics_port:
-        log.info("control: /metrics on %s:%d (not on the API port)", settings.host, metrics_port)
-    else:
-        log.info("control: /metrics off: HOOKYARD_CONTROL_METRICS_PORT is unset (it is not on the API port)")
+    log.info("control: %s", control_metrics_where(settings.host, metrics_port))  # under up, its banner says it
 
 
 def _removed_after(directory: str) -> None:
