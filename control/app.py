@@ -59,7 +59,7 @@ from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.parent import follow_server
-from shared.settings import Settings, load_settings
+from shared.settings import URLS_FROM_UP, Settings, load_settings
 from shared.stopping import on_stop_signal
 
 __all__ = ("bind", "create_app", "shape")
@@ -96,7 +96,7 @@ def shape(settings: Settings) -> tuple[int]:
 def _urls(settings: Settings) -> tuple[str, str]:
     """The database's and Redis's URLs, without which the control plane cannot run."""
     if not settings.database_url or not settings.redis_url:
-        raise ConfigError("DATABASE_URL and REDIS_URL must be set for the control plane (hookyard up sets them)")
+        raise ConfigError(f"DATABASE_URL and REDIS_URL must be set for the control plane ({URLS_FROM_UP})")
     return settings.database_url, settings.redis_url
 
 

@@ -38,7 +38,7 @@ from shared.keys import Keys
 from shared.logs import redact, safe_url
 from shared.metrics import CONTENT_TYPE, metrics_dir
 from shared.parent import follow_server
-from shared.settings import Settings, load_settings
+from shared.settings import URLS_FROM_UP, Settings, load_settings
 from shared.tracing import Tracing  # traced
 from shared.uri import uri_text
 
@@ -65,7 +65,7 @@ async def _ignore() -> None:
 class EdgeApp:
     def __init__(self, settings: Settings) -> None:
         if not settings.redis_url:
-            raise ValueError("REDIS_URL must be set for the edge")
+            raise ValueError(f"REDIS_URL must be set for the edge ({URLS_FROM_UP})")
         self.settings = settings
         self.redis_url: str = settings.redis_url
         self.keys = Keys(settings.redis_prefix, settings.stream_shards)

@@ -21,6 +21,7 @@ __all__ = (
     "API_KEY_VARIABLE",
     "CLIENT_VARIABLES",
     "CONTROL_URL_VARIABLE",
+    "URLS_FROM_UP",
     "Settings",
     "env_name",
     "known_variables",
@@ -44,6 +45,12 @@ _LISTS = {
 API_KEY_VARIABLE = "HOOKYARD_API_KEY"
 CONTROL_URL_VARIABLE = "HOOKYARD_CONTROL_URL"
 CLIENT_VARIABLES = frozenset({API_KEY_VARIABLE, CONTROL_URL_VARIABLE})
+# Said when DATABASE_URL or REDIS_URL is unset for a server run alone: where a user who ran `up` finds them
+# (``control.cli.instance`` writes the record; it exists while that `up` runs). Here, so the edge can say it too.
+URLS_FROM_UP = (
+    "`hookyard up` sets them; while it runs, they are in its data dir's instance.json, .hookyard/instance.json "
+    "by default"
+)
 # Set by the serving commands for granian's workers (``shared.parent``), never by a user: no setting either.
 _INTERNAL_VARIABLES = frozenset({"HOOKYARD_SERVER_PID"})
 

@@ -17,7 +17,7 @@ import socket
 
 from shared.errors import ConfigError
 
-__all__ = ("check_port",)
+__all__ = ("check_port", "control_metrics_where")
 
 
 def check_port(host: str, port: int, variable: str, flag: str) -> None:
@@ -33,3 +33,11 @@ def check_port(host: str, port: int, variable: str, flag: str) -> None:
         if exc.errno == errno.EADDRINUSE:
             raise ConfigError(f"{variable}: port {port} on {host} is in use; choose another ({flag})") from None
         raise ConfigError(f"HOOKYARD_HOST: cannot listen on {host}:{port}: {exc}") from None
+
+
+def control_metrics_where(host: str, metrics_port: int | None) -> str:
+    """Where control's ``/metrics`` is (it left the API port, ADR 0095), in the words ``hookyard control`` logs
+    at start and ``up``'s banner shows: an operator whose scrape of the API port now gets 404 finds why."""
+    if metrics_port:
+        return f"/metrics on {host}:{metrics_port} (not on the API port)"
+    return "/metrics off: HOOKYARD_CONTROL_METRICS_PORT is unset (it is not on the API port)"

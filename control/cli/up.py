@@ -38,7 +38,7 @@ import redis.asyncio as aioredis
 from control.cli.embedded import EmbeddedServers, start_embedded
 from control.cli.instance import instance_of_this_process, read_instance, remove_instance, write_instance
 from control.cli.local_key import LocalKey, ensure_local_key
-from control.cli.ports import check_port
+from control.cli.ports import check_port, control_metrics_where
 from control.db import connect
 from control.db.keyring import data_dir_keys
 from control.db.migrate import migrate, pending
@@ -363,6 +363,7 @@ def _banner(settings: Settings, data_dir: Path, key: LocalKey, tracing: str | No
         f"  data     {data_dir}",
         key_line,
         f"  try      {curl}",
+        f"  metrics  control {control_metrics_where(settings.host, settings.control_metrics_port)}",
         *([f"  tracing  {tracing.removeprefix('tracing: ')}"] if tracing else []),
         "Ctrl-C stops everything.",
     ]

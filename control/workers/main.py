@@ -33,7 +33,7 @@ from shared import redis_client, tracing
 from shared.errors import ConfigError
 from shared.keys import Keys
 from shared.otel_config import describe
-from shared.settings import Settings
+from shared.settings import URLS_FROM_UP, Settings
 
 __all__ = ("build_loops", "close_loops", "run", "started_line", "worker_context")
 
@@ -70,7 +70,7 @@ if tuple(_FACTORIES) != LOOP_NAMES:  # the light list up reads must name exactly
 @contextlib.asynccontextmanager
 async def worker_context(settings: Settings) -> AsyncIterator[Context]:
     if not settings.database_url or not settings.redis_url:
-        raise ConfigError("DATABASE_URL and REDIS_URL must be set for the workers (hookyard up sets them)")
+        raise ConfigError(f"DATABASE_URL and REDIS_URL must be set for the workers ({URLS_FROM_UP})")
     warn_if_clear(keyring_of(settings.encryption_keys))  # a malformed key stops the process now, not at a first sync
     await check_database(settings.database_url, who="worker")  # a database that does not exist ends the start
     pool = await create_pool(settings.database_url, max_size=settings.db_pool_max, reset_sessions=False)

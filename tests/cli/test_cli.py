@@ -340,12 +340,21 @@ def test_up_on_given_urls_starts_no_embedded_server(
     launch: Launch, servers: Servers, database_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "d"
-    env = _env(DATABASE_URL=database_url, REDIS_URL=servers.redis_url, HOOKYARD_REDIS_PREFIX=redis_prefix)
+    metrics = free_port()
+    env = _env(
+        DATABASE_URL=database_url,
+        REDIS_URL=servers.redis_url,
+        HOOKYARD_REDIS_PREFIX=redis_prefix,
+        HOOKYARD_CONTROL_METRICS_PORT=str(metrics),
+    )
     up = launch(data_dir, env, "given")
     up.wait_up()
     key = (data_dir / "api_key").read_text().strip()
     listed = _api("GET", up.control + "/v1/endpoints", key)
     assert listed.status_code == 200, listed.text
+    # The banner says where control's /metrics is (it said nothing, though observability.md says it is told).
+    assert f"  metrics  control /metrics on 127.0.0.1:{metrics} (not on the API port)\n" in up.text(), up.text()
+    assert httpx.get(f"http://127.0.0.1:{metrics}/metrics", timeout=10).status_code == 200
     assert not any(n.startswith(("redis-server", "postgres")) for n in up.names()), up.names()
     assert up.stop(signal.SIGTERM) == 0, up.text()
     assert _still_alive(up.tree) == []

@@ -7,6 +7,7 @@ start); Postgres not answering is an outage, waited out as the docs promise. Rea
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -15,8 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from bench.ports import free_port
+from control.cli.instance import RECORD
 from control.db.reach import where
-from shared.settings import Settings
+from shared.settings import URLS_FROM_UP, Settings
 from tests.onboarding.clirun import cli, until
 from tests.stack import Stack
 
@@ -119,3 +121,23 @@ def test_control_refuses_a_metrics_port_in_use(settings: Settings, tmp_path: Pat
     assert done.returncode == 2, done.stderr
     (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
     assert said.startswith(f"hookyard: HOOKYARD_CONTROL_METRICS_PORT: port {taken} on 127.0.0.1 is in use"), said
+
+
+@pytest.mark.parametrize(
+    ("command", "needed"),
+    [("edge", "REDIS_URL"), ("control", "DATABASE_URL and REDIS_URL"), ("worker", "DATABASE_URL and REDIS_URL")],
+)
+def test_a_server_without_its_urls_says_where_up_keeps_them(tmp_path: Path, command: str, needed: str) -> None:
+    """A user who ran `up` before is told where it records the URLs it runs on (the instance record), not only
+    that `up` sets them: a fresh-clone trial ran `hookyard control` alone and had nowhere to look."""
+    unset = ("DATABASE_URL", "REDIS_URL")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKYARD_") and k not in unset}
+    env["HOOKYARD_DATA_DIR"] = str(tmp_path)
+    args = ["--port", str(free_port())] if command != "worker" else ["retries", "--burst"]
+    done = cli(env, command, *args)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if line.startswith("hookyard: ")]
+    assert said.startswith(f"hookyard: {needed} must be set for "), said
+    assert said.endswith(f"({URLS_FROM_UP})"), said
+    assert f"data dir's {RECORD}" in said

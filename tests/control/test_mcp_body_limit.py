@@ -5,7 +5,11 @@ answered a 5 MB call with the SDK's plain-text ``Request body too large``."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.events_support import live_app
 from tests.mcp_client import call, connected
@@ -65,3 +69,15 @@ async def test_mcp_refuses_what_v1_refuses_with_the_same_envelope(settings, acco
             is_error, content = await call(session, "replay_event", event_id=MISSING_EVENT, **_args(near))
         assert is_error
         assert content == v1_near.json()
+
+
+async def test_the_official_client_shows_what_agents_md_says_of_an_over_size_call(settings, account) -> None:
+    """The SDK reads a non-2xx body only when it is a JSON-RPC error, and ours is the envelope (as /v1's), so an
+    agent on the official client sees its stand-in, not our message: agents.md says so, in these words. A JSON-RPC
+    error body would reach it but is no envelope; if this starts failing, the SDK or /mcp changed: fix the doc."""
+    doc = (Path(__file__).parents[2] / "docs" / "reference" / "agents.md").read_text()
+    async with live_app(settings) as (_, app), connected(app, account.key) as session:
+        with pytest.raises(MCPError) as raised:
+            await call(session, "replay_event", event_id=MISSING_EVENT, **_args("x" * 3_000_000))
+    assert (raised.value.error.code, raised.value.error.message) == (-32603, "Server returned an error response")
+    assert f"`MCPError` {raised.value.error.code} `{raised.value.error.message}`" in doc

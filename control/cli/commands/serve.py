@@ -15,12 +15,12 @@ import os
 import sys
 from typing import Any
 
-from control.cli.ports import check_port
+from control.cli.ports import check_port, control_metrics_where
 from control.cli.runtime import command_settings, exit_now, run
 from shared import otel_config
 from shared.errors import ConfigError
 from shared.parent import SERVER_PID, bind_to_parent
-from shared.settings import Settings, env_name
+from shared.settings import URLS_FROM_UP, Settings, env_name
 
 WORKERS_KILL_TIMEOUT_S = 10
 """Seconds granian waits for a stopping worker before killing it (see ``_serve``)."""
@@ -101,7 +101,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _server_settings(host=args.host, **{port_field: args.port})
     if not settings.redis_url or not (edge or settings.database_url):
         needed = "REDIS_URL" if edge else "DATABASE_URL and REDIS_URL"
-        raise ConfigError(f"{needed} must be set for `hookyard {args.command}` (`hookyard up` sets them)")
+        raise ConfigError(f"{needed} must be set for `hookyard {args.command}` ({URLS_FROM_UP})")
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, not {args.workers}")
     port = getattr(settings, port_field)
@@ -164,10 +164,7 @@ def _say_metrics(settings: Settings, port: int, *, under_up: bool) -> None:
         check_port(settings.host, metrics_port, "HOOKYARD_CONTROL_METRICS_PORT", "the setting")
     if under_up:
         return
-    if metrics_port:
-        log.info("control: /metrics on %s:%d (not on the API port)", settings.host, metrics_port)
-    else:
-        log.info("control: /metrics off: HOOKYARD_CONTROL_METRICS_PORT is unset (it is not on the API port)")
+    log.info("control: %s", control_metrics_where(settings.host, metrics_port))  # under up, its banner says it
 
 
 def _removed_after(directory: str) -> None:
