@@ -299,7 +299,9 @@ class Account:
         return {"Authorization": f"Bearer {self.key}"}
 
 
-async def make_account(database_url: str, **kwargs: object) -> Account:
+async def make_account(database_url: str | None, **kwargs: object) -> Account:
+    """An account made in ``database_url``'s database; ``Settings.database_url`` as typed (set in every test)."""
+    assert database_url is not None, "the test's settings carry no database URL"
     conn = await asyncpg.connect(database_url)
     try:
         account_id, key = await create_account(conn, email=kwargs.pop("email", None), **kwargs)  # type: ignore[arg-type]

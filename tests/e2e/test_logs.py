@@ -45,7 +45,7 @@ async def test_a_full_run_logs_json_with_ids_and_no_secret(
         stack.start_control()
         stack.start("edge", "edge", "--port", str(stack.edge_port), "--workers", "2", port=stack.edge_port)
         stack.start_worker("worker", "flush", "deliver")
-        account = await make_account(settings.database_url)  # type: ignore[arg-type]
+        account = await make_account(settings.database_url)
         secrets.append(account.key)
         async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers) as api:
             endpoint = (await api.post("/v1/endpoints", json={"name": "logs"})).json()

@@ -62,7 +62,7 @@ async def test_every_process_exposes_its_metrics(settings: Settings, tmp_path: P
         stack.start_control()
         stack.start("edge", "edge", "--port", str(stack.edge_port), "--workers", "2", port=stack.edge_port)
         stack.start_worker("worker", "flush", "deliver", "sweep")
-        account = await make_account(settings.database_url)  # type: ignore[arg-type]
+        account = await make_account(settings.database_url)
         async with httpx.AsyncClient(base_url=stack.control_url, headers=account.headers) as api:
             endpoint = (await api.post("/v1/endpoints", json={"name": "metrics"})).json()
             created = await api.post(

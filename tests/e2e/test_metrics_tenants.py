@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 async def _waiting_backlog(stack: Stack, settings: Settings, scrape_url: str) -> tuple[Account, list[str]]:
     """Account B with an endpoint whose destination has a delivery due and unsent, once ``scrape_url`` (an
     operator's port) lists it; B's ids (account, endpoint, destination, ingest URL) to look for elsewhere."""
-    owner = await make_account(settings.database_url)  # type: ignore[arg-type]
+    owner = await make_account(settings.database_url)
     async with httpx.AsyncClient(base_url=stack.control_url, headers=owner.headers) as api:
         endpoint = (await api.post("/v1/endpoints", json={"name": "b-private"})).json()
         created = await api.post(
@@ -60,7 +60,7 @@ async def test_no_tenant_facing_port_shows_another_accounts_ids(settings: Settin
         stack.start_edge()
         stack.start_worker("worker", "flush")  # no deliver loop: B's delivery stays due
         _, secret = await _waiting_backlog(stack, settings, f"http://127.0.0.1:{worker_port}")
-        tenant = await make_account(settings.database_url)  # type: ignore[arg-type]
+        tenant = await make_account(settings.database_url)
         paths = ("/metrics", "/metrics/", "/metrics?format=text", "/healthz", "/livez")
         async with httpx.AsyncClient() as client:
             for base in (stack.control_url, stack.edge_url):
