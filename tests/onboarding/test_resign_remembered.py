@@ -93,6 +93,8 @@ def test_replay_and_a_restart_re_sign_as_listen_did_and_tail_shows_its_forwards(
         # restarted as it said, the secret not on its line: it still re-signs
         assert SECRET not in restart
         assert listen.interrupt() == 0
+        # A full suite run once saw the restarted listen find no up here: say so with up's own output if so.
+        assert up.proc.poll() is None, f"hookyard up exited ({up.proc.returncode}):\n{up.output}"
         again = Proc(restart.split()[1:], env, project / "listen-again.log", cwd=project)
         try:
             again.wait_for_output(r"^Re-signing each event .* with the secret of the run before")
